@@ -1,0 +1,497 @@
+/* ir/onnx_import: ModelProto -> kiln_graph. */
+#include "ir/onnx_import.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "onnx/onnx.pb-c.h"
+
+/* ---- name -> value index map (open addressing, power-of-two capacity) ---- */
+
+typedef struct name_map {
+  const char **keys;
+  int *vals;
+  size_t cap;
+} name_map;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+static kiln_status map_init(name_map *m, size_t expected) {
+  m->cap = 16;
+  while (m->cap < expected * 2) m->cap <<= 1;
+  m->keys = kiln_calloc(m->cap, sizeof *m->keys);
+  m->vals = kiln_calloc(m->cap, sizeof *m->vals);
+  if (!m->keys || !m->vals) return kiln_fail(KILN_E_NOMEM, "out of memory importing the model");
+  return KILN_OK;
+}
+
+static void map_free(name_map *m) {
+  kiln_free(m->keys);
+  kiln_free(m->vals);
+}
+
+static int map_get(const name_map *m, const char *k) {
+  for (size_t i = hash_str(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    if (!m->keys[i]) return -1;
+    if (!strcmp(m->keys[i], k)) return m->vals[i];
+  }
+}
+
+/* Caller guarantees k is absent and capacity suffices (sized from counts). */
+static void map_put(name_map *m, const char *k, int v) {
+  size_t i = hash_str(k) & (m->cap - 1);
+  while (m->keys[i]) i = (i + 1) & (m->cap - 1);
+  m->keys[i] = k;
+  m->vals[i] = v;
+}
+
+/* ---- tensors ---- */
+
+static kiln_status tensor_from_proto(const Onnx__TensorProto *tp, kiln_tensor *t) {
+  const char *nm = tp->name ? tp->name : "";
+  kiln_dtype dt = (kiln_dtype)(tp->has_data_type ? tp->data_type : 0);
+  if (dt == KILN_STRING)
+    return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "tensor '%s': string tensors cannot cross the ONNXIFI ABI", nm);
+  if (!kiln_dtype_supported(dt))
+    return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "tensor '%s': data type %s (%d) is not supported", nm,
+                     kiln_dtype_name(dt), (int)dt);
+  if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "tensor '%s': external data is not supported", nm);
+  if (tp->segment) return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "tensor '%s': segmented tensors are not supported", nm);
+  if (tp->n_dims > KILN_MAX_RANK)
+    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "tensor '%s': rank %zu exceeds kiln's maximum of %d", nm,
+                     tp->n_dims, KILN_MAX_RANK);
+  kiln_status s = kiln_tensor_alloc(t, dt, (int)tp->n_dims, tp->dims);
+  if (s) {
+    kiln_error_prefix("tensor '%s'", nm);
+    return s;
+  }
+  size_t es = kiln_dtype_size(dt), bytes = (size_t)t->numel * es;
+  int64_t n = t->numel;
+  size_t have = 0;
+  if (tp->has_raw_data) {
+    if (tp->raw_data.len != bytes)
+      return kiln_fail(KILN_E_MODEL, "tensor '%s': raw_data has %zu bytes, its shape needs %zu", nm,
+                       tp->raw_data.len, bytes);
+    if (bytes) memcpy(t->data, tp->raw_data.data, bytes);
+    return KILN_OK;
+  }
+  switch (dt) {
+  case KILN_F32:
+    have = tp->n_float_data;
+    if ((int64_t)have == n && n) memcpy(t->data, tp->float_data, bytes);
+    break;
+  case KILN_F64:
+    have = tp->n_double_data;
+    if ((int64_t)have == n && n) memcpy(t->data, tp->double_data, bytes);
+    break;
+  case KILN_I64:
+    have = tp->n_int64_data;
+    if ((int64_t)have == n && n) memcpy(t->data, tp->int64_data, bytes);
+    break;
+  case KILN_U32:
+  case KILN_U64:
+    have = tp->n_uint64_data;
+    if ((int64_t)have == n)
+      for (int64_t i = 0; i < n; i++) kiln_set_i(t, i, (int64_t)tp->uint64_data[i]);
+    break;
+  case KILN_F16:
+  case KILN_BF16:
+    have = tp->n_int32_data;
+    if ((int64_t)have == n)
+      for (int64_t i = 0; i < n; i++) ((uint16_t *)t->data)[i] = (uint16_t)tp->int32_data[i];
+    break;
+  default: /* int32, int16, int8, uint16, uint8, bool */
+    have = tp->n_int32_data;
+    if ((int64_t)have == n)
+      for (int64_t i = 0; i < n; i++) kiln_set_i(t, i, tp->int32_data[i]);
+    break;
+  }
+  if ((int64_t)have != n) {
+    kiln_tensor_release(t);
+    return kiln_fail(KILN_E_MODEL, "tensor '%s': %zu values stored, its shape needs %lld", nm, have,
+                     (long long)n);
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_tensor_parse(const void *bytes, size_t size, kiln_tensor *out, char **name) {
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, size, bytes);
+  if (!tp) return kiln_fail(KILN_E_PROTOBUF, "bytes do not parse as an ONNX TensorProto");
+  kiln_status s = tensor_from_proto(tp, out);
+  if (!s && name) {
+    *name = tp->name ? kiln_strdup(tp->name) : NULL;
+    if (tp->name && !*name) {
+      kiln_tensor_release(out);
+      s = kiln_fail(KILN_E_NOMEM, "out of memory");
+    }
+  }
+  onnx__tensor_proto__free_unpacked(tp, NULL);
+  return s;
+}
+
+/* ---- types ---- */
+
+static kiln_status type_from_proto(const Onnx__TypeProto *tp, kiln_type *ty, const char *vname) {
+  ty->kind = KILN_TYPE_UNKNOWN;
+  ty->dtype = KILN_UNDEFINED;
+  ty->rank = -1;
+  if (!tp) return KILN_OK;
+  switch (tp->value_case) {
+  case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE: break;
+  case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE: ty->kind = KILN_TYPE_SEQUENCE; return KILN_OK;
+  case ONNX__TYPE_PROTO__VALUE_MAP_TYPE: ty->kind = KILN_TYPE_MAP; return KILN_OK;
+  case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE: ty->kind = KILN_TYPE_OPTIONAL; return KILN_OK;
+  case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE: ty->kind = KILN_TYPE_SPARSE; return KILN_OK;
+  default: return KILN_OK;
+  }
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  ty->kind = KILN_TYPE_TENSOR;
+  if (tt->has_elem_type) ty->dtype = (kiln_dtype)tt->elem_type;
+  if (!tt->shape) return KILN_OK;
+  if (tt->shape->n_dim > KILN_MAX_RANK)
+    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "value '%s': rank %zu exceeds kiln's maximum of %d", vname,
+                     tt->shape->n_dim, KILN_MAX_RANK);
+  ty->rank = (int)tt->shape->n_dim;
+  for (int i = 0; i < ty->rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    ty->dims[i].value = -1;
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      if (d->dim_value < 0)
+        return kiln_fail(KILN_E_MODEL, "value '%s': dim %d is negative (%lld)", vname, i, (long long)d->dim_value);
+      ty->dims[i].value = d->dim_value;
+    } else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+               *d->dim_param) {
+      ty->dims[i].param = kiln_strdup(d->dim_param);
+      if (!ty->dims[i].param) return kiln_fail(KILN_E_NOMEM, "out of memory");
+    }
+  }
+  return KILN_OK;
+}
+
+/* ---- attributes ---- */
+
+static kiln_status attr_from_proto(const Onnx__AttributeProto *ap, kiln_attr *a) {
+  a->name = kiln_strdup(ap->name ? ap->name : "");
+  if (!a->name) return kiln_fail(KILN_E_NOMEM, "out of memory");
+  if (ap->ref_attr_name && *ap->ref_attr_name)
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute '%s' refers to a function attribute", a->name);
+  int type = ap->has_type ? (int)ap->type : 0;
+  if (!type) { /* IR < 3 models may omit the type: infer it from the field set */
+    if (ap->has_f) type = KILN_ATTR_FLOAT;
+    else if (ap->has_i) type = KILN_ATTR_INT;
+    else if (ap->has_s) type = KILN_ATTR_STRING;
+    else if (ap->t) type = KILN_ATTR_TENSOR;
+    else if (ap->g) type = KILN_ATTR_GRAPH;
+    else if (ap->n_floats) type = KILN_ATTR_FLOATS;
+    else if (ap->n_ints) type = KILN_ATTR_INTS;
+    else if (ap->n_strings) type = KILN_ATTR_STRINGS;
+  }
+  a->type = (kiln_attr_type)type;
+  switch (type) {
+  case KILN_ATTR_FLOAT: a->f = ap->f; break;
+  case KILN_ATTR_INT: a->i = ap->i; break;
+  case KILN_ATTR_STRING:
+    a->s = kiln_strndup((const char *)ap->s.data, ap->s.len);
+    if (!a->s) return kiln_fail(KILN_E_NOMEM, "out of memory");
+    break;
+  case KILN_ATTR_FLOATS:
+    a->n = ap->n_floats;
+    if (a->n) {
+      a->floats = kiln_malloc(a->n * sizeof(float));
+      if (!a->floats) return kiln_fail(KILN_E_NOMEM, "out of memory");
+      memcpy(a->floats, ap->floats, a->n * sizeof(float));
+    }
+    break;
+  case KILN_ATTR_INTS:
+    a->n = ap->n_ints;
+    if (a->n) {
+      a->ints = kiln_malloc(a->n * sizeof(int64_t));
+      if (!a->ints) return kiln_fail(KILN_E_NOMEM, "out of memory");
+      memcpy(a->ints, ap->ints, a->n * sizeof(int64_t));
+    }
+    break;
+  case KILN_ATTR_STRINGS:
+    a->strings = kiln_calloc(ap->n_strings, sizeof(char *));
+    if (!a->strings) return kiln_fail(KILN_E_NOMEM, "out of memory");
+    a->n = ap->n_strings;
+    for (size_t k = 0; k < a->n; k++) {
+      a->strings[k] = kiln_strndup((const char *)ap->strings[k].data, ap->strings[k].len);
+      if (!a->strings[k]) return kiln_fail(KILN_E_NOMEM, "out of memory");
+    }
+    break;
+  case KILN_ATTR_TENSOR: {
+    if (!ap->t) return kiln_fail(KILN_E_MODEL, "attribute '%s' of type TENSOR has no tensor", a->name);
+    a->t = kiln_calloc(1, sizeof *a->t);
+    if (!a->t) return kiln_fail(KILN_E_NOMEM, "out of memory");
+    kiln_status s = tensor_from_proto(ap->t, a->t);
+    if (s) {
+      kiln_error_prefix("attribute '%s'", a->name);
+      return s;
+    }
+    break;
+  }
+  default:
+    /* graphs, sparse tensors, type protos: kept as a typed marker only; the
+     * op tables reject nodes that need them. */
+    break;
+  }
+  return KILN_OK;
+}
+
+/* ---- the model ---- */
+
+typedef struct importer {
+  kiln_graph *g;
+  name_map names;
+  int cap_values;
+} importer;
+
+static int add_value(importer *im, const char *name, kiln_status *s) {
+  kiln_graph *g = im->g;
+  if (g->n_values >= im->cap_values) {
+    *s = kiln_fail(KILN_E_INTERNAL, "value table overflow");
+    return -1;
+  }
+  kiln_value *v = &g->values[g->n_values];
+  v->name = kiln_strdup(name);
+  if (!v->name) {
+    *s = kiln_fail(KILN_E_NOMEM, "out of memory");
+    return -1;
+  }
+  v->producer = -1;
+  v->type.rank = -1;
+  map_put(&im->names, v->name, g->n_values);
+  return g->n_values++;
+}
+
+static kiln_status import_graph(importer *im, const Onnx__ModelProto *mp) {
+  kiln_graph *g = im->g;
+  const Onnx__GraphProto *gp = mp->graph;
+  kiln_status s = KILN_OK;
+
+  if (gp->n_sparse_initializer)
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "sparse initializers are not supported");
+  if (gp->n_node > 1000000 || gp->n_initializer > 1000000 || gp->n_input > 100000 || gp->n_output > 100000)
+    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "graph too large (%zu nodes)", gp->n_node);
+
+  size_t cap = gp->n_input + gp->n_initializer + gp->n_output;
+  for (size_t i = 0; i < gp->n_node; i++) cap += gp->node[i]->n_output;
+  im->cap_values = (int)cap;
+  g->values = kiln_calloc(cap ? cap : 1, sizeof *g->values);
+  g->nodes = kiln_calloc(gp->n_node ? gp->n_node : 1, sizeof *g->nodes);
+  g->inputs = kiln_calloc(gp->n_input ? gp->n_input : 1, sizeof(int));
+  g->outputs = kiln_calloc(gp->n_output ? gp->n_output : 1, sizeof(int));
+  if (!g->values || !g->nodes || !g->inputs || !g->outputs) return kiln_fail(KILN_E_NOMEM, "out of memory");
+  if ((s = map_init(&im->names, cap))) return s;
+
+  for (size_t i = 0; i < gp->n_input; i++) {
+    const Onnx__ValueInfoProto *vi = gp->input[i];
+    const char *nm = vi->name ? vi->name : "";
+    if (!*nm) return kiln_fail(KILN_E_MODEL, "graph input %zu has no name", i);
+    if (map_get(&im->names, nm) >= 0) return kiln_fail(KILN_E_MODEL, "graph input '%s' is listed twice", nm);
+    int v = add_value(im, nm, &s);
+    if (v < 0) return s;
+    if ((s = type_from_proto(vi->type, &g->values[v].type, nm))) return s;
+    g->values[v].is_input = true;
+    g->inputs[g->n_inputs++] = v;
+  }
+  for (size_t i = 0; i < gp->n_initializer; i++) {
+    const Onnx__TensorProto *tp = gp->initializer[i];
+    const char *nm = tp->name ? tp->name : "";
+    if (!*nm) return kiln_fail(KILN_E_MODEL, "initializer %zu has no name", i);
+    int v = map_get(&im->names, nm);
+    if (v >= 0 && g->values[v].init) return kiln_fail(KILN_E_MODEL, "initializer '%s' is given twice", nm);
+    if (v < 0 && (v = add_value(im, nm, &s)) < 0) return s;
+    kiln_value *val = &g->values[v];
+    val->init = kiln_calloc(1, sizeof *val->init);
+    if (!val->init) return kiln_fail(KILN_E_NOMEM, "out of memory");
+    if ((s = tensor_from_proto(tp, val->init))) return s;
+    if (val->type.kind == KILN_TYPE_UNKNOWN) {
+      val->type.kind = KILN_TYPE_TENSOR;
+      val->type.dtype = val->init->dtype;
+      val->type.rank = val->init->rank;
+      for (int d = 0; d < val->init->rank; d++) val->type.dims[d].value = val->init->dims[d];
+    }
+  }
+
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    kiln_node *n = &g->nodes[g->n_nodes++];
+    n->name = kiln_strdup(np->name ? np->name : "");
+    n->op_type = kiln_strdup(np->op_type ? np->op_type : "");
+    n->domain = kiln_strdup(np->domain ? np->domain : "");
+    n->in = kiln_calloc(np->n_input ? np->n_input : 1, sizeof(int));
+    n->out = kiln_calloc(np->n_output ? np->n_output : 1, sizeof(int));
+    n->attrs = kiln_calloc(np->n_attribute ? np->n_attribute : 1, sizeof *n->attrs);
+    if (!n->name || !n->op_type || !n->domain || !n->in || !n->out || !n->attrs)
+      return kiln_fail(KILN_E_NOMEM, "out of memory");
+    char lbl[256];
+    kiln_node_label(g, n, lbl, sizeof lbl);
+    if (!*n->op_type) return kiln_fail(KILN_E_MODEL, "node %s has no op_type", lbl);
+    int64_t ver = kiln_graph_opset(g, n->domain);
+    if (ver < 0)
+      return kiln_fail(KILN_E_MODEL, "node %s (%s): no opset is imported for domain '%s'", lbl, n->op_type,
+                       n->domain);
+    n->opset = (int)ver;
+    for (size_t k = 0; k < np->n_attribute; k++) {
+      n->n_attrs++;
+      if ((s = attr_from_proto(np->attribute[k], &n->attrs[k]))) {
+        kiln_error_prefix("node %s (%s)", lbl, n->op_type);
+        return s;
+      }
+      for (size_t j = 0; j < k; j++)
+        if (!strcmp(n->attrs[j].name, n->attrs[k].name))
+          return kiln_fail(KILN_E_MODEL, "node %s (%s): attribute '%s' given twice", lbl, n->op_type,
+                           n->attrs[k].name);
+    }
+    for (size_t k = 0; k < np->n_input; k++) {
+      const char *nm = np->input[k];
+      n->n_in++;
+      if (!nm || !*nm) {
+        n->in[k] = -1;
+        continue;
+      }
+      int v = map_get(&im->names, nm);
+      if (v < 0)
+        return kiln_fail(KILN_E_MODEL,
+                         "node %s (%s): input '%s' is not a graph input, an initializer or an output of an "
+                         "earlier node",
+                         lbl, n->op_type, nm);
+      n->in[k] = v;
+    }
+    for (size_t k = 0; k < np->n_output; k++) {
+      const char *nm = np->output[k];
+      n->n_out++;
+      if (!nm || !*nm) {
+        n->out[k] = -1;
+        continue;
+      }
+      if (map_get(&im->names, nm) >= 0)
+        return kiln_fail(KILN_E_MODEL, "node %s (%s): output '%s' is already defined (names must be unique)",
+                         lbl, n->op_type, nm);
+      int v = add_value(im, nm, &s);
+      if (v < 0) return s;
+      g->values[v].producer = (int)i;
+      n->out[k] = v;
+    }
+  }
+
+  for (size_t i = 0; i < gp->n_output; i++) {
+    const Onnx__ValueInfoProto *vi = gp->output[i];
+    const char *nm = vi->name ? vi->name : "";
+    int v = map_get(&im->names, nm);
+    if (v < 0) return kiln_fail(KILN_E_MODEL, "graph output '%s' is not produced by any node or input", nm);
+    if (g->values[v].is_output) return kiln_fail(KILN_E_MODEL, "graph output '%s' is listed twice", nm);
+    kiln_type ty = {0};
+    if ((s = type_from_proto(vi->type, &ty, nm))) {
+      for (int d = 0; d < KILN_MAX_RANK; d++) kiln_free(ty.dims[d].param);
+      return s;
+    }
+    if (g->values[v].type.kind == KILN_TYPE_UNKNOWN || !g->values[v].is_input) {
+      for (int d = 0; d < KILN_MAX_RANK; d++) kiln_free(g->values[v].type.dims[d].param);
+      g->values[v].type = ty;
+    } else {
+      for (int d = 0; d < KILN_MAX_RANK; d++) kiln_free(ty.dims[d].param);
+    }
+    g->values[v].is_output = true;
+    g->outputs[g->n_outputs++] = v;
+  }
+  for (size_t i = 0; i < gp->n_value_info; i++) {
+    const Onnx__ValueInfoProto *vi = gp->value_info[i];
+    int v = vi->name ? map_get(&im->names, vi->name) : -1;
+    if (v < 0 || g->values[v].type.kind != KILN_TYPE_UNKNOWN) continue;
+    if ((s = type_from_proto(vi->type, &g->values[v].type, vi->name))) return s;
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_onnx_import(const void *bytes, size_t size, kiln_graph **out) {
+  *out = NULL;
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, bytes);
+  if (!mp) return kiln_fail(KILN_E_PROTOBUF, "the %zu bytes do not parse as an ONNX ModelProto", size);
+  kiln_status s = KILN_OK;
+  importer im = {0};
+  kiln_graph *g = kiln_calloc(1, sizeof *g);
+  if (!g) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory");
+    goto done;
+  }
+  im.g = g;
+  if (!mp->has_ir_version || mp->ir_version < 1) {
+    s = kiln_fail(KILN_E_MODEL, "the model has no ir_version");
+    goto done;
+  }
+  g->ir_version = mp->ir_version;
+  if (!mp->graph) {
+    s = kiln_fail(KILN_E_MODEL, "the model has no graph");
+    goto done;
+  }
+  if (mp->n_functions) {
+    s = kiln_fail(KILN_E_UNSUPPORTED_OP, "model-local functions are not supported");
+    goto done;
+  }
+  g->opsets = kiln_calloc(mp->n_opset_import + 1, sizeof *g->opsets);
+  if (!g->opsets) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *op = mp->opset_import[i];
+    g->opsets[i].domain = kiln_strdup(op->domain ? op->domain : "");
+    if (!g->opsets[i].domain) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory");
+      goto done;
+    }
+    g->opsets[i].version = op->has_version ? op->version : 1;
+    g->n_opsets++;
+  }
+  if (!g->n_opsets && mp->ir_version >= 3) {
+    s = kiln_fail(KILN_E_MODEL, "the model imports no opset (required since IR version 3)");
+    goto done;
+  }
+  if (!g->n_opsets) { /* IR 1-2: opset 1 of the default domain */
+    g->opsets[0].domain = kiln_strdup("");
+    g->opsets[0].version = 1;
+    if (!g->opsets[0].domain) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory");
+      goto done;
+    }
+    g->n_opsets = 1;
+  }
+  g->name = kiln_strdup(mp->graph->name ? mp->graph->name : "");
+  if (mp->n_metadata_props) {
+    g->prop_keys = kiln_calloc(mp->n_metadata_props, sizeof(char *));
+    g->prop_vals = kiln_calloc(mp->n_metadata_props, sizeof(char *));
+    if (!g->prop_keys || !g->prop_vals) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory");
+      goto done;
+    }
+    for (size_t i = 0; i < mp->n_metadata_props; i++) {
+      const Onnx__StringStringEntryProto *e = mp->metadata_props[i];
+      g->prop_keys[i] = kiln_strdup(e->key ? e->key : "");
+      g->prop_vals[i] = kiln_strdup(e->value ? e->value : "");
+      g->n_props++;
+      if (!g->prop_keys[i] || !g->prop_vals[i]) {
+        s = kiln_fail(KILN_E_NOMEM, "out of memory");
+        goto done;
+      }
+    }
+  }
+  if (!g->name) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory");
+    goto done;
+  }
+  s = import_graph(&im, mp);
+done:
+  map_free(&im.names);
+  onnx__model_proto__free_unpacked(mp, NULL);
+  if (s) kiln_graph_free(g);
+  else *out = g;
+  return s;
+}

@@ -1,0 +1,228 @@
+/* ir/tensor: dense host tensors and shape helpers. */
+#include "ir/tensor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+
+kiln_status kiln_shape_numel(int rank, const int64_t *dims, int64_t *numel) {
+  if (rank < 0 || rank > KILN_MAX_RANK)
+    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "rank %d is beyond kiln's maximum of %d", rank,
+                     KILN_MAX_RANK);
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] < 0) return kiln_fail(KILN_E_INVALID_SHAPE, "negative dimension %lld", (long long)dims[i]);
+    if (dims[i] && n > KILN_MAX_NUMEL / dims[i]) {
+      char b[160];
+      return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "shape %s has more than %lld elements",
+                       kiln_shape_str(rank, dims, b, sizeof b), (long long)KILN_MAX_NUMEL);
+    }
+    n *= dims[i];
+  }
+  *numel = n;
+  return KILN_OK;
+}
+
+kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t *dims) {
+  int64_t n;
+  kiln_status s = kiln_shape_numel(rank, dims, &n);
+  if (s) return s;
+  size_t es = kiln_dtype_size(dtype);
+  if (!es) return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "data type %s cannot be stored", kiln_dtype_name(dtype));
+  void *p = kiln_calloc((size_t)n, es);
+  if (!p)
+    return kiln_fail(KILN_E_NOMEM, "cannot allocate %lld bytes for a tensor", (long long)(n * (int64_t)es));
+  t->dtype = dtype;
+  t->rank = rank;
+  for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+  t->numel = n;
+  t->data = p;
+  t->owns = true;
+  return KILN_OK;
+}
+
+void kiln_tensor_wrap(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t *dims, int64_t numel,
+                      void *data) {
+  t->dtype = dtype;
+  t->rank = rank;
+  for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+  t->numel = numel;
+  t->data = data;
+  t->owns = false;
+}
+
+void kiln_tensor_release(kiln_tensor *t) {
+  if (t->owns) kiln_free(t->data);
+  memset(t, 0, sizeof *t);
+}
+
+size_t kiln_tensor_bytes(const kiln_tensor *t) { return (size_t)t->numel * kiln_dtype_size(t->dtype); }
+
+kiln_status kiln_tensor_copy(kiln_tensor *dst, const kiln_tensor *src) {
+  kiln_status s = kiln_tensor_alloc(dst, src->dtype, src->rank, src->dims);
+  if (s) return s;
+  if (src->numel) memcpy(dst->data, src->data, kiln_tensor_bytes(src));
+  return KILN_OK;
+}
+
+double kiln_get_f(const kiln_tensor *t, int64_t i) {
+  const void *p = t->data;
+  switch (t->dtype) {
+  case KILN_F32: return ((const float *)p)[i];
+  case KILN_F64: return ((const double *)p)[i];
+  case KILN_F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
+  case KILN_BF16: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
+  case KILN_U64: return (double)((const uint64_t *)p)[i];
+  default: return (double)kiln_get_i(t, i);
+  }
+}
+
+int64_t kiln_get_i(const kiln_tensor *t, int64_t i) {
+  const void *p = t->data;
+  switch (t->dtype) {
+  case KILN_U8: return ((const uint8_t *)p)[i];
+  case KILN_BOOL: return ((const uint8_t *)p)[i] != 0;
+  case KILN_I8: return ((const int8_t *)p)[i];
+  case KILN_U16: return ((const uint16_t *)p)[i];
+  case KILN_I16: return ((const int16_t *)p)[i];
+  case KILN_I32: return ((const int32_t *)p)[i];
+  case KILN_U32: return ((const uint32_t *)p)[i];
+  case KILN_I64: return ((const int64_t *)p)[i];
+  case KILN_U64: return (int64_t)((const uint64_t *)p)[i];
+  default: {
+    double d = kiln_get_f(t, i);
+    if (isnan(d)) return 0;
+    if (d >= 9.2233720368547758e18) return INT64_MAX;
+    if (d <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)d;
+  }
+  }
+}
+
+/* Saturating double -> integer conversion, truncating toward zero. */
+static double clampd(double v, double lo, double hi) {
+  if (isnan(v)) return 0;
+  v = trunc(v);
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+void kiln_set_f(kiln_tensor *t, int64_t i, double v) {
+  void *p = t->data;
+  switch (t->dtype) {
+  case KILN_F32: ((float *)p)[i] = (float)v; break;
+  case KILN_F64: ((double *)p)[i] = v; break;
+  case KILN_F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
+  case KILN_BF16: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); break;
+  case KILN_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  case KILN_U8: ((uint8_t *)p)[i] = (uint8_t)clampd(v, 0, 255); break;
+  case KILN_I8: ((int8_t *)p)[i] = (int8_t)clampd(v, -128, 127); break;
+  case KILN_U16: ((uint16_t *)p)[i] = (uint16_t)clampd(v, 0, 65535); break;
+  case KILN_I16: ((int16_t *)p)[i] = (int16_t)clampd(v, -32768, 32767); break;
+  case KILN_I32: ((int32_t *)p)[i] = (int32_t)clampd(v, -2147483648.0, 2147483647.0); break;
+  case KILN_U32: ((uint32_t *)p)[i] = (uint32_t)clampd(v, 0, 4294967295.0); break;
+  case KILN_I64: ((int64_t *)p)[i] = (int64_t)clampd(v, -9.2233720368547758e18, 9.2233720368547748e18); break;
+  case KILN_U64: ((uint64_t *)p)[i] = (uint64_t)clampd(v, 0, 1.8446744073709550e19); break;
+  default: break;
+  }
+}
+
+void kiln_set_i(kiln_tensor *t, int64_t i, int64_t v) {
+  void *p = t->data;
+  switch (t->dtype) {
+  case KILN_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case KILN_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+  case KILN_I8: ((int8_t *)p)[i] = (int8_t)v; break;
+  case KILN_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+  case KILN_I16: ((int16_t *)p)[i] = (int16_t)v; break;
+  case KILN_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+  case KILN_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+  case KILN_I64: ((int64_t *)p)[i] = v; break;
+  case KILN_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+  default: kiln_set_f(t, i, (double)v); break;
+  }
+}
+
+void kiln_copy_elem(kiln_tensor *dst, int64_t di, const kiln_tensor *src, int64_t si) {
+  size_t es = kiln_dtype_size(src->dtype);
+  memcpy((char *)dst->data + (size_t)di * es, (const char *)src->data + (size_t)si * es, es);
+}
+
+kiln_status kiln_tensor_ints(const kiln_tensor *t, int64_t *out, int max, int *n) {
+  if (t->dtype != KILN_I64 && t->dtype != KILN_I32)
+    return kiln_fail(KILN_E_MISMATCH_DTYPE, "expected an int64 or int32 tensor, got %s",
+                     kiln_dtype_name(t->dtype));
+  if (t->rank > 1) return kiln_fail(KILN_E_MISMATCH_SHAPE, "expected a 1-D tensor, got rank %d", t->rank);
+  if (t->numel > max)
+    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "%lld values given, at most %d supported",
+                     (long long)t->numel, max);
+  for (int64_t i = 0; i < t->numel; i++) out[i] = kiln_get_i(t, i);
+  *n = (int)t->numel;
+  return KILN_OK;
+}
+
+void kiln_strides(int rank, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
+kiln_status kiln_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *rout,
+                                 int64_t *out) {
+  int r = ra > rb ? ra : rb;
+  int64_t tmp[KILN_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    int64_t da = i < r - ra ? 1 : a[i - (r - ra)];
+    int64_t db = i < r - rb ? 1 : b[i - (r - rb)];
+    if (da == db || db == 1) tmp[i] = da;
+    else if (da == 1) tmp[i] = db;
+    else {
+      char sa[160], sb[160];
+      return kiln_fail(KILN_E_MISMATCH_SHAPE, "shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
+                       kiln_shape_str(ra, a, sa, sizeof sa), kiln_shape_str(rb, b, sb, sizeof sb), i,
+                       (long long)da, (long long)db);
+    }
+  }
+  for (int i = 0; i < r; i++) out[i] = tmp[i];
+  *rout = r;
+  return KILN_OK;
+}
+
+void kiln_broadcast_strides(const kiln_tensor *t, int rank, const int64_t *dims, int64_t *strides) {
+  int64_t own[KILN_MAX_RANK];
+  kiln_strides(t->rank, t->dims, own);
+  int off = rank - t->rank;
+  for (int i = 0; i < rank; i++) {
+    if (i < off) strides[i] = 0;
+    else strides[i] = (t->dims[i - off] == 1 && dims[i] != 1) ? 0 : own[i - off];
+  }
+}
+
+void kiln_unravel(int64_t flat, int rank, const int64_t *dims, int64_t *idx) {
+  for (int i = rank - 1; i >= 0; i--) {
+    if (dims[i] > 0) {
+      idx[i] = flat % dims[i];
+      flat /= dims[i];
+    } else {
+      idx[i] = 0;
+    }
+  }
+}
+
+kiln_status kiln_norm_axis(int64_t axis, int rank, int *out) {
+  if (axis < -rank || axis >= rank || (rank == 0 && axis != 0))
+    return kiln_fail(KILN_E_MODEL, "axis %lld is out of range for rank %d", (long long)axis, rank);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return KILN_OK;
+}
+
+const char *kiln_shape_str(int rank, const int64_t *dims, char *buf, int size) {
+  int k = snprintf(buf, (size_t)size, "[");
+  for (int i = 0; i < rank && k < size; i++)
+    k += snprintf(buf + k, (size_t)(size - k), "%s%lld", i ? "," : "", (long long)dims[i]);
+  if (k < size) snprintf(buf + k, (size_t)(size - k), "]");
+  return buf;
+}

@@ -1,0 +1,18 @@
+/* reference/exec: runs a kiln_graph as imported, node by node, with the
+ * scalar kernels of reference/ops_*.c. No rewrites, no views, no plan:
+ * every intermediate is a fresh dense tensor, freed after its last use.
+ * Shapes are computed from the actual inputs at each run, so shape-setting
+ * inputs fed at run time need no special handling here. */
+#ifndef KILN_REFERENCE_EXEC_H
+#define KILN_REFERENCE_EXEC_H
+#include "ir/graph.h"
+
+/* Checks every node of g against the reference op tables. */
+kiln_status kiln_ref_check_graph(const kiln_graph *g);
+
+/* Runs g. bound[v] (indexed by value) gives the tensor for each graph input
+ * that has no initializer; other entries are NULL. On success outs[i]
+ * (g->n_outputs entries, empty on entry) hold owned results. */
+kiln_status kiln_ref_run(const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs);
+
+#endif

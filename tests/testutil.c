@@ -1,0 +1,104 @@
+/* tests/testutil: shared helpers for test programs. */
+#include "tests/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/graph.h"
+
+void *tu_read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  if (fseek(f, 0, SEEK_END)) {
+    fclose(f);
+    return NULL;
+  }
+  long n = ftell(f);
+  if (n < 0 || fseek(f, 0, SEEK_SET)) {
+    fclose(f);
+    return NULL;
+  }
+  char *buf = malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  fclose(f);
+  if (buf) *size = (size_t)n;
+  return buf;
+}
+
+int tu_compare(const kiln_tensor *got, const kiln_tensor *exp, double rtol, double atol, char *msg, size_t msglen,
+               double *max_abs, double *max_rel) {
+  char a[160], b[160];
+  double mabs = 0, mrel = 0;
+  if (max_abs) *max_abs = 0;
+  if (max_rel) *max_rel = 0;
+  if (got->dtype != exp->dtype) {
+    snprintf(msg, msglen, "dtype %s, expected %s", kiln_dtype_name(got->dtype), kiln_dtype_name(exp->dtype));
+    return 0;
+  }
+  int same = got->rank == exp->rank;
+  for (int i = 0; same && i < got->rank; i++) same = got->dims[i] == exp->dims[i];
+  if (!same) {
+    snprintf(msg, msglen, "shape %s, expected %s", kiln_shape_str(got->rank, got->dims, a, sizeof a),
+             kiln_shape_str(exp->rank, exp->dims, b, sizeof b));
+    return 0;
+  }
+  int ok = 1;
+  int64_t bad = -1;
+  for (int64_t i = 0; i < exp->numel; i++) {
+    if (kiln_dtype_is_float(exp->dtype)) {
+      double g = kiln_get_f(got, i), e = kiln_get_f(exp, i);
+      if (isnan(e) || isnan(g)) {
+        if (isnan(e) != isnan(g) && ok) ok = 0, bad = i;
+        continue;
+      }
+      if (isinf(e) || isinf(g)) {
+        if (g != e && ok) ok = 0, bad = i;
+        continue;
+      }
+      double d = fabs(g - e), r = d / (fabs(e) > 0 ? fabs(e) : 1);
+      if (d > mabs) mabs = d;
+      if (r > mrel) mrel = r;
+      if (d > atol + rtol * fabs(e) && ok) ok = 0, bad = i;
+    } else if (kiln_get_i(got, i) != kiln_get_i(exp, i) && ok) {
+      ok = 0, bad = i;
+    }
+  }
+  if (max_abs) *max_abs = mabs;
+  if (max_rel) *max_rel = mrel;
+  if (!ok) {
+    if (kiln_dtype_is_float(exp->dtype))
+      snprintf(msg, msglen, "element %lld: got %.9g, expected %.9g (max abs err %.3g)", (long long)bad,
+               kiln_get_f(got, bad), kiln_get_f(exp, bad), mabs);
+    else
+      snprintf(msg, msglen, "element %lld: got %lld, expected %lld", (long long)bad, (long long)kiln_get_i(got, bad),
+               (long long)kiln_get_i(exp, bad));
+  }
+  return ok;
+}
+
+const char *tu_abi_limit(const struct kiln_graph *g) {
+  for (int k = 0; k < g->n_inputs + g->n_outputs; k++) {
+    int v = k < g->n_inputs ? g->inputs[k] : g->outputs[k - g->n_inputs];
+    const kiln_type *t = &g->values[v].type;
+    if (t->kind == KILN_TYPE_SEQUENCE) return "a sequence value cannot cross the ONNXIFI ABI";
+    if (t->kind == KILN_TYPE_OPTIONAL) return "an optional value cannot cross the ONNXIFI ABI";
+    if (t->kind == KILN_TYPE_MAP) return "a map value cannot cross the ONNXIFI ABI";
+    if (t->kind == KILN_TYPE_SPARSE) return "a sparse tensor cannot cross the ONNXIFI ABI";
+    if (t->kind == KILN_TYPE_TENSOR && t->dtype == KILN_STRING) return "a string tensor cannot cross the ONNXIFI ABI";
+    if (t->kind == KILN_TYPE_TENSOR)
+      for (int d = 0; d < t->rank; d++)
+        if (t->dims[d].value == 0) return "a zero-sized dimension cannot cross the ONNXIFI ABI (INVALID_SHAPE)";
+  }
+  return NULL;
+}
+
+void tu_tolerance(const char *op_type, double *rtol, double *atol) {
+  *rtol = 1e-4;
+  *atol = 1e-5;
+  (void)op_type;
+}
