@@ -1,0 +1,499 @@
+/* plugin/graph: ONNXIFI graphs — init (import, weights, engine prepare),
+ * IO binding with validation, and asynchronous runs on a per-graph worker
+ * thread. onnxRunGraph only queues: the worker waits for the input fence,
+ * runs, copies outputs into the host's buffers and signals the output
+ * event, so a host may signal its input event after onnxRunGraph returns.
+ * Runs on one graph execute one at a time in submission order. */
+#include <stdint.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "ir/onnx_import.h"
+#include "plugin/plugin.h"
+
+onnxStatus kiln_onnx_status(kiln_status s) {
+  switch (s) {
+  case KILN_OK: return ONNXIFI_STATUS_SUCCESS;
+  case KILN_E_NOMEM: return ONNXIFI_STATUS_NO_SYSTEM_MEMORY;
+  case KILN_E_PROTOBUF: return ONNXIFI_STATUS_INVALID_PROTOBUF;
+  case KILN_E_MODEL: return ONNXIFI_STATUS_INVALID_MODEL;
+  case KILN_E_VERSION: return ONNXIFI_STATUS_UNSUPPORTED_VERSION;
+  case KILN_E_UNSUPPORTED_OP: return ONNXIFI_STATUS_UNSUPPORTED_OPERATOR;
+  case KILN_E_UNSUPPORTED_ATTR: return ONNXIFI_STATUS_UNSUPPORTED_ATTRIBUTE;
+  case KILN_E_UNSUPPORTED_DTYPE: return ONNXIFI_STATUS_UNSUPPORTED_DATATYPE;
+  case KILN_E_UNSUPPORTED_SHAPE: return ONNXIFI_STATUS_UNSUPPORTED_SHAPE;
+  case KILN_E_INVALID_SHAPE: return ONNXIFI_STATUS_INVALID_SHAPE;
+  case KILN_E_INVALID_DTYPE: return ONNXIFI_STATUS_INVALID_DATATYPE;
+  case KILN_E_MISMATCH_SHAPE: return ONNXIFI_STATUS_MISMATCHING_SHAPE;
+  case KILN_E_MISMATCH_DTYPE: return ONNXIFI_STATUS_MISMATCHING_DATATYPE;
+  case KILN_E_INVALID_VALUE: return ONNXIFI_STATUS_INTERNAL_ERROR;
+  case KILN_E_INTERNAL: return ONNXIFI_STATUS_INTERNAL_ERROR;
+  }
+  return ONNXIFI_STATUS_INTERNAL_ERROR;
+}
+
+kiln_status kiln_check_boundary(const kiln_graph *g) {
+  for (int k = 0; k < g->n_inputs + g->n_outputs; k++) {
+    bool is_in = k < g->n_inputs;
+    int v = is_in ? g->inputs[k] : g->outputs[k - g->n_inputs];
+    const kiln_value *val = &g->values[v];
+    const kiln_type *t = &val->type;
+    const char *what = is_in ? "input" : "output";
+    if (is_in && val->init) continue; /* an initializer: checked when imported */
+    switch (t->kind) {
+    case KILN_TYPE_TENSOR: break;
+    case KILN_TYPE_UNKNOWN:
+      return kiln_fail(KILN_E_MODEL, "graph %s '%s' has no type", what, val->name);
+    default:
+      return kiln_fail(KILN_E_UNSUPPORTED_DTYPE,
+                       "graph %s '%s' is a sequence, map, optional or sparse value: only dense tensors cross "
+                       "the ONNXIFI ABI",
+                       what, val->name);
+    }
+    if (t->dtype == KILN_STRING)
+      return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "graph %s '%s' is a string tensor: strings cannot cross the ONNXIFI ABI",
+                       what, val->name);
+    if (!kiln_dtype_supported(t->dtype))
+      return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "graph %s '%s' has data type %s (%d), not supported", what, val->name,
+                       kiln_dtype_name(t->dtype), (int)t->dtype);
+    for (int d = 0; d < t->rank; d++)
+      if (t->dims[d].value == 0)
+        return kiln_fail(KILN_E_UNSUPPORTED_SHAPE,
+                         "graph %s '%s' has a zero-sized dimension %d: ONNXIFI descriptors cannot carry it", what,
+                         val->name, d);
+  }
+  return KILN_OK;
+}
+
+/* ---- descriptor validation ---- */
+
+static bool known_dtype(onnxEnum t) {
+  switch (t) {
+  case ONNXIFI_DATATYPE_FLOAT16: case ONNXIFI_DATATYPE_FLOAT32: case ONNXIFI_DATATYPE_FLOAT64:
+  case ONNXIFI_DATATYPE_INT8: case ONNXIFI_DATATYPE_INT16: case ONNXIFI_DATATYPE_INT32:
+  case ONNXIFI_DATATYPE_INT64: case ONNXIFI_DATATYPE_UINT8: case ONNXIFI_DATATYPE_UINT16:
+  case ONNXIFI_DATATYPE_UINT32: case ONNXIFI_DATATYPE_UINT64: case ONNXIFI_DATATYPE_BFLOAT16:
+  case KILN_BOOL: /* extension: TensorProto's BOOL */
+    return true;
+  default: return false;
+  }
+}
+
+/* Checks a descriptor's own fields (tag, type, memory, shape, pointer). */
+static onnxStatus check_descriptor(const onnxTensorDescriptorV1 *d, const char *role) {
+  if (d->tag != ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1) {
+    kiln_fail(KILN_E_MODEL, "%s descriptor has tag 0x%08x, expected ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1", role,
+              (unsigned)d->tag);
+    return ONNXIFI_STATUS_UNSUPPORTED_TAG;
+  }
+  if (!d->name) {
+    kiln_fail(KILN_E_MODEL, "%s descriptor has a NULL name", role);
+    return ONNXIFI_STATUS_INVALID_NAME;
+  }
+  if (!known_dtype(d->dataType)) {
+    kiln_fail(KILN_E_INVALID_DTYPE, "%s '%s': data type %llu is not supported", role, d->name,
+              (unsigned long long)d->dataType);
+    return ONNXIFI_STATUS_INVALID_DATATYPE;
+  }
+  if (d->memoryType != ONNXIFI_MEMORY_TYPE_CPU) {
+    bool known = d->memoryType == ONNXIFI_MEMORY_TYPE_CUDA_BUFFER || d->memoryType == ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER ||
+                 d->memoryType == ONNXIFI_MEMORY_TYPE_OPENGLES_TEXTURE_2D ||
+                 d->memoryType == ONNXIFI_MEMORY_TYPE_D3D_RESOURCE;
+    kiln_fail(KILN_E_MODEL, "%s '%s': memory type %llu is not supported by this backend (CPU memory only)", role,
+              d->name, (unsigned long long)d->memoryType);
+    return known ? ONNXIFI_STATUS_UNSUPPORTED_MEMORY_TYPE : ONNXIFI_STATUS_INVALID_MEMORY_TYPE;
+  }
+  if (d->dimensions > KILN_MAX_RANK) {
+    kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "%s '%s': rank %u exceeds kiln's maximum of %d", role, d->name,
+              (unsigned)d->dimensions, KILN_MAX_RANK);
+    return ONNXIFI_STATUS_UNSUPPORTED_SHAPE;
+  }
+  if (d->dimensions && !d->shape) {
+    kiln_fail(KILN_E_MODEL, "%s '%s': shape pointer is NULL for rank %u", role, d->name, (unsigned)d->dimensions);
+    return ONNXIFI_STATUS_INVALID_POINTER;
+  }
+  int64_t dims[KILN_MAX_RANK], n;
+  for (uint32_t i = 0; i < d->dimensions; i++) {
+    if (d->shape[i] == 0) {
+      kiln_fail(KILN_E_INVALID_SHAPE, "%s '%s': dimension %u is 0", role, d->name, (unsigned)i);
+      return ONNXIFI_STATUS_INVALID_SHAPE;
+    }
+    if (d->shape[i] > (uint64_t)KILN_MAX_NUMEL) {
+      kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "%s '%s': dimension %u is too large", role, d->name, (unsigned)i);
+      return ONNXIFI_STATUS_UNSUPPORTED_SHAPE;
+    }
+    dims[i] = (int64_t)d->shape[i];
+  }
+  if (kiln_shape_numel((int)d->dimensions, dims, &n)) {
+    kiln_error_prefix("%s '%s'", role, d->name);
+    return ONNXIFI_STATUS_UNSUPPORTED_SHAPE;
+  }
+  if (!d->buffer) {
+    kiln_fail(KILN_E_MODEL, "%s '%s': buffer is NULL", role, d->name);
+    return ONNXIFI_STATUS_INVALID_MEMORY_LOCATION;
+  }
+  return ONNXIFI_STATUS_SUCCESS;
+}
+
+/* Symbol bindings seen in one descriptor set, to keep dim_params consistent. */
+typedef struct sym_bind {
+  const char *name;
+  int64_t value;
+} sym_bind;
+
+/* Checks a descriptor against the value's declared type. */
+static onnxStatus check_declared(const kiln_value *val, const onnxTensorDescriptorV1 *d, const char *role,
+                                 sym_bind *syms, int *nsyms, int maxsyms) {
+  const kiln_type *t = &val->type;
+  if (t->dtype != KILN_UNDEFINED && (onnxEnum)t->dtype != d->dataType) {
+    kiln_fail(KILN_E_MISMATCH_DTYPE, "%s '%s': descriptor type %s, the model declares %s", role, d->name,
+              kiln_dtype_name((kiln_dtype)d->dataType), kiln_dtype_name(t->dtype));
+    return ONNXIFI_STATUS_MISMATCHING_DATATYPE;
+  }
+  if (t->rank < 0) return ONNXIFI_STATUS_SUCCESS;
+  if ((uint32_t)t->rank != d->dimensions) {
+    kiln_fail(KILN_E_MISMATCH_SHAPE, "%s '%s': descriptor rank %u, the model declares rank %d", role, d->name,
+              (unsigned)d->dimensions, t->rank);
+    return ONNXIFI_STATUS_MISMATCHING_SHAPE;
+  }
+  for (int i = 0; i < t->rank; i++) {
+    int64_t got = (int64_t)d->shape[i];
+    if (t->dims[i].value >= 0 && t->dims[i].value != got) {
+      kiln_fail(KILN_E_MISMATCH_SHAPE, "%s '%s', dim %d: %lld given, the model declares %lld", role, d->name, i,
+                (long long)got, (long long)t->dims[i].value);
+      return ONNXIFI_STATUS_MISMATCHING_SHAPE;
+    }
+    if (t->dims[i].param) {
+      int k;
+      for (k = 0; k < *nsyms; k++)
+        if (!strcmp(syms[k].name, t->dims[i].param)) break;
+      if (k < *nsyms && syms[k].value != got) {
+        kiln_fail(KILN_E_MISMATCH_SHAPE, "%s '%s', dim %d: symbol %s is %lld here but %lld elsewhere", role, d->name,
+                  i, t->dims[i].param, (long long)got, (long long)syms[k].value);
+        return ONNXIFI_STATUS_MISMATCHING_SHAPE;
+      }
+      if (k == *nsyms && k < maxsyms) syms[(*nsyms)++] = (sym_bind){t->dims[i].param, got};
+    }
+  }
+  return ONNXIFI_STATUS_SUCCESS;
+}
+
+/* ---- init ---- */
+
+static void graph_free(kiln_graph_handle *h) {
+  if (!h) return;
+  if (h->plan && h->backend->engine->release) h->backend->engine->release(h->plan);
+  kiln_graph_free(h->g);
+  kiln_free(h->runtime_input);
+  kiln_free(h->in_bind);
+  kiln_free(h->out_bind);
+  kiln_free(h);
+}
+
+onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint32_t nweights,
+                           const onnxTensorDescriptorV1 *weights, kiln_graph_handle **out) {
+  kiln_status s;
+  kiln_graph_handle *h = kiln_calloc(1, sizeof *h);
+  if (!h) return kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "out of memory creating a graph"));
+  h->backend = b;
+  if ((s = kiln_onnx_import(model, size, &h->g))) goto fail;
+  kiln_graph *g = h->g;
+  if (g->ir_version > 8) {
+    s = kiln_fail(KILN_E_VERSION, "IR version %lld is newer than kiln supports (8)", (long long)g->ir_version);
+    goto fail;
+  }
+  if ((s = kiln_check_boundary(g))) goto fail;
+  h->runtime_input = kiln_calloc((size_t)g->n_inputs + 1, sizeof *h->runtime_input);
+  h->in_bind = kiln_calloc((size_t)g->n_inputs + 1, sizeof *h->in_bind);
+  h->out_bind = kiln_calloc((size_t)g->n_outputs + 1, sizeof *h->out_bind);
+  if (!h->runtime_input || !h->in_bind || !h->out_bind) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory creating a graph");
+    goto fail;
+  }
+  if (nweights) {
+    for (int v = 0; v < g->n_values; v++)
+      if (g->values[v].init && g->values[v].is_input) {
+        s = kiln_fail(KILN_E_MODEL,
+                      "weights are given both as initializers ('%s') and as descriptors; ONNXIFI allows one way",
+                      g->values[v].name);
+        goto fail;
+      }
+  }
+  for (uint32_t w = 0; w < nweights; w++) {
+    const onnxTensorDescriptorV1 *d = &weights[w];
+    onnxStatus os = check_descriptor(d, "weight");
+    if (os) {
+      graph_free(h);
+      return os;
+    }
+    int v = kiln_graph_find_value(g, d->name);
+    if (v < 0 || !g->values[v].is_input) {
+      s = kiln_fail(KILN_E_MODEL, "weight '%s' is not a graph input of the model", d->name);
+      goto fail;
+    }
+    if (g->values[v].init) {
+      s = kiln_fail(KILN_E_MODEL, "weight '%s' is given twice", d->name);
+      goto fail;
+    }
+    sym_bind syms[1];
+    int nsyms = 0;
+    os = check_declared(&g->values[v], d, "weight", syms, &nsyms, 0);
+    if (os) {
+      graph_free(h);
+      return os;
+    }
+    /* ONNXIFI requires a copy: the caller's memory may go away. */
+    kiln_tensor *t = kiln_calloc(1, sizeof *t);
+    int64_t dims[KILN_MAX_RANK];
+    for (uint32_t i = 0; i < d->dimensions; i++) dims[i] = (int64_t)d->shape[i];
+    if (!t || (s = kiln_tensor_alloc(t, (kiln_dtype)d->dataType, (int)d->dimensions, dims))) {
+      kiln_free(t);
+      s = kiln_fail(KILN_E_NOMEM, "out of memory copying weight '%s'", d->name);
+      goto fail;
+    }
+    memcpy(t->data, (const void *)(uintptr_t)d->buffer, kiln_tensor_bytes(t));
+    g->values[v].init = t;
+  }
+  for (int i = 0; i < g->n_inputs; i++) h->runtime_input[i] = !g->values[g->inputs[i]].init;
+  if ((s = b->engine->prepare(g, &h->plan))) goto fail;
+  if (pthread_mutex_init(&h->mu, NULL)) {
+    s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
+    goto fail;
+  }
+  if (pthread_cond_init(&h->cv, NULL)) {
+    pthread_mutex_destroy(&h->mu);
+    s = kiln_fail(KILN_E_NOMEM, "cannot create a graph condition variable");
+    goto fail;
+  }
+  *out = h;
+  return ONNXIFI_STATUS_SUCCESS;
+fail:
+  graph_free(h);
+  return kiln_onnx_status(s);
+}
+
+/* ---- IO ---- */
+
+onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTensorDescriptorV1 *in, uint32_t nout,
+                             const onnxTensorDescriptorV1 *out) {
+  const kiln_graph *g = h->g;
+  onnxStatus os = ONNXIFI_STATUS_SUCCESS;
+  sym_bind syms[64];
+  int nsyms = 0;
+  bool *seen_in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *seen_in);
+  bool *seen_out = kiln_calloc((size_t)g->n_outputs + 1, sizeof *seen_out);
+  kiln_tensor *ib = kiln_calloc((size_t)g->n_inputs + 1, sizeof *ib);
+  kiln_io_out *ob = kiln_calloc((size_t)g->n_outputs + 1, sizeof *ob);
+  if (!seen_in || !seen_out || !ib || !ob) {
+    os = kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "out of memory binding graph IO"));
+    goto done;
+  }
+  for (uint32_t k = 0; k < nin + nout && !os; k++) {
+    bool is_in = k < nin;
+    const onnxTensorDescriptorV1 *d = is_in ? &in[k] : &out[k - nin];
+    const char *role = is_in ? "input" : "output";
+    if ((os = check_descriptor(d, role))) break;
+    int idx = -1;
+    int count = is_in ? g->n_inputs : g->n_outputs;
+    for (int i = 0; i < count && idx < 0; i++) {
+      int v = is_in ? g->inputs[i] : g->outputs[i];
+      if (!strcmp(g->values[v].name, d->name) && (!is_in || h->runtime_input[i])) idx = i;
+    }
+    if (idx < 0) {
+      kiln_fail(KILN_E_MODEL, "%s descriptor '%s' names no %s graph %s", role, d->name,
+                is_in ? "non-weight" : "", role);
+      os = ONNXIFI_STATUS_INVALID_NAME;
+      break;
+    }
+    bool *seen = is_in ? seen_in : seen_out;
+    if (seen[idx]) {
+      kiln_fail(KILN_E_MODEL, "%s '%s' is given by two descriptors", role, d->name);
+      os = ONNXIFI_STATUS_INVALID_NAME;
+      break;
+    }
+    seen[idx] = true;
+    int v = is_in ? g->inputs[idx] : g->outputs[idx];
+    if ((os = check_declared(&g->values[v], d, role, syms, &nsyms, 64))) break;
+    int64_t dims[KILN_MAX_RANK], n = 1;
+    for (uint32_t i = 0; i < d->dimensions; i++) n *= (dims[i] = (int64_t)d->shape[i]);
+    if (is_in) {
+      kiln_tensor_wrap(&ib[idx], (kiln_dtype)d->dataType, (int)d->dimensions, dims, n, (void *)(uintptr_t)d->buffer);
+    } else {
+      ob[idx].value = v;
+      ob[idx].dtype = (kiln_dtype)d->dataType;
+      ob[idx].rank = (int)d->dimensions;
+      memcpy(ob[idx].dims, dims, sizeof dims);
+      ob[idx].buffer = (void *)(uintptr_t)d->buffer;
+    }
+  }
+  for (int i = 0; i < g->n_inputs && !os; i++)
+    if (h->runtime_input[i] && !seen_in[i]) {
+      kiln_fail(KILN_E_MODEL, "graph input '%s' has no descriptor", g->values[g->inputs[i]].name);
+      os = ONNXIFI_STATUS_UNIDENTIFIED_NAME;
+    }
+  for (int i = 0; i < g->n_outputs && !os; i++)
+    if (!seen_out[i]) {
+      kiln_fail(KILN_E_MODEL, "graph output '%s' has no descriptor", g->values[g->outputs[i]].name);
+      os = ONNXIFI_STATUS_UNIDENTIFIED_NAME;
+    }
+done:
+  pthread_mutex_lock(&h->mu);
+  if (os) {
+    h->io_valid = false; /* a failed call invalidates the previous binding */
+    kiln_free(ib);
+    kiln_free(ob);
+  } else {
+    kiln_free(h->in_bind);
+    kiln_free(h->out_bind);
+    h->in_bind = ib;
+    h->out_bind = ob;
+    h->io_valid = true;
+  }
+  pthread_mutex_unlock(&h->mu);
+  kiln_free(seen_in);
+  kiln_free(seen_out);
+  return os;
+}
+
+/* ---- runs ---- */
+
+struct kiln_job {
+  kiln_job *next;
+  kiln_event *input;  /* may be NULL */
+  kiln_event *output;
+  kiln_tensor *in_bind;
+  kiln_io_out *out_bind;
+};
+
+static void job_free(kiln_job *j) {
+  if (j->input) kiln_event_unref(j->input);
+  if (j->output) kiln_event_unref(j->output);
+  kiln_free(j->in_bind);
+  kiln_free(j->out_bind);
+  kiln_free(j);
+}
+
+/* Executes one job on the worker; returns the run's status. */
+static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
+  const kiln_graph *g = h->g;
+  kiln_status s = KILN_OK;
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  kiln_tensor *outs = kiln_calloc((size_t)g->n_outputs + 1, sizeof *outs);
+  if (!bound || !outs) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  for (int i = 0; i < g->n_inputs && !s; i++)
+    if (h->runtime_input[i]) bound[g->inputs[i]] = &j->in_bind[i];
+  if (!s) s = h->backend->engine->run(h->plan, g, bound, outs);
+  for (int i = 0; i < g->n_outputs && !s; i++) {
+    const kiln_io_out *o = &j->out_bind[i];
+    const kiln_tensor *t = &outs[i];
+    const char *name = g->values[o->value].name;
+    if (t->dtype != o->dtype) {
+      s = kiln_fail(KILN_E_MISMATCH_DTYPE, "output '%s': the graph computed %s, the descriptor says %s", name,
+                    kiln_dtype_name(t->dtype), kiln_dtype_name(o->dtype));
+      break;
+    }
+    bool same = t->rank == o->rank;
+    for (int d = 0; same && d < t->rank; d++) same = t->dims[d] == o->dims[d];
+    if (!same) {
+      char a[160], b[160];
+      s = kiln_fail(KILN_E_MISMATCH_SHAPE, "output '%s': the graph computed shape %s, the descriptor says %s", name,
+                    kiln_shape_str(t->rank, t->dims, a, sizeof a), kiln_shape_str(o->rank, o->dims, b, sizeof b));
+      break;
+    }
+    memcpy(o->buffer, t->data, kiln_tensor_bytes(t));
+  }
+  if (outs)
+    for (int i = 0; i < g->n_outputs; i++) kiln_tensor_release(&outs[i]);
+  kiln_free(outs);
+  kiln_free(bound);
+  if (s) kiln_log(KILN_LOG_INFO, "run failed: %s", kiln_last_error());
+  return kiln_onnx_status(s);
+}
+
+static void *worker_main(void *arg) {
+  kiln_graph_handle *h = arg;
+  pthread_mutex_lock(&h->mu);
+  for (;;) {
+    while (!h->head && !h->stopping) pthread_cond_wait(&h->cv, &h->mu);
+    kiln_job *j = h->head;
+    if (!j) break; /* stopping and drained */
+    h->head = j->next;
+    if (!h->head) h->tail = NULL;
+    pthread_mutex_unlock(&h->mu);
+    if (j->input) kiln_event_wait(j->input);
+    kiln_error_clear();
+    onnxStatus st = execute(h, j);
+    kiln_event_signal(j->output, st, st ? kiln_last_error() : NULL);
+    job_free(j);
+    pthread_mutex_lock(&h->mu);
+  }
+  pthread_mutex_unlock(&h->mu);
+  return NULL;
+}
+
+onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **output) {
+  const kiln_graph *g = h->g;
+  kiln_job *j = kiln_calloc(1, sizeof *j);
+  kiln_event *ev = NULL;
+  if (!j) return kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "out of memory queuing a run"));
+  kiln_status s = kiln_event_new(true, &ev);
+  if (s) {
+    kiln_free(j);
+    return kiln_onnx_status(s);
+  }
+  j->output = ev;
+  j->in_bind = kiln_calloc((size_t)g->n_inputs + 1, sizeof *j->in_bind);
+  j->out_bind = kiln_calloc((size_t)g->n_outputs + 1, sizeof *j->out_bind);
+  if (!j->in_bind || !j->out_bind) {
+    job_free(j);
+    return kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "out of memory queuing a run"));
+  }
+  pthread_mutex_lock(&h->mu);
+  if (!h->io_valid) {
+    pthread_mutex_unlock(&h->mu);
+    job_free(j);
+    kiln_fail(KILN_E_MODEL, "graph IO is not bound (onnxSetGraphIO missing or failed)");
+    return ONNXIFI_STATUS_UNIDENTIFIED_NAME;
+  }
+  memcpy(j->in_bind, h->in_bind, (size_t)g->n_inputs * sizeof *j->in_bind);
+  memcpy(j->out_bind, h->out_bind, (size_t)g->n_outputs * sizeof *j->out_bind);
+  if (!h->worker_started) {
+    if (pthread_create(&h->worker, NULL, worker_main, h)) {
+      pthread_mutex_unlock(&h->mu);
+      job_free(j);
+      return kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "cannot start the graph's worker thread"));
+    }
+    h->worker_started = true;
+  }
+  if (kiln_handle_add(ev, KILN_H_EVENT)) {
+    pthread_mutex_unlock(&h->mu);
+    job_free(j);
+    return ONNXIFI_STATUS_NO_SYSTEM_MEMORY;
+  }
+  kiln_event_ref(ev); /* the job's reference; the host holds the first */
+  if (input) {
+    kiln_event_ref(input);
+    j->input = input;
+  }
+  if (h->tail) h->tail->next = j;
+  else h->head = j;
+  h->tail = j;
+  pthread_cond_signal(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  *output = ev;
+  return ONNXIFI_STATUS_SUCCESS;
+}
+
+void kiln_graph_release(kiln_graph_handle *h) {
+  pthread_mutex_lock(&h->mu);
+  h->stopping = true;
+  pthread_cond_broadcast(&h->cv);
+  bool started = h->worker_started;
+  pthread_mutex_unlock(&h->mu);
+  if (started) pthread_join(h->worker, NULL); /* drains queued runs first */
+  pthread_cond_destroy(&h->cv);
+  pthread_mutex_destroy(&h->mu);
+  kiln_backend *b = h->backend;
+  graph_free(h);
+  kiln_backend_unref(b);
+}

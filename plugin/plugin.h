@@ -1,0 +1,111 @@
+/* plugin/plugin.h: the ONNXIFI layer's internal objects — backend IDs,
+ * backends, events and graphs — and the registry that validates handles.
+ * Only plugin/ knows ONNXIFI; it maps kiln_status to onnxStatus here. */
+#ifndef KILN_PLUGIN_H
+#define KILN_PLUGIN_H
+#include <onnx/onnxifi.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "ir/graph.h"
+
+/* ---- handle registry (the one documented piece of global state) ---- */
+typedef enum kiln_handle_kind { KILN_H_BACKEND_ID = 1, KILN_H_BACKEND, KILN_H_EVENT, KILN_H_GRAPH } kiln_handle_kind;
+kiln_status kiln_handle_add(void *p, kiln_handle_kind kind);
+/* Removes p; false when p was not registered as kind. */
+bool kiln_handle_remove(void *p, kiln_handle_kind kind);
+bool kiln_handle_valid(const void *p, kiln_handle_kind kind);
+
+/* ---- execution backends behind the ABI ---- */
+
+/* A backend implementation (ggml-style interface: the ONNXIFI layer never
+ * special-cases one). prepare() checks and compiles a graph into an opaque
+ * plan; run() executes it with bound inputs (indexed by value) into owned
+ * output tensors. */
+typedef struct kiln_engine {
+  const char *name;      /* KILN_DEVICE token and backend NAME suffix */
+  const char *device;    /* ONNXIFI_BACKEND_DEVICE text */
+  onnxEnum device_type;
+  kiln_status (*check)(const kiln_graph *g);
+  kiln_status (*prepare)(const kiln_graph *g, void **plan);
+  kiln_status (*run)(void *plan, const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs);
+  void (*release)(void *plan); /* optional */
+} kiln_engine;
+
+extern const kiln_engine kiln_engine_reference;
+
+typedef struct kiln_backend_id {
+  const kiln_engine *engine;
+} kiln_backend_id;
+
+typedef struct kiln_backend {
+  const kiln_engine *engine;
+  pthread_mutex_t mu;
+  int refs; /* the handle + each live graph */
+} kiln_backend;
+
+/* Parses KILN_DEVICE into the engines it selects, in order. */
+kiln_status kiln_select_engines(const kiln_engine **out, int max, int *n);
+
+void kiln_backend_unref(kiln_backend *b);
+
+/* ---- events ---- */
+typedef struct kiln_event {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int refs;          /* the handle + each pending run using it */
+  bool signalled;
+  bool from_run;     /* made by onnxRunGraph: carries the run's status */
+  onnxStatus status; /* outcome of the run */
+  char *message;     /* failure text (owned) */
+} kiln_event;
+
+kiln_status kiln_event_new(bool from_run, kiln_event **out);
+void kiln_event_ref(kiln_event *e);
+void kiln_event_unref(kiln_event *e);
+/* Signals e; returns false if it was already signalled. */
+bool kiln_event_signal(kiln_event *e, onnxStatus status, const char *message);
+void kiln_event_wait(kiln_event *e);
+
+/* ---- graphs ---- */
+typedef struct kiln_io_out {
+  int value;      /* value index */
+  kiln_dtype dtype;
+  int rank;
+  int64_t dims[KILN_MAX_RANK];
+  void *buffer;
+} kiln_io_out;
+
+typedef struct kiln_job kiln_job;
+
+typedef struct kiln_graph_handle {
+  kiln_backend *backend;
+  kiln_graph *g;
+  void *plan;
+  bool *runtime_input; /* per graph-input index: bound at SetGraphIO */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  /* current IO binding */
+  bool io_valid;
+  kiln_tensor *in_bind;  /* per graph-input index (wraps host memory) */
+  kiln_io_out *out_bind; /* per graph-output index */
+  /* worker */
+  bool worker_started, stopping;
+  pthread_t worker;
+  kiln_job *head, *tail;
+} kiln_graph_handle;
+
+onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint32_t nweights,
+                           const onnxTensorDescriptorV1 *weights, kiln_graph_handle **out);
+onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTensorDescriptorV1 *in, uint32_t nout,
+                             const onnxTensorDescriptorV1 *out);
+onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **output);
+void kiln_graph_release(kiln_graph_handle *h);
+
+/* Graph-boundary checks shared by compatibility and init: every graph input
+ * and output is a dense tensor of a storable type with no zero dims. */
+kiln_status kiln_check_boundary(const kiln_graph *g);
+
+onnxStatus kiln_onnx_status(kiln_status s);
+
+#endif
