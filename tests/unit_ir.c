@@ -1,0 +1,185 @@
+/* tests/unit_ir: unit tests of ir/ — dtypes and half conversions, tensor
+ * shape helpers, broadcasting, the error channel, and the ONNX importer's
+ * handling of malformed models. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "ir/onnx_import.h"
+#include "ir/tensor.h"
+#include "onnx/onnx.pb-c.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (cond) passed++;                                    \
+    else {                                                 \
+      failed++;                                            \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
+      printf(__VA_ARGS__);                                 \
+      printf("\n");                                        \
+    }                                                      \
+  } while (0)
+
+static void test_half(void) {
+  /* every half converts to float and back unchanged (NaNs stay NaN) */
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = kiln_f16_to_f32((uint16_t)h);
+    uint16_t back = kiln_f32_to_f16(f);
+    if (isnan(f) ? !isnan(kiln_f16_to_f32(back)) : back != h) bad++;
+  }
+  CHECK(bad == 0, "%d halfs do not round-trip", bad);
+  CHECK(kiln_f16_to_f32(0x3c00) == 1.0f, "half 0x3c00 is not 1");
+  CHECK(kiln_f16_to_f32(0x0001) == 5.9604644775390625e-8f, "smallest subnormal half");
+  CHECK(kiln_f32_to_f16(65520.0f) == 0x7c00, "65520 rounds to inf");
+  CHECK(kiln_f32_to_f16(65519.0f) == 0x7bff, "65519 rounds to max half");
+  CHECK(kiln_f32_to_f16(1.0f + 1.0f / 2048) == 0x3c00, "tie rounds to even (down)");
+  CHECK(kiln_f32_to_f16(1.0f + 3.0f / 2048) == 0x3c02, "tie rounds to even (up)");
+  CHECK(kiln_f32_to_f16(-0.0f) == 0x8000, "negative zero");
+  CHECK(kiln_bf16_to_f32(0x3f80) == 1.0f, "bf16 one");
+  CHECK(kiln_f32_to_bf16(1.0f) == 0x3f80, "bf16 from one");
+  CHECK(isnan(kiln_bf16_to_f32(kiln_f32_to_bf16(NAN))), "bf16 NaN stays NaN");
+  CHECK(kiln_dtype_size(KILN_STRING) == 0 && kiln_dtype_size(KILN_F16) == 2 && kiln_dtype_size(KILN_BOOL) == 1,
+        "dtype sizes");
+}
+
+static void test_tensor(void) {
+  int64_t big[3] = {1 << 20, 1 << 20, 1 << 20}, n;
+  CHECK(kiln_shape_numel(3, big, &n) == KILN_E_UNSUPPORTED_SHAPE, "huge shape accepted");
+  CHECK(strstr(kiln_last_error(), "[1048576,1048576,1048576]") != NULL, "message names the shape: %s",
+        kiln_last_error());
+  int64_t neg[1] = {-2};
+  CHECK(kiln_shape_numel(1, neg, &n) == KILN_E_INVALID_SHAPE, "negative dim accepted");
+  int64_t a[2] = {3, 1}, b[3] = {2, 1, 4}, o[KILN_MAX_RANK];
+  int r;
+  CHECK(kiln_broadcast_shape(2, a, 3, b, &r, o) == KILN_OK && r == 3 && o[0] == 2 && o[1] == 3 && o[2] == 4,
+        "broadcast [3,1] x [2,1,4]");
+  int64_t c[1] = {5};
+  CHECK(kiln_broadcast_shape(2, a, 1, c, &r, o) == KILN_OK && o[1] == 5, "broadcast [3,1] x [5]");
+  int64_t d[2] = {3, 2}, e[1] = {3};
+  CHECK(kiln_broadcast_shape(2, d, 1, e, &r, o) == KILN_E_MISMATCH_SHAPE, "[3,2] x [3] must not broadcast");
+  kiln_tensor t = {0};
+  int64_t s[2] = {2, 3};
+  CHECK(kiln_tensor_alloc(&t, KILN_I8, 2, s) == KILN_OK && t.numel == 6, "alloc");
+  kiln_set_f(&t, 0, 300.7);
+  kiln_set_f(&t, 1, -300.7);
+  kiln_set_f(&t, 2, -2.9);
+  kiln_set_f(&t, 3, NAN);
+  CHECK(kiln_get_i(&t, 0) == 127 && kiln_get_i(&t, 1) == -128 && kiln_get_i(&t, 2) == -2 && kiln_get_i(&t, 3) == 0,
+        "saturating, truncating stores");
+  int64_t strides[3];
+  kiln_tensor bt = t;
+  bt.rank = 2, bt.dims[0] = 1, bt.dims[1] = 3;
+  int64_t od[3] = {4, 2, 3};
+  kiln_broadcast_strides(&bt, 3, od, strides);
+  CHECK(strides[0] == 0 && strides[1] == 0 && strides[2] == 1, "broadcast strides");
+  kiln_tensor_release(&t);
+  CHECK(t.data == NULL && t.numel == 0, "release resets");
+  int ax;
+  CHECK(kiln_norm_axis(-1, 3, &ax) == KILN_OK && ax == 2, "axis -1");
+  CHECK(kiln_norm_axis(3, 3, &ax) != KILN_OK, "axis 3 of rank 3");
+}
+
+/* Packs a one-node model: y = op(x) over float [2,3]. */
+static size_t pack_model(uint8_t *buf, size_t cap, const char *op, const char *in_name, int64_t opset,
+                         int with_graph, const char *out_name) {
+  Onnx__TensorShapeProto__Dimension d0 = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, d1 = d0;
+  d0.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, d0.dim_value = 2;
+  d1.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, d1.dim_value = 3;
+  Onnx__TensorShapeProto__Dimension *dims[2] = {&d0, &d1};
+  Onnx__TensorShapeProto shape = ONNX__TENSOR_SHAPE_PROTO__INIT;
+  shape.n_dim = 2, shape.dim = dims;
+  Onnx__TypeProto__Tensor tt = ONNX__TYPE_PROTO__TENSOR__INIT;
+  tt.has_elem_type = 1, tt.elem_type = 1, tt.shape = &shape;
+  Onnx__TypeProto ty = ONNX__TYPE_PROTO__INIT;
+  ty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, ty.tensor_type = &tt;
+  Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = ONNX__VALUE_INFO_PROTO__INIT;
+  x.name = "x", x.type = &ty, y.name = (char *)out_name, y.type = &ty;
+  Onnx__ValueInfoProto *ins[1] = {&x}, *outs[1] = {&y};
+  char *nin[1] = {(char *)in_name}, *nout[1] = {"y"};
+  Onnx__NodeProto node = ONNX__NODE_PROTO__INIT;
+  node.op_type = (char *)op, node.n_input = 1, node.input = nin, node.n_output = 1, node.output = nout;
+  Onnx__NodeProto *nodes[1] = {&node};
+  Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+  g.name = "g", g.n_node = 1, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  os.domain = "", os.has_version = 1, os.version = opset;
+  Onnx__OperatorSetIdProto *oss[1] = {&os};
+  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+  m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss;
+  m.graph = with_graph ? &g : NULL;
+  size_t n = onnx__model_proto__get_packed_size(&m);
+  if (n > cap) return 0;
+  return onnx__model_proto__pack(&m, buf);
+}
+
+static void test_import(void) {
+  uint8_t buf[4096];
+  kiln_graph *g = NULL;
+  size_t n = pack_model(buf, sizeof buf, "Relu", "x", 13, 1, "y");
+  CHECK(n && kiln_onnx_import(buf, n, &g) == KILN_OK, "import a Relu model: %s", kiln_last_error());
+  if (g) {
+    CHECK(g->n_nodes == 1 && g->n_inputs == 1 && g->n_outputs == 1 && g->nodes[0].opset == 13, "graph shape");
+    CHECK(g->values[g->inputs[0]].type.rank == 2 && g->values[g->inputs[0]].type.dims[1].value == 3,
+          "declared input shape");
+    kiln_graph_free(g);
+  }
+  static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f, 0x01};
+  CHECK(kiln_onnx_import(junk, sizeof junk, &g) == KILN_E_PROTOBUF && !g, "junk is not a model");
+  n = pack_model(buf, sizeof buf, "Relu", "nope", 13, 1, "y");
+  CHECK(kiln_onnx_import(buf, n, &g) == KILN_E_MODEL && strstr(kiln_last_error(), "'nope'"),
+        "undefined node input: %s", kiln_last_error());
+  n = pack_model(buf, sizeof buf, "Relu", "x", 13, 0, "y");
+  CHECK(kiln_onnx_import(buf, n, &g) == KILN_E_MODEL, "model without a graph");
+  n = pack_model(buf, sizeof buf, "Relu", "x", 13, 1, "zz");
+  CHECK(kiln_onnx_import(buf, n, &g) == KILN_E_MODEL && strstr(kiln_last_error(), "'zz'"),
+        "graph output never produced: %s", kiln_last_error());
+  /* every truncation of a valid model fails cleanly (or parses), never crashes */
+  n = pack_model(buf, sizeof buf, "Relu", "x", 13, 1, "y");
+  int crashed_or_ok = 0;
+  for (size_t k = 1; k < n; k++) {
+    kiln_status s = kiln_onnx_import(buf, k, &g);
+    if (s == KILN_OK) kiln_graph_free(g);
+    else crashed_or_ok += s == KILN_E_PROTOBUF || s == KILN_E_MODEL;
+  }
+  CHECK(crashed_or_ok > 0, "truncated models are rejected");
+}
+
+static void test_tensor_parse(void) {
+  Onnx__TensorProto tp = ONNX__TENSOR_PROTO__INIT;
+  int64_t dims[2] = {2, 2};
+  float vals[4] = {1, 2, 3, 4};
+  tp.n_dims = 2, tp.dims = dims, tp.has_data_type = 1, tp.data_type = 1, tp.n_float_data = 4, tp.float_data = vals;
+  tp.name = "w";
+  uint8_t buf[256];
+  size_t n = onnx__tensor_proto__pack(&tp, buf);
+  kiln_tensor t = {0};
+  char *name = NULL;
+  CHECK(kiln_tensor_parse(buf, n, &t, &name) == KILN_OK && t.numel == 4 && kiln_get_f(&t, 3) == 4.0 && name &&
+            !strcmp(name, "w"),
+        "float_data tensor");
+  kiln_tensor_release(&t);
+  kiln_free(name);
+  tp.n_float_data = 3;
+  n = onnx__tensor_proto__pack(&tp, buf);
+  CHECK(kiln_tensor_parse(buf, n, &t, NULL) == KILN_E_MODEL && strstr(kiln_last_error(), "'w'"),
+        "too few values: %s", kiln_last_error());
+  tp.n_float_data = 0;
+  tp.has_raw_data = 1, tp.raw_data.len = 15, tp.raw_data.data = (uint8_t *)vals;
+  n = onnx__tensor_proto__pack(&tp, buf);
+  CHECK(kiln_tensor_parse(buf, n, &t, NULL) == KILN_E_MODEL, "raw_data of the wrong size");
+  tp.has_raw_data = 0, tp.data_type = 8;
+  n = onnx__tensor_proto__pack(&tp, buf);
+  CHECK(kiln_tensor_parse(buf, n, &t, NULL) == KILN_E_UNSUPPORTED_DTYPE, "string tensor");
+}
+
+int main(void) {
+  test_half();
+  test_tensor();
+  test_import();
+  test_tensor_parse();
+  printf("unit_ir: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
