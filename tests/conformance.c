@@ -65,6 +65,7 @@ static int run_case(onnxBackendID id, onnxBackend be, tu_case *c, const char *bn
     onnxTensorDescriptorV1 *dout = calloc((size_t)nout + 1, sizeof *dout);
     uint64_t(*shp)[KILN_MAX_RANK] = calloc((size_t)(g->n_inputs + nout) + 1, sizeof *shp);
     const char *why = NULL;
+    char baddata[300];
     kiln_status ks = KILN_OK;
     for (int i = 0; i < g->n_inputs && !result && !why; i++) {
       int v = g->inputs[i];
@@ -75,10 +76,17 @@ static int run_case(onnxBackendID id, onnxBackend be, tu_case *c, const char *bn
         break;
       }
       kiln_tensor *t = &ins[nin];
+      tu_fix_dtype(t, g->values[v].type.dtype);
       onnxTensorDescriptorV1 *d = &din[nin];
       for (int k = 0; k < t->rank; k++) {
         if (!t->dims[k]) why = "a zero-sized dimension in the test data cannot cross the ONNXIFI ABI";
         shp[nin][k] = (uint64_t)t->dims[k];
+      }
+      const char *bad = tu_data_disagrees(&g->values[v].type, t);
+      if (bad && !why) {
+        snprintf(baddata, sizeof baddata, "the test data disagrees with its own model: input '%s' %s",
+                 g->values[v].name, bad);
+        why = baddata;
       }
       *d = (onnxTensorDescriptorV1){ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, g->values[v].name, (onnxEnum)t->dtype,
                                     ONNXIFI_MEMORY_TYPE_CPU, (uint32_t)t->rank, shp[nin], (onnxPointer)t->data};
@@ -91,6 +99,7 @@ static int run_case(onnxBackendID id, onnxBackend be, tu_case *c, const char *bn
         break;
       }
       kiln_tensor *t = &exp[o];
+      tu_fix_dtype(t, g->values[g->outputs[o]].type.dtype);
       if (kiln_tensor_alloc(&got[o], t->dtype, t->rank, t->dims)) {
         printf("[%s] FAIL  %s: cannot allocate output %d\n", bname, c->name, o);
         result = 1;
@@ -139,7 +148,7 @@ static int run_case(onnxBackendID id, onnxBackend be, tu_case *c, const char *bn
     }
     for (int o = 0; o < nout && !result; o++) {
       double rtol, atol;
-      tu_tolerance(c->op, &rtol, &atol);
+      tu_tolerance(c->name, exp[o].dtype, &rtol, &atol);
       char m[512];
       if (!tu_compare(&got[o], &exp[o], rtol, atol, m, sizeof m, NULL, NULL)) {
         printf("[%s] FAIL  %s: output %d: %s\n", bname, c->name, o, m);

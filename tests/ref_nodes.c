@@ -49,6 +49,7 @@ static int run_case(tu_case *c, int verbose) {
         break;
       }
       k++;
+      tu_fix_dtype(&ins[i], g->values[v].type.dtype);
       bound[v] = &ins[i];
     }
     if (st) {
@@ -70,8 +71,9 @@ static int run_case(tu_case *c, int verbose) {
         result = 1;
         break;
       }
+      tu_fix_dtype(&exp, g->values[g->outputs[o]].type.dtype);
       double rtol, atol;
-      tu_tolerance(c->op, &rtol, &atol);
+      tu_tolerance(c->name, exp.dtype, &rtol, &atol);
       char msg[512];
       if (!tu_compare(&outs[o], &exp, rtol, atol, msg, sizeof msg, NULL, NULL)) {
         printf("FAIL  %s: output %d: %s\n", c->name, o, msg);

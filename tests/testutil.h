@@ -24,7 +24,17 @@ int tu_compare(const kiln_tensor *got, const kiln_tensor *exp, double rtol, doub
 struct kiln_graph;
 const char *tu_abi_limit(const struct kiln_graph *g);
 
-/* Per-op tolerance: rtol and atol used by the conformance runners. */
-void tu_tolerance(const char *op_type, double *rtol, double *atol);
+/* Tolerance used by the conformance runners for one output: rtol 1e-4 /
+ * atol 1e-5, widened only where stated in testutil.c with the reason. */
+void tu_tolerance(const char *case_name, kiln_dtype dtype, double *rtol, double *atol);
+
+/* ONNX 1.12's node-test files store bfloat16 tensors as uint16 (same bits):
+ * reinterpret t as the declared type when that is what happened. */
+void tu_fix_dtype(kiln_tensor *t, kiln_dtype declared);
+
+/* When test data contradicts the model's declared type for it (rank or a
+ * static dimension; a few ONNX 1.12 cases do), the reason; else NULL. */
+struct kiln_type;
+const char *tu_data_disagrees(const struct kiln_type *declared, const kiln_tensor *t);
 
 #endif
