@@ -51,6 +51,8 @@ extern const kiln_op_def kiln_ref_ops_shape[];
 extern const kiln_op_def kiln_ref_ops_nn[];
 extern const kiln_op_def kiln_ref_ops_reduce[];
 extern const kiln_op_def kiln_ref_ops_conv[];
+extern const kiln_op_def kiln_ref_ops_extra[];
+extern const kiln_op_def kiln_ref_ops_rnn[];
 
 /* Looks up an op of the default ONNX domain by name; NULL when unknown. */
 const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type);

@@ -5,7 +5,7 @@
 #include "reference/ops.h"
 
 static const kiln_op_def *const tables[] = {kiln_ref_ops_elementwise, kiln_ref_ops_shape, kiln_ref_ops_nn, kiln_ref_ops_conv,
-                                            kiln_ref_ops_reduce};
+                                            kiln_ref_ops_reduce, kiln_ref_ops_extra, kiln_ref_ops_rnn};
 
 const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type) {
   if (domain && *domain && strcmp(domain, "ai.onnx")) return NULL;
