@@ -265,6 +265,8 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph condition variable");
     goto fail;
   }
+  kiln_log(KILN_LOG_INFO, "graph '%s' ready on %s: %d nodes, %d values, %d inputs (%u weights), %d outputs",
+           g->name, b->engine->name, g->n_nodes, g->n_values, g->n_inputs, (unsigned)nweights, g->n_outputs);
   *out = h;
   return ONNXIFI_STATUS_SUCCESS;
 fail:

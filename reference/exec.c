@@ -67,6 +67,11 @@ kiln_status kiln_ref_run(const kiln_graph *g, const kiln_tensor *const *bound, k
       kiln_op_call call = {g, n, n->opset, n->n_in, ins, n->n_out, res, used};
       s = d->run(&call);
       if (s) kiln_error_prefix("node %s (%s)", lbl, n->op_type);
+      else if (kiln_log_level() >= KILN_LOG_DEBUG && n->n_out > 0) {
+        char sh[160];
+        kiln_log(KILN_LOG_DEBUG, "node %s (%s): output 0 %s %s", lbl, n->op_type, kiln_dtype_name(res[0].dtype),
+                 kiln_shape_str(res[0].rank, res[0].dims, sh, sizeof sh));
+      }
     }
     for (int k = 0; k < n->n_out; k++) {
       int v = n->out[k];
