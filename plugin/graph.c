@@ -211,10 +211,11 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     goto fail;
   }
   if (nweights) {
+    /* onnxifi.h: with weight descriptors, graph.initializer must be empty. */
     for (int v = 0; v < g->n_values; v++)
-      if (g->values[v].init && g->values[v].is_input) {
+      if (g->values[v].init) {
         s = kiln_fail(KILN_E_MODEL,
-                      "weights are given both as initializers ('%s') and as descriptors; ONNXIFI allows one way",
+                      "weights are given as descriptors, so the model must have no initializers (it has '%s')",
                       g->values[v].name);
         goto fail;
       }

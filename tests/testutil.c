@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ir/graph.h"
 
 void *tu_read_file(const char *path, size_t *size) {
+  struct stat st;
+  if (stat(path, &st) || !S_ISREG(st.st_mode)) return NULL; /* not a directory or device */
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   if (fseek(f, 0, SEEK_END)) {

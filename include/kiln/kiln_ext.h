@@ -29,7 +29,10 @@ typedef onnxStatus (*kilnGetLastErrorMessageFunction)(const char **message);
  * ONNXIFI_STATUS_INVALID_POINTER when runStatus is NULL. */
 typedef onnxStatus (*kilnGetEventStatusFunction)(onnxEvent event, onnxStatus *runStatus, const char **message);
 
-#define KILN_EXTENSION_NAMES "onnxSetIOAndRunGraph kilnGetLastErrorMessage kilnGetEventStatus"
+/* onnx_extension_function: onnxifi_ext.h requires a backend that implements
+ * onnxGetExtensionFunctionAddress to list it. */
+#define KILN_EXTENSION_NAMES \
+  "onnx_extension_function onnxSetIOAndRunGraph kilnGetLastErrorMessage kilnGetEventStatus"
 
 #ifdef __cplusplus
 }
