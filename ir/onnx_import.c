@@ -75,9 +75,11 @@ static kiln_status tensor_from_proto(const Onnx__TensorProto *tp, kiln_tensor *t
   int64_t n = t->numel;
   size_t have = 0;
   if (tp->has_raw_data) {
-    if (tp->raw_data.len != bytes)
+    if (tp->raw_data.len != bytes) {
+      kiln_tensor_release(t);
       return kiln_fail(KILN_E_MODEL, "tensor '%s': raw_data has %zu bytes, its shape needs %zu", nm,
                        tp->raw_data.len, bytes);
+    }
     if (bytes) memcpy(t->data, tp->raw_data.data, bytes);
     return KILN_OK;
   }
