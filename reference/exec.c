@@ -73,7 +73,7 @@ kiln_status kiln_ref_run(const kiln_graph *g, const kiln_tensor *const *bound, k
                  kiln_shape_str(res[0].rank, res[0].dims, sh, sizeof sh));
       }
     }
-    for (int k = 0; k < n->n_out; k++) {
+    for (int k = 0; res && k < n->n_out; k++) {
       int v = n->out[k];
       if (!s && v >= 0 && res[k].dtype == KILN_UNDEFINED)
         s = kiln_fail(KILN_E_INTERNAL, "node %s (%s): kernel produced no output %d", lbl, n->op_type, k);
