@@ -110,10 +110,13 @@ void tu_tolerance(const char *case_name, kiln_dtype dtype, double *rtol, double 
    * where kiln rounds to nearest even). */
   if (dtype == KILN_F16) *rtol = 1.0 / 1024;
   if (dtype == KILN_BF16) *rtol = 1.0 / 128;
-  /* ONNX 1.12 computed the expected values of the *window_expanded cases
-   * with pi = 3.1415 while their graphs compute with float32 pi; the two
-   * differ by up to 7.4e-5 on these [0,1] values. */
-  if (strstr(case_name, "window") && strstr(case_name, "_expanded")) *atol = 1e-4;
+  /* ONNX 1.12 computed the expected values of the Hann/Hamming/Blackman
+   * window cases (and their _expanded forms) with pi = 3.1415, not pi: the
+   * two differ by up to 7.4e-5 on these [0,1] values. */
+  if (strstr(case_name, "window")) *atol = 1e-4;
+  /* The expected values of these cases were written out with 4 decimals
+   * (some truncated): up to 8.4e-5 from the exact result. */
+  if (strstr(case_name, "test_roialign_") || strstr(case_name, "test_gridsample_bicubic")) *atol = 1e-4;
 }
 
 void tu_fix_dtype(kiln_tensor *t, kiln_dtype declared) {
