@@ -2,7 +2,7 @@
  * reductions and the ops that scan along an axis:
  *   ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2
  *   ReduceLogSum ReduceLogSumExp ReduceSumSquare, ArgMax ArgMin, TopK,
- *   CumSum, NonZero.
+ *   CumSum. (NonZero lives in ops_shape.c.)
  * Floats (f16/bf16 too) accumulate in double and are rounded once on the
  * store; integers accumulate in 64 bits with wrap-around (uint64 arithmetic,
  * so overflow is defined and matches the type's own modular arithmetic once
@@ -650,48 +650,6 @@ static kiln_status cumsum_run(const kiln_op_call *c) {
   return KILN_OK;
 }
 
-/* -------------------------------------------------------------- NonZero */
-
-static uint32_t nonzero_types(int opset) {
-  return T_F | T_I32_64 | T_I8_16 | KILN_T(KILN_BOOL) | (opset >= 13 ? T_BF : 0);
-}
-
-static kiln_status nonzero_check(const kiln_graph *g, const kiln_node *n) {
-  kiln_status s = want_opset(n, 9);
-  if (!s) s = want_type(n->op_type, n->opset, "input", declared_type(g, n, 0), nonzero_types(n->opset));
-  return s;
-}
-
-static bool elem_nonzero(const kiln_tensor *t, int64_t i) {
-  return kiln_dtype_is_float(t->dtype) ? kiln_get_f(t, i) != 0 : kiln_get_i(t, i) != 0;
-}
-
-/* Output [rank, count] int64: the indices of the nonzero elements in
- * row-major order, one row per dim. A scalar reads as a 1-element 1-D
- * tensor (as numpy.nonzero does): output [1, count]. */
-static kiln_status nonzero_run(const kiln_op_call *c) {
-  kiln_status s = kiln_op_need(c, 0);
-  if (s) return s;
-  const kiln_tensor *x = c->in[0];
-  s = want_type("NonZero", c->opset, "input", x->dtype, nonzero_types(c->opset));
-  if (s) return s;
-  int64_t cnt = 0;
-  for (int64_t i = 0; i < x->numel; i++) cnt += elem_nonzero(x, i);
-  int r = x->rank ? x->rank : 1;
-  int64_t odims[2] = {r, cnt}, idx[KILN_MAX_RANK] = {0};
-  kiln_tensor *y = &c->out[0];
-  s = kiln_tensor_alloc(y, KILN_I64, 2, odims);
-  if (s) return s;
-  int64_t k = 0;
-  for (int64_t i = 0; i < x->numel; i++) {
-    if (!elem_nonzero(x, i)) continue;
-    kiln_unravel(i, x->rank, x->dims, idx);
-    for (int d = 0; d < r; d++) kiln_set_i(y, d * cnt + k, x->rank ? idx[d] : 0);
-    k++;
-  }
-  return KILN_OK;
-}
-
 /* ---------------------------------------------------------------- table */
 
 #define RED_ATTRS "axes keepdims noop_with_empty_axes"
@@ -715,7 +673,5 @@ const kiln_op_def kiln_ref_ops_reduce[] = {
      arg_check},
     {"TopK", 1, 2, 2, 2, "axis k largest sorted", T_F | T_I32_64 | T_I8_16, topk_run, topk_check},
     {"CumSum", 2, 2, 1, 1, "exclusive reverse", T_F | T_BF | T_I32_64, cumsum_run, cumsum_check},
-    {"NonZero", 1, 1, 1, 1, "", T_F | T_BF | T_I32_64 | T_I8_16 | KILN_T(KILN_BOOL), nonzero_run,
-     nonzero_check},
     {0},
 };
