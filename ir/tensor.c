@@ -40,6 +40,8 @@ kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const 
   t->numel = n;
   t->data = p;
   t->owns = true;
+  t->strided = false;
+  t->offset = 0;
   return KILN_OK;
 }
 
@@ -51,6 +53,29 @@ void kiln_tensor_wrap(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t 
   t->numel = numel;
   t->data = data;
   t->owns = false;
+  t->strided = false;
+  t->offset = 0;
+}
+
+void kiln_tensor_view(kiln_tensor *t, const kiln_tensor *base, int rank, const int64_t *dims,
+                      const int64_t *strides, int64_t offset) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  kiln_tensor_wrap(t, base->dtype, rank, dims, n, base->data);
+  t->strided = true;
+  t->offset = offset;
+  for (int i = 0; i < rank; i++) t->strides[i] = strides[i];
+}
+
+int64_t kiln_tensor_index(const kiln_tensor *t, int64_t i) {
+  if (!t->strided) return i;
+  int64_t at = t->offset;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    int64_t n = t->dims[d];
+    at += (i % n) * t->strides[d];
+    i /= n;
+  }
+  return at;
 }
 
 void kiln_tensor_release(kiln_tensor *t) {
@@ -63,11 +88,18 @@ size_t kiln_tensor_bytes(const kiln_tensor *t) { return (size_t)t->numel * kiln_
 kiln_status kiln_tensor_copy(kiln_tensor *dst, const kiln_tensor *src) {
   kiln_status s = kiln_tensor_alloc(dst, src->dtype, src->rank, src->dims);
   if (s) return s;
-  if (src->numel) memcpy(dst->data, src->data, kiln_tensor_bytes(src));
+  if (!src->strided) {
+    if (src->numel) memcpy(dst->data, src->data, kiln_tensor_bytes(src));
+  } else {
+    for (int64_t i = 0; i < src->numel; i++) kiln_copy_elem(dst, i, src, i);
+  }
   return KILN_OK;
 }
 
-double kiln_get_f(const kiln_tensor *t, int64_t i) {
+static int64_t get_i_at(const kiln_tensor *t, int64_t i);
+
+/* Element at storage index i (no view mapping). */
+static double get_f_at(const kiln_tensor *t, int64_t i) {
   const void *p = t->data;
   switch (t->dtype) {
   case KILN_F32: return ((const float *)p)[i];
@@ -75,11 +107,11 @@ double kiln_get_f(const kiln_tensor *t, int64_t i) {
   case KILN_F16: return kiln_f16_to_f32(((const uint16_t *)p)[i]);
   case KILN_BF16: return kiln_bf16_to_f32(((const uint16_t *)p)[i]);
   case KILN_U64: return (double)((const uint64_t *)p)[i];
-  default: return (double)kiln_get_i(t, i);
+  default: return (double)get_i_at(t, i);
   }
 }
 
-int64_t kiln_get_i(const kiln_tensor *t, int64_t i) {
+static int64_t get_i_at(const kiln_tensor *t, int64_t i) {
   const void *p = t->data;
   switch (t->dtype) {
   case KILN_U8: return ((const uint8_t *)p)[i];
@@ -92,13 +124,21 @@ int64_t kiln_get_i(const kiln_tensor *t, int64_t i) {
   case KILN_I64: return ((const int64_t *)p)[i];
   case KILN_U64: return (int64_t)((const uint64_t *)p)[i];
   default: {
-    double d = kiln_get_f(t, i);
+    double d = get_f_at(t, i);
     if (isnan(d)) return 0;
     if (d >= 9.2233720368547758e18) return INT64_MAX;
     if (d <= -9.2233720368547758e18) return INT64_MIN;
     return (int64_t)d;
   }
   }
+}
+
+double kiln_get_f(const kiln_tensor *t, int64_t i) {
+  return get_f_at(t, t->strided ? kiln_tensor_index(t, i) : i);
+}
+
+int64_t kiln_get_i(const kiln_tensor *t, int64_t i) {
+  return get_i_at(t, t->strided ? kiln_tensor_index(t, i) : i);
 }
 
 /* Saturating double -> integer conversion, truncating toward zero. */
@@ -146,6 +186,7 @@ void kiln_set_i(kiln_tensor *t, int64_t i, int64_t v) {
 
 void kiln_copy_elem(kiln_tensor *dst, int64_t di, const kiln_tensor *src, int64_t si) {
   size_t es = kiln_dtype_size(src->dtype);
+  if (src->strided) si = kiln_tensor_index(src, si);
   memcpy((char *)dst->data + (size_t)di * es, (const char *)src->data + (size_t)si * es, es);
 }
 

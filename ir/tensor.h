@@ -19,6 +19,12 @@ typedef struct kiln_tensor {
   int64_t numel;
   void *data;
   bool owns; /* data was allocated by kiln_tensor_alloc and is freed with it */
+  /* A strided view (read-only): element i of the row-major index space is
+   * data[offset + sum(idx[d] * strides[d])]. Dense tensors have strided
+   * false; kiln_get_*, kiln_copy_elem and kiln_tensor_copy read views. */
+  bool strided;
+  int64_t offset;
+  int64_t strides[KILN_MAX_RANK];
 } kiln_tensor;
 
 /* Number of elements of a shape, checked: fails (KILN_E_UNSUPPORTED_SHAPE)
@@ -31,6 +37,13 @@ kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const 
 /* Sets dtype/shape over borrowed data (not freed by kiln_tensor_release). */
 void kiln_tensor_wrap(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t *dims, int64_t numel,
                       void *data);
+/* Makes t a read-only strided view of base's storage (base must be dense):
+ * shape (rank, dims), element strides and offset, in elements. The caller
+ * guarantees every reachable element lies inside base. */
+void kiln_tensor_view(kiln_tensor *t, const kiln_tensor *base, int rank, const int64_t *dims,
+                      const int64_t *strides, int64_t offset);
+/* Storage element index of flat (row-major) element i of t. */
+int64_t kiln_tensor_index(const kiln_tensor *t, int64_t i);
 /* Frees owned data and resets t to empty. */
 void kiln_tensor_release(kiln_tensor *t);
 /* Deep copy (dst gets owned storage). */

@@ -22,6 +22,36 @@ static int passed, failed;
     }                                                      \
   } while (0)
 
+static void test_views(void) {
+  /* a [3,4] int32 arange read as its transpose, a negative-step slice and a broadcast */
+  kiln_tensor base = {0}, v = {0}, copy = {0};
+  int64_t d[2] = {3, 4};
+  CHECK(kiln_tensor_alloc(&base, KILN_I32, 2, d) == KILN_OK, "alloc");
+  for (int64_t i = 0; i < 12; i++) kiln_set_i(&base, i, i);
+  int64_t td[2] = {4, 3}, ts[2] = {1, 4};
+  kiln_tensor_view(&v, &base, 2, td, ts, 0);
+  int bad = 0;
+  for (int64_t r = 0; r < 4; r++)
+    for (int64_t c = 0; c < 3; c++) bad += kiln_get_i(&v, r * 3 + c) != c * 4 + r;
+  CHECK(!bad && v.numel == 12 && !v.owns, "transposed view reads");
+  CHECK(kiln_tensor_copy(&copy, &v) == KILN_OK && !copy.strided && kiln_get_i(&copy, 1) == 4 &&
+            kiln_get_f(&copy, 11) == 11.0,
+        "copy of a view is dense and right");
+  kiln_tensor_release(&copy);
+  int64_t sd[1] = {2}, ss[1] = {-2};
+  kiln_tensor_view(&v, &base, 1, sd, ss, 11); /* base.flat[11:8:-2] */
+  CHECK(kiln_get_i(&v, 0) == 11 && kiln_get_i(&v, 1) == 9 && kiln_get_f(&v, 1) == 9.0, "negative stride");
+  int64_t bd[2] = {5, 4}, bs[2] = {0, 1};
+  kiln_tensor_view(&v, &base, 2, bd, bs, 8); /* row 2 broadcast to 5 rows */
+  kiln_tensor dst = {0};
+  CHECK(kiln_tensor_alloc(&dst, KILN_I32, 2, bd) == KILN_OK, "alloc dst");
+  for (int64_t i = 0; i < 20; i++) kiln_copy_elem(&dst, i, &v, i);
+  CHECK(kiln_get_i(&dst, 19) == 11 && kiln_get_i(&dst, 4) == 8, "copy_elem through a broadcast view");
+  kiln_tensor_release(&dst);
+  kiln_tensor_release(&v);
+  kiln_tensor_release(&base);
+}
+
 static void test_half(void) {
   /* every half converts to float and back unchanged (NaNs stay NaN) */
   int bad = 0;
@@ -177,6 +207,7 @@ static void test_tensor_parse(void) {
 
 int main(void) {
   test_half();
+  test_views();
   test_tensor();
   test_import();
   test_tensor_parse();
