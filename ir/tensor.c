@@ -31,6 +31,16 @@ kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const 
   if (s) return s;
   size_t es = kiln_dtype_size(dtype);
   if (!es) return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "data type %s cannot be stored", kiln_dtype_name(dtype));
+  if (t->data && !t->owns && t->capacity >= (size_t)n * es) { /* a reserved slot */
+    memset(t->data, 0, (size_t)n * es);
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
+    t->numel = n;
+    t->strided = false;
+    t->offset = 0;
+    return KILN_OK;
+  }
   void *p = kiln_calloc((size_t)n, es);
   if (!p)
     return kiln_fail(KILN_E_NOMEM, "cannot allocate %lld bytes for a tensor", (long long)(n * (int64_t)es));
@@ -40,6 +50,7 @@ kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const 
   t->numel = n;
   t->data = p;
   t->owns = true;
+  t->capacity = 0;
   t->strided = false;
   t->offset = 0;
   return KILN_OK;
@@ -53,6 +64,7 @@ void kiln_tensor_wrap(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t 
   t->numel = numel;
   t->data = data;
   t->owns = false;
+  t->capacity = 0;
   t->strided = false;
   t->offset = 0;
 }

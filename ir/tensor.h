@@ -3,6 +3,7 @@
 #ifndef KILN_IR_TENSOR_H
 #define KILN_IR_TENSOR_H
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ir/dtype.h"
@@ -19,6 +20,9 @@ typedef struct kiln_tensor {
   int64_t numel;
   void *data;
   bool owns; /* data was allocated by kiln_tensor_alloc and is freed with it */
+  /* Bytes reserved at data (not owned) for kiln_tensor_alloc to fill, as a
+   * plan's arena slot; 0 when none. */
+  size_t capacity;
   /* A strided view (read-only): element i of the row-major index space is
    * data[offset + sum(idx[d] * strides[d])]. Dense tensors have strided
    * false; kiln_get_*, kiln_copy_elem and kiln_tensor_copy read views. */
@@ -32,7 +36,9 @@ typedef struct kiln_tensor {
 kiln_status kiln_shape_numel(int rank, const int64_t *dims, int64_t *numel);
 
 /* Sets dtype/shape and allocates zeroed storage (owned). t's previous data
- * is not freed. rank may be 0 (a scalar, one element). */
+ * is not freed. rank may be 0 (a scalar, one element). When t carries a
+ * reservation (data not owned, capacity >= the bytes needed) the storage is
+ * that reservation, zeroed, and stays not owned. */
 kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t *dims);
 /* Sets dtype/shape over borrowed data (not freed by kiln_tensor_release). */
 void kiln_tensor_wrap(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t *dims, int64_t numel,

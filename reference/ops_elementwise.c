@@ -731,7 +731,11 @@ static kiln_status run_clip(const kiln_op_call *c) {
 /* Converts every element of x into y (allocated already, same numel). */
 static void convert(kiln_tensor *y, const kiln_tensor *x) {
   if (y->dtype == x->dtype) {
-    if (x->numel) memcpy(y->data, x->data, kiln_tensor_bytes(x));
+    if (!x->strided) {
+      if (x->numel) memcpy(y->data, x->data, kiln_tensor_bytes(x));
+    } else {
+      for (int64_t i = 0; i < x->numel; i++) kiln_copy_elem(y, i, x, i);
+    }
     return;
   }
   int dx = dom_of(x->dtype);
