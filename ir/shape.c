@@ -10,7 +10,8 @@
 #define MAX_ROUNDS 4
 
 static const kiln_shape_def *const tables[] = {kiln_shape_ops_elementwise, kiln_shape_ops_shape,
-                                                kiln_shape_ops_nn};
+                                                kiln_shape_ops_nn, kiln_shape_ops_nn_mm,
+                                                kiln_shape_ops_nn_extra, kiln_shape_ops_reduce};
 
 const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type) {
   if (domain && *domain && strcmp(domain, "ai.onnx")) return NULL;

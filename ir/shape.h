@@ -70,6 +70,9 @@ typedef struct kiln_shape_def {
 extern const kiln_shape_def kiln_shape_ops_elementwise[];
 extern const kiln_shape_def kiln_shape_ops_shape[];
 extern const kiln_shape_def kiln_shape_ops_nn[];
+extern const kiln_shape_def kiln_shape_ops_nn_mm[];
+extern const kiln_shape_def kiln_shape_ops_nn_extra[];
+extern const kiln_shape_def kiln_shape_ops_reduce[];
 
 const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type);
 
