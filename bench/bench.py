@@ -26,7 +26,7 @@ ROOT = os.path.dirname(HERE)
 # Threads each kiln backend uses; onnxruntime is run with the same
 # intra_op_num_threads when compared with it. `reference` is single-threaded.
 # A backend missing here gets every core. --threads NAME=N overrides.
-BACKEND_THREADS = {"reference": 1}
+BACKEND_THREADS = {"reference": 1, "cpu": 1}  # the cpu plan executor is single-threaded for now
 
 # Repetitions: by default the timed rounds of a model fill about
 # --budget seconds (estimated from the warm-up round), clamped to these.

@@ -32,7 +32,7 @@ kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const 
   size_t es = kiln_dtype_size(dtype);
   if (!es) return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "data type %s cannot be stored", kiln_dtype_name(dtype));
   if (t->data && !t->owns && t->capacity >= (size_t)n * es) { /* a reserved slot */
-    memset(t->data, 0, (size_t)n * es);
+    if (!t->keep) memset(t->data, 0, (size_t)n * es);
     t->dtype = dtype;
     t->rank = rank;
     for (int i = 0; i < rank; i++) t->dims[i] = dims[i];

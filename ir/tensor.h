@@ -23,6 +23,8 @@ typedef struct kiln_tensor {
   /* Bytes reserved at data (not owned) for kiln_tensor_alloc to fill, as a
    * plan's arena slot; 0 when none. */
   size_t capacity;
+  bool keep; /* the reservation already holds data the writer reads first
+                (an in-place step): kiln_tensor_alloc does not zero it */
   /* A strided view (read-only): element i of the row-major index space is
    * data[offset + sum(idx[d] * strides[d])]. Dense tensors have strided
    * false; kiln_get_*, kiln_copy_elem and kiln_tensor_copy read views. */

@@ -1,17 +1,24 @@
 /* plugin/engines: the execution backends kiln offers and the KILN_DEVICE
- * selection among them. This build has the `reference` engine; `cpu` and
- * `opencl` are recognised names that report themselves unavailable until
- * their engines exist. */
+ * selection among them. This build has the `cpu` engine (the plan executor
+ * of cpu_fallback/) and the `reference` engine; `opencl` is a recognised
+ * name that reports itself unavailable until its engine exists. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/plan.h"
 #include "plugin/plugin.h"
 #include "reference/exec.h"
 
 static kiln_status ref_prepare(const kiln_graph *g, void **plan) {
   *plan = NULL;
   return kiln_ref_check_graph(g);
+}
+
+/* The reference interpreter has no plan: every node is a kernel. */
+static void ref_stats(void *plan, const kiln_graph *g, kilnGraphStatistics *st) {
+  (void)plan;
+  st->nodesImported = st->nodesPlanned = st->kernelNodes = (uint64_t)g->n_nodes;
 }
 
 static kiln_status ref_run(void *plan, const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs) {
@@ -23,15 +30,59 @@ const kiln_engine kiln_engine_reference = {
     .name = "reference",
     .device = "host CPU (scalar reference interpreter)",
     .device_type = ONNXIFI_DEVICE_TYPE_CPU,
+    /* shapes are computed at each run: any dims the model's symbols allow */
+    .capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS,
     .check = kiln_ref_check_graph,
     .prepare = ref_prepare,
     .run = ref_run,
     .release = NULL,
+    .stats = ref_stats,
+};
+
+static kiln_status cpu_prepare(const kiln_graph *g, void **plan) {
+  kiln_cpu_plan *p;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  *plan = s ? NULL : p;
+  return s;
+}
+
+static kiln_status cpu_run(void *plan, const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs) {
+  return kiln_cpu_run(plan, g, bound, outs);
+}
+
+static void cpu_release(void *plan) { kiln_cpu_release(plan); }
+
+static void cpu_stats(void *plan, const kiln_graph *g, kilnGraphStatistics *st) {
+  kiln_cpu_stats cs;
+  (void)g;
+  kiln_cpu_plan_stats(plan, &cs);
+  st->nodesImported = (uint64_t)cs.nodes_in;
+  st->nodesPlanned = (uint64_t)cs.nodes_out;
+  st->viewNodes = (uint64_t)cs.views;
+  st->kernelNodes = (uint64_t)cs.kernels;
+  st->memoryPlans = (uint64_t)cs.plans;
+  st->arenaBytes = cs.arena_bytes;
+  st->lowerBoundBytes = cs.lower_bound;
+  st->noReuseBytes = cs.no_reuse;
+  st->materializedViews = (uint64_t)cs.materialized;
+}
+
+const kiln_engine kiln_engine_cpu = {
+    .name = "cpu",
+    .device = "host CPU (plan executor: rewrites, views, one memory arena; scalar kernels)",
+    .device_type = ONNXIFI_DEVICE_TYPE_CPU,
+    /* one plan per bound set: runs within the bounds reuse it (tests/symbolic_batch.c) */
+    .capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS,
+    .check = kiln_cpu_check,
+    .prepare = cpu_prepare,
+    .run = cpu_run,
+    .release = cpu_release,
+    .stats = cpu_stats,
 };
 
 /* Engines in `auto` order: OpenCL GPUs/accelerators, cpu, OpenCL CPUs,
- * reference. Only reference exists in this build. */
-static const kiln_engine *const available[] = {&kiln_engine_reference};
+ * reference. */
+static const kiln_engine *const available[] = {&kiln_engine_cpu, &kiln_engine_reference};
 
 static kiln_status add_engine(const kiln_engine *e, const kiln_engine **out, int max, int *n) {
   for (int i = 0; i < *n; i++)
@@ -58,7 +109,9 @@ kiln_status kiln_select_engines(const kiln_engine **out, int max, int *n) {
       for (size_t i = 0; i < sizeof available / sizeof *available && !s; i++) s = add_engine(available[i], out, max, n);
     } else if (!strcmp(tok, "reference")) {
       s = add_engine(&kiln_engine_reference, out, max, n);
-    } else if (!strcmp(tok, "cpu") || !strcmp(tok, "opencl") || !strncmp(tok, "opencl:", 7)) {
+    } else if (!strcmp(tok, "cpu")) {
+      s = add_engine(&kiln_engine_cpu, out, max, n);
+    } else if (!strcmp(tok, "opencl") || !strncmp(tok, "opencl:", 7)) {
       s = kiln_fail(KILN_E_MODEL, "KILN_DEVICE=%s: backend '%s' is not available in this build of kiln", env, tok);
     } else {
       s = kiln_fail(KILN_E_MODEL,

@@ -112,7 +112,7 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetBackendInfo(onnxBackendID backendID
   case ONNXIFI_BACKEND_DEVICE_TYPE: return info_u64(e->device_type, infoValue, infoValueSize);
   case ONNXIFI_BACKEND_ONNX_IR_VERSION: return info_string("3 4 5 6 7 8", infoValue, infoValueSize);
   case ONNXIFI_BACKEND_OPSET_VERSION: return info_string("ai.onnx:17", infoValue, infoValueSize);
-  case ONNXIFI_BACKEND_CAPABILITIES: return info_u64(0, infoValue, infoValueSize);
+  case ONNXIFI_BACKEND_CAPABILITIES: return info_u64(e->capabilities, infoValue, infoValueSize);
   case ONNXIFI_BACKEND_INIT_PROPERTIES: return info_u64(0, infoValue, infoValueSize);
   case ONNXIFI_BACKEND_MEMORY_TYPES: return info_u64(ONNXIFI_MEMORY_TYPE_CPU, infoValue, infoValueSize);
   case ONNXIFI_BACKEND_GRAPH_INIT_PROPERTIES: return info_u64(0, infoValue, infoValueSize);
@@ -396,6 +396,20 @@ static onnxStatus get_event_status(onnxEvent event, onnxStatus *runStatus, const
   return ONNXIFI_STATUS_SUCCESS;
 }
 
+static onnxStatus get_graph_statistics(onnxGraph graph, kilnGraphStatistics *stats) {
+  kiln_error_clear();
+  if (!kiln_handle_valid(graph, KILN_H_GRAPH))
+    return fail(ONNXIFI_STATUS_INVALID_GRAPH, "%s", "unknown or released graph");
+  if (!stats) return fail(ONNXIFI_STATUS_INVALID_POINTER, "%s", "stats is NULL");
+  if (stats->size < sizeof *stats)
+    return fail(ONNXIFI_STATUS_INVALID_SIZE, "%s", "stats->size is smaller than kilnGraphStatistics");
+  kiln_graph_handle *h = graph;
+  memset(stats, 0, sizeof *stats);
+  stats->size = sizeof *stats;
+  if (h->backend->engine->stats) h->backend->engine->stats(h->plan, h->g, stats);
+  return ONNXIFI_STATUS_SUCCESS;
+}
+
 ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetExtensionFunctionAddress(onnxBackendID backendID, const char *name,
                                                                       onnxExtensionFunctionPointer *function) {
   kiln_error_clear();
@@ -406,6 +420,8 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetExtensionFunctionAddress(onnxBacken
   if (!strcmp(name, "onnxSetIOAndRunGraph")) *function = (onnxExtensionFunctionPointer)(void (*)(void))set_io_and_run;
   else if (!strcmp(name, "kilnGetLastErrorMessage")) *function = (onnxExtensionFunctionPointer)(void (*)(void))get_last_error;
   else if (!strcmp(name, "kilnGetEventStatus")) *function = (onnxExtensionFunctionPointer)(void (*)(void))get_event_status;
+  else if (!strcmp(name, "kilnGetGraphStatistics"))
+    *function = (onnxExtensionFunctionPointer)(void (*)(void))get_graph_statistics;
   else return fail(ONNXIFI_STATUS_UNIDENTIFIED_NAME, "no extension function named '%s'", name);
   return ONNXIFI_STATUS_SUCCESS;
 }

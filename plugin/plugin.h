@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "include/kiln/kiln_ext.h"
 #include "ir/graph.h"
 
 /* ---- handle registry (the one documented piece of global state) ---- */
@@ -26,13 +27,17 @@ typedef struct kiln_engine {
   const char *name;      /* KILN_DEVICE token and backend NAME suffix */
   const char *device;    /* ONNXIFI_BACKEND_DEVICE text */
   onnxEnum device_type;
+  onnxBitfield capabilities; /* ONNXIFI_CAPABILITY_* this engine honours (each tested) */
   kiln_status (*check)(const kiln_graph *g);
   kiln_status (*prepare)(const kiln_graph *g, void **plan);
   kiln_status (*run)(void *plan, const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs);
   void (*release)(void *plan); /* optional */
+  /* optional: fills the plan's statistics (kiln_ext.h's struct, size set) */
+  void (*stats)(void *plan, const kiln_graph *g, kilnGraphStatistics *st);
 } kiln_engine;
 
 extern const kiln_engine kiln_engine_reference;
+extern const kiln_engine kiln_engine_cpu;
 
 typedef struct kiln_backend_id {
   const kiln_engine *engine;

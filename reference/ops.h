@@ -61,6 +61,17 @@ const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type);
  * names, input-0 type when declared, the op's own check). */
 kiln_status kiln_ref_check_node(const kiln_graph *g, const kiln_node *n);
 
+/* What a plan executor may do with a kernel: */
+/* Its inputs may be read-only strided views (it reads them only through
+ * kiln_get_* / kiln_copy_elem / kiln_tensor_copy). The data-movement family
+ * (ops_shape.c) copies rows with memcpy and needs dense inputs. */
+bool kiln_ref_op_reads_views(const kiln_op_def *d);
+/* Output 0 may be written over input 0's storage when both have the same
+ * byte size: element i of output 0 is written only after element i of
+ * input 0 was read and no other element of input 0 is read later (the
+ * elementwise family). */
+bool kiln_ref_op_inplace(const kiln_op_def *d);
+
 /* Shared helpers for kernels. */
 /* Fails with a message unless in[i] is present. */
 kiln_status kiln_op_need(const kiln_op_call *c, int i);

@@ -104,3 +104,14 @@ kiln_status kiln_op_ints(const kiln_op_call *c, int i, int64_t *vals, int max, i
   if (s) kiln_error_prefix("input %d", i);
   return s;
 }
+
+/* True when d is an entry of table t. */
+static bool in_table(const kiln_op_def *t, const kiln_op_def *d) {
+  for (; t->op_type; t++)
+    if (t == d) return true;
+  return false;
+}
+
+bool kiln_ref_op_reads_views(const kiln_op_def *d) { return !in_table(kiln_ref_ops_shape, d); }
+
+bool kiln_ref_op_inplace(const kiln_op_def *d) { return in_table(kiln_ref_ops_elementwise, d); }

@@ -674,7 +674,7 @@ static void test_backend_ids(void) {
   check_st("ReleaseBackendID(a backend handle)", lib.onnxReleaseBackendID(g_be), ONNXIFI_STATUS_INVALID_ID);
 
   /* KILN_DEVICE selects what is offered: a bad value must be an error. */
-  static const char *bad_devices[] = {"bogus", "cpu"};
+  static const char *bad_devices[] = {"bogus", "opencl"}; /* opencl: not in this build */
   for (int k = 0; k < 2; k++) {
     const char *dev = bad_devices[k];
     n = 8;
@@ -1832,6 +1832,36 @@ static void test_extensions(void) {
 /* ------------------------------------------------------------------------ */
 /* BOOL (TensorProto type 9) across the ABI                                  */
 
+/* kilnGetGraphStatistics on a live graph, and its error codes. */
+static void test_graph_statistics(void) {
+  onnxExtensionFunctionPointer fp = NULL;
+  onnxStatus st = get_ext ? get_ext(g_id, "kilnGetGraphStatistics", &fp) : ONNXIFI_STATUS_INTERNAL_ERROR;
+  if (!check_st("GetExtensionFunctionAddress(kilnGetGraphStatistics)", st, ONNXIFI_STATUS_SUCCESS)) return;
+  kilnGetGraphStatisticsFunction stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
+  size_t msize;
+  void *model = model_relu(4, NULL, &msize);
+  onnxGraph g = model ? init_graph(model, msize) : NULL;
+  free(model);
+  if (!check("InitGraph(relu for statistics)", g != NULL, "a graph", "%s", "NULL")) return;
+  kilnGraphStatistics gs;
+  memset(&gs, 0xff, sizeof gs);
+  gs.size = sizeof gs;
+  check_st("kilnGetGraphStatistics(relu graph)", stats(g, &gs), ONNXIFI_STATUS_SUCCESS);
+  check("kilnGetGraphStatistics counts the one node", gs.size == sizeof gs && gs.nodesImported == 1 &&
+        gs.nodesPlanned == 1 && gs.kernelNodes + gs.viewNodes == 1 && gs.materializedViews == 0,
+        "size set, 1 node imported and planned, 1 kernel or view, nothing materialised",
+        "size %llu, %llu imported, %llu planned, %llu kernels, %llu views, %llu materialised",
+        (unsigned long long)gs.size, (unsigned long long)gs.nodesImported, (unsigned long long)gs.nodesPlanned,
+        (unsigned long long)gs.kernelNodes, (unsigned long long)gs.viewNodes, (unsigned long long)gs.materializedViews);
+  gs.size = sizeof gs - 8;
+  check_st("kilnGetGraphStatistics(size too small)", stats(g, &gs), ONNXIFI_STATUS_INVALID_SIZE);
+  check_st("kilnGetGraphStatistics(NULL stats)", stats(g, NULL), ONNXIFI_STATUS_INVALID_POINTER);
+  check_st("kilnGetGraphStatistics(unknown graph)", stats(BOGUS, &gs), ONNXIFI_STATUS_INVALID_GRAPH);
+  check_st("ReleaseGraph(statistics graph)", lib.onnxReleaseGraph(g), ONNXIFI_STATUS_SUCCESS);
+  gs.size = sizeof gs;
+  check_st("kilnGetGraphStatistics(released graph)", stats(g, &gs), ONNXIFI_STATUS_INVALID_GRAPH);
+}
+
 static void test_bool(void) {
   size_t size;
   void *model = model_not(&size);
@@ -1999,6 +2029,7 @@ int main(int argc, char **argv) {
   test_backend_release_with_graph();
   test_extensions();
   test_bool();
+  test_graph_statistics();
   test_node_case("test_relu");
   test_node_case("test_add");
   test_node_case("test_not_2d");

@@ -53,7 +53,7 @@ static struct {
   uint64_t seed;
   long runs, warmup;
   double rtol, atol;
-  bool list_backends;
+  bool list_backends, stats;
 } opt = {.seed = 1, .runs = 10, .warmup = 1, .rtol = 1e-4, .atol = 1e-5};
 
 static void usage(FILE *f) {
@@ -98,6 +98,10 @@ static void usage(FILE *f) {
           "                           <build>/plugin/%s, when installed\n"
           "                           <prefix>/%s/%s, else the name as\n"
           "                           the dynamic loader finds it\n"
+          "  --stats                  print what kiln made of the graph (extension\n"
+          "                           kilnGetGraphStatistics): nodes before/after rewrites,\n"
+          "                           views, kernels, memory plans, arena bytes against\n"
+          "                           the liveness lower bound and against no reuse\n"
           "  --list-backends          print the backends the plugin offers (NAME, DEVICE,\n"
           "                           DEVICE_TYPE) and exit; kiln-run uses the first\n"
           "  -h, --help               print this help and exit\n"
@@ -212,6 +216,8 @@ static int parse_args(int argc, char **argv) {
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return EXIT_OK;
+    } else if (!strcmp(a, "--stats")) {
+      opt.stats = true;
     } else if (!strcmp(a, "--list-backends")) {
       opt.list_backends = true;
     } else if ((r = take(argc, argv, &i, NULL, "--lib", &v))) {
@@ -336,6 +342,7 @@ static size_t n_ids;
 static onnxBackend backend;
 static kilnGetLastErrorMessageFunction last_error;
 static kilnGetEventStatusFunction event_status;
+static kilnGetGraphStatisticsFunction graph_stats;
 static char plugin_path[PATH_LEN];
 static double load_ms;
 
@@ -442,6 +449,8 @@ static int plugin_open(void) {
     last_error = (kilnGetLastErrorMessageFunction)(void (*)(void))fp;
   if (get_ext && !get_ext(ids[0], "kilnGetEventStatus", &fp))
     event_status = (kilnGetEventStatusFunction)(void (*)(void))fp;
+  if (get_ext && !get_ext(ids[0], "kilnGetGraphStatistics", &fp))
+    graph_stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
   if (!opt.list_backends) {
     st = lib.onnxInitBackend(ids[0], NULL, &backend);
     if (st) return fail_call("onnxInitBackend", st);
@@ -1004,6 +1013,28 @@ static int run_model(const char *path, const char *data_dir) {
   double med = opt.runs % 2 ? m.times[opt.runs / 2] : (m.times[opt.runs / 2 - 1] + m.times[opt.runs / 2]) / 2;
   printf("timing:  load %.3f ms, compile %.3f ms, run min %.3f ms, median %.3f ms (%ld run%s after %ld warm-up)\n",
          load_ms, compile_ms, m.times[0], med, opt.runs, opt.runs == 1 ? "" : "s", opt.warmup);
+  if (opt.stats) {
+    kilnGraphStatistics gs;
+    memset(&gs, 0, sizeof gs);
+    gs.size = sizeof gs;
+    if (!graph_stats || graph_stats(m.graph, &gs)) {
+      printf("stats:   not available from this plugin\n");
+    } else {
+      printf("stats:   nodes %llu imported, %llu after rewrites (%llu views, %llu kernels); %llu memory plan%s\n",
+             (unsigned long long)gs.nodesImported, (unsigned long long)gs.nodesPlanned,
+             (unsigned long long)gs.viewNodes, (unsigned long long)gs.kernelNodes,
+             (unsigned long long)gs.memoryPlans, gs.memoryPlans == 1 ? "" : "s");
+      if (gs.memoryPlans)
+        printf("memory:  arena %llu bytes = %.3fx the liveness lower bound (%llu), %.3fx no reuse (%llu); "
+               "%llu view%s materialised\n",
+               (unsigned long long)gs.arenaBytes,
+               gs.lowerBoundBytes ? (double)gs.arenaBytes / (double)gs.lowerBoundBytes : 1.0,
+               (unsigned long long)gs.lowerBoundBytes,
+               gs.noReuseBytes ? (double)gs.arenaBytes / (double)gs.noReuseBytes : 1.0,
+               (unsigned long long)gs.noReuseBytes, (unsigned long long)gs.materializedViews,
+               gs.materializedViews == 1 ? "" : "s");
+    }
+  }
   int checked = 0;
   for (int o = 0; o < m.nout; o++) checked += m.has_exp[o];
   if (checked)

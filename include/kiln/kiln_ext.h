@@ -8,6 +8,7 @@
 #define KILN_EXT_H 1
 
 #include <onnx/onnxifi.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,10 +30,30 @@ typedef onnxStatus (*kilnGetLastErrorMessageFunction)(const char **message);
  * ONNXIFI_STATUS_INVALID_POINTER when runStatus is NULL. */
 typedef onnxStatus (*kilnGetEventStatusFunction)(onnxEvent event, onnxStatus *runStatus, const char **message);
 
+/* "kilnGetGraphStatistics": what kiln made of a graph. The caller sets
+ * stats->size = sizeof(kilnGraphStatistics); kiln fills the rest. Read it
+ * when the runs it should count have finished. Returns INVALID_GRAPH for an
+ * unknown or released graph, INVALID_POINTER for NULL stats, INVALID_SIZE
+ * when stats->size is smaller than this version of the struct. */
+typedef struct kilnGraphStatistics {
+  uint64_t size;
+  uint64_t nodesImported;     /* nodes of the model as given */
+  uint64_t nodesPlanned;      /* nodes after rewrites (folding, CSE, DCE, BN folding) */
+  uint64_t viewNodes;         /* nodes run as strided aliases: no kernel, no copy */
+  uint64_t kernelNodes;       /* nodes run by a kernel */
+  uint64_t memoryPlans;       /* arena plans made: 1, plus one per run beyond the bounds */
+  uint64_t arenaBytes;        /* the planned peak of the intermediates' arena */
+  uint64_t lowerBoundBytes;   /* liveness lower bound: max bytes live at one step */
+  uint64_t noReuseBytes;      /* one buffer per intermediate, no reuse */
+  uint64_t materializedViews; /* views that had to be copied, over all runs */
+} kilnGraphStatistics;
+typedef onnxStatus (*kilnGetGraphStatisticsFunction)(onnxGraph graph, kilnGraphStatistics *stats);
+
 /* onnx_extension_function: onnxifi_ext.h requires a backend that implements
  * onnxGetExtensionFunctionAddress to list it. */
 #define KILN_EXTENSION_NAMES \
-  "onnx_extension_function onnxSetIOAndRunGraph kilnGetLastErrorMessage kilnGetEventStatus"
+  "onnx_extension_function onnxSetIOAndRunGraph kilnGetLastErrorMessage kilnGetEventStatus " \
+  "kilnGetGraphStatistics"
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,528 @@
+/* cpu_fallback/plan: compile (rewrite, shapes, views, schedule, memory
+ * plan) and run. */
+#include "cpu_fallback/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "ir/memplan.h"
+#include "ir/rewrite.h"
+#include "ir/schedule.h"
+#include "ir/shape.h"
+#include "ir/views.h"
+#include "reference/exec.h"
+#include "reference/ops.h"
+
+/* How a node runs. */
+enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT };
+
+struct kiln_cpu_plan {
+  kiln_graph *g; /* the rewritten graph */
+  kiln_shapes *sh;
+  kiln_schedule *sched; /* one step per node, then one reading the outputs */
+  const kiln_op_def **def;
+  unsigned char *how;   /* per node: V_* */
+  int *alias_of;        /* per value: the value whose storage a view reads, or -1 */
+  int *last_use;        /* per value: last node reading it, -1 if none */
+  int nsym;
+  int64_t *bound;       /* per symbol: the bound planned for, KILN_DIM_UNSET if none */
+  int64_t *vals;        /* per symbol: this run's values */
+  /* the memory plan at the current bounds */
+  kiln_memplan *mp;
+  uint64_t *size;       /* per value: bytes at the bounds (0 when dynamic) */
+  bool *dynamic;        /* per value: size unbounded (data-dependent): heap */
+  bool *external;
+  bool *inplace;        /* per node: output 0 written over input 0 */
+  unsigned char *arena;
+  kiln_cpu_stats st;
+};
+
+/* ---- compile ---- */
+
+static kiln_status ref_eval(void *ctx, const kiln_graph *g, const kiln_node *n, const kiln_tensor *const *in,
+                            kiln_tensor *out) {
+  (void)ctx;
+  const kiln_op_def *d = kiln_ref_find_op(n->domain, n->op_type);
+  if (!d) return KILN_E_UNSUPPORTED_OP;
+  kiln_status s = kiln_ref_check_node(g, n);
+  if (s) return s;
+  bool used[64];
+  if (n->n_out > 64) return KILN_E_UNSUPPORTED_OP;
+  for (int k = 0; k < n->n_out; k++) used[k] = n->out[k] >= 0;
+  kiln_op_call c = {g, n, n->opset, n->n_in, in, n->n_out, out, used};
+  return d->run(&c);
+}
+
+kiln_status kiln_cpu_check(const kiln_graph *g) {
+  kiln_status s = kiln_ref_check_graph(g);
+  if (s) return s;
+  kiln_shapes *sh;
+  if ((s = kiln_shapes_infer(g, &sh))) return s;
+  kiln_shapes_free(sh);
+  return KILN_OK;
+}
+
+static int how_to_run(const kiln_graph *g, const kiln_shapes *sh, const kiln_node *n) {
+  const char *op = n->op_type;
+  if (*n->domain && strcmp(n->domain, "ai.onnx")) return V_KERNEL;
+  if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze") ||
+      !strcmp(op, "Identity"))
+    return V_RESHAPE;
+  if (!strcmp(op, "Transpose")) return V_TRANSPOSE;
+  if (!strcmp(op, "Slice")) return V_SLICE;
+  if (!strcmp(op, "Expand")) return V_EXPAND;
+  if (!strcmp(op, "Split")) return V_SPLIT;
+  if (!strcmp(op, "Gather") && n->n_in == 2 && n->in[1] >= 0) {
+    const kiln_tensor *k = sh->v[n->in[1]].konst;
+    if (k && k->rank == 0 && kiln_dtype_is_int(k->dtype)) return V_GATHER;
+  }
+  (void)g;
+  return V_KERNEL;
+}
+
+void kiln_cpu_release(kiln_cpu_plan *p) {
+  if (!p) return;
+  kiln_graph_free(p->g);
+  kiln_shapes_free(p->sh);
+  kiln_schedule_free(p->sched);
+  kiln_memplan_free(p->mp);
+  kiln_free(p->def);
+  kiln_free(p->how);
+  kiln_free(p->alias_of);
+  kiln_free(p->last_use);
+  kiln_free(p->bound);
+  kiln_free(p->vals);
+  kiln_free(p->size);
+  kiln_free(p->dynamic);
+  kiln_free(p->external);
+  kiln_free(p->inplace);
+  kiln_free(p->arena);
+  kiln_free(p);
+}
+
+kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) {
+  *out = NULL;
+  kiln_status s = kiln_ref_check_graph(g0);
+  if (s) return s;
+  kiln_cpu_plan *p = kiln_calloc(1, sizeof *p);
+  if (!p) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  kiln_rewrite_opts ro = {0};
+  ro.eval = ref_eval;
+  kiln_rewrite_stats rst;
+  if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
+  kiln_graph *g = p->g;
+  if ((s = kiln_ref_check_graph(g))) goto fail;
+  if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
+  int nv = g->n_values, nn = g->n_nodes;
+  p->def = kiln_calloc((size_t)nn + 1, sizeof *p->def);
+  p->how = kiln_calloc((size_t)nn + 1, 1);
+  p->inplace = kiln_calloc((size_t)nn + 1, sizeof *p->inplace);
+  p->alias_of = kiln_calloc((size_t)nv + 1, sizeof *p->alias_of);
+  p->last_use = kiln_calloc((size_t)nv + 1, sizeof *p->last_use);
+  p->size = kiln_calloc((size_t)nv + 1, sizeof *p->size);
+  p->dynamic = kiln_calloc((size_t)nv + 1, sizeof *p->dynamic);
+  p->external = kiln_calloc((size_t)nv + 1, sizeof *p->external);
+  p->nsym = kiln_symtab_nsyms(p->sh->tab);
+  p->bound = kiln_calloc((size_t)p->nsym + 1, sizeof *p->bound);
+  p->vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->vals);
+  if (!p->def || !p->how || !p->inplace || !p->alias_of || !p->last_use || !p->size || !p->dynamic || !p->external ||
+      !p->bound || !p->vals) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+    goto fail;
+  }
+  for (int v = 0; v < nv; v++) p->alias_of[v] = p->last_use[v] = -1;
+  for (int i = 0; i < nn; i++) {
+    const kiln_node *n = &g->nodes[i];
+    p->def[i] = kiln_ref_find_op(n->domain, n->op_type);
+    p->how[i] = (unsigned char)how_to_run(g, p->sh, n);
+    for (int k = 0; k < n->n_out; k++) /* graph outputs get their own storage */
+      if (n->out[k] >= 0 && g->values[n->out[k]].is_output) p->how[i] = V_KERNEL;
+    if (p->how[i] != V_KERNEL) {
+      p->st.views++;
+      for (int k = 0; k < n->n_out; k++)
+        if (n->out[k] >= 0) p->alias_of[n->out[k]] = n->in[0];
+    } else {
+      p->st.kernels++;
+    }
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0) p->last_use[n->in[k]] = i;
+  }
+  for (int k = 0; k < p->nsym; k++) {
+    int64_t m;
+    p->bound[k] = kiln_sym_max(p->sh->tab, k, &m) ? m : KILN_DIM_UNSET;
+  }
+  /* the schedule: one step per node, and a last step that reads the graph
+     outputs so that the memory they (or their views) use stays theirs */
+  if ((s = kiln_schedule_from_graph(g, &p->sched))) goto fail;
+  if (g->n_outputs && (s = kiln_schedule_add_step(p->sched, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
+  p->st.nodes_in = g0->n_nodes;
+  p->st.nodes_out = nn;
+  char buf[256];
+  kiln_log(KILN_LOG_INFO, "cpu plan: %d -> %d nodes (%s), %d views, %d kernels", g0->n_nodes, nn,
+           kiln_rewrite_stats_str(&rst, buf, sizeof buf), p->st.views, p->st.kernels);
+  *out = p;
+  return KILN_OK;
+fail:
+  kiln_cpu_release(p);
+  return s;
+}
+
+/* Plans the arena at the current bounds. */
+static kiln_status specialize(kiln_cpu_plan *p) {
+  kiln_graph *g = p->g;
+  kiln_symtab *tab = p->sh->tab;
+  kiln_status s;
+  for (int k = 0; k < p->nsym; k++)
+    if (p->bound[k] != KILN_DIM_UNSET && (s = kiln_sym_set_max(tab, k, p->bound[k]))) return s;
+  kiln_memplan_mark_external(g, p->external);
+  for (int v = 0; v < g->n_values; v++) {
+    const kiln_vshape *x = &p->sh->v[v];
+    uint64_t n = 1;
+    bool dyn = x->rank < 0;
+    for (int d = 0; d < x->rank && !dyn; d++) {
+      int64_t m;
+      if (kiln_dimx_bound(tab, x->dims[d], &m) || m < 0) dyn = true;
+      else if (m && n > KILN_MEMPLAN_MAX_BYTES / (uint64_t)m) dyn = true;
+      else n *= (uint64_t)m;
+    }
+    kiln_error_clear();
+    p->dynamic[v] = dyn;
+    p->size[v] = dyn ? 0 : n * kiln_dtype_size(x->dtype);
+    if (dyn) p->external[v] = true;
+  }
+  kiln_memplan_inplace *cand = kiln_calloc((size_t)g->n_nodes + 1, sizeof *cand);
+  if (!cand) return kiln_fail(KILN_E_NOMEM, "out of memory planning memory");
+  int nc = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kiln_node *n = &g->nodes[i];
+    p->inplace[i] = false;
+    if (p->how[i] == V_KERNEL && p->def[i] && kiln_ref_op_inplace(p->def[i]) && n->n_in > 0 && n->n_out > 0 &&
+        n->in[0] >= 0 && n->out[0] >= 0)
+      cand[nc++] = (kiln_memplan_inplace){i, n->out[0], n->in[0]};
+  }
+  kiln_memplan_request req = {p->sched, p->size, p->external, p->alias_of, cand, nc};
+  kiln_memplan_free(p->mp);
+  p->mp = NULL;
+  s = kiln_memplan_build(&req, &p->mp);
+  if (!s) s = kiln_memplan_verify(p->mp, &req);
+  kiln_free(cand);
+  if (s) return s;
+  for (int k = 0; k < p->mp->n_inplace; k++) p->inplace[p->mp->inplace[k].step] = true;
+  kiln_free(p->arena);
+  p->arena = kiln_malloc(p->mp->arena_size ? p->mp->arena_size : 1);
+  if (!p->arena)
+    return kiln_fail(KILN_E_NOMEM, "cannot allocate the %llu-byte arena", (unsigned long long)p->mp->arena_size);
+  p->st.plans++;
+  p->st.arena_bytes = p->mp->arena_size;
+  p->st.lower_bound = p->mp->lower_bound;
+  p->st.no_reuse = p->mp->no_reuse;
+  kiln_log(KILN_LOG_INFO, "cpu plan #%d: arena %llu bytes (lower bound %llu, no reuse %llu), %d in place", p->st.plans,
+           (unsigned long long)p->mp->arena_size, (unsigned long long)p->mp->lower_bound,
+           (unsigned long long)p->mp->no_reuse, p->mp->n_inplace);
+  return KILN_OK;
+}
+
+/* ---- run ---- */
+
+/* Binds the symbols of the graph inputs' shapes to this run's dims, and
+ * re-plans when a symbol exceeds its bound (or has none yet). */
+static kiln_status bind_inputs(kiln_cpu_plan *p, const kiln_tensor *const *in) {
+  kiln_graph *g = p->g;
+  kiln_symtab *tab = p->sh->tab;
+  for (int k = 0; k < p->nsym; k++) p->vals[k] = KILN_DIM_UNSET;
+  for (int i = 0; i < g->n_inputs; i++) {
+    int v = g->inputs[i];
+    if (g->values[v].init) continue;
+    const kiln_vshape *x = &p->sh->v[v];
+    const kiln_tensor *t = in[i];
+    const char *nm = g->values[v].name;
+    if (t->dtype != x->dtype)
+      return kiln_fail(KILN_E_MISMATCH_DTYPE, "input '%s': %s given, the model declares %s", nm,
+                       kiln_dtype_name(t->dtype), kiln_dtype_name(x->dtype));
+    if (t->rank != x->rank)
+      return kiln_fail(KILN_E_MISMATCH_SHAPE, "input '%s': rank %d given, the model declares %d", nm, t->rank, x->rank);
+    for (int d = 0; d < t->rank; d++) {
+      int sym = kiln_dimx_as_sym(tab, x->dims[d]);
+      int64_t want;
+      if (sym >= 0 && p->vals[sym] == KILN_DIM_UNSET && !kiln_sym_value(tab, sym, &want)) {
+        p->vals[sym] = t->dims[d];
+        continue;
+      }
+      kiln_status s = kiln_dimx_eval(tab, x->dims[d], p->vals, p->nsym, &want);
+      if (s) return s;
+      if (want != t->dims[d]) {
+        char b[128];
+        return kiln_fail(KILN_E_MISMATCH_SHAPE, "input '%s', dim %d: %lld given, expected %s = %lld", nm, d,
+                         (long long)t->dims[d], kiln_dimx_str(tab, x->dims[d], b, sizeof b), (long long)want);
+      }
+    }
+  }
+  bool replan = !p->mp;
+  for (int k = 0; k < p->nsym; k++) {
+    if (p->vals[k] == KILN_DIM_UNSET) continue;
+    if (p->bound[k] == KILN_DIM_UNSET || p->vals[k] > p->bound[k]) {
+      if (p->bound[k] != KILN_DIM_UNSET)
+        kiln_log(KILN_LOG_INFO, "cpu plan: %s = %lld exceeds its bound %lld: planning again", kiln_sym_name(tab, k),
+                 (long long)p->vals[k], (long long)p->bound[k]);
+      p->bound[k] = p->vals[k];
+      replan = true;
+    }
+  }
+  return replan ? specialize(p) : KILN_OK;
+}
+
+/* The concrete dims of value v this run; false when data-dependent. */
+static bool dims_now(kiln_cpu_plan *p, int v, int64_t *dims) {
+  const kiln_vshape *x = &p->sh->v[v];
+  for (int d = 0; d < x->rank; d++)
+    if (kiln_dimx_eval(p->sh->tab, x->dims[d], p->vals, p->nsym, &dims[d])) {
+      kiln_error_clear();
+      return false;
+    }
+  return true;
+}
+
+static kiln_status view_of_tensor(const kiln_tensor *t, kiln_view *v) {
+  if (t->strided) return kiln_view_make(t->rank, t->dims, t->strides, t->offset, NULL, NULL, v);
+  return kiln_view_contiguous(t->rank, t->dims, v);
+}
+
+static void tensor_of_view(kiln_tensor *out, const kiln_tensor *base, const kiln_view *v) {
+  kiln_tensor_wrap(out, base->dtype, v->rank, v->shape, v->numel, base->data);
+  if (!v->contiguous) {
+    out->strided = true;
+    out->offset = v->offset;
+    for (int d = 0; d < v->rank; d++) out->strides[d] = v->strides[d];
+  }
+}
+
+/* Reads integer input k of node n (a small tensor in memory). */
+static kiln_status node_ints(const kiln_tensor *slot, const kiln_node *n, int k, int64_t *vals, int max, int *cnt) {
+  if (k >= n->n_in || n->in[k] < 0) {
+    *cnt = -1;
+    return KILN_OK;
+  }
+  return kiln_tensor_ints(&slot[n->in[k]], vals, max, cnt);
+}
+
+/* Runs a view node: its outputs alias its input's storage. A view that is
+ * not one strided map (a reshape of a transpose) is materialised. */
+static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
+  const kiln_node *n = &p->g->nodes[i];
+  const kiln_tensor *x = &slot[n->in[0]];
+  kiln_view in, outv;
+  kiln_status s = view_of_tensor(x, &in);
+  if (s) return s;
+  int64_t dims[KILN_MAX_RANK];
+  bool fits = true;
+  switch (p->how[i]) {
+  case V_RESHAPE:
+    if (!dims_now(p, n->out[0], dims)) return KILN_E_UNSUPPORTED_SHAPE; /* caller runs the kernel */
+    s = kiln_view_reshape(&in, p->sh->v[n->out[0]].rank, dims, &outv, &fits);
+    break;
+  case V_TRANSPOSE: {
+    size_t np;
+    const int64_t *perm = kiln_attr_ints(n, "perm", &np);
+    s = kiln_view_transpose(&in, perm, (int)np, &outv);
+    break;
+  }
+  case V_EXPAND:
+    if (!dims_now(p, n->out[0], dims)) return KILN_E_UNSUPPORTED_SHAPE;
+    s = kiln_view_expand(&in, p->sh->v[n->out[0]].rank, dims, &outv);
+    break;
+  case V_GATHER: {
+    const kiln_tensor *k = p->sh->v[n->in[1]].konst;
+    s = kiln_view_gather(&in, kiln_attr_int(n, "axis", 0), kiln_get_i(k, 0), &outv);
+    break;
+  }
+  case V_SLICE: {
+    int64_t st[KILN_MAX_RANK], en[KILN_MAX_RANK], ax[KILN_MAX_RANK], sp[KILN_MAX_RANK];
+    int ns = 0, ne = 0, na = -1, nsp = -1;
+    if (p->g->nodes[i].opset < 10) {
+      size_t c1, c2, c3;
+      const int64_t *a1 = kiln_attr_ints(n, "starts", &c1), *a2 = kiln_attr_ints(n, "ends", &c2),
+                    *a3 = kiln_attr_ints(n, "axes", &c3);
+      if (!a1 || !a2 || c1 != c2 || c1 > KILN_MAX_RANK) return KILN_E_UNSUPPORTED_SHAPE;
+      ns = ne = (int)c1;
+      memcpy(st, a1, c1 * sizeof *st);
+      memcpy(en, a2, c2 * sizeof *en);
+      if (a3) {
+        if (c3 != c1) return KILN_E_UNSUPPORTED_SHAPE;
+        na = (int)c3;
+        memcpy(ax, a3, c3 * sizeof *ax);
+      }
+    } else if ((s = node_ints(slot, n, 1, st, KILN_MAX_RANK, &ns)) || (s = node_ints(slot, n, 2, en, KILN_MAX_RANK, &ne)) ||
+               (s = node_ints(slot, n, 3, ax, KILN_MAX_RANK, &na)) || (s = node_ints(slot, n, 4, sp, KILN_MAX_RANK, &nsp))) {
+      return s;
+    }
+    if (ns != ne || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns)) return KILN_E_UNSUPPORTED_SHAPE;
+    s = kiln_view_slice(&in, ns, st, en, na >= 0 ? ax : NULL, nsp >= 0 ? sp : NULL, &outv);
+    break;
+  }
+  case V_SPLIT: {
+    int rank = x->rank, axis;
+    if ((s = kiln_norm_axis(kiln_attr_int(n, "axis", 0), rank, &axis))) return s;
+    int64_t start = 0;
+    for (int k = 0; k < n->n_out; k++) {
+      int w = n->out[k];
+      int64_t len;
+      if (w < 0) return KILN_E_UNSUPPORTED_SHAPE; /* an unnamed output: let the kernel do it */
+      if (!dims_now(p, w, dims)) return KILN_E_UNSUPPORTED_SHAPE;
+      len = dims[axis];
+      kiln_view part;
+      if ((s = kiln_view_split(&in, axis, start, len, &part))) return s;
+      if (part.has_mask) return KILN_E_UNSUPPORTED_SHAPE;
+      tensor_of_view(&slot[w], x, &part);
+      start += len;
+    }
+    return KILN_OK;
+  }
+  default: return kiln_fail(KILN_E_INTERNAL, "unknown view kind %d", p->how[i]);
+  }
+  if (s) return s;
+  kiln_tensor *y = &slot[n->out[0]];
+  if (outv.has_mask) return KILN_E_UNSUPPORTED_SHAPE;
+  if (fits) {
+    tensor_of_view(y, x, &outv);
+    return KILN_OK;
+  }
+  /* not one strided map: copy the input densely, then reshape the copy */
+  kiln_tensor dense = {0};
+  if ((s = kiln_tensor_copy(&dense, x))) return s;
+  p->st.materialized++;
+  *y = dense;
+  y->rank = outv.rank;
+  for (int d = 0; d < outv.rank; d++) y->dims[d] = outv.shape[d];
+  return KILN_OK;
+}
+
+/* Runs a kernel node with its outputs in their arena slots. */
+static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
+  const kiln_node *n = &p->g->nodes[i];
+  const kiln_op_def *d = p->def[i];
+  kiln_status s = KILN_OK;
+  const kiln_tensor **ins = kiln_calloc((size_t)n->n_in + 1, sizeof *ins);
+  kiln_tensor *tmp = kiln_calloc((size_t)n->n_in + 1, sizeof *tmp);
+  kiln_tensor *res = kiln_calloc((size_t)n->n_out + 1, sizeof *res);
+  bool *used = kiln_calloc((size_t)n->n_out + 1, sizeof *used);
+  if (!ins || !tmp || !res || !used) s = kiln_fail(KILN_E_NOMEM, "out of memory running a node");
+  bool views_ok = d && kiln_ref_op_reads_views(d);
+  for (int k = 0; k < n->n_in && !s; k++) {
+    int v = n->in[k];
+    if (v < 0) continue;
+    ins[k] = &slot[v];
+    if (slot[v].strided && !views_ok) { /* this kernel needs dense inputs */
+      if ((s = kiln_tensor_copy(&tmp[k], &slot[v]))) break;
+      p->st.materialized++;
+      ins[k] = &tmp[k];
+    }
+  }
+  for (int k = 0; k < n->n_out && !s; k++) {
+    int w = n->out[k];
+    used[k] = w >= 0;
+    if (w < 0 || p->dynamic[w] || p->mp->offset[w] == KILN_MEMPLAN_NONE) continue;
+    res[k].data = p->arena + p->mp->offset[w];
+    res[k].capacity = p->size[w];
+    res[k].keep = k == 0 && p->inplace[i];
+  }
+  if (!s) {
+    kiln_op_call call = {p->g, n, n->opset, n->n_in, ins, n->n_out, res, used};
+    s = d->run(&call);
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    int w = n->out[k];
+    if (!s && w >= 0) {
+      if (res[k].dtype == KILN_UNDEFINED) {
+        s = kiln_fail(KILN_E_INTERNAL, "the kernel produced no output %d", k);
+      } else {
+        int64_t dims[KILN_MAX_RANK];
+        const kiln_vshape *x = &p->sh->v[w];
+        if (res[k].dtype != x->dtype || res[k].rank != x->rank)
+          s = kiln_fail(KILN_E_INTERNAL, "output %d: shape inference said %s rank %d, the kernel made %s rank %d", k,
+                        kiln_dtype_name(x->dtype), x->rank, kiln_dtype_name(res[k].dtype), res[k].rank);
+        else if (dims_now(p, w, dims))
+          for (int e = 0; e < x->rank && !s; e++)
+            if (dims[e] != res[k].dims[e])
+              s = kiln_fail(KILN_E_INTERNAL, "output %d, dim %d: shape inference said %lld, the kernel made %lld", k, e,
+                            (long long)dims[e], (long long)res[k].dims[e]);
+      }
+      if (!s) {
+        slot[w] = res[k];
+        continue;
+      }
+    }
+    if (res && !res[k].owns) memset(&res[k], 0, sizeof res[k]);
+    if (res) kiln_tensor_release(&res[k]);
+  }
+  if (tmp)
+    for (int k = 0; k < n->n_in; k++) kiln_tensor_release(&tmp[k]);
+  kiln_free(ins);
+  kiln_free(tmp);
+  kiln_free(res);
+  kiln_free(used);
+  return s;
+}
+
+kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound, kiln_tensor *outs) {
+  kiln_graph *g = p->g;
+  kiln_status s = KILN_OK;
+  const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
+  kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
+  if (!in || !slot) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+    goto done;
+  }
+  for (int i = 0; i < g->n_inputs; i++) {
+    int v = g->inputs[i], v0 = g0->inputs[i];
+    if (g->values[v].init) continue;
+    if (!bound || !bound[v0]) {
+      s = kiln_fail(KILN_E_MODEL, "graph input '%s' has no data bound", g->values[v].name);
+      goto done;
+    }
+    in[i] = bound[v0];
+    const kiln_tensor *t = in[i];
+    kiln_tensor_wrap(&slot[v], t->dtype, t->rank, t->dims, t->numel, t->data);
+  }
+  for (int v = 0; v < g->n_values; v++) {
+    const kiln_tensor *t = g->values[v].init;
+    if (t && !(g->values[v].is_input && in[0] && slot[v].data))
+      kiln_tensor_wrap(&slot[v], t->dtype, t->rank, t->dims, t->numel, t->data);
+  }
+  if ((s = bind_inputs(p, in))) goto done;
+  for (int i = 0; i < g->n_nodes && !s; i++) {
+    const kiln_node *n = &g->nodes[i];
+    char lbl[256];
+    s = p->how[i] != V_KERNEL ? run_view(p, i, slot) : KILN_E_UNSUPPORTED_SHAPE;
+    if (s == KILN_E_UNSUPPORTED_SHAPE) { /* a kernel node, or a view that must run as one */
+      kiln_error_clear();
+      s = run_kernel(p, i, slot);
+    }
+    if (s) {
+      kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+      break;
+    }
+    /* free heap intermediates after their last reader (arena slots and views need nothing) */
+    for (int k = 0; k < n->n_in; k++) {
+      int v = n->in[k];
+      if (v >= 0 && p->last_use[v] == i && !g->values[v].is_output && slot[v].owns) {
+        bool aliased = false; /* a later view may still read it */
+        for (int w = 0; w < g->n_values && !aliased; w++)
+          aliased = p->alias_of[w] == v && p->last_use[w] > i;
+        if (!aliased) kiln_tensor_release(&slot[v]);
+      }
+    }
+  }
+  for (int o = 0; o < g->n_outputs && !s; o++) s = kiln_tensor_copy(&outs[o], &slot[g->outputs[o]]);
+  if (s)
+    for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
+done:
+  if (slot)
+    for (int v = 0; v < g->n_values; v++)
+      if (slot[v].owns) kiln_tensor_release(&slot[v]);
+  kiln_free(slot);
+  kiln_free(in);
+  return s;
+}
+
+void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) { *st = p->st; }

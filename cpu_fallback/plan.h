@@ -1,0 +1,41 @@
+/* cpu_fallback/plan: the cpu backend's plan executor. A graph is rewritten
+ * (constant folding, BatchNorm folding, CSE, DCE…), its shapes inferred
+ * symbolically, view ops turned into strided aliases that launch nothing,
+ * and its intermediates placed in one arena by the static memory planner,
+ * sized at the symbols' bounds: any run within the bounds reuses the plan,
+ * a run beyond them plans again at the larger bounds. Kernels are, for now,
+ * the reference backend's scalar kernels (AVX2/FMA kernels and fused tiles
+ * come later). */
+#ifndef KILN_CPU_FALLBACK_PLAN_H
+#define KILN_CPU_FALLBACK_PLAN_H
+#include <stdint.h>
+
+#include "ir/graph.h"
+
+typedef struct kiln_cpu_plan kiln_cpu_plan;
+
+/* What the plan did and costs: filled by kiln_cpu_plan_stats. */
+typedef struct kiln_cpu_stats {
+  int nodes_in, nodes_out;   /* before / after rewrites */
+  int views;                 /* nodes run as strided aliases (no kernel) */
+  int kernels;               /* nodes run by a kernel */
+  int plans;                 /* memory plans made (1 + re-plans beyond bounds) */
+  uint64_t arena_bytes;      /* planned peak of the arena */
+  uint64_t lower_bound;      /* liveness lower bound */
+  uint64_t no_reuse;         /* bytes with one buffer per value */
+  long materialized;         /* views copied to dense memory, over all runs */
+} kiln_cpu_stats;
+
+/* Checks that the cpu backend can run g (every op has a kernel and a shape
+ * function, shapes are consistent). */
+kiln_status kiln_cpu_check(const kiln_graph *g);
+/* Compiles g (which the plan does not keep) into a plan. */
+kiln_status kiln_cpu_prepare(const kiln_graph *g, kiln_cpu_plan **out);
+/* Runs the plan: bound[v] holds the tensor of each graph input of g without
+ * an initializer (indexed by g's value numbering, as for kiln_ref_run);
+ * outs[i] (g->n_outputs entries) receive owned dense results. */
+kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs);
+void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st);
+void kiln_cpu_release(kiln_cpu_plan *p);
+
+#endif

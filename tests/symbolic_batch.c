@@ -1,0 +1,204 @@
+/* tests/symbolic_batch: a model with a symbolic batch N (dim_param, bound
+ * 64 in metadata_props "kiln.bound.N") runs through the ONNXIFI ABI at batch
+ * 1, 7 and 64 with one memory plan on the cpu backend, and at 65 with one
+ * more; outputs match the reference backend at every batch. A second model
+ * without a bound plans at its first batch and again only when a later
+ * batch exceeds it. Both backends report the symbolic-size capabilities.
+ *   symbolic_batch PLUGIN */
+#include <onnx/onnxifi_loader.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "include/kiln/kiln_ext.h"
+#include "onnx/onnx.pb-c.h"
+
+static struct onnxifi_library lib;
+static kilnGetGraphStatisticsFunction graph_stats;
+static int passed, failed;
+
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) passed++;                           \
+    else {                                        \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+enum { IN = 16, HID = 32, OUT = 8 };
+static float w1[IN * HID], b1[HID], w2[HID * OUT];
+
+/* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8] */
+static void *make_model(int with_bound, size_t *size) {
+  Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
+  dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
+  di.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, di.dim_value = IN;
+  dout.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, dout.dim_value = OUT;
+  Onnx__TensorShapeProto__Dimension *xd[2] = {&dn, &di}, *yd[2] = {&dn, &dout};
+  Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT, ys = xs;
+  xs.n_dim = 2, xs.dim = xd, ys.n_dim = 2, ys.dim = yd;
+  Onnx__TypeProto__Tensor xt = ONNX__TYPE_PROTO__TENSOR__INIT, yt = xt;
+  xt.has_elem_type = yt.has_elem_type = 1, xt.elem_type = yt.elem_type = 1, xt.shape = &xs, yt.shape = &ys;
+  Onnx__TypeProto xty = ONNX__TYPE_PROTO__INIT, yty = xty;
+  xty.value_case = yty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, xty.tensor_type = &xt, yty.tensor_type = &yt;
+  Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = x;
+  x.name = "x", x.type = &xty, y.name = "y", y.type = &yty;
+  Onnx__ValueInfoProto *ins[1] = {&x}, *outs[1] = {&y};
+  Onnx__TensorProto t1 = ONNX__TENSOR_PROTO__INIT, tb = t1, t2 = t1;
+  int64_t d1[2] = {IN, HID}, db[1] = {HID}, d2[2] = {HID, OUT};
+  t1.name = "w1", t1.n_dims = 2, t1.dims = d1, t1.has_data_type = 1, t1.data_type = 1, t1.n_float_data = IN * HID,
+  t1.float_data = w1;
+  tb.name = "b1", tb.n_dims = 1, tb.dims = db, tb.has_data_type = 1, tb.data_type = 1, tb.n_float_data = HID,
+  tb.float_data = b1;
+  t2.name = "w2", t2.n_dims = 2, t2.dims = d2, t2.has_data_type = 1, t2.data_type = 1, t2.n_float_data = HID * OUT,
+  t2.float_data = w2;
+  Onnx__TensorProto *inits[3] = {&t1, &tb, &t2};
+  char *gi[3] = {"x", "w1", "b1"}, *go[1] = {"h"}, *ri[1] = {"h"}, *ro[1] = {"r"}, *mi[2] = {"r", "w2"},
+       *mo[1] = {"m"}, *si[1] = {"m"}, *so[1] = {"y"};
+  Onnx__NodeProto gemm = ONNX__NODE_PROTO__INIT, relu = gemm, mm = gemm, sig = gemm;
+  gemm.op_type = "Gemm", gemm.n_input = 3, gemm.input = gi, gemm.n_output = 1, gemm.output = go;
+  relu.op_type = "Relu", relu.n_input = 1, relu.input = ri, relu.n_output = 1, relu.output = ro;
+  mm.op_type = "MatMul", mm.n_input = 2, mm.input = mi, mm.n_output = 1, mm.output = mo;
+  sig.op_type = "Sigmoid", sig.n_input = 1, sig.input = si, sig.n_output = 1, sig.output = so;
+  Onnx__NodeProto *nodes[4] = {&gemm, &relu, &mm, &sig};
+  Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+  g.name = "mlp", g.n_node = 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.n_initializer = 3, g.initializer = inits;
+  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  os.domain = "", os.has_version = 1, os.version = 13;
+  Onnx__OperatorSetIdProto *oss[1] = {&os};
+  Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+  bound.key = "kiln.bound.N", bound.value = "64";
+  Onnx__StringStringEntryProto *props[1] = {&bound};
+  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+  m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
+  if (with_bound) m.n_metadata_props = 1, m.metadata_props = props;
+  *size = onnx__model_proto__get_packed_size(&m);
+  void *buf = malloc(*size);
+  onnx__model_proto__pack(&m, buf);
+  return buf;
+}
+
+static onnxBackendID find_backend(onnxBackendID *ids, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++) {
+    char b[64];
+    size_t sz = sizeof b;
+    if (!lib.onnxGetBackendInfo(ids[i], ONNXIFI_BACKEND_NAME, b, &sz) && !strcmp(b, name)) return ids[i];
+  }
+  return NULL;
+}
+
+static uint64_t plans_of(onnxGraph g) {
+  kilnGraphStatistics s;
+  memset(&s, 0, sizeof s);
+  s.size = sizeof s;
+  return graph_stats && !graph_stats(g, &s) ? s.memoryPlans : (uint64_t)-1;
+}
+
+/* One synchronous run with an input event signalled after RunGraph. */
+static int run_sync(onnxBackend be, onnxGraph g, int n, const float *x, float *y) {
+  uint64_t xs[2] = {(uint64_t)n, IN}, ys[2] = {(uint64_t)n, OUT};
+  onnxTensorDescriptorV1 in = {ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, "x", ONNXIFI_DATATYPE_FLOAT32,
+                               ONNXIFI_MEMORY_TYPE_CPU, 2, xs, (onnxPointer)x};
+  onnxTensorDescriptorV1 out = {ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, "y", ONNXIFI_DATATYPE_FLOAT32,
+                                ONNXIFI_MEMORY_TYPE_CPU, 2, ys, (onnxPointer)y};
+  if (lib.onnxSetGraphIO(g, 1, &in, 1, &out)) return 0;
+  onnxEvent ev = NULL;
+  if (lib.onnxInitEvent(be, &ev)) return 0;
+  onnxMemoryFenceV1 fin = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {ev}};
+  onnxMemoryFenceV1 fout = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {NULL}};
+  int ok = !lib.onnxRunGraph(g, &fin, &fout);
+  ok = !lib.onnxSignalEvent(ev) && ok;
+  if (ok) ok = !lib.onnxWaitEvent(fout.event);
+  if (fout.event && lib.onnxReleaseEvent(fout.event)) ok = 0;
+  if (lib.onnxReleaseEvent(ev)) ok = 0;
+  return ok;
+}
+
+static double max_diff(const float *a, const float *b, int n) {
+  double m = 0;
+  for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
+  return m;
+}
+
+static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound, const int *batches, int nb,
+                     const uint64_t *want_plans) {
+  onnxBackend cpu, ref;
+  onnxGraph gc = NULL, gr = NULL;
+  size_t msize;
+  void *model = make_model(with_bound, &msize);
+  CHECK(!lib.onnxInitBackend(cpu_id, NULL, &cpu) && !lib.onnxInitBackend(ref_id, NULL, &ref), "init backends");
+  CHECK(!lib.onnxInitGraph(cpu, NULL, msize, model, 0, NULL, &gc), "init graph on cpu");
+  CHECK(!lib.onnxInitGraph(ref, NULL, msize, model, 0, NULL, &gr), "init graph on reference");
+  free(model);
+  float *x = malloc(sizeof(float) * 100 * IN), *yc = malloc(sizeof(float) * 100 * OUT),
+        *yr = malloc(sizeof(float) * 100 * OUT);
+  for (int k = 0; k < nb && gc && gr; k++) {
+    int n = batches[k];
+    for (int i = 0; i < n * IN; i++) x[i] = (float)sin(0.37 * i + n);
+    memset(yc, 0xff, sizeof(float) * (size_t)n * OUT);
+    CHECK(run_sync(cpu, gc, n, x, yc), "%s bound: cpu run at batch %d", with_bound ? "with" : "without", n);
+    CHECK(run_sync(ref, gr, n, x, yr), "%s bound: reference run at batch %d", with_bound ? "with" : "without", n);
+    double d = max_diff(yc, yr, n * OUT);
+    CHECK(d <= 1e-5, "%s bound, batch %d: cpu and reference differ by %g", with_bound ? "with" : "without", n, d);
+    uint64_t p = plans_of(gc);
+    CHECK(p == want_plans[k], "%s bound, after batch %d: %llu memory plans, expected %llu", with_bound ? "with" : "without",
+          n, (unsigned long long)p, (unsigned long long)want_plans[k]);
+    printf("%s bound: batch %2d ok (max |cpu - reference| %.2g, %llu plan(s))\n", with_bound ? "with" : "without", n, d,
+           (unsigned long long)p);
+  }
+  free(x);
+  free(yc);
+  free(yr);
+  if (gc) CHECK(!lib.onnxReleaseGraph(gc), "release cpu graph");
+  if (gr) CHECK(!lib.onnxReleaseGraph(gr), "release reference graph");
+  CHECK(!lib.onnxReleaseBackend(cpu) && !lib.onnxReleaseBackend(ref), "release backends");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !onnxifi_load(ONNXIFI_LOADER_FLAG_VERSION_1_0, argv[1], &lib)) {
+    printf("symbolic_batch: cannot load the plugin\n");
+    return 2;
+  }
+  for (int i = 0; i < IN * HID; i++) w1[i] = (float)cos(0.11 * i) * 0.3f;
+  for (int i = 0; i < HID; i++) b1[i] = (float)sin(0.7 * i) * 0.1f;
+  for (int i = 0; i < HID * OUT; i++) w2[i] = (float)sin(0.05 * i + 1) * 0.4f;
+  onnxGetExtensionFunctionAddressFunction get_ext =
+      (onnxGetExtensionFunctionAddressFunction)dlsym(lib.handle, "onnxGetExtensionFunctionAddress");
+  onnxBackendID ids[8];
+  size_t n = 8;
+  CHECK(!lib.onnxGetBackendIDs(ids, &n), "backend IDs (KILN_DEVICE=cpu,reference expected)");
+  onnxBackendID cpu = find_backend(ids, n, "kiln-cpu"), ref = find_backend(ids, n, "kiln-reference");
+  CHECK(cpu && ref, "both the cpu and the reference backend are offered");
+  onnxExtensionFunctionPointer fp;
+  if (cpu && get_ext && !get_ext(cpu, "kilnGetGraphStatistics", &fp))
+    graph_stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
+  CHECK(graph_stats != NULL, "kilnGetGraphStatistics");
+  for (int b = 0; b < 2 && cpu && ref; b++) {
+    uint64_t caps = 0;
+    size_t sz = sizeof caps;
+    CHECK(!lib.onnxGetBackendInfo(b ? ref : cpu, ONNXIFI_BACKEND_CAPABILITIES, &caps, &sz) &&
+              (caps & ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE) && (caps & ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS),
+          "%s backend reports SYMBOLIC_BATCH_SIZE and SYMBOLIC_SIZE_TENSORS (caps 0x%llx)", b ? "reference" : "cpu",
+          (unsigned long long)caps);
+  }
+  if (cpu && ref) {
+    /* bound 64 from the model: one plan for 1, 7, 64; one more for 65 (beyond) */
+    static const int b1s[] = {1, 7, 64, 65, 7};
+    static const uint64_t p1s[] = {1, 1, 1, 2, 2};
+    scenario(cpu, ref, 1, b1s, 5, p1s);
+    /* no bound: planned at the first batch (7), again only beyond it */
+    static const int b2s[] = {7, 3, 7, 9, 1};
+    static const uint64_t p2s[] = {1, 1, 1, 2, 2};
+    scenario(cpu, ref, 0, b2s, 5, p2s);
+  }
+  for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
+  onnxifi_unload(&lib);
+  printf("symbolic_batch: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
