@@ -101,7 +101,8 @@ kiln_status kiln_tensor_copy(kiln_tensor *dst, const kiln_tensor *src) {
   kiln_status s = kiln_tensor_alloc(dst, src->dtype, src->rank, src->dims);
   if (s) return s;
   if (!src->strided) {
-    if (src->numel) memcpy(dst->data, src->data, kiln_tensor_bytes(src));
+    /* dst may be src's own storage (an in-place step): nothing to move */
+    if (src->numel && dst->data != src->data) memcpy(dst->data, src->data, kiln_tensor_bytes(src));
   } else {
     for (int64_t i = 0; i < src->numel; i++) kiln_copy_elem(dst, i, src, i);
   }

@@ -69,7 +69,9 @@ bool kiln_ref_op_reads_views(const kiln_op_def *d);
 /* Output 0 may be written over input 0's storage when both have the same
  * byte size: element i of output 0 is written only after element i of
  * input 0 was read and no other element of input 0 is read later (the
- * elementwise family). */
+ * elementwise family), or the kernel first copies input 0 to output 0 with
+ * kiln_tensor_copy and then only writes (ScatterND, ScatterElements,
+ * Scatter: the write into the data tensor happens in place). */
 bool kiln_ref_op_inplace(const kiln_op_def *d);
 
 /* Shared helpers for kernels. */

@@ -114,4 +114,9 @@ static bool in_table(const kiln_op_def *t, const kiln_op_def *d) {
 
 bool kiln_ref_op_reads_views(const kiln_op_def *d) { return !in_table(kiln_ref_ops_shape, d); }
 
-bool kiln_ref_op_inplace(const kiln_op_def *d) { return in_table(kiln_ref_ops_elementwise, d); }
+bool kiln_ref_op_inplace(const kiln_op_def *d) {
+  if (in_table(kiln_ref_ops_elementwise, d)) return true;
+  /* the scatters copy data to the output (a no-op over itself: see
+     kiln_tensor_copy), then write the updates */
+  return !strcmp(d->op_type, "ScatterND") || !strcmp(d->op_type, "ScatterElements") || !strcmp(d->op_type, "Scatter");
+}
