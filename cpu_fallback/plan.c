@@ -15,7 +15,7 @@
 #include "reference/ops.h"
 
 /* How a node runs. */
-enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT };
+enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT, V_CONCAT };
 
 struct kiln_cpu_plan {
   kiln_graph *g; /* the rewritten graph */
@@ -24,6 +24,7 @@ struct kiln_cpu_plan {
   const kiln_op_def **def;
   unsigned char *how;   /* per node: V_* */
   int *alias_of;        /* per value: the value whose storage a view reads, or -1 */
+  int *concat_into;     /* per value: the in-place Concat node whose output it is a slice of, or -1 */
   int *last_use;        /* per value: last node reading it, -1 if none */
   int nsym;
   int64_t *bound;       /* per symbol: the bound planned for, KILN_DIM_UNSET if none */
@@ -81,6 +82,48 @@ static int how_to_run(const kiln_graph *g, const kiln_shapes *sh, const kiln_nod
   return V_KERNEL;
 }
 
+/* Concat in place: when every input of Concat node i is made by a kernel
+ * for this Concat alone and the inputs' slices of the output are contiguous
+ * (the output's dims before the axis are all 1), each producer writes
+ * straight into its slice and the Concat runs nothing. The inputs become
+ * views of the output's storage for the memory planner. */
+static void plan_concat(kiln_cpu_plan *p, int i) {
+  const kiln_graph *g = p->g;
+  const kiln_node *n = &g->nodes[i];
+  if (p->how[i] != V_KERNEL || strcmp(n->op_type, "Concat") || (*n->domain && strcmp(n->domain, "ai.onnx"))) return;
+  int w = n->out[0];
+  if (w < 0 || g->values[w].is_output || p->sh->v[w].data_dependent || n->n_in < 1) return;
+  const kiln_vshape *y = &p->sh->v[w];
+  int axis;
+  if (kiln_norm_axis(kiln_attr_int(n, "axis", 0), y->rank, &axis)) {
+    kiln_error_clear();
+    return;
+  }
+  for (int d = 0; d < axis; d++) {
+    int64_t one;
+    if (!kiln_dimx_is_const(p->sh->tab, y->dims[d], &one) || one != 1) return;
+  }
+  for (int k = 0; k < n->n_in; k++) {
+    int u = n->in[k];
+    if (u < 0 || g->values[u].init || g->values[u].is_input || g->values[u].is_output || p->sh->v[u].data_dependent ||
+        p->sh->v[u].dtype != y->dtype || p->concat_into[u] >= 0)
+      return;
+    int prod = g->values[u].producer;
+    if (prod < 0 || p->how[prod] != V_KERNEL || p->last_use[u] != i) return;
+    for (int j = 0; j < g->n_nodes; j++) /* read by this Concat alone, once */
+      for (int q = 0; q < g->nodes[j].n_in; q++)
+        if (g->nodes[j].in[q] == u && (j != i || q != k)) return;
+  }
+  p->how[i] = V_CONCAT;
+  p->st.kernels--;
+  p->st.views++;
+  p->st.concats_in_place++;
+  for (int k = 0; k < n->n_in; k++) {
+    p->concat_into[n->in[k]] = i;
+    p->alias_of[n->in[k]] = w;
+  }
+}
+
 void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
   kiln_graph_free(p->g);
@@ -90,6 +133,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->def);
   kiln_free(p->how);
   kiln_free(p->alias_of);
+  kiln_free(p->concat_into);
   kiln_free(p->last_use);
   kiln_free(p->bound);
   kiln_free(p->vals);
@@ -119,6 +163,7 @@ kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) {
   p->how = kiln_calloc((size_t)nn + 1, 1);
   p->inplace = kiln_calloc((size_t)nn + 1, sizeof *p->inplace);
   p->alias_of = kiln_calloc((size_t)nv + 1, sizeof *p->alias_of);
+  p->concat_into = kiln_calloc((size_t)nv + 1, sizeof *p->concat_into);
   p->last_use = kiln_calloc((size_t)nv + 1, sizeof *p->last_use);
   p->size = kiln_calloc((size_t)nv + 1, sizeof *p->size);
   p->dynamic = kiln_calloc((size_t)nv + 1, sizeof *p->dynamic);
@@ -126,12 +171,12 @@ kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) {
   p->nsym = kiln_symtab_nsyms(p->sh->tab);
   p->bound = kiln_calloc((size_t)p->nsym + 1, sizeof *p->bound);
   p->vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->vals);
-  if (!p->def || !p->how || !p->inplace || !p->alias_of || !p->last_use || !p->size || !p->dynamic || !p->external ||
+  if (!p->def || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->last_use || !p->size || !p->dynamic || !p->external ||
       !p->bound || !p->vals) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
     goto fail;
   }
-  for (int v = 0; v < nv; v++) p->alias_of[v] = p->last_use[v] = -1;
+  for (int v = 0; v < nv; v++) p->alias_of[v] = p->last_use[v] = p->concat_into[v] = -1;
   for (int i = 0; i < nn; i++) {
     const kiln_node *n = &g->nodes[i];
     p->def[i] = kiln_ref_find_op(n->domain, n->op_type);
@@ -148,6 +193,7 @@ kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) {
     for (int k = 0; k < n->n_in; k++)
       if (n->in[k] >= 0) p->last_use[n->in[k]] = i;
   }
+  for (int i = 0; i < nn; i++) plan_concat(p, i);
   for (int k = 0; k < p->nsym; k++) {
     int64_t m;
     p->bound[k] = kiln_sym_max(p->sh->tab, k, &m) ? m : KILN_DIM_UNSET;
@@ -217,6 +263,7 @@ static kiln_status specialize(kiln_cpu_plan *p) {
   p->st.arena_bytes = p->mp->arena_size;
   p->st.lower_bound = p->mp->lower_bound;
   p->st.no_reuse = p->mp->no_reuse;
+  p->st.inplace = p->mp->n_inplace;
   kiln_log(KILN_LOG_INFO, "cpu plan #%d: arena %llu bytes (lower bound %llu, no reuse %llu), %d in place", p->st.plans,
            (unsigned long long)p->mp->arena_size, (unsigned long long)p->mp->lower_bound,
            (unsigned long long)p->mp->no_reuse, p->mp->n_inplace);
@@ -378,6 +425,14 @@ static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
     }
     return KILN_OK;
   }
+  case V_CONCAT: { /* the producers wrote the slices: the output is there */
+    int w = n->out[0];
+    if (!dims_now(p, w, dims)) return kiln_fail(KILN_E_INTERNAL, "in-place Concat output has no size");
+    int64_t numel = 1;
+    for (int d = 0; d < p->sh->v[w].rank; d++) numel *= dims[d];
+    kiln_tensor_wrap(&slot[w], p->sh->v[w].dtype, p->sh->v[w].rank, dims, numel, p->arena + p->mp->offset[w]);
+    return KILN_OK;
+  }
   default: return kiln_fail(KILN_E_INTERNAL, "unknown view kind %d", p->how[i]);
   }
   if (s) return s;
@@ -395,6 +450,18 @@ static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
   y->rank = outv.rank;
   for (int d = 0; d < outv.rank; d++) y->dims[d] = outv.shape[d];
   return KILN_OK;
+}
+
+/* Byte offset of value w inside the output of the in-place Concat it feeds
+ * (0 for any other value): the bytes of the Concat's earlier inputs, which
+ * their producers have written already, this run. */
+static uint64_t concat_offset(const kiln_cpu_plan *p, int w, const kiln_tensor *slot) {
+  int c = p->concat_into[w];
+  if (c < 0) return 0;
+  const kiln_node *n = &p->g->nodes[c];
+  uint64_t off = 0;
+  for (int k = 0; k < n->n_in && n->in[k] != w; k++) off += kiln_tensor_bytes(&slot[n->in[k]]);
+  return off;
 }
 
 /* Runs a kernel node with its outputs in their arena slots. */
@@ -422,7 +489,7 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
     int w = n->out[k];
     used[k] = w >= 0;
     if (w < 0 || p->dynamic[w] || p->mp->offset[w] == KILN_MEMPLAN_NONE) continue;
-    res[k].data = p->arena + p->mp->offset[w];
+    res[k].data = p->arena + p->mp->offset[w] + concat_offset(p, w, slot);
     res[k].capacity = p->size[w];
     res[k].keep = k == 0 && p->inplace[i];
   }
@@ -446,6 +513,16 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
             if (dims[e] != res[k].dims[e])
               s = kiln_fail(KILN_E_INTERNAL, "output %d, dim %d: shape inference said %lld, the kernel made %lld", k, e,
                             (long long)dims[e], (long long)res[k].dims[e]);
+      }
+      if (!s && p->concat_into[w] >= 0 && res[k].data != p->arena + p->mp->offset[w] + concat_offset(p, w, slot)) {
+        /* the kernel did not write into its slice: move it there */
+        kiln_tensor at = {0};
+        at.data = p->arena + p->mp->offset[w] + concat_offset(p, w, slot);
+        at.capacity = p->size[w];
+        if (!(s = kiln_tensor_copy(&at, &res[k]))) {
+          kiln_tensor_release(&res[k]);
+          res[k] = at;
+        }
       }
       if (!s) {
         slot[w] = res[k];

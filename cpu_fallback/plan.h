@@ -23,6 +23,8 @@ typedef struct kiln_cpu_stats {
   uint64_t arena_bytes;      /* planned peak of the arena */
   uint64_t lower_bound;      /* liveness lower bound */
   uint64_t no_reuse;         /* bytes with one buffer per value */
+  int inplace;               /* steps writing output 0 over their dead input 0 */
+  int concats_in_place;      /* Concats whose producers write their slices */
   long materialized;         /* views copied to dense memory, over all runs */
 } kiln_cpu_stats;
 

@@ -1,0 +1,205 @@
+/* tests/unit_cpu_plan: the cpu backend's plan executor on hand-built graphs
+ * that exercise its decisions — views as aliases, a reshape of a transpose
+ * that must be materialised, Concat written in place by its producers,
+ * ScatterND writing into its dead data tensor, and the write-after-read
+ * case where that in-place write must be refused — each checked against the
+ * reference interpreter and against the plan's statistics. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_fallback/plan.h"
+#include "ir/alloc.h"
+#include "ir/graph_edit.h"
+#include "reference/exec.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) passed++;                           \
+    else {                                        \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+/* Adds node op(in...) -> one new value; returns the value. */
+static int node(kiln_graph *g, const char *op, int n_in, const int *in, kiln_node **made) {
+  int out, idx;
+  if (kiln_edit_add_value(g, op, &out) || kiln_edit_insert_node(g, g->n_nodes, NULL, op, "", n_in, in, 1, &out, &idx))
+    return -1;
+  if (made) *made = &g->nodes[idx];
+  return out;
+}
+
+static int const_i64(kiln_graph *g, int rank, const int64_t *dims, const int64_t *vals) {
+  kiln_tensor t = {0};
+  int v;
+  if (kiln_tensor_alloc(&t, KILN_I64, rank, dims)) return -1;
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_i(&t, i, vals[i]);
+  return kiln_edit_add_const(g, "c", &t, &v) ? -1 : v;
+}
+
+static int const_f32(kiln_graph *g, int rank, const int64_t *dims, const float *vals) {
+  kiln_tensor t = {0};
+  int v;
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) return -1;
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, vals[i]);
+  return kiln_edit_add_const(g, "c", &t, &v) ? -1 : v;
+}
+
+/* Runs g on cpu and reference with input x (graph input 0) and compares
+ * every output exactly; returns the plan's statistics. */
+static void compare(const char *what, kiln_graph *g, const kiln_tensor *x, kiln_cpu_stats *st) {
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_edit_check(g);
+  CHECK(!s, "%s: graph is valid: %s", what, kiln_last_error());
+  s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  if (s) return;
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = x;
+  kiln_tensor oc[4] = {{0}}, orf[4] = {{0}};
+  for (int run = 0; run < 2; run++) { /* twice: the arena is reused */
+    s = kiln_cpu_run(p, g, bound, oc);
+    CHECK(!s, "%s: cpu run %d: %s", what, run, kiln_last_error());
+    s = kiln_ref_run(g, bound, orf);
+    CHECK(!s, "%s: reference run: %s", what, kiln_last_error());
+    for (int o = 0; o < g->n_outputs; o++) {
+      int same = oc[o].numel == orf[o].numel && oc[o].rank == orf[o].rank;
+      for (int64_t i = 0; same && i < oc[o].numel; i++) same = kiln_get_f(&oc[o], i) == kiln_get_f(&orf[o], i);
+      CHECK(same, "%s: output %d differs from the reference (run %d)", what, o, run);
+      kiln_tensor_release(&oc[o]);
+      kiln_tensor_release(&orf[o]);
+    }
+  }
+  kiln_cpu_plan_stats(p, st);
+  kiln_free(bound);
+  kiln_cpu_release(p);
+}
+
+static kiln_tensor input(int rank, const int64_t *dims) {
+  kiln_tensor t = {0};
+  kiln_tensor_alloc(&t, KILN_F32, rank, dims);
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, sin(1.3 * (double)i) * 3);
+  return t;
+}
+
+/* Relu(x), Sigmoid(x) concatenated on axis 1 of [1, 6] then scaled. */
+static void test_concat_in_place(void) {
+  kiln_graph *g;
+  int64_t d[2] = {1, 6}, axis1[1] = {1};
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int a = node(g, "Relu", 1, &x, NULL), b = node(g, "Sigmoid", 1, &x, NULL), ab[2] = {a, b};
+  kiln_node *cn;
+  int c = node(g, "Concat", 2, ab, &cn);
+  kiln_edit_set_int(cn, "axis", axis1[0]);
+  float two = 2;
+  int64_t sd[1] = {1};
+  int k = const_f32(g, 1, sd, &two), ck[2] = {c, k};
+  int y = node(g, "Mul", 2, ck, NULL);
+  kiln_edit_add_output(g, y);
+  kiln_tensor xt = input(2, d);
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  compare("concat in place", g, &xt, &st);
+  CHECK(st.concats_in_place == 1, "the Concat is written in place by its producers (%d)", st.concats_in_place);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
+/* [2,3] -> Relu -> Transpose -> Reshape [6] -> Relu: the reshape of the
+ * transpose is not one strided map and is materialised once per run; and
+ * [2,3,4] -> Relu -> Transpose(2,0,1) -> Reshape [4,6] -> Relu, whose
+ * reshape merges into one strided view (strides [1,4]): no copy. */
+static void test_views(void) {
+  kiln_graph *g;
+  int64_t d[2] = {2, 3}, shp[1] = {6}, one[1] = {1};
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int r0 = node(g, "Relu", 1, &x, NULL);
+  int t = node(g, "Transpose", 1, &r0, NULL);
+  int s = const_i64(g, 1, one, shp), ts[2] = {t, s};
+  int r = node(g, "Reshape", 2, ts, NULL);
+  int y = node(g, "Relu", 1, &r, NULL);
+  kiln_edit_add_output(g, y);
+  kiln_tensor xt = input(2, d);
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  compare("reshape of a transpose", g, &xt, &st);
+  CHECK(st.views == 2 && st.kernels == 2, "two views, two kernels (%d, %d)", st.views, st.kernels);
+  CHECK(st.materialized == 2, "materialised once per run, twice in all (%ld)", st.materialized);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+
+  int64_t d3[3] = {2, 3, 4}, perm[3] = {2, 0, 1}, shp2[2] = {4, 6}, two[1] = {2};
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 3, d3, &x);
+  r0 = node(g, "Relu", 1, &x, NULL);
+  kiln_node *tn;
+  t = node(g, "Transpose", 1, &r0, &tn);
+  kiln_edit_set_ints(tn, "perm", perm, 3);
+  s = const_i64(g, 1, two, shp2);
+  int ts2[2] = {t, s};
+  r = node(g, "Reshape", 2, ts2, NULL);
+  y = node(g, "Relu", 1, &r, NULL);
+  kiln_edit_add_output(g, y);
+  xt = input(3, d3);
+  memset(&st, 0, sizeof st);
+  compare("mergeable reshape of a transpose", g, &xt, &st);
+  CHECK(st.views == 2 && st.materialized == 0, "two views, nothing materialised (%d, %ld)", st.views, st.materialized);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
+/* r = Relu(x) [4,4]; optionally m = ReduceMax(Slice(r)) read AFTER the
+ * ScatterND that clamps column 0 of r: then r's old contents are still
+ * needed and the scatter must not write in place. */
+static void test_scatter(int read_after) {
+  kiln_graph *g;
+  int64_t d[2] = {4, 4}, idd[2] = {4, 2}, idx[8] = {0, 0, 1, 0, 2, 0, 3, 0}, ud[1] = {4};
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int r = node(g, "Relu", 1, &x, NULL);
+  float upd[4] = {-1, -2, -3, -4};
+  int ind = const_i64(g, 2, idd, idx), u = const_f32(g, 1, ud, upd);
+  int sin3[3] = {r, ind, u};
+  int sc = node(g, "ScatterND", 3, sin3, NULL);
+  int y = node(g, "Neg", 1, &sc, NULL);
+  kiln_edit_add_output(g, y);
+  if (read_after) {
+    int64_t one[1] = {1}, st0[1] = {0}, en[1] = {2}, ax[1] = {1};
+    int a = const_i64(g, 1, one, st0), b = const_i64(g, 1, one, en), c = const_i64(g, 1, one, ax);
+    int sl_in[4] = {r, a, b, c};
+    int sl = node(g, "Slice", 4, sl_in, NULL);
+    kiln_node *rm;
+    int m = node(g, "ReduceMax", 1, &sl, &rm);
+    kiln_edit_set_int(rm, "keepdims", 0);
+    kiln_edit_add_output(g, m);
+  }
+  kiln_tensor xt = input(2, d);
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  compare(read_after ? "scatter with a later reader" : "scatter in place", g, &xt, &st);
+  /* (Neg writes the graph output, which lives in host memory: never in place) */
+  CHECK(st.inplace == (read_after ? 0 : 1), "%s: %d in-place steps, expected %d",
+        read_after ? "the scatter must copy (r is read later)" : "the scatter writes into r", st.inplace,
+        read_after ? 0 : 1);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
+int main(void) {
+  test_concat_in_place();
+  test_views();
+  test_scatter(0);
+  test_scatter(1);
+  printf("unit_cpu_plan: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
