@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "ir/graph_edit.h"
 #include "ir/memplan.h"
 #include "ir/rewrite.h"
 #include "ir/schedule.h"
@@ -36,8 +37,26 @@ struct kiln_cpu_plan {
   bool *external;
   bool *inplace;        /* per node: output 0 written over input 0 */
   unsigned char *arena;
+  int *in_map;          /* per graph input: the caller's value of that name */
+  /* specialisation on shape-setting inputs: when some shapes depend on the
+     values of small integer graph inputs (a Reshape's shape fed at run
+     time), each set of values gets its own plan, compiled with those inputs
+     as constants and cached (KILN_CPU_VARIANTS, least recently used out) */
+  kiln_graph *orig;     /* the graph as given, kept to specialise */
+  int n_spec;
+  int *spec;            /* indices into orig->inputs */
+  struct variant {
+    int64_t *key;
+    int nkey;
+    kiln_cpu_plan *plan;
+    unsigned long used;
+  } var[8];
+  unsigned long clock;
   kiln_cpu_stats st;
 };
+
+#define KILN_CPU_VARIANTS 8
+#define KILN_CPU_SPEC_MAX 64 /* elements of one specialising input */
 
 /* ---- compile ---- */
 
@@ -142,10 +161,42 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->external);
   kiln_free(p->inplace);
   kiln_free(p->arena);
+  kiln_free(p->in_map);
+  kiln_graph_free(p->orig);
+  kiln_free(p->spec);
+  for (int k = 0; k < KILN_CPU_VARIANTS; k++) {
+    kiln_free(p->var[k].key);
+    kiln_cpu_release(p->var[k].plan);
+  }
   kiln_free(p);
 }
 
-kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) {
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_plan **out);
+
+kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) { return prepare(g0, true, out); }
+
+/* The graph inputs worth specialising on: integer tensors of rank <= 1
+ * (shapes, axes, pads, repeats, sizes) — only when some shape of the plan
+ * depends on run-time data. */
+static kiln_status find_spec_inputs(kiln_cpu_plan *p, const kiln_graph *g0) {
+  bool dyn = false;
+  for (int v = 0; v < p->g->n_values && !dyn; v++) dyn = p->sh->v[v].data_dependent;
+  if (!dyn) return KILN_OK;
+  for (int i = 0; i < g0->n_inputs; i++) {
+    const kiln_value *val = &g0->values[g0->inputs[i]];
+    if (val->init || (val->type.dtype != KILN_I64 && val->type.dtype != KILN_I32) || val->type.rank > 1) continue;
+    if (!p->spec && !(p->spec = kiln_calloc((size_t)g0->n_inputs, sizeof *p->spec)))
+      return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+    p->spec[p->n_spec++] = i;
+  }
+  if (p->n_spec) {
+    kiln_status s = kiln_edit_clone(g0, &p->orig);
+    if (s) return s;
+  }
+  return KILN_OK;
+}
+
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
   if (s) return s;
@@ -204,6 +255,7 @@ kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) {
   if (g->n_outputs && (s = kiln_schedule_add_step(p->sched, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
   p->st.nodes_in = g0->n_nodes;
   p->st.nodes_out = nn;
+  if (may_specialise && (s = find_spec_inputs(p, g0))) goto fail;
   char buf[256];
   kiln_log(KILN_LOG_INFO, "cpu plan: %d -> %d nodes (%s), %d views, %d kernels", g0->n_nodes, nn,
            kiln_rewrite_stats_str(&rst, buf, sizeof buf), p->st.views, p->st.kernels);
@@ -541,19 +593,109 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
   return s;
 }
 
-kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound, kiln_tensor *outs) {
-  kiln_graph *g = p->g;
+/* The plan specialised for this run's values of the specialising inputs
+ * (compiled on first sight, then cached), or NULL to run p itself. */
+static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound,
+                               kiln_cpu_plan **out) {
+  *out = NULL;
+  int64_t key[2 + KILN_CPU_SPEC_MAX];
+  int64_t *k = NULL;
+  int nkey = 0;
   kiln_status s = KILN_OK;
+  for (int j = 0; j < p->n_spec; j++) {
+    const kiln_tensor *t = bound ? bound[g0->inputs[p->spec[j]]] : NULL;
+    if (!t || t->numel > KILN_CPU_SPEC_MAX) { /* too large to specialise on */
+      kiln_free(k);
+      return KILN_OK;
+    }
+    key[0] = t->dtype, key[1] = t->numel;
+    for (int64_t e = 0; e < t->numel; e++) key[2 + e] = kiln_get_i(t, e);
+    int64_t *grown = kiln_realloc(k, sizeof *k * (size_t)(nkey + 2 + t->numel));
+    if (!grown) {
+      kiln_free(k);
+      return kiln_fail(KILN_E_NOMEM, "out of memory specialising a plan");
+    }
+    k = grown;
+    memcpy(k + nkey, key, sizeof *k * (size_t)(2 + t->numel));
+    nkey += 2 + (int)t->numel;
+  }
+  p->clock++;
+  int slot = 0;
+  for (int v = 0; v < KILN_CPU_VARIANTS; v++) {
+    struct variant *x = &p->var[v];
+    if (x->plan && x->nkey == nkey && !memcmp(x->key, k, sizeof *k * (size_t)nkey)) {
+      x->used = p->clock;
+      kiln_free(k);
+      *out = x->plan;
+      return KILN_OK;
+    }
+    if (!p->var[v].plan || p->var[v].used < p->var[slot].used) slot = v;
+    if (!p->var[slot].plan) break;
+  }
+  /* compile: the original graph with these inputs as constants */
+  kiln_graph *d = NULL;
+  kiln_cpu_plan *sub = NULL;
+  if ((s = kiln_edit_clone(p->orig, &d))) goto done;
+  int kept = 0;
+  for (int i = 0; i < d->n_inputs; i++) {
+    int v = d->inputs[i];
+    bool spec = false;
+    for (int j = 0; j < p->n_spec && !spec; j++) spec = p->spec[j] == i;
+    if (!spec) {
+      d->inputs[kept++] = v;
+      continue;
+    }
+    kiln_tensor *t = kiln_calloc(1, sizeof *t);
+    if (!t || (s = kiln_tensor_copy(t, bound[g0->inputs[i]]))) {
+      kiln_free(t);
+      if (!s) s = kiln_fail(KILN_E_NOMEM, "out of memory specialising a plan");
+      goto done;
+    }
+    d->values[v].init = t;
+    d->values[v].is_input = false;
+  }
+  d->n_inputs = kept;
+  if ((s = prepare(d, false, &sub))) goto done;
+  kiln_log(KILN_LOG_INFO, "cpu plan: specialised on the values of %d shape-setting input%s", p->n_spec,
+           p->n_spec == 1 ? "" : "s");
+  kiln_free(p->var[slot].key);
+  kiln_cpu_release(p->var[slot].plan);
+  p->var[slot] = (struct variant){k, nkey, sub, p->clock};
+  k = NULL;
+  *out = sub;
+  sub = NULL;
+done:
+  kiln_free(k);
+  kiln_graph_free(d);
+  kiln_cpu_release(sub);
+  return s;
+}
+
+kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound, kiln_tensor *outs) {
+  kiln_status s = KILN_OK;
+  if (p->n_spec) {
+    kiln_cpu_plan *v;
+    if ((s = variant_for(p, g0, bound, &v))) return s;
+    if (v) return kiln_cpu_run(v, g0, bound, outs);
+  }
+  kiln_graph *g = p->g;
   const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
   kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
   if (!in || !slot) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
     goto done;
   }
+  if (!p->in_map) { /* graph inputs by name: a specialised plan has fewer */
+    if (!(p->in_map = kiln_calloc((size_t)g->n_inputs + 1, sizeof *p->in_map))) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+      goto done;
+    }
+    for (int i = 0; i < g->n_inputs; i++) p->in_map[i] = kiln_graph_find_value(g0, g->values[g->inputs[i]].name);
+  }
   for (int i = 0; i < g->n_inputs; i++) {
-    int v = g->inputs[i], v0 = g0->inputs[i];
+    int v = g->inputs[i], v0 = p->in_map[i];
     if (g->values[v].init) continue;
-    if (!bound || !bound[v0]) {
+    if (!bound || v0 < 0 || !bound[v0]) {
       s = kiln_fail(KILN_E_MODEL, "graph input '%s' has no data bound", g->values[v].name);
       goto done;
     }
@@ -563,7 +705,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   }
   for (int v = 0; v < g->n_values; v++) {
     const kiln_tensor *t = g->values[v].init;
-    if (t && !(g->values[v].is_input && in[0] && slot[v].data))
+    if (t)
       kiln_tensor_wrap(&slot[v], t->dtype, t->rank, t->dims, t->numel, t->data);
   }
   if ((s = bind_inputs(p, in))) goto done;
@@ -602,4 +744,12 @@ done:
   return s;
 }
 
-void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) { *st = p->st; }
+void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
+  *st = p->st;
+  for (int k = 0; k < KILN_CPU_VARIANTS; k++) /* plans made for specialisations count too */
+    if (p->var[k].plan) {
+      st->variants++;
+      st->plans += p->var[k].plan->st.plans;
+      st->materialized += p->var[k].plan->st.materialized;
+    }
+}

@@ -25,6 +25,7 @@ typedef struct kiln_cpu_stats {
   uint64_t no_reuse;         /* bytes with one buffer per value */
   int inplace;               /* steps writing output 0 over their dead input 0 */
   int concats_in_place;      /* Concats whose producers write their slices */
+  int variants;              /* plans specialised on shape-setting input values (cached) */
   long materialized;         /* views copied to dense memory, over all runs */
 } kiln_cpu_stats;
 

@@ -195,7 +195,59 @@ static void test_scatter(int read_after) {
   kiln_graph_free(g);
 }
 
+/* A Reshape whose shape is a graph input: each new value of it gets a plan
+ * of its own (compiled once, then reused), with the Relu's output planned
+ * in the arena instead of on the heap. */
+static void test_specialise(void) {
+  kiln_graph *g;
+  int64_t d[2] = {3, 4}, two[1] = {2};
+  int x, shp;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  kiln_edit_add_input(g, "shape", KILN_I64, 1, two, &shp);
+  int xs[2] = {x, shp};
+  int r = node(g, "Reshape", 2, xs, NULL);
+  int a = node(g, "Relu", 1, &r, NULL);
+  int y = node(g, "Neg", 1, &a, NULL);
+  kiln_edit_add_output(g, y);
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "prepare: %s", kiln_last_error());
+  if (s) {
+    kiln_graph_free(g);
+    return;
+  }
+  kiln_tensor xt = input(2, d), st = {0};
+  kiln_tensor_alloc(&st, KILN_I64, 1, two);
+  static const int64_t shapes[4][2] = {{2, 6}, {6, 2}, {2, 6}, {12, 1}};
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[x] = &xt;
+  bound[shp] = &st;
+  for (int k = 0; k < 4; k++) {
+    kiln_set_i(&st, 0, shapes[k][0]);
+    kiln_set_i(&st, 1, shapes[k][1]);
+    kiln_tensor oc = {0}, orf = {0};
+    CHECK(!kiln_cpu_run(p, g, bound, &oc) && !kiln_ref_run(g, bound, &orf), "run with shape %lld,%lld: %s",
+          (long long)shapes[k][0], (long long)shapes[k][1], kiln_last_error());
+    int same = oc.rank == 2 && oc.dims[0] == shapes[k][0] && oc.numel == orf.numel;
+    for (int64_t i = 0; same && i < oc.numel; i++) same = kiln_get_f(&oc, i) == kiln_get_f(&orf, i);
+    CHECK(same, "shape %lld,%lld: output matches the reference", (long long)shapes[k][0], (long long)shapes[k][1]);
+    kiln_tensor_release(&oc);
+    kiln_tensor_release(&orf);
+  }
+  kiln_cpu_stats cs;
+  kiln_cpu_plan_stats(p, &cs);
+  CHECK(cs.variants == 3 && cs.plans == 3, "three shape values, three specialised plans (%d variants, %d plans)",
+        cs.variants, cs.plans);
+  kiln_free(bound);
+  kiln_tensor_release(&xt);
+  kiln_tensor_release(&st);
+  kiln_cpu_release(p);
+  kiln_graph_free(g);
+}
+
 int main(void) {
+  test_specialise();
   test_concat_in_place();
   test_views();
   test_scatter(0);
