@@ -27,6 +27,7 @@ struct kiln_cpu_plan {
   int *alias_of;        /* per value: the value whose storage a view reads, or -1 */
   int *concat_into;     /* per value: the in-place Concat node whose output it is a slice of, or -1 */
   int *last_use;        /* per value: last node reading it, -1 if none */
+  int *free_after;      /* per value: last node reading it or a view of it */
   int nsym;
   int64_t *bound;       /* per symbol: the bound planned for, KILN_DIM_UNSET if none */
   int64_t *vals;        /* per symbol: this run's values */
@@ -154,6 +155,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->alias_of);
   kiln_free(p->concat_into);
   kiln_free(p->last_use);
+  kiln_free(p->free_after);
   kiln_free(p->bound);
   kiln_free(p->vals);
   kiln_free(p->size);
@@ -216,13 +218,14 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   p->alias_of = kiln_calloc((size_t)nv + 1, sizeof *p->alias_of);
   p->concat_into = kiln_calloc((size_t)nv + 1, sizeof *p->concat_into);
   p->last_use = kiln_calloc((size_t)nv + 1, sizeof *p->last_use);
+  p->free_after = kiln_calloc((size_t)nv + 1, sizeof *p->free_after);
   p->size = kiln_calloc((size_t)nv + 1, sizeof *p->size);
   p->dynamic = kiln_calloc((size_t)nv + 1, sizeof *p->dynamic);
   p->external = kiln_calloc((size_t)nv + 1, sizeof *p->external);
   p->nsym = kiln_symtab_nsyms(p->sh->tab);
   p->bound = kiln_calloc((size_t)p->nsym + 1, sizeof *p->bound);
   p->vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->vals);
-  if (!p->def || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->last_use || !p->size || !p->dynamic || !p->external ||
+  if (!p->def || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
       !p->bound || !p->vals) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
     goto fail;
@@ -245,6 +248,12 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
       if (n->in[k] >= 0) p->last_use[n->in[k]] = i;
   }
   for (int i = 0; i < nn; i++) plan_concat(p, i);
+  for (int v = 0; v < nv; v++) p->free_after[v] = p->last_use[v];
+  for (int v = 0; v < nv; v++) { /* a view keeps the storage it reads alive */
+    int r = v, hops = 0;
+    while (p->alias_of[r] >= 0 && hops++ < nv) r = p->alias_of[r];
+    if (p->last_use[v] > p->free_after[r]) p->free_after[r] = p->last_use[v];
+  }
   for (int k = 0; k < p->nsym; k++) {
     int64_t m;
     p->bound[k] = kiln_sym_max(p->sh->tab, k, &m) ? m : KILN_DIM_UNSET;
@@ -721,15 +730,12 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
       kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
       break;
     }
-    /* free heap intermediates after their last reader (arena slots and views need nothing) */
+    /* free heap intermediates after the last reader of them or of a view
+       of them (arena slots and views themselves own nothing) */
     for (int k = 0; k < n->n_in; k++) {
       int v = n->in[k];
-      if (v >= 0 && p->last_use[v] == i && !g->values[v].is_output && slot[v].owns) {
-        bool aliased = false; /* a later view may still read it */
-        for (int w = 0; w < g->n_values && !aliased; w++)
-          aliased = p->alias_of[w] == v && p->last_use[w] > i;
-        if (!aliased) kiln_tensor_release(&slot[v]);
-      }
+      while (v >= 0 && p->alias_of[v] >= 0) v = p->alias_of[v];
+      if (v >= 0 && p->free_after[v] <= i && !g->values[v].is_output && slot[v].owns) kiln_tensor_release(&slot[v]);
     }
   }
   for (int o = 0; o < g->n_outputs && !s; o++) s = kiln_tensor_copy(&outs[o], &slot[g->outputs[o]]);
