@@ -391,21 +391,48 @@ static bool dims_now(kiln_cpu_plan *p, int v, int64_t *dims) {
   return true;
 }
 
-static kiln_status view_of_tensor(const kiln_tensor *t, kiln_view *v) {
-  if (t->strided) return kiln_view_make(t->rank, t->dims, t->strides, t->offset, NULL, NULL, v);
-  return kiln_view_contiguous(t->rank, t->dims, v);
-}
-
-static void tensor_of_view(kiln_tensor *out, const kiln_tensor *base, const kiln_view *v) {
-  kiln_tensor_wrap(out, base->dtype, v->rank, v->shape, v->numel, base->data);
-  if (!v->contiguous) {
-    out->strided = true;
-    out->offset = v->offset;
-    for (int d = 0; d < v->rank; d++) out->strides[d] = v->strides[d];
+/* The view stack through which tensor t reads its storage. */
+static kiln_status stack_of_tensor(const kiln_tensor *t, kiln_views *st) {
+  if (t->stack) {
+    *st = *t->stack;
+    return KILN_OK;
   }
+  kiln_view v;
+  kiln_status s = t->strided ? kiln_view_make(t->rank, t->dims, t->strides, t->offset, NULL, NULL, &v)
+                             : kiln_view_contiguous(t->rank, t->dims, &v);
+  if (!s) kiln_views_init(st, &v);
+  return s;
 }
 
-/* Reads integer input k of node n (a small tensor in memory). */
+/* Makes out read base's storage through st: one strided view, or (when
+ * the stack is deeper) through a copy of the stack that the run owns
+ * (*owned receives it; freed when the run ends). */
+static kiln_status tensor_of_stack(kiln_tensor *out, const kiln_tensor *base, const kiln_views *st,
+                                   kiln_views **owned) {
+  const kiln_view *top = kiln_views_top(st);
+  for (int k = 0; k < st->depth; k++)
+    if (st->v[k].has_mask) return KILN_E_UNSUPPORTED_SHAPE; /* masks (Pad) are not used here */
+  kiln_tensor_wrap(out, base->dtype, top->rank, top->shape, top->numel, base->data);
+  if (kiln_views_single(st)) {
+    if (!top->contiguous) {
+      out->strided = true;
+      out->offset = top->offset;
+      for (int d = 0; d < top->rank; d++) out->strides[d] = top->strides[d];
+    }
+    return KILN_OK;
+  }
+  kiln_views *h = kiln_malloc(sizeof *h);
+  if (!h) return kiln_fail(KILN_E_NOMEM, "out of memory keeping a view stack");
+  *h = *st;
+  kiln_free(*owned);
+  *owned = h;
+  out->strided = true;
+  out->stack = h;
+  return KILN_OK;
+}
+
+/* Reads integer input k of node n (a small tensor in memory); *cnt -1 when
+ * the input is omitted. */
 static kiln_status node_ints(const kiln_tensor *slot, const kiln_node *n, int k, int64_t *vals, int max, int *cnt) {
   if (k >= n->n_in || n->in[k] < 0) {
     *cnt = -1;
@@ -414,102 +441,141 @@ static kiln_status node_ints(const kiln_tensor *slot, const kiln_node *n, int k,
   return kiln_tensor_ints(&slot[n->in[k]], vals, max, cnt);
 }
 
-/* Runs a view node: its outputs alias its input's storage. A view that is
- * not one strided map (a reshape of a transpose) is materialised. */
-static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
+/* The movement op of view node i, from its attributes, its inputs' values
+ * and the inferred shapes of its outputs (output k for Split). */
+static kiln_status view_op(kiln_cpu_plan *p, int i, int k, const kiln_tensor *slot, int64_t *split_start,
+                           kiln_view_op *op) {
   const kiln_node *n = &p->g->nodes[i];
-  const kiln_tensor *x = &slot[n->in[0]];
-  kiln_view in, outv;
-  kiln_status s = view_of_tensor(x, &in);
-  if (s) return s;
   int64_t dims[KILN_MAX_RANK];
-  bool fits = true;
+  kiln_status s;
+  memset(op, 0, sizeof *op);
   switch (p->how[i]) {
   case V_RESHAPE:
-    if (!dims_now(p, n->out[0], dims)) return KILN_E_UNSUPPORTED_SHAPE; /* caller runs the kernel */
-    s = kiln_view_reshape(&in, p->sh->v[n->out[0]].rank, dims, &outv, &fits);
-    break;
+  case V_EXPAND:
+    if (!dims_now(p, n->out[0], dims)) return KILN_E_UNSUPPORTED_SHAPE; /* the kernel will do it */
+    op->kind = p->how[i] == V_RESHAPE ? KILN_VOP_RESHAPE : KILN_VOP_EXPAND;
+    op->n = p->sh->v[n->out[0]].rank;
+    memcpy(op->shape, dims, sizeof(int64_t) * (size_t)op->n);
+    return KILN_OK;
   case V_TRANSPOSE: {
     size_t np;
     const int64_t *perm = kiln_attr_ints(n, "perm", &np);
-    s = kiln_view_transpose(&in, perm, (int)np, &outv);
-    break;
+    if (np > KILN_MAX_RANK) return KILN_E_UNSUPPORTED_SHAPE;
+    op->kind = KILN_VOP_TRANSPOSE;
+    op->n = perm ? (int)np : 0;
+    if (perm) memcpy(op->perm, perm, sizeof(int64_t) * np);
+    return KILN_OK;
   }
-  case V_EXPAND:
-    if (!dims_now(p, n->out[0], dims)) return KILN_E_UNSUPPORTED_SHAPE;
-    s = kiln_view_expand(&in, p->sh->v[n->out[0]].rank, dims, &outv);
-    break;
-  case V_GATHER: {
-    const kiln_tensor *k = p->sh->v[n->in[1]].konst;
-    s = kiln_view_gather(&in, kiln_attr_int(n, "axis", 0), kiln_get_i(k, 0), &outv);
-    break;
-  }
+  case V_GATHER:
+    op->kind = KILN_VOP_GATHER;
+    op->axis = kiln_attr_int(n, "axis", 0);
+    op->index = kiln_get_i(p->sh->v[n->in[1]].konst, 0);
+    return KILN_OK;
   case V_SLICE: {
-    int64_t st[KILN_MAX_RANK], en[KILN_MAX_RANK], ax[KILN_MAX_RANK], sp[KILN_MAX_RANK];
     int ns = 0, ne = 0, na = -1, nsp = -1;
-    if (p->g->nodes[i].opset < 10) {
+    op->kind = KILN_VOP_SLICE;
+    if (n->opset < 10) {
       size_t c1, c2, c3;
       const int64_t *a1 = kiln_attr_ints(n, "starts", &c1), *a2 = kiln_attr_ints(n, "ends", &c2),
                     *a3 = kiln_attr_ints(n, "axes", &c3);
-      if (!a1 || !a2 || c1 != c2 || c1 > KILN_MAX_RANK) return KILN_E_UNSUPPORTED_SHAPE;
+      if (!a1 || !a2 || c1 != c2 || c1 > KILN_MAX_RANK || (a3 && c3 != c1)) return KILN_E_UNSUPPORTED_SHAPE;
       ns = ne = (int)c1;
-      memcpy(st, a1, c1 * sizeof *st);
-      memcpy(en, a2, c2 * sizeof *en);
+      memcpy(op->starts, a1, c1 * sizeof(int64_t));
+      memcpy(op->ends, a2, c2 * sizeof(int64_t));
       if (a3) {
-        if (c3 != c1) return KILN_E_UNSUPPORTED_SHAPE;
         na = (int)c3;
-        memcpy(ax, a3, c3 * sizeof *ax);
+        memcpy(op->axes, a3, c3 * sizeof(int64_t));
       }
-    } else if ((s = node_ints(slot, n, 1, st, KILN_MAX_RANK, &ns)) || (s = node_ints(slot, n, 2, en, KILN_MAX_RANK, &ne)) ||
-               (s = node_ints(slot, n, 3, ax, KILN_MAX_RANK, &na)) || (s = node_ints(slot, n, 4, sp, KILN_MAX_RANK, &nsp))) {
-      return s;
+    } else if ((s = node_ints(slot, n, 1, op->starts, KILN_MAX_RANK, &ns)) ||
+               (s = node_ints(slot, n, 2, op->ends, KILN_MAX_RANK, &ne)) ||
+               (s = node_ints(slot, n, 3, op->axes, KILN_MAX_RANK, &na)) ||
+               (s = node_ints(slot, n, 4, op->steps, KILN_MAX_RANK, &nsp))) {
+      kiln_error_clear(); /* let the kernel report it */
+      return KILN_E_UNSUPPORTED_SHAPE;
     }
     if (ns != ne || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns)) return KILN_E_UNSUPPORTED_SHAPE;
-    s = kiln_view_slice(&in, ns, st, en, na >= 0 ? ax : NULL, nsp >= 0 ? sp : NULL, &outv);
-    break;
-  }
-  case V_SPLIT: {
-    int rank = x->rank, axis;
-    if ((s = kiln_norm_axis(kiln_attr_int(n, "axis", 0), rank, &axis))) return s;
-    int64_t start = 0;
-    for (int k = 0; k < n->n_out; k++) {
-      int w = n->out[k];
-      int64_t len;
-      if (w < 0) return KILN_E_UNSUPPORTED_SHAPE; /* an unnamed output: let the kernel do it */
-      if (!dims_now(p, w, dims)) return KILN_E_UNSUPPORTED_SHAPE;
-      len = dims[axis];
-      kiln_view part;
-      if ((s = kiln_view_split(&in, axis, start, len, &part))) return s;
-      if (part.has_mask) return KILN_E_UNSUPPORTED_SHAPE;
-      tensor_of_view(&slot[w], x, &part);
-      start += len;
-    }
+    op->n = ns;
+    op->has_axes = na >= 0;
+    op->has_steps = nsp >= 0;
     return KILN_OK;
   }
-  case V_CONCAT: { /* the producers wrote the slices: the output is there */
+  case V_SPLIT: {
+    int w = n->out[k], axis;
+    if (w < 0 || !dims_now(p, w, dims)) return KILN_E_UNSUPPORTED_SHAPE;
+    if (kiln_norm_axis(kiln_attr_int(n, "axis", 0), p->sh->v[w].rank, &axis)) {
+      kiln_error_clear();
+      return KILN_E_UNSUPPORTED_SHAPE;
+    }
+    op->kind = KILN_VOP_SPLIT;
+    op->axis = axis;
+    op->start = *split_start;
+    op->len = dims[axis];
+    *split_start += dims[axis];
+    return KILN_OK;
+  }
+  default: return kiln_fail(KILN_E_INTERNAL, "node %d is not a view", i);
+  }
+}
+
+/* Runs a view node: each output aliases its input's storage through a
+ * strided view or, when one strided map cannot express it, a stack of
+ * views. Only a stack deeper than KILN_VIEWS_MAX_DEPTH is materialised
+ * (counted). KILN_E_UNSUPPORTED_SHAPE (no message) means "run the kernel". */
+static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot, kiln_views **stacks) {
+  const kiln_node *n = &p->g->nodes[i];
+  const kiln_tensor *x = &slot[n->in[0]];
+  kiln_status s;
+  if (p->how[i] == V_CONCAT) { /* the producers wrote the slices: the output is there */
     int w = n->out[0];
+    int64_t dims[KILN_MAX_RANK];
     if (!dims_now(p, w, dims)) return kiln_fail(KILN_E_INTERNAL, "in-place Concat output has no size");
     int64_t numel = 1;
     for (int d = 0; d < p->sh->v[w].rank; d++) numel *= dims[d];
     kiln_tensor_wrap(&slot[w], p->sh->v[w].dtype, p->sh->v[w].rank, dims, numel, p->arena + p->mp->offset[w]);
     return KILN_OK;
   }
-  default: return kiln_fail(KILN_E_INTERNAL, "unknown view kind %d", p->how[i]);
+  kiln_views base;
+  if ((s = stack_of_tensor(x, &base))) return s;
+  int64_t split_start = 0;
+  for (int k = 0; k < n->n_out; k++) {
+    int w = n->out[k];
+    if (w < 0) {
+      if (p->how[i] == V_SPLIT) return KILN_E_UNSUPPORTED_SHAPE; /* an unnamed part: the kernel */
+      continue;
+    }
+    kiln_view_op op;
+    if ((s = view_op(p, i, k, slot, &split_start, &op))) return s;
+    kiln_views st = base;
+    s = kiln_views_push(&st, &op);
+    if (s == KILN_E_UNSUPPORTED_SHAPE && st.depth == KILN_VIEWS_MAX_DEPTH) {
+      /* too deep: copy the input densely once and view the copy */
+      kiln_error_clear();
+      kiln_tensor dense = {0};
+      if ((s = kiln_tensor_copy(&dense, x))) return s;
+      p->st.materialized++;
+      kiln_view v;
+      if ((s = kiln_view_contiguous(dense.rank, dense.dims, &v))) {
+        kiln_tensor_release(&dense);
+        return s;
+      }
+      kiln_views_init(&st, &v);
+      if ((s = kiln_views_push(&st, &op)) || !kiln_views_single(&st)) {
+        kiln_tensor_release(&dense);
+        return s ? s : kiln_fail(KILN_E_INTERNAL, "a view of a dense copy is not one strided map");
+      }
+      if ((s = tensor_of_stack(&slot[w], &dense, &st, &stacks[w]))) {
+        kiln_tensor_release(&dense);
+        return s;
+      }
+      slot[w].owns = true; /* the copy goes with the view */
+      continue;
+    }
+    if (s) {
+      kiln_error_clear(); /* the kernel reports bad parameters with the node's context */
+      return KILN_E_UNSUPPORTED_SHAPE;
+    }
+    if ((s = tensor_of_stack(&slot[w], x, &st, &stacks[w]))) return s;
   }
-  if (s) return s;
-  kiln_tensor *y = &slot[n->out[0]];
-  if (outv.has_mask) return KILN_E_UNSUPPORTED_SHAPE;
-  if (fits) {
-    tensor_of_view(y, x, &outv);
-    return KILN_OK;
-  }
-  /* not one strided map: copy the input densely, then reshape the copy */
-  kiln_tensor dense = {0};
-  if ((s = kiln_tensor_copy(&dense, x))) return s;
-  p->st.materialized++;
-  *y = dense;
-  y->rank = outv.rank;
-  for (int d = 0; d < outv.rank; d++) y->dims[d] = outv.shape[d];
   return KILN_OK;
 }
 
@@ -690,7 +756,8 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   kiln_graph *g = p->g;
   const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
   kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
-  if (!in || !slot) {
+  kiln_views **stacks = kiln_calloc((size_t)g->n_values + 1, sizeof *stacks);
+  if (!in || !slot || !stacks) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
     goto done;
   }
@@ -721,7 +788,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   for (int i = 0; i < g->n_nodes && !s; i++) {
     const kiln_node *n = &g->nodes[i];
     char lbl[256];
-    s = p->how[i] != V_KERNEL ? run_view(p, i, slot) : KILN_E_UNSUPPORTED_SHAPE;
+    s = p->how[i] != V_KERNEL ? run_view(p, i, slot, stacks) : KILN_E_UNSUPPORTED_SHAPE;
     if (s == KILN_E_UNSUPPORTED_SHAPE) { /* a kernel node, or a view that must run as one */
       kiln_error_clear();
       s = run_kernel(p, i, slot);
@@ -747,6 +814,9 @@ done:
       if (slot[v].owns) kiln_tensor_release(&slot[v]);
   kiln_free(slot);
   kiln_free(in);
+  if (stacks)
+    for (int v = 0; v < g->n_values; v++) kiln_free(stacks[v]);
+  kiln_free(stacks);
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "ir/views.h"
 
 kiln_status kiln_shape_numel(int rank, const int64_t *dims, int64_t *numel) {
   if (rank < 0 || rank > KILN_MAX_RANK)
@@ -38,6 +39,7 @@ kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const 
     for (int i = 0; i < rank; i++) t->dims[i] = dims[i];
     t->numel = n;
     t->strided = false;
+    t->stack = NULL;
     t->offset = 0;
     return KILN_OK;
   }
@@ -52,6 +54,7 @@ kiln_status kiln_tensor_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const 
   t->owns = true;
   t->capacity = 0;
   t->strided = false;
+  t->stack = NULL;
   t->offset = 0;
   return KILN_OK;
 }
@@ -66,6 +69,7 @@ void kiln_tensor_wrap(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t 
   t->owns = false;
   t->capacity = 0;
   t->strided = false;
+  t->stack = NULL;
   t->offset = 0;
 }
 
@@ -81,6 +85,7 @@ void kiln_tensor_view(kiln_tensor *t, const kiln_tensor *base, int rank, const i
 
 int64_t kiln_tensor_index(const kiln_tensor *t, int64_t i) {
   if (!t->strided) return i;
+  if (t->stack) return kiln_views_offset(t->stack, i, NULL);
   int64_t at = t->offset;
   for (int d = t->rank - 1; d >= 0; d--) {
     int64_t n = t->dims[d];

@@ -31,6 +31,10 @@ typedef struct kiln_tensor {
   bool strided;
   int64_t offset;
   int64_t strides[KILN_MAX_RANK];
+  /* A view that is no one strided map (a reshape of a transpose): a stack
+   * of views (ir/views) mapping each flat index to storage; strided is true
+   * too, offset and strides unused. Not owned by the tensor. */
+  const struct kiln_views *stack;
 } kiln_tensor;
 
 /* Number of elements of a shape, checked: fails (KILN_E_UNSUPPORTED_SHAPE)

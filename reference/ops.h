@@ -62,9 +62,10 @@ const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type);
 kiln_status kiln_ref_check_node(const kiln_graph *g, const kiln_node *n);
 
 /* What a plan executor may do with a kernel: */
-/* Its inputs may be read-only strided views (it reads them only through
- * kiln_get_* / kiln_copy_elem / kiln_tensor_copy). The data-movement family
- * (ops_shape.c) copies rows with memcpy and needs dense inputs. */
+/* Its inputs may be read-only strided views: it reads them only through
+ * kiln_get_* / kiln_copy_elem / kiln_tensor_copy (the data-movement family's
+ * row copies go through copy_run, which follows a view's map). Every kernel
+ * of this backend does; the predicate stays for kernels that will not. */
 bool kiln_ref_op_reads_views(const kiln_op_def *d);
 /* Output 0 may be written over input 0's storage when both have the same
  * byte size: element i of output 0 is written only after element i of

@@ -22,6 +22,18 @@ static const char *elem_cptr(const kiln_tensor *t, int64_t i) {
   return (const char *)t->data + (size_t)i * esize(t);
 }
 
+/* Copies n elements from src (from flat index si) to dst (from di): one
+ * memcpy when src is dense, element by element through the view map when
+ * it is a strided view. */
+static void copy_run(kiln_tensor *dst, int64_t di, const kiln_tensor *src, int64_t si, int64_t n) {
+  if (n <= 0) return;
+  if (!src->strided) {
+    memcpy(elem_ptr(dst, di), elem_cptr(src, si), (size_t)n * esize(src));
+    return;
+  }
+  for (int64_t k = 0; k < n; k++) kiln_copy_elem(dst, di + k, src, si + k);
+}
+
 static const char *shp(const kiln_tensor *t, char *buf, int size) {
   return kiln_shape_str(t->rank, t->dims, buf, size);
 }
@@ -107,7 +119,7 @@ static kiln_status copy_reshaped(const kiln_op_call *c, const kiln_tensor *in, i
   }
   s = kiln_tensor_alloc(&c->out[0], in->dtype, rank, dims);
   if (s) return s;
-  if (in->numel) memcpy(c->out[0].data, in->data, kiln_tensor_bytes(in));
+  copy_run(&c->out[0], 0, in, 0, in->numel);
   return KILN_OK;
 }
 
@@ -735,7 +747,7 @@ static kiln_status run_split(const kiln_op_call *c) {
     if ((s = kiln_tensor_alloc(&c->out[k], x->dtype, x->rank, dims))) break;
     size_t chunk = (size_t)(sizes[k] * inner) * es;
     for (int64_t o = 0; o < outer && chunk; o++)
-      memcpy(elem_ptr(&c->out[k], o * sizes[k] * inner), elem_cptr(x, (o * dim + at) * inner), chunk);
+      copy_run(&c->out[k], o * sizes[k] * inner, x, (o * dim + at) * inner, (int64_t)(chunk / esize(x)));
     at += sizes[k];
   }
   kiln_free(sizes);
@@ -781,7 +793,7 @@ static kiln_status run_concat(const kiln_op_call *c) {
     const kiln_tensor *x = c->in[i];
     size_t chunk = (size_t)(x->dims[ax] * inner) * es;
     for (int64_t o = 0; o < outer && chunk; o++)
-      memcpy(elem_ptr(&c->out[0], (o * dims[ax] + at) * inner), elem_cptr(x, o * x->dims[ax] * inner), chunk);
+      copy_run(&c->out[0], (o * dims[ax] + at) * inner, x, o * x->dims[ax] * inner, (int64_t)(chunk / esize(x)));
     at += x->dims[ax];
   }
   return KILN_OK;
@@ -820,7 +832,7 @@ static kiln_status run_gather(const kiln_op_call *c) {
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < ind->numel; j++) {
       idx = index_at(ind, j, n);
-      memcpy(elem_ptr(&c->out[0], (o * ind->numel + j) * inner), elem_cptr(x, (o * n + idx) * inner), chunk);
+      copy_run(&c->out[0], (o * ind->numel + j) * inner, x, (o * n + idx) * inner, (int64_t)(chunk / esize(x)));
     }
   return KILN_OK;
 }
@@ -915,7 +927,7 @@ static kiln_status run_gathernd(const kiln_op_call *c) {
         v = index_at(ind, t * k + j, x->dims[b + j]);
         off += v * xstr[b + j];
       }
-      if (chunk) memcpy(elem_ptr(&c->out[0], t * slice), elem_cptr(x, off), chunk);
+      copy_run(&c->out[0], t * slice, x, off, (int64_t)(chunk / esize(x)));
     }
   return KILN_OK;
 }
@@ -1324,7 +1336,7 @@ static kiln_status run_compress(const kiln_op_call *c) {
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < len; j++)
       if (kiln_get_i(cond, j)) {
-        if (chunk) memcpy(elem_ptr(&c->out[0], w * inner), elem_cptr(x, (o * n + j) * inner), chunk);
+        copy_run(&c->out[0], w * inner, x, (o * n + j) * inner, (int64_t)(chunk / esize(x)));
         w++;
       }
   return KILN_OK;

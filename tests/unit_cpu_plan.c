@@ -113,7 +113,8 @@ static void test_concat_in_place(void) {
 }
 
 /* [2,3] -> Relu -> Transpose -> Reshape [6] -> Relu: the reshape of the
- * transpose is not one strided map and is materialised once per run; and
+ * transpose is not one strided map: it becomes a stack of two views that
+ * the next kernel reads through, nothing is copied; and
  * [2,3,4] -> Relu -> Transpose(2,0,1) -> Reshape [4,6] -> Relu, whose
  * reshape merges into one strided view (strides [1,4]): no copy. */
 static void test_views(void) {
@@ -133,7 +134,7 @@ static void test_views(void) {
   memset(&st, 0, sizeof st);
   compare("reshape of a transpose", g, &xt, &st);
   CHECK(st.views == 2 && st.kernels == 2, "two views, two kernels (%d, %d)", st.views, st.kernels);
-  CHECK(st.materialized == 2, "materialised once per run, twice in all (%ld)", st.materialized);
+  CHECK(st.materialized == 0, "read through a view stack, nothing materialised (%ld)", st.materialized);
   kiln_tensor_release(&xt);
   kiln_graph_free(g);
 
