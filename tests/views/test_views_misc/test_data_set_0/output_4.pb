@@ -1,0 +1,3 @@
+PB
+rev_windowJ€Ï›»BG²vC½ÊŽC(%ºBUm[CnµCFâšCOcC¾aC›®@C@K„BÃ
+LC–:ARÕCú.CIäCDÔNCUC÷£cC¼‰KC¸©AlØ®BÜ-BPfÚBlµ“CaqôB½RB5ÚWC\$ôA&³BÜƒCt=šCÓŠQA.'ÅC¢:cAF•áC»CŸŸêBíeÆC“_ÅCD­@C!ÌACbcÇC~ý–C~'ˆCõ¨C¯ž¹C”ïjBE@C_‡CõˆÎBGÅC·¼CŸªC¥¸[CÑî¤CÊàZBÊ$ŠCPzÀBÊÖ­CÂLClkC‹˜QBŒCrÎlC1AÔCŠ‰fCéS¢CG3†BØÀ•Bÿ°hBí{¾CFQB˜$ZCaª‚CˆC°þ—B[¹ÕCÊßB'C¬CþcìCÓ»CõS¦C?>CÝÉ"CpRFC†CÞ:Cvë¿CŒ¾C:àxCK—£CIBCWÕ-CÀÿC®zbCa„AC»?QCpuC\wDB°8¾B~¶CÛ"›C'DyC)ÿ©C<Ñ+C)÷BÛ™&Cð£gC)ì!C¯ ²C¬#ãAK™BìS2CÒßàB¡KAïÀÌCƒ–‚CòxºCC€CŽA¼C•7C¶r‹CP‰­Có{C›1žCHM¹C†oBè¿C˜½CÖÐ˜Cï>C[ižC£œCý0¢Cvî¸BÐwÁCP¡¢C<¼COZ'Cvþ˜Bê«„BšŽ“C¯`B®0C‰úDC™M¼CÆí¨C²zB¯ÌúB:¬C¯î™C[¤C©IÞBLÝ•Cé CxtÈBíB6MgB

@@ -1,0 +1,2 @@
+B
+old_colsumJ%²ÀGöxÊGì¡HY…H
