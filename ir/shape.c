@@ -229,6 +229,47 @@ static kiln_status forward(const kiln_graph *g, kiln_shapes *sh) {
   return s;
 }
 
+/* When a - b depends on exactly one symbol without a value, linearly
+ * (c*s + k, c != 0), and has an integer root s >= 1 within the symbol's
+ * bound, records s: the backward step that learns, say, a Concat input's
+ * unknown dim from its output's declared size. Returns whether it did. */
+static bool solve_linear(kiln_symtab *tab, kiln_dimx a, kiln_dimx b) {
+  kiln_dimx diff;
+  if (kiln_dimx_sub(tab, a, b, &diff)) {
+    kiln_error_clear();
+    return false;
+  }
+  int n = kiln_symtab_nsyms(tab);
+  int64_t *vals = kiln_calloc((size_t)n + 1, sizeof *vals);
+  if (!vals) return false;
+  bool solved = false;
+  for (int k = 0; k < n && !solved; k++) {
+    int64_t known, f1, f2, f3;
+    if (kiln_sym_value(tab, k, &known)) continue;
+    for (int j = 0; j < n; j++) vals[j] = KILN_DIM_UNSET;
+    vals[k] = 1;
+    if (kiln_dimx_eval(tab, diff, vals, n, &f1)) continue; /* another free symbol: not ours to solve */
+    vals[k] = 2;
+    if (kiln_dimx_eval(tab, diff, vals, n, &f2)) continue;
+    vals[k] = 3;
+    if (kiln_dimx_eval(tab, diff, vals, n, &f3)) continue;
+    int64_t c = f2 - f1;
+    if (c == 0 || f3 - f2 != c || f1 % c) continue; /* constant in s, not linear, or no integer root */
+    int64_t root = 1 - f1 / c, max, check;
+    if (root < 1 || (kiln_sym_max(tab, k, &max) && root > max)) continue;
+    vals[k] = root;
+    if (kiln_dimx_eval(tab, diff, vals, n, &check) || check != 0) continue;
+    kiln_dimx sym, val, u;
+    if (kiln_dimx_sym(tab, kiln_sym_name(tab, k), &sym) || kiln_dimx_const(tab, root, &val) ||
+        kiln_dim_unify(tab, sym, val, &u))
+      continue;
+    solved = true;
+  }
+  kiln_error_clear();
+  kiln_free(vals);
+  return solved;
+}
+
 /* Unifies inferred shapes with every shape the model declares for a value
  * it does not feed in: graph outputs and value_info. Declared dim_params
  * are unified only when they name a symbol the inputs introduced (export
@@ -256,6 +297,13 @@ static kiln_status backward(const kiln_graph *g, kiln_shapes *sh) {
       if (s) return s;
       kiln_dimx u;
       if ((s = kiln_dim_unify(sh->tab, x->dims[d], decl, &u))) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", kiln_last_error());
+        if (solve_linear(sh->tab, x->dims[d], decl)) { /* e.g. a Concat input's dim from its output */
+          kiln_error_clear();
+          continue;
+        }
+        kiln_error_set_message(msg);
         kiln_error_prefix("tensor '%s', dim %d (inferred vs declared)", val->name, d);
         return s;
       }
