@@ -264,6 +264,12 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   if (g->n_outputs && (s = kiln_schedule_add_step(p->sched, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
   p->st.nodes_in = g0->n_nodes;
   p->st.nodes_out = nn;
+  p->st.folded = rst.folded;
+  p->st.bn_folded = rst.bn_conv + rst.bn_gemm;
+  p->st.cse = rst.cse_nodes + rst.cse_consts;
+  p->st.noops = rst.identities + rst.dropouts;
+  p->st.transposes = rst.transposes_merged + rst.transposes_removed;
+  p->st.dead = rst.dead_nodes;
   if (may_specialise && (s = find_spec_inputs(p, g0))) goto fail;
   char buf[256];
   kiln_log(KILN_LOG_INFO, "cpu plan: %d -> %d nodes (%s), %d views, %d kernels", g0->n_nodes, nn,

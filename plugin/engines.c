@@ -65,6 +65,12 @@ static void cpu_stats(void *plan, const kiln_graph *g, kilnGraphStatistics *st) 
   st->lowerBoundBytes = cs.lower_bound;
   st->noReuseBytes = cs.no_reuse;
   st->materializedViews = (uint64_t)cs.materialized;
+  st->foldedNodes = (uint64_t)cs.folded;
+  st->batchNormsFolded = (uint64_t)cs.bn_folded;
+  st->cseMerged = (uint64_t)cs.cse;
+  st->noOpsRemoved = (uint64_t)cs.noops;
+  st->transposesMerged = (uint64_t)cs.transposes;
+  st->deadNodesRemoved = (uint64_t)cs.dead;
 }
 
 const kiln_engine kiln_engine_cpu = {

@@ -1024,6 +1024,11 @@ static int run_model(const char *path, const char *data_dir) {
              (unsigned long long)gs.nodesImported, (unsigned long long)gs.nodesPlanned,
              (unsigned long long)gs.viewNodes, (unsigned long long)gs.kernelNodes,
              (unsigned long long)gs.memoryPlans, gs.memoryPlans == 1 ? "" : "s");
+      printf("rewrite: %llu folded, %llu BatchNorm folded, %llu CSE merged, %llu no-ops removed, "
+             "%llu transposes merged, %llu dead nodes removed\n",
+             (unsigned long long)gs.foldedNodes, (unsigned long long)gs.batchNormsFolded,
+             (unsigned long long)gs.cseMerged, (unsigned long long)gs.noOpsRemoved,
+             (unsigned long long)gs.transposesMerged, (unsigned long long)gs.deadNodesRemoved);
       if (gs.memoryPlans)
         printf("memory:  arena %llu bytes = %.3fx the liveness lower bound (%llu), %.3fx no reuse (%llu); "
                "%llu view%s materialised\n",

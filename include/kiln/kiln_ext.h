@@ -46,6 +46,13 @@ typedef struct kilnGraphStatistics {
   uint64_t lowerBoundBytes;   /* liveness lower bound: max bytes live at one step */
   uint64_t noReuseBytes;      /* one buffer per intermediate, no reuse */
   uint64_t materializedViews; /* views that had to be copied, over all runs */
+  /* what the rewrites did (0 on backends that run the graph as given) */
+  uint64_t foldedNodes;       /* nodes evaluated once at init and replaced by constants */
+  uint64_t batchNormsFolded;  /* BatchNormalizations folded into a Conv or Gemm */
+  uint64_t cseMerged;         /* nodes and constants merged into an equal one */
+  uint64_t noOpsRemoved;      /* Identity and inference Dropout nodes removed */
+  uint64_t transposesMerged;  /* Transposes composed with another or removed as identity */
+  uint64_t deadNodesRemoved;  /* nodes whose outputs reach no graph output */
 } kilnGraphStatistics;
 typedef onnxStatus (*kilnGetGraphStatisticsFunction)(onnxGraph graph, kilnGraphStatistics *stats);
 
