@@ -15,6 +15,9 @@
 #include "reference/exec.h"
 #include "reference/ops.h"
 
+#define KILN_CPU_VARIANTS 8   /* specialised plans kept per graph */
+#define KILN_CPU_SPEC_MAX 64  /* elements of one specialising input */
+
 /* How a node runs. */
 enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT, V_CONCAT };
 
@@ -51,13 +54,10 @@ struct kiln_cpu_plan {
     int nkey;
     kiln_cpu_plan *plan;
     unsigned long used;
-  } var[8];
+  } var[KILN_CPU_VARIANTS];
   unsigned long clock;
   kiln_cpu_stats st;
 };
-
-#define KILN_CPU_VARIANTS 8
-#define KILN_CPU_SPEC_MAX 64 /* elements of one specialising input */
 
 /* ---- compile ---- */
 
@@ -84,7 +84,7 @@ kiln_status kiln_cpu_check(const kiln_graph *g) {
   return KILN_OK;
 }
 
-static int how_to_run(const kiln_graph *g, const kiln_shapes *sh, const kiln_node *n) {
+static int how_to_run(const kiln_shapes *sh, const kiln_node *n) {
   const char *op = n->op_type;
   if (*n->domain && strcmp(n->domain, "ai.onnx")) return V_KERNEL;
   if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze") ||
@@ -98,7 +98,6 @@ static int how_to_run(const kiln_graph *g, const kiln_shapes *sh, const kiln_nod
     const kiln_tensor *k = sh->v[n->in[1]].konst;
     if (k && k->rank == 0 && kiln_dtype_is_int(k->dtype)) return V_GATHER;
   }
-  (void)g;
   return V_KERNEL;
 }
 
@@ -234,7 +233,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   for (int i = 0; i < nn; i++) {
     const kiln_node *n = &g->nodes[i];
     p->def[i] = kiln_ref_find_op(n->domain, n->op_type);
-    p->how[i] = (unsigned char)how_to_run(g, p->sh, n);
+    p->how[i] = (unsigned char)how_to_run(p->sh, n);
     for (int k = 0; k < n->n_out; k++) /* graph outputs get their own storage */
       if (n->out[k] >= 0 && g->values[n->out[k]].is_output) p->how[i] = V_KERNEL;
     if (p->how[i] != V_KERNEL) {
