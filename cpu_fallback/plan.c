@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "ir/dump.h"
 #include "ir/graph_edit.h"
 #include "ir/memplan.h"
 #include "ir/rewrite.h"
@@ -57,6 +58,9 @@ struct kiln_cpu_plan {
   } var[KILN_CPU_VARIANTS];
   unsigned long clock;
   kiln_cpu_stats st;
+  /* KILN_DUMP: file-name stem ("" when not dumping), the rewrite counts */
+  char dump_stem[KILN_DUMP_STEM_MAX + 1];
+  kiln_rewrite_stats rst;
 };
 
 /* ---- compile ---- */
@@ -172,6 +176,105 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p);
 }
 
+/* ---- KILN_DUMP=dir (ir/dump): debug files, never fatal ---- */
+
+/* <stem>.0-imported.dot: the graph as given, with its declared shapes. */
+static void dump_imported(kiln_cpu_plan *p, const kiln_graph *g0) {
+  if (!kiln_dump_enabled()) return;
+  kiln_dump_stem(g0->name, p->dump_stem, sizeof p->dump_stem);
+  char title[320];
+  snprintf(title, sizeof title, "%.200s: as imported, %d nodes, declared shapes", g0->name ? g0->name : "",
+           g0->n_nodes);
+  kiln_dump_graph(p->dump_stem, "0-imported", g0, NULL, NULL, title);
+}
+
+/* <stem>.1-rewritten.dot: after the rewrites, with inferred shapes and the
+ * views (dashed, "alias of" their input's storage). Keeps the rewrite
+ * counts for the plan files. */
+static void dump_rewritten(kiln_cpu_plan *p, const kiln_rewrite_stats *rst) {
+  p->rst = *rst;
+  if (!p->dump_stem[0]) return;
+  char title[640], b[256];
+  snprintf(title, sizeof title, "%.200s: rewritten, %d -> %d nodes (%s), %d views, %d kernels, inferred shapes",
+           p->g->name ? p->g->name : "", p->st.nodes_in, p->st.nodes_out, kiln_rewrite_stats_str(rst, b, sizeof b),
+           p->st.views, p->st.kernels);
+  kiln_dump_graph(p->dump_stem, "1-rewritten", p->g, p->sh, p->alias_of, title);
+}
+
+/* Value v's dtype and (symbolic) shape, as "float32 [N,3,32,32]". */
+static const char *dump_type(const kiln_cpu_plan *p, int v, char *buf, size_t size) {
+  const kiln_vshape *x = &p->sh->v[v];
+  int len = snprintf(buf, size, "%s [", kiln_dtype_name(x->dtype));
+  for (int d = 0; d < x->rank && len >= 0 && (size_t)len < size; d++) {
+    char b[96];
+    len += snprintf(buf + len, size - (size_t)len, "%s%s", d ? "," : "",
+                    kiln_dimx_str(p->sh->tab, x->dims[d], b, sizeof b));
+  }
+  if (len >= 0 && (size_t)len < size) snprintf(buf + len, size - (size_t)len, "%s", x->rank < 0 ? "?]" : "]");
+  return buf;
+}
+
+/* <stem>.plan-<k>.txt: the k-th memory plan of this graph: one line per
+ * node (view or kernel, in place, each output's shape and where it lives),
+ * the rewrite counts, the memory summary and the memory planner's table. */
+static void dump_plan(const kiln_cpu_plan *p) {
+  if (!p->dump_stem[0]) return;
+  char ext[32], saved[1024], b[320], lbl[256];
+  snprintf(saved, sizeof saved, "%s", kiln_last_error());
+  snprintf(ext, sizeof ext, "plan-%d.txt", p->st.plans);
+  FILE *f = NULL;
+  kiln_dump_open(p->dump_stem, ext, &f);
+  if (!f) return;
+  const kiln_graph *g = p->g;
+  fprintf(f, "kiln cpu plan %d of graph '%s': %d nodes (%d imported), %d views, %d kernels\n", p->st.plans,
+          g->name ? g->name : "", g->n_nodes, p->st.nodes_in, p->st.views, p->st.kernels);
+  for (int k = 0; k < p->nsym; k++) {
+    if (p->bound[k] == KILN_DIM_UNSET) fprintf(f, "symbol %s: no bound\n", kiln_sym_name(p->sh->tab, k));
+    else fprintf(f, "symbol %s: planned for <= %lld\n", kiln_sym_name(p->sh->tab, k), (long long)p->bound[k]);
+  }
+  kiln_rewrite_stats_str(&p->rst, b, sizeof b);
+  fprintf(f, "rewrite: %s\n", *b ? b : "nothing changed");
+  fprintf(f, "memory: arena %llu bytes, lower bound %llu, no reuse %llu, %d in place\n",
+          (unsigned long long)p->mp->arena_size, (unsigned long long)p->mp->lower_bound,
+          (unsigned long long)p->mp->no_reuse, p->mp->n_inplace);
+  fprintf(f, "nodes:\n");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kiln_node *n = &g->nodes[i];
+    fprintf(f, "node %3d %-18s %-24s ", i, n->op_type, kiln_node_label(g, n, lbl, sizeof lbl));
+    if (p->how[i] == V_CONCAT) {
+      fputs("view (in-place Concat: the producers write their slices)", f);
+    } else if (p->how[i] != V_KERNEL) {
+      int a = n->n_out > 0 && n->out[0] >= 0 ? p->alias_of[n->out[0]] : -1;
+      fprintf(f, "view (alias of %s)", a >= 0 ? g->values[a].name : "?");
+    } else {
+      fputs("kernel", f);
+    }
+    if (p->inplace[i]) fprintf(f, ", in place over %s", g->values[n->in[0]].name);
+    for (int k = 0, first = 1; k < n->n_out; k++) {
+      int w = n->out[k];
+      if (w < 0) continue;
+      fprintf(f, "%s %s %s ", first ? " ->" : ";", g->values[w].name, dump_type(p, w, b, sizeof b));
+      first = 0;
+      int own = p->mp->storage[w], root = w;
+      for (int hops = 0; p->alias_of[root] >= 0 && hops < g->n_values; hops++) root = p->alias_of[root];
+      if (p->dynamic[w]) fputs("heap", f);
+      else if (p->mp->offset[w] != KILN_MEMPLAN_NONE)
+        fprintf(f, "arena @%lld size %llu", (long long)p->mp->offset[w], (unsigned long long)p->size[w]);
+      else if (p->external[w] || p->external[root]) fputs("host", f);
+      else fputs("not stored", f);
+      if (own < 0 && root != w) own = root;
+      if (own >= 0 && own != w) fprintf(f, " (storage of %s)", g->values[own].name);
+    }
+    fputc('\n', f);
+  }
+  kiln_memplan_request req = {p->sched, p->size, p->external, p->alias_of, NULL, 0};
+  kiln_memplan_dump(p->mp, &req, g, f);
+  kiln_dump_close(f, p->dump_stem, ext);
+  kiln_error_set_message(saved);
+}
+
+/* ---- end of KILN_DUMP ---- */
+
 static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_plan **out);
 
 kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) { return prepare(g0, true, out); }
@@ -203,6 +306,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   if (s) return s;
   kiln_cpu_plan *p = kiln_calloc(1, sizeof *p);
   if (!p) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  dump_imported(p, g0); /* KILN_DUMP */
   kiln_rewrite_opts ro = {0};
   ro.eval = ref_eval;
   kiln_rewrite_stats rst;
@@ -270,6 +374,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   p->st.transposes = rst.transposes_merged + rst.transposes_removed;
   p->st.dead = rst.dead_nodes;
   if (may_specialise && (s = find_spec_inputs(p, g0))) goto fail;
+  dump_rewritten(p, &rst); /* KILN_DUMP */
   char buf[256];
   kiln_log(KILN_LOG_INFO, "cpu plan: %d -> %d nodes (%s), %d views, %d kernels", g0->n_nodes, nn,
            kiln_rewrite_stats_str(&rst, buf, sizeof buf), p->st.views, p->st.kernels);
@@ -333,6 +438,7 @@ static kiln_status specialize(kiln_cpu_plan *p) {
   kiln_log(KILN_LOG_INFO, "cpu plan #%d: arena %llu bytes (lower bound %llu, no reuse %llu), %d in place", p->st.plans,
            (unsigned long long)p->mp->arena_size, (unsigned long long)p->mp->lower_bound,
            (unsigned long long)p->mp->no_reuse, p->mp->n_inplace);
+  dump_plan(p); /* KILN_DUMP */
   return KILN_OK;
 }
 
