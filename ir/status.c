@@ -81,6 +81,9 @@ const char *kiln_status_name(kiln_status s) {
   case KILN_E_MISMATCH_SHAPE: return "mismatching shape";
   case KILN_E_MISMATCH_DTYPE: return "mismatching data type";
   case KILN_E_INVALID_VALUE: return "invalid value";
+  case KILN_E_DEVICE_MEMORY: return "out of device memory";
+  case KILN_E_DEVICE_RESOURCES: return "out of device resources";
+  case KILN_E_DEVICE_LOST: return "device lost";
   case KILN_E_INTERNAL: return "internal error";
   }
   return "unknown status";

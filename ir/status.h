@@ -20,6 +20,9 @@ typedef enum kiln_status {
   KILN_E_MISMATCH_SHAPE,     /* shapes disagree (model vs data, op inputs) */
   KILN_E_MISMATCH_DTYPE,     /* types disagree */
   KILN_E_INVALID_VALUE,      /* run-time data invalid (index out of range) */
+  KILN_E_DEVICE_MEMORY,      /* the device's memory is exhausted */
+  KILN_E_DEVICE_RESOURCES,   /* other device resources are (queues, registers…) */
+  KILN_E_DEVICE_LOST,        /* the device went away */
   KILN_E_INTERNAL            /* broken invariant inside kiln */
 } kiln_status;
 

@@ -1,0 +1,69 @@
+/* opencl/cache: kiln's on-disk cache of compile results — 128-bit FNV-1a
+ * keys over the inputs, one checksummed file per entry written atomically;
+ * a missing, unwritable or damaged cache only costs a rebuild. */
+#ifndef KILN_OPENCL_CACHE_H
+#define KILN_OPENCL_CACHE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "opencl/device.h"
+
+/* A 128-bit key (FNV-1a 128 state). */
+typedef struct kiln_cl_key {
+  uint64_t hi, lo;
+} kiln_cl_key;
+
+/* Starts a key at the FNV-1a 128 offset basis. */
+void kiln_cl_key_init(kiln_cl_key *k);
+
+/* Raw FNV-1a 128 over n bytes (after init, over "a": d228cb69...4a8964). */
+void kiln_cl_key_bytes(kiln_cl_key *k, const void *p, size_t n);
+
+/* One field: its length (8 bytes, little-endian), then its bytes, so that
+ * ("ab","c") and ("a","bc") differ. kiln_cl_key_str hashes a C string as a
+ * field; NULL differs from "". */
+void kiln_cl_key_field(kiln_cl_key *k, const void *p, size_t n);
+void kiln_cl_key_str(kiln_cl_key *k, const char *s);
+
+/* The key as 32 lowercase hex digits (hi then lo) and a NUL. */
+void kiln_cl_key_hex(kiln_cl_key k, char out[33]);
+
+/* The key of a program: a format tag, the device (platform, name, vendor,
+ * version, driver version), the build options and the source bytes — what
+ * changes the binary a driver produces. */
+kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, size_t n, const char *options);
+
+/* FNV-1a 64 (the entries' payload checksum). */
+uint64_t kiln_cl_fnv1a64(const void *p, size_t n);
+
+/* The cache directory, read at each call: KILN_CACHE_DIR, else
+ * $XDG_CACHE_HOME/kiln (absolute paths only, as XDG says), else
+ * $HOME/.cache/kiln. False when none can be named or it does not fit n. */
+bool kiln_cl_cache_dir(char *buf, size_t n);
+
+/* The entry file of key in the cache directory ("<dir>/<hex>.kc"). */
+bool kiln_cl_cache_path(kiln_cl_key key, char *buf, size_t n);
+
+/* Looks key up. On a hit returns true with a copy of the payload in *bytes
+ * (kiln_malloc'd; the caller frees) and its length in *len. A missing entry
+ * is a miss; an entry that is truncated, has the wrong magic, version or
+ * key, or whose payload checksum differs is a miss too, counted as corrupt
+ * and deleted so that the next put rebuilds it. Never sets the last error. */
+bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len);
+
+/* Stores len bytes under key: written to a temporary file in the cache
+ * directory (created as needed) and renamed over the entry, so readers see
+ * the old entry, the new one, or none — never a part. When the directory
+ * cannot be created or written, warns (kiln_log KILN_LOG_WARN) once — again
+ * only after another directory was in use — and returns false: kiln works
+ * on without a cache. Never sets the last error. */
+bool kiln_cl_cache_put(kiln_cl_key key, const void *bytes, size_t len);
+
+/* Process-wide counters since start (for tests and statistics). */
+typedef struct kiln_cl_cache_stats {
+  uint64_t hits, misses, corrupt, writes, write_failures, warnings;
+} kiln_cl_cache_stats;
+void kiln_cl_cache_stats_get(kiln_cl_cache_stats *out);
+
+#endif

@@ -1,0 +1,285 @@
+/* opencl/runtime: contexts, buffers, programs, kernels and launches over the
+ * OpenCL API, each failure turned into a kiln_status with a message. */
+#include "opencl/runtime.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+
+/* Driver notifications (asynchronous errors, lost devices) go to the log. */
+static void CL_CALLBACK context_notify(const char *info, const void *priv, size_t cb, void *user) {
+  (void)priv;
+  (void)cb;
+  const kiln_cl_context *c = user;
+  kiln_log(KILN_LOG_WARN, "OpenCL device %s: %s", c ? c->id : "?", info ? info : "(no text)");
+}
+
+kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **out) {
+  *out = NULL;
+  kiln_cl_context *c = kiln_calloc(1, sizeof *c);
+  if (!c || !(c->name = kiln_strdup(dev->name))) {
+    kiln_free(c);
+    return kiln_fail(KILN_E_NOMEM, "out of memory creating an OpenCL context");
+  }
+  c->device = dev->device;
+  snprintf(c->id, sizeof c->id, "%s", dev->id);
+  c->max_work_group_size = dev->max_work_group_size;
+  c->max_work_item_size0 = dev->max_work_item_size0;
+  c->max_mem_alloc_size = dev->max_mem_alloc_size;
+  c->global_mem_size = dev->global_mem_size;
+  c->local_mem_size = dev->local_mem_size;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
+  cl_int e = CL_SUCCESS;
+  c->ctx = clCreateContext(props, 1, &c->device, context_notify, c, &e);
+  if (!c->ctx || e) {
+    kiln_status s = kiln_cl_fail(e ? e : CL_INVALID_CONTEXT, "creating an OpenCL context on %s (%s)", c->id, c->name);
+    if (c->ctx) clReleaseContext(c->ctx);
+    c->ctx = NULL;
+    kiln_cl_context_free(c);
+    return s;
+  }
+  c->queue = clCreateCommandQueue(c->ctx, c->device, 0, &e);
+  if (!c->queue || e) {
+    kiln_status s =
+        kiln_cl_fail(e ? e : CL_INVALID_COMMAND_QUEUE, "creating an OpenCL queue on %s (%s)", c->id, c->name);
+    if (c->queue) clReleaseCommandQueue(c->queue);
+    c->queue = NULL;
+    kiln_cl_context_free(c);
+    return s;
+  }
+  *out = c;
+  return KILN_OK;
+}
+
+void kiln_cl_context_free(kiln_cl_context *c) {
+  if (!c) return;
+  if (c->queue) {
+    clFinish(c->queue);
+    clReleaseCommandQueue(c->queue);
+  }
+  if (c->ctx) clReleaseContext(c->ctx);
+  kiln_free(c->name);
+  kiln_free(c);
+}
+
+kiln_status kiln_cl_finish(kiln_cl_context *c) {
+  cl_int e = clFinish(c->queue);
+  if (e) return kiln_cl_fail(e, "waiting for OpenCL device %s (%s)", c->id, c->name);
+  return KILN_OK;
+}
+
+/* ---- buffers ---- */
+
+kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffer *out) {
+  out->mem = NULL;
+  out->size = 0;
+  if (!size) return kiln_fail(KILN_E_INTERNAL, "OpenCL buffer of 0 bytes requested on %s", c->id);
+  if ((cl_ulong)size > c->max_mem_alloc_size)
+    return kiln_fail(kiln_cl_status(CL_INVALID_BUFFER_SIZE),
+                     "OpenCL buffer of %zu bytes does not fit device %s (%s): largest allocation %llu bytes, "
+                     "global memory %llu bytes",
+                     size, c->id, c->name, (unsigned long long)c->max_mem_alloc_size,
+                     (unsigned long long)c->global_mem_size);
+  cl_int e = CL_SUCCESS;
+  cl_mem m = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, size, NULL, &e);
+  if (!m || e) {
+    if (m) clReleaseMemObject(m);
+    return kiln_cl_fail(e ? e : CL_MEM_OBJECT_ALLOCATION_FAILURE, "allocating an OpenCL buffer of %zu bytes on %s (%s)",
+                        size, c->id, c->name);
+  }
+  out->mem = m;
+  out->size = size;
+  return KILN_OK;
+}
+
+void kiln_cl_buffer_free(kiln_cl_buffer *b) {
+  if (!b) return;
+  if (b->mem) clReleaseMemObject(b->mem);
+  b->mem = NULL;
+  b->size = 0;
+}
+
+static kiln_status check_range(const kiln_cl_context *c, const kiln_cl_buffer *b, size_t offset, size_t n,
+                               const char *what) {
+  if (!b->mem) return kiln_fail(KILN_E_INTERNAL, "OpenCL %s on %s: buffer not allocated", what, c->id);
+  if (offset > b->size || n > b->size - offset)
+    return kiln_fail(KILN_E_INTERNAL, "OpenCL %s of bytes [%zu, +%zu) is outside a buffer of %zu bytes", what,
+                     offset, n, b->size);
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_buffer_write(kiln_cl_context *c, kiln_cl_buffer *b, size_t offset, const void *src, size_t n) {
+  kiln_status s = check_range(c, b, offset, n, "write");
+  if (s || !n) return s;
+  cl_int e = clEnqueueWriteBuffer(c->queue, b->mem, CL_TRUE, offset, n, src, 0, NULL, NULL);
+  if (e) return kiln_cl_fail(e, "writing %zu bytes to an OpenCL buffer on %s (%s)", n, c->id, c->name);
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_buffer_read(kiln_cl_context *c, const kiln_cl_buffer *b, size_t offset, void *dst, size_t n) {
+  kiln_status s = check_range(c, b, offset, n, "read");
+  if (s || !n) return s;
+  cl_int e = clEnqueueReadBuffer(c->queue, b->mem, CL_TRUE, offset, n, dst, 0, NULL, NULL);
+  if (e) return kiln_cl_fail(e, "reading %zu bytes from an OpenCL buffer on %s (%s)", n, c->id, c->name);
+  return KILN_OK;
+}
+
+/* ---- programs ---- */
+
+/* The build log of p on c's device (kiln_malloc'd, trimmed), or NULL. */
+static char *build_log(kiln_cl_context *c, cl_program p) {
+  size_t n = 0;
+  if (clGetProgramBuildInfo(p, c->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) || !n) return NULL;
+  char *log = kiln_malloc(n + 1);
+  if (!log) return NULL;
+  if (clGetProgramBuildInfo(p, c->device, CL_PROGRAM_BUILD_LOG, n, log, NULL)) {
+    kiln_free(log);
+    return NULL;
+  }
+  log[n] = 0;
+  size_t len = strlen(log), start = 0;
+  while (len && (log[len - 1] == '\n' || log[len - 1] == ' ' || log[len - 1] == '\r')) log[--len] = 0;
+  while (log[start] == '\n' || log[start] == ' ') start++;
+  if (start) memmove(log, log + start, len - start + 1);
+  return log;
+}
+
+/* Builds p; on failure releases it and fails with the build log. */
+static kiln_status build(kiln_cl_context *c, cl_program p, const char *options, const char *what) {
+  cl_int e = clBuildProgram(p, 1, &c->device, options ? options : "", NULL, NULL);
+  if (!e) return KILN_OK;
+  char *log = build_log(c, p);
+  if (log) kiln_log(KILN_LOG_DEBUG, "OpenCL build log on %s (%s):\n%s", c->id, c->name, log);
+  bool opts = options && *options;
+  /* the log goes last, cut to what the message holds */
+  kiln_status s = kiln_fail(kiln_cl_status(e), "OpenCL %s failed on %s (%s): %s%s%s%s: %s", what, c->id, c->name,
+                            kiln_cl_err_name(e), opts ? " (options: " : "", opts ? options : "", opts ? ")" : "",
+                            log && *log ? log : "(no build log)");
+  kiln_free(log);
+  clReleaseProgram(p);
+  return s;
+}
+
+kiln_status kiln_cl_program_build(kiln_cl_context *c, const char *source, const char *options, cl_program *out) {
+  *out = NULL;
+  cl_int e = CL_SUCCESS;
+  cl_program p = clCreateProgramWithSource(c->ctx, 1, &source, NULL, &e);
+  if (!p || e) {
+    if (p) clReleaseProgram(p);
+    return kiln_cl_fail(e ? e : CL_INVALID_PROGRAM, "creating an OpenCL program on %s (%s)", c->id, c->name);
+  }
+  kiln_status s = build(c, p, options, "build");
+  if (!s) *out = p;
+  return s;
+}
+
+kiln_status kiln_cl_program_binary(kiln_cl_context *c, cl_program p, void **bytes, size_t *len) {
+  *bytes = NULL;
+  *len = 0;
+  cl_uint nd = 0;
+  cl_int e = clGetProgramInfo(p, CL_PROGRAM_NUM_DEVICES, sizeof nd, &nd, NULL);
+  if (!e && nd != 1) e = CL_INVALID_PROGRAM;
+  size_t n = 0;
+  if (!e) e = clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL);
+  if (!e && !n) e = CL_INVALID_PROGRAM_EXECUTABLE;
+  if (e) return kiln_cl_fail(e, "querying an OpenCL program binary on %s (%s)", c->id, c->name);
+  unsigned char *b = kiln_malloc(n);
+  if (!b) return kiln_fail(KILN_E_NOMEM, "out of memory for an OpenCL program binary of %zu bytes", n);
+  e = clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof b, &b, NULL);
+  if (e) {
+    kiln_free(b);
+    return kiln_cl_fail(e, "reading an OpenCL program binary on %s (%s)", c->id, c->name);
+  }
+  *bytes = b;
+  *len = n;
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_program_from_binary(kiln_cl_context *c, const void *bytes, size_t len, const char *options,
+                                        cl_program *out) {
+  *out = NULL;
+  const unsigned char *b = bytes;
+  cl_int e = CL_SUCCESS, bin = CL_SUCCESS;
+  cl_program p = clCreateProgramWithBinary(c->ctx, 1, &c->device, &len, &b, &bin, &e);
+  if (!p || e || bin) {
+    if (p) clReleaseProgram(p);
+    if (!e) e = bin ? bin : CL_INVALID_BINARY;
+    return kiln_fail(e == CL_OUT_OF_HOST_MEMORY ? KILN_E_NOMEM : KILN_E_INTERNAL,
+                     "OpenCL program binary of %zu bytes rejected by %s (%s): %s", len, c->id, c->name,
+                     kiln_cl_err_name(e));
+  }
+  kiln_status s = build(c, p, options, "build from a binary");
+  if (!s) *out = p;
+  return s;
+}
+
+void kiln_cl_program_free(cl_program p) {
+  if (p) clReleaseProgram(p);
+}
+
+/* ---- kernels and launches ---- */
+
+kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "%s", name);
+  cl_int e = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(p, name, &e);
+  if (!k || e) {
+    if (k) clReleaseKernel(k);
+    return kiln_cl_fail(e ? e : CL_INVALID_KERNEL, "creating OpenCL kernel '%s' on %s (%s)", name, c->id, c->name);
+  }
+  e = clGetKernelWorkGroupInfo(k, c->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof out->wg_size, &out->wg_size, NULL);
+  if (!e)
+    e = clGetKernelWorkGroupInfo(k, c->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                                 sizeof out->pref_multiple, &out->pref_multiple, NULL);
+  if (e) {
+    clReleaseKernel(k);
+    return kiln_cl_fail(e, "querying OpenCL kernel '%s' on %s (%s)", name, c->id, c->name);
+  }
+  if (!out->pref_multiple) out->pref_multiple = 1;
+  out->k = k;
+  return KILN_OK;
+}
+
+void kiln_cl_kernel_free(kiln_cl_kernel *k) {
+  if (!k) return;
+  if (k->k) clReleaseKernel(k->k);
+  k->k = NULL;
+}
+
+kiln_status kiln_cl_kernel_arg(kiln_cl_kernel *k, cl_uint index, size_t size, const void *value) {
+  cl_int e = clSetKernelArg(k->k, index, size, value);
+  if (e) return kiln_cl_fail(e, "setting argument %u (%zu bytes) of OpenCL kernel '%s'", index, size, k->name);
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_kernel_arg_buffer(kiln_cl_kernel *k, cl_uint index, const kiln_cl_buffer *b) {
+  return kiln_cl_kernel_arg(k, index, sizeof(cl_mem), &b->mem);
+}
+
+size_t kiln_cl_pad(size_t n, size_t m) {
+  if (!m) return 0;
+  size_t r = n % m;
+  if (!r) return n;
+  if (n > (size_t)-1 - (m - r)) return 0;
+  return n + (m - r);
+}
+
+kiln_status kiln_cl_launch_1d(kiln_cl_context *c, kiln_cl_kernel *k, size_t n, size_t local, size_t *global) {
+  if (global) *global = 0;
+  if (!n) return KILN_OK;
+  if (local && (local > k->wg_size || local > c->max_work_item_size0))
+    return kiln_fail(KILN_E_INTERNAL,
+                     "OpenCL kernel '%s': local size %zu exceeds the limit on %s (%s): kernel %zu, device %zu",
+                     k->name, local, c->id, c->name, k->wg_size, c->max_work_item_size0);
+  size_t g = kiln_cl_pad(n, local ? local : KILN_CL_GLOBAL_PAD);
+  if (!g) return kiln_fail(KILN_E_INTERNAL, "OpenCL kernel '%s': global size %zu overflows when padded", k->name, n);
+  cl_int e = clEnqueueNDRangeKernel(c->queue, k->k, 1, NULL, &g, local ? &local : NULL, 0, NULL, NULL);
+  if (e)
+    return kiln_cl_fail(e, "launching OpenCL kernel '%s' (global %zu, local %zu) on %s (%s)", k->name, g, local,
+                        c->id, c->name);
+  if (global) *global = g;
+  return KILN_OK;
+}

@@ -1,0 +1,115 @@
+/* opencl/runtime: a context and in-order queue on one device, buffers,
+ * programs (with the build log as the error message), kernels and 1-D
+ * launches. Every OpenCL failure comes back as a kiln_status + message. */
+#ifndef KILN_OPENCL_RUNTIME_H
+#define KILN_OPENCL_RUNTIME_H
+#include <CL/cl.h>
+#include <stddef.h>
+
+#include "ir/status.h"
+#include "opencl/device.h"
+#include "opencl/error.h"
+
+/* Global sizes of launches that let the driver pick the local size are
+ * padded to a multiple of this (kernels guard with `if (i >= n) return;`):
+ * a driver then finds a large divisor instead of, for a prime n, 1. */
+#define KILN_CL_GLOBAL_PAD 256
+
+/* One device's context and in-order queue, with the limits launches and
+ * allocations are checked against. One thread at a time per context (the
+ * kernels' arguments are set on shared cl_kernel objects). */
+typedef struct kiln_cl_context {
+  cl_context ctx;
+  cl_command_queue queue;
+  cl_device_id device;
+  char id[24];  /* "P:D" */
+  char *name;   /* the device's name, for messages */
+  size_t max_work_group_size, max_work_item_size0;
+  cl_ulong max_mem_alloc_size, global_mem_size, local_mem_size;
+} kiln_cl_context;
+
+/* Creates a context and an in-order queue on dev (which may be freed
+ * afterwards: the context copies what it needs). On failure *out is NULL,
+ * nothing is leaked and the message names the device and the CL error. */
+kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **out);
+
+/* Waits for queued work (errors ignored), then releases everything. NULL-safe. */
+void kiln_cl_context_free(kiln_cl_context *c);
+
+/* Waits until all queued work finished; a failed kernel shows up here. */
+kiln_status kiln_cl_finish(kiln_cl_context *c);
+
+/* ---- buffers ---- */
+
+typedef struct kiln_cl_buffer {
+  cl_mem mem; /* NULL when not allocated */
+  size_t size;
+} kiln_cl_buffer;
+
+/* Allocates size (> 0) bytes of device memory. A size above the device's
+ * largest allocation fails before the driver is asked (status of
+ * CL_INVALID_BUFFER_SIZE, i.e. out of memory), with the limits in the message. */
+kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffer *out);
+
+/* Releases b's memory (NULL-safe, idempotent: b->mem becomes NULL). */
+void kiln_cl_buffer_free(kiln_cl_buffer *b);
+
+/* Blocking copies between host memory and [offset, offset + n) of b; a range
+ * outside b is KILN_E_INTERNAL before anything is enqueued. A read returns
+ * after the queue's earlier kernels, so their failures surface here too. */
+kiln_status kiln_cl_buffer_write(kiln_cl_context *c, kiln_cl_buffer *b, size_t offset, const void *src, size_t n);
+kiln_status kiln_cl_buffer_read(kiln_cl_context *c, const kiln_cl_buffer *b, size_t offset, void *dst, size_t n);
+
+/* ---- programs and kernels ---- */
+
+/* Builds source for c's device with options (NULL = none). On a build
+ * failure the message is "OpenCL build failed on P:D (name): <CL error>:
+ * <build log>" (cut to the message size; KILN_LOG=debug prints the whole
+ * log), the status KILN_E_INTERNAL (KILN_E_NOMEM where the driver ran out
+ * of memory); *out is NULL and nothing leaks. */
+kiln_status kiln_cl_program_build(kiln_cl_context *c, const char *source, const char *options, cl_program *out);
+
+/* The device binary of a built program (kiln_malloc'd, caller frees). Costly
+ * on some drivers (PoCL compiles a generic work-group function on demand:
+ * ~0.1-0.2 s); ask only when the binary will be stored. */
+kiln_status kiln_cl_program_binary(kiln_cl_context *c, cl_program p, void **bytes, size_t *len);
+
+/* Creates and builds a program from a binary kiln_cl_program_binary gave
+ * on the same device and driver. A rejected binary (CL_INVALID_BINARY, a
+ * failed build) is KILN_E_INTERNAL: the caller rebuilds from source. */
+kiln_status kiln_cl_program_from_binary(kiln_cl_context *c, const void *bytes, size_t len, const char *options,
+                                        cl_program *out);
+
+/* Releases p (NULL-safe). */
+void kiln_cl_program_free(cl_program p);
+
+typedef struct kiln_cl_kernel {
+  cl_kernel k; /* NULL when not created */
+  char name[64];
+  size_t wg_size;      /* CL_KERNEL_WORK_GROUP_SIZE on the context's device */
+  size_t pref_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE */
+} kiln_cl_kernel;
+
+/* Creates kernel name from built program p, with its work-group limits. */
+kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
+
+/* Releases k (NULL-safe, idempotent). */
+void kiln_cl_kernel_free(kiln_cl_kernel *k);
+
+/* clSetKernelArg with a message naming the kernel and argument: a value of
+ * size bytes, or (value NULL) a __local array of size bytes. */
+kiln_status kiln_cl_kernel_arg(kiln_cl_kernel *k, cl_uint index, size_t size, const void *value);
+kiln_status kiln_cl_kernel_arg_buffer(kiln_cl_kernel *k, cl_uint index, const kiln_cl_buffer *b);
+
+/* n rounded up to a multiple of m (m > 0); 0 when that overflows size_t. */
+size_t kiln_cl_pad(size_t n, size_t m);
+
+/* Enqueues k over n work items (asynchronous; n == 0 launches nothing).
+ * local == 0: the driver picks the local size (NULL) and the global size is
+ * n padded to KILN_CL_GLOBAL_PAD; local > 0: the global size is n padded to
+ * local, and local must fit the kernel's and the device's limits (else
+ * KILN_E_INTERNAL, nothing enqueued). The kernel must ignore ids >= n.
+ * *global (optional) gets the global size used. */
+kiln_status kiln_cl_launch_1d(kiln_cl_context *c, kiln_cl_kernel *k, size_t n, size_t local, size_t *global);
+
+#endif
