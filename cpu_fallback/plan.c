@@ -8,6 +8,7 @@
 #include "ir/alloc.h"
 #include "ir/dump.h"
 #include "ir/graph_edit.h"
+#include "ir/hazard.h"
 #include "ir/memplan.h"
 #include "ir/rewrite.h"
 #include "ir/schedule.h"
@@ -37,6 +38,7 @@ struct kiln_cpu_plan {
   int64_t *vals;        /* per symbol: this run's values */
   /* the memory plan at the current bounds */
   kiln_memplan *mp;
+  kiln_hazards *hz;     /* ordering edges of the plan (what a reordering must keep) */
   uint64_t *size;       /* per value: bytes at the bounds (0 when dynamic) */
   bool *dynamic;        /* per value: size unbounded (data-dependent): heap */
   bool *external;
@@ -153,6 +155,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_shapes_free(p->sh);
   kiln_schedule_free(p->sched);
   kiln_memplan_free(p->mp);
+  kiln_hazards_free(p->hz);
   kiln_free(p->def);
   kiln_free(p->how);
   kiln_free(p->alias_of);
@@ -269,6 +272,10 @@ static void dump_plan(const kiln_cpu_plan *p) {
   }
   kiln_memplan_request req = {p->sched, p->size, p->external, p->alias_of, NULL, 0};
   kiln_memplan_dump(p->mp, &req, g, f);
+  if (p->hz) {
+    fprintf(f, "ordering edges (read/write hazards over storages):\n");
+    kiln_hazard_dump(p->hz, p->sched, g, f);
+  }
   kiln_dump_close(f, p->dump_stem, ext);
   kiln_error_set_message(saved);
 }
@@ -425,6 +432,19 @@ static kiln_status specialize(kiln_cpu_plan *p) {
   if (!s) s = kiln_memplan_verify(p->mp, &req);
   kiln_free(cand);
   if (s) return s;
+  /* the ordering edges over storages, with the arena reuse checked once
+     more, independently: two storages sharing arena bytes while both live
+     would fail here */
+  kiln_hazard_request hr = {0};
+  hr.sched = p->sched;
+  hr.storage = p->mp->storage;
+  hr.arena_offset = p->mp->offset;
+  hr.arena_bytes = p->size;
+  hr.arena_assert = true;
+  kiln_hazards_free(p->hz);
+  p->hz = NULL;
+  if ((s = kiln_hazard_build(&hr, &p->hz))) return s;
+  p->st.hazard_edges = p->hz->n_edges;
   for (int k = 0; k < p->mp->n_inplace; k++) p->inplace[p->mp->inplace[k].step] = true;
   kiln_free(p->arena);
   p->arena = kiln_malloc(p->mp->arena_size ? p->mp->arena_size : 1);

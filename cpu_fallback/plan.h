@@ -26,6 +26,7 @@ typedef struct kiln_cpu_stats {
   int inplace;               /* steps writing output 0 over their dead input 0 */
   int concats_in_place;      /* Concats whose producers write their slices */
   int variants;              /* plans specialised on shape-setting input values (cached) */
+  int hazard_edges;          /* read/write ordering edges of the current plan (ir/hazard) */
   int folded, bn_folded, cse, noops, transposes, dead; /* what the rewrites did */
   long materialized;         /* views copied to dense memory, over all runs */
 } kiln_cpu_stats;
