@@ -28,6 +28,7 @@
 #include "reference/ops.h"
 #include "tests/casefile.h"
 #include "tests/testutil.h"
+#include "tests/graphbuild.h"
 
 static int passed, failed, verbose;
 #define CHECK(cond, ...)                          \
@@ -47,41 +48,10 @@ static int passed, failed, verbose;
 /* ------------------------------------------------------------------ */
 /* building graphs in code                                             */
 
-static uint64_t rng_state = 88172645463325252ull;
-static double rnd(void) { /* xorshift64, uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / (double)(1ull << 52) - 1.0;
-}
 
-static kiln_graph *new_graph(int64_t opset) {
-  kiln_graph *g;
-  if (kiln_edit_new_graph(opset, &g)) {
-    printf("cannot make a graph: %s\n", kiln_last_error());
-    exit(2);
-  }
-  return g;
-}
 
-static int val(const kiln_graph *g, const char *name) {
-  int v = kiln_graph_find_value(g, name);
-  if (v < 0) {
-    printf("test bug: no value '%s'\n", name);
-    exit(2);
-  }
-  return v;
-}
 
-static int input(kiln_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims) {
-  int v;
-  if (kiln_edit_add_input(g, name, dt, rank, dims, &v)) exit(2);
-  return v;
-}
 
-static void output(kiln_graph *g, const char *name) {
-  if (kiln_edit_add_output(g, val(g, name))) exit(2);
-}
 
 /* A float32 constant; vals NULL fills it with lo + rnd(). */
 static int cst(kiln_graph *g, const char *name, int rank, const int64_t *dims, const double *vals, double lo) {
