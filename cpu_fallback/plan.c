@@ -316,6 +316,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   dump_imported(p, g0); /* KILN_DUMP */
   kiln_rewrite_opts ro = {0};
   ro.eval = ref_eval;
+  ro.dump_stem = p->dump_stem[0] ? p->dump_stem : NULL; /* KILN_DUMP: after each pass */
   kiln_rewrite_stats rst;
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
   kiln_graph *g = p->g;

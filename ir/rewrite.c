@@ -2,6 +2,7 @@
  * code elimination and Identity / Dropout removal. The other passes live
  * in rewrite_cse.c, rewrite_transpose.c, rewrite_bn.c and rewrite_const.c. */
 #include "ir/rewrite.h"
+#include "ir/dump.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -204,17 +205,33 @@ kiln_status kiln_rewrite_run(const kiln_graph *g, const kiln_rewrite_opts *opts,
   kiln_status s = kiln_edit_clone(g, &w);
   if (s) return s;
   for (int round = 0; round < o.max_rounds && !s; round++) {
-    long before = work_done(&S);
-    if (round == 0 && (o.passes & KILN_RW_DCE)) s = kiln_rewrite_dce(w, &S);
-    if (!s && (o.passes & KILN_RW_FOLD_CONST) && o.eval) {
-      S.fold_too_big = S.fold_declined = 0; /* these describe the last run only */
-      s = kiln_rewrite_fold_constants(w, o.eval, o.eval_ctx, o.fold_max_bytes, &S);
-    }
-    if (!s && (o.passes & KILN_RW_NOOPS)) s = kiln_rewrite_noops(w, &S);
-    if (!s && (o.passes & KILN_RW_TRANSPOSE)) s = kiln_rewrite_transposes(w, &S);
-    if (!s && (o.passes & KILN_RW_FOLD_BN)) s = kiln_rewrite_fold_bn(w, &S);
-    if (!s && (o.passes & KILN_RW_CSE)) s = kiln_rewrite_cse(w, &S);
-    if (!s && (o.passes & KILN_RW_DCE)) s = kiln_rewrite_dce(w, &S);
+    long before = work_done(&S), last = before;
+    int k = 0;
+/* Runs one pass; with a dump stem, writes the graph when the pass changed it. */
+#define PASS(cond, name, call)                                                  \
+  do {                                                                          \
+    if (!s && (cond)) {                                                         \
+      s = (call);                                                               \
+      k++;                                                                      \
+      if (!s && o.dump_stem && work_done(&S) != last) {                         \
+        char what[64], title[96];                                               \
+        snprintf(what, sizeof what, "1-r%d-%d-%s", round + 1, k, name);         \
+        snprintf(title, sizeof title, "after %s (round %d)", name, round + 1);  \
+        kiln_dump_graph(o.dump_stem, what, w, NULL, NULL, title);               \
+      }                                                                         \
+      last = work_done(&S);                                                     \
+    }                                                                           \
+  } while (0)
+    PASS(round == 0 && (o.passes & KILN_RW_DCE), "dce", kiln_rewrite_dce(w, &S));
+    if ((o.passes & KILN_RW_FOLD_CONST) && o.eval) S.fold_too_big = S.fold_declined = 0; /* last run only */
+    PASS((o.passes & KILN_RW_FOLD_CONST) && o.eval, "fold",
+         kiln_rewrite_fold_constants(w, o.eval, o.eval_ctx, o.fold_max_bytes, &S));
+    PASS(o.passes & KILN_RW_NOOPS, "noops", kiln_rewrite_noops(w, &S));
+    PASS(o.passes & KILN_RW_TRANSPOSE, "transposes", kiln_rewrite_transposes(w, &S));
+    PASS(o.passes & KILN_RW_FOLD_BN, "fold-bn", kiln_rewrite_fold_bn(w, &S));
+    PASS(o.passes & KILN_RW_CSE, "cse", kiln_rewrite_cse(w, &S));
+    PASS(o.passes & KILN_RW_DCE, "dce", kiln_rewrite_dce(w, &S));
+#undef PASS
     S.rounds++;
     if (work_done(&S) == before) break;
   }

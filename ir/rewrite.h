@@ -67,6 +67,9 @@ typedef struct kiln_rewrite_opts {
   void *eval_ctx;
   size_t fold_max_bytes;      /* 0: KILN_REWRITE_FOLD_MAX_BYTES */
   int max_rounds;             /* 0: KILN_REWRITE_MAX_ROUNDS */
+  const char *dump_stem;      /* KILN_DUMP stem (ir/dump): the graph after each
+                                 pass that changed it is written as
+                                 <stem>.1-r<round>-<k>-<pass>.dot; NULL: none */
 } kiln_rewrite_opts;
 
 /* The driver. Copies g, runs the selected passes in rounds (DCE, constant
