@@ -306,8 +306,8 @@ onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTenso
       if (!strcmp(g->values[v].name, d->name) && (!is_in || h->runtime_input[i])) idx = i;
     }
     if (idx < 0) {
-      kiln_fail(KILN_E_MODEL, "%s descriptor '%s' names no %s graph %s", role, d->name,
-                is_in ? "non-weight" : "", role);
+      kiln_fail(KILN_E_MODEL, "%s descriptor '%s' names no graph %s%s", role, d->name, role,
+                is_in ? " (weights and initializers are not bound here)" : "");
       os = ONNXIFI_STATUS_INVALID_NAME;
       break;
     }
