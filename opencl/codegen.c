@@ -1,0 +1,552 @@
+/* opencl/codegen: prints a bound elementwise kernel spec as OpenCL C 1.2.
+ * Data plus one walk: a per-op format table (one template per arithmetic
+ * domain: float, signed, unsigned/bool) and a dialect struct; the walk
+ * prints the index maps (literals, collapsed dims), one const variable per
+ * expression in DAG order, and the stores. Semantics follow
+ * fuse/spec_eval.c (the oracle) expression by expression. */
+#include "opencl/codegen.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "ir/views.h"
+
+/* ------------------------------------------------------------------ */
+/* the dialect                                                         */
+
+typedef struct cl_dialect {
+  const char *kernel;   /* kernel qualifier */
+  const char *global;   /* buffer address space */
+  const char *gid;      /* work-item id expression */
+  const char *fp64_pragma;
+} cl_dialect;
+
+static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(0)",
+                                    "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"};
+
+/* Helpers every program gets once (guarded so that kernels concatenate). */
+static const char prelude[] = "#ifndef KILN_CL_PRELUDE\n"
+                              "#define KILN_CL_PRELUDE\n"
+                              "#define KILN_CLAMP01(v) ((v) < 0 ? 0 : (v) > 1 ? 1 : (v))\n"
+                              "/* the reference's two branches with one exp: e = exp(-|x|) */\n"
+                              "inline float kiln_sigmoid_float(float x) {\n"
+                              "  const float e = exp(-fabs(x));\n"
+                              "  return (x >= 0 ? 1.0f : e) / (1.0f + e);\n"
+                              "}\n"
+                              "#endif\n";
+static const char prelude64[] = "#ifndef KILN_CL_PRELUDE64\n"
+                                "#define KILN_CL_PRELUDE64\n"
+                                "inline double kiln_sigmoid_double(double x) {\n"
+                                "  const double e = exp(-fabs(x));\n"
+                                "  return (x >= 0 ? 1.0 : e) / (1.0 + e);\n"
+                                "}\n"
+                                "#endif\n";
+
+/* ------------------------------------------------------------------ */
+/* the op table                                                        */
+
+/* Templates: $0 $1 $2 the arguments (already in the domain's type), $T the
+ * domain's C type, $p0 $p1 $p2 the float attributes as literals of $T, $k
+ * the integer attribute. NULL: the op is not printed in that domain. ulp:
+ * the extra float32 error of the OpenCL built-in (0 = exact or a
+ * composition of correctly rounded steps). */
+typedef struct cl_op_fmt {
+  kiln_fuse_op op;
+  const char *f, *s, *u;
+  double rtol;
+} cl_op_fmt;
+
+#define ULP4 5e-7 /* 4 ulp of float32, relative (OpenCL 1.2: exp, log, sin, ... <= 3-4 ulp) */
+
+static const cl_op_fmt op_table[] = {
+    {KILN_FUSE_ABS, "fabs($0)", "($0 < 0 ? -$0 : $0)", "$0", 0},
+    {KILN_FUSE_NEG, "(-$0)", "(-$0)", NULL, 0},
+    {KILN_FUSE_SQRT, "sqrt($0)", NULL, NULL, ULP4},
+    {KILN_FUSE_EXP, "exp($0)", NULL, NULL, ULP4},
+    {KILN_FUSE_LOG, "log($0)", NULL, NULL, ULP4},
+    {KILN_FUSE_RECIP, "(($T)1 / $0)", NULL, NULL, ULP4},
+    {KILN_FUSE_FLOOR, "floor($0)", NULL, NULL, 0},
+    {KILN_FUSE_CEIL, "ceil($0)", NULL, NULL, 0},
+    {KILN_FUSE_RELU, "($0 < 0 ? ($T)0 : $0)", "($0 < 0 ? ($T)0 : $0)", "$0", 0},
+    {KILN_FUSE_LEAKY_RELU, "($0 < 0 ? $p0 * $0 : $0)", NULL, NULL, 0},
+    {KILN_FUSE_ELU, "($0 < 0 ? $p0 * expm1($0) : $0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_SELU, "($0 > 0 ? $p2 * $0 : $p2 * ($p0 * exp($0) - $p0))", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_SIGMOID, "kiln_sigmoid_$T($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_HARD_SIGMOID, "KILN_CLAMP01($p0 * $0 + $p1)", NULL, NULL, ULP4},
+    {KILN_FUSE_TANH, "tanh($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_SOFTPLUS, "($0 > 0 ? $0 + log1p(exp(-$0)) : log1p(exp($0)))", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ERF, "erf($0)", NULL, NULL, 4 * ULP4},
+    {KILN_FUSE_SIGN, "($0 > 0 ? ($T)1 : $0 < 0 ? ($T)-1 : $0)", "(($T)($0 > 0) - ($T)($0 < 0))", "($0 != 0)", 0},
+    {KILN_FUSE_SOFTSIGN, "($0 / (($T)1 + fabs($0)))", NULL, NULL, ULP4},
+    {KILN_FUSE_HARD_SWISH, "($0 * KILN_CLAMP01($0 / ($T)6 + ($T)0.5f))", NULL, NULL, ULP4},
+    {KILN_FUSE_THRESHOLDED_RELU, "($0 > $p0 ? $0 : ($T)0)", NULL, NULL, 0},
+    {KILN_FUSE_CELU, "($0 > 0 ? $0 : $p0 * expm1($0 / $p0))", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ROUND, "rint($0)", NULL, NULL, 0},
+    {KILN_FUSE_SIN, "sin($0)", NULL, NULL, ULP4},
+    {KILN_FUSE_COS, "cos($0)", NULL, NULL, ULP4},
+    {KILN_FUSE_TAN, "tan($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ASIN, "asin($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ACOS, "acos($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ATAN, "atan($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_SINH, "sinh($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_COSH, "cosh($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ASINH, "asinh($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ACOSH, "acosh($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_ATANH, "atanh($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_SHRINK, "($0 < -$p0 ? $0 + $p1 : $0 > $p0 ? $0 - $p1 : ($T)0)", NULL, NULL, 0},
+    {KILN_FUSE_NOT, "($0 == 0)", "($0 == 0)", "($0 == 0)", 0},
+    {KILN_FUSE_ISNAN, "isnan($0)", "0", "0", 0},
+    {KILN_FUSE_ISINF, "(isinf($0) && (($0 > 0 && ($k & 2)) || ($0 < 0 && ($k & 1))))", "0", "0", 0},
+    {KILN_FUSE_COPY, "$0", "$0", "$0", 0},
+    {KILN_FUSE_CAST, "$0", "$0", "$0", 0},
+    {KILN_FUSE_ADD, "($0 + $1)", "($0 + $1)", "($0 + $1)", 0},
+    {KILN_FUSE_SUB, "($0 - $1)", "($0 - $1)", "($0 - $1)", 0},
+    {KILN_FUSE_MUL, "($0 * $1)", "($0 * $1)", "($0 * $1)", 0},
+    {KILN_FUSE_DIV, "($0 / $1)", "($1 == -1 ? -$0 : $0 / $1)", "($0 / $1)", ULP4},
+    {KILN_FUSE_MOD, "fmod($0, $1)",
+     "($1 == -1 ? ($T)0 : ($0 % $1 != 0 && (($0 % $1 < 0) != ($1 < 0))) ? $0 % $1 + $1 : $0 % $1)", "($0 % $1)", 0},
+    {KILN_FUSE_FMOD, "fmod($0, $1)", "($1 == -1 ? ($T)0 : $0 % $1)", "($0 % $1)", 0},
+    {KILN_FUSE_MIN, "((isnan($0) || isnan($1)) ? ($T)NAN : $0 < $1 ? $0 : $1)", "($0 < $1 ? $0 : $1)",
+     "($0 < $1 ? $0 : $1)", 0},
+    {KILN_FUSE_MAX, "((isnan($0) || isnan($1)) ? ($T)NAN : $0 > $1 ? $0 : $1)", "($0 > $1 ? $0 : $1)",
+     "($0 > $1 ? $0 : $1)", 0},
+    {KILN_FUSE_EQ, "($0 == $1)", "($0 == $1)", "($0 == $1)", 0},
+    {KILN_FUSE_GT, "($0 > $1)", "($0 > $1)", "($0 > $1)", 0},
+    {KILN_FUSE_LT, "($0 < $1)", "($0 < $1)", "($0 < $1)", 0},
+    {KILN_FUSE_GE, "($0 >= $1)", "($0 >= $1)", "($0 >= $1)", 0},
+    {KILN_FUSE_LE, "($0 <= $1)", "($0 <= $1)", "($0 <= $1)", 0},
+    {KILN_FUSE_AND, "($0 != 0 && $1 != 0)", "($0 && $1)", "($0 && $1)", 0},
+    {KILN_FUSE_OR, "($0 != 0 || $1 != 0)", "($0 || $1)", "($0 || $1)", 0},
+    {KILN_FUSE_XOR, "(($0 != 0) != ($1 != 0))", "(!$0 != !$1)", "(!$0 != !$1)", 0},
+    {KILN_FUSE_SHL, NULL, NULL, "($1 >= 64 ? (ulong)0 : (ulong)$0 << $1)", 0},
+    {KILN_FUSE_SHR, NULL, NULL, "($1 >= 64 ? (ulong)0 : (ulong)$0 >> $1)", 0},
+    {KILN_FUSE_PRELU, "($0 < 0 ? $0 * $1 : $0)", "($0 >= 0 ? $0 : $0 * $1)", "$0", 0},
+    {KILN_FUSE_POW, "pow($0, $1)", NULL, NULL, 16 * ULP4 / 4},
+    {KILN_FUSE_WHERE, "($0 ? $1 : $2)", "($0 ? $1 : $2)", "($0 ? $1 : $2)", 0},
+    {KILN_FUSE_CLIP, "(($0 < $1 ? $1 : $0) > $2 ? $2 : ($0 < $1 ? $1 : $0))",
+     "(($0 < $1 ? $1 : $0) > $2 ? $2 : ($0 < $1 ? $1 : $0))", "(($0 < $1 ? $1 : $0) > $2 ? $2 : ($0 < $1 ? $1 : $0))",
+     0},
+};
+
+static const cl_op_fmt *find_op(kiln_fuse_op op) {
+  for (size_t i = 0; i < sizeof op_table / sizeof *op_table; i++)
+    if (op_table[i].op == op) return &op_table[i];
+  return NULL;
+}
+
+double kiln_cl_codegen_op_rtol(kiln_fuse_op op) {
+  const cl_op_fmt *f = find_op(op);
+  return f ? f->rtol : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* a growing string                                                    */
+
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} sbuf;
+
+static void sb_put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_put(sbuf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->cap - b->len;
+    int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->oom = true;
+      return;
+    }
+    if (b->p && (size_t)n < room) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *q = kiln_realloc(b->p, cap);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q;
+    b->cap = cap;
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* types and literals                                                  */
+
+/* The OpenCL C type a dtype is computed and stored in; NULL when the
+ * printer does not handle it. */
+static const char *ctype(kiln_dtype t) {
+  switch (t) {
+  case KILN_F32: return "float";
+  case KILN_F64: return "double";
+  case KILN_BOOL:
+  case KILN_U8: return "uchar";
+  case KILN_I8: return "char";
+  case KILN_U16: return "ushort";
+  case KILN_I16: return "short";
+  case KILN_I32: return "int";
+  case KILN_U32: return "uint";
+  case KILN_I64: return "long";
+  case KILN_U64: return "ulong";
+  default: return NULL;
+  }
+}
+
+enum { DOM_F, DOM_S, DOM_U };
+
+static int domain_of(kiln_dtype t) {
+  if (kiln_dtype_is_float(t)) return DOM_F;
+  return kiln_dtype_is_int(t) && kiln_dtype_is_signed(t) ? DOM_S : DOM_U;
+}
+
+/* A float literal of type t (F32 or F64): hex, exact. */
+static void put_float(sbuf *b, kiln_dtype t, double v) {
+  const char *ty = t == KILN_F64 ? "double" : "float";
+  if (isnan(v)) sb_put(b, "(%s)NAN", ty);
+  else if (isinf(v)) sb_put(b, "(%s)(%sINFINITY)", ty, v < 0 ? "-" : "");
+  else if (t == KILN_F64) sb_put(b, "%a", v);
+  else sb_put(b, "%af", (double)(float)v);
+}
+
+/* An integer literal of type t. */
+static void put_int(sbuf *b, kiln_dtype t, int64_t v) {
+  if (t == KILN_U64) sb_put(b, "(ulong)%" PRIu64 "UL", (uint64_t)v);
+  else if (v == INT64_MIN) sb_put(b, "(long)(-9223372036854775807L - 1)");
+  else if (t == KILN_I64 || t == KILN_U32) sb_put(b, "(%s)%" PRId64 "L", ctype(t), v);
+  else sb_put(b, "(%s)%" PRId64, ctype(t), v);
+}
+
+/* `src` (a C expression computed in type `from`) converted to `to` as the
+ * reference stores it: floats to integers truncate and saturate, to bool
+ * compare with 0, integers wrap. */
+static void put_convert(sbuf *b, kiln_dtype from, kiln_dtype to, const char *src) {
+  const char *tt = ctype(to);
+  if (from == to) sb_put(b, "%s", src);
+  else if (to == KILN_BOOL) sb_put(b, "(uchar)((%s) != 0)", src);
+  else if (kiln_dtype_is_float(to)) sb_put(b, "convert_%s(%s)", tt, src);
+  else if (kiln_dtype_is_float(from)) sb_put(b, "convert_%s_sat(%s)", tt, src);
+  else sb_put(b, "(%s)(%s)", tt, src);
+}
+
+/* ------------------------------------------------------------------ */
+/* index maps                                                          */
+
+typedef struct gen {
+  const kiln_fuse_spec *sp;
+  const kiln_cl_device_info *dev;
+  sbuf b;
+  const char *ity; /* index type: "int" or "long" */
+  const char *isuf;
+  bool fp64;
+} gen;
+
+/* Prints the storage offset of view level `lvl` of map m at flat index
+ * variable `f` into variables `<pre>o<lvl>` (and `<pre>m` &= validity). */
+static void put_view(gen *g, const kiln_view *raw, const char *pre, int lvl, const char *f) {
+  kiln_view v;
+  kiln_view_compact(raw, &v);
+  sbuf *b = &g->b;
+  if (v.all_masked) {
+    sb_put(b, "  const %s %so%d = 0;\n  %sm = false;\n", g->ity, pre, lvl, pre);
+    return;
+  }
+  sb_put(b, "  const %s %so%d = %" PRId64 "%s", g->ity, pre, lvl, v.offset, g->isuf);
+  int64_t inner = 1;
+  int64_t span[KILN_MAX_RANK];
+  for (int d = v.rank - 1; d >= 0; d--) {
+    span[d] = inner;
+    inner *= v.shape[d];
+  }
+  char idx[KILN_MAX_RANK][160];
+  for (int d = 0; d < v.rank; d++) {
+    /* flat -> index of dim d: literal div/mod; the outermost needs no mod */
+    if (span[d] == 1 && d == 0) snprintf(idx[d], sizeof idx[d], "%s", f);
+    else if (span[d] == 1) snprintf(idx[d], sizeof idx[d], "(%s %% %" PRId64 ")", f, v.shape[d]);
+    else if (d == 0) snprintf(idx[d], sizeof idx[d], "(%s / %" PRId64 ")", f, span[d]);
+    else snprintf(idx[d], sizeof idx[d], "(%s / %" PRId64 " %% %" PRId64 ")", f, span[d], v.shape[d]);
+    if (v.strides[d] == 0) continue; /* broadcast: contributes nothing */
+    if (v.strides[d] == 1) sb_put(b, " + %s", idx[d]);
+    else sb_put(b, " + %s * %" PRId64, idx[d], v.strides[d]);
+  }
+  sb_put(b, ";\n");
+  if (v.has_mask)
+    for (int d = 0; d < v.rank; d++) {
+      if (v.mask_lo[d] > 0) sb_put(b, "  %sm = %sm && %s >= %" PRId64 ";\n", pre, pre, idx[d], v.mask_lo[d]);
+      if (v.mask_hi[d] < v.shape[d]) sb_put(b, "  %sm = %sm && %s < %" PRId64 ";\n", pre, pre, idx[d], v.mask_hi[d]);
+    }
+}
+
+/* Prints the storage offset `<pre>o0` (and validity `<pre>m` when the map
+ * has masks) of map m at flat index variable f, level by level. */
+static void put_map(gen *g, const kiln_views *m, const char *pre, const char *f, bool *masked) {
+  *masked = false;
+  for (int k = 0; k < m->depth; k++) *masked |= m->v[k].has_mask;
+  if (*masked) sb_put(&g->b, "  bool %sm = true;\n", pre);
+  char prev[64];
+  snprintf(prev, sizeof prev, "%s", f);
+  for (int k = m->depth - 1; k >= 0; k--) {
+    put_view(g, &m->v[k], pre, k, prev);
+    snprintf(prev, sizeof prev, "%so%d", pre, k);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* expressions                                                         */
+
+/* Prints template t with arguments args (domain type ty, expression e). */
+static void put_template(gen *g, const char *t, const char *const *args, kiln_dtype ty, const kiln_fuse_expr *e) {
+  sbuf *b = &g->b;
+  for (const char *p = t; *p; p++) {
+    if (*p != '$') {
+      sb_put(b, "%c", *p);
+      continue;
+    }
+    char c = p[1];
+    if (c >= '0' && c <= '2') {
+      sb_put(b, "%s", args[c - '0']);
+      p++;
+    } else if (c == 'T') {
+      sb_put(b, "%s", ctype(ty));
+      p++;
+    } else if (c == 'k') {
+      sb_put(b, "%" PRId64, e->i);
+      p++;
+    } else if (c == 'p' && p[2] >= '0' && p[2] <= '2') {
+      put_float(b, ty, e->f[p[2] - '0']);
+      p += 2;
+    } else {
+      sb_put(b, "$");
+    }
+  }
+}
+
+/* Prints `const R v<i> = ...;` for expression i. */
+static kiln_status put_expr(gen *g, int i) {
+  const kiln_fuse_spec *sp = g->sp;
+  const kiln_fuse_expr *e = &sp->expr[i];
+  sbuf *b = &g->b;
+  const char *rt = ctype(e->dtype);
+  const char *opname = kiln_fuse_op_name(e->op);
+  if (!rt)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: %s producing %s is not supported", opname,
+                     kiln_dtype_name(e->dtype));
+  sb_put(b, "  const %s v%d = ", rt, i);
+  if (e->op == KILN_FUSE_LOAD) {
+    const kiln_fuse_access *a = &sp->access[e->ref];
+    kiln_dtype bt = sp->sh->v[a->value].dtype;
+    char src[128];
+    bool masked = false;
+    for (int k = 0; k < a->map.depth; k++) masked |= a->map.v[k].has_mask;
+    snprintf(src, sizeof src, "a%d[a%do0]", e->ref, e->ref);
+    if (masked) {
+      sbuf pad = {0};
+      if (kiln_dtype_is_float(bt)) put_float(&pad, bt, a->pad);
+      else put_int(&pad, bt, (int64_t)a->pad);
+      if (pad.oom) return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+      snprintf(src, sizeof src, "(a%dm ? a%d[a%do0] : %.60s)", e->ref, e->ref, e->ref, pad.p);
+      kiln_free(pad.p);
+    }
+    put_convert(b, bt, e->dtype, src);
+  } else if (e->op == KILN_FUSE_CONST) {
+    if (kiln_dtype_is_float(e->dtype)) put_float(b, e->dtype, e->f[0]);
+    else put_int(b, e->dtype, e->i);
+  } else {
+    const cl_op_fmt *f = find_op(e->op);
+    int ar = kiln_fuse_op_arity(e->op);
+    if (!f || ar < 1 || ar > 3 || e->n_args != ar)
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: op %s is not supported", opname);
+    /* the domain: the first argument's type (then/else for Where; float
+     * when either argument of Pow is) */
+    int lead = e->op == KILN_FUSE_WHERE ? 1 : 0;
+    kiln_dtype ty = sp->expr[e->args[lead]].dtype;
+    if (e->op == KILN_FUSE_CAST || e->op == KILN_FUSE_COPY) ty = sp->expr[e->args[0]].dtype;
+    int dom = domain_of(ty);
+    const char *t = dom == DOM_F ? f->f : dom == DOM_S ? f->s : f->u;
+    if (!t || !ctype(ty))
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: op %s on %s is not supported", opname,
+                       kiln_dtype_name(ty));
+    char args[3][96];
+    const char *argp[3] = {args[0], args[1], args[2]};
+    for (int k = 0; k < ar; k++) {
+      kiln_dtype at = sp->expr[e->args[k]].dtype;
+      char v[32];
+      snprintf(v, sizeof v, "v%d", e->args[k]);
+      /* Clip compares in the wider of the types, as the reference does */
+      if (at == ty || (e->op == KILN_FUSE_WHERE && k == 0) || e->op == KILN_FUSE_SHL || e->op == KILN_FUSE_SHR ||
+          e->op == KILN_FUSE_CLIP) {
+        snprintf(args[k], sizeof args[k], "%s", v);
+      } else {
+        sbuf cv = {0};
+        put_convert(&cv, at, ty, v);
+        if (cv.oom) return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+        snprintf(args[k], sizeof args[k], "%s", cv.p);
+        kiln_free(cv.p);
+      }
+    }
+    /* the template is computed in the domain's type (comparisons: int) */
+    sbuf body = {0};
+    gen sub = *g;
+    sub.b = body;
+    put_template(&sub, t, argp, ty, e);
+    if (sub.b.oom) {
+      kiln_free(sub.b.p);
+      return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+    }
+    bool logical = e->op == KILN_FUSE_EQ || e->op == KILN_FUSE_GT || e->op == KILN_FUSE_LT || e->op == KILN_FUSE_GE ||
+                   e->op == KILN_FUSE_LE || e->op == KILN_FUSE_AND || e->op == KILN_FUSE_OR ||
+                   e->op == KILN_FUSE_XOR || e->op == KILN_FUSE_NOT || e->op == KILN_FUSE_ISNAN ||
+                   e->op == KILN_FUSE_ISINF;
+    kiln_dtype from = logical ? KILN_I32 : (e->op == KILN_FUSE_SHL || e->op == KILN_FUSE_SHR) ? KILN_U64 : ty;
+    put_convert(b, from, e->dtype, sub.b.p);
+    kiln_free(sub.b.p);
+  }
+  sb_put(b, ";\n");
+  return KILN_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* the kernel                                                          */
+
+static bool fits_int(const kiln_fuse_spec *sp) {
+  const int64_t lim = INT32_MAX / 2;
+  if (sp->numel > lim) return false;
+  for (int a = 0; a < sp->n_access; a++) {
+    if (sp->access[a].numel > lim) return false;
+    for (int k = 0; k < sp->access[a].map.depth; k++) {
+      const kiln_view *v = &sp->access[a].map.v[k];
+      int64_t reach = v->offset < 0 ? -v->offset : v->offset;
+      for (int d = 0; d < v->rank; d++) reach += (v->strides[d] < 0 ? -v->strides[d] : v->strides[d]) * v->shape[d];
+      if (reach > lim || v->numel > lim) return false;
+    }
+  }
+  return true;
+}
+
+static kiln_status check_spec(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev, bool *fp64) {
+  if (!sp->bound) return kiln_fail(KILN_E_INVALID_SHAPE, "opencl codegen: the spec is not bound (kiln_fuse_spec_bind)");
+  if (sp->kind != KILN_FUSE_G_ELEMWISE || sp->anchor >= 0 || sp->pool >= 0 || sp->n_red > 0)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: only elementwise specs are printed (this one is %s%s)",
+                     kiln_fuse_group_kind_name(sp->kind), sp->n_red ? ", with reductions" : "");
+  if (sp->n_access + sp->n_store > KILN_CL_SIG_MAX_ARGS)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: %d buffers, at most %d", sp->n_access + sp->n_store,
+                     KILN_CL_SIG_MAX_ARGS);
+  if (sp->n_alias > 0)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: the spec has %d alias outputs (view copies)", sp->n_alias);
+  *fp64 = false;
+  for (int i = 0; i < sp->n_expr; i++) {
+    const kiln_fuse_expr *e = &sp->expr[i];
+    if (e->op == KILN_FUSE_ANCHOR || e->op == KILN_FUSE_REDUCE)
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: op %s is not supported", kiln_fuse_op_name(e->op));
+    *fp64 |= e->dtype == KILN_F64;
+  }
+  for (int a = 0; a < sp->n_access; a++) {
+    if (sp->access[a].reduced)
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: accessor %d is over the reduced domain", a);
+    kiln_dtype t = sp->sh->v[sp->access[a].value].dtype;
+    if (!ctype(t))
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: input '%s' of type %s is not supported",
+                       sp->g->values[sp->access[a].value].name, kiln_dtype_name(t));
+    *fp64 |= t == KILN_F64;
+  }
+  for (int s = 0; s < sp->n_store; s++) {
+    const kiln_fuse_store *st = &sp->store[s];
+    kiln_dtype t = sp->sh->v[st->value].dtype;
+    if (st->reduced || st->pool)
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: store %d is a reduced or pooled store", s);
+    if (!ctype(t))
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: output '%s' of type %s is not supported",
+                       sp->g->values[st->value].name, kiln_dtype_name(t));
+    *fp64 |= t == KILN_F64;
+  }
+  if (*fp64 && !dev->has_fp64)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP,
+                     "opencl codegen: the spec computes in float64, but device %s (%s) has no cl_khr_fp64", dev->id,
+                     dev->name);
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                  char **source, kiln_cl_kernel_sig *sig) {
+  *source = NULL;
+  memset(sig, 0, sizeof *sig);
+  if (!name || !*name || strlen(name) >= sizeof sig->name)
+    return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.sp = spec;
+  g.dev = dev;
+  kiln_status s = check_spec(spec, dev, &g.fp64);
+  if (s) return s;
+  bool small = fits_int(spec);
+  g.ity = small ? "int" : "long";
+  g.isuf = small ? "" : "L";
+  const cl_dialect *d = &opencl12;
+  sbuf *b = &g.b;
+  snprintf(sig->name, sizeof sig->name, "%s", name);
+  sig->n_items = spec->numel;
+  sig->uses_fp64 = g.fp64;
+  if (g.fp64) sb_put(b, "%s", d->fp64_pragma);
+  sb_put(b, "%s", prelude);
+  if (g.fp64) sb_put(b, "%s", prelude64);
+  sb_put(b, "%s %s(", d->kernel, name);
+  for (int a = 0; a < spec->n_access; a++) {
+    const kiln_fuse_access *ac = &spec->access[a];
+    kiln_dtype t = spec->sh->v[ac->value].dtype;
+    sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, a, ac->value, t, ac->numel};
+    sb_put(b, "%s%s const %s *restrict a%d", a ? ", " : "", d->global, ctype(t), a);
+  }
+  for (int k = 0; k < spec->n_store; k++) {
+    const kiln_fuse_store *st = &spec->store[k];
+    kiln_dtype t = spec->sh->v[st->value].dtype;
+    int64_t n = 1;
+    for (int r = 0; r < st->rank; r++) n *= st->shape[r];
+    sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, k, st->value, t, n};
+    sb_put(b, "%s%s %s *s%d", sig->n_args > 1 ? ", " : "", d->global, ctype(t), k);
+  }
+  sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity,
+         d->gid);
+  for (int a = 0; a < spec->n_access; a++) {
+    char pre[16];
+    bool masked;
+    snprintf(pre, sizeof pre, "a%d", a);
+    put_map(&g, &spec->access[a].map, pre, "gid", &masked);
+  }
+  for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr(&g, i);
+  for (int k = 0; k < spec->n_store && !s; k++) {
+    const kiln_fuse_store *st = &spec->store[k];
+    char pre[16], v[32];
+    bool masked;
+    snprintf(pre, sizeof pre, "s%d", k);
+    put_map(&g, &st->map, pre, "gid", &masked);
+    snprintf(v, sizeof v, "v%d", st->expr);
+    if (masked) sb_put(b, "  if (s%dm) s%d[s%do0] = ", k, k, k);
+    else sb_put(b, "  s%d[s%do0] = ", k, k);
+    put_convert(b, spec->expr[st->expr].dtype, spec->sh->v[st->value].dtype, v);
+    sb_put(b, ";\n");
+  }
+  sb_put(b, "}\n");
+  if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
+  if (s) {
+    kiln_free(b->p);
+    memset(sig, 0, sizeof *sig);
+    return s;
+  }
+  *source = b->p;
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, char **source,
+                            kiln_cl_kernel_sig *sig) {
+  return kiln_cl_codegen_named(spec, dev, "kiln_fused", source, sig);
+}

@@ -1,0 +1,62 @@
+/* opencl/codegen: the OpenCL C printer of kernel specs (prefix kiln_cl_) —
+ * one work-item per element of a bound elementwise/broadcast/injective spec,
+ * index maps baked in as literals, the expression DAG printed from a per-op
+ * format table (tinygrad's cstyle renderer). Standalone: not yet wired into
+ * the plugin. */
+#ifndef KILN_OPENCL_CODEGEN_H
+#define KILN_OPENCL_CODEGEN_H
+#include <stdint.h>
+
+#include "fuse/spec.h"
+#include "ir/status.h"
+#include "opencl/device.h"
+
+/* The device facts the printer needs (what kiln_cl_device queries). */
+typedef kiln_cl_device kiln_cl_device_info;
+
+#define KILN_CL_SIG_MAX_ARGS 64
+
+/* One __global buffer argument of a generated kernel. */
+typedef struct kiln_cl_sig_arg {
+  bool output;      /* false: spec accessor `index`, read; true: spec store `index`, written */
+  int index;        /* accessor or store index in the spec */
+  int value;        /* the graph value the buffer holds (dense, row-major) */
+  kiln_dtype dtype; /* element type (BOOL is stored as uchar) */
+  int64_t numel;    /* elements the buffer must hold */
+} kiln_cl_sig_arg;
+
+/* What the host needs to launch a generated kernel: its name, its buffer
+ * arguments in order (accessors first, then stores; no scalar arguments:
+ * sizes are literals), and the work-item count (launch it over n_items,
+ * e.g. kiln_cl_launch_1d with local 0; the kernel ignores ids >= n_items). */
+typedef struct kiln_cl_kernel_sig {
+  char name[64];
+  int n_args;
+  kiln_cl_sig_arg args[KILN_CL_SIG_MAX_ARGS];
+  int64_t n_items;
+  bool uses_fp64; /* the source enables cl_khr_fp64 */
+} kiln_cl_kernel_sig;
+
+/* Prints the OpenCL C 1.2 source of bound spec `spec` as one kernel named
+ * "kiln_fused" for device dev into *source (kiln_malloc'd, caller frees with
+ * kiln_free) and describes its arguments in *sig. Refuses, with a message
+ * naming the reason (KILN_E_UNSUPPORTED_OP naming the op for an op or dtype
+ * the printer does not handle; KILN_E_INVALID_SHAPE for an unbound spec),
+ * anything but an elementwise spec without anchor or reductions, float64 on
+ * a device without cl_khr_fp64, and float16/bfloat16. On failure *source is
+ * NULL. */
+kiln_status kiln_cl_codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, char **source,
+                            kiln_cl_kernel_sig *sig);
+
+/* Same, with the kernel named `name` (a C identifier below 64 characters),
+ * so that several kernels can be concatenated into one program. */
+kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                  char **source, kiln_cl_kernel_sig *sig);
+
+/* The relative tolerance (beyond the reference's own rounding) an op needs
+ * in float32 because OpenCL's built-in it maps to is not correctly rounded
+ * (OpenCL 1.2 full profile: exp/log/sin/... <= 3-4 ulp, pow 16 ulp); 0 for
+ * ops printed exactly. Tests widen their bound by it. */
+double kiln_cl_codegen_op_rtol(kiln_fuse_op op);
+
+#endif

@@ -1,0 +1,594 @@
+/* tests/opencl_codegen: the OpenCL C printer (opencl/codegen) on whatever
+ * ICD the environment selects (ctest runs it under PoCL and under rusticl).
+ * Every ONNX node test whose graph fuses into one elementwise group is
+ * printed, built (all kernels batched into one program), run and compared
+ * with the reference backend; then the bench elementwise chain on 1M floats,
+ * fused vs a plain copy kernel of the same bytes. Exits 77 (skip) with the
+ * reason when no usable device is found.
+ *   opencl_codegen [-v] [NODE_TEST_ROOT] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuse/group.h"
+#include "fuse/kinds.h"
+#include "fuse/spec.h"
+#include "ir/alloc.h"
+#include "ir/graph_edit.h"
+#include "ir/schedule.h"
+#include "ir/shape.h"
+#include "opencl/codegen.h"
+#include "opencl/device.h"
+#include "opencl/runtime.h"
+#include "reference/exec.h"
+#include "tests/casefile.h"
+#include "tests/testutil.h"
+
+static int passed, failed, verbose;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) passed++;                           \
+    else {                                        \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+/* float32 bound (the reference rounds each op from double; OpenCL's
+ * built-ins may be a few ulp off: codegen's per-op rtol is added) */
+#define RTOL 1e-5
+#define ATOL 1e-6
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* ------------------------------------------------------------------ */
+/* one fused graph                                                     */
+
+/* A graph with its shapes, fusion context, schedule and plan. */
+typedef struct fz {
+  kiln_graph *g;
+  kiln_shapes *sh;
+  kiln_fuse_ctx *ctx;
+  kiln_schedule *s;
+  kiln_fuse_plan *plan;
+} fz;
+
+static void fz_free(fz *f) {
+  kiln_fuse_plan_free(f->plan);
+  kiln_schedule_free(f->s);
+  kiln_fuse_ctx_free(f->ctx);
+  kiln_shapes_free(f->sh);
+  memset(f, 0, sizeof *f);
+}
+
+/* Infers shapes and fuses g (one step per node first); 0 on failure. */
+static int fz_make(fz *f, kiln_graph *g) {
+  memset(f, 0, sizeof *f);
+  f->g = g;
+  kiln_status s = kiln_shapes_infer(g, &f->sh);
+  if (!s) s = kiln_fuse_ctx_new(g, f->sh, NULL, &f->ctx);
+  if (!s) s = kiln_schedule_from_graph(g, &f->s);
+  if (!s) s = kiln_fuse_schedule(f->ctx, f->s, &f->plan);
+  if (s) fz_free(f);
+  return !s;
+}
+
+/* The only spec of f, when f is one bound elementwise group. */
+static const kiln_fuse_spec *single_ew(const fz *f) {
+  const kiln_fuse_spec *one = NULL;
+  for (int i = 0; i < f->s->n_steps; i++) {
+    if (!f->plan->spec[i]) continue;
+    if (one) return NULL;
+    one = f->plan->spec[i];
+  }
+  return one && one->kind == KILN_FUSE_G_ELEMWISE && one->bound ? one : NULL;
+}
+
+static bool all_elementwise(const kiln_graph *g) {
+  if (!g->n_nodes) return false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    kiln_fuse_kind k = kiln_fuse_kind_of(&g->nodes[i]);
+    if (k != KILN_FUSE_ELEMWISE && k != KILN_FUSE_BROADCAST) return false;
+  }
+  return true;
+}
+
+/* rtol for a spec's float outputs: the base plus each op's built-in error. */
+static double spec_rtol(const kiln_fuse_spec *sp, bool *f64) {
+  double r = RTOL;
+  *f64 = false;
+  for (int i = 0; i < sp->n_expr; i++) {
+    r += kiln_cl_codegen_op_rtol(sp->expr[i].op);
+    *f64 |= sp->expr[i].dtype == KILN_F64;
+  }
+  return r;
+}
+
+/* Runs kernel k of sig over the dense tensors vals (one per graph value,
+ * inputs set); the stores' outputs go to out[arg] (allocated here). */
+static kiln_status run_kernel(kiln_cl_context *c, kiln_cl_kernel *k, const kiln_cl_kernel_sig *sig,
+                              const kiln_fuse_spec *sp, const kiln_tensor *vals, kiln_tensor *out) {
+  kiln_cl_buffer buf[KILN_CL_SIG_MAX_ARGS];
+  memset(buf, 0, sizeof buf);
+  kiln_status s = KILN_OK;
+  for (int a = 0; a < sig->n_args && !s; a++) {
+    const kiln_cl_sig_arg *ar = &sig->args[a];
+    size_t es = kiln_dtype_size(ar->dtype), bytes = (size_t)ar->numel * es;
+    s = kiln_cl_buffer_create(c, bytes ? bytes : es, &buf[a]);
+    if (!s && !ar->output && bytes) {
+      const kiln_tensor *t = &vals[ar->value];
+      if (t->dtype != ar->dtype || t->numel != ar->numel || t->strided)
+        s = kiln_fail(KILN_E_INTERNAL, "input '%s' is not a dense %s tensor of %lld", sp->g->values[ar->value].name,
+                      kiln_dtype_name(ar->dtype), (long long)ar->numel);
+      else s = kiln_cl_buffer_write(c, &buf[a], 0, t->data, bytes);
+    }
+    if (!s) s = kiln_cl_kernel_arg_buffer(k, (cl_uint)a, &buf[a]);
+  }
+  if (!s && sig->n_items) s = kiln_cl_launch_1d(c, k, (size_t)sig->n_items, 0, NULL);
+  for (int a = 0; a < sig->n_args && !s; a++) {
+    const kiln_cl_sig_arg *ar = &sig->args[a];
+    if (!ar->output) continue;
+    const kiln_fuse_store *st = &sp->store[ar->index];
+    s = kiln_tensor_alloc(&out[a], ar->dtype, st->rank, st->shape);
+    if (!s && out[a].numel) s = kiln_cl_buffer_read(c, &buf[a], 0, out[a].data, (size_t)out[a].numel * kiln_dtype_size(ar->dtype));
+  }
+  for (int a = 0; a < sig->n_args; a++) kiln_cl_buffer_free(&buf[a]);
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* the node tests                                                      */
+
+typedef struct ccase {
+  tu_case c;
+  fz f;
+  const kiln_fuse_spec *sp;
+  kiln_cl_kernel_sig sig;
+  char *src;
+  kiln_tensor *ins;  /* per graph input */
+  kiln_tensor *ref;  /* per graph output */
+} ccase;
+
+static void ccase_free(ccase *k) {
+  if (k->f.g) {
+    for (int i = 0; k->ins && i < k->f.g->n_inputs; i++) kiln_tensor_release(&k->ins[i]);
+    for (int i = 0; k->ref && i < k->f.g->n_outputs; i++) kiln_tensor_release(&k->ref[i]);
+  }
+  free(k->ins);
+  free(k->ref);
+  kiln_free(k->src);
+  fz_free(&k->f);
+  tu_case_free(&k->c);
+}
+
+/* Loads case `name`: 1 when it is one elementwise group with data and a
+ * reference result, 0 when it does not apply. */
+static int load_case(ccase *k, const char *root, const char *name) {
+  memset(k, 0, sizeof *k);
+  if (!tu_case_load(&k->c, root, name)) return 0;
+  kiln_graph *g = k->c.graph;
+  if (!g || tu_abi_limit(g) || kiln_ref_check_graph(g) || !all_elementwise(g) || !fz_make(&k->f, g) ||
+      !(k->sp = single_ew(&k->f)))
+    return 0;
+  k->ins = calloc((size_t)g->n_inputs + 1, sizeof *k->ins);
+  k->ref = calloc((size_t)g->n_outputs + 1, sizeof *k->ref);
+  const kiln_tensor **bound = calloc((size_t)g->n_values + 1, sizeof *bound);
+  int ok = k->ins && k->ref && bound;
+  for (int i = 0, j = 0; ok && i < g->n_inputs; i++) {
+    int v = g->inputs[i];
+    if (g->values[v].init) continue;
+    kiln_status st = KILN_OK;
+    ok = tu_case_tensor(&k->c, 0, "input", j++, &k->ins[i], &st) && !st;
+    if (ok) {
+      tu_fix_dtype(&k->ins[i], g->values[v].type.dtype);
+      bound[v] = &k->ins[i];
+    }
+  }
+  ok = ok && !kiln_ref_run(g, bound, k->ref);
+  free(bound);
+  return ok;
+}
+
+/* The op a refusal names, for the tally: "codegen: <message>". */
+static void refuse(tu_tally *t, const ccase *k, int *unsup) {
+  (*unsup)++;
+  tu_tally_add(t, k->c.op, 2);
+  printf("  unsupported %s (%s): %s\n", k->c.name, k->c.op, kiln_last_error());
+}
+
+/* Compares case k's kernel outputs with the reference. */
+static int check_case(kiln_cl_context *c, cl_program p, ccase *k, char *msg, size_t len) {
+  const kiln_graph *g = k->f.g;
+  kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+  kiln_tensor out[KILN_CL_SIG_MAX_ARGS];
+  memset(out, 0, sizeof out);
+  for (int v = 0; v < g->n_values; v++) {
+    const kiln_tensor *t = g->values[v].init;
+    if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (k->ins[i].dtype != KILN_UNDEFINED)
+      kiln_tensor_wrap(&vals[g->inputs[i]], k->ins[i].dtype, k->ins[i].rank, k->ins[i].dims, k->ins[i].numel,
+                       k->ins[i].data);
+  kiln_cl_kernel kr = {0};
+  kiln_status s = kiln_cl_kernel_create(c, p, k->sig.name, &kr);
+  if (!s) s = run_kernel(c, &kr, &k->sig, k->sp, vals, out);
+  int ok = !s;
+  snprintf(msg, len, "%s", s ? kiln_last_error() : "ok");
+  bool f64;
+  double rtol = spec_rtol(k->sp, &f64);
+  for (int a = 0; ok && a < k->sig.n_args; a++) {
+    if (!k->sig.args[a].output) continue;
+    int o = -1;
+    for (int q = 0; q < g->n_outputs; q++)
+      if (g->outputs[q] == k->sig.args[a].value) o = q;
+    if (o < 0) continue; /* an intermediate something else reads: not in this graph */
+    char m[400];
+    double ma = 0, mr = 0;
+    if (!tu_compare(&out[a], &k->ref[o], rtol, ATOL, m, sizeof m, &ma, &mr)) {
+      snprintf(msg, len, "output %s: %s (rtol %g)", g->values[g->outputs[o]].name, m, rtol);
+      ok = 0;
+    }
+  }
+  for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
+  for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
+  free(vals);
+  kiln_cl_kernel_free(&kr);
+  return ok;
+}
+
+static void test_node_suite(kiln_cl_context *c, const kiln_cl_device *dev, const char *root) {
+  char **names;
+  int n = tu_list_cases(root, &names);
+  if (!n) {
+    printf("opencl_codegen: no node tests under %s: suite skipped\n", root);
+    return;
+  }
+  ccase *cs = calloc((size_t)n, sizeof *cs);
+  tu_tally tally;
+  memset(&tally, 0, sizeof tally);
+  int generated = 0, unsup = 0, ok_n = 0, bad_n = 0;
+  size_t total = 0;
+  double t = now_ms();
+  for (int i = 0; i < n; i++) {
+    ccase *k = &cs[i];
+    if (!load_case(k, root, names[i])) {
+      kiln_error_clear();
+      ccase_free(k);
+      k->sp = NULL;
+    } else {
+      char kname[64];
+      snprintf(kname, sizeof kname, "k%d", i);
+      if (kiln_cl_codegen_named(k->sp, dev, kname, &k->src, &k->sig)) {
+        refuse(&tally, k, &unsup);
+        ccase_free(k);
+        k->sp = NULL;
+      } else {
+        generated++;
+        total += strlen(k->src);
+        if (verbose) printf("--- %s\n%s", k->c.name, k->src);
+      }
+    }
+    free(names[i]);
+  }
+  free(names);
+  double t_gen = now_ms() - t;
+  /* one program for every case's kernel */
+  char *all = kiln_malloc(total + 1);
+  size_t off = 0;
+  for (int i = 0; all && i < n; i++)
+    if (cs[i].sp) {
+      size_t l = strlen(cs[i].src);
+      memcpy(all + off, cs[i].src, l);
+      off += l;
+    }
+  if (all) all[off] = 0;
+  cl_program batch = NULL;
+  t = now_ms();
+  kiln_status bs = all ? kiln_cl_program_build(c, all, "-cl-std=CL1.2", &batch) : KILN_E_NOMEM;
+  double t_build = now_ms() - t;
+  printf("  %d kernels generated in %.1f ms (%zu bytes of source), one program built in %.0f ms%s\n", generated,
+         t_gen, total, t_build, bs ? " (FAILED: building case by case)" : "");
+  if (bs) printf("  batch build: %.600s\n", kiln_last_error());
+  t = now_ms();
+  for (int i = 0; i < n; i++) {
+    ccase *k = &cs[i];
+    if (!k->sp) continue;
+    cl_program p = batch, own = NULL;
+    char msg[700];
+    int ok;
+    if (bs) {
+      kiln_status s1 = kiln_cl_program_build(c, k->src, "-cl-std=CL1.2", &own);
+      snprintf(msg, sizeof msg, "build: %.600s", s1 ? kiln_last_error() : "");
+      p = own;
+      ok = !s1 && check_case(c, p, k, msg, sizeof msg);
+    } else {
+      ok = check_case(c, p, k, msg, sizeof msg);
+    }
+    kiln_cl_program_free(own);
+    tu_tally_add(&tally, k->c.op, ok ? 0 : 1);
+    ok_n += ok;
+    bad_n += !ok;
+    CHECK(ok, "%s: %s", k->c.name, msg);
+    if (!ok) printf("%s", k->src);
+    else if (verbose) printf("  ok %s\n", k->c.name);
+    ccase_free(k);
+  }
+  printf("  ran and compared in %.0f ms\n", now_ms() - t);
+  kiln_cl_program_free(batch);
+  kiln_free(all);
+  free(cs);
+  if (verbose) tu_tally_print(&tally, "opencl_codegen node tests");
+  printf("opencl_codegen: node tests: %d generated, %d passed, %d failed, %d unsupported\n", generated, ok_n, bad_n,
+         unsup);
+}
+
+/* ------------------------------------------------------------------ */
+/* refusals                                                            */
+
+static void test_refusals(const kiln_cl_device *dev) {
+  /* an unbound spec and a float64 spec on a device without fp64 */
+  kiln_fuse_spec sp;
+  memset(&sp, 0, sizeof sp);
+  sp.kind = KILN_FUSE_G_ELEMWISE;
+  sp.anchor = sp.pool = -1;
+  char *src = (char *)1;
+  kiln_cl_kernel_sig sig;
+  kiln_status s = kiln_cl_codegen(&sp, dev, &src, &sig);
+  CHECK(s == KILN_E_INVALID_SHAPE && src == NULL && strstr(kiln_last_error(), "not bound"), "unbound spec: %s",
+        kiln_last_error());
+  kiln_fuse_expr e[2] = {{.op = KILN_FUSE_CONST, .dtype = KILN_F64, .node = -1},
+                         {.op = KILN_FUSE_EXP, .dtype = KILN_F64, .n_args = 1, .args = {0}, .node = -1}};
+  sp.bound = true;
+  sp.n_expr = 2;
+  sp.expr = e;
+  kiln_cl_device nofp64 = *dev;
+  nofp64.has_fp64 = false;
+  s = kiln_cl_codegen(&sp, &nofp64, &src, &sig);
+  CHECK(s == KILN_E_UNSUPPORTED_OP && src == NULL && strstr(kiln_last_error(), "cl_khr_fp64"),
+        "float64 without fp64 is refused: %s", kiln_last_error());
+  printf("  float64 on a device without fp64: %s\n", kiln_last_error());
+  kiln_error_clear();
+}
+
+/* ------------------------------------------------------------------ */
+/* the bench elementwise chain                                         */
+
+static int val(const kiln_graph *g, const char *name) { return kiln_graph_find_value(g, name); }
+
+static int add_node(kiln_graph *g, const char *op, int ni, const char *const *in, const char *out) {
+  int ins[4], o, idx;
+  for (int k = 0; k < ni; k++) ins[k] = val(g, in[k]);
+  if (kiln_edit_add_value(g, out, &o)) return -1;
+  char name[32];
+  snprintf(name, sizeof name, "n%d", g->n_nodes);
+  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, ins, 1, &o, &idx)) return -1;
+  return idx;
+}
+
+static int f32_const(kiln_graph *g, const char *name, int rank, const int64_t *dims, double v0, double step) {
+  kiln_tensor t = {0};
+  int v;
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) return -1;
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v0 + step * (double)(i % 97));
+  return kiln_edit_add_const(g, name, &t, &v) ? -1 : v;
+}
+
+/* The bench chain: y = relu(clip(tanh(y2 * sigmoid(y2)), lo, hi) + x), y2 = x * scale + bias. */
+static kiln_graph *ew_chain(int64_t rows, int64_t cols) {
+  kiln_graph *g = NULL;
+  int v;
+  const int64_t dx[] = {rows, cols};
+  if (kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, dx, &v)) return NULL;
+  int bad = f32_const(g, "bias", 1, &cols, -0.5, 0.01) < 0 || f32_const(g, "scale", 0, NULL, 1.5, 0) < 0 ||
+            f32_const(g, "lo", 0, NULL, -0.5, 0) < 0 || f32_const(g, "hi", 0, NULL, 0.75, 0) < 0;
+  bad = bad || add_node(g, "Mul", 2, (const char *[]){"x", "scale"}, "y1") < 0;
+  bad = bad || add_node(g, "Add", 2, (const char *[]){"y1", "bias"}, "y2") < 0;
+  bad = bad || add_node(g, "Sigmoid", 1, (const char *[]){"y2"}, "s") < 0;
+  bad = bad || add_node(g, "Mul", 2, (const char *[]){"y2", "s"}, "y4") < 0;
+  bad = bad || add_node(g, "Tanh", 1, (const char *[]){"y4"}, "y5") < 0;
+  bad = bad || add_node(g, "Clip", 3, (const char *[]){"y5", "lo", "hi"}, "y6") < 0;
+  bad = bad || add_node(g, "Add", 2, (const char *[]){"y6", "x"}, "y7") < 0;
+  bad = bad || add_node(g, "Relu", 1, (const char *[]){"y7"}, "y") < 0;
+  bad = bad || kiln_edit_add_output(g, val(g, "y"));
+  if (bad) {
+    kiln_graph_free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median of 5 timed launches (after one warm-up), clFinish each. */
+static double time_kernel(kiln_cl_context *c, kiln_cl_kernel *k, size_t n) {
+  double t[5];
+  kiln_cl_launch_1d(c, k, n, 0, NULL);
+  kiln_cl_finish(c);
+  for (int r = 0; r < 5; r++) {
+    double t0 = now_ms();
+    kiln_cl_launch_1d(c, k, n, 0, NULL);
+    kiln_cl_finish(c);
+    t[r] = now_ms() - t0;
+  }
+  qsort(t, 5, sizeof *t, cmp_double);
+  return t[2];
+}
+
+static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
+  enum { ROWS = 1024, COLS = 1024 };
+  kiln_graph *g = ew_chain(ROWS, COLS);
+  fz f;
+  if (!g || !fz_make(&f, g)) {
+    CHECK(0, "bench chain: cannot build and fuse: %s", kiln_last_error());
+    kiln_graph_free(g);
+    return;
+  }
+  const kiln_fuse_spec *sp = single_ew(&f);
+  char *src = NULL;
+  kiln_cl_kernel_sig sig;
+  cl_program p = NULL;
+  kiln_cl_kernel kf = {0}, kc = {0}, kh = {0};
+  kiln_tensor x = {0}, ref = {0}, out[KILN_CL_SIG_MAX_ARGS];
+  kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+  kiln_cl_buffer bx = {0}, by = {0};
+  memset(out, 0, sizeof out);
+  CHECK(sp != NULL, "bench chain is one elementwise group");
+  if (!sp) goto done;
+  if (kiln_cl_codegen(sp, dev, &src, &sig)) {
+    CHECK(0, "bench chain codegen: %s", kiln_last_error());
+    goto done;
+  }
+  if (verbose) printf("%s", src);
+  static const char copy_src[] = "__kernel void kiln_copy(__global const float *restrict a, __global float *b) {\n"
+                                 "  if (get_global_id(0) >= 1048576) return;\n"
+                                 "  b[get_global_id(0)] = a[get_global_id(0)];\n}\n"
+                                 "/* the same chain written by hand: contiguous, constants inline */\n"
+                                 "__kernel void kiln_hand(__global const float *restrict x, __global const float *restrict bias,\n"
+                                 "                        __global float *y) {\n"
+                                 "  const size_t i = get_global_id(0);\n"
+                                 "  if (i >= 1048576) return;\n"
+                                 "  const float x0 = x[i], y2 = x0 * 1.5f + bias[i % 1024];\n"
+                                 "  const float e = exp(-fabs(y2)), s = (y2 >= 0 ? 1.0f : e) / (1.0f + e);\n"
+                                 "  const float t = clamp(tanh(y2 * s), -0.5f, 0.75f) + x0;\n"
+                                 "  y[i] = t < 0 ? 0 : t;\n}\n";
+  size_t l1 = strlen(src);
+  char *both = kiln_malloc(l1 + sizeof copy_src);
+  if (!both) goto done;
+  memcpy(both, src, l1);
+  memcpy(both + l1, copy_src, sizeof copy_src);
+  double t = now_ms();
+  kiln_status s = kiln_cl_program_build(c, both, "-cl-std=CL1.2", &p);
+  kiln_free(both);
+  if (s) {
+    CHECK(0, "bench chain build: %s", kiln_last_error());
+    goto done;
+  }
+  printf("  bench chain: %d nodes -> 1 kernel, %d buffers, built in %.0f ms\n", sp->n_nodes, sig.n_args,
+         now_ms() - t);
+  /* correctness on the 1M elements */
+  const int64_t dx[] = {ROWS, COLS};
+  if (kiln_tensor_alloc(&x, KILN_F32, 2, dx)) goto done;
+  for (int64_t i = 0; i < x.numel; i++) ((float *)x.data)[i] = (float)((double)((i * 7919) % 2001) / 500.0 - 2.0);
+  for (int v = 0; v < g->n_values; v++) {
+    const kiln_tensor *it = g->values[v].init;
+    if (it) kiln_tensor_wrap(&vals[v], it->dtype, it->rank, it->dims, it->numel, it->data);
+  }
+  kiln_tensor_wrap(&vals[val(g, "x")], x.dtype, x.rank, x.dims, x.numel, x.data);
+  const kiln_tensor **bound = calloc((size_t)g->n_values + 1, sizeof *bound);
+  bound[val(g, "x")] = &x;
+  s = kiln_ref_run(g, bound, &ref);
+  free(bound);
+  if (s || kiln_cl_kernel_create(c, p, sig.name, &kf) || run_kernel(c, &kf, &sig, sp, vals, out)) {
+    CHECK(0, "bench chain run: %s", kiln_last_error());
+    goto done;
+  }
+  bool f64;
+  double rtol = spec_rtol(sp, &f64);
+  char m[400];
+  int at = sig.n_args - 1;
+  CHECK(tu_compare(&out[at], &ref, rtol, ATOL, m, sizeof m, NULL, NULL), "bench chain vs reference: %s", m);
+  /* timing: the fused kernel vs a copy of the same bytes (x in, y out) */
+  kiln_cl_buffer bufs[KILN_CL_SIG_MAX_ARGS];
+  memset(bufs, 0, sizeof bufs);
+  s = KILN_OK;
+  for (int a = 0; a < sig.n_args && !s; a++) {
+    size_t bytes = (size_t)sig.args[a].numel * kiln_dtype_size(sig.args[a].dtype);
+    s = kiln_cl_buffer_create(c, bytes, &bufs[a]);
+    if (!s && !sig.args[a].output) s = kiln_cl_buffer_write(c, &bufs[a], 0, vals[sig.args[a].value].data, bytes);
+    if (!s) s = kiln_cl_kernel_arg_buffer(&kf, (cl_uint)a, &bufs[a]);
+  }
+  if (!s) s = kiln_cl_buffer_create(c, (size_t)x.numel * 4, &bx);
+  if (!s) s = kiln_cl_buffer_create(c, (size_t)x.numel * 4, &by);
+  if (!s) s = kiln_cl_buffer_write(c, &bx, 0, x.data, (size_t)x.numel * 4);
+  if (!s) s = kiln_cl_kernel_create(c, p, "kiln_copy", &kc);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&kc, 0, &bx);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&kc, 1, &by);
+  if (!s) s = kiln_cl_kernel_create(c, p, "kiln_hand", &kh);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&kh, 0, &bx);
+  int bias_arg = 0;
+  for (int a = 0; a < sig.n_args; a++)
+    if (sig.args[a].value == val(g, "bias")) bias_arg = a;
+  if (!s) s = kiln_cl_kernel_arg_buffer(&kh, 1, &bufs[bias_arg]);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&kh, 2, &by);
+  if (!s) {
+    double tf = time_kernel(c, &kf, (size_t)sig.n_items), tc = time_kernel(c, &kc, (size_t)x.numel);
+    double th = time_kernel(c, &kh, (size_t)x.numel);
+    printf("  bench chain on %s: fused %.3f ms, copy of the same bytes %.3f ms: ratio %.2f; hand-written chain "
+           "%.3f ms: fused/hand %.2f (median of 5)\n",
+           dev->name, tf, tc, tc > 0 ? tf / tc : 0, th, th > 0 ? tf / th : 0);
+    CHECK(tf > 0 && tc > 0, "timings");
+  } else {
+    CHECK(0, "bench chain timing setup: %s", kiln_last_error());
+  }
+  for (int a = 0; a < sig.n_args; a++) kiln_cl_buffer_free(&bufs[a]);
+done:
+  kiln_cl_buffer_free(&bx);
+  kiln_cl_buffer_free(&by);
+  kiln_cl_kernel_free(&kf);
+  kiln_cl_kernel_free(&kc);
+  kiln_cl_kernel_free(&kh);
+  kiln_cl_program_free(p);
+  for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
+  for (int v = 0; g && v < g->n_values; v++) kiln_tensor_release(&vals[v]);
+  free(vals);
+  kiln_tensor_release(&x);
+  kiln_tensor_release(&ref);
+  kiln_free(src);
+  fz_free(&f);
+  kiln_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *root = KILN_NODE_TEST_DIR;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-v")) verbose = 1;
+    else root = argv[i];
+  }
+  double t0 = now_ms();
+  kiln_cl_device_list l;
+  if (kiln_cl_devices_enumerate(&l)) {
+    printf("opencl_codegen: enumerate failed: %s\nopencl_codegen: 0 passed, 1 failed\n", kiln_last_error());
+    return 1;
+  }
+  const char *icd = getenv("OCL_ICD_VENDORS");
+  if (!l.n) {
+    printf("opencl_codegen: SKIP: no usable OpenCL device under OCL_ICD_VENDORS=%s (%s)\n", icd ? icd : "(unset)",
+           *l.notes ? l.notes : "no reason given");
+    kiln_cl_devices_free(&l);
+    return 77;
+  }
+  const kiln_cl_device *dev = &l.devices[0];
+  char desc[512];
+  kiln_cl_device_describe(dev, desc, sizeof desc);
+  printf("device %s, fp64 %d\n", desc, dev->has_fp64);
+  kiln_cl_context *c = NULL;
+  if (kiln_cl_context_create(dev, &c)) {
+    printf("opencl_codegen: context: %s\nopencl_codegen: 0 passed, 1 failed\n", kiln_last_error());
+    kiln_cl_devices_free(&l);
+    return 1;
+  }
+  printf("refusals:\n");
+  test_refusals(dev);
+  printf("node tests:\n");
+  test_node_suite(c, dev, root);
+  printf("bench chain:\n");
+  test_bench_chain(c, dev);
+  kiln_cl_context_free(c);
+  kiln_cl_devices_free(&l);
+  printf("total %.0f ms\n", now_ms() - t0);
+  printf("opencl_codegen: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
