@@ -436,15 +436,27 @@ static kiln_status specialize(kiln_cpu_plan *p) {
   /* the ordering edges over storages, with the arena reuse checked once
      more, independently: two storages sharing arena bytes while both live
      would fail here */
+  /* A view step makes an alias and writes no memory: in the hazard
+     schedule it only reads its input. */
+  kiln_schedule *hs = NULL;
+  if ((s = kiln_schedule_new(g->n_values, &hs))) return s;
+  for (int k = 0; k < p->sched->n_steps && !s; k++) {
+    const kiln_step *st = &p->sched->steps[k];
+    bool view = k < g->n_nodes && p->how[k] != V_KERNEL && p->how[k] != V_CONCAT;
+    s = kiln_schedule_add_step(hs, st->reads, st->n_reads, st->writes, view ? 0 : st->n_writes,
+                               st->n_nodes ? st->nodes[0] : -1);
+  }
   kiln_hazard_request hr = {0};
-  hr.sched = p->sched;
+  hr.sched = hs;
   hr.storage = p->mp->storage;
   hr.arena_offset = p->mp->offset;
   hr.arena_bytes = p->size;
   hr.arena_assert = true;
   kiln_hazards_free(p->hz);
   p->hz = NULL;
-  if ((s = kiln_hazard_build(&hr, &p->hz))) return s;
+  if (!s) s = kiln_hazard_build(&hr, &p->hz);
+  kiln_schedule_free(hs);
+  if (s) return s;
   p->st.hazard_edges = p->hz->n_edges;
   for (int k = 0; k < p->mp->n_inplace; k++) p->inplace[p->mp->inplace[k].step] = true;
   kiln_free(p->arena);
