@@ -2,6 +2,8 @@
  * plan) and run. */
 #include "cpu_fallback/plan.h"
 
+#include "cpu_fallback/kernels.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -28,6 +30,7 @@ struct kiln_cpu_plan {
   kiln_shapes *sh;
   kiln_schedule *sched; /* one step per node, then one reading the outputs */
   const kiln_op_def **def;
+  const kiln_cpu_kernel_def **own; /* per node: kiln's own kernel (cpu_fallback/kernels), or NULL */
   unsigned char *how;   /* per node: V_* */
   int *alias_of;        /* per value: the value whose storage a view reads, or -1 */
   int *concat_into;     /* per value: the in-place Concat node whose output it is a slice of, or -1 */
@@ -157,6 +160,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_memplan_free(p->mp);
   kiln_hazards_free(p->hz);
   kiln_free(p->def);
+  kiln_free(p->own);
   kiln_free(p->how);
   kiln_free(p->alias_of);
   kiln_free(p->concat_into);
@@ -324,6 +328,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
   int nv = g->n_values, nn = g->n_nodes;
   p->def = kiln_calloc((size_t)nn + 1, sizeof *p->def);
+  p->own = kiln_calloc((size_t)nn + 1, sizeof *p->own);
   p->how = kiln_calloc((size_t)nn + 1, 1);
   p->inplace = kiln_calloc((size_t)nn + 1, sizeof *p->inplace);
   p->alias_of = kiln_calloc((size_t)nv + 1, sizeof *p->alias_of);
@@ -336,7 +341,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   p->nsym = kiln_symtab_nsyms(p->sh->tab);
   p->bound = kiln_calloc((size_t)p->nsym + 1, sizeof *p->bound);
   p->vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->vals);
-  if (!p->def || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
+  if (!p->def || !p->own || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
       !p->bound || !p->vals) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
     goto fail;
@@ -345,6 +350,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   for (int i = 0; i < nn; i++) {
     const kiln_node *n = &g->nodes[i];
     p->def[i] = kiln_ref_find_op(n->domain, n->op_type);
+    p->own[i] = kiln_cpu_kernel_find(n->domain, n->op_type);
     p->how[i] = (unsigned char)how_to_run(p->sh, n);
     for (int k = 0; k < n->n_out; k++) /* graph outputs get their own storage */
       if (n->out[k] >= 0 && g->values[n->out[k]].is_output) p->how[i] = V_KERNEL;
@@ -766,7 +772,14 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
   }
   if (!s) {
     kiln_op_call call = {p->g, n, n->opset, n->n_in, ins, n->n_out, res, used};
-    s = d->run(&call);
+    bool declined = true;
+    if (p->own[i]) s = p->own[i]->run(&call, NULL, &declined);
+    if (!s && declined) {
+      s = d->run(&call);
+      p->st.ref_calls++;
+    } else {
+      p->st.own_calls++;
+    }
   }
   for (int k = 0; k < n->n_out; k++) {
     int w = n->out[k];
@@ -971,5 +984,7 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       st->variants++;
       st->plans += p->var[k].plan->st.plans;
       st->materialized += p->var[k].plan->st.materialized;
+      st->own_calls += p->var[k].plan->st.own_calls;
+      st->ref_calls += p->var[k].plan->st.ref_calls;
     }
 }

@@ -29,6 +29,7 @@ typedef struct kiln_cpu_stats {
   int hazard_edges;          /* read/write ordering edges of the current plan (ir/hazard) */
   int folded, bn_folded, cse, noops, transposes, dead; /* what the rewrites did */
   long materialized;         /* views copied to dense memory, over all runs */
+  long own_calls, ref_calls; /* kernel calls run by kiln's own kernels / by the reference kernels, over all runs */
 } kiln_cpu_stats;
 
 /* Checks that the cpu backend can run g (every op has a kernel and a shape

@@ -1,0 +1,61 @@
+/* cpu_fallback/kernels: kiln's own CPU kernels, by operator (prefix
+ * kiln_cpu_). The plan executor (cpu_fallback/plan.c) runs a node with the
+ * kernel found here when there is one and it accepts the call, else with
+ * the reference backend's scalar kernel. Each family file (gemm.c, conv.c,
+ * nn.c, ...) exports one table; kernels.c joins them.
+ *
+ * Calling convention: exactly the reference kernels' kiln_op_call
+ * (reference/ops.h) — inputs may be read-only strided views (t->strided),
+ * outputs are empty tensors or arena reservations (data preset, capacity,
+ * keep) that the kernel fills with kiln_tensor_alloc. A kernel that does
+ * not handle a call (a dtype, a strided input, an attribute value it has no
+ * fast path for) sets *declined = true and returns KILN_OK without having
+ * touched any output or set an error: the reference kernel then runs. A
+ * kernel that handles the call gives the reference kernel's result (within
+ * the float tolerance of reassociated sums; bit-exact where stated) and the
+ * same errors, with a message.
+ *
+ * Instruction sets: every kernel with an AVX2/FMA version has a portable
+ * scalar twin, chosen by kiln_vm_isa_active() (cpu_fallback/vmath.h:
+ * cpuid + OS state, KILN_CPU_ISA=base|avx2 forces one). */
+#ifndef KILN_CPU_FALLBACK_KERNELS_H
+#define KILN_CPU_FALLBACK_KERNELS_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "reference/ops.h"
+
+/* An elementwise epilogue a fused group hands to an anchor kernel (Conv,
+ * MatMul, Gemm): the anchor calls apply() on each block of its output while
+ * the block is still in cache. y holds elements [start, start + n) of the
+ * anchor's output in row-major (flat) order, just computed; apply rewrites
+ * them in place into the group's result at the same positions. Calls may
+ * come from several threads at once for disjoint ranges. */
+typedef struct kiln_cpu_epilogue {
+  void (*apply)(void *ctx, int64_t start, int64_t n, float *y);
+  void *ctx;
+} kiln_cpu_epilogue;
+
+/* A kernel: see the calling convention above. ep is NULL except for
+ * kernels whose table entry says takes_epilogue. */
+typedef kiln_status (*kiln_cpu_kernel_fn)(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
+
+typedef struct kiln_cpu_kernel_def {
+  const char *op_type; /* an operator of the default ONNX domain, or of kiln's own domain (domain below) */
+  const char *domain;  /* NULL: the default ONNX domain ("" or "ai.onnx") */
+  kiln_cpu_kernel_fn run;
+  bool takes_epilogue; /* run() applies a kiln_cpu_epilogue on its output blocks */
+} kiln_cpu_kernel_def;
+
+/* The family tables, each terminated by an entry with op_type NULL. */
+extern const kiln_cpu_kernel_def kiln_cpu_kernels_gemm[]; /* gemm.c: MatMul, Gemm (CBLAS) */
+extern const kiln_cpu_kernel_def kiln_cpu_kernels_conv[]; /* conv.c: Conv (im2col + GEMM, depthwise, 1x1) */
+extern const kiln_cpu_kernel_def kiln_cpu_kernels_nn[];   /* nn.c: pooling, softmax, normalisation, reductions */
+extern const kiln_cpu_kernel_def kiln_cpu_kernels_ext[];  /* sls.c: kiln's custom domain */
+
+/* The kernel for an operator, or NULL. KILN_CPU_KERNELS=reference makes
+ * every lookup NULL (the plan then runs the reference kernels: for
+ * comparisons and bisecting). */
+const kiln_cpu_kernel_def *kiln_cpu_kernel_find(const char *domain, const char *op_type);
+
+#endif
