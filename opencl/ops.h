@@ -1,0 +1,73 @@
+/* opencl/ops: device implementations of single graph nodes that the fused
+ * elementwise code generator (opencl/codegen) does not cover (prefix
+ * kiln_cl_op_): MatMul/Gemm through CLBlast, Conv, pooling, reductions,
+ * Softmax, normalisations, data movement. The OpenCL engine asks for each
+ * node it does not fuse; a node without a device implementation here runs
+ * on the host (the engine's fallback).
+ *
+ * Life of an op: prepared at compile time for concrete tensor types (the
+ * plan's sizes), it appends its OpenCL C, if it needs any, to the graph's
+ * one program source (one clBuildProgram per graph: PoCL spends 0.5-0.9 s
+ * per program cold); after the build, bind() creates its kernels and any
+ * device scratch; enqueue() puts its work on the context's in-order queue. */
+#ifndef KILN_OPENCL_OPS_H
+#define KILN_OPENCL_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "opencl/runtime.h"
+
+/* A concrete tensor type: dtype KILN_UNDEFINED marks an absent input/output. */
+typedef struct kiln_cl_ttype {
+  kiln_dtype dtype;
+  int rank;
+  int64_t dims[KILN_MAX_RANK];
+} kiln_cl_ttype;
+
+/* Where a dense row-major tensor lives on the device: a buffer and a byte
+ * offset into it (the engine's arena places values at offsets that are
+ * multiples of the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN, so an op may also
+ * make a sub-buffer there). mem NULL: absent. */
+typedef struct kiln_cl_arg {
+  cl_mem mem;
+  size_t offset;
+} kiln_cl_arg;
+
+/* A growing program source. */
+typedef struct kiln_cl_src {
+  char *text; /* kiln_malloc'd, NUL-terminated; NULL while empty */
+  size_t len, cap;
+} kiln_cl_src;
+/* Appends printf-formatted text; KILN_E_NOMEM (with a message) when memory runs out. */
+kiln_status kiln_cl_src_printf(kiln_cl_src *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void kiln_cl_src_free(kiln_cl_src *s);
+
+typedef struct kiln_cl_op kiln_cl_op;
+
+/* Prepares node n of graph g for device dev. in[k] (n->n_in entries) and
+ * out[k] (n->n_out entries) are the concrete types of its inputs and
+ * outputs; konst[k] is input k's value when it is a constant (an
+ * initializer: an op may pre-pack weights or read shape-setting inputs),
+ * else NULL. Kernel names the op defines start with `prefix` (a C
+ * identifier prefix unique in the program, e.g. "n12_"); their source is
+ * appended to src. Returns KILN_OK with *op NULL when there is no device
+ * implementation for this node and these types (the engine runs it on the
+ * host); an error (with a message naming the node) only for what would fail
+ * on every backend. */
+kiln_status kiln_cl_op_prepare(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
+                               const kiln_cl_ttype *in, const kiln_cl_ttype *out, const kiln_tensor *const *konst,
+                               const char *prefix, kiln_cl_src *src, kiln_cl_op **op);
+/* After the program built from src: creates the op's kernels (from prog; an
+ * op that appended no source ignores it) and device scratch on ctx. */
+kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog);
+/* Enqueues the op: in[k] / out[k] where its inputs and outputs are (dense,
+ * row-major, of the types given at prepare). Asynchronous on ctx's queue. */
+kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out);
+/* A short description for KILN_PROFILE / KILN_DUMP ("clblast sgemm 64x512x256"). */
+const char *kiln_cl_op_describe(const kiln_cl_op *op);
+/* Releases kernels, scratch and the op (NULL-safe). */
+void kiln_cl_op_free(kiln_cl_op *op);
+
+#endif
