@@ -1,4 +1,352 @@
-/* cpu_fallback/conv: convolution (no kernels yet). */
-#include "cpu_fallback/kernels.h"
+/* cpu_fallback/conv: Conv over float32 (1-D, 2-D, 3-D; group; strides,
+ * dilations, pads, auto_pad; optional bias), three paths:
+ *   depthwise (group == C_in, 1-D/2-D, any channel multiplier, strides up
+ *     to 8): direct, per
+ *     channel plane: the input plane is copied once into a zero-padded,
+ *     stride-phase-split buffer, so every kernel tap reads a contiguous row
+ *     and the row kernel (sgemm.h kiln_dw_row: AVX2/FMA or its scalar twin)
+ *     needs no bounds checks;
+ *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
+ *     from NCHW, no copy;
+ *   general: im2col of one tile of output positions at a time into a
+ *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
+ *     that is bigger), then one GEMM per tile.
+ * Bias is added, and the epilogue applied, right after each output block is
+ * computed: per channel run of a tile (per channel plane, or per group block
+ * when a tile spans the whole image). Calls the reference kernel would reject
+ * (dtype, shapes, attributes) and empty tensors are declined. Strided inputs
+ * are copied densely first (X, W) or read element by element (B). */
+#include <string.h>
 
-const kiln_cpu_kernel_def kiln_cpu_kernels_conv[] = {{NULL, NULL, NULL, false}};
+#include "cpu_fallback/kernels.h"
+#include "cpu_fallback/sgemm.h"
+#include "ir/alloc.h"
+
+/* Bytes of im2col scratch per call (one tile of columns), unless that
+ * leaves fewer than KILN_CONV_MIN_TILE columns: narrower GEMMs lose
+ * efficiency and repack W once per tile. */
+#define KILN_CONV_SCRATCH (1024 * 1024)
+#define KILN_CONV_MIN_TILE 256
+
+/* The geometry, always in 3 spatial dims (1-D and 2-D convolutions get
+ * leading dims of size 1). */
+typedef struct geom {
+  int nsp;
+  int64_t N, C, M, G, Cg, Mg;
+  int64_t in[3], k[3], out[3], s[3], d[3], pb[3];
+  int64_t in_sp, k_sp, out_sp;
+  int out_rank;
+  int64_t out_dims[KILN_MAX_RANK];
+} geom;
+
+static bool ints_attr(const kiln_node *n, const char *name, size_t want, int64_t min, const int64_t **v) {
+  const kiln_attr *a = kiln_node_attr(n, name);
+  *v = NULL;
+  if (!a) return true;
+  if (a->type != KILN_ATTR_INTS || a->n != want) return false;
+  for (size_t i = 0; i < a->n; i++)
+    if (a->ints[i] < min || a->ints[i] > ((int64_t)1 << 31)) return false;
+  *v = a->ints;
+  return true;
+}
+
+/* Fills g from the node and the shapes; false when the call is one to
+ * decline (anything the reference kernel would reject, or a size this file
+ * does not handle). */
+static bool geom_make(const kiln_node *nd, const kiln_tensor *x, const kiln_tensor *w, geom *g) {
+  memset(g, 0, sizeof *g);
+  if (x->rank < 3 || x->rank > 5 || w->rank != x->rank) return false;
+  int nsp = x->rank - 2, off = 3 - nsp;
+  g->nsp = nsp;
+  enum { NOTSET, UPPER, LOWER, VALID } mode = NOTSET;
+  const kiln_attr *ap = kiln_node_attr(nd, "auto_pad");
+  if (ap) {
+    if (ap->type != KILN_ATTR_STRING) return false;
+    const char *v = ap->s ? ap->s : "";
+    if (!strcmp(v, "SAME_UPPER")) mode = UPPER;
+    else if (!strcmp(v, "SAME_LOWER")) mode = LOWER;
+    else if (!strcmp(v, "VALID")) mode = VALID;
+    else if (*v && strcmp(v, "NOTSET")) return false;
+  }
+  const kiln_attr *ga = kiln_node_attr(nd, "group");
+  if (ga && ga->type != KILN_ATTR_INT) return false;
+  g->G = ga ? ga->i : 1;
+  const int64_t *ks, *st, *dl, *pads;
+  if (g->G < 1 || !ints_attr(nd, "kernel_shape", (size_t)nsp, 1, &ks) ||
+      !ints_attr(nd, "strides", (size_t)nsp, 1, &st) || !ints_attr(nd, "dilations", (size_t)nsp, 1, &dl) ||
+      !ints_attr(nd, "pads", 2 * (size_t)nsp, 0, &pads))
+    return false;
+  if (pads && mode != NOTSET)
+    for (int i = 0; i < 2 * nsp; i++)
+      if (pads[i]) return false;
+  g->N = x->dims[0];
+  g->C = x->dims[1];
+  g->M = w->dims[0];
+  int64_t cw;
+  if (__builtin_mul_overflow(w->dims[1], g->G, &cw) || cw != g->C || g->M % g->G || g->N < 1 || g->M < 1 ||
+      w->dims[1] < 1)
+    return false;
+  g->Cg = g->C / g->G;
+  g->Mg = g->M / g->G;
+  g->in_sp = g->k_sp = g->out_sp = 1;
+  for (int i = 0; i < 3; i++) {
+    if (i < off) {
+      g->in[i] = g->k[i] = g->out[i] = g->s[i] = g->d[i] = 1;
+      continue;
+    }
+    int j = i - off;
+    int64_t in = x->dims[2 + j], k = w->dims[2 + j], s = st ? st[j] : 1, d = dl ? dl[j] : 1;
+    if (in < 1 || k < 1 || (ks && ks[j] != k) || in > ((int64_t)1 << 31) || k > ((int64_t)1 << 31)) return false;
+    int64_t eff = (k - 1) * d + 1, pb = 0, pe = 0, out;
+    if (mode == UPPER || mode == LOWER) {
+      out = (in + s - 1) / s;
+      int64_t need = (out - 1) * s + eff - in;
+      if (need < 0) need = 0;
+      pb = mode == UPPER ? need / 2 : need - need / 2;
+    } else {
+      if (pads) {
+        pb = pads[j];
+        pe = pads[j + nsp];
+      }
+      if (in + pb + pe < eff) return false;
+      out = (in + pb + pe - eff) / s + 1;
+    }
+    g->in[i] = in;
+    g->k[i] = k;
+    g->s[i] = s;
+    g->d[i] = d;
+    g->pb[i] = pb;
+    g->out[i] = out;
+    g->in_sp *= in;
+    g->k_sp *= k;
+    g->out_sp *= out;
+  }
+  g->out_rank = x->rank;
+  g->out_dims[0] = g->N;
+  g->out_dims[1] = g->M;
+  for (int j = 0; j < nsp; j++) g->out_dims[2 + j] = g->out[off + j];
+  int64_t n;
+  return !kiln_shape_numel(g->out_rank, g->out_dims, &n) && n > 0;
+}
+
+/* ---- the general path: im2col per tile + GEMM ---- */
+
+/* col[r][t - t0] = the input element under tap r = (c, kd, kh, kw) of output
+ * position t, for t in [t0, t0 + T) (0 in the padding). x is the group's
+ * first input channel. */
+static void im2col(const geom *g, const float *x, int64_t t0, int64_t T, float *col, kiln_la_gather_fn gather) {
+  int64_t o1 = g->out[1], o2 = g->out[2];
+  int64_t sd = t0 / (o1 * o2), sh = t0 / o2 % o1, sw = t0 % o2; /* position of t0 */
+  float *row = col;
+  for (int64_t c = 0; c < g->Cg; c++)
+    for (int64_t kd = 0; kd < g->k[0]; kd++)
+      for (int64_t kh = 0; kh < g->k[1]; kh++)
+        for (int64_t kw = 0; kw < g->k[2]; kw++, row += T) {
+          const float *xc = x + c * g->in_sp;
+          int64_t od = sd, oh = sh, ow = sw;
+          for (int64_t done = 0; done < T;) {
+            int64_t run = T - done < o2 - ow ? T - done : o2 - ow;
+            int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0], ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
+            float *dst = row + done;
+            if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1]) {
+              memset(dst, 0, (size_t)run * sizeof *dst);
+            } else {
+              const float *src = xc + (id * g->in[1] + ih) * g->in[2];
+              int64_t s2 = g->s[2], iw0 = ow * s2 - g->pb[2] + kw * g->d[2], iw = g->in[2];
+              int64_t lo = iw0 >= 0 ? 0 : (-iw0 + s2 - 1) / s2; /* first j with iw0 + j·s2 >= 0 */
+              int64_t hi = iw0 < iw ? (iw - 1 - iw0) / s2 + 1 : 0; /* first j with iw0 + j·s2 >= iw */
+              if (lo > run) lo = run;
+              if (hi > run) hi = run;
+              if (hi < lo) hi = lo;
+              for (int64_t j = 0; j < lo; j++) dst[j] = 0.0f;
+              if (s2 == 1) memcpy(dst + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof *dst);
+              else if (hi > lo)
+                gather(dst + lo, src + iw0 + lo * s2, hi - lo, s2);
+              for (int64_t j = hi; j < run; j++) dst[j] = 0.0f;
+            }
+            done += run;
+            ow += run;
+            if (ow == o2) {
+              ow = 0;
+              if (++oh == o1) {
+                oh = 0;
+                od++;
+              }
+            }
+          }
+        }
+}
+
+static bool pointwise(const geom *g) {
+  for (int i = 0; i < 3; i++)
+    if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] != 0 || g->out[i] != g->in[i]) return false;
+  return true;
+}
+
+/* Adds the bias to rows [0, rows) of an output block (row stride ld, T
+ * columns) and applies the epilogue: per row, or once when the rows are
+ * contiguous (T == ld). flat0: flat index of the block's first element. */
+static void finish_block(float *y, int64_t rows, int64_t T, int64_t ld, const float *bias, int64_t flat0,
+                         const kiln_cpu_epilogue *ep) {
+  for (int64_t m = 0; m < rows; m++) {
+    float *yr = y + m * ld, bm = bias ? bias[m] : 0.0f;
+    if (bias)
+      for (int64_t t = 0; t < T; t++) yr[t] += bm;
+    if (ep && T != ld) ep->apply(ep->ctx, flat0 + m * ld, T, yr);
+  }
+  if (ep && T == ld) ep->apply(ep->ctx, flat0, rows * T, y);
+}
+
+static kiln_status conv_gemm(const geom *g, const float *x, const float *w, const float *bias, float *y,
+                             const kiln_cpu_epilogue *ep) {
+  bool pw = pointwise(g);
+  int64_t Kc = g->Cg * g->k_sp, OSP = g->out_sp, T = OSP;
+  if (!pw) {
+    int64_t t = KILN_CONV_SCRATCH / ((int64_t)sizeof(float) * Kc);
+    if (t < KILN_CONV_MIN_TILE) t = KILN_CONV_MIN_TILE;
+    if (t < T) T = t;
+  }
+  if (ep) {
+    int64_t t = KILN_LA_EPILOGUE_BLOCK / ((int64_t)sizeof(float) * g->Mg);
+    if (t < 64) t = 64;
+    if (t < T) T = t;
+  }
+  if (T < OSP && T > 16) T &= ~(int64_t)15; /* whole vectors per tile row */
+  float *col = NULL;
+  if (!pw) {
+    col = kiln_malloc((size_t)(Kc * T) * sizeof *col);
+    if (!col)
+      return kiln_fail(KILN_E_NOMEM, "out of memory for a %lld x %lld im2col tile", (long long)Kc, (long long)T);
+  }
+  kiln_status s = KILN_OK;
+  kiln_la_gather_fn gather = kiln_la_gather();
+  for (int64_t n = 0; n < g->N && !s; n++)
+    for (int64_t gi = 0; gi < g->G && !s; gi++) {
+      const float *xg = x + (n * g->C + gi * g->Cg) * g->in_sp, *wg = w + gi * g->Mg * Kc;
+      int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
+      for (int64_t t0 = 0; t0 < OSP && !s; t0 += T) {
+        int64_t tn = OSP - t0 < T ? OSP - t0 : T;
+        if (pw) {
+          s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, xg + t0, g->in_sp, 0.0f, y + yoff + t0, OSP);
+        } else {
+          im2col(g, xg, t0, tn, col, gather);
+          s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, col, tn, 0.0f, y + yoff + t0, OSP);
+        }
+        if (!s) finish_block(y + yoff + t0, g->Mg, tn, OSP, bias ? bias + gi * g->Mg : NULL, yoff + t0, ep);
+      }
+    }
+  kiln_free(col);
+  return s;
+}
+
+/* ---- the depthwise path (group == C, nsp <= 2) ---- */
+
+static kiln_status conv_depthwise(const geom *g, const float *x, const float *w, const float *bias, float *y,
+                                  const kiln_cpu_epilogue *ep) {
+  int64_t H = g->in[1], W = g->in[2], KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
+  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], pt = g->pb[1], pl = g->pb[2];
+  int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
+  int64_t Wq = (Wp + sw - 1) / sw, mult = g->M / g->C, nk = KH * KW;
+  float *plane = kiln_calloc((size_t)(Hp * sw * Wq), sizeof *plane);
+  const float **src = kiln_malloc((size_t)nk * sizeof *src);
+  if (!plane || !src) {
+    kiln_free(plane);
+    kiln_free(src);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for a depthwise convolution plane");
+  }
+  kiln_dw_row_fn row = kiln_dw_row();
+  kiln_la_gather_fn gather = kiln_la_gather();
+  for (int64_t n = 0; n < g->N; n++)
+    for (int64_t c = 0; c < g->C; c++) {
+      const float *xc = x + (n * g->C + c) * g->in_sp;
+      /* plane[(py·sw + ph)·Wq + q] = padded input (py, q·sw + ph) */
+      for (int64_t py = 0; py < Hp; py++) {
+        int64_t iy = py - pt;
+        float *pr = plane + py * sw * Wq;
+        if (iy < 0 || iy >= H) {
+          memset(pr, 0, (size_t)(sw * Wq) * sizeof *pr);
+          continue;
+        }
+        const float *xr = xc + iy * W;
+        if (sw == 1) {
+          int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
+          memset(pr, 0, (size_t)lo * sizeof *pr);
+          if (hi > lo) memcpy(pr + lo, xr, (size_t)(hi - lo) * sizeof *pr);
+          if (Wp > hi) memset(pr + hi, 0, (size_t)(Wp - hi) * sizeof *pr);
+        } else {
+          for (int64_t ph = 0; ph < sw; ph++) {
+            /* q in [0, nq): px = q·sw + ph < Wp; inside the input for q in [lo, hi) */
+            float *pp = pr + ph * Wq;
+            int64_t nq = ph < Wp ? (Wp - ph + sw - 1) / sw : 0;
+            int64_t lo = pl > ph ? (pl - ph + sw - 1) / sw : 0, hi = pl + W > ph ? (pl + W - ph + sw - 1) / sw : 0;
+            if (lo > nq) lo = nq;
+            if (hi > nq) hi = nq;
+            if (hi < lo) hi = lo;
+            for (int64_t q = 0; q < lo; q++) pp[q] = 0.0f;
+            if (hi > lo) gather(pp + lo, xr + lo * sw + ph - pl, hi - lo, sw);
+            for (int64_t q = hi; q < nq; q++) pp[q] = 0.0f;
+          }
+        }
+      }
+      for (int64_t mm = 0; mm < mult; mm++) {
+        int64_t m = c * mult + mm;
+        const float *wm = w + m * nk;
+        float *ym = y + (n * g->M + m) * g->out_sp, bm = bias ? bias[m] : 0.0f;
+        for (int64_t oy = 0; oy < OH; oy++) {
+          for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+              int64_t off = kx * dw;
+              src[ky * KW + kx] = plane + ((oy * sh + ky * dh) * sw + off % sw) * Wq + off / sw;
+            }
+          row(ym + oy * OW, OW, src, wm, (int)nk, bm);
+        }
+        if (ep) ep->apply(ep->ctx, (n * g->M + m) * g->out_sp, g->out_sp, ym);
+      }
+    }
+  kiln_free(plane);
+  kiln_free(src);
+  return KILN_OK;
+}
+
+/* ---- the kernel ---- */
+
+static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
+  const kiln_tensor *x = c->n_in > 0 ? c->in[0] : NULL, *w = c->n_in > 1 ? c->in[1] : NULL;
+  const kiln_tensor *b = c->n_in > 2 ? c->in[2] : NULL;
+  *declined = true;
+  if (!x || !w || x->dtype != KILN_F32 || w->dtype != KILN_F32 || (b && b->dtype != KILN_F32)) return KILN_OK;
+  geom g;
+  if (!geom_make(c->node, x, w, &g)) return KILN_OK;
+  if (b && (b->rank != 1 || b->dims[0] != g.M)) return KILN_OK;
+  if (x->numel == 0 || w->numel == 0) return KILN_OK;
+  *declined = false;
+  kiln_tensor xd = {0}, wd = {0};
+  float *bias = NULL;
+  kiln_status s = KILN_OK;
+  if (x->strided) s = kiln_tensor_copy(&xd, x);
+  if (!s && w->strided) s = kiln_tensor_copy(&wd, w);
+  if (!s && b) {
+    bias = kiln_malloc((size_t)g.M * sizeof *bias);
+    if (!bias) s = kiln_fail(KILN_E_NOMEM, "out of memory for a bias");
+    for (int64_t m = 0; m < g.M && bias; m++) bias[m] = (float)kiln_get_f(b, m);
+  }
+  if (!s) s = kiln_la_alloc_out(&c->out[0], g.out_rank, g.out_dims);
+  if (!s) {
+    const float *xp = x->strided ? xd.data : x->data, *wp = w->strided ? wd.data : w->data;
+    /* depthwise: its padded plane holds stride·ceil(width/stride) columns,
+       so very large strides go the general way */
+    if (g.G == g.C && g.Cg == 1 && g.nsp <= 2 && g.G > 1 && g.s[1] <= 8 && g.s[2] <= 8)
+      s = conv_depthwise(&g, xp, wp, bias, c->out[0].data, ep);
+    else
+      s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep);
+  }
+  kiln_tensor_release(&xd);
+  kiln_tensor_release(&wd);
+  kiln_free(bias);
+  return s;
+}
+
+const kiln_cpu_kernel_def kiln_cpu_kernels_conv[] = {
+    {"Conv", NULL, run_conv, true},
+    {NULL, NULL, NULL, false},
+};

@@ -1,0 +1,88 @@
+/* cpu_fallback/sgemm: the dense float32 primitives under the MatMul, Gemm
+ * and Conv kernels (gemm.c, conv.c) — a row-major SGEMM, the depthwise
+ * convolution row kernel and a strided gather — with their instruction-set
+ * dispatch and kiln's thread count.
+ *
+ * Versions: under the AVX2 setting SGEMM is OpenBLAS's cblas_sgemm (which
+ * picks its own kernels by cpuid: see GEMM_CONV.md on Debian 12's OpenBLAS
+ * and AVX-512); under KILN_CPU_ISA=base it is kiln's own portable blocked C
+ * GEMM (kiln_sgemm_base), so the two settings run independent code and the
+ * tests compare them.
+ * The depthwise row kernel and the gather have scalar twins (sgemm.c) and
+ * AVX2/FMA versions (sgemm_avx2.c, the only file of this family built with
+ * -mavx2 -mfma). */
+#ifndef KILN_CPU_FALLBACK_SGEMM_H
+#define KILN_CPU_FALLBACK_SGEMM_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu_fallback/vmath.h"
+#include "ir/status.h"
+#include "ir/tensor.h"
+
+/* The version the gemm/conv family runs: kiln_vm_isa_active() (cpuid +
+ * KILN_CPU_ISA), unless a test forced one with kiln_la_force_isa. */
+kiln_vm_isa kiln_la_isa(void);
+/* For tests: force a version (KILN_VM_NISA: back to the default). A forced
+ * AVX2 on a CPU without it is ignored. Not thread-safe against running
+ * kernels. */
+void kiln_la_force_isa(kiln_vm_isa isa);
+
+/* KILN_NUM_THREADS: the number of threads kiln's CPU kernels may use
+ * (an integer >= 1; default 1 while the cpu plan executor is single-
+ * threaded; an invalid value is ignored with a warning). Read once, at the
+ * first GEMM; at that moment kiln also calls openblas_set_num_threads()
+ * with the same count so that kiln and OpenBLAS never oversubscribe the
+ * cores. Both are process-global: the environment variable is read once
+ * per process, and OpenBLAS's thread count is one setting shared by every
+ * user of libopenblas in the process (the host's own BLAS calls included),
+ * overriding OPENBLAS_NUM_THREADS / OMP_NUM_THREADS from then on. */
+int kiln_cpu_num_threads(void);
+
+/* C = alpha * op(A) * op(B) + beta * C, row-major, op(X) = X or X^T:
+ * op(A) is M x K, op(B) is K x N, C is M x N with row stride ldc. A is
+ * stored M x K (lda >= K) or, transA, K x M (lda >= M); likewise B. With
+ * beta == 0, C is not read (it may hold garbage). Fails only on out of
+ * memory (base version's packing buffers). */
+kiln_status kiln_sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* The versions: base (portable blocked C: packs panels of A and B, a 4x8
+ * register-tile micro-kernel, sums in float in k order per block) and
+ * blas (cblas_sgemm). kiln_sgemm picks one by kiln_la_isa(). */
+kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+kiln_status kiln_sgemm_blas(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* The depthwise row kernel: y[i] = bias + sum_{j < nk} w[j] * src[j][i]
+ * for i < n (src[j] are rows of a padded, stride-phase-split input plane,
+ * see conv.c). Sums in j order, one fused multiply-add per term in both
+ * versions. */
+typedef void (*kiln_dw_row_fn)(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
+void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
+/* Only callable where kiln_vm_cpu_has_avx2() is true. */
+void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
+/* The version for kiln_la_isa(). */
+kiln_dw_row_fn kiln_dw_row(void);
+
+#endif
+
+/* Strided gather: dst[i] = src[i * stride] for i < n (stride >= 1). Reads
+ * no element past src[(n - 1) * stride]. The AVX2 version deinterleaves
+ * stride 2 with shuffles (im2col and depthwise planes of stride-2 convs). */
+typedef void (*kiln_la_gather_fn)(float *dst, const float *src, int64_t n, int64_t stride);
+void kiln_la_gather_base(float *dst, const float *src, int64_t n, int64_t stride);
+void kiln_la_gather_avx2(float *dst, const float *src, int64_t n, int64_t stride);
+kiln_la_gather_fn kiln_la_gather(void);
+
+/* ---- helpers the gemm/conv kernels share ---- */
+
+/* Gives output t dtype float32 and shape (rank, dims), like
+ * kiln_tensor_alloc, but does not zero an arena reservation: the caller
+ * writes every element. */
+kiln_status kiln_la_alloc_out(kiln_tensor *t, int rank, const int64_t *dims);
+
+/* Output-block size (bytes) for epilogues: a kernel called with an epilogue
+ * computes its output in blocks of about this size (whole rows or channel
+ * runs) and applies the epilogue to each block right after computing it. */
+#define KILN_LA_EPILOGUE_BLOCK (512 * 1024)

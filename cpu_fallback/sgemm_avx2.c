@@ -1,0 +1,88 @@
+/* cpu_fallback/sgemm_avx2: the AVX2/FMA versions of the depthwise row kernel
+ * and of the strided gather (see sgemm.h; their twins are in sgemm.c). Built with -mavx2
+ * -mfma; called only after kiln_la_isa() said AVX2.
+ *
+ * Each output is a chain of nk dependent fmas (nk = 9 for 3x3), so the
+ * kernel keeps eight 8-lane chains in flight: 64 outputs per pass, and the
+ * rest of the row (1..63 outputs) in one more pass with masked loads and
+ * stores (a mask of 0 touches no memory). */
+#include <immintrin.h>
+
+#include "cpu_fallback/sgemm.h"
+
+static __m256i lanes_below(int64_t r) { /* lanes l with l < r */
+  int k = r < 0 ? 0 : r > 8 ? 8 : (int)r;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias) {
+  int64_t i = 0;
+#define DW_FULL(k) a##k = _mm256_fmadd_ps(wj, _mm256_loadu_ps(s + 8 * (k)), a##k)
+  for (; i + 64 <= n; i += 64) {
+    __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int j = 0; j < nk; j++) {
+      __m256 wj = _mm256_broadcast_ss(&w[j]);
+      const float *s = src[j] + i;
+      DW_FULL(0);
+      DW_FULL(1);
+      DW_FULL(2);
+      DW_FULL(3);
+      DW_FULL(4);
+      DW_FULL(5);
+      DW_FULL(6);
+      DW_FULL(7);
+    }
+    _mm256_storeu_ps(y + i, a0);
+    _mm256_storeu_ps(y + i + 8, a1);
+    _mm256_storeu_ps(y + i + 16, a2);
+    _mm256_storeu_ps(y + i + 24, a3);
+    _mm256_storeu_ps(y + i + 32, a4);
+    _mm256_storeu_ps(y + i + 40, a5);
+    _mm256_storeu_ps(y + i + 48, a6);
+    _mm256_storeu_ps(y + i + 56, a7);
+  }
+#undef DW_FULL
+  if (i < n) { /* 1..63 outputs: up to 8 chains, masked */
+    int64_t r = n - i;
+    __m256i m0 = lanes_below(r), m1 = lanes_below(r - 8), m2 = lanes_below(r - 16), m3 = lanes_below(r - 24);
+    __m256i m4 = lanes_below(r - 32), m5 = lanes_below(r - 40), m6 = lanes_below(r - 48), m7 = lanes_below(r - 56);
+    __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+#define DW_PART(k)                                                                        \
+  if (r > 8 * (k)) a##k = _mm256_fmadd_ps(wj, _mm256_maskload_ps(s + 8 * (k), m##k), a##k)
+    for (int j = 0; j < nk; j++) {
+      __m256 wj = _mm256_broadcast_ss(&w[j]);
+      const float *s = src[j] + i;
+      DW_PART(0);
+      DW_PART(1);
+      DW_PART(2);
+      DW_PART(3);
+      DW_PART(4);
+      DW_PART(5);
+      DW_PART(6);
+      DW_PART(7);
+    }
+#undef DW_PART
+#define DW_STORE(k) \
+  if (r > 8 * (k)) _mm256_maskstore_ps(y + i + 8 * (k), m##k, a##k)
+    DW_STORE(0);
+    DW_STORE(1);
+    DW_STORE(2);
+    DW_STORE(3);
+    DW_STORE(4);
+    DW_STORE(5);
+    DW_STORE(6);
+    DW_STORE(7);
+#undef DW_STORE
+  }
+}
+
+void kiln_la_gather_avx2(float *dst, const float *src, int64_t n, int64_t stride) {
+  int64_t i = 0;
+  if (stride == 2)
+    for (; i + 9 <= n; i += 8) { /* reads src[2i .. 2i + 15] <= src[2(n - 1)] */
+      __m256 a = _mm256_loadu_ps(src + 2 * i), b = _mm256_loadu_ps(src + 2 * i + 8);
+      __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+      _mm256_storeu_ps(dst + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
+    }
+  for (; i < n; i++) dst[i] = src[i * stride];
+}

@@ -1,0 +1,691 @@
+/* tests/unit_cpu_gemm: the cpu backend's MatMul, Gemm and Conv kernels
+ * (cpu_fallback/gemm.c, conv.c, sgemm.c) against the reference kernels, on
+ * both instruction-set versions (base: kiln's blocked C GEMM and the scalar
+ * depthwise twin; avx2: OpenBLAS and the AVX2 depthwise kernel), on awkward
+ * sizes, every attribute, strided (view) inputs, with and without an
+ * epilogue, into arena-like reservations prefilled with NaN (so an element
+ * not written shows).
+ *
+ * Tolerance: the kernels sum in float and in another order than the
+ * reference (which sums in double), so each output element i must satisfy
+ * |got - ref| <= 1e-5 * bound[i] + 1e-30, where bound[i] = sum of |terms|
+ * of element i — computed by running the reference kernel on the absolute
+ * values of every input (and of alpha, beta). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_fallback/kernels.h"
+#include "cpu_fallback/sgemm.h"
+#include "ir/alloc.h"
+#include "ir/views.h"
+#include "reference/ops.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond)                                     \
+      passed++;                                   \
+    else {                                        \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+#define TOL 1e-5
+
+static uint32_t rng = 12345;
+static float frand(void) {
+  rng = rng * 1664525u + 1013904223u;
+  return (float)((rng >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* ---- nodes ---- */
+
+typedef struct node_b {
+  kiln_node n;
+  kiln_attr a[8];
+  int64_t ints[8][8];
+} node_b;
+
+static void node_init(node_b *b, const char *op, int opset) {
+  memset(b, 0, sizeof *b);
+  b->n.op_type = (char *)op;
+  b->n.domain = (char *)"";
+  b->n.opset = opset;
+  b->n.attrs = b->a;
+}
+
+static void attr_i(node_b *b, const char *name, int64_t v) {
+  kiln_attr *a = &b->a[b->n.n_attrs++];
+  a->name = (char *)name;
+  a->type = KILN_ATTR_INT;
+  a->i = v;
+}
+
+static void attr_f(node_b *b, const char *name, float v) {
+  kiln_attr *a = &b->a[b->n.n_attrs++];
+  a->name = (char *)name;
+  a->type = KILN_ATTR_FLOAT;
+  a->f = v;
+}
+
+static void attr_s(node_b *b, const char *name, const char *v) {
+  kiln_attr *a = &b->a[b->n.n_attrs++];
+  a->name = (char *)name;
+  a->type = KILN_ATTR_STRING;
+  a->s = (char *)v;
+}
+
+static void attr_is(node_b *b, const char *name, int n, const int64_t *v) {
+  int k = b->n.n_attrs++;
+  kiln_attr *a = &b->a[k];
+  a->name = (char *)name;
+  a->type = KILN_ATTR_INTS;
+  a->n = (size_t)n;
+  memcpy(b->ints[k], v, (size_t)n * sizeof *v);
+  a->ints = b->ints[k];
+}
+
+/* ---- tensors ---- */
+
+static void rand_tensor(kiln_tensor *t, int rank, const int64_t *dims) {
+  memset(t, 0, sizeof *t);
+  kiln_tensor_alloc(t, KILN_F32, rank, dims);
+  for (int64_t i = 0; i < t->numel; i++) ((float *)t->data)[i] = frand();
+}
+
+/* A dense copy with |x| of every element (views read through). */
+static void abs_copy(kiln_tensor *dst, const kiln_tensor *src) {
+  memset(dst, 0, sizeof *dst);
+  kiln_tensor_copy(dst, src);
+  for (int64_t i = 0; i < dst->numel; i++) ((float *)dst->data)[i] = fabsf(((float *)dst->data)[i]);
+}
+
+/* ---- the epilogue under test: y = relu(y) + 0.25, counting calls ---- */
+
+typedef struct epi_ctx {
+  int64_t numel;
+  int *count;
+  float *out; /* the output buffer: y must be out + start */
+  int bad_ptr;
+} epi_ctx;
+
+static void epi_apply(void *vctx, int64_t start, int64_t n, float *y) {
+  epi_ctx *e = vctx;
+  if (start < 0 || n < 0 || start + n > e->numel) {
+    e->bad_ptr++;
+    return;
+  }
+  if (y != e->out + start) e->bad_ptr++;
+  for (int64_t i = 0; i < n; i++) {
+    e->count[start + i]++;
+    y[i] = (y[i] > 0 ? y[i] : 0.0f) + 0.25f;
+  }
+}
+
+/* ---- one comparison: kernel (both ISAs, +/- epilogue) vs reference ---- */
+
+static int nisa;
+
+static void run_case(const char *what, const kiln_node *n, int n_in, const kiln_tensor *const *in, int abs_mask) {
+  kiln_graph g;
+  memset(&g, 0, sizeof g);
+  const kiln_op_def *ref = kiln_ref_find_op("", n->op_type);
+  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", n->op_type);
+  if (!ref || !own) {
+    CHECK(0, "%s: no kernel for %s", what, n->op_type);
+    return;
+  }
+  bool used = true;
+  kiln_tensor ry, by;
+  memset(&ry, 0, sizeof ry);
+  memset(&by, 0, sizeof by);
+  kiln_op_call rc = {&g, n, n->opset, n_in, in, 1, &ry, &used};
+  kiln_status s = ref->run(&rc);
+  if (s) {
+    CHECK(0, "%s: reference failed: %s", what, kiln_last_error());
+    return;
+  }
+  /* bound: the reference on |inputs| (abs_mask: which inputs to take |x| of) */
+  kiln_tensor ab[4];
+  const kiln_tensor *abp[4];
+  for (int i = 0; i < n_in; i++) {
+    memset(&ab[i], 0, sizeof ab[i]);
+    abp[i] = in[i];
+    if (in[i] && (abs_mask >> i & 1)) {
+      abs_copy(&ab[i], in[i]);
+      abp[i] = &ab[i];
+    }
+  }
+  kiln_node nb = *n; /* |alpha|, |beta| */
+  kiln_attr at[8];
+  memcpy(at, n->attrs, (size_t)n->n_attrs * sizeof *at);
+  for (int i = 0; i < n->n_attrs; i++)
+    if (at[i].type == KILN_ATTR_FLOAT) at[i].f = fabsf(at[i].f);
+  nb.attrs = at;
+  kiln_op_call bc = {&g, &nb, n->opset, n_in, abp, 1, &by, &used};
+  s = ref->run(&bc);
+  CHECK(!s, "%s: bound failed", what);
+  for (int isa = 0; isa < nisa && !s; isa++)
+    for (int e = 0; e < 2; e++) {
+      kiln_la_force_isa((kiln_vm_isa)isa);
+      /* an arena-like reservation full of NaN */
+      size_t cap = (size_t)ry.numel * sizeof(float) + 64;
+      float *buf = malloc(cap);
+      for (size_t i = 0; i < cap / sizeof(float); i++) buf[i] = NAN;
+      kiln_tensor y;
+      memset(&y, 0, sizeof y);
+      y.data = buf;
+      y.capacity = cap;
+      epi_ctx ec = {ry.numel, calloc((size_t)ry.numel + 1, sizeof(int)), buf, 0};
+      kiln_cpu_epilogue ep = {epi_apply, &ec};
+      kiln_op_call kc = {&g, n, n->opset, n_in, in, 1, &y, &used};
+      bool declined = true;
+      s = own->run(&kc, e ? &ep : NULL, &declined);
+      CHECK(!s && !declined, "%s [%s%s]: status %d declined %d (%s)", what, kiln_vm_isa_name((kiln_vm_isa)isa),
+            e ? ", epilogue" : "", (int)s, declined, s ? kiln_last_error() : "");
+      if (!s && !declined) {
+        bool shape = y.dtype == KILN_F32 && y.rank == ry.rank && y.numel == ry.numel;
+        for (int d = 0; shape && d < y.rank; d++) shape = y.dims[d] == ry.dims[d];
+        CHECK(shape, "%s: output shape differs", what);
+        int64_t bad = -1, miscount = -1;
+        float want_bad = 0;
+        double worst = 0;
+        for (int64_t i = 0; shape && i < ry.numel; i++) {
+          float r = ((float *)ry.data)[i], got = ((float *)y.data)[i];
+          if (e) r = (r > 0 ? r : 0.0f) + 0.25f;
+          double err = fabs((double)got - r), lim = TOL * ((float *)by.data)[i] + 1e-30;
+          if (!(err <= lim) && bad < 0) {
+            bad = i;
+            want_bad = r;
+          }
+          if (lim > 0 && err / lim > worst) worst = err / lim;
+          if (e && ec.count[i] != 1 && miscount < 0) miscount = i;
+        }
+        CHECK(bad < 0, "%s [%s%s]: element %lld: got %g, want %g (bound %g)", what,
+              kiln_vm_isa_name((kiln_vm_isa)isa), e ? ", epilogue" : "", (long long)bad,
+              bad >= 0 ? ((float *)y.data)[bad] : 0.0, (double)want_bad,
+              bad >= 0 ? ((float *)by.data)[bad] : 0.0);
+        if (e)
+          CHECK(miscount < 0 && !ec.bad_ptr, "%s [%s]: epilogue covered element %lld %d times (bad calls %d)", what,
+                kiln_vm_isa_name((kiln_vm_isa)isa), (long long)miscount, miscount >= 0 ? ec.count[miscount] : 1,
+                ec.bad_ptr);
+        CHECK(buf[cap / sizeof(float) - 1] != buf[cap / sizeof(float) - 1], "%s: wrote past the output", what);
+      }
+      free(ec.count);
+      free(buf);
+    }
+  kiln_la_force_isa(KILN_VM_NISA);
+  for (int i = 0; i < n_in; i++) kiln_tensor_release(&ab[i]);
+  kiln_tensor_release(&ry);
+  kiln_tensor_release(&by);
+}
+
+/* The kernel declines the call and leaves the output untouched. */
+static void expect_decline(const char *what, const kiln_node *n, int n_in, const kiln_tensor *const *in) {
+  kiln_graph g;
+  memset(&g, 0, sizeof g);
+  kiln_tensor y;
+  memset(&y, 0, sizeof y);
+  bool used = true, declined = false;
+  kiln_op_call kc = {&g, n, n->opset, n_in, in, 1, &y, &used};
+  kiln_status s = kiln_cpu_kernel_find("", n->op_type)->run(&kc, NULL, &declined);
+  CHECK(!s && declined && y.dtype == KILN_UNDEFINED && !y.data, "%s: status %d declined %d", what, (int)s, declined);
+}
+
+/* ---- MatMul ---- */
+
+static void mm_dense(int ra, const int64_t *da, int rb, const int64_t *db) {
+  kiln_tensor a, b;
+  rand_tensor(&a, ra, da);
+  rand_tensor(&b, rb, db);
+  node_b nb;
+  node_init(&nb, "MatMul", 13);
+  const kiln_tensor *in[2] = {&a, &b};
+  char what[128], s1[64], s2[64];
+  snprintf(what, sizeof what, "MatMul %s x %s", kiln_shape_str(ra, da, s1, 64), kiln_shape_str(rb, db, s2, 64));
+  run_case(what, &nb.n, 2, in, 3);
+  kiln_tensor_release(&a);
+  kiln_tensor_release(&b);
+}
+
+static void test_matmul(void) {
+#define MM(ra, rb, ...)                              \
+  do {                                               \
+    int64_t d[] = {__VA_ARGS__};                     \
+    mm_dense(ra, d, rb, d + (ra));                   \
+  } while (0)
+  MM(2, 2, 1, 1, 1, 1);
+  MM(1, 1, 7, 7);
+  MM(1, 2, 5, 5, 3);
+  MM(2, 1, 4, 5, 5);
+  MM(1, 3, 6, 2, 6, 3);
+  MM(3, 1, 2, 3, 6, 6);
+  MM(4, 3, 3, 1, 4, 5, 2, 5, 6);
+  MM(4, 2, 2, 3, 17, 33, 33, 9);   /* B shared: one GEMM of 102 rows */
+  MM(3, 3, 2, 8, 16, 1, 16, 24);   /* B broadcast over batch */
+  MM(2, 2, 3, 1000, 1000, 7);      /* big K */
+  MM(2, 2, 9, 17, 17, 23);
+  MM(2, 2, 67, 129, 129, 131);     /* past the base GEMM's block sizes */
+  MM(3, 3, 1, 13, 261, 1, 261, 8); /* K past one KC slice */
+#undef MM
+
+  /* strided views */
+  node_b nb;
+  node_init(&nb, "MatMul", 13);
+  int64_t M = 19, K = 37, N = 11;
+  kiln_tensor ta, tb, va, vb;
+  {
+    int64_t d[2] = {K, M}, e[2] = {N, K};
+    rand_tensor(&ta, 2, d); /* A^T stored */
+    rand_tensor(&tb, 2, e); /* B^T stored */
+    int64_t ad[2] = {M, K}, as[2] = {1, M}, bd[2] = {K, N}, bs[2] = {1, K};
+    kiln_tensor_view(&va, &ta, 2, ad, as, 0);
+    kiln_tensor_view(&vb, &tb, 2, bd, bs, 0);
+    const kiln_tensor *in[2] = {&va, &vb};
+    run_case("MatMul transposed views", &nb.n, 2, in, 3);
+    kiln_tensor_release(&ta);
+    kiln_tensor_release(&tb);
+  }
+  {
+    int64_t d[2] = {M + 3, K + 5}, e[2] = {K, N};
+    rand_tensor(&ta, 2, d);
+    rand_tensor(&tb, 2, e);
+    int64_t ad[2] = {M, K}, as[2] = {K + 5, 1};
+    kiln_tensor_view(&va, &ta, 2, ad, as, 2 * (K + 5) + 3); /* a slice: lda > K */
+    int64_t bd[2] = {K, N}, bs[2] = {-N, 1};
+    kiln_tensor_view(&vb, &tb, 2, bd, bs, (K - 1) * N); /* rows reversed: copied */
+    const kiln_tensor *in[2] = {&va, &vb};
+    run_case("MatMul sliced / reversed views", &nb.n, 2, in, 3);
+    int64_t cd[2] = {K, N}, cs[2] = {N, 2};
+    kiln_tensor tc, vc;
+    int64_t dd[2] = {K, 2 * N};
+    rand_tensor(&tc, 2, dd);
+    kiln_tensor_view(&vc, &tc, 2, cd, cs, 1); /* column step 2: copied */
+    const kiln_tensor *in2[2] = {&va, &vc};
+    run_case("MatMul column-step view", &nb.n, 2, in2, 3);
+    kiln_tensor_release(&tc);
+    kiln_tensor_release(&ta);
+    kiln_tensor_release(&tb);
+  }
+  {
+    int64_t d[2] = {M, K}, e[3] = {3, N, K};
+    rand_tensor(&ta, 2, d);
+    rand_tensor(&tb, 3, e);
+    int64_t ad[3] = {4, M, K}, as[3] = {0, K, 1}; /* Expand: batch stride 0 */
+    kiln_tensor_view(&va, &ta, 3, ad, as, 0);
+    int64_t bd[3] = {3, K, N}, bs[3] = {N * K, 1, K}; /* batched transpose */
+    kiln_tensor_view(&vb, &tb, 3, bd, bs, 0);
+    int64_t vd2[4] = {4, 1, M, K}, vs2[4] = {0, 0, K, 1};
+    kiln_tensor va2;
+    kiln_tensor_view(&va2, &ta, 4, vd2, vs2, 0);
+    const kiln_tensor *in[2] = {&va2, &vb};
+    run_case("MatMul broadcast + batched transposed views", &nb.n, 2, in, 3);
+    (void)va;
+    int64_t vd1[1] = {K}, vs1[1] = {M}; /* a strided vector */
+    kiln_tensor_view(&va, &ta, 1, vd1, vs1, 0);
+    const kiln_tensor *in1[2] = {&va, &vb};
+    run_case("MatMul strided 1-D A", &nb.n, 2, in1, 3);
+    kiln_tensor_release(&ta);
+    kiln_tensor_release(&tb);
+  }
+  /* declines: another dtype, mismatched K */
+  {
+    int64_t d[2] = {2, 3};
+    kiln_tensor ia, ib;
+    memset(&ia, 0, sizeof ia);
+    memset(&ib, 0, sizeof ib);
+    kiln_tensor_alloc(&ia, KILN_I64, 2, d);
+    kiln_tensor_alloc(&ib, KILN_I64, 2, d);
+    const kiln_tensor *in[2] = {&ia, &ib};
+    expect_decline("MatMul int64", &nb.n, 2, in);
+    rand_tensor(&ta, 2, d);
+    rand_tensor(&tb, 2, d);
+    const kiln_tensor *in2[2] = {&ta, &tb};
+    expect_decline("MatMul K mismatch", &nb.n, 2, in2);
+    kiln_tensor_release(&ia);
+    kiln_tensor_release(&ib);
+    kiln_tensor_release(&ta);
+    kiln_tensor_release(&tb);
+  }
+}
+
+/* A view no single strided map holds: base [a, b] transposed to [b, a]
+ * and reshaped to (rank, dims) — a stack of two views over base. */
+static void stacked_view(kiln_tensor *t, kiln_views *st, const kiln_tensor *base, int rank, const int64_t *dims) {
+  kiln_view v;
+  kiln_view_contiguous(base->rank, base->dims, &v);
+  kiln_views_init(st, &v);
+  kiln_view_op op;
+  memset(&op, 0, sizeof op);
+  op.kind = KILN_VOP_TRANSPOSE;
+  kiln_views_push(st, &op);
+  memset(&op, 0, sizeof op);
+  op.kind = KILN_VOP_RESHAPE;
+  op.n = rank;
+  memcpy(op.shape, dims, (size_t)rank * sizeof *dims);
+  kiln_views_push(st, &op);
+  memset(t, 0, sizeof *t);
+  t->dtype = KILN_F32;
+  t->rank = rank;
+  memcpy(t->dims, dims, (size_t)rank * sizeof *dims);
+  t->numel = base->numel;
+  t->data = base->data;
+  t->strided = true;
+  t->stack = st;
+}
+
+static void test_stacked(void) {
+  kiln_tensor base, v, b;
+  kiln_views st;
+  int64_t bd[2] = {6, 10}, vd[2] = {4, 15}, wd[2] = {15, 7};
+  rand_tensor(&base, 2, bd);
+  rand_tensor(&b, 2, wd);
+  stacked_view(&v, &st, &base, 2, vd);
+  CHECK(!kiln_views_single(&st), "the reshape of a transpose should be a stack");
+  node_b nb;
+  node_init(&nb, "MatMul", 13);
+  const kiln_tensor *in[2] = {&v, &b};
+  run_case("MatMul with a stacked view (reshape of a transpose)", &nb.n, 2, in, 3);
+  /* Conv with X a stacked view [1, 2, 5, 6] of a transposed [6, 10] */
+  int64_t xd[4] = {1, 2, 5, 6}, kd[4] = {3, 2, 2, 2};
+  kiln_tensor x, w;
+  stacked_view(&x, &st, &base, 4, xd);
+  rand_tensor(&w, 4, kd);
+  node_b nc;
+  node_init(&nc, "Conv", 11);
+  const kiln_tensor *cin[2] = {&x, &w};
+  run_case("Conv with a stacked view X", &nc.n, 2, cin, 3);
+  kiln_tensor_release(&base);
+  kiln_tensor_release(&b);
+  kiln_tensor_release(&w);
+}
+
+/* ---- Gemm ---- */
+
+static void test_gemm(void) {
+  static const struct {
+    int r;
+    int64_t d[2]; /* of C, relative: -1 = M, -2 = N */
+  } cshapes[] = {{-1, {0, 0}}, {0, {0, 0}}, {1, {1, 0}}, {1, {-2, 0}}, {2, {-1, 1}}, {2, {1, -2}}, {2, {-1, -2}}};
+  static const float ab[][2] = {{1, 1}, {0.5f, -2}, {-1.5f, 0}};
+  int64_t sizes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 17, 130}, {3, 300, 9}};
+  char what[160];
+  for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++)
+    for (int tA = 0; tA < 2; tA++)
+      for (int tB = 0; tB < 2; tB++)
+        for (size_t ci = 0; ci < sizeof cshapes / sizeof *cshapes; ci++)
+          for (size_t k = 0; k < sizeof ab / sizeof *ab; k++) {
+            if (z != 1 && (ci % 3 || k)) continue; /* all combinations on one size only */
+            int64_t M = sizes[z][0], N = sizes[z][1], K = sizes[z][2];
+            int64_t ad[2] = {tA ? K : M, tA ? M : K}, bd[2] = {tB ? N : K, tB ? K : N}, cd[2];
+            for (int j = 0; j < 2; j++)
+              cd[j] = cshapes[ci].d[j] == -1 ? M : cshapes[ci].d[j] == -2 ? N : cshapes[ci].d[j];
+            kiln_tensor a, b, c;
+            rand_tensor(&a, 2, ad);
+            rand_tensor(&b, 2, bd);
+            if (cshapes[ci].r >= 0) rand_tensor(&c, cshapes[ci].r, cd);
+            node_b nb;
+            node_init(&nb, "Gemm", 13);
+            if (tA) attr_i(&nb, "transA", 1);
+            if (tB) attr_i(&nb, "transB", 1);
+            attr_f(&nb, "alpha", ab[k][0]);
+            attr_f(&nb, "beta", ab[k][1]);
+            const kiln_tensor *in[3] = {&a, &b, cshapes[ci].r >= 0 ? &c : NULL};
+            snprintf(what, sizeof what, "Gemm M%lld N%lld K%lld tA%d tB%d C#%zu alpha %g beta %g", (long long)M,
+                     (long long)N, (long long)K, tA, tB, ci, ab[k][0], ab[k][1]);
+            run_case(what, &nb.n, cshapes[ci].r >= 0 ? 3 : 2, in, 7);
+            kiln_tensor_release(&a);
+            kiln_tensor_release(&b);
+            if (cshapes[ci].r >= 0) kiln_tensor_release(&c);
+          }
+  /* strided: transA over a transposed view = a plain operand; C a view */
+  {
+    int64_t M = 10, N = 6, K = 21;
+    kiln_tensor a, b, c, va, vc;
+    int64_t ad[2] = {M, K}, bd[2] = {N, K}, cdd[2] = {N, M};
+    rand_tensor(&a, 2, ad);
+    rand_tensor(&b, 2, bd);
+    rand_tensor(&c, 2, cdd);
+    int64_t vd[2] = {K, M}, vs[2] = {1, K}, cvd[2] = {M, N}, cvs[2] = {1, M};
+    kiln_tensor_view(&va, &a, 2, vd, vs, 0);
+    kiln_tensor_view(&vc, &c, 2, cvd, cvs, 0);
+    node_b nb;
+    node_init(&nb, "Gemm", 13);
+    attr_i(&nb, "transA", 1);
+    attr_i(&nb, "transB", 1);
+    attr_f(&nb, "beta", 0.5f);
+    const kiln_tensor *in[3] = {&va, &b, &vc};
+    run_case("Gemm views (transposed A view, transposed C view)", &nb.n, 3, in, 7);
+    kiln_tensor_release(&a);
+    kiln_tensor_release(&b);
+    kiln_tensor_release(&c);
+  }
+  /* 1024-wide epilogue panels: N large, M past one panel */
+  {
+    int64_t ad[2] = {300, 40}, bd[2] = {40, 700};
+    kiln_tensor a, b;
+    rand_tensor(&a, 2, ad);
+    rand_tensor(&b, 2, bd);
+    node_b nb;
+    node_init(&nb, "Gemm", 13);
+    const kiln_tensor *in[2] = {&a, &b};
+    run_case("Gemm 300x700x40 (several epilogue panels)", &nb.n, 2, in, 3);
+    kiln_tensor_release(&a);
+    kiln_tensor_release(&b);
+  }
+}
+
+/* ---- Conv ---- */
+
+typedef struct conv_case {
+  const char *name;
+  int nsp;
+  int64_t N, C, M, G;
+  int64_t in[3], k[3];
+  int64_t st[3], dl[3], pads[6]; /* 0: attribute absent */
+  const char *auto_pad;
+  int bias;
+} conv_case;
+
+static void conv_run(const conv_case *cc, bool strided_x) {
+  int nsp = cc->nsp;
+  int64_t xd[5] = {cc->N, cc->C}, wd[5] = {cc->M, cc->C / cc->G}, bd[1] = {cc->M};
+  for (int i = 0; i < nsp; i++) {
+    xd[2 + i] = cc->in[i];
+    wd[2 + i] = cc->k[i];
+  }
+  kiln_tensor x, w, b, base, xv;
+  rand_tensor(&x, nsp + 2, xd);
+  rand_tensor(&w, nsp + 2, wd);
+  if (cc->bias) rand_tensor(&b, 1, bd);
+  const kiln_tensor *xp = &x;
+  if (strided_x) { /* X as a view: the last two dims swapped in storage */
+    int64_t sd[5], ss[5], vs[5];
+    memcpy(sd, xd, sizeof sd);
+    int r = nsp + 2;
+    sd[r - 1] = xd[r - 2];
+    sd[r - 2] = xd[r - 1];
+    rand_tensor(&base, r, sd);
+    kiln_strides(r, sd, ss);
+    memcpy(vs, ss, sizeof vs);
+    vs[r - 1] = ss[r - 2];
+    vs[r - 2] = ss[r - 1];
+    kiln_tensor_view(&xv, &base, r, xd, vs, 0);
+    xp = &xv;
+  }
+  node_b nb;
+  node_init(&nb, "Conv", 11);
+  if (cc->G != 1) attr_i(&nb, "group", cc->G);
+  if (cc->st[0]) attr_is(&nb, "strides", nsp, cc->st);
+  if (cc->dl[0]) attr_is(&nb, "dilations", nsp, cc->dl);
+  if (cc->pads[0] >= 0 && !cc->auto_pad) attr_is(&nb, "pads", 2 * nsp, cc->pads);
+  if (cc->auto_pad) attr_s(&nb, "auto_pad", cc->auto_pad);
+  attr_is(&nb, "kernel_shape", nsp, cc->k);
+  const kiln_tensor *in[3] = {xp, &w, cc->bias ? &b : NULL};
+  char what[160];
+  snprintf(what, sizeof what, "Conv %s%s", cc->name, strided_x ? " (strided X)" : "");
+  run_case(what, &nb.n, cc->bias ? 3 : 2, in, 7);
+  kiln_tensor_release(&x);
+  kiln_tensor_release(&w);
+  if (cc->bias) kiln_tensor_release(&b);
+  if (strided_x) kiln_tensor_release(&base);
+}
+
+static void test_conv(void) {
+  static const conv_case cases[] = {
+      {"2-D 3x3 pad 1", 2, 2, 3, 5, 1, {7, 9}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"2-D stride 2 dilation 2 asymmetric pads",
+       2,
+       1,
+       3,
+       4,
+       1,
+       {11, 10},
+       {3, 2},
+       {2, 2},
+       {2, 2},
+       {0, 1, 2, 1},
+       NULL,
+       1},
+      {"2-D stride (3,1) no pads", 2, 1, 2, 3, 1, {8, 13}, {2, 3}, {3, 1}, {0}, {-1}, NULL, 0},
+      {"2-D SAME_UPPER stride 2", 2, 1, 3, 4, 1, {9, 10}, {3, 4}, {2, 2}, {0}, {-1}, "SAME_UPPER", 1},
+      {"2-D SAME_LOWER stride 2 dilation 2", 2, 1, 3, 4, 1, {9, 10}, {3, 4}, {2, 2}, {2, 1}, {-1}, "SAME_LOWER", 1},
+      {"2-D VALID", 2, 1, 3, 2, 1, {6, 7}, {3, 3}, {0}, {0}, {-1}, "VALID", 0},
+      {"2-D group 2", 2, 2, 4, 6, 2, {7, 8}, {3, 3}, {0}, {0}, {1, 0, 1, 2}, NULL, 1},
+      {"2-D 1x1 pointwise", 2, 2, 16, 24, 1, {7, 7}, {1, 1}, {0}, {0}, {-1}, NULL, 1},
+      {"2-D 1x1 pointwise group 4", 2, 1, 16, 8, 4, {5, 3}, {1, 1}, {0}, {0}, {-1}, NULL, 1},
+      {"2-D 1x1 stride 2", 2, 1, 8, 5, 1, {9, 9}, {1, 1}, {2, 2}, {0}, {-1}, NULL, 0},
+      {"2-D 1x1 with pads", 2, 1, 3, 2, 1, {4, 5}, {1, 1}, {0}, {0}, {1, 0, 0, 1}, NULL, 1},
+      {"2-D tiled im2col (K 288, 1600 positions)", 2, 1, 32, 16, 1, {40, 40}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise 3x3 pad 1", 2, 2, 8, 8, 8, {9, 11}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise 3x3 stride 2", 2, 1, 5, 5, 5, {12, 19}, {3, 3}, {2, 2}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise multiplier 2 stride (1,3)", 2, 1, 3, 6, 3, {7, 23}, {3, 2}, {1, 3}, {0}, {0, 2, 1, 0}, NULL, 0},
+      {"depthwise 5x5 dilation 2 SAME_UPPER", 2, 1, 4, 4, 4, {13, 21}, {5, 5}, {0}, {2, 2}, {-1}, "SAME_UPPER", 1},
+      {"depthwise width 1", 2, 1, 3, 3, 3, {5, 1}, {3, 1}, {0}, {0}, {1, 0, 1, 0}, NULL, 1},
+      {"depthwise wide rows (tails of 16 and 8)", 2, 1, 2, 2, 2, {3, 61}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise stride 9 (the general path)", 2, 1, 2, 2, 2, {10, 20}, {2, 3}, {9, 9}, {0}, {0, 1, 0, 1}, NULL, 1},
+      {"1-D k3 stride 2 pad 1", 1, 2, 3, 4, 1, {17}, {3}, {2}, {0}, {1, 1}, NULL, 1},
+      {"1-D depthwise dilation 3", 1, 1, 4, 4, 4, {29}, {3}, {0}, {3}, {2, 2}, NULL, 1},
+      {"1-D SAME_LOWER", 1, 1, 2, 3, 1, {10}, {4}, {3}, {0}, {-1}, "SAME_LOWER", 0},
+      {"3-D", 3, 1, 2, 3, 1, {4, 5, 6}, {3, 2, 3}, {1, 2, 1}, {0}, {1, 0, 1, 1, 1, 0}, NULL, 1},
+      {"3-D group 2 depthwise-like", 3, 1, 2, 2, 2, {3, 4, 5}, {2, 2, 2}, {0}, {0}, {-1}, NULL, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    conv_run(&cases[i], false);
+    if (i % 4 == 0) conv_run(&cases[i], true);
+  }
+  /* declines: W channels that do not match, a kernel larger than the padded input */
+  {
+    int64_t xd[4] = {1, 3, 5, 5}, wd[4] = {2, 2, 3, 3}, wd2[4] = {2, 3, 7, 7};
+    kiln_tensor x, w, w2;
+    rand_tensor(&x, 4, xd);
+    rand_tensor(&w, 4, wd);
+    rand_tensor(&w2, 4, wd2);
+    node_b nb;
+    node_init(&nb, "Conv", 11);
+    const kiln_tensor *in[2] = {&x, &w}, *in2[2] = {&x, &w2};
+    expect_decline("Conv channel mismatch", &nb.n, 2, in);
+    expect_decline("Conv kernel larger than input", &nb.n, 2, in2);
+    kiln_tensor_release(&x);
+    kiln_tensor_release(&w);
+    kiln_tensor_release(&w2);
+  }
+}
+
+/* ---- the SGEMM versions against each other on raw strides ---- */
+
+static void test_sgemm_raw(void) {
+  int64_t M = 37, N = 29, K = 300, ld = 311;
+  float *A = malloc(sizeof(float) * (size_t)(ld * ld)), *B = malloc(sizeof(float) * (size_t)(ld * ld));
+  float *C1 = malloc(sizeof(float) * (size_t)(M * ld)), *C2 = malloc(sizeof(float) * (size_t)(M * ld));
+  for (int64_t i = 0; i < ld * ld; i++) {
+    A[i] = frand();
+    B[i] = frand();
+  }
+  for (int t = 0; t < 4; t++) {
+    bool ta = t & 1, tb = t & 2;
+    for (int64_t i = 0; i < M * ld; i++) C1[i] = C2[i] = frand();
+    kiln_status s1 = kiln_sgemm_base(ta, tb, M, N, K, 0.75f, A, ld, B, ld, -0.5f, C1, ld);
+    kiln_status s2 = kiln_sgemm_blas(ta, tb, M, N, K, 0.75f, A, ld, B, ld, -0.5f, C2, ld);
+    double worst = 0;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < ld; j++) {
+        double e = fabs((double)C1[i * ld + j] - C2[i * ld + j]);
+        if (j >= N && e != 0) worst = 1e9; /* outside the matrix: untouched */
+        if (e > worst) worst = e;
+      }
+    CHECK(!s1 && !s2 && worst < 1e-3, "sgemm base vs blas ta %d tb %d: max diff %g", ta, tb, worst);
+  }
+  /* K = 0: C = beta·C */
+  C1[0] = 2.0f;
+  kiln_sgemm_base(false, false, 1, 1, 0, 1.0f, A, 1, B, 1, 3.0f, C1, 1);
+  C2[0] = 2.0f;
+  kiln_sgemm_blas(false, false, 1, 1, 0, 1.0f, A, 1, B, 1, 3.0f, C2, 1);
+  CHECK(C1[0] == 6.0f && C2[0] == 6.0f, "K = 0: %g %g", C1[0], C2[0]);
+  free(A);
+  free(B);
+  free(C1);
+  free(C2);
+}
+
+/* The depthwise row twins: bit-equal (same fmas in the same order). */
+static void test_dw_rows(void) {
+  if (nisa < 2) return;
+  float rows[9][160], w[9], y1[160], y2[160];
+  const float *src[9];
+  for (int j = 0; j < 9; j++) {
+    for (int i = 0; i < 160; i++) rows[j][i] = frand();
+    w[j] = frand();
+    src[j] = rows[j];
+  }
+  int bad = 0;
+  for (int n = 0; n <= 160; n++) {
+    for (int nk = 1; nk <= 9; nk += 4) {
+      memset(y1, 0, sizeof y1);
+      memset(y2, 0, sizeof y2);
+      kiln_dw_row_base(y1, n, src, w, nk, 0.5f);
+      kiln_dw_row_avx2_fma(y2, n, src, w, nk, 0.5f);
+      if (memcmp(y1, y2, sizeof y1)) bad++;
+    }
+  }
+  CHECK(!bad, "depthwise row twins differ in %d cases", bad);
+}
+
+/* The strided gathers: equal, and no read past the last element (the
+ * source is allocated to exactly its size, for ASan). */
+static void test_gather(void) {
+  if (nisa < 2) return;
+  int bad = 0;
+  for (int64_t st = 1; st <= 3; st++)
+    for (int64_t n = 1; n <= 40; n++) {
+      int64_t len = (n - 1) * st + 1;
+      float *src = malloc(sizeof(float) * (size_t)len), d1[40], d2[40];
+      for (int64_t i = 0; i < len; i++) src[i] = frand();
+      kiln_la_gather_base(d1, src, n, st);
+      kiln_la_gather_avx2(d2, src, n, st);
+      if (memcmp(d1, d2, (size_t)n * sizeof(float))) bad++;
+      for (int64_t i = 0; i < n; i++)
+        if (d1[i] != src[i * st]) bad++;
+      free(src);
+    }
+  CHECK(!bad, "strided gathers: %d mismatches", bad);
+}
+
+int main(void) {
+  nisa = kiln_vm_cpu_has_avx2() ? 2 : 1;
+  if (nisa < 2) printf("unit_cpu_gemm: no AVX2 on this CPU: base version only\n");
+  test_sgemm_raw();
+  test_dw_rows();
+  test_gather();
+  test_matmul();
+  test_stacked();
+  test_gemm();
+  test_conv();
+  printf("unit_cpu_gemm: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

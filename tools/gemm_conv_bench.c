@@ -1,0 +1,230 @@
+/* tools/gemm-conv-bench: times the cpu backend's MatMul and Conv kernels
+ * (cpu_fallback/gemm.c, conv.c) side by side in one run: GEMM 1024^3
+ * through the MatMul kernel (the call the plan makes, output into an
+ * arena-like reservation) against cblas_sgemm called directly; the conv
+ * layers of bench/make_models.py's ResNet-18 and MobileNetV2 through the
+ * kernel (avx2 and base versions) against the reference kernel. Best of
+ * interleaved repetitions (the machine may be shared); threads as KILN_NUM_THREADS (default 1). Run by
+ * hand; results in cpu_fallback/GEMM_CONV.md. */
+#include <cblas.h>
+#include <math.h>
+#ifdef __SSE__
+#include <xmmintrin.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu_fallback/kernels.h"
+#include "cpu_fallback/sgemm.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmpd(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The best of n: on a shared machine the least disturbed run. */
+static double best(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmpd);
+  return v[0];
+}
+
+static void fill(kiln_tensor *t, int rank, const int64_t *dims) {
+  memset(t, 0, sizeof *t);
+  kiln_tensor_alloc(t, KILN_F32, rank, dims);
+  unsigned r = 1;
+  for (int64_t i = 0; i < t->numel; i++) {
+    r = r * 1664525u + 1013904223u;
+    ((float *)t->data)[i] = (float)((r >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+}
+
+static void relu_apply(void *ctx, int64_t start, int64_t n, float *y) {
+  (void)ctx;
+  (void)start;
+  int64_t i = 0; /* branch-free (random signs), and no libm call per element */
+#ifdef __SSE__
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(y + i, _mm_max_ps(_mm_loadu_ps(y + i), _mm_setzero_ps()));
+#endif
+  for (; i < n; i++) y[i] = fmaxf(y[i], 0.0f);
+}
+
+/* Runs a kernel once into out (a reservation of cap bytes); seconds. */
+static double run_once(kiln_cpu_kernel_fn fn, const kiln_node *n, int n_in, const kiln_tensor *const *in, float *out,
+                       size_t cap, const kiln_cpu_epilogue *ep) {
+  kiln_graph g;
+  memset(&g, 0, sizeof g);
+  kiln_tensor y;
+  memset(&y, 0, sizeof y);
+  y.data = out;
+  y.capacity = cap;
+  bool used = true, declined = true;
+  kiln_op_call c = {&g, n, n->opset, n_in, in, 1, &y, &used};
+  double t = now();
+  kiln_status s = fn(&c, ep, &declined);
+  t = now() - t;
+  if (s || declined) fprintf(stderr, "kernel failed or declined\n");
+  return t;
+}
+
+static double run_ref(const kiln_node *n, int n_in, const kiln_tensor *const *in, float *out, size_t cap) {
+  kiln_graph g;
+  memset(&g, 0, sizeof g);
+  kiln_tensor y;
+  memset(&y, 0, sizeof y);
+  y.data = out;
+  y.capacity = cap;
+  bool used = true;
+  kiln_op_call c = {&g, n, n->opset, n_in, in, 1, &y, &used};
+  double t = now();
+  kiln_status s = kiln_ref_find_op("", n->op_type)->run(&c);
+  t = now() - t;
+  if (s) fprintf(stderr, "reference failed\n");
+  return t;
+}
+
+static void bench_gemm(int reps) {
+  const int64_t n = 1024, d[2] = {n, n};
+  kiln_tensor a, b;
+  fill(&a, 2, d);
+  fill(&b, 2, d);
+  size_t cap = (size_t)(n * n) * sizeof(float);
+  float *c = malloc(cap), *y = malloc(cap);
+  kiln_node nd;
+  memset(&nd, 0, sizeof nd);
+  nd.op_type = (char *)"MatMul";
+  nd.domain = (char *)"";
+  nd.opset = 13;
+  const kiln_tensor *in[2] = {&a, &b};
+  kiln_cpu_kernel_fn fn = kiln_cpu_kernel_find("", "MatMul")->run;
+  kiln_cpu_epilogue ep = {relu_apply, NULL};
+  kiln_cpu_num_threads(); /* sets OpenBLAS's thread count before the direct calls too */
+  double *tb = malloc(sizeof(double) * (size_t)reps), *tk = malloc(sizeof(double) * (size_t)reps),
+         *te = malloc(sizeof(double) * (size_t)reps), *tbase = malloc(sizeof(double) * (size_t)reps);
+  for (int r = 0; r < reps + 1; r++) {
+    double t = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a.data, (int)n, b.data,
+                (int)n, 0.0f, c, (int)n);
+    t = now() - t;
+    double k = run_once(fn, &nd, 2, in, y, cap, NULL);
+    double e = run_once(fn, &nd, 2, in, y, cap, &ep);
+    kiln_la_force_isa(KILN_VM_ISA_BASE);
+    double bs = r < 3 ? run_once(fn, &nd, 2, in, y, cap, NULL) : 0;
+    kiln_la_force_isa(KILN_VM_NISA);
+    if (r == 0) continue; /* warm-up */
+    tb[r - 1] = t;
+    tk[r - 1] = k;
+    te[r - 1] = e;
+    tbase[r - 1] = bs;
+  }
+  double mb = best(tb, reps), mk = best(tk, reps), me = best(te, reps), mbase = best(tbase, 2);
+  double fl = 2.0 * (double)(n * n * n);
+  printf("GEMM 1024^3 (%d threads, best of %d interleaved)\n", kiln_cpu_num_threads(), reps);
+  printf("  cblas_sgemm direct        %8.2f ms %6.1f GFLOP/s\n", mb * 1e3, fl / mb * 1e-9);
+  printf("  kiln MatMul kernel        %8.2f ms %6.1f GFLOP/s  = %.1f%% of direct\n", mk * 1e3, fl / mk * 1e-9,
+         100 * mb / mk);
+  printf("  kiln MatMul + relu epi.   %8.2f ms %6.1f GFLOP/s  = %.1f%% of direct\n", me * 1e3, fl / me * 1e-9,
+         100 * mb / me);
+  printf("  kiln MatMul, base GEMM    %8.2f ms %6.1f GFLOP/s  (best of 2)\n", mbase * 1e3, fl / mbase * 1e-9);
+  free(tb);
+  free(tk);
+  free(te);
+  free(tbase);
+  free(c);
+  free(y);
+  kiln_tensor_release(&a);
+  kiln_tensor_release(&b);
+}
+
+typedef struct layer {
+  const char *name;
+  int64_t C, M, HW, k, s, G;
+} layer;
+
+static void bench_conv(int reps) {
+  static const layer L[] = {
+      {"resnet18 conv1 7x7/2 3->64 @224", 3, 64, 224, 7, 2, 1},
+      {"resnet18 l1 3x3 64->64 @56", 64, 64, 56, 3, 1, 1},
+      {"resnet18 l2.0.conv1 3x3/2 64->128 @56", 64, 128, 56, 3, 2, 1},
+      {"resnet18 l2.0.down 1x1/2 64->128 @56", 64, 128, 56, 1, 2, 1},
+      {"resnet18 l2 3x3 128->128 @28", 128, 128, 28, 3, 1, 1},
+      {"resnet18 l3 3x3 256->256 @14", 256, 256, 14, 3, 1, 1},
+      {"resnet18 l4 3x3 512->512 @7", 512, 512, 7, 3, 1, 1},
+      {"mobilenetv2 stem 3x3/2 3->32 @224", 3, 32, 224, 3, 2, 1},
+      {"mobilenetv2 b1 expand 1x1 16->96 @112", 16, 96, 112, 1, 1, 1},
+      {"mobilenetv2 b1 dw 3x3/2 96 @112", 96, 96, 112, 3, 2, 96},
+      {"mobilenetv2 b1 project 1x1 96->24 @56", 96, 24, 56, 1, 1, 1},
+      {"mobilenetv2 b2 dw 3x3 144 @56", 144, 144, 56, 3, 1, 144},
+      {"mobilenetv2 b4 expand 1x1 64->384 @14", 64, 384, 14, 1, 1, 1},
+      {"mobilenetv2 b4 dw 3x3 384 @14", 384, 384, 14, 3, 1, 384},
+      {"mobilenetv2 head 1x1 320->1280 @7", 320, 1280, 7, 1, 1, 1},
+  };
+  kiln_cpu_kernel_fn fn = kiln_cpu_kernel_find("", "Conv")->run;
+  printf("\nConv layers, batch 1 (ms; best of %d interleaved; reference: 1 run)\n", reps);
+  printf("  %-42s %9s %9s %9s %9s %7s %9s\n", "layer", "avx2", "avx2+epi", "base", "reference", "GF/s", "ref/avx2");
+  for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
+    const layer *y = &L[l];
+    int64_t xd[4] = {1, y->C, y->HW, y->HW}, wd[4] = {y->M, y->C / y->G, y->k, y->k}, bd[1] = {y->M};
+    kiln_tensor x, w, b;
+    fill(&x, 4, xd);
+    fill(&w, 4, wd);
+    fill(&b, 1, bd);
+    int64_t pad = y->k / 2, o = (y->HW + 2 * pad - y->k) / y->s + 1;
+    size_t cap = (size_t)(y->M * o * o) * sizeof(float);
+    float *out = malloc(cap);
+    kiln_node nd;
+    kiln_attr at[4];
+    int64_t ks[2] = {y->k, y->k}, st[2] = {y->s, y->s}, pads[4] = {pad, pad, pad, pad};
+    memset(&nd, 0, sizeof nd);
+    memset(at, 0, sizeof at);
+    nd.op_type = (char *)"Conv";
+    nd.domain = (char *)"";
+    nd.opset = 11;
+    nd.attrs = at;
+    nd.n_attrs = 4;
+    at[0] = (kiln_attr){.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks};
+    at[1] = (kiln_attr){.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = st};
+    at[2] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads};
+    at[3] = (kiln_attr){.name = (char *)"group", .type = KILN_ATTR_INT, .i = y->G};
+    const kiln_tensor *in[3] = {&x, &w, &b};
+    kiln_cpu_epilogue ep = {relu_apply, NULL};
+    double ta[64], te[64], tb[64];
+    int n = reps < 64 ? reps : 64;
+    for (int r = 0; r <= n; r++) {
+      double a = run_once(fn, &nd, 3, in, out, cap, NULL);
+      double e = run_once(fn, &nd, 3, in, out, cap, &ep);
+      kiln_la_force_isa(KILN_VM_ISA_BASE);
+      double bs = run_once(fn, &nd, 3, in, out, cap, NULL);
+      kiln_la_force_isa(KILN_VM_NISA);
+      if (r) {
+        ta[r - 1] = a;
+        te[r - 1] = e;
+        tb[r - 1] = bs;
+      }
+    }
+    double rf = run_ref(&nd, 3, in, out, cap);
+    double ma = best(ta, n), me = best(te, n), mb = best(tb, n);
+    double fl = 2.0 * (double)(y->M * o * o) * (double)(y->C / y->G * y->k * y->k);
+    printf("  %-42s %9.3f %9.3f %9.3f %9.2f %7.1f %8.0fx\n", y->name, ma * 1e3, me * 1e3, mb * 1e3, rf * 1e3,
+           fl / ma * 1e-9, rf / ma);
+    free(out);
+    kiln_tensor_release(&x);
+    kiln_tensor_release(&w);
+    kiln_tensor_release(&b);
+  }
+}
+
+int main(int argc, char **argv) {
+  int reps = argc > 1 ? atoi(argv[1]) : 9;
+  if (reps < 2) reps = 2;
+  if (!(argc > 2 && !strcmp(argv[2], "conv"))) bench_gemm(reps);
+  bench_conv(reps);
+  return 0;
+}
