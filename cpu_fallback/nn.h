@@ -1,0 +1,77 @@
+/* cpu_fallback/nn: internal interface of the pooling, softmax,
+ * normalisation, reduction and data-movement kernels (nn.c, nn_move.c).
+ * The float loops they share are "primitives" over one row, each written
+ * twice: a portable scalar twin (nn_base.c) and an AVX2 version
+ * (nn_avx2.c, the only nn file built with -mavx2). Both versions do the
+ * same float operations in the same order — sums keep 8 partial sums
+ * (lane j takes elements j, j+8, j+16, ...) folded as
+ * ((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)), no fused multiply-adds — so the twin
+ * is a bit-exact reference for the AVX2 path (NaN payloads and the sign of
+ * a zero max aside); exp goes through cpu_fallback/vmath's twins. */
+#ifndef KILN_CPU_FALLBACK_NN_H
+#define KILN_CPU_FALLBACK_NN_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_fallback/kernels.h"
+#include "cpu_fallback/vmath.h"
+
+typedef struct kiln_nn_prims {
+  /* Sum of x[0..n) in the 8-lane order above; sumsq sums x*x. */
+  float (*sum)(size_t n, const float *x);
+  float (*sumsq)(size_t n, const float *x);
+  /* Sum of (x - c)^2. */
+  float (*sqdev)(size_t n, const float *x, float c);
+  /* Max / min of x[0..n) (n >= 1); NaN when any element is NaN. */
+  float (*max)(size_t n, const float *x);
+  float (*min)(size_t n, const float *x);
+  /* acc[i] op= x[i * stride] for i < n: sum, sum of squares, max, min
+   * (max/min: a NaN in either makes acc[i] NaN). */
+  void (*acc_add)(size_t n, float *acc, const float *x, size_t stride);
+  void (*acc_addsq)(size_t n, float *acc, const float *x, size_t stride);
+  void (*acc_max)(size_t n, float *acc, const float *x, size_t stride);
+  void (*acc_min)(size_t n, float *acc, const float *x, size_t stride);
+  /* y[i] = x[i] * a + b (a multiply then an add, not an fma). */
+  void (*affine)(size_t n, const float *x, float a, float b, float *y);
+  /* y[i] = x[i] - m[i] (y may be x). */
+  void (*sub)(size_t n, const float *x, const float *m, float *y);
+  /* y[i] = y[i] / d[i]. */
+  void (*div)(size_t n, float *y, const float *d);
+  /* y[i] = exp(x[i] - m); returns the sum of the y[i]. y may be x. */
+  float (*exp_shift_sum)(size_t n, const float *x, float m, float *y);
+  /* y[i] = ((x[i] - mean) * inv) * scale[i] (+ bias[i] when bias). */
+  void (*norm_apply)(size_t n, const float *x, float mean, float inv, const float *scale, const float *bias, float *y);
+  /* dst[a * ldd + b] = src[b * lds + a] for a < rows, b < cols (4-byte
+   * elements): the blocked 2-D transpose of a cols x rows source. */
+  void (*transpose32)(size_t rows, size_t cols, const uint32_t *src, size_t lds, uint32_t *dst, size_t ldd);
+} kiln_nn_prims;
+
+extern const kiln_nn_prims kiln_nn_prims_base;
+/* Only usable where kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL. */
+extern const kiln_nn_prims kiln_nn_prims_avx2;
+
+/* The primitives for isa, or NULL when this CPU / build cannot run it. */
+const kiln_nn_prims *kiln_nn_prims_for(kiln_vm_isa isa);
+/* The primitives the kernels use: kiln_vm_isa_active()'s, unless a test
+ * forced an ISA with kiln_nn_force_isa (KILN_VM_NISA: back to automatic). */
+const kiln_nn_prims *kiln_nn_prims_active(void);
+void kiln_nn_force_isa(kiln_vm_isa isa);
+
+/* Fills out[k] (dtype, shape) over its reservation without zeroing it
+ * first: for kernels that then write every element. */
+kiln_status kiln_nn_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t *dims);
+
+/* The data-movement kernels (nn_move.c), any dtype by element size. */
+kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
+kiln_status kiln_nn_gather(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
+kiln_status kiln_nn_transpose(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
+kiln_status kiln_nn_tile(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
+
+/* Copies the strided source (element size es, base pointer src, element
+ * strides sstr of the destination's shape) into the dense row-major dst of
+ * shape (rank, dims). Rows with unit stride are memcpy'd, a unit stride on
+ * the second-last dim becomes a blocked transpose. */
+void kiln_nn_strided_copy(void *dst, const void *src, size_t es, int rank, const int64_t *dims, const int64_t *sstr);
+
+#endif

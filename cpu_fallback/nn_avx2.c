@@ -1,0 +1,256 @@
+/* cpu_fallback/nn_avx2: the AVX2 versions of the nn primitives (nn.h).
+ * The only nn file built with -mavx2 -mfma; called only after the cpuid
+ * check (kiln_nn_prims_for). Same operations in the same order as the
+ * scalar twins in nn_base.c (no fmas), so results are bit-identical. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_fallback/nn.h"
+
+/* Lanes [0, r) set, for a tail of r < 8 elements. */
+static __m256i tail_mask(size_t r) {
+  static const int32_t m[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  return _mm256_loadu_si256((const __m256i *)(m + 8 - r));
+}
+
+static float fold8(__m256 v) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* s0+s4 .. s3+s7 */
+  __m128 h = _mm_add_ps(q, _mm_movehl_ps(q, q));                                 /* (s0+s4)+(s2+s6), (s1+s5)+(s3+s7) */
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
+static float sum_avx2(size_t n, const float *x) {
+  __m256 s = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + i));
+  if (i < n) s = _mm256_add_ps(s, _mm256_maskload_ps(x + i, tail_mask(n - i)));
+  return fold8(s);
+}
+
+static float sumsq_avx2(size_t n, const float *x) {
+  __m256 s = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    s = _mm256_add_ps(s, _mm256_mul_ps(v, v));
+  }
+  if (i < n) {
+    __m256 v = _mm256_maskload_ps(x + i, tail_mask(n - i));
+    s = _mm256_add_ps(s, _mm256_mul_ps(v, v));
+  }
+  return fold8(s);
+}
+
+static float sqdev_avx2(size_t n, const float *x, float c) {
+  __m256 s = _mm256_setzero_ps(), vc = _mm256_set1_ps(c);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vc);
+    s = _mm256_add_ps(s, _mm256_mul_ps(d, d));
+  }
+  if (i < n) {
+    __m256i m = tail_mask(n - i);
+    __m256 d = _mm256_sub_ps(_mm256_maskload_ps(x + i, m), vc);
+    d = _mm256_and_ps(d, _mm256_castsi256_ps(m));
+    s = _mm256_add_ps(s, _mm256_mul_ps(d, d));
+  }
+  return fold8(s);
+}
+
+static float maxmin_avx2(size_t n, const float *x, bool is_max) {
+  __m256 first = _mm256_set1_ps(x[0]), m = first, nan = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    m = is_max ? _mm256_max_ps(v, m) : _mm256_min_ps(v, m);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  if (i < n) {
+    __m256i k = tail_mask(n - i);
+    __m256 v = _mm256_blendv_ps(first, _mm256_maskload_ps(x + i, k), _mm256_castsi256_ps(k));
+    m = is_max ? _mm256_max_ps(v, m) : _mm256_min_ps(v, m);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  if (_mm256_movemask_ps(nan)) return NAN;
+  float l[8];
+  _mm256_storeu_ps(l, m);
+  float r = l[0];
+  for (int j = 1; j < 8; j++) r = is_max ? (l[j] > r ? l[j] : r) : (l[j] < r ? l[j] : r);
+  return r;
+}
+
+static float max_avx2(size_t n, const float *x) { return maxmin_avx2(n, x, true); }
+static float min_avx2(size_t n, const float *x) { return maxmin_avx2(n, x, false); }
+
+/* 8 elements x[0], x[stride], ... x[7 * stride]. */
+static inline __m256 load_strided(const float *x, size_t stride, __m256i idx) {
+  if (stride == 1) return _mm256_loadu_ps(x);
+  if (stride == 2) {
+    __m256 a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 8);
+    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  return _mm256_i32gather_ps(x, idx, 4);
+}
+
+enum { ACC_ADD, ACC_ADDSQ, ACC_MAX, ACC_MIN };
+
+static inline __m256 acc_op(__m256 a, __m256 v, int op) {
+  switch (op) {
+  case ACC_ADD: return _mm256_add_ps(a, v);
+  case ACC_ADDSQ: return _mm256_add_ps(a, _mm256_mul_ps(v, v));
+  case ACC_MAX: return _mm256_blendv_ps(_mm256_max_ps(v, a), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  default: return _mm256_blendv_ps(_mm256_min_ps(v, a), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+}
+
+static inline void acc_avx2(size_t n, float *acc, const float *x, size_t stride, int op) {
+  size_t i = 0;
+  if (stride < ((size_t)1 << 27)) {
+    __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)stride));
+    /* stride 2 reads 16 floats for 8 results: the 16th (x[2i + 15]) must
+       exist too, so that block needs a 9th element */
+    size_t need = stride == 2 ? 9 : 8;
+    for (; i + need <= n; i += 8)
+      _mm256_storeu_ps(acc + i, acc_op(_mm256_loadu_ps(acc + i), load_strided(x + i * stride, stride, idx), op));
+    if (i < n) { /* the tail (up to 8 for stride 2): masked loads and a masked gather */
+      __m256i m = n - i >= 8 ? _mm256_set1_epi32(-1) : tail_mask(n - i);
+      __m256 v = stride == 1
+                     ? _mm256_maskload_ps(x + i, m)
+                     : _mm256_mask_i32gather_ps(_mm256_setzero_ps(), x + i * stride, idx, _mm256_castsi256_ps(m), 4);
+      _mm256_maskstore_ps(acc + i, m, acc_op(_mm256_maskload_ps(acc + i, m), v, op));
+      return;
+    }
+  }
+  for (; i < n; i++) {
+    float v = x[i * stride];
+    switch (op) {
+    case ACC_ADD: acc[i] += v; break;
+    case ACC_ADDSQ: acc[i] += v * v; break;
+    case ACC_MAX:
+      if (v > acc[i] || v != v) acc[i] = v;
+      break;
+    default:
+      if (v < acc[i] || v != v) acc[i] = v;
+      break;
+    }
+  }
+}
+
+static void acc_add_avx2(size_t n, float *acc, const float *x, size_t stride) { acc_avx2(n, acc, x, stride, ACC_ADD); }
+static void acc_addsq_avx2(size_t n, float *acc, const float *x, size_t stride) {
+  acc_avx2(n, acc, x, stride, ACC_ADDSQ);
+}
+static void acc_max_avx2(size_t n, float *acc, const float *x, size_t stride) { acc_avx2(n, acc, x, stride, ACC_MAX); }
+static void acc_min_avx2(size_t n, float *acc, const float *x, size_t stride) { acc_avx2(n, acc, x, stride, ACC_MIN); }
+
+static void affine_avx2(size_t n, const float *x, float a, float b, float *y) {
+  __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), va), vb));
+  for (; i < n; i++) y[i] = x[i] * a + b;
+}
+
+static void sub_avx2(size_t n, const float *x, const float *m, float *y) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(m + i)));
+  for (; i < n; i++) y[i] = x[i] - m[i];
+}
+
+static void div_avx2(size_t n, float *y, const float *d) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(d + i)));
+  for (; i < n; i++) y[i] = y[i] / d[i];
+}
+
+static float exp_shift_sum_avx2(size_t n, const float *x, float m, float *y) {
+  __m256 vm = _mm256_set1_ps(m);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+  for (; i < n; i++) y[i] = x[i] - m;
+  kiln_vm_exp_avx2_fma(n, y, y);
+  return sum_avx2(n, y);
+}
+
+static void norm_apply_avx2(size_t n, const float *x, float mean, float inv, const float *scale, const float *bias,
+                            float *y) {
+  __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(inv);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vi), _mm256_loadu_ps(scale + i));
+    if (bias) t = _mm256_add_ps(t, _mm256_loadu_ps(bias + i));
+    _mm256_storeu_ps(y + i, t);
+  }
+  for (; i < n; i++) {
+    float t = ((x[i] - mean) * inv) * scale[i];
+    y[i] = bias ? t + bias[i] : t;
+  }
+}
+
+/* One 8x8 block: dst row a = source column a. */
+static inline void tr8x8(const float *s, size_t lds, float *d, size_t ldd) {
+  __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds), r2 = _mm256_loadu_ps(s + 2 * lds),
+         r3 = _mm256_loadu_ps(s + 3 * lds), r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds),
+         r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+         t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+         t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)),
+         u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+         u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)),
+         u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)),
+         u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0)),
+         u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2)),
+         u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0)),
+         u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+  _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* Panels of 16 destination rows (one 64-byte line of each source row),
+ * walked along the whole destination row: 8 source rows at a time, so the
+ * source lines in flight stay few (rows 4 KiB apart share L1 sets). */
+static void transpose32_avx2(size_t rows, size_t cols, const uint32_t *src, size_t lds, uint32_t *dst, size_t ldd) {
+  size_t a = 0;
+  for (; a + 16 <= rows; a += 16) {
+    size_t b = 0;
+    for (; b + 8 <= cols; b += 8) {
+      tr8x8((const float *)(src + b * lds + a), lds, (float *)(dst + a * ldd + b), ldd);
+      tr8x8((const float *)(src + b * lds + a + 8), lds, (float *)(dst + (a + 8) * ldd + b), ldd);
+    }
+    for (size_t aa = a; aa < a + 16; aa++)
+      for (size_t bb = b; bb < cols; bb++) dst[aa * ldd + bb] = src[bb * lds + aa];
+  }
+  for (; a + 8 <= rows; a += 8) {
+    size_t b = 0;
+    for (; b + 8 <= cols; b += 8) tr8x8((const float *)(src + b * lds + a), lds, (float *)(dst + a * ldd + b), ldd);
+    for (size_t aa = a; aa < a + 8; aa++)
+      for (size_t bb = b; bb < cols; bb++) dst[aa * ldd + bb] = src[bb * lds + aa];
+  }
+  for (; a < rows; a++)
+    for (size_t b = 0; b < cols; b++) dst[a * ldd + b] = src[b * lds + a];
+}
+
+const kiln_nn_prims kiln_nn_prims_avx2 = {
+    .sum = sum_avx2,
+    .sumsq = sumsq_avx2,
+    .sqdev = sqdev_avx2,
+    .max = max_avx2,
+    .min = min_avx2,
+    .acc_add = acc_add_avx2,
+    .acc_addsq = acc_addsq_avx2,
+    .acc_max = acc_max_avx2,
+    .acc_min = acc_min_avx2,
+    .affine = affine_avx2,
+    .sub = sub_avx2,
+    .div = div_avx2,
+    .exp_shift_sum = exp_shift_sum_avx2,
+    .norm_apply = norm_apply_avx2,
+    .transpose32 = transpose32_avx2,
+};

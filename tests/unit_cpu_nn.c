@@ -1,0 +1,783 @@
+/* tests/unit_cpu_nn: the cpu_fallback/nn kernels (pooling, softmax,
+ * normalisation, reductions, ArgMax/ArgMin, Concat/Gather/Transpose/Tile) against the reference
+ * kernels on hand-built nodes: awkward sizes (1, odd, primes, tails of 8),
+ * every attribute, both ISAs (forced with kiln_nn_force_isa; the AVX2 result
+ * must equal the scalar twin's bit for bit), outputs given as reservations
+ * full of garbage (every element must be written), strided view inputs,
+ * the reference's errors (Gather's bad indices) and the cases each kernel
+ * must decline (outputs untouched, no error set). Also the primitives
+ * directly, base against AVX2, on every length up to 70 and odd strides. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_fallback/kernels.h"
+#include "cpu_fallback/nn.h"
+#include "graphbuild.h"
+#include "ir/alloc.h"
+#include "ir/graph_edit.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                                                                                               \
+  do {                                                                                                                 \
+    if (cond)                                                                                                          \
+      passed++;                                                                                                        \
+    else {                                                                                                             \
+      failed++;                                                                                                        \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                      \
+      printf(__VA_ARGS__);                                                                                             \
+      printf("\n");                                                                                                    \
+    }                                                                                                                  \
+  } while (0)
+
+static int nisa; /* 1: base only, 2: base and avx2 */
+
+/* ---- a test case: one node, its inputs, run on the reference and ours ---- */
+
+enum { MAXIO = 6 };
+typedef struct tc {
+  kiln_graph *g;
+  kiln_node *n;
+  const char *op;
+  int n_in, n_out;
+  kiln_tensor in[MAXIO]; /* owned dense inputs */
+  kiln_tensor view[MAXIO];
+  const kiln_tensor *inp[MAXIO];
+  bool used[MAXIO];
+} tc;
+
+static void tc_begin(tc *t, int opset, const char *op, int n_in, int n_out) {
+  memset(t, 0, sizeof *t);
+  t->g = new_graph(opset);
+  t->op = op;
+  t->n_in = n_in, t->n_out = n_out;
+  int in[MAXIO], out[MAXIO], idx;
+  for (int k = 0; k < n_in; k++)
+    if (kiln_edit_add_value(t->g, "in", &in[k])) exit(2);
+  for (int k = 0; k < n_out; k++) {
+    if (kiln_edit_add_value(t->g, "out", &out[k])) exit(2);
+    t->used[k] = true;
+  }
+  if (kiln_edit_insert_node(t->g, 0, "node", op, "", n_in, in, n_out, out, &idx)) exit(2);
+  t->n = &t->g->nodes[idx];
+  for (int k = 0; k < n_in; k++) t->inp[k] = &t->in[k];
+}
+
+static void tc_omit_out(tc *t, int k) {
+  t->used[k] = false;
+  t->n->out[k] = -1;
+}
+
+static void tc_omit_in(tc *t, int k) {
+  t->inp[k] = NULL;
+  t->n->in[k] = -1;
+}
+
+/* Input k: float32 of the given shape, uniform in [-scale, scale). */
+static kiln_tensor *tc_f32(tc *t, int k, int rank, const int64_t *dims, double scale) {
+  if (kiln_tensor_alloc(&t->in[k], KILN_F32, rank, dims)) exit(2);
+  float *p = t->in[k].data;
+  for (int64_t i = 0; i < t->in[k].numel; i++) p[i] = (float)(rnd() * scale);
+  return &t->in[k];
+}
+
+static kiln_tensor *tc_typed(tc *t, int k, kiln_dtype dt, int rank, const int64_t *dims) {
+  if (kiln_tensor_alloc(&t->in[k], dt, rank, dims)) exit(2);
+  for (int64_t i = 0; i < t->in[k].numel; i++) kiln_set_f(&t->in[k], i, rnd() * 100);
+  return &t->in[k];
+}
+
+static kiln_tensor *tc_ints(tc *t, int k, kiln_dtype dt, int rank, const int64_t *dims, const int64_t *vals) {
+  if (kiln_tensor_alloc(&t->in[k], dt, rank, dims)) exit(2);
+  for (int64_t i = 0; i < t->in[k].numel; i++) kiln_set_i(&t->in[k], i, vals[i]);
+  return &t->in[k];
+}
+
+/* Input k read through a transposed view (last two dims swapped) of a
+ * dense tensor of the swapped shape. */
+static void tc_view_t(tc *t, int k, kiln_dtype dt, int rank, const int64_t *dims) {
+  int64_t bd[KILN_MAX_RANK], st[KILN_MAX_RANK], bst[KILN_MAX_RANK];
+  memcpy(bd, dims, sizeof(int64_t) * (size_t)rank);
+  bd[rank - 1] = dims[rank - 2], bd[rank - 2] = dims[rank - 1];
+  if (dt == KILN_F32)
+    tc_f32(t, k, rank, bd, 1);
+  else
+    tc_typed(t, k, dt, rank, bd);
+  kiln_strides(rank, bd, bst);
+  memcpy(st, bst, sizeof st);
+  st[rank - 1] = bst[rank - 2], st[rank - 2] = bst[rank - 1];
+  kiln_tensor_view(&t->view[k], &t->in[k], rank, dims, st, 0);
+  t->inp[k] = &t->view[k];
+}
+
+/* Input k read through a view that reverses every dim (negative strides). */
+static void tc_view_rev(tc *t, int k, int rank, const int64_t *dims) {
+  int64_t st[KILN_MAX_RANK], off = 0;
+  tc_f32(t, k, rank, dims, 1);
+  kiln_strides(rank, dims, st);
+  for (int d = 0; d < rank; d++) off += (dims[d] - 1) * st[d], st[d] = -st[d];
+  kiln_tensor_view(&t->view[k], &t->in[k], rank, dims, st, off);
+  t->inp[k] = &t->view[k];
+}
+
+static void tc_end(tc *t) {
+  for (int k = 0; k < MAXIO; k++) kiln_tensor_release(&t->in[k]);
+  kiln_graph_free(t->g);
+}
+
+static bool close_to(double a, double b, double rtol, double atol) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  if (isinf(a) || isinf(b)) return a == b;
+  return fabs(a - b) <= atol + rtol * fabs(b);
+}
+
+enum { OWN, DECLINE };
+
+/* Runs the case on the reference kernel and on ours under each ISA. OWN:
+ * ours must take it, give the reference's status and (within rtol/atol;
+ * 0/0: exactly) its outputs, the same under both ISAs bit for bit.
+ * DECLINE: ours must decline without touching anything. */
+static void tc_run(tc *t, const char *what, int expect, double rtol, double atol) {
+  const kiln_op_def *rd = kiln_ref_find_op("", t->op);
+  const kiln_cpu_kernel_def *kd = kiln_cpu_kernel_find("", t->op);
+  if (!rd || !kd) {
+    CHECK(0, "%s: no kernel for %s", what, t->op);
+    return;
+  }
+  kiln_tensor ref[MAXIO], own[2][MAXIO];
+  memset(ref, 0, sizeof ref);
+  memset(own, 0, sizeof own);
+  kiln_op_call rc = {t->g, t->n, t->n->opset, t->n_in, t->inp, t->n_out, ref, t->used};
+  kiln_error_clear();
+  kiln_status rs = rd->run(&rc);
+  char rmsg[512];
+  snprintf(rmsg, sizeof rmsg, "%s", kiln_last_error());
+  void *slots[2][MAXIO] = {{0}};
+  for (int isa = 0; isa < nisa; isa++) {
+    kiln_nn_force_isa((kiln_vm_isa)isa);
+    for (int k = 0; k < t->n_out; k++) { /* reservations full of garbage */
+      size_t cap = (rs == KILN_OK && ref[k].dtype ? kiln_tensor_bytes(&ref[k]) : 256) + 64;
+      slots[isa][k] = kiln_malloc(cap);
+      if (!slots[isa][k]) exit(2);
+      memset(slots[isa][k], 0xff, cap);
+      own[isa][k].data = slots[isa][k];
+      own[isa][k].capacity = cap;
+    }
+    kiln_op_call oc = rc;
+    oc.out = own[isa];
+    bool declined = false;
+    kiln_error_clear();
+    kiln_status s = kd->run(&oc, NULL, &declined);
+    if (expect == DECLINE) {
+      bool untouched = true;
+      for (int k = 0; k < t->n_out; k++) untouched &= own[isa][k].dtype == KILN_UNDEFINED;
+      CHECK(declined && s == KILN_OK && untouched && !*kiln_last_error(), "%s [%s]: declined %d status %s, msg '%s'",
+            what, kiln_vm_isa_name((kiln_vm_isa)isa), declined, kiln_status_name(s), kiln_last_error());
+    } else {
+      CHECK(!declined, "%s [%s]: declined", what, kiln_vm_isa_name((kiln_vm_isa)isa));
+      CHECK(s == rs, "%s [%s]: status %s, the reference's %s (%s / %s)", what, kiln_vm_isa_name((kiln_vm_isa)isa),
+            kiln_status_name(s), kiln_status_name(rs), kiln_last_error(), rmsg);
+      if (s == KILN_E_INVALID_VALUE)
+        CHECK(!strcmp(kiln_last_error(), rmsg), "%s: message '%s', the reference's '%s'", what, kiln_last_error(),
+              rmsg);
+      for (int k = 0; k < t->n_out && !s && !rs && !declined; k++) {
+        if (!t->used[k]) continue;
+        const kiln_tensor *a = &own[isa][k], *b = &ref[k];
+        bool shape = a->dtype == b->dtype && a->rank == b->rank && a->numel == b->numel &&
+                     !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+        CHECK(shape, "%s [%s]: output %d dtype/shape differ", what, kiln_vm_isa_name((kiln_vm_isa)isa), k);
+        if (!shape) continue;
+        int64_t bad = -1;
+        for (int64_t i = 0; i < a->numel && bad < 0; i++) {
+          if (kiln_dtype_is_float(a->dtype)) {
+            double x = kiln_get_f(a, i), y = kiln_get_f(b, i);
+            if (rtol == 0 && atol == 0 ? !(x == y || (isnan(x) && isnan(y))) : !close_to(x, y, rtol, atol)) bad = i;
+          } else if (kiln_get_i(a, i) != kiln_get_i(b, i)) {
+            bad = i;
+          }
+        }
+        CHECK(bad < 0, "%s [%s]: output %d element %lld: %.9g, the reference's %.9g", what,
+              kiln_vm_isa_name((kiln_vm_isa)isa), k, (long long)bad, bad >= 0 ? kiln_get_f(a, bad) : 0.0,
+              bad >= 0 ? kiln_get_f(b, bad) : 0.0);
+        if (isa == 1 && own[0][k].dtype == a->dtype && own[0][k].numel == a->numel) {
+          int64_t diff = -1;
+          for (int64_t i = 0; i < a->numel && diff < 0; i++) {
+            double x = kiln_get_f(a, i), y = kiln_get_f(&own[0][k], i);
+            if (!(x == y || (isnan(x) && isnan(y)))) diff = i;
+          }
+          CHECK(diff < 0, "%s: avx2 differs from base at output %d element %lld", what, k, (long long)diff);
+        }
+      }
+    }
+  }
+  for (int isa = 0; isa < nisa; isa++)
+    for (int k = 0; k < t->n_out; k++) {
+      if (own[isa][k].owns) kiln_tensor_release(&own[isa][k]);
+      kiln_free(slots[isa][k]);
+    }
+  for (int k = 0; k < t->n_out; k++) kiln_tensor_release(&ref[k]);
+  kiln_nn_force_isa(KILN_VM_NISA);
+}
+
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+#define I(...) ((const int64_t[]){__VA_ARGS__}), (sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+
+/* ---- pooling ---- */
+
+typedef struct pool_case {
+  const char *name;
+  int rank;
+  int64_t dims[5];
+  int nsp;
+  int64_t k[2], s[2], pads[4], dil[2];
+  int ceil, cip;
+  const char *auto_pad;
+} pool_case;
+
+static void pool_attrs(tc *t, const pool_case *p, bool dil) {
+  kiln_edit_set_ints(t->n, "kernel_shape", p->k, (size_t)p->nsp);
+  if (p->s[0]) kiln_edit_set_ints(t->n, "strides", p->s, (size_t)p->nsp);
+  if (p->pads[0] || p->pads[1] || p->pads[2] || p->pads[3])
+    kiln_edit_set_ints(t->n, "pads", p->pads, 2 * (size_t)p->nsp);
+  if (dil && p->dil[0]) kiln_edit_set_ints(t->n, "dilations", p->dil, (size_t)p->nsp);
+  if (p->ceil) kiln_edit_set_int(t->n, "ceil_mode", 1);
+  if (p->auto_pad) kiln_edit_set_string(t->n, "auto_pad", p->auto_pad);
+}
+
+static void test_pool(void) {
+  static const pool_case cases[] = {
+      {"k3 s1", 4, {1, 3, 7, 9}, 2, {3, 3}, {0}, {0}, {0}, 0, 0, NULL},
+      {"resnet k3 s2 p1", 4, {1, 2, 28, 28}, 2, {3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, 0, 0, NULL},
+      {"k3 s2 p1 odd", 4, {2, 3, 13, 37}, 2, {3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, 0, 1, NULL},
+      {"k2 s2", 4, {1, 4, 8, 8}, 2, {2, 2}, {2, 2}, {0}, {0}, 0, 0, NULL},
+      {"k2 s2 wide", 4, {1, 2, 6, 53}, 2, {2, 2}, {2, 2}, {0}, {0}, 0, 0, NULL},
+      {"ceil k3 s2", 4, {1, 1, 10, 10}, 2, {3, 3}, {2, 2}, {0}, {0}, 1, 0, NULL},
+      {"ceil k3 s2 pads", 4, {1, 2, 11, 12}, 2, {3, 3}, {2, 2}, {1, 0, 1, 1}, {0}, 1, 1, NULL},
+      {"asym pads", 4, {1, 2, 9, 11}, 2, {3, 2}, {1, 1}, {0, 1, 2, 0}, {0}, 0, 0, NULL},
+      {"stride 3", 4, {1, 3, 17, 29}, 2, {4, 3}, {3, 3}, {1, 2, 2, 1}, {0}, 0, 1, NULL},
+      {"k1", 4, {1, 2, 5, 7}, 2, {1, 1}, {1, 1}, {0}, {0}, 0, 0, NULL},
+      {"SAME_UPPER", 4, {1, 2, 10, 13}, 2, {3, 4}, {2, 3}, {0}, {0}, 0, 0, "SAME_UPPER"},
+      {"SAME_LOWER", 4, {1, 2, 10, 13}, 2, {3, 4}, {2, 3}, {0}, {0}, 0, 1, "SAME_LOWER"},
+      {"VALID", 4, {1, 2, 10, 13}, 2, {3, 3}, {2, 2}, {0}, {0}, 0, 0, "VALID"},
+      {"1-D", 3, {2, 3, 17}, 1, {3}, {2}, {1, 1}, {0}, 0, 0, NULL},
+      {"1-D ceil", 3, {1, 2, 23}, 1, {4}, {3}, {0, 2}, {0}, 1, 1, NULL},
+      {"one pixel", 4, {1, 1, 1, 1}, 2, {1, 1}, {0}, {0}, {0}, 0, 0, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const pool_case *p = &cases[i];
+    char what[128];
+    tc t;
+    for (int idx = 0; idx < 3; idx++) { /* no Indices; Indices row-major; column-major */
+      tc_begin(&t, 12, "MaxPool", 1, 2);
+      if (!idx) tc_omit_out(&t, 1);
+      kiln_tensor *x = tc_f32(&t, 0, p->rank, p->dims, 1);
+      if (idx && x->numel > 20) { /* ties and NaNs for the index rules */
+        float *d = x->data;
+        for (int64_t k = 0; k < x->numel; k += 3) d[k] = 0.5f;
+        d[7] = d[9] = NAN;
+      }
+      pool_attrs(&t, p, false);
+      if (idx == 2) kiln_edit_set_int(t.n, "storage_order", 1);
+      snprintf(what, sizeof what, "MaxPool %s%s", p->name, idx == 0 ? "" : idx == 1 ? " Indices" : " Indices col-major");
+      tc_run(&t, what, OWN, 0, 0);
+      tc_end(&t);
+    }
+
+    tc_begin(&t, 11, "AveragePool", 1, 1);
+    tc_f32(&t, 0, p->rank, p->dims, 1);
+    pool_attrs(&t, p, false);
+    if (p->cip) kiln_edit_set_int(t.n, "count_include_pad", 1);
+    snprintf(what, sizeof what, "AveragePool %s", p->name);
+    tc_run(&t, what, OWN, 1e-5, 1e-6);
+    tc_end(&t);
+  }
+  /* dilations, NaN, storage_order, Indices */
+  tc t;
+  tc_begin(&t, 12, "MaxPool", 1, 1);
+  tc_f32(&t, 0, 4, D(1, 2, 12, 19), 1);
+  kiln_edit_set_ints(t.n, "kernel_shape", I(3, 2));
+  kiln_edit_set_ints(t.n, "dilations", I(2, 3));
+  kiln_edit_set_ints(t.n, "pads", I(2, 1, 1, 2));
+  kiln_edit_set_ints(t.n, "strides", I(1, 2));
+  kiln_edit_set_int(t.n, "storage_order", 1);
+  ((float *)t.in[0].data)[40] = NAN;
+  ((float *)t.in[0].data)[41] = INFINITY;
+  tc_run(&t, "MaxPool dilations NaN storage_order", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 12, "MaxPool", 1, 2);
+  tc_f32(&t, 0, 4, D(1, 2, 8, 8), 1);
+  kiln_edit_set_ints(t.n, "kernel_shape", I(2, 2));
+  kiln_edit_set_ints(t.n, "dilations", I(2, 1));
+  kiln_edit_set_int(t.n, "ceil_mode", 1);
+  tc_run(&t, "MaxPool with Indices, dilations, ceil_mode", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 12, "MaxPool", 1, 1);
+  tc_f32(&t, 0, 5, D(1, 2, 4, 4, 4), 1);
+  kiln_edit_set_ints(t.n, "kernel_shape", I(2, 2, 2));
+  tc_run(&t, "MaxPool 3-D", DECLINE, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 12, "MaxPool", 1, 1);
+  tc_typed(&t, 0, KILN_F64, 4, D(1, 2, 8, 8));
+  kiln_edit_set_ints(t.n, "kernel_shape", I(2, 2));
+  tc_run(&t, "MaxPool float64", DECLINE, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 12, "MaxPool", 1, 1);
+  tc_f32(&t, 0, 4, D(1, 2, 3, 3), 1);
+  kiln_edit_set_ints(t.n, "kernel_shape", I(5, 5));
+  tc_run(&t, "MaxPool kernel larger than the input", DECLINE, 0, 0);
+  tc_end(&t);
+
+  /* global pools */
+  static const struct {
+    int rank;
+    int64_t dims[5];
+  } gs[] = {{4, {1, 5, 7, 7}}, {4, {2, 3, 1, 1}}, {5, {1, 2, 3, 5, 2}}, {3, {1, 2, 100}}, {4, {1, 3, 13, 17}}};
+  for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
+    tc_begin(&t, 13, "GlobalAveragePool", 1, 1);
+    tc_f32(&t, 0, gs[i].rank, gs[i].dims, 1);
+    tc_run(&t, "GlobalAveragePool", OWN, 1e-5, 1e-6);
+    tc_end(&t);
+    tc_begin(&t, 13, "GlobalMaxPool", 1, 1);
+    tc_f32(&t, 0, gs[i].rank, gs[i].dims, 1);
+    if (i == 4) ((float *)t.in[0].data)[250] = NAN;
+    tc_run(&t, "GlobalMaxPool", OWN, 0, 0);
+    tc_end(&t);
+  }
+}
+
+/* ---- softmax ---- */
+
+static void test_softmax(void) {
+  static const struct {
+    int opset, rank;
+    int64_t dims[4];
+    int64_t axis; /* 99: default */
+    int expect;
+  } cs[] = {
+      {13, 2, {7, 33}, 99, OWN},   {13, 2, {64, 1000}, -1, OWN},   {13, 2, {1, 1}, 99, OWN},
+      {13, 3, {2, 3, 1}, 1, OWN},  {11, 3, {3, 4, 5}, 99, OWN},    {11, 3, {3, 4, 5}, 0, OWN},
+      {11, 3, {3, 4, 5}, -1, OWN}, {13, 4, {1, 4, 9, 17}, 3, OWN}, {13, 3, {2, 3, 4}, 1, OWN}, {13, 4, {2, 7, 5, 600}, 1, OWN}, {13, 3, {3, 5, 9}, 0, OWN},
+      {13, 1, {9}, 0, OWN},
+  };
+  for (int log_form = 0; log_form < 2; log_form++)
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+      tc t;
+      char what[96];
+      snprintf(what, sizeof what, "%s opset %d case %zu", log_form ? "LogSoftmax" : "Softmax", cs[i].opset, i);
+      tc_begin(&t, cs[i].opset, log_form ? "LogSoftmax" : "Softmax", 1, 1);
+      kiln_tensor *x = tc_f32(&t, 0, cs[i].rank, cs[i].dims, 8);
+      if (cs[i].axis != 99) kiln_edit_set_int(t.n, "axis", cs[i].axis);
+      if (i == 0) { /* extremes in one row: -inf, a huge value */
+        ((float *)x->data)[3] = -INFINITY;
+        ((float *)x->data)[40] = 80.0f;
+        ((float *)x->data)[41] = -90.0f;
+      }
+      tc_run(&t, what, cs[i].expect, 2e-5, 1e-6);
+      tc_end(&t);
+    }
+  tc t;
+  tc_begin(&t, 13, "Softmax", 1, 1);
+  tc_f32(&t, 0, 2, D(3, 20), 1);
+  ((float *)t.in[0].data)[25] = NAN;
+  tc_run(&t, "Softmax with NaN", OWN, 2e-5, 1e-6);
+  tc_end(&t);
+  tc_begin(&t, 13, "Softmax", 1, 1);
+  tc_view_t(&t, 0, KILN_F32, 2, D(5, 6));
+  tc_run(&t, "Softmax of a view", DECLINE, 0, 0);
+  tc_end(&t);
+}
+
+/* ---- normalisation ---- */
+
+static void test_norm(void) {
+  static const struct {
+    int rank;
+    int64_t dims[4];
+    int64_t axis;
+    int srank;
+    int64_t sdims[4];
+    bool bias, stats;
+    int expect;
+  } cs[] = {
+      {2, {5, 768}, -1, 1, {768}, true, false, OWN},       {2, {4, 37}, 99, 1, {37}, true, true, OWN},
+      {3, {2, 3, 5}, 1, 2, {3, 5}, false, true, OWN},      {3, {2, 3, 5}, 1, 3, {1, 3, 5}, true, false, OWN},
+      {3, {2, 3, 5}, 0, 3, {2, 3, 5}, true, true, OWN},    {2, {1, 1}, -1, 1, {1}, true, true, OWN},
+      {3, {2, 3, 5}, 1, 1, {5}, true, false, DECLINE},     {3, {2, 3, 5}, -1, 2, {1, 5}, true, false, OWN},
+      {3, {2, 3, 5}, -1, 2, {3, 5}, true, false, DECLINE},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+    tc t;
+    char what[64];
+    snprintf(what, sizeof what, "LayerNormalization case %zu", i);
+    tc_begin(&t, 17, "LayerNormalization", i == 2 ? 2 : 3, 3); /* no B: absent or omitted */
+    if (!cs[i].bias && i != 2) tc_omit_in(&t, 2);
+    tc_f32(&t, 0, cs[i].rank, cs[i].dims, 3);
+    tc_f32(&t, 1, cs[i].srank, cs[i].sdims, 2);
+    if (cs[i].bias) tc_f32(&t, 2, cs[i].srank, cs[i].sdims, 1);
+    if (cs[i].axis != 99) kiln_edit_set_int(t.n, "axis", cs[i].axis);
+    if (i == 1) kiln_edit_set_float(t.n, "epsilon", 1e-3f);
+    if (!cs[i].stats) tc_omit_out(&t, 1), tc_omit_out(&t, 2);
+    tc_run(&t, what, cs[i].expect, 1e-4, 2e-5);
+    tc_end(&t);
+  }
+  tc t;
+  tc_begin(&t, 17, "LayerNormalization", 3, 3);
+  tc_f32(&t, 0, 2, D(3, 8), 1);
+  tc_f32(&t, 1, 1, D(8), 1);
+  tc_f32(&t, 2, 1, D(8), 1);
+  kiln_edit_set_int(t.n, "stash_type", KILN_F64);
+  tc_run(&t, "LayerNormalization stash float64 with stats", DECLINE, 0, 0);
+  tc_omit_out(&t, 1), tc_omit_out(&t, 2);
+  tc_run(&t, "LayerNormalization stash float64, no stats", OWN, 1e-4, 2e-5);
+  tc_end(&t);
+
+  static const struct {
+    int opset, rank;
+    int64_t dims[4];
+  } bn[] = {{15, 4, {2, 3, 5, 7}}, {7, 3, {2, 3, 4}}, {9, 2, {4, 6}}, {14, 4, {1, 9, 1, 1}}};
+  for (size_t i = 0; i < sizeof bn / sizeof *bn; i++) {
+    tc_begin(&t, bn[i].opset, "BatchNormalization", 5, 1);
+    tc_f32(&t, 0, bn[i].rank, bn[i].dims, 2);
+    int64_t C = bn[i].dims[1];
+    tc_f32(&t, 1, 1, &C, 1);
+    tc_f32(&t, 2, 1, &C, 1);
+    tc_f32(&t, 3, 1, &C, 1);
+    kiln_tensor *v = tc_f32(&t, 4, 1, &C, 1);
+    for (int64_t c = 0; c < C; c++) ((float *)v->data)[c] = fabsf(((float *)v->data)[c]) + 0.1f;
+    kiln_edit_set_float(t.n, "epsilon", 1e-3f);
+    tc_run(&t, "BatchNormalization", OWN, 1e-5, 1e-5);
+    tc_end(&t);
+  }
+  static const int64_t in_dims[][4] = {{2, 3, 11, 1}, {1, 4, 5, 7}, {3, 1, 1, 1}};
+  for (int i = 0; i < 3; i++) {
+    tc_begin(&t, 6, "InstanceNormalization", 3, 1);
+    tc_f32(&t, 0, 4, in_dims[i], 2);
+    tc_f32(&t, 1, 1, &in_dims[i][1], 1);
+    tc_f32(&t, 2, 1, &in_dims[i][1], 1);
+    tc_run(&t, "InstanceNormalization", OWN, 1e-4, 2e-5);
+    tc_end(&t);
+  }
+}
+
+/* ---- reductions ---- */
+
+static void test_reduce(void) {
+  static const char *const ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2"};
+  static const struct {
+    int rank;
+    int64_t dims[4];
+    int na; /* -1: no axes */
+    int64_t axes[3];
+    int keep;
+    int expect;
+  } cs[] = {
+      {3, {5, 7, 9}, 1, {1}, 1, OWN},        {3, {5, 7, 9}, 1, {2}, 0, OWN},      {3, {5, 7, 9}, 1, {0}, 1, OWN},
+      {3, {5, 7, 9}, 1, {-1}, 0, OWN},       {3, {5, 7, 9}, -1, {0}, 1, OWN},     {3, {5, 7, 9}, 2, {1, 2}, 0, OWN},
+      {3, {5, 7, 9}, 2, {0, 2}, 1, DECLINE}, {4, {2, 1, 40, 64}, 1, {2}, 0, OWN}, {2, {1, 1}, 1, {0}, 1, DECLINE},
+      {2, {3, 1000}, 1, {1}, 1, OWN},        {3, {4, 3, 1500}, 1, {1}, 1, OWN},   {2, {17, 1}, 2, {0, 1}, 0, OWN},
+  };
+  for (size_t o = 0; o < sizeof ops / sizeof *ops; o++)
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
+      for (int form = 0; form < 2; form++) { /* attribute (opset 11) or input (13, ReduceSum only) */
+        bool input = form == 1;
+        if (input && o != 0) continue;
+        tc t;
+        char what[96];
+        snprintf(what, sizeof what, "%s case %zu (%s)", ops[o], i, input ? "axes input" : "axes attribute");
+        int opset = input ? 13 : o == 0 ? 11 : 13;
+        tc_begin(&t, opset, ops[o], input && cs[i].na >= 0 ? 2 : 1, 1);
+        kiln_tensor *x = tc_f32(&t, 0, cs[i].rank, cs[i].dims, 1);
+        if (i == 1 && (o == 2 || o == 3)) ((float *)x->data)[17] = NAN;
+        if (cs[i].na >= 0) {
+          if (input) {
+            int64_t na = cs[i].na;
+            tc_ints(&t, 1, KILN_I64, 1, &na, cs[i].axes);
+          } else {
+            kiln_edit_set_ints(t.n, "axes", cs[i].axes, (size_t)cs[i].na);
+          }
+        }
+        if (!cs[i].keep) kiln_edit_set_int(t.n, "keepdims", 0);
+        bool exact = o == 2 || o == 3;
+        tc_run(&t, what, cs[i].expect, exact ? 0 : 1e-5, exact ? 0 : 1e-5);
+        tc_end(&t);
+      }
+  tc t;
+  tc_begin(&t, 13, "ReduceSum", 1, 1);
+  tc_f32(&t, 0, 2, D(3, 4), 1);
+  kiln_edit_set_int(t.n, "noop_with_empty_axes", 1);
+  tc_run(&t, "ReduceSum noop_with_empty_axes", DECLINE, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "ReduceSum", 2, 1);
+  tc_f32(&t, 0, 2, D(3, 4), 1);
+  tc_ints(&t, 1, KILN_I32, 1, D(1), D(-2));
+  tc_run(&t, "ReduceSum int32 axes", OWN, 1e-5, 1e-5);
+  tc_end(&t);
+  tc_begin(&t, 13, "ReduceSum", 2, 1);
+  tc_typed(&t, 0, KILN_I64, 2, D(3, 4));
+  tc_ints(&t, 1, KILN_I64, 1, D(1), D(1));
+  tc_run(&t, "ReduceSum int64 data", DECLINE, 0, 0);
+  tc_end(&t);
+}
+
+/* ---- ArgMax, ArgMin ---- */
+
+static void test_arg(void) {
+  static const struct {
+    int rank;
+    int64_t dims[3];
+    int64_t axis;
+    int keep, last;
+  } cs[] = {{2, {5, 37}, 1, 1, 0}, {2, {5, 37}, -1, 0, 1}, {3, {4, 9, 3}, 1, 1, 0}, {3, {4, 9, 3}, 0, 0, 1},
+            {1, {1}, 0, 1, 0},     {2, {6, 8}, 1, 1, 1},   {3, {2, 3, 17}, 2, 0, 0}};
+  for (int mx = 0; mx < 2; mx++)
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
+      for (int ties = 0; ties < 2; ties++) {
+        tc t;
+        char what[96];
+        snprintf(what, sizeof what, "%s case %zu%s", mx ? "ArgMax" : "ArgMin", i, ties ? " ties+NaN" : "");
+        tc_begin(&t, 13, mx ? "ArgMax" : "ArgMin", 1, 1);
+        kiln_tensor *x = tc_f32(&t, 0, cs[i].rank, cs[i].dims, 1);
+        float *p = x->data;
+        if (ties) { /* few distinct values, and NaNs in some rows */
+          for (int64_t k = 0; k < x->numel; k++) p[k] = (float)(k * 7 % 3);
+          if (x->numel > 10) p[3] = p[10] = NAN;
+        }
+        kiln_edit_set_int(t.n, "axis", cs[i].axis);
+        if (!cs[i].keep) kiln_edit_set_int(t.n, "keepdims", 0);
+        if (cs[i].last) kiln_edit_set_int(t.n, "select_last_index", 1);
+        tc_run(&t, what, OWN, 0, 0);
+        tc_end(&t);
+      }
+}
+
+/* ---- data movement ---- */
+
+static void test_move(void) {
+  tc t;
+  /* Gather */
+  static const kiln_dtype dts[] = {KILN_F32, KILN_I64, KILN_U8, KILN_F16, KILN_F64};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+    tc_begin(&t, 13, "Gather", 2, 1);
+    tc_typed(&t, 0, dts[d], 2, D(50, 9));
+    tc_ints(&t, 1, KILN_I64, 2, D(3, 4), D(0, 49, -1, -50, 7, 7, 3, 12, 48, 1, 2, 30));
+    tc_run(&t, "Gather rows", OWN, 0, 0);
+    tc_end(&t);
+  }
+  tc_begin(&t, 13, "Gather", 2, 1);
+  tc_f32(&t, 0, 3, D(3, 5, 4), 1);
+  tc_ints(&t, 1, KILN_I32, 1, D(6), D(4, -5, 0, 2, 2, -1));
+  kiln_edit_set_int(t.n, "axis", 1);
+  tc_run(&t, "Gather axis 1 int32", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "Gather", 2, 1);
+  tc_f32(&t, 0, 3, D(3, 5, 4), 1);
+  tc_ints(&t, 1, KILN_I64, 0, NULL, D(-2));
+  kiln_edit_set_int(t.n, "axis", -1);
+  tc_run(&t, "Gather scalar index, last axis", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "Gather", 2, 1);
+  tc_f32(&t, 0, 2, D(10, 3), 1);
+  tc_ints(&t, 1, KILN_I64, 1, D(3), D(1, 10, 2));
+  tc_run(&t, "Gather index out of range", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "Gather", 2, 1);
+  tc_f32(&t, 0, 2, D(10, 3), 1);
+  tc_ints(&t, 1, KILN_I32, 1, D(2), D(-11, 0));
+  tc_run(&t, "Gather negative index out of range", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "Gather", 2, 1);
+  tc_view_t(&t, 0, KILN_F32, 2, D(4, 6));
+  tc_ints(&t, 1, KILN_I64, 1, D(2), D(1, 0));
+  tc_run(&t, "Gather from a view", DECLINE, 0, 0);
+  tc_end(&t);
+
+  /* Concat */
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+    tc_begin(&t, 13, "Concat", 3, 1);
+    tc_typed(&t, 0, dts[d], 3, D(2, 3, 4));
+    tc_typed(&t, 1, dts[d], 3, D(2, 1, 4));
+    tc_typed(&t, 2, dts[d], 3, D(2, 5, 4));
+    kiln_edit_set_int(t.n, "axis", 1);
+    tc_run(&t, "Concat axis 1", OWN, 0, 0);
+    tc_end(&t);
+  }
+  tc_begin(&t, 13, "Concat", 2, 1);
+  tc_f32(&t, 0, 2, D(3, 7), 1);
+  tc_view_t(&t, 1, KILN_F32, 2, D(3, 5));
+  kiln_edit_set_int(t.n, "axis", -1);
+  tc_run(&t, "Concat with a view, axis -1", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "Concat", 2, 1);
+  tc_f32(&t, 0, 2, D(3, 7), 1);
+  tc_f32(&t, 1, 2, D(0, 7), 1);
+  kiln_edit_set_int(t.n, "axis", 0);
+  tc_run(&t, "Concat with an empty input", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "Concat", 2, 1);
+  tc_f32(&t, 0, 2, D(3, 7), 1);
+  tc_f32(&t, 1, 2, D(3, 6), 1);
+  kiln_edit_set_int(t.n, "axis", 0);
+  tc_run(&t, "Concat shape mismatch", DECLINE, 0, 0);
+  tc_end(&t);
+
+  /* Transpose */
+  static const struct {
+    int rank;
+    int64_t dims[4];
+    int np;
+    int64_t perm[4];
+  } tr[] = {
+      {2, {5, 7}, 0, {0}},
+      {2, {17, 33}, 2, {1, 0}},
+      {2, {40, 72}, 2, {1, 0}},
+      {4, {1, 9, 3, 11}, 4, {0, 2, 1, 3}},
+      {4, {1, 9, 3, 11}, 4, {0, 2, 3, 1}},
+      {4, {2, 5, 7, 3}, 4, {3, 1, 0, 2}},
+      {3, {1, 1, 1}, 3, {2, 0, 1}},
+      {1, {13}, 1, {0}},
+      {3, {8, 8, 8}, 3, {2, 1, 0}},
+  };
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+    for (size_t i = 0; i < sizeof tr / sizeof *tr; i++) {
+      char what[64];
+      snprintf(what, sizeof what, "Transpose %s case %zu", kiln_dtype_name(dts[d]), i);
+      tc_begin(&t, 13, "Transpose", 1, 1);
+      tc_typed(&t, 0, dts[d], tr[i].rank, tr[i].dims);
+      if (tr[i].np) kiln_edit_set_ints(t.n, "perm", tr[i].perm, (size_t)tr[i].np);
+      tc_run(&t, what, OWN, 0, 0);
+      tc_end(&t);
+    }
+  tc_begin(&t, 13, "Transpose", 1, 1);
+  tc_view_t(&t, 0, KILN_F32, 3, D(3, 10, 9));
+  kiln_edit_set_ints(t.n, "perm", I(0, 2, 1));
+  tc_run(&t, "Transpose of a transposed view", OWN, 0, 0);
+  tc_end(&t);
+  /* Tile */
+  static const struct {
+    int rank;
+    int64_t dims[3], rep[3];
+  } ti[] = {
+      {1, {5}, {3}}, {2, {3, 4}, {2, 3}}, {3, {2, 1, 3}, {1, 4, 2}}, {2, {3, 4}, {0, 2}}, {3, {2, 3, 5}, {1, 1, 1}}};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+    for (size_t i = 0; i < sizeof ti / sizeof *ti; i++) {
+      tc_begin(&t, 13, "Tile", 2, 1);
+      tc_typed(&t, 0, dts[d], ti[i].rank, ti[i].dims);
+      int64_t r = ti[i].rank;
+      tc_ints(&t, 1, KILN_I64, 1, &r, ti[i].rep);
+      tc_run(&t, "Tile", OWN, 0, 0);
+      tc_end(&t);
+    }
+  tc_begin(&t, 13, "Tile", 2, 1);
+  tc_f32(&t, 0, 2, D(3, 4), 1);
+  tc_ints(&t, 1, KILN_I64, 1, D(2), D(2, -1));
+  tc_run(&t, "Tile negative repeat", DECLINE, 0, 0);
+  tc_end(&t);
+
+  static const int64_t rp[][3] = {{0, 2, 1}, {1, 0, 2}, {2, 1, 0}};
+  for (int i = 0; i < 3; i++) {
+    tc_begin(&t, 13, "Transpose", 1, 1);
+    tc_view_rev(&t, 0, 3, D(4, 9, 10));
+    kiln_edit_set_ints(t.n, "perm", rp[i], 3);
+    tc_run(&t, "Transpose of a reversed view", OWN, 0, 0);
+    tc_end(&t);
+  }
+  tc_begin(&t, 13, "Concat", 2, 1);
+  tc_view_rev(&t, 0, 2, D(3, 5));
+  tc_f32(&t, 1, 2, D(3, 2), 1);
+  kiln_edit_set_int(t.n, "axis", 1);
+  tc_run(&t, "Concat of a reversed view", OWN, 0, 0);
+  tc_end(&t);
+
+  tc_begin(&t, 13, "Transpose", 1, 1);
+  tc_f32(&t, 0, 2, D(3, 4), 1);
+  kiln_edit_set_ints(t.n, "perm", I(0, 0));
+  tc_run(&t, "Transpose bad perm", DECLINE, 0, 0);
+  tc_end(&t);
+}
+
+/* ---- the primitives, base against AVX2 ---- */
+
+static bool same(float a, float b) { return a == b || (isnan(a) && isnan(b)); }
+
+static void test_prims(void) {
+  const kiln_nn_prims *B = kiln_nn_prims_for(KILN_VM_ISA_BASE), *A = kiln_nn_prims_for(KILN_VM_ISA_AVX2);
+  if (!A) {
+    printf("unit_cpu_nn: no AVX2 on this CPU: primitives checked on base only\n");
+    return;
+  }
+  enum { NMAX = 70, SMAX = 5 };
+  float x[NMAX * SMAX + 16], s1[NMAX], b1[NMAX], a0[NMAX], a1[NMAX], y0[NMAX], y1[NMAX];
+  for (int i = 0; i < NMAX * SMAX + 16; i++) x[i] = (float)(rnd() * 4);
+  for (int i = 0; i < NMAX; i++) s1[i] = (float)rnd(), b1[i] = (float)rnd();
+  int bad = 0;
+  for (size_t n = 1; n <= NMAX; n++) {
+    bad += !same(B->sum(n, x + 1), A->sum(n, x + 1)) + !same(B->sumsq(n, x), A->sumsq(n, x)) +
+           !same(B->sqdev(n, x + 3, 0.25f), A->sqdev(n, x + 3, 0.25f)) + !same(B->max(n, x), A->max(n, x)) +
+           !same(B->min(n, x + 2), A->min(n, x + 2));
+    for (size_t st = 1; st <= SMAX; st++)
+      for (int op = 0; op < 4; op++) {
+        for (size_t i = 0; i < n; i++) a0[i] = a1[i] = (float)rnd();
+        void (*fb)(size_t, float *, const float *, size_t) = op == 0   ? B->acc_add
+                                                             : op == 1 ? B->acc_addsq
+                                                             : op == 2 ? B->acc_max
+                                                                       : B->acc_min;
+        void (*fa)(size_t, float *, const float *, size_t) = op == 0   ? A->acc_add
+                                                             : op == 1 ? A->acc_addsq
+                                                             : op == 2 ? A->acc_max
+                                                                       : A->acc_min;
+        fb(n, a0, x + 1, st);
+        fa(n, a1, x + 1, st);
+        for (size_t i = 0; i < n; i++) bad += !same(a0[i], a1[i]);
+      }
+    float e0 = B->exp_shift_sum(n, x, 1.5f, y0), e1 = A->exp_shift_sum(n, x, 1.5f, y1);
+    bad += !same(e0, e1);
+    for (size_t i = 0; i < n; i++) bad += !same(y0[i], y1[i]);
+    B->norm_apply(n, x, 0.3f, 1.7f, s1, n & 1 ? b1 : NULL, y0);
+    A->norm_apply(n, x, 0.3f, 1.7f, s1, n & 1 ? b1 : NULL, y1);
+    B->affine(n, x + 5, 0.7f, -0.2f, a0);
+    A->affine(n, x + 5, 0.7f, -0.2f, a1);
+    for (size_t i = 0; i < n; i++) bad += !same(y0[i], y1[i]) + !same(a0[i], a1[i]);
+  }
+  /* NaN anywhere in max/min and in the accumulators */
+  float z[19];
+  for (int p = 0; p < 19; p++) {
+    for (int i = 0; i < 19; i++) z[i] = (float)i;
+    z[p] = NAN;
+    bad += !isnan(A->max(19, z)) + !isnan(B->max(19, z)) + !isnan(A->min(19, z)) + !isnan(B->min(19, z));
+    for (int i = 0; i < 19; i++) a0[i] = a1[i] = 0;
+    A->acc_max(19, a1, z, 1);
+    B->acc_max(19, a0, z, 1);
+    bad += !isnan(a1[p]) + !isnan(a0[p]);
+  }
+  CHECK(bad == 0, "primitives: %d differences between base and avx2", bad);
+  /* transpose32 on sizes around the 8x8 and 32x32 blocks */
+  static const size_t sz[] = {1, 3, 8, 9, 31, 32, 33, 70};
+  uint32_t src[70 * 75], d0[70 * 72], d1[70 * 72];
+  for (size_t i = 0; i < sizeof src / sizeof *src; i++) src[i] = (uint32_t)i * 2654435761u;
+  int tbad = 0;
+  for (size_t i = 0; i < 8; i++)
+    for (size_t j = 0; j < 8; j++) {
+      size_t rows = sz[i], cols = sz[j];
+      memset(d0, 0, sizeof d0);
+      memset(d1, 0, sizeof d1);
+      B->transpose32(rows, cols, src, 75, d0, 72);
+      A->transpose32(rows, cols, src, 75, d1, 72);
+      for (size_t a = 0; a < rows; a++)
+        for (size_t b = 0; b < cols; b++) tbad += d0[a * 72 + b] != src[b * 75 + a] || d1[a * 72 + b] != d0[a * 72 + b];
+    }
+  CHECK(tbad == 0, "transpose32: %d wrong elements", tbad);
+}
+
+int main(void) {
+  nisa = kiln_nn_prims_for(KILN_VM_ISA_AVX2) ? 2 : 1;
+  test_prims();
+  test_pool();
+  test_softmax();
+  test_norm();
+  test_reduce();
+  test_arg();
+  test_move();
+  printf("unit_cpu_nn: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
