@@ -395,6 +395,40 @@ def embedding_bag():
     return b.model(), inputs, info
 
 
+def sls_rowwise():
+    """kiln's own domain (docs/KILN_DOMAIN.md): the embedding bag of
+    embedding_bag() as 4 SparseLengthsSum nodes over 8-bit rowwise tables.
+    onnxruntime cannot run it: bench/sls_isa.py times it on kiln's cpu
+    backend, AVX2 against the scalar twin (KILN_CPU_ISA=base)."""
+    tables, vocab, dim, batch, bag = 4, 50000, 64, 512, 40
+    b = Builder("sls_rowwise")
+    inputs = {}
+    outs = []
+    for t in range(tables):
+        x = (b.rng.standard_normal((vocab, dim)) * 0.1).astype(np.float32)
+        lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+        rng = hi - lo
+        q = np.clip(np.rint((x - lo) * (np.float32(255) / (rng + np.float32(1e-8)))), 0, 255).astype(np.uint8)
+        tail = np.concatenate([rng / np.float32(255), lo], axis=1).astype(np.float32).view(np.uint8)
+        table = b.const(f"table{t}", np.concatenate([q, tail], axis=1))      # [vocab, dim + 8] uint8
+        lengths = b.rng.integers(1, bag + 1, batch).astype(np.int32)
+        n = int(lengths.sum())
+        idx = b.input(f"idx{t}", I64, [n])
+        lens = b.input(f"lengths{t}", TensorProto.INT32, [batch])
+        inputs[f"idx{t}"] = b.rng.integers(0, vocab, n).astype(np.int64)
+        inputs[f"lengths{t}"] = lengths
+        base = b.uid(f"sls{t}")
+        b.nodes.append(helper.make_node("SparseLengthsSum", [table, idx, lens], [base], name=base, domain="ai.kiln"))
+        outs.append(base)
+    for t, o in enumerate(outs):
+        b.output(o, f"y{t}", F32, [batch, dim])
+    info = dict(rtol=1e-4, atol=1e-5, kiln_only=True, rows=int(sum(v.size for k, v in inputs.items() if k[:3] == "idx")),
+                description="4 8-bit rowwise tables 50000x(64+8): SparseLengthsSum (domain ai.kiln) of 512 bags x 1..40 ids")
+    m = b.model()
+    m.opset_import.append(helper.make_opsetid("ai.kiln", 1))
+    return m, inputs, info
+
+
 MODELS = {
     "ew_chain": ew_chain,
     "mlp": mlp,
@@ -404,6 +438,7 @@ MODELS = {
     "transformer": transformer,
     "detection_post": detection_post,
     "embedding_bag": embedding_bag,
+    "sls_rowwise": sls_rowwise,  # kiln only (bench/sls_isa.py), not in bench.py's MODEL_ORDER
 }
 
 NP_TO_NAME = {np.dtype(np.float32): "float32", np.dtype(np.int64): "int64", np.dtype(np.int32): "int32",

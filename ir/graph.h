@@ -107,6 +107,10 @@ void kiln_graph_free(kiln_graph *g);
 
 /* Index of the value named name, or -1. Linear: for setup paths only. */
 int kiln_graph_find_value(const kiln_graph *g, const char *name);
+/* kiln's own operator domain (docs/KILN_DOMAIN.md: SparseLengthsSum family,
+ * 8-bit rowwise (de)quantization, LSTMUnit) and its newest opset version. */
+#define KILN_DOMAIN "ai.kiln"
+#define KILN_DOMAIN_VERSION 1
 /* Opset version imported for a domain ("" and "ai.onnx" are the same), or -1. */
 int64_t kiln_graph_opset(const kiln_graph *g, const char *domain);
 /* A display name for a node: its name, or "#index" when it has none. */

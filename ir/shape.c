@@ -14,6 +14,11 @@ static const kiln_shape_def *const tables[] = {kiln_shape_ops_elementwise, kiln_
                                                 kiln_shape_ops_nn_extra, kiln_shape_ops_reduce};
 
 const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type) {
+  if (domain && !strcmp(domain, KILN_DOMAIN)) { /* kiln's own domain: its table only */
+    for (const kiln_shape_def *d = kiln_shape_ops_kiln; d->op_type; d++)
+      if (!strcmp(d->op_type, op_type)) return d;
+    return NULL;
+  }
   if (domain && *domain && strcmp(domain, "ai.onnx")) return NULL;
   for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
     for (const kiln_shape_def *d = tables[t]; d->op_type; d++)

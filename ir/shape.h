@@ -73,7 +73,9 @@ extern const kiln_shape_def kiln_shape_ops_nn[];
 extern const kiln_shape_def kiln_shape_ops_nn_mm[];
 extern const kiln_shape_def kiln_shape_ops_nn_extra[];
 extern const kiln_shape_def kiln_shape_ops_reduce[];
+extern const kiln_shape_def kiln_shape_ops_kiln[]; /* domain KILN_DOMAIN (ir/graph.h) */
 
+/* The shape function of an op of the default domain or of KILN_DOMAIN, or NULL. */
 const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type);
 
 /* ---- helpers for shape functions ---- */

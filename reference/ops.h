@@ -53,8 +53,10 @@ extern const kiln_op_def kiln_ref_ops_reduce[];
 extern const kiln_op_def kiln_ref_ops_conv[];
 extern const kiln_op_def kiln_ref_ops_extra[];
 extern const kiln_op_def kiln_ref_ops_rnn[];
+extern const kiln_op_def kiln_ref_ops_kiln[]; /* ops_kiln.c: domain KILN_DOMAIN (ir/graph.h) */
 
-/* Looks up an op of the default ONNX domain by name; NULL when unknown. */
+/* Looks up an op of the default ONNX domain ("" or "ai.onnx") or of kiln's
+ * own domain (KILN_DOMAIN) by name; NULL when unknown. */
 const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type);
 
 /* Checks one node against its op's table entry (domain, counts, attribute

@@ -8,6 +8,11 @@ static const kiln_op_def *const tables[] = {kiln_ref_ops_elementwise, kiln_ref_o
                                             kiln_ref_ops_reduce, kiln_ref_ops_extra, kiln_ref_ops_rnn};
 
 const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type) {
+  if (domain && !strcmp(domain, KILN_DOMAIN)) { /* kiln's own domain: its table only */
+    for (const kiln_op_def *d = kiln_ref_ops_kiln; d->op_type; d++)
+      if (!strcmp(d->op_type, op_type)) return d;
+    return NULL;
+  }
   if (domain && *domain && strcmp(domain, "ai.onnx")) return NULL;
   for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
     for (const kiln_op_def *d = tables[t]; d->op_type; d++)
@@ -38,6 +43,9 @@ kiln_status kiln_ref_check_node(const kiln_graph *g, const kiln_node *n) {
                        n->op_type, n->domain);
     return kiln_fail(KILN_E_UNSUPPORTED_OP, "node %s: operator %s is not supported", lbl, n->op_type);
   }
+  if (!strcmp(n->domain, KILN_DOMAIN) && n->opset > KILN_DOMAIN_VERSION)
+    return kiln_fail(KILN_E_VERSION, "node %s (%s): version %d of domain '%s' is newer than the newest kiln supports (%d)",
+                     lbl, n->op_type, n->opset, KILN_DOMAIN, KILN_DOMAIN_VERSION);
   if (n->opset > 17)
     return kiln_fail(KILN_E_VERSION, "node %s (%s): opset %d is newer than the newest kiln supports (17)", lbl,
                      n->op_type, n->opset);
