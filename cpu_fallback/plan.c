@@ -3,8 +3,11 @@
 #include "cpu_fallback/plan.h"
 
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/tile.h"
+#include "cpu_fallback/vmath.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/alloc.h"
@@ -16,19 +19,40 @@
 #include "ir/schedule.h"
 #include "ir/shape.h"
 #include "ir/views.h"
+#include "fuse/group.h"
+#include "fuse/kinds.h"
 #include "reference/exec.h"
 #include "reference/ops.h"
 
 #define KILN_CPU_VARIANTS 8   /* specialised plans kept per graph */
 #define KILN_CPU_SPEC_MAX 64  /* elements of one specialising input */
 
-/* How a node runs. */
-enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT, V_CONCAT };
+/* How a node runs. V_FUSED: a view of a value its fused group computes,
+ * stored by the group's tile program (no alias, no kernel of its own). */
+enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT, V_CONCAT, V_FUSED };
+
+/* A node run as a plain view alias (no memory written). */
+static bool is_alias_view(int how) { return how != V_KERNEL && how != V_CONCAT && how != V_FUSED; }
 
 struct kiln_cpu_plan {
   kiln_graph *g; /* the rewritten graph */
   kiln_shapes *sh;
-  kiln_schedule *sched; /* one step per node, then one reading the outputs */
+  kiln_schedule *sched; /* one step per node or fused group, then one reading the outputs */
+  /* fusion (fuse/): the groups, their kernel specs, and per step the tile
+     program that runs it (NULL: the step's nodes run one by one) */
+  kiln_fuse_ctx *fctx, *fctx1;
+  kiln_fuse_plan *fplan, *fplan1; /* fplan1: one group per node, for the nodes of groups the tile executor declines */
+  kiln_tile_prog **tile; /* per step of sched */
+  int *step_of;          /* per node: its step */
+  bool *pre;             /* per node: a view of memory its tile step makes before the tile pass */
+  int64_t *spec_vals;    /* the symbol values the tile steps' specs are bound at */
+  /* this run: the caller's memory for graph outputs (kiln_cpu_run's outs
+     given as reservations), per value; NULL when none */
+  void **direct;
+  size_t *direct_cap;
+  float *scratch;        /* the pooled argument of a tile step with a pooling (heap, grown on demand) */
+  size_t scratch_cap;    /* its floats */
+  bool specs_bound;
   const kiln_op_def **def;
   const kiln_cpu_kernel_def **own; /* per node: kiln's own kernel (cpu_fallback/kernels), or NULL */
   unsigned char *how;   /* per node: V_* */
@@ -156,7 +180,19 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
   kiln_graph_free(p->g);
   kiln_shapes_free(p->sh);
+  for (int k = 0; p->tile && p->sched && k < p->sched->n_steps; k++) kiln_tile_free(p->tile[k]);
+  kiln_free(p->tile);
+  kiln_free(p->step_of);
+  kiln_free(p->pre);
+  kiln_free(p->spec_vals);
+  kiln_free(p->direct);
+  kiln_free(p->direct_cap);
+  kiln_free(p->scratch);
   kiln_schedule_free(p->sched);
+  kiln_fuse_plan_free(p->fplan);
+  kiln_fuse_ctx_free(p->fctx);
+  kiln_fuse_plan_free(p->fplan1);
+  kiln_fuse_ctx_free(p->fctx1);
   kiln_memplan_free(p->mp);
   kiln_hazards_free(p->hz);
   kiln_free(p->def);
@@ -250,13 +286,22 @@ static void dump_plan(const kiln_cpu_plan *p) {
     fprintf(f, "node %3d %-18s %-24s ", i, n->op_type, kiln_node_label(g, n, lbl, sizeof lbl));
     if (p->how[i] == V_CONCAT) {
       fputs("view (in-place Concat: the producers write their slices)", f);
+    } else if (p->how[i] == V_FUSED) {
+      fprintf(f, "fused (a view computed by step %d's tile program)", p->step_of[i]);
     } else if (p->how[i] != V_KERNEL) {
       int a = n->n_out > 0 && n->out[0] >= 0 ? p->alias_of[n->out[0]] : -1;
       fprintf(f, "view (alias of %s)", a >= 0 ? g->values[a].name : "?");
     } else {
       fputs("kernel", f);
     }
+    if (p->tile[p->step_of[i]])
+      fprintf(f, p->sched->steps[p->step_of[i]].n_nodes > 1 ? ", fused in step %d (tile program)" : ", tile program",
+              p->step_of[i]);
     if (p->inplace[i]) fprintf(f, ", in place over %s", g->values[n->in[0]].name);
+    for (int k = 0; p->tile[p->step_of[i]] && k < p->mp->n_inplace; k++) /* a tile step's store */
+      for (int q = 0; q < n->n_out; q++)
+        if (p->mp->inplace[k].step == p->step_of[i] && n->out[q] >= 0 && p->mp->inplace[k].out == n->out[q])
+          fprintf(f, ", in place over %s", g->values[p->mp->inplace[k].in].name);
     for (int k = 0, first = 1; k < n->n_out; k++) {
       int w = n->out[k];
       if (w < 0) continue;
@@ -285,6 +330,282 @@ static void dump_plan(const kiln_cpu_plan *p) {
 }
 
 /* ---- end of KILN_DUMP ---- */
+
+/* ---- fusion ---- */
+
+/* One step per node, then the step reading the graph outputs. */
+static kiln_status schedule_of(const kiln_graph *g, kiln_schedule **out) {
+  kiln_status s = kiln_schedule_from_graph(g, out);
+  if (!s && g->n_outputs) s = kiln_schedule_add_step(*out, g->outputs, g->n_outputs, NULL, 0, -1);
+  if (s) {
+    kiln_schedule_free(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+/* KILN_FUSION=0 turns fusion off: one group per node (each elementwise node
+ * still runs through the tile executor). */
+static bool fusion_enabled(void) {
+  const char *e = getenv("KILN_FUSION");
+  return !(e && !strcmp(e, "0"));
+}
+
+static bool is_view_op(const kiln_node *n) {
+  const kiln_fuse_kind_def *d = kiln_fuse_kind_find(n->domain, n->op_type);
+  return d && (d->roles & KILN_FUSE_VIEW);
+}
+
+/* Whether step st (group spec sp, tile program tp) can run through the
+ * tile executor in this plan; why says why not. Marks nothing. */
+static bool tile_fits(const kiln_cpu_plan *p, const kiln_step *st, const kiln_fuse_spec *sp, kiln_tile_prog *tp,
+                      char *why, size_t size) {
+  const kiln_graph *g = p->g;
+  for (int j = 0; j < sp->n_nodes; j++) {
+    const kiln_node *n = &g->nodes[sp->nodes[j]];
+    if (j > 0 && sp->nodes[j] != sp->nodes[0] + j) return snprintf(why, size, "nodes not consecutive"), false;
+    for (int k = 0; k < n->n_out; k++)
+      if (n->out[k] >= 0 && p->sh->v[n->out[k]].data_dependent)
+        return snprintf(why, size, "a data-dependent shape"), false;
+    for (int k = 0; k < n->n_in; k++)
+      if (n->in[k] >= 0 && p->sh->v[n->in[k]].data_dependent)
+        return snprintf(why, size, "a data-dependent shape"), false;
+  }
+  if (sp->n_store > 64) return snprintf(why, size, "more than 64 stores"), false;
+  /* every size must follow from the graph inputs' dims: the spec is bound
+     at each run's values of those symbols */
+  int64_t *tv = kiln_calloc((size_t)p->nsym + 1, sizeof *tv);
+  if (!tv) return snprintf(why, size, "out of memory"), false;
+  for (int k = 0; k < p->nsym; k++) tv[k] = KILN_DIM_UNSET;
+  for (int i = 0; i < g->n_inputs; i++) {
+    const kiln_vshape *x = &p->sh->v[g->inputs[i]];
+    for (int d = 0; d < x->rank; d++) {
+      int sym = kiln_dimx_as_sym(p->sh->tab, x->dims[d]);
+      if (sym >= 0) tv[sym] = 1;
+    }
+  }
+  bool known = true;
+  for (int j = 0; j < sp->n_nodes && known; j++) {
+    const kiln_node *n = &g->nodes[sp->nodes[j]];
+    for (int k = 0; k < n->n_in + n->n_out && known; k++) {
+      int v = k < n->n_in ? n->in[k] : n->out[k - n->n_in];
+      if (v < 0) continue;
+      const kiln_vshape *x = &p->sh->v[v];
+      int64_t val;
+      known = x->rank >= 0;
+      for (int d = 0; d < x->rank && known; d++) known = !kiln_dimx_eval(p->sh->tab, x->dims[d], tv, p->nsym, &val);
+    }
+  }
+  kiln_free(tv);
+  if (!known) {
+    kiln_error_clear();
+    return snprintf(why, size, "a size that the inputs' dims do not give"), false;
+  }
+  for (int w = 0; w < st->n_writes; w++) { /* every value written is a store or a view of memory */
+    int v = st->writes[w];
+    bool ok = false;
+    for (int k = 0; k < sp->n_store && !ok; k++) ok = sp->store[k].value == v;
+    for (int k = 0; k < sp->n_alias && !ok; k++) ok = sp->alias[k].value == v;
+    if (!ok) return snprintf(why, size, "writes '%s', neither stored nor an alias", g->values[v].name), false;
+  }
+  if (sp->anchor >= 0) { /* an epilogue that only copies (a view of the anchor's output) gains nothing */
+    bool work = false;
+    for (int e = 0; e < sp->n_expr && !work; e++)
+      work = sp->expr[e].op != KILN_FUSE_ANCHOR && sp->expr[e].op != KILN_FUSE_COPY && sp->expr[e].op != KILN_FUSE_LOAD &&
+             sp->expr[e].op != KILN_FUSE_CONST;
+    if (!work) return snprintf(why, size, "an anchor without an epilogue"), false;
+  }
+  if (sp->anchor >= 0) {
+    const kiln_node *a = &g->nodes[sp->anchor];
+    if (!p->def[sp->anchor] || a->n_out != 1 || a->out[0] < 0 || p->sh->v[a->out[0]].dtype != KILN_F32)
+      return snprintf(why, size, "an anchor without a float32 kernel"), false;
+    if (kiln_tile_anchor_target(tp) < 0) return snprintf(why, size, "no float32 store for the anchor"), false;
+  }
+  return true;
+}
+
+/* Groups the plan's schedule (fuse/): each group the tile executor can run
+ * becomes one step (its intermediates are never stored, so the memory
+ * planner gives them nothing); other groups stay one step per node and
+ * run node by node. A view of a value computed in its group becomes
+ * V_FUSED (stored by the group, not an alias); views of memory that the
+ * group's outputs need are made before its tile pass (pre). Fusion
+ * failing is not fatal: the plan runs unfused. */
+static kiln_status plan_fusion(kiln_cpu_plan *p) {
+  kiln_graph *g = p->g;
+  int nn = g->n_nodes;
+  kiln_status s = KILN_OK;
+  kiln_schedule *tmp = NULL;
+  kiln_tile_prog **progs = NULL;
+  kiln_tile_prog **single = kiln_calloc((size_t)nn + 1, sizeof *single); /* per node, from fplan1 */
+  if (!single) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  p->step_of = kiln_calloc((size_t)nn + 1, sizeof *p->step_of);
+  p->pre = kiln_calloc((size_t)nn + 1, sizeof *p->pre);
+  p->spec_vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->spec_vals);
+  if (!p->step_of || !p->pre || !p->spec_vals) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  kiln_fuse_opts o = {0};
+  if (!fusion_enabled()) o.max_nodes = 1;
+  s = kiln_fuse_ctx_new(g, p->sh, &o, &p->fctx);
+  if (!s) s = kiln_fuse_ctx_bind(p->fctx, p->bound, p->nsym);
+  if (!s) s = schedule_of(g, &tmp);
+  if (!s) s = kiln_fuse_schedule(p->fctx, tmp, &p->fplan);
+  if (!s && !(progs = kiln_calloc((size_t)tmp->n_steps + 1, sizeof *progs)))
+    s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  if (s == KILN_E_NOMEM) goto done;
+  if (s) { /* run unfused */
+    kiln_log(KILN_LOG_INFO, "cpu plan: fusion skipped: %s", kiln_last_error());
+    kiln_error_clear();
+    kiln_fuse_plan_free(p->fplan);
+    p->fplan = NULL;
+    s = KILN_OK;
+  }
+  FILE *df = NULL;
+  if (p->dump_stem[0]) kiln_dump_open(p->dump_stem, "fusion.txt", &df);
+  for (int i = 0; p->fplan && i < tmp->n_steps && !s; i++) {
+    kiln_fuse_spec *sp = p->fplan->spec[i];
+    if (!sp || sp->n_nodes < 1) continue;
+    char why[256] = "";
+    kiln_status c = kiln_tile_compile(sp, &progs[i], why, sizeof why);
+    if (c == KILN_E_NOMEM) {
+      s = c;
+      break;
+    }
+    if (!c && !tile_fits(p, &tmp->steps[i], sp, progs[i], why, sizeof why)) {
+      kiln_tile_free(progs[i]);
+      progs[i] = NULL;
+    }
+    if (df) {
+      char *txt = NULL, lbl[256];
+      fprintf(df, "group %d: %d node%s from %s, %s: %s%s%s\n", i, sp->n_nodes, sp->n_nodes == 1 ? "" : "s",
+              kiln_node_label(g, &g->nodes[sp->nodes[0]], lbl, sizeof lbl), kiln_fuse_group_kind_name(sp->kind),
+              progs[i] ? "tile program" : "node by node", why[0] ? " -- " : "", why);
+      if (progs[i] && !kiln_fuse_spec_print(sp, &txt)) fputs(txt, df);
+      kiln_free(txt);
+    }
+  }
+  /* the nodes of declined groups of several nodes: each elementwise one
+     still runs as a tile program of its own (a spec from a second pass
+     with one group per node) */
+  bool declined = false;
+  for (int i = 0; p->fplan && i < tmp->n_steps; i++)
+    declined = declined || (!progs[i] && p->fplan->spec[i] && p->fplan->spec[i]->n_nodes > 1);
+  if (declined && !s) {
+    kiln_schedule *t1 = NULL;
+    kiln_fuse_opts o1 = {0};
+    o1.max_nodes = 1;
+    kiln_status s1 = kiln_fuse_ctx_new(g, p->sh, &o1, &p->fctx1);
+    if (!s1) s1 = kiln_fuse_ctx_bind(p->fctx1, p->bound, p->nsym);
+    if (!s1) s1 = schedule_of(g, &t1);
+    if (!s1) s1 = kiln_fuse_schedule(p->fctx1, t1, &p->fplan1);
+    for (int i = 0; !s1 && i < tmp->n_steps; i++) {
+      kiln_fuse_spec *sp = p->fplan->spec[i];
+      if (progs[i] || !sp || sp->n_nodes < 2) continue;
+      for (int j = 0; j < sp->n_nodes; j++) {
+        int node = sp->nodes[j]; /* t1 has one step per node: step = node */
+        kiln_fuse_spec *one = node < t1->n_steps ? p->fplan1->spec[node] : NULL;
+        kiln_tile_prog *tp1 = NULL;
+        char why[256] = "";
+        if (!one || one->n_nodes != 1 || one->nodes[0] != node || kiln_tile_compile(one, &tp1, why, sizeof why))
+          continue;
+        if (!tile_fits(p, &t1->steps[node], one, tp1, why, sizeof why)) {
+          kiln_tile_free(tp1);
+          continue;
+        }
+        single[node] = tp1;
+        if (df) {
+          char lbl[256];
+          fprintf(df, "  node %s alone: tile program\n", kiln_node_label(g, &g->nodes[node], lbl, sizeof lbl));
+        }
+      }
+    }
+    kiln_schedule_free(t1);
+    if (s1 == KILN_E_NOMEM) s = s1;
+    else if (s1) kiln_error_clear();
+  }
+  if (df) kiln_dump_close(df, p->dump_stem, "fusion.txt");
+  /* merge the steps of each tile group, from the last (earlier indices stay) */
+  for (int i = p->fplan ? tmp->n_steps - 1 : -1; i >= 0 && !s; i--)
+    if (progs[i] && p->fplan->spec[i]->n_nodes > 1)
+      s = kiln_schedule_merge(p->sched, p->fplan->spec[i]->nodes[0], p->fplan->spec[i]->n_nodes);
+  if (s) goto done;
+  if (!(p->tile = kiln_calloc((size_t)p->sched->n_steps + 1, sizeof *p->tile))) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+    goto done;
+  }
+  for (int k = 0; k < p->sched->n_steps; k++)
+    for (int j = 0; j < p->sched->steps[k].n_nodes; j++) p->step_of[p->sched->steps[k].nodes[j]] = k;
+  for (int i = 0; i < nn; i++) { /* nodes of declined groups, alone */
+    if (!single[i]) continue;
+    int k = p->step_of[i];
+    kiln_fuse_spec *one = p->fplan1->spec[i];
+    p->tile[k] = single[i];
+    single[i] = NULL;
+    p->sched->steps[k].user = one;
+    p->sched->steps[k].tag = (int)one->kind;
+    p->st.tile_steps++;
+  }
+  for (int i = 0; p->fplan && i < tmp->n_steps; i++) {
+    if (!progs[i]) continue;
+    kiln_fuse_spec *sp = p->fplan->spec[i];
+    int k = p->step_of[sp->nodes[0]];
+    kiln_step *st = &p->sched->steps[k];
+    p->tile[k] = progs[i];
+    progs[i] = NULL;
+    st->user = sp;
+    st->tag = (int)sp->kind;
+    if (sp->n_nodes > 1) {
+      p->st.fused_groups++;
+      p->st.fused_nodes += sp->n_nodes;
+    }
+    p->st.tile_steps++;
+    /* views: of computed values (stored by the group) or of memory */
+    bool *computed = kiln_calloc((size_t)g->n_values + 1, sizeof *computed);
+    if (!computed) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+      goto done;
+    }
+    for (int j = 0; j < sp->n_nodes; j++) {
+      int node = sp->nodes[j];
+      const kiln_node *n = &g->nodes[node];
+      bool view = is_view_op(n);
+      if (view && n->n_in > 0 && n->in[0] >= 0 && !computed[n->in[0]]) continue; /* a view of memory */
+      for (int q = 0; q < n->n_out; q++)
+        if (n->out[q] >= 0) {
+          computed[n->out[q]] = true;
+          if (view) p->alias_of[n->out[q]] = -1;
+        }
+      if (view && p->how[node] != V_KERNEL) {
+        p->st.views--;
+        p->st.kernels++;
+      }
+      if (view) p->how[node] = V_FUSED;
+    }
+    for (int j = sp->n_nodes - 1; j >= 0; j--) { /* the views of memory something needs */
+      int node = sp->nodes[j];
+      const kiln_node *n = &g->nodes[node];
+      if (p->how[node] == V_FUSED || !is_view_op(n)) continue;
+      bool need = false;
+      for (int q = 0; q < n->n_out && !need; q++) {
+        int w = n->out[q];
+        if (w < 0) continue;
+        need = kiln_step_writes(st, w);
+        for (int j2 = j + 1; j2 < sp->n_nodes && !need; j2++) {
+          const kiln_node *m = &g->nodes[sp->nodes[j2]];
+          for (int r = 0; r < m->n_in && !need; r++) need = m->in[r] == w && p->pre[sp->nodes[j2]];
+        }
+      }
+      p->pre[node] = need;
+    }
+    kiln_free(computed);
+  }
+done:
+  for (int i = 0; progs && i < tmp->n_steps; i++) kiln_tile_free(progs[i]);
+  kiln_free(progs);
+  for (int i = 0; i < nn; i++) kiln_tile_free(single[i]);
+  kiln_free(single);
+  kiln_schedule_free(tmp);
+  return s;
+}
 
 static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_plan **out);
 
@@ -364,6 +685,15 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
     for (int k = 0; k < n->n_in; k++)
       if (n->in[k] >= 0) p->last_use[n->in[k]] = i;
   }
+  for (int k = 0; k < p->nsym; k++) {
+    int64_t m;
+    p->bound[k] = kiln_sym_max(p->sh->tab, k, &m) ? m : KILN_DIM_UNSET;
+  }
+  /* the schedule: one step per node, and a last step that reads the graph
+     outputs so that the memory they (or their views) use stays theirs;
+     then fusion merges the steps of each group the tile executor runs */
+  if ((s = schedule_of(g, &p->sched))) goto fail;
+  if ((s = plan_fusion(p))) goto fail;
   for (int i = 0; i < nn; i++) plan_concat(p, i);
   for (int v = 0; v < nv; v++) p->free_after[v] = p->last_use[v];
   for (int v = 0; v < nv; v++) { /* a view keeps the storage it reads alive */
@@ -371,14 +701,6 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
     while (p->alias_of[r] >= 0 && hops++ < nv) r = p->alias_of[r];
     if (p->last_use[v] > p->free_after[r]) p->free_after[r] = p->last_use[v];
   }
-  for (int k = 0; k < p->nsym; k++) {
-    int64_t m;
-    p->bound[k] = kiln_sym_max(p->sh->tab, k, &m) ? m : KILN_DIM_UNSET;
-  }
-  /* the schedule: one step per node, and a last step that reads the graph
-     outputs so that the memory they (or their views) use stays theirs */
-  if ((s = kiln_schedule_from_graph(g, &p->sched))) goto fail;
-  if (g->n_outputs && (s = kiln_schedule_add_step(p->sched, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
   p->st.nodes_in = g0->n_nodes;
   p->st.nodes_out = nn;
   p->st.folded = rst.folded;
@@ -422,15 +744,34 @@ static kiln_status specialize(kiln_cpu_plan *p) {
     p->size[v] = dyn ? 0 : n * kiln_dtype_size(x->dtype);
     if (dyn) p->external[v] = true;
   }
-  kiln_memplan_inplace *cand = kiln_calloc((size_t)g->n_nodes + 1, sizeof *cand);
+  /* in-place candidates: a node run alone whose reference kernel writes
+     output 0 over input 0; a tile step's store over a value it reads only
+     at the element it writes (each tile is read before it is written) */
+  size_t ncap = (size_t)g->n_nodes + 1;
+  for (int k = 0; k < p->sched->n_steps; k++)
+    if (p->tile[k]) ncap += (size_t)p->sched->steps[k].n_reads * (size_t)((kiln_fuse_spec *)p->sched->steps[k].user)->n_store;
+  kiln_memplan_inplace *cand = kiln_calloc(ncap, sizeof *cand);
   if (!cand) return kiln_fail(KILN_E_NOMEM, "out of memory planning memory");
   int nc = 0;
-  for (int i = 0; i < g->n_nodes; i++) {
+  for (int i = 0; i < g->n_nodes; i++) p->inplace[i] = false;
+  for (int k = 0; k < p->sched->n_steps; k++) {
+    const kiln_step *st = &p->sched->steps[k];
+    if (p->tile[k]) {
+      const kiln_fuse_spec *sp = st->user;
+      for (int j = 0; j < sp->n_store; j++)
+        for (int r = 0; r < st->n_reads; r++) {
+          int w = sp->store[j].value, u = st->reads[r];
+          if (p->alias_of[u] < 0 && p->alias_of[w] < 0 && p->concat_into[w] < 0 && kiln_tile_inplace_ok(p->tile[k], j, u))
+            cand[nc++] = (kiln_memplan_inplace){k, w, u};
+        }
+      continue;
+    }
+    if (st->n_nodes != 1) continue;
+    int i = st->nodes[0];
     const kiln_node *n = &g->nodes[i];
-    p->inplace[i] = false;
     if (p->how[i] == V_KERNEL && p->def[i] && kiln_ref_op_inplace(p->def[i]) && n->n_in > 0 && n->n_out > 0 &&
         n->in[0] >= 0 && n->out[0] >= 0)
-      cand[nc++] = (kiln_memplan_inplace){i, n->out[0], n->in[0]};
+      cand[nc++] = (kiln_memplan_inplace){k, n->out[0], n->in[0]};
   }
   kiln_memplan_request req = {p->sched, p->size, p->external, p->alias_of, cand, nc};
   kiln_memplan_free(p->mp);
@@ -446,12 +787,18 @@ static kiln_status specialize(kiln_cpu_plan *p) {
      schedule it only reads its input. */
   kiln_schedule *hs = NULL;
   if ((s = kiln_schedule_new(g->n_values, &hs))) return s;
+  int *wr = kiln_calloc((size_t)g->n_values + 1, sizeof *wr);
+  if (!wr) s = kiln_fail(KILN_E_NOMEM, "out of memory planning memory");
   for (int k = 0; k < p->sched->n_steps && !s; k++) {
     const kiln_step *st = &p->sched->steps[k];
-    bool view = k < g->n_nodes && p->how[k] != V_KERNEL && p->how[k] != V_CONCAT;
-    s = kiln_schedule_add_step(hs, st->reads, st->n_reads, st->writes, view ? 0 : st->n_writes,
-                               st->n_nodes ? st->nodes[0] : -1);
+    int nw = 0;
+    for (int j = 0; j < st->n_writes; j++) {
+      int w = st->writes[j], prod = g->values[w].producer;
+      if (prod < 0 || !is_alias_view(p->how[prod])) wr[nw++] = w;
+    }
+    s = kiln_schedule_add_step(hs, st->reads, st->n_reads, wr, nw, st->n_nodes ? st->nodes[0] : -1);
   }
+  kiln_free(wr);
   kiln_hazard_request hr = {0};
   hr.sched = hs;
   hr.storage = p->mp->storage;
@@ -464,7 +811,10 @@ static kiln_status specialize(kiln_cpu_plan *p) {
   kiln_schedule_free(hs);
   if (s) return s;
   p->st.hazard_edges = p->hz->n_edges;
-  for (int k = 0; k < p->mp->n_inplace; k++) p->inplace[p->mp->inplace[k].step] = true;
+  for (int k = 0; k < p->mp->n_inplace; k++) { /* nodes run alone read the flag; tile steps need none */
+    const kiln_step *st = &p->sched->steps[p->mp->inplace[k].step];
+    if (!p->tile[p->mp->inplace[k].step] && st->n_nodes == 1) p->inplace[st->nodes[0]] = true;
+  }
   kiln_free(p->arena);
   p->arena = kiln_malloc(p->mp->arena_size ? p->mp->arena_size : 1);
   if (!p->arena)
@@ -741,8 +1091,19 @@ static uint64_t concat_offset(const kiln_cpu_plan *p, int w, const kiln_tensor *
   return off;
 }
 
-/* Runs a kernel node with its outputs in their arena slots. */
-static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
+/* An anchor node run for its fused group: output 0 goes to data (bytes
+ * reserved there), and an own kernel that takes an epilogue gets ep (then
+ * applied is set). */
+typedef struct anchor_io {
+  void *data;
+  size_t bytes;
+  const kiln_cpu_epilogue *ep;
+  bool applied;
+} anchor_io;
+
+/* Runs a kernel node with its outputs in their arena slots (output 0 at
+ * ax->data for an anchor, ax NULL otherwise). */
+static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor_io *ax) {
   const kiln_node *n = &p->g->nodes[i];
   const kiln_op_def *d = p->def[i];
   kiln_status s = KILN_OK;
@@ -765,15 +1126,33 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
   for (int k = 0; k < n->n_out && !s; k++) {
     int w = n->out[k];
     used[k] = w >= 0;
+    if (w >= 0 && p->direct[w] && p->mp->offset[w] == KILN_MEMPLAN_NONE) { /* a graph output: the caller's memory */
+      res[k].data = p->direct[w];
+      res[k].capacity = p->direct_cap[w];
+      continue;
+    }
     if (w < 0 || p->dynamic[w] || p->mp->offset[w] == KILN_MEMPLAN_NONE) continue;
     res[k].data = p->arena + p->mp->offset[w] + concat_offset(p, w, slot);
     res[k].capacity = p->size[w];
     res[k].keep = k == 0 && p->inplace[i];
   }
+  if (ax && n->n_out > 0) {
+    memset(&res[0], 0, sizeof res[0]);
+    res[0].data = ax->data;
+    res[0].capacity = ax->bytes;
+  }
   if (!s) {
     kiln_op_call call = {p->g, n, n->opset, n->n_in, ins, n->n_out, res, used};
+    /* kernels.h: a kernel that declines touches no output. Kernels differ in
+       whether they clear *declined when they do the work, so a kernel that
+       made an output has done it, whatever the flag says (else the
+       reference kernel would overwrite, and leak, its result). */
     bool declined = true;
-    if (p->own[i]) s = p->own[i]->run(&call, NULL, &declined);
+    const kiln_cpu_epilogue *ep = ax && p->own[i] && p->own[i]->takes_epilogue ? ax->ep : NULL;
+    if (p->own[i]) s = p->own[i]->run(&call, ep, &declined);
+    for (int k = 0; p->own[i] && !s && declined && k < n->n_out; k++)
+      if (used[k] && res[k].dtype != KILN_UNDEFINED) declined = false;
+    if (ax) ax->applied = !s && !declined && ep;
     if (!s && declined) {
       s = d->run(&call);
       p->st.ref_calls++;
@@ -797,6 +1176,15 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
             if (dims[e] != res[k].dims[e])
               s = kiln_fail(KILN_E_INTERNAL, "output %d, dim %d: shape inference said %lld, the kernel made %lld", k, e,
                             (long long)dims[e], (long long)res[k].dims[e]);
+      }
+      if (!s && k == 0 && ax && res[k].data != ax->data) { /* the kernel did not use the reservation */
+        kiln_tensor at = {0};
+        at.data = ax->data;
+        at.capacity = ax->bytes;
+        if (!(s = kiln_tensor_copy(&at, &res[k]))) {
+          kiln_tensor_release(&res[k]);
+          res[k] = at;
+        }
       }
       if (!s && p->concat_into[w] >= 0 && res[k].data != p->arena + p->mp->offset[w] + concat_offset(p, w, slot)) {
         /* the kernel did not write into its slice: move it there */
@@ -822,6 +1210,167 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot) {
   kiln_free(tmp);
   kiln_free(res);
   kiln_free(used);
+  return s;
+}
+
+/* ---- fused groups: the tile executor ---- */
+
+/* Binds the tile steps' specs at this run's symbol values when they
+ * changed since the last run (cheap: the maps are made from the symbolic
+ * chains, nothing is recompiled). */
+static kiln_status bind_specs(kiln_cpu_plan *p) {
+  if (p->specs_bound && !memcmp(p->spec_vals, p->vals, sizeof *p->vals * (size_t)p->nsym)) return KILN_OK;
+  for (int k = 0; k < p->sched->n_steps; k++) {
+    if (!p->tile[k]) continue;
+    kiln_status s = kiln_fuse_spec_bind(p->sched->steps[k].user, p->vals, p->nsym);
+    if (s) return s;
+  }
+  memcpy(p->spec_vals, p->vals, sizeof *p->vals * (size_t)p->nsym);
+  p->specs_bound = true;
+  return KILN_OK;
+}
+
+/* Takes the caller's reservations in outs (data and capacity preset, as
+ * the plugin passes its output buffers) as the memory of the graph
+ * outputs, unless a buffer overlaps an input's. */
+static kiln_status bind_outputs(kiln_cpu_plan *p, const kiln_tensor *outs, const kiln_tensor *const *in) {
+  const kiln_graph *g = p->g;
+  if (!p->direct) {
+    p->direct = kiln_calloc((size_t)g->n_values + 1, sizeof *p->direct);
+    p->direct_cap = kiln_calloc((size_t)g->n_values + 1, sizeof *p->direct_cap);
+    if (!p->direct || !p->direct_cap) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  }
+  for (int o = 0; o < g->n_outputs; o++) p->direct[g->outputs[o]] = NULL;
+  for (int o = 0; o < g->n_outputs; o++) {
+    int w = g->outputs[o];
+    const char *lo = outs[o].data, *hi = lo + outs[o].capacity;
+    if (!lo || outs[o].owns || !outs[o].capacity || p->direct[w] || g->values[w].init || g->values[w].is_input)
+      continue;
+    bool overlap = false;
+    for (int i = 0; i < g->n_inputs && !overlap; i++) {
+      if (!in[i] || !in[i]->data) continue;
+      const char *a = in[i]->data, *b = a + kiln_tensor_bytes(in[i]);
+      overlap = a < hi && lo < b;
+    }
+    for (int o2 = 0; o2 < g->n_outputs && !overlap; o2++) {
+      const char *a = outs[o2].data, *b = a ? a + outs[o2].capacity : NULL;
+      overlap = o2 != o && a && a < hi && lo < b;
+    }
+    if (overlap) continue;
+    p->direct[w] = outs[o].data;
+    p->direct_cap[w] = outs[o].capacity;
+  }
+  return KILN_OK;
+}
+
+/* The epilogue an anchor kernel applies on its output blocks: the tile
+ * program over [start, start + n), store `target` written over y. */
+typedef struct ep_ctx {
+  const kiln_tile_prog *tp;
+  void **out; /* per store: its memory (element 0) */
+  size_t *esize;
+  int n_store, target;
+  kiln_vm_isa isa;
+  volatile int failed;
+} ep_ctx;
+
+static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
+  ep_ctx *c = ctx;
+  void *o[64];
+  for (int k = 0; k < c->n_store; k++) o[k] = k == c->target ? (void *)y : (char *)c->out[k] + (size_t)start * c->esize[k];
+  if (kiln_tile_exec(c->tp, start, start + n, o, y, c->isa)) {
+    kiln_error_clear();
+    c->failed = 1;
+  }
+}
+
+/* Runs tile step k: the views of memory it must make, its stores' memory
+ * (arena slots, a Concat's slice, or heap for graph outputs), then the
+ * anchor (with the epilogue when its kernel takes one) and the tile pass. */
+static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kiln_views **stacks) {
+  const kiln_step *st = &p->sched->steps[k];
+  const kiln_fuse_spec *sp = st->user;
+  kiln_tile_prog *tp = p->tile[k];
+  kiln_status s = KILN_OK;
+  for (int j = 0; j < st->n_nodes && !s; j++) {
+    int i = st->nodes[j];
+    if (!p->pre[i]) continue;
+    s = p->how[i] != V_KERNEL ? run_view(p, i, slot, stacks) : KILN_E_UNSUPPORTED_SHAPE;
+    if (s == KILN_E_UNSUPPORTED_SHAPE) {
+      kiln_error_clear();
+      s = run_kernel(p, i, slot, NULL);
+    }
+  }
+  void *out[64];
+  size_t esize[64];
+  for (int j = 0; j < sp->n_store && !s; j++) {
+    int w = sp->store[j].value;
+    const kiln_vshape *x = &p->sh->v[w];
+    if (sp->store[j].pool) { /* the pooled argument: scratch, then the pool node */
+      if (p->scratch_cap < (size_t)sp->numel) {
+        kiln_free(p->scratch);
+        p->scratch_cap = 0;
+        if (!(p->scratch = kiln_malloc(sizeof *p->scratch * ((size_t)sp->numel + 1))))
+          return kiln_fail(KILN_E_NOMEM, "out of memory for a pooling's argument");
+        p->scratch_cap = (size_t)sp->numel;
+      }
+      out[j] = p->scratch;
+      esize[j] = sizeof(float);
+      continue;
+    }
+    int64_t dims[KILN_MAX_RANK], numel = 1;
+    if (!dims_now(p, w, dims)) return kiln_fail(KILN_E_INTERNAL, "a fused store has no size");
+    for (int d = 0; d < x->rank; d++) numel *= dims[d];
+    esize[j] = kiln_dtype_size(x->dtype);
+    if (numel != sp->numel) return kiln_fail(KILN_E_INTERNAL, "a fused store does not cover the domain");
+    if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE) {
+      kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel,
+                       p->arena + p->mp->offset[w] + concat_offset(p, w, slot));
+    } else if (p->direct[w] && p->direct_cap[w] >= esize[j] * (size_t)numel) { /* a graph output, in place */
+      kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, p->direct[w]);
+    } else { /* heap: a graph output (no zeroing: every element is written) */
+      void *data = kiln_malloc(esize[j] * (size_t)numel + 1);
+      if (!data) return kiln_fail(KILN_E_NOMEM, "out of memory for '%s'", p->g->values[w].name);
+      if (slot[w].owns) kiln_tensor_release(&slot[w]);
+      kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, data);
+      slot[w].owns = true;
+    }
+    out[j] = slot[w].data;
+  }
+  if (!s) s = kiln_tile_bind(tp, slot, &p->st.materialized);
+  kiln_vm_isa isa = kiln_vm_isa_active();
+  if (!s && sp->anchor >= 0) {
+    int target = kiln_tile_anchor_target(tp);
+    ep_ctx c = {tp, out, esize, sp->n_store, target, isa, 0};
+    kiln_cpu_epilogue ep = {ep_apply, &c};
+    anchor_io ax = {out[target], esize[target] * (size_t)sp->numel, &ep, false};
+    /* the anchor's value may be a store on the heap: run_kernel rebinds its
+       slot to the same memory, the slot keeps owning it */
+    int wa = p->g->nodes[sp->anchor].out[0];
+    bool owned = slot[wa].owns && slot[wa].data == ax.data;
+    slot[wa].owns = slot[wa].owns && !owned;
+    s = run_kernel(p, sp->anchor, slot, &ax);
+    if (owned && slot[wa].data == ax.data) slot[wa].owns = true;
+    else if (owned) kiln_free(ax.data);
+    if (!s && c.failed) s = kiln_fail(KILN_E_INTERNAL, "the fused epilogue failed");
+    if (!s && ax.applied) p->st.epilogues_fused++;
+    else if (!s) {
+      p->st.epilogues_separate++;
+      s = kiln_tile_exec(tp, 0, sp->numel, out, out[target], isa);
+    }
+  } else if (!s) {
+    s = kiln_tile_exec(tp, 0, sp->numel, out, NULL, isa);
+  }
+  for (int j = 0; j < sp->n_store && !s; j++) { /* the pooling, over the scratch */
+    const kiln_fuse_store *ps = &sp->store[j];
+    if (!ps->pool) continue;
+    int u = p->g->nodes[sp->pool].in[0];
+    kiln_tensor keep = slot[u];
+    kiln_tensor_wrap(&slot[u], KILN_F32, ps->rank, ps->shape, sp->numel, p->scratch);
+    s = run_kernel(p, sp->pool, slot, NULL);
+    slot[u] = keep;
+  }
+  p->st.tile_runs++;
   return s;
 }
 
@@ -942,27 +1491,59 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
       kiln_tensor_wrap(&slot[v], t->dtype, t->rank, t->dims, t->numel, t->data);
   }
   if ((s = bind_inputs(p, in))) goto done;
-  for (int i = 0; i < g->n_nodes && !s; i++) {
-    const kiln_node *n = &g->nodes[i];
+  if ((s = bind_specs(p))) goto done;
+  if ((s = bind_outputs(p, outs, in))) goto done;
+  for (int k = 0; k < p->sched->n_steps && !s; k++) {
+    const kiln_step *st = &p->sched->steps[k];
     char lbl[256];
-    s = p->how[i] != V_KERNEL ? run_view(p, i, slot, stacks) : KILN_E_UNSUPPORTED_SHAPE;
-    if (s == KILN_E_UNSUPPORTED_SHAPE) { /* a kernel node, or a view that must run as one */
-      kiln_error_clear();
-      s = run_kernel(p, i, slot);
+    if (p->tile[k]) {
+      s = run_tile_step(p, k, slot, stacks);
+      if (s) {
+        const kiln_node *n = &g->nodes[st->nodes[0]];
+        kiln_error_prefix("fused group of %d node%s from %s (%s)", st->n_nodes, st->n_nodes == 1 ? "" : "s",
+                          kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+      }
     }
-    if (s) {
-      kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
-      break;
+    for (int j = 0; j < st->n_nodes && !s && !p->tile[k]; j++) {
+      int i = st->nodes[j];
+      const kiln_node *n = &g->nodes[i];
+      s = p->how[i] != V_KERNEL ? run_view(p, i, slot, stacks) : KILN_E_UNSUPPORTED_SHAPE;
+      if (s == KILN_E_UNSUPPORTED_SHAPE) { /* a kernel node, or a view that must run as one */
+        kiln_error_clear();
+        s = run_kernel(p, i, slot, NULL);
+      }
+      if (s) kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
     }
+    if (s) break;
     /* free heap intermediates after the last reader of them or of a view
        of them (arena slots and views themselves own nothing) */
-    for (int k = 0; k < n->n_in; k++) {
-      int v = n->in[k];
-      while (v >= 0 && p->alias_of[v] >= 0) v = p->alias_of[v];
-      if (v >= 0 && p->free_after[v] <= i && !g->values[v].is_output && slot[v].owns) kiln_tensor_release(&slot[v]);
+    for (int j = 0; j < st->n_nodes; j++) {
+      const kiln_node *n = &g->nodes[st->nodes[j]];
+      int last = st->nodes[st->n_nodes - 1];
+      for (int q = 0; q < n->n_in; q++) {
+        int v = n->in[q];
+        while (v >= 0 && p->alias_of[v] >= 0) v = p->alias_of[v];
+        if (v >= 0 && p->free_after[v] <= last && !g->values[v].is_output && slot[v].owns)
+          kiln_tensor_release(&slot[v]);
+      }
     }
   }
-  for (int o = 0; o < g->n_outputs && !s; o++) s = kiln_tensor_copy(&outs[o], &slot[g->outputs[o]]);
+  /* the outputs: an owned dense result moves to the caller, others are copied */
+  for (int o = 0; o < g->n_outputs && !s; o++) {
+    int w = g->outputs[o];
+    bool again = false;
+    for (int o2 = o + 1; o2 < g->n_outputs; o2++) again = again || g->outputs[o2] == w;
+    if (p->direct[w] && slot[w].data == outs[o].data && !slot[w].strided) { /* computed in the caller's memory */
+      size_t cap = outs[o].capacity;
+      kiln_tensor_wrap(&outs[o], slot[w].dtype, slot[w].rank, slot[w].dims, slot[w].numel, slot[w].data);
+      outs[o].capacity = cap;
+    } else if (slot[w].owns && !slot[w].strided && !again) {
+      outs[o] = slot[w];
+      memset(&slot[w], 0, sizeof slot[w]);
+    } else {
+      s = kiln_tensor_copy(&outs[o], &slot[w]);
+    }
+  }
   if (s)
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
 done:
@@ -985,6 +1566,9 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       st->plans += p->var[k].plan->st.plans;
       st->materialized += p->var[k].plan->st.materialized;
       st->own_calls += p->var[k].plan->st.own_calls;
+      st->tile_runs += p->var[k].plan->st.tile_runs;
+      st->epilogues_fused += p->var[k].plan->st.epilogues_fused;
+      st->epilogues_separate += p->var[k].plan->st.epilogues_separate;
       st->ref_calls += p->var[k].plan->st.ref_calls;
     }
 }

@@ -3,9 +3,10 @@
  * symbolically, view ops turned into strided aliases that launch nothing,
  * and its intermediates placed in one arena by the static memory planner,
  * sized at the symbols' bounds: any run within the bounds reuses the plan,
- * a run beyond them plans again at the larger bounds. Kernels are, for now,
- * the reference backend's scalar kernels (AVX2/FMA kernels and fused tiles
- * come later). */
+ * a run beyond them plans again at the larger bounds. Fusion (fuse/)
+ * groups the schedule; each elementwise group (and each anchor + epilogue)
+ * runs through the tile executor (cpu_fallback/tile), other nodes through
+ * kiln's own kernels (cpu_fallback/kernels) or the reference kernels. */
 #ifndef KILN_CPU_FALLBACK_PLAN_H
 #define KILN_CPU_FALLBACK_PLAN_H
 #include <stdint.h>
@@ -30,6 +31,13 @@ typedef struct kiln_cpu_stats {
   int folded, bn_folded, cse, noops, transposes, dead; /* what the rewrites did */
   long materialized;         /* views copied to dense memory, over all runs */
   long own_calls, ref_calls; /* kernel calls run by kiln's own kernels / by the reference kernels, over all runs */
+  /* fusion (KILN_FUSION=0: none) and the tile executor (cpu_fallback/tile) */
+  int fused_groups;          /* steps running two or more nodes as one tile program */
+  int fused_nodes;           /* nodes in those steps */
+  int tile_steps;            /* steps run by the tile executor (fused or one elementwise node) */
+  long tile_runs;            /* tile steps run, over all runs */
+  long epilogues_fused;      /* anchor groups whose kernel applied the epilogue on its blocks, over all runs */
+  long epilogues_separate;   /* anchor groups run as the anchor, then one tile pass, over all runs */
 } kiln_cpu_stats;
 
 /* Checks that the cpu backend can run g (every op has a kernel and a shape

@@ -1,0 +1,445 @@
+/* cpu_fallback/tile: compiling a kernel spec into a tile program, binding
+ * it to memory (accessor maps composed with the tensors' own views, tile
+ * buffers assigned by liveness) and running it tile by tile. */
+#include "cpu_fallback/tile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+
+/* How an accessor's tile is read. */
+enum {
+  R_DIRECT = 0, /* float32, one run of stride 1: a pointer into memory, no copy */
+  R_UNIFORM,    /* every element reads the same storage element: filled once per call */
+  R_STRIDED,    /* one strided view (compacted): runs along its last dim */
+  R_GENERIC     /* a view stack or a masked view (Pad): element by element */
+};
+
+/* What an expression is to the executor. */
+enum { E_LOAD = 0, E_CONST, E_ANCHOR, E_OP };
+
+typedef struct tacc {
+  int kind;          /* R_* */
+  kiln_dtype dtype;  /* F32 or BOOL */
+  const char *base;  /* the storage */
+  kiln_views map;    /* domain flat index -> storage element */
+  kiln_view v;       /* R_DIRECT / R_UNIFORM / R_STRIDED: the compacted single view */
+  float pad;         /* masked elements read this */
+  kiln_tensor copy;  /* a dense copy when the composition did not fit a stack */
+} tacc;
+
+typedef struct texpr {
+  int kind;       /* E_* */
+  kiln_tile_op op;
+  int args[3];
+  int n_args;
+  int acc;        /* E_LOAD */
+  float cst;      /* E_CONST */
+  /* set by bind */
+  bool uniform;   /* the same value at every element: computed once per call */
+  int buf;        /* tile buffer, -1 when none (a pointer into memory) */
+} texpr;
+
+struct kiln_tile_prog {
+  const kiln_fuse_spec *sp;
+  int n_expr, n_acc, n_store;
+  texpr *e;
+  tacc *acc;
+  int *store_expr;      /* per store: its expression */
+  kiln_dtype *store_dt; /* per store: the value's dtype (F32 or BOOL) */
+  int n_buf;            /* tile buffers of the binding */
+  bool bound;
+  bool stream;          /* large outputs: non-temporal stores */
+  int64_t numel;
+};
+
+static bool tile_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_BOOL; }
+/* Types an expression may compute in: float32 (F64 intermediates are kept in float32 too) and bool. */
+static bool expr_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_F64 || t == KILN_BOOL; }
+
+static kiln_status decline(char *why, size_t size, const char *fmt, const char *a) {
+  if (why && size) snprintf(why, size, fmt, a);
+  return KILN_E_UNSUPPORTED_OP;
+}
+
+void kiln_tile_unbind(kiln_tile_prog *tp) {
+  if (!tp) return;
+  for (int a = 0; a < tp->n_acc; a++) kiln_tensor_release(&tp->acc[a].copy);
+  tp->bound = false;
+}
+
+void kiln_tile_free(kiln_tile_prog *tp) {
+  if (!tp) return;
+  kiln_tile_unbind(tp);
+  kiln_free(tp->e);
+  kiln_free(tp->acc);
+  kiln_free(tp->store_expr);
+  kiln_free(tp->store_dt);
+  kiln_free(tp);
+}
+
+kiln_status kiln_tile_compile(const kiln_fuse_spec *sp, kiln_tile_prog **out, char *why, size_t size) {
+  *out = NULL;
+  if (sp->kind != KILN_FUSE_G_ELEMWISE && sp->kind != KILN_FUSE_G_ANCHOR)
+    return decline(why, size, "a %s group", kiln_fuse_group_kind_name(sp->kind));
+  if (sp->n_red > 0) return decline(why, size, "%s", "reductions");
+  if (sp->pool >= 0 && sp->anchor < 0) return decline(why, size, "%s", "a pooling without an anchor");
+  if (sp->n_store < 1) return decline(why, size, "%s", "no store");
+  for (int a = 0; a < sp->n_access; a++) {
+    const kiln_fuse_access *x = &sp->access[a];
+    if (x->reduced || x->own_shape) return decline(why, size, "%s", "a reduced or alias accessor");
+    if (!tile_dtype(sp->sh->v[x->value].dtype))
+      return decline(why, size, "reads %s", kiln_dtype_name(sp->sh->v[x->value].dtype));
+  }
+  int anchors = 0;
+  for (int i = 0; i < sp->n_expr; i++) {
+    const kiln_fuse_expr *e = &sp->expr[i];
+    if (e->reduced) return decline(why, size, "%s", "a reduced expression");
+    if (!expr_dtype(e->dtype)) return decline(why, size, "computes in %s", kiln_dtype_name(e->dtype));
+    for (int k = 0; k < e->n_args; k++)
+      if (!expr_dtype(sp->expr[e->args[k]].dtype)) return decline(why, size, "%s", "an integer argument");
+    if (e->op == KILN_FUSE_ANCHOR) anchors++;
+    else if (e->op == KILN_FUSE_REDUCE) return decline(why, size, "%s", "a reduction");
+    else if (e->op != KILN_FUSE_LOAD && e->op != KILN_FUSE_CONST && !kiln_tile_op_known(e->op))
+      return decline(why, size, "op %s", kiln_fuse_op_name(e->op));
+    /* casts: between float types and to bool only */
+    if (e->op == KILN_FUSE_CAST && e->dtype != KILN_BOOL && !kiln_dtype_is_float(e->dtype))
+      return decline(why, size, "a cast to %s", kiln_dtype_name(e->dtype));
+  }
+  if ((sp->kind == KILN_FUSE_G_ANCHOR) != (anchors == 1)) return decline(why, size, "%s", "an anchor count");
+  for (int k = 0; k < sp->n_store; k++) {
+    const kiln_fuse_store *st = &sp->store[k];
+    if (st->reduced) return decline(why, size, "%s", "a reduced store");
+    if (st->pool && sp->expr[st->expr].dtype != KILN_F32) return decline(why, size, "%s", "a pooling of non-float32");
+    if (!st->pool && !tile_dtype(sp->sh->v[st->value].dtype))
+      return decline(why, size, "stores %s", kiln_dtype_name(sp->sh->v[st->value].dtype));
+  }
+  kiln_tile_prog *tp = kiln_calloc(1, sizeof *tp);
+  if (!tp) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a tile program");
+  tp->sp = sp;
+  tp->n_expr = sp->n_expr;
+  tp->n_acc = sp->n_access;
+  tp->n_store = sp->n_store;
+  tp->e = kiln_calloc((size_t)sp->n_expr + 1, sizeof *tp->e);
+  tp->acc = kiln_calloc((size_t)sp->n_access + 1, sizeof *tp->acc);
+  tp->store_expr = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_expr);
+  tp->store_dt = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_dt);
+  if (!tp->e || !tp->acc || !tp->store_expr || !tp->store_dt) {
+    kiln_tile_free(tp);
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling a tile program");
+  }
+  for (int i = 0; i < sp->n_expr; i++) {
+    const kiln_fuse_expr *e = &sp->expr[i];
+    texpr *t = &tp->e[i];
+    t->kind = e->op == KILN_FUSE_LOAD ? E_LOAD : e->op == KILN_FUSE_CONST ? E_CONST
+              : e->op == KILN_FUSE_ANCHOR ? E_ANCHOR : E_OP;
+    t->n_args = e->n_args;
+    for (int k = 0; k < 3; k++) t->args[k] = k < e->n_args ? e->args[k] : -1;
+    t->acc = e->op == KILN_FUSE_LOAD ? e->ref : -1;
+    t->cst = kiln_dtype_is_float(e->dtype) ? (float)e->f[0] : (float)(e->i != 0);
+    t->op.op = (int)e->op;
+    for (int k = 0; k < 3; k++) t->op.p[k] = (float)e->f[k];
+    t->op.k = e->i;
+    if (e->op == KILN_FUSE_CAST) t->op.k = e->dtype == KILN_BOOL && sp->expr[e->args[0]].dtype != KILN_BOOL;
+    t->buf = -1;
+  }
+  for (int a = 0; a < sp->n_access; a++) tp->acc[a].dtype = sp->sh->v[sp->access[a].value].dtype;
+  for (int k = 0; k < sp->n_store; k++) {
+    tp->store_expr[k] = sp->store[k].expr;
+    /* a pool store writes the pooled argument (float32) over the domain */
+    tp->store_dt[k] = sp->store[k].pool ? KILN_F32 : sp->sh->v[sp->store[k].value].dtype;
+  }
+  *out = tp;
+  return KILN_OK;
+}
+
+int kiln_tile_anchor_target(const kiln_tile_prog *tp) {
+  int first = -1;
+  for (int k = 0; k < tp->n_store; k++) {
+    if (tp->store_dt[k] != KILN_F32) continue;
+    if (tp->e[tp->store_expr[k]].kind == E_ANCHOR && !tp->sp->store[k].pool) return k;
+    if (first < 0) first = k;
+  }
+  return first;
+}
+
+bool kiln_tile_inplace_ok(const kiln_tile_prog *tp, int store, int value) {
+  const kiln_fuse_spec *sp = tp->sp;
+  if (store < 0 || store >= tp->n_store || sp->kind != KILN_FUSE_G_ELEMWISE) return false;
+  if (tp->store_dt[store] != sp->sh->v[value].dtype) return false;
+  bool read = false;
+  for (int a = 0; a < sp->n_access; a++) {
+    const kiln_fuse_access *x = &sp->access[a];
+    if (x->value != value) continue;
+    read = true;
+    for (int i = 0; i < x->n_xf; i++)
+      if (x->xf[i].kind != KILN_FUSE_XF_RESHAPE) return false; /* a view or a broadcast: other elements */
+  }
+  return read;
+}
+
+/* ---- binding ---- */
+
+/* The view stack through which tensor t reads its storage. */
+static kiln_status stack_of(const kiln_tensor *t, kiln_views *st) {
+  if (t->stack) {
+    *st = *t->stack;
+    return KILN_OK;
+  }
+  kiln_view v;
+  kiln_status s = t->strided ? kiln_view_make(t->rank, t->dims, t->strides, t->offset, NULL, NULL, &v)
+                             : kiln_view_contiguous(t->rank, t->dims, &v);
+  if (!s) kiln_views_init(st, &v);
+  return s;
+}
+
+/* *out = reading `upper` (whose bottom indexes a row-major tensor of the
+ * shape of lower's top) through `lower`; false when it needs more than
+ * KILN_VIEWS_MAX_DEPTH views. */
+static bool compose(const kiln_views *lower, const kiln_views *upper, kiln_views *out) {
+  *out = *lower;
+  for (int k = 0; k < upper->depth; k++) {
+    kiln_view m;
+    if (kiln_view_merge(&out->v[out->depth - 1], &upper->v[k], &m)) {
+      out->v[out->depth - 1] = m;
+    } else {
+      if (out->depth == KILN_VIEWS_MAX_DEPTH) return false;
+      out->v[out->depth++] = upper->v[k];
+    }
+    while (out->depth > 1 && kiln_view_merge(&out->v[out->depth - 2], &out->v[out->depth - 1], &m)) {
+      out->v[out->depth - 2] = m;
+      out->depth--;
+    }
+  }
+  return true;
+}
+
+static kiln_status bind_access(kiln_tile_prog *tp, int a, const kiln_tensor *t, long *materialized) {
+  const kiln_fuse_access *x = &tp->sp->access[a];
+  tacc *r = &tp->acc[a];
+  kiln_tensor_release(&r->copy);
+  if (t->dtype != r->dtype || t->numel != x->numel || !t->data)
+    return kiln_fail(KILN_E_INTERNAL, "tile: '%s' is not bound as %s of %lld elements",
+                     tp->sp->g->values[x->value].name, kiln_dtype_name(r->dtype), (long long)x->numel);
+  kiln_views lower;
+  kiln_status s = stack_of(t, &lower);
+  if (s) return s;
+  r->base = t->data;
+  r->pad = (float)x->pad;
+  if (kiln_views_contiguous(&lower)) {
+    r->map = x->map;
+  } else if (!compose(&lower, &x->map, &r->map)) { /* too deep: read a dense copy */
+    if ((s = kiln_tensor_copy(&r->copy, t))) return s;
+    if (materialized) (*materialized)++;
+    r->base = r->copy.data;
+    r->map = x->map;
+  }
+  const kiln_view *top = kiln_views_top(&r->map);
+  r->kind = R_GENERIC;
+  if (kiln_views_single(&r->map) && !top->has_mask) {
+    kiln_view_compact(top, &r->v);
+    bool uniform = true;
+    for (int d = 0; d < r->v.rank; d++) uniform = uniform && (r->v.strides[d] == 0 || r->v.shape[d] == 1);
+    if (uniform) r->kind = R_UNIFORM;
+    else if (r->v.rank == 1 && r->v.strides[0] == 1 && r->dtype == KILN_F32) r->kind = R_DIRECT;
+    else r->kind = R_STRIDED;
+  } else if (top->all_masked) {
+    r->kind = R_UNIFORM; /* every element is the pad */
+    r->v.rank = 0;
+  }
+  return KILN_OK;
+}
+
+kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *materialized) {
+  const kiln_fuse_spec *sp = tp->sp;
+  kiln_tile_unbind(tp);
+  if (!sp->bound) return kiln_fail(KILN_E_INTERNAL, "tile: the spec is not bound");
+  tp->numel = sp->numel;
+  for (int a = 0; a < tp->n_acc; a++) {
+    kiln_status s = bind_access(tp, a, &vals[sp->access[a].value], materialized);
+    if (s) return s;
+  }
+  /* uniform expressions: computed once per call into their own buffer */
+  int n = tp->n_expr;
+  for (int i = 0; i < n; i++) {
+    texpr *t = &tp->e[i];
+    t->uniform = t->kind == E_CONST || (t->kind == E_LOAD && tp->acc[t->acc].kind == R_UNIFORM);
+    if (t->kind == E_OP) {
+      t->uniform = true;
+      for (int k = 0; k < t->n_args; k++) t->uniform = t->uniform && tp->e[t->args[k]].uniform;
+    }
+  }
+  /* the last reader of each expression (stores read at n) */
+  int *last = kiln_malloc(sizeof *last * (size_t)(n + 1));
+  int *free_bufs = kiln_malloc(sizeof *free_bufs * (size_t)(n + 1));
+  if (!last || !free_bufs) {
+    kiln_free(last);
+    kiln_free(free_bufs);
+    return kiln_fail(KILN_E_NOMEM, "out of memory binding a tile program");
+  }
+  for (int i = 0; i < n; i++) last[i] = -1;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < tp->e[i].n_args; k++) last[tp->e[i].args[k]] = i;
+  for (int k = 0; k < tp->n_store; k++) last[tp->store_expr[k]] = n;
+  int n_buf = 0, n_free = 0;
+  for (int i = 0; i < n; i++) {
+    texpr *t = &tp->e[i];
+    t->buf = -1;
+    if (t->uniform) {
+      t->buf = n_buf++; /* kept for the whole call */
+      continue;
+    }
+    if (t->kind == E_ANCHOR || (t->kind == E_LOAD && tp->acc[t->acc].kind == R_DIRECT)) continue;
+    /* arguments read for the last time here free their buffers first: the
+       op may write over its argument */
+    for (int k = 0; k < t->n_args; k++) {
+      int a = t->args[k];
+      bool dup = false;
+      for (int j = 0; j < k; j++) dup = dup || t->args[j] == a;
+      if (!dup && last[a] == i && !tp->e[a].uniform && tp->e[a].buf >= 0) free_bufs[n_free++] = tp->e[a].buf;
+    }
+    if (last[i] < 0) continue; /* nobody reads it */
+    t->buf = n_free > 0 ? free_bufs[--n_free] : n_buf++;
+  }
+  kiln_free(last);
+  kiln_free(free_bufs);
+  tp->n_buf = n_buf;
+  int64_t out_bytes = 0;
+  for (int k = 0; k < tp->n_store; k++) out_bytes += sp->numel * (int64_t)kiln_dtype_size(tp->store_dt[k]);
+  tp->stream = out_bytes >= ((int64_t)16 << 20); /* beyond the caches anyway */
+  tp->bound = true;
+  return KILN_OK;
+}
+
+/* ---- running ---- */
+
+static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t off, int64_t stride, int64_t n) {
+  if (dt == KILN_F32) {
+    const float *s = (const float *)base + off;
+    if (stride == 1) memcpy(dst, s, sizeof *dst * (size_t)n);
+    else if (stride == 0)
+      for (int64_t i = 0; i < n; i++) dst[i] = s[0];
+    else
+      for (int64_t i = 0; i < n; i++) dst[i] = s[i * stride];
+  } else {
+    const unsigned char *s = (const unsigned char *)base + off;
+    for (int64_t i = 0; i < n; i++) dst[i] = s[i * stride] ? 1.0f : 0.0f;
+  }
+}
+
+/* The tile of accessor r at domain elements [f0, f0 + n): a pointer into
+ * memory when one stride-1 float32 run holds it, else gathered into buf. */
+static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf) {
+  switch (r->kind) {
+  case R_DIRECT: return (const float *)r->base + r->v.offset + f0;
+  case R_STRIDED: {
+    const kiln_view *v = &r->v;
+    int rk = v->rank;
+    int64_t idx[KILN_MAX_RANK];
+    kiln_unravel(f0, rk, v->shape, idx);
+    int64_t inner = v->shape[rk - 1], s = v->strides[rk - 1];
+    int64_t done = 0;
+    while (done < n) {
+      int64_t off = v->offset;
+      for (int d = 0; d < rk; d++) off += idx[d] * v->strides[d];
+      int64_t run = inner - idx[rk - 1];
+      if (run > n - done) run = n - done;
+      if (done == 0 && run == n && s == 1 && r->dtype == KILN_F32) return (const float *)r->base + off;
+      load_run(buf + done, r->base, r->dtype, off, s, run);
+      done += run;
+      idx[rk - 1] = 0;
+      for (int d = rk - 2; d >= 0; d--) { /* carry */
+        if (++idx[d] < v->shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return buf;
+  }
+  default: /* R_GENERIC */
+    for (int i = 0; i < n; i++) {
+      bool valid = true;
+      int64_t off = kiln_views_offset(&r->map, f0 + i, &valid);
+      buf[i] = !valid ? r->pad
+               : r->dtype == KILN_F32 ? ((const float *)r->base)[off]
+                                      : (((const unsigned char *)r->base)[off] ? 1.0f : 0.0f);
+    }
+    return buf;
+  }
+}
+
+/* The uniform value of accessor r. */
+static float uniform_value(const tacc *r) {
+  if (r->v.rank == 0 && r->kind == R_UNIFORM && kiln_views_top(&r->map)->all_masked) return r->pad;
+  int64_t off = r->v.offset;
+  return r->dtype == KILN_F32 ? ((const float *)r->base)[off] : (((const unsigned char *)r->base)[off] ? 1.0f : 0.0f);
+}
+
+kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
+                           kiln_vm_isa isa) {
+  if (!tp->bound) return kiln_fail(KILN_E_INTERNAL, "tile: the program is not bound");
+  if (lo < 0 || hi > tp->numel || lo > hi) return kiln_fail(KILN_E_INTERNAL, "tile: range out of the domain");
+  if (lo == hi) return KILN_OK;
+#ifdef KILN_TILE_HAVE_AVX2
+  bool avx2 = isa == KILN_VM_ISA_AVX2 && kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL; /* cached cpuid */
+  kiln_tile_op_fn eval = avx2 ? kiln_tile_eval_avx2 : kiln_tile_eval_base;
+  void (*store)(float *, const float *, int, bool) = avx2 ? kiln_tile_store_avx2 : kiln_tile_store_base;
+#else
+  bool avx2 = false;
+  kiln_tile_op_fn eval = kiln_tile_eval_base;
+  void (*store)(float *, const float *, int, bool) = kiln_tile_store_base;
+  (void)isa;
+#endif
+  int n_expr = tp->n_expr;
+  size_t tile_bytes = sizeof(float) * KILN_TILE_N;
+  char *mem = kiln_malloc(tile_bytes * (size_t)tp->n_buf + sizeof(const float *) * (size_t)(n_expr + 1) + 64);
+  if (!mem) return kiln_fail(KILN_E_NOMEM, "out of memory running a tile program");
+  float *bufs = (float *)(void *)(mem + (64 - ((uintptr_t)mem & 63)) % 64);
+  const float **ptr = (const float **)(void *)((char *)bufs + tile_bytes * (size_t)tp->n_buf);
+  /* uniform expressions, once */
+  for (int i = 0; i < n_expr; i++) {
+    const texpr *t = &tp->e[i];
+    if (!t->uniform) continue;
+    float *b = bufs + (size_t)t->buf * KILN_TILE_N;
+    if (t->kind == E_OP) {
+      eval(&t->op, KILN_TILE_N, ptr[t->args[0]], t->n_args > 1 ? ptr[t->args[1]] : NULL,
+           t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
+    } else {
+      float v = t->kind == E_CONST ? t->cst : uniform_value(&tp->acc[t->acc]);
+      for (int k = 0; k < KILN_TILE_N; k++) b[k] = v;
+    }
+    ptr[i] = b;
+  }
+  bool stream = tp->stream && avx2;
+  for (int64_t f0 = lo; f0 < hi; f0 += KILN_TILE_N) {
+    int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
+    for (int i = 0; i < n_expr; i++) {
+      const texpr *t = &tp->e[i];
+      if (t->uniform) continue;
+      float *b = t->buf >= 0 ? bufs + (size_t)t->buf * KILN_TILE_N : NULL;
+      switch (t->kind) {
+      case E_LOAD: ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b); break;
+      case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
+      default:
+        if (!b) break; /* read by nobody */
+        eval(&t->op, n, ptr[t->args[0]], t->n_args > 1 ? ptr[t->args[1]] : NULL,
+             t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
+        ptr[i] = b;
+      }
+    }
+    for (int k = 0; k < tp->n_store; k++) {
+      const float *src = ptr[tp->store_expr[k]];
+      if (tp->store_dt[k] == KILN_F32) {
+        store((float *)out[k] + (f0 - lo), src, n, stream);
+      } else {
+        unsigned char *d = (unsigned char *)out[k] + (f0 - lo);
+        for (int j = 0; j < n; j++) d[j] = src[j] != 0;
+      }
+    }
+  }
+#ifdef KILN_TILE_HAVE_AVX2
+  if (stream) kiln_tile_fence_avx2();
+#endif
+  kiln_free(mem);
+  return KILN_OK;
+}

@@ -1,0 +1,88 @@
+/* cpu_fallback/tile: the tile executor of kernel specs (prefix kiln_tile_) —
+ * a bound elementwise spec (fuse/spec.h), or the epilogue of an anchor
+ * group, evaluated over its iteration domain in tiles of KILN_TILE_N
+ * elements: each accessor's tile is loaded once (a pointer into memory when
+ * the run is contiguous, else a gather through its strided map or view
+ * stack), then every expression of the DAG runs as one vector op over the
+ * whole tile (tile_ops: a scalar twin and an AVX2/FMA version), and the
+ * stores write the tile out. No per-element interpretation. float32 (and
+ * bool, kept as 0/1 floats) only: kiln_tile_compile says why it declines a
+ * spec, and the caller runs the group's nodes one by one instead. */
+#ifndef KILN_CPU_FALLBACK_TILE_H
+#define KILN_CPU_FALLBACK_TILE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_fallback/vmath.h"
+#include "fuse/spec.h"
+
+/* Elements per tile: a few live tiles of floats stay in L1. */
+#define KILN_TILE_N 512
+
+typedef struct kiln_tile_prog kiln_tile_prog;
+
+/* A program for spec sp (bound or not: only its structure is read): the
+ * op of every expression and a tile buffer for each, reused once its last
+ * reader has run. Declines (KILN_E_UNSUPPORTED_OP, the reason in why, no
+ * error set) a spec that is not elementwise or anchor + epilogue, that has
+ * reductions, reads or stores a type other than float32 and bool, or
+ * computes in integers. A pooling (anchor groups) is the caller's: the
+ * program's pool store writes the pooled argument, float32 over the
+ * domain, for the caller to pool. The program borrows sp. */
+kiln_status kiln_tile_compile(const kiln_fuse_spec *sp, kiln_tile_prog **out, char *why, size_t size);
+void kiln_tile_free(kiln_tile_prog *tp);
+
+/* Binds the program to memory for the runs that follow: sp must be bound
+ * (kiln_fuse_spec_bind) and vals[v] (indexed by value) must hold the tensor
+ * of every value an accessor reads — dense, strided or a view stack; its
+ * map is composed with the accessor's (a composition deeper than a stack
+ * holds reads a dense copy, counted in *materialized when given). */
+kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *materialized);
+/* Drops what kiln_tile_bind made (copies). Also done by the next bind. */
+void kiln_tile_unbind(kiln_tile_prog *tp);
+
+/* Evaluates elements [lo, hi) of the domain: out[k] points at element lo
+ * of store k's dense row-major memory (its value's dtype; a pool store:
+ * float32 over the domain), anchor (anchor groups) at element lo of the
+ * anchor's output over the domain, row-major (it may be out[k] of a store:
+ * each tile is read before it is written). Thread-safe for disjoint ranges
+ * of one binding. isa picks the tile ops' version. */
+kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
+                           kiln_vm_isa isa);
+
+/* For anchor groups: the store that the anchor's output block may be
+ * rewritten into in place (float32, the domain's size): a store of the
+ * anchor's value itself when there is one, else the first float32 store;
+ * -1 when none. */
+int kiln_tile_anchor_target(const kiln_tile_prog *tp);
+
+/* True when store k reads accessor a's memory only at the element it
+ * writes (every load of a is an identity map of the domain): the store may
+ * then go in place over a's value. */
+bool kiln_tile_inplace_ok(const kiln_tile_prog *tp, int store, int value);
+
+/* ---- tile ops (tile_ops.c, compiled twice: *_base and *_avx2) ---- */
+
+/* One expression over a tile: y[i] = op(a[i], b[i], c[i]) for i < n; the
+ * arguments may alias y. p holds the float attributes, k the integer one. */
+typedef struct kiln_tile_op {
+  int op; /* kiln_fuse_op */
+  float p[3];
+  int64_t k;
+} kiln_tile_op;
+
+typedef void (*kiln_tile_op_fn)(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c,
+                                float *y);
+void kiln_tile_eval_base(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
+void kiln_tile_eval_avx2(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
+/* Copies n floats to dst; stream: with non-temporal stores where the ISA has
+ * them (large outputs that would only evict the working set). */
+void kiln_tile_store_base(float *dst, const float *src, int n, bool stream);
+void kiln_tile_store_avx2(float *dst, const float *src, int n, bool stream);
+void kiln_tile_fence_avx2(void);
+
+/* True when kiln_tile_eval_* implements op for float arguments. */
+bool kiln_tile_op_known(int op);
+
+#endif

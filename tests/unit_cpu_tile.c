@@ -1,0 +1,618 @@
+/* tests/unit_cpu_tile: the tile executor (cpu_fallback/tile) against the
+ * scalar spec evaluator (fuse/spec_eval.c, the oracle) on specs fused from
+ * small graphs — chains, broadcasts, strided and stacked views, Pad masks,
+ * bools, random chains, tails — under both instruction sets and split
+ * into odd ranges; then fused patterns through the cpu plan
+ * (cpu_fallback/plan) against the reference backend, with fusion on and
+ * off: long chains with views, an intermediate that is also a graph
+ * output, a residual block, conv+bias+relu, symbolic sizes.
+ *   unit_cpu_tile [-v] */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_fallback/plan.h"
+#include "cpu_fallback/tile.h"
+#include "cpu_fallback/vmath.h"
+#include "fuse/group.h"
+#include "fuse/predicate.h"
+#include "ir/alloc.h"
+#include "ir/graph_edit.h"
+#include "ir/schedule.h"
+#include "ir/shape.h"
+#include "reference/exec.h"
+#include "reference/ops.h"
+#include "tests/graphbuild.h"
+#include "tests/testutil.h"
+
+static int passed, failed, verbose;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) passed++;                           \
+    else {                                        \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+/* float32 tiles against the double-precision oracle: a few ulps of vmath
+ * (exp, tanh, sigmoid, erf: <= 2 ulp) and F64 intermediates kept in float */
+#define RTOL 2e-5
+#define ATOL 1e-6
+
+/* ---- graphs in code (as tests/unit_fuse.c builds them) ---- */
+
+static int cst(kiln_graph *g, const char *name, int rank, const int64_t *dims, const double *vals, double lo) {
+  kiln_tensor t = {0};
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) exit(2);
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, vals ? vals[i] : lo + rnd());
+  int v;
+  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
+  return v;
+}
+
+static int cst_i64(kiln_graph *g, const char *name, int n, const int64_t *vals) {
+  kiln_tensor t = {0};
+  int64_t d = n;
+  if (kiln_tensor_alloc(&t, KILN_I64, n < 0 ? 0 : 1, &d)) exit(2);
+  for (int i = 0; i < (n < 0 ? 1 : n); i++) ((int64_t *)t.data)[i] = vals[i];
+  int v;
+  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
+  return v;
+}
+
+static int add(kiln_graph *g, const char *op, const char *ins, const char *outs) {
+  int in[16], out[16], ni = 0, no = 0;
+  char buf[512], *save;
+  snprintf(buf, sizeof buf, "%s", ins);
+  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+    in[ni++] = strcmp(t, "-") ? val(g, t) : -1;
+  snprintf(buf, sizeof buf, "%s", outs);
+  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+    if (kiln_edit_add_value(g, t, &out[no++])) exit(2);
+  char name[64];
+  snprintf(name, sizeof name, "n%d", g->n_nodes);
+  int idx;
+  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, in, no, out, &idx)) {
+    printf("test bug: %s\n", kiln_last_error());
+    exit(2);
+  }
+  return idx;
+}
+
+static void seti(kiln_graph *g, int node, const char *name, int64_t v) {
+  if (kiln_edit_set_int(&g->nodes[node], name, v)) exit(2);
+}
+static void setints(kiln_graph *g, int node, const char *name, int n, const int64_t *v) {
+  if (kiln_edit_set_ints(&g->nodes[node], name, v, (size_t)n)) exit(2);
+}
+
+static kiln_status ref_node(void *ctx, const kiln_graph *g, const kiln_node *n, const kiln_tensor *const *in,
+                            kiln_tensor *out) {
+  (void)ctx;
+  const kiln_op_def *d = kiln_ref_find_op(n->domain, n->op_type);
+  if (!d) return kiln_fail(KILN_E_UNSUPPORTED_OP, "operator %s is not supported", n->op_type);
+  bool used[64] = {false};
+  for (int k = 0; k < n->n_out && k < 64; k++) used[k] = n->out[k] >= 0;
+  kiln_op_call call = {g, n, n->opset, n->n_in, in, n->n_out, out, used};
+  return d->run(&call);
+}
+static const kiln_fuse_eval_hooks hooks = {ref_node, NULL};
+
+/* Random graph inputs (symbolic dims take sym); bools from the sign. */
+static kiln_tensor *random_inputs(const kiln_graph *g, int64_t sym) {
+  kiln_tensor *ins = calloc((size_t)g->n_inputs + 1, sizeof *ins);
+  for (int i = 0; i < g->n_inputs; i++) {
+    const kiln_type *ty = &g->values[g->inputs[i]].type;
+    int64_t dims[KILN_MAX_RANK];
+    for (int d = 0; d < ty->rank; d++) dims[d] = ty->dims[d].value >= 0 ? ty->dims[d].value : sym;
+    if (kiln_tensor_alloc(&ins[i], ty->dtype, ty->rank, dims)) exit(2);
+    for (int64_t k = 0; k < ins[i].numel; k++) {
+      double r = 2 * rnd();
+      if (ty->dtype == KILN_BOOL) kiln_set_i(&ins[i], k, r > 0);
+      else kiln_set_f(&ins[i], k, r);
+    }
+  }
+  return ins;
+}
+
+static void free_tensors(kiln_tensor *t, int n) {
+  for (int i = 0; t && i < n; i++) kiln_tensor_release(&t[i]);
+  free(t);
+}
+
+/* ---- tile vs oracle, spec by spec ---- */
+
+/* Runs the tile program of sp over [0, numel) in chunks of `chunk`
+ * elements (0: one call), the results into tile[] (by value). */
+static kiln_status run_tile(const kiln_fuse_spec *sp, kiln_tile_prog *tp, kiln_tensor *vals, kiln_tensor *res,
+                            int64_t chunk, kiln_vm_isa isa) {
+  kiln_status s = kiln_tile_bind(tp, vals, NULL);
+  if (s) return s;
+  void *out[64];
+  for (int k = 0; k < sp->n_store; k++) {
+    const kiln_fuse_store *st = &sp->store[k];
+    kiln_tensor_release(&res[k]);
+    if ((s = kiln_tensor_alloc(&res[k], sp->sh->v[st->value].dtype, st->rank, st->shape))) return s;
+  }
+  if (chunk <= 0) chunk = sp->numel;
+  for (int64_t lo = 0; lo < sp->numel && !s; lo += chunk) {
+    int64_t hi = lo + chunk < sp->numel ? lo + chunk : sp->numel;
+    for (int k = 0; k < sp->n_store; k++)
+      out[k] = (char *)res[k].data + (size_t)lo * kiln_dtype_size(res[k].dtype);
+    s = kiln_tile_exec(tp, lo, hi, out, NULL, isa);
+  }
+  return s;
+}
+
+/* Fuses g, then runs its schedule twice: every step by the oracle, and
+ * every step the tile executor accepts by tiles (under each ISA, whole and
+ * in odd chunks); compares every stored value. Returns the number of tile
+ * steps checked. */
+static int check_graph(const char *what, kiln_graph *g, int64_t sym) {
+  kiln_shapes *sh = NULL;
+  kiln_fuse_ctx *c = NULL;
+  kiln_schedule *s = NULL;
+  kiln_fuse_plan *fp = NULL;
+  kiln_status st = kiln_shapes_infer(g, &sh);
+  if (!st) st = kiln_fuse_ctx_new(g, sh, NULL, &c);
+  if (!st) st = kiln_schedule_from_graph(g, &s);
+  if (!st) st = kiln_fuse_schedule(c, s, &fp);
+  CHECK(!st, "%s: fusing: %s", what, st ? kiln_last_error() : "");
+  int checked = 0;
+  if (st) goto out;
+  kiln_tensor *ins = random_inputs(g, sym);
+  int64_t *symvals = calloc((size_t)kiln_symtab_nsyms(sh->tab) + 1, sizeof *symvals);
+  for (int k = 0; k < kiln_symtab_nsyms(sh->tab); k++) symvals[k] = sym;
+  kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+  for (int v = 0; v < g->n_values; v++) {
+    const kiln_tensor *t = g->values[v].init;
+    if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
+  }
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!g->values[g->inputs[i]].init)
+      kiln_tensor_wrap(&vals[g->inputs[i]], ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].numel, ins[i].data);
+  for (int i = 0; i < s->n_steps && !st; i++) {
+    kiln_fuse_spec *sp = fp->spec[i];
+    if (!sp) continue;
+    if (!sp->bound && (st = kiln_fuse_spec_bind(sp, symvals, kiln_symtab_nsyms(sh->tab)))) {
+      CHECK(0, "%s: binding step %d: %s", what, i, kiln_last_error());
+      break;
+    }
+    st = kiln_fuse_eval_spec(sp, vals, &hooks);
+    CHECK(!st, "%s: oracle on step %d: %s", what, i, st ? kiln_last_error() : "");
+    if (st) break;
+    kiln_tile_prog *tp = NULL;
+    char why[200];
+    if (kiln_tile_compile(sp, &tp, why, sizeof why)) {
+      if (verbose) printf("  %s: step %d (%s) declined: %s\n", what, i, kiln_fuse_group_kind_name(sp->kind), why);
+      continue;
+    }
+    if (sp->anchor >= 0) { /* the epilogue is checked through the plan */
+      kiln_tile_free(tp);
+      continue;
+    }
+    kiln_tensor res[64];
+    memset(res, 0, sizeof res);
+    const int64_t chunks[] = {0, 1, 7, KILN_TILE_N - 1, KILN_TILE_N + 3};
+    for (int isa = 0; isa < KILN_VM_NISA; isa++) {
+      if (isa == KILN_VM_ISA_AVX2 && !kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2)) continue;
+      for (size_t ch = 0; ch < sizeof chunks / sizeof *chunks; ch++) {
+        if (chunks[ch] == 1 && sp->numel > 4096) continue;
+        kiln_status ts = run_tile(sp, tp, vals, res, chunks[ch], (kiln_vm_isa)isa);
+        CHECK(!ts, "%s: tile step %d (%s, chunk %lld): %s", what, i, kiln_vm_isa_name((kiln_vm_isa)isa),
+              (long long)chunks[ch], ts ? kiln_last_error() : "");
+        for (int k = 0; k < sp->n_store && !ts; k++) {
+          char msg[400];
+          int ok = tu_compare(&res[k], &vals[sp->store[k].value], RTOL, ATOL, msg, sizeof msg, NULL, NULL);
+          CHECK(ok, "%s: step %d store '%s' (%s, chunk %lld): %s", what, i, g->values[sp->store[k].value].name,
+                kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch], msg);
+        }
+      }
+    }
+    checked++;
+    for (int k = 0; k < 64; k++) kiln_tensor_release(&res[k]);
+    kiln_tile_free(tp);
+  }
+  for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
+  free(vals);
+  free(symvals);
+  free_tensors(ins, g->n_inputs);
+out:
+  kiln_fuse_plan_free(fp);
+  kiln_schedule_free(s);
+  kiln_fuse_ctx_free(c);
+  kiln_shapes_free(sh);
+  return checked;
+}
+
+/* The bench's chain (bench/make_models.py ew_chain) at rows x cols. */
+static kiln_graph *ew_chain(int64_t rows, int64_t cols) {
+  kiln_graph *g = new_graph(17);
+  const int64_t dx[] = {rows, cols};
+  input(g, "x", KILN_F32, 2, dx);
+  cst(g, "bias", 1, &cols, NULL, 0);
+  cst(g, "scale", 0, NULL, (const double[]){1.5}, 0);
+  cst(g, "lo", 0, NULL, (const double[]){-0.5}, 0);
+  cst(g, "hi", 0, NULL, (const double[]){0.75}, 0);
+  add(g, "Mul", "x scale", "y1");
+  add(g, "Add", "y1 bias", "y2");
+  add(g, "Sigmoid", "y2", "s");
+  add(g, "Mul", "y2 s", "y4");
+  add(g, "Tanh", "y4", "y5");
+  add(g, "Clip", "y5 lo hi", "y6");
+  add(g, "Add", "y6 x", "y7");
+  add(g, "Relu", "y7", "y");
+  output(g, "y");
+  return g;
+}
+
+static void test_chains(void) {
+  const int64_t sizes[][2] = {{1, 1}, {3, 7}, {17, 33}, {64, 256}, {1, 1031}, {5, KILN_TILE_N + 1}};
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+    char what[64];
+    snprintf(what, sizeof what, "ew_chain %lldx%lld", (long long)sizes[k][0], (long long)sizes[k][1]);
+    kiln_graph *g = ew_chain(sizes[k][0], sizes[k][1]);
+    CHECK(check_graph(what, g, 1) == 1, "%s: one tile step", what);
+    kiln_graph_free(g);
+  }
+  /* every unary op the executor has, over broadcasts of [5,1] and a scalar */
+  static const char *unary[] = {"Abs", "Neg", "Exp", "Log", "Reciprocal", "Floor", "Ceil", "Relu", "Sigmoid",
+                                "Tanh", "Softplus", "Erf", "Sign", "Softsign", "HardSwish", "Round", "Sin",
+                                "Cos", "Atan", "Sinh", "Asinh", "Sqrt", "HardSigmoid", "LeakyRelu", "Elu",
+                                "Selu", "Celu", "ThresholdedRelu", "Shrink"};
+  kiln_graph *g = new_graph(17);
+  input(g, "x", KILN_F32, 3, (const int64_t[]){4, 5, 6});
+  cst(g, "b", 2, (const int64_t[]){5, 1}, NULL, 0);
+  cst(g, "k", 0, NULL, (const double[]){0.25}, 0);
+  add(g, "Add", "x b", "a0");
+  char prev[16] = "a0";
+  for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) {
+    char o[16], m[16], ins[40];
+    snprintf(o, sizeof o, "u%zu", i);
+    snprintf(m, sizeof m, "m%zu", i);
+    add(g, unary[i], prev, o);
+    snprintf(ins, sizeof ins, "%s k", o); /* keep magnitudes moderate */
+    add(g, i % 2 ? "Mul" : "Add", ins, m);
+    snprintf(prev, sizeof prev, "%s", m);
+  }
+  output(g, prev);
+  CHECK(check_graph("unary ops", g, 1) >= 1, "unary ops: tile steps");
+  kiln_graph_free(g);
+
+  /* binary and ternary ops, bools, a bool output */
+  g = new_graph(17);
+  input(g, "x", KILN_F32, 2, (const int64_t[]){7, 9});
+  input(g, "y", KILN_F32, 2, (const int64_t[]){1, 9});
+  input(g, "m", KILN_BOOL, 2, (const int64_t[]){7, 1});
+  add(g, "Sub", "x y", "d");
+  add(g, "Div", "d y", "q");
+  add(g, "Min", "q x", "mn");
+  add(g, "Max", "mn y", "mx");
+  add(g, "Pow", "mx y", "pw");
+  add(g, "PRelu", "d y", "pr");
+  add(g, "Greater", "pr x", "gt");
+  add(g, "Less", "d y", "lt");
+  add(g, "Equal", "gt lt", "eq");
+  add(g, "Xor", "eq m", "xo");
+  add(g, "And", "xo gt", "an");
+  add(g, "Or", "an m", "orr");
+  add(g, "Not", "orr", "no");
+  add(g, "Where", "no pw x", "w");
+  int ca = add(g, "Cast", "no", "nf");
+  seti(g, ca, "to", KILN_F32);
+  add(g, "Add", "w nf", "s");
+  int md = add(g, "Mod", "s y", "mo");
+  seti(g, md, "fmod", 1);
+  add(g, "IsNaN", "mo", "isn");
+  add(g, "Clip", "mo", "cl");
+  add(g, "Mean", "cl x d", "z");
+  output(g, "z");
+  output(g, "isn");
+  output(g, "lt");
+  CHECK(check_graph("binary, bool", g, 1) >= 1, "binary, bool: tile steps");
+  kiln_graph_free(g);
+}
+
+static void test_views(void) {
+  /* transpose of memory, a computed value reshaped, a graph-output view */
+  kiln_graph *g = new_graph(17);
+  input(g, "x", KILN_F32, 3, (const int64_t[]){2, 3, 4});
+  cst(g, "b", 1, (const int64_t[]){3}, NULL, 0);
+  cst(g, "c", 2, (const int64_t[]){8, 3}, NULL, 0);
+  cst_i64(g, "shp", 2, (const int64_t[]){8, 3});
+  int t = add(g, "Transpose", "x", "xt");
+  setints(g, t, "perm", 3, (const int64_t[]){2, 0, 1});
+  add(g, "Add", "xt b", "a");
+  add(g, "Reshape", "a shp", "ar");
+  add(g, "Mul", "ar c", "y");
+  output(g, "y");
+  CHECK(check_graph("views", g, 1) >= 1, "views: a tile step");
+  kiln_graph_free(g);
+
+  /* Pad (mask), reversed Slice, Split, Expand, Gather, Squeeze/Unsqueeze,
+     a reshape of a transpose (a stack of two views) */
+  g = new_graph(17);
+  input(g, "z", KILN_F32, 2, (const int64_t[]){3, 4});
+  input(g, "w", KILN_F32, 2, (const int64_t[]){6, 8});
+  input(g, "q", KILN_F32, 2, (const int64_t[]){4, 12});
+  input(g, "e", KILN_F32, 2, (const int64_t[]){1, 6});
+  input(g, "v", KILN_F32, 3, (const int64_t[]){5, 4, 6});
+  cst_i64(g, "pads", 4, (const int64_t[]){1, 0, 0, 2});
+  cst(g, "pv", 0, NULL, (const double[]){0.5}, 0);
+  cst_i64(g, "st", 2, (const int64_t[]){1, 7});
+  cst_i64(g, "en", 2, (const int64_t[]){5, 1});
+  cst_i64(g, "ax", 2, (const int64_t[]){0, 1});
+  cst_i64(g, "sp", 2, (const int64_t[]){1, -1});
+  cst_i64(g, "es", 2, (const int64_t[]){4, 6});
+  cst_i64(g, "gi", -1, (const int64_t[]){-2});
+  cst_i64(g, "a0", 1, (const int64_t[]){0});
+  cst_i64(g, "s46", 2, (const int64_t[]){4, 6});
+  add(g, "Pad", "z pads pv", "zp");
+  add(g, "Relu", "zp", "r");
+  add(g, "Slice", "w st en ax sp", "ws");
+  add(g, "Add", "r ws", "s1");
+  int sl = add(g, "Split", "q", "q1 q2");
+  seti(g, sl, "axis", 1);
+  add(g, "Sub", "s1 q2", "s2");
+  add(g, "Expand", "e es", "ee");
+  add(g, "Mul", "s2 ee", "s3");
+  add(g, "Gather", "v gi", "vg");
+  add(g, "Unsqueeze", "vg a0", "vu");
+  add(g, "Squeeze", "vu a0", "vs");
+  add(g, "Add", "s3 vs", "s4");
+  int tq = add(g, "Transpose", "q2", "qt");
+  setints(g, tq, "perm", 2, (const int64_t[]){1, 0});
+  add(g, "Reshape", "qt s46", "qr");
+  add(g, "Add", "s4 qr", "y");
+  output(g, "y");
+  CHECK(check_graph("views of memory", g, 1) >= 1, "views of memory: a tile step");
+  kiln_graph_free(g);
+}
+
+/* Random chains: unary ops and binary ops with broadcast operands of
+ * random shapes, over a random 3-d domain. */
+static void test_random(void) {
+  /* no Floor here: a discontinuity turns a vmath ulp into a difference of 1 */
+  static const char *un[] = {"Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Softsign", "Erf", "LeakyRelu", "Exp"};
+  static const char *bin[] = {"Add", "Sub", "Mul", "Max", "Min", "Div"};
+  for (int trial = 0; trial < 40; trial++) {
+    int64_t d[3];
+    for (int k = 0; k < 3; k++) d[k] = 1 + (int64_t)((rnd() + 1) * (k == 2 ? 40 : 6));
+    kiln_graph *g = new_graph(17);
+    input(g, "x", KILN_F32, 3, d);
+    char prev[16] = "x";
+    int nops = 3 + (int)((rnd() + 1) * 6);
+    for (int i = 0; i < nops; i++) {
+      char o[16], ins[48];
+      snprintf(o, sizeof o, "t%d", i);
+      if (rnd() < 0) {
+        add(g, un[(int)((rnd() + 1) * 4.5) % 9], prev, o);
+      } else {
+        char cn[16];
+        int64_t cd[3];
+        int rank = 1 + (int)((rnd() + 1) * 1.5) % 3;
+        for (int k = 0; k < rank; k++) cd[k] = rnd() < 0 ? 1 : d[3 - rank + k];
+        snprintf(cn, sizeof cn, "c%d", i);
+        cst(g, cn, rank, cd, NULL, 1.5);
+        bool swap = rnd() < 0;
+        snprintf(ins, sizeof ins, "%s %s", swap ? cn : prev, swap ? prev : cn);
+        add(g, bin[(int)((rnd() + 1) * 3) % 6], ins, o);
+      }
+      snprintf(prev, sizeof prev, "%s", o);
+      if (rnd() > 0.7) output(g, o); /* an intermediate that is also an output */
+    }
+    if (!g->n_outputs || g->values[g->outputs[g->n_outputs - 1]].name != g->values[val(g, prev)].name)
+      output(g, prev);
+    char what[32];
+    snprintf(what, sizeof what, "random chain %d", trial);
+    CHECK(check_graph(what, g, 1) >= 1, "%s: tile steps", what);
+    kiln_graph_free(g);
+  }
+}
+
+/* ---- fused patterns through the cpu plan ---- */
+
+/* Runs g on the cpu plan (fusion on, then KILN_FUSION=0) and on the
+ * reference; compares every output. *fused gets the fused groups of the
+ * fused plan, *arena its arena bytes (fusion on), *arena0 with fusion off. */
+static void plan_vs_ref(const char *what, kiln_graph *g, int64_t sym, int *fused, uint64_t *arena, uint64_t *arena0) {
+  kiln_tensor *ins = random_inputs(g, sym);
+  const kiln_tensor **bound = calloc((size_t)g->n_values + 1, sizeof *bound);
+  for (int i = 0; i < g->n_inputs; i++) bound[g->inputs[i]] = &ins[i];
+  kiln_tensor *ref = calloc((size_t)g->n_outputs + 1, sizeof *ref);
+  kiln_status s = kiln_ref_run(g, bound, ref);
+  CHECK(!s, "%s: reference: %s", what, s ? kiln_last_error() : "");
+  const char *env = getenv("KILN_FUSION");
+  char saved[16];
+  snprintf(saved, sizeof saved, "%s", env ? env : "");
+  for (int mode = 0; mode < 2 && !s; mode++) {
+    setenv("KILN_FUSION", mode ? "0" : "1", 1);
+    kiln_cpu_plan *p = NULL;
+    kiln_status ps = kiln_cpu_prepare(g, &p);
+    if (env) setenv("KILN_FUSION", saved, 1);
+    else unsetenv("KILN_FUSION");
+    CHECK(!ps, "%s (fusion %s): prepare: %s", what, mode ? "off" : "on", ps ? kiln_last_error() : "");
+    if (ps) continue;
+    for (int run = 0; run < 2; run++) {
+      kiln_tensor *got = calloc((size_t)g->n_outputs + 1, sizeof *got);
+      kiln_status rs = kiln_cpu_run(p, g, bound, got);
+      CHECK(!rs, "%s (fusion %s): run: %s", what, mode ? "off" : "on", rs ? kiln_last_error() : "");
+      for (int o = 0; o < g->n_outputs && !rs; o++) {
+        char msg[400];
+        int ok = tu_compare(&got[o], &ref[o], RTOL, 1e-5, msg, sizeof msg, NULL, NULL);
+        CHECK(ok, "%s (fusion %s, run %d): output '%s': %s", what, mode ? "off" : "on", run,
+              g->values[g->outputs[o]].name, msg);
+      }
+      free_tensors(got, g->n_outputs);
+    }
+    kiln_cpu_stats st;
+    kiln_cpu_plan_stats(p, &st);
+    if (verbose)
+      printf("  %s (fusion %s): %d fused groups (%d nodes), %d tile steps, arena %llu, %ld epilogues fused, %ld separate\n",
+             what, mode ? "off" : "on", st.fused_groups, st.fused_nodes, st.tile_steps,
+             (unsigned long long)st.arena_bytes, st.epilogues_fused, st.epilogues_separate);
+    if (mode == 0) {
+      if (fused) *fused = st.fused_groups;
+      if (arena) *arena = st.arena_bytes;
+    } else {
+      CHECK(st.fused_groups == 0, "%s: KILN_FUSION=0 fused %d groups", what, st.fused_groups);
+      if (arena0) *arena0 = st.arena_bytes;
+    }
+    kiln_cpu_release(p);
+  }
+  free_tensors(ref, g->n_outputs);
+  free_tensors(ins, g->n_inputs);
+  free(bound);
+}
+
+static void test_plan(void) {
+  int fused = 0;
+  uint64_t arena = 0, arena0 = 0;
+  /* a long chain with broadcasts and views, and an intermediate that is
+     also a graph output */
+  kiln_graph *g = new_graph(17);
+  input(g, "x", KILN_F32, 3, (const int64_t[]){3, 8, 20});
+  input(g, "r", KILN_F32, 3, (const int64_t[]){20, 8, 3});
+  cst(g, "b", 2, (const int64_t[]){8, 1}, NULL, 0);
+  cst(g, "s", 0, NULL, (const double[]){0.5}, 0);
+  cst_i64(g, "shp", 2, (const int64_t[]){24, 20});
+  int t = add(g, "Transpose", "r", "rt");
+  setints(g, t, "perm", 3, (const int64_t[]){2, 1, 0});
+  add(g, "Mul", "x s", "a1");
+  add(g, "Add", "a1 b", "a2");
+  add(g, "Tanh", "a2", "a3");
+  add(g, "Add", "a3 rt", "a4");
+  add(g, "Sigmoid", "a4", "a5");
+  add(g, "Mul", "a5 a4", "a6");
+  add(g, "Reshape", "a6 shp", "a7");
+  add(g, "Relu", "a7", "a8");
+  add(g, "Sub", "a8 s", "a9");
+  add(g, "Exp", "a9", "y");
+  output(g, "y");
+  output(g, "a4");
+  plan_vs_ref("chain with views", g, 1, &fused, &arena, &arena0);
+  CHECK(fused >= 1, "chain with views: %d fused groups", fused);
+  kiln_graph_free(g);
+
+  /* the bench chain: fusion leaves no intermediate in the arena */
+  g = ew_chain(33, 129);
+  plan_vs_ref("ew_chain", g, 1, &fused, &arena, &arena0);
+  CHECK(fused == 1 && arena == 0 && arena0 > 0, "ew_chain: %d fused groups, arena %llu fused, %llu unfused", fused,
+        (unsigned long long)arena, (unsigned long long)arena0);
+  kiln_graph_free(g);
+
+  /* conv + bias + relu, then a residual block: conv, BN, relu, conv, add the input, relu */
+  const int64_t x4[] = {2, 4, 9, 9}, w4[] = {4, 4, 3, 3}, c1[] = {4}, c4[] = {4, 1, 1};
+  g = new_graph(17);
+  input(g, "x", KILN_F32, 4, x4);
+  cst(g, "w", 4, w4, NULL, 0);
+  cst(g, "w2", 4, w4, NULL, 0);
+  cst(g, "cb", 1, c1, NULL, 0);
+  cst(g, "b3", 3, c4, NULL, 0);
+  cst(g, "sc", 1, c1, NULL, 0);
+  cst(g, "bb", 1, c1, NULL, 0);
+  cst(g, "mu", 1, c1, NULL, 0);
+  cst(g, "va", 1, c1, NULL, 1.5);
+  int cv = add(g, "Conv", "x w", "c");
+  setints(g, cv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  add(g, "Add", "c b3", "cb1");
+  add(g, "Relu", "cb1", "h");
+  cv = add(g, "Conv", "h w2 cb", "c2");
+  setints(g, cv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  add(g, "BatchNormalization", "c2 sc bb mu va", "n2");
+  add(g, "Add", "n2 x", "s2");
+  add(g, "Relu", "s2", "y");
+  output(g, "y");
+  plan_vs_ref("conv+bias+relu, residual", g, 1, &fused, NULL, NULL);
+  CHECK(fused >= 2, "conv+bias+relu, residual: %d fused groups", fused);
+  kiln_graph_free(g);
+
+  /* conv + bias + relu + maxpool, and a global average pool after an epilogue */
+  g = new_graph(17);
+  input(g, "x", KILN_F32, 4, x4);
+  cst(g, "w", 4, w4, NULL, 0);
+  cst(g, "b3", 3, c4, NULL, 0);
+  cv = add(g, "Conv", "x w", "c");
+  setints(g, cv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+  add(g, "Add", "c b3", "cb");
+  add(g, "Relu", "cb", "r");
+  int pl = add(g, "MaxPool", "r", "mp");
+  setints(g, pl, "kernel_shape", 2, (const int64_t[]){2, 2});
+  setints(g, pl, "strides", 2, (const int64_t[]){2, 2});
+  cv = add(g, "Conv", "mp w", "c2");
+  add(g, "Sigmoid", "c2", "s2");
+  add(g, "GlobalAveragePool", "s2", "y");
+  output(g, "y");
+  output(g, "r");
+  plan_vs_ref("conv+bias+relu+maxpool", g, 1, &fused, NULL, NULL);
+  CHECK(fused == 2, "conv+bias+relu+maxpool: %d fused groups", fused);
+  kiln_graph_free(g);
+
+  /* Gemm + Relu, MatMul + Tanh */
+  g = new_graph(17);
+  input(g, "x", KILN_F32, 2, (const int64_t[]){5, 16});
+  cst(g, "w1", 2, (const int64_t[]){16, 8}, NULL, 0);
+  cst(g, "b1", 1, (const int64_t[]){8}, NULL, 0);
+  cst(g, "w2", 2, (const int64_t[]){8, 8}, NULL, 0);
+  add(g, "Gemm", "x w1 b1", "h");
+  add(g, "Relu", "h", "hr");
+  add(g, "MatMul", "hr w2", "m");
+  add(g, "Tanh", "m", "y");
+  output(g, "y");
+  output(g, "h");
+  plan_vs_ref("mlp", g, 1, &fused, NULL, NULL);
+  CHECK(fused >= 2, "mlp: %d fused groups", fused);
+  kiln_graph_free(g);
+
+  /* a symbolic batch: bound at the first run, a smaller run, a larger one */
+  g = new_graph(17);
+  int xv = input(g, "x", KILN_F32, 2, (const int64_t[]){1, 12});
+  g->values[xv].type.dims[0].value = -1;
+  g->values[xv].type.dims[0].param = kiln_strdup("N");
+  cst(g, "b", 1, (const int64_t[]){12}, NULL, 0);
+  add(g, "Add", "x b", "a");
+  add(g, "Sigmoid", "a", "s");
+  add(g, "Mul", "s x", "y");
+  output(g, "y");
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "symbolic: prepare: %s", s ? kiln_last_error() : "");
+  const int64_t ns[] = {6, 2, 11, 3};
+  for (size_t k = 0; k < 4 && !s; k++) {
+    kiln_tensor *ins = random_inputs(g, ns[k]);
+    const kiln_tensor *bound[8] = {0};
+    bound[g->inputs[0]] = &ins[0];
+    kiln_tensor got = {0}, ref = {0};
+    kiln_status a = kiln_cpu_run(p, g, bound, &got), b = kiln_ref_run(g, bound, &ref);
+    char msg[400] = "";
+    CHECK(!a && !b && tu_compare(&got, &ref, RTOL, 1e-5, msg, sizeof msg, NULL, NULL), "symbolic N=%lld: %s %s",
+          (long long)ns[k], a || b ? kiln_last_error() : "", msg);
+    kiln_tensor_release(&got);
+    kiln_tensor_release(&ref);
+    free_tensors(ins, g->n_inputs);
+  }
+  kiln_cpu_stats st;
+  const char *fz = getenv("KILN_FUSION");
+  if (p) {
+    kiln_cpu_plan_stats(p, &st);
+    CHECK(st.plans == 2 && st.fused_groups == (fz && !strcmp(fz, "0") ? 0 : 1), "symbolic: %d plans, %d fused groups",
+          st.plans, st.fused_groups);
+  }
+  kiln_cpu_release(p);
+  kiln_graph_free(g);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-v")) verbose = 1;
+  test_chains();
+  test_views();
+  test_random();
+  test_plan();
+  printf("unit_cpu_tile: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
