@@ -198,6 +198,7 @@ kiln_status kiln_rewrite_run(const kiln_graph *g, const kiln_rewrite_opts *opts,
   kiln_rewrite_opts o = {0};
   if (opts) o = *opts;
   if (!o.passes) o.passes = KILN_RW_ALL;
+  if (o.keep_outputs) o.passes = 0;
   if (o.max_rounds <= 0) o.max_rounds = KILN_REWRITE_MAX_ROUNDS;
   if (!o.fold_max_bytes) o.fold_max_bytes = KILN_REWRITE_FOLD_MAX_BYTES;
   kiln_rewrite_stats S = {0};

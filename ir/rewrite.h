@@ -14,6 +14,7 @@
  * no subgraph bodies, so it cannot tell which outer values they read. */
 #ifndef KILN_IR_REWRITE_H
 #define KILN_IR_REWRITE_H
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ir/graph.h"
@@ -70,6 +71,11 @@ typedef struct kiln_rewrite_opts {
   const char *dump_stem;      /* KILN_DUMP stem (ir/dump): the graph after each
                                  pass that changed it is written as
                                  <stem>.1-r<round>-<k>-<pass>.dot; NULL: none */
+  bool keep_outputs;          /* observers' "observe all" (ir/observe.h): run no
+                                 pass that erases a node output computed at run
+                                 time — every pass does (DCE, folding, no-op
+                                 removal, CSE, Transpose merging, BN folding),
+                                 so the driver only copies and checks the graph */
 } kiln_rewrite_opts;
 
 /* The driver. Copies g, runs the selected passes in rounds (DCE, constant

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "ir/observe.h"
 #include "reference/ops.h"
 
 kiln_status kiln_ref_check_graph(const kiln_graph *g) {
@@ -15,6 +16,13 @@ kiln_status kiln_ref_check_graph(const kiln_graph *g) {
 }
 
 kiln_status kiln_ref_run(const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs) {
+  kiln_obs *obs = kiln_obs_run_current();
+  return kiln_ref_run_observed(g, bound, outs, obs && kiln_obs_graph(obs) == g ? obs : NULL);
+}
+
+kiln_status kiln_ref_run_observed(const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs,
+                                  kiln_obs *obs) {
+  if (obs && kiln_obs_graph(obs) != g) obs = NULL;
   kiln_status s = KILN_OK;
   int nv = g->n_values;
   kiln_tensor *slot = kiln_calloc((size_t)nv, sizeof *slot);
@@ -78,6 +86,7 @@ kiln_status kiln_ref_run(const kiln_graph *g, const kiln_tensor *const *bound, k
       if (!s && v >= 0 && res[k].dtype == KILN_UNDEFINED)
         s = kiln_fail(KILN_E_INTERNAL, "node %s (%s): kernel produced no output %d", lbl, n->op_type, k);
       if (!s && v >= 0) {
+        if (obs) kiln_obs_tensor(obs, kiln_obs_slot(obs, i, k), &res[k]);
         slot[v] = res[k];
         have[v] = true;
       } else {

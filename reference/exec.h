@@ -15,4 +15,12 @@ kiln_status kiln_ref_check_graph(const kiln_graph *g);
  * (g->n_outputs entries, empty on entry) hold owned results. */
 kiln_status kiln_ref_run(const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs);
 
+/* The same, reporting every node output to obs (ir/observe.h) right after
+ * the node computed it; obs may be NULL, and must describe g. kiln_ref_run
+ * observes with kiln_obs_run_current() when that describes g (the plugin
+ * sets it for the run), so the reference engine needs no other wiring. */
+struct kiln_obs;
+kiln_status kiln_ref_run_observed(const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs,
+                                  struct kiln_obs *obs);
+
 #endif

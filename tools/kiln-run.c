@@ -54,6 +54,12 @@ static struct {
   long runs, warmup;
   double rtol, atol;
   bool list_backends, stats;
+  /* observers */
+  bool observe, observe_all, qparams;
+  const char *dump;
+  uint64_t dump_freq;
+  int64_t histogram;
+  uint32_t qmethod, qscheme;
 } opt = {.seed = 1, .runs = 10, .warmup = 1, .rtol = 1e-4, .atol = 1e-5};
 
 static void usage(FILE *f) {
@@ -105,6 +111,27 @@ static void usage(FILE *f) {
           "  --list-backends          print the backends the plugin offers (NAME, DEVICE,\n"
           "                           DEVICE_TYPE) and exit; kiln-run uses the first\n"
           "  -h, --help               print this help and exit\n"
+          "\n"
+          "Observers (extensions kilnStartObserving ... kilnWriteQuantizationParams):\n"
+          "  --observe                record the value range of every node output over all\n"
+          "                           runs (warm-up included) and print a table: node, op\n"
+          "                           type, output, tensor, min, max, NaN/+inf/-inf counts\n"
+          "  --observe-all            with --observe: turn off the rewrites that erase node\n"
+          "                           outputs (BatchNorm folding, CSE, ...) so every node\n"
+          "                           output of the model is observed\n"
+          "  --dump FILE              write the total ranges to FILE in Caffe2's format\n"
+          "                           (op_index op_type output_idx tensor_name min max);\n"
+          "                           with --histogram also <stem>_hist<ext>\n"
+          "  --dump-freq N            also dump and reset the ranges every N runs, to\n"
+          "                           <stem>_<k><ext> (needs --dump)\n"
+          "  --histogram N            keep N-bin histograms whose ranges widen across runs\n"
+          "  --qparams                add 8-bit quantization parameters (scale, zero point)\n"
+          "                           to the table; with --dump also <stem>_qparams<ext>\n"
+          "  --qmethod M              where the range comes from: minmax (default), l2 or\n"
+          "                           kl (the error-minimising range of the histogram;\n"
+          "                           needs --histogram, else min/max is used)\n"
+          "  --qscheme S              uint8 (affine, the default) or int8 (symmetric)\n"
+          "--dump, --dump-freq, --histogram and --qparams imply --observe.\n"
           "Options taking a value also accept --option=VALUE.\n"
           "\n"
           "Outputs: the shape of each output is its declared shape, symbolic dimensions\n"
@@ -218,6 +245,37 @@ static int parse_args(int argc, char **argv) {
       return EXIT_OK;
     } else if (!strcmp(a, "--stats")) {
       opt.stats = true;
+    } else if (!strcmp(a, "--observe")) {
+      opt.observe = true;
+    } else if (!strcmp(a, "--observe-all")) {
+      opt.observe = opt.observe_all = true;
+    } else if (!strcmp(a, "--qparams")) {
+      opt.observe = opt.qparams = true;
+    } else if ((r = take(argc, argv, &i, NULL, "--dump", &v))) {
+      if (r < 0) return usage_error("%s needs a FILE", a);
+      opt.dump = v;
+      opt.observe = true;
+    } else if ((r = take(argc, argv, &i, NULL, "--dump-freq", &v))) {
+      if (r < 0 || !parse_u64(v, &opt.dump_freq) || !opt.dump_freq)
+        return usage_error("--dump-freq needs a positive count");
+      opt.observe = true;
+    } else if ((r = take(argc, argv, &i, NULL, "--histogram", &v))) {
+      if (r < 0 || !parse_i64(v, 1, &opt.histogram) || opt.histogram > (1 << 24))
+        return usage_error("--histogram needs a bin count from 1 to 16777216");
+      opt.observe = true;
+    } else if ((r = take(argc, argv, &i, NULL, "--qmethod", &v))) {
+      if (r < 0) return usage_error("%s needs minmax, l2 or kl", a);
+      if (!strcmp(v, "minmax")) opt.qmethod = KILN_QPARAMS_MINMAX;
+      else if (!strcmp(v, "l2")) opt.qmethod = KILN_QPARAMS_L2;
+      else if (!strcmp(v, "kl")) opt.qmethod = KILN_QPARAMS_KL;
+      else return usage_error("--qmethod needs minmax, l2 or kl, not '%s'", v);
+      opt.observe = opt.qparams = true;
+    } else if ((r = take(argc, argv, &i, NULL, "--qscheme", &v))) {
+      if (r < 0) return usage_error("%s needs uint8 or int8", a);
+      if (!strcmp(v, "uint8")) opt.qscheme = KILN_QPARAMS_AFFINE_UINT8;
+      else if (!strcmp(v, "int8")) opt.qscheme = KILN_QPARAMS_SYMMETRIC_INT8;
+      else return usage_error("--qscheme needs uint8 or int8, not '%s'", v);
+      opt.observe = opt.qparams = true;
     } else if (!strcmp(a, "--list-backends")) {
       opt.list_backends = true;
     } else if ((r = take(argc, argv, &i, NULL, "--lib", &v))) {
@@ -262,6 +320,7 @@ static int parse_args(int argc, char **argv) {
   }
   if (opt.data && (opt.n_in_files || opt.n_out_files))
     return usage_error("--data cannot be combined with -i or -o");
+  if (opt.dump_freq && !opt.dump) return usage_error("--dump-freq needs --dump FILE");
   if (!opt.model && !opt.list_backends && (opt.data || opt.n_in_files || opt.n_out_files || opt.n_dims))
     return usage_error("-i, -o, --data and --dim need a MODEL argument");
   return -1;
@@ -343,6 +402,10 @@ static onnxBackend backend;
 static kilnGetLastErrorMessageFunction last_error;
 static kilnGetEventStatusFunction event_status;
 static kilnGetGraphStatisticsFunction graph_stats;
+static kilnStartObservingFunction obs_start;
+static kilnStopObservingFunction obs_stop;
+static kilnGetObservedRangesFunction obs_ranges;
+static kilnWriteQuantizationParamsFunction obs_qparams;
 static char plugin_path[PATH_LEN];
 static double load_ms;
 
@@ -451,6 +514,12 @@ static int plugin_open(void) {
     event_status = (kilnGetEventStatusFunction)(void (*)(void))fp;
   if (get_ext && !get_ext(ids[0], "kilnGetGraphStatistics", &fp))
     graph_stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
+  if (get_ext && !get_ext(ids[0], "kilnStartObserving", &fp)) obs_start = (kilnStartObservingFunction)(void (*)(void))fp;
+  if (get_ext && !get_ext(ids[0], "kilnStopObserving", &fp)) obs_stop = (kilnStopObservingFunction)(void (*)(void))fp;
+  if (get_ext && !get_ext(ids[0], "kilnGetObservedRanges", &fp))
+    obs_ranges = (kilnGetObservedRangesFunction)(void (*)(void))fp;
+  if (get_ext && !get_ext(ids[0], "kilnWriteQuantizationParams", &fp))
+    obs_qparams = (kilnWriteQuantizationParamsFunction)(void (*)(void))fp;
   if (!opt.list_backends) {
     st = lib.onnxInitBackend(ids[0], NULL, &backend);
     if (st) return fail_call("onnxInitBackend", st);
@@ -929,6 +998,118 @@ static int report_output(model_run *m, int o) {
 }
 
 /* Runs one model; data_dir (may be NULL) is a node-test data set. */
+/* ---- observers ---- */
+
+static int observe_start(model_run *m) {
+  if (!obs_start || !obs_stop || !obs_ranges || !obs_qparams) {
+    fprintf(stderr, "kiln-run: --observe: this plugin has no observer extensions\n");
+    return EXIT_FAIL;
+  }
+  kilnObserverOptions o = {sizeof o, opt.observe_all ? KILN_OBSERVE_ALL : 0, (uint32_t)opt.histogram, opt.dump_freq,
+                           opt.dump, 0};
+  onnxStatus st = obs_start(m->graph, &o);
+  return st ? fail_call("kilnStartObserving", st) : EXIT_OK;
+}
+
+/* "<stem>_<suffix><ext>" of FILE, as the plugin names its companions. */
+static void companion(char *buf, size_t size, const char *file, const char *suffix) {
+  const char *slash = strrchr(file, '/'), *dot = strrchr(file, '.');
+  size_t stem = dot && (!slash || slash < dot) ? (size_t)(dot - file) : strlen(file);
+  snprintf(buf, size, "%.*s_%s%s", (int)stem, file, suffix, file + stem);
+}
+
+typedef struct qline {
+  char name[256], scale[64], zp[32];
+} qline;
+
+/* Stops observing, prints the table of ranges (and qparams), names the files. */
+static int observe_finish(model_run *m) {
+  onnxStatus st = obs_stop(m->graph);
+  if (st) return fail_call("kilnStopObserving", st);
+  size_t n = 0;
+  st = obs_ranges(m->graph, NULL, &n);
+  if (st != ONNXIFI_STATUS_FALLBACK && st) return fail_call("kilnGetObservedRanges", st);
+  kilnObservedRange *r = calloc(n + 1, sizeof *r);
+  if (!r) return EXIT_FAIL;
+  if ((st = obs_ranges(m->graph, r, &n))) {
+    free(r);
+    return fail_call("kilnGetObservedRanges", st);
+  }
+  /* qparams: through the plugin's writer, read back for the table */
+  qline *q = NULL;
+  int nq = 0;
+  char qfile[PATH_LEN] = "";
+  if (opt.qparams) {
+    if (opt.dump) companion(qfile, sizeof qfile, opt.dump, "qparams");
+    else snprintf(qfile, sizeof qfile, "/tmp/kiln-run-qparams.%ld.txt", (long)getpid());
+    if ((st = obs_qparams(m->graph, qfile, opt.qmethod, opt.qscheme))) {
+      free(r);
+      return fail_call("kilnWriteQuantizationParams", st);
+    }
+    FILE *f = fopen(qfile, "r");
+    q = calloc(n + 1, sizeof *q);
+    char line[1024];
+    while (f && q && nq < (int)n && fgets(line, sizeof line, f)) {
+      char f1[64], f2[128], f3[64], f5[64], f6[64];
+      if (sscanf(line, "%63s %127s %63s %255s %63s %63s %63s %31s", f1, f2, f3, q[nq].name, f5, f6, q[nq].scale,
+                 q[nq].zp) == 8)
+        nq++;
+    }
+    if (f) fclose(f);
+    if (!opt.dump) unlink(qfile);
+  }
+  uint64_t runs = 0;
+  int recorded = 0, folded = 0;
+  for (size_t i = 0; i < n; i++) {
+    runs = r[i].totalRuns > runs ? r[i].totalRuns : runs;
+    recorded += r[i].totalRuns > 0;
+    folded += r[i].foldedInto >= 0 || r[i].erased;
+  }
+  printf("observe: %zu node outputs, %d recorded over %llu run%s, %d folded or erased by rewrites%s\n", n, recorded,
+         (unsigned long long)runs, runs == 1 ? "" : "s", folded, opt.observe_all ? " (observe all)" : "");
+  printf("  %4s %-20s %3s %-28s %14s %14s %6s %6s %6s%s\n", "node", "op", "out", "tensor", "min", "max", "nan",
+         "+inf", "-inf", opt.qparams ? "          scale    zp" : "");
+  for (size_t i = 0; i < n; i++) {
+    const kilnObservedRange *x = &r[i];
+    printf("  %4u %-20s %3u %-28s ", x->nodeIndex, x->opType, x->outputIndex, x->tensorName);
+    if (x->foldedInto >= 0 && (size_t)x->foldedInto < n)
+      printf("(folded into %s)\n", r[x->foldedInto].tensorName);
+    else if (x->erased)
+      printf("(erased by a rewrite)\n");
+    else if (!x->totalRuns)
+      printf("(not recorded)\n"); /* not a number tensor, or the backend did not report it */
+    else {
+      printf("%14.7g %14.7g %6llu %6llu %6llu", x->totalMin, x->totalMax, (unsigned long long)x->totalNanCount,
+             (unsigned long long)x->totalPosInfCount, (unsigned long long)x->totalNegInfCount);
+      for (int k = 0; k < nq; k++)
+        if (!strcmp(q[k].name, x->tensorName)) {
+          printf(" %14.7g %5s", strtod(q[k].scale, NULL), q[k].zp);
+          break;
+        }
+      printf("\n");
+    }
+  }
+  if (!recorded && n)
+    printf("observe: warning: the backend recorded nothing (observers are not wired into this backend yet)\n");
+  if (opt.dump) {
+    printf("observe: wrote %s (total ranges)", opt.dump);
+    char buf[PATH_LEN];
+    if (opt.histogram) {
+      companion(buf, sizeof buf, opt.dump, "hist");
+      printf(", %s (histograms)", buf);
+    }
+    if (opt.dump_freq) {
+      companion(buf, sizeof buf, opt.dump, "<k>");
+      printf(", %s every %llu runs", buf, (unsigned long long)opt.dump_freq);
+    }
+    if (opt.qparams) printf(", %s (qparams)", qfile);
+    printf("\n");
+  }
+  free(q);
+  free(r);
+  return EXIT_OK;
+}
+
 static int run_model(const char *path, const char *data_dir) {
   model_run m = {0};
   model_run *mp = &m;
@@ -999,6 +1180,10 @@ static int run_model(const char *path, const char *data_dir) {
     model_free(mp);
     return rc;
   }
+  if (opt.observe && (rc = observe_start(mp))) {
+    model_free(mp);
+    return rc;
+  }
   for (long r = 0; r < opt.warmup + opt.runs; r++) {
     double ms = 0;
     if ((rc = run_once(mp, &ms))) {
@@ -1038,7 +1223,13 @@ static int run_model(const char *path, const char *data_dir) {
                gs.noReuseBytes ? (double)gs.arenaBytes / (double)gs.noReuseBytes : 1.0,
                (unsigned long long)gs.noReuseBytes, (unsigned long long)gs.materializedViews,
                gs.materializedViews == 1 ? "" : "s");
+      printf("fusion:  %llu fused group%s covering %llu nodes\n", (unsigned long long)gs.fusedGroups,
+             gs.fusedGroups == 1 ? "" : "s", (unsigned long long)gs.fusedNodes);
     }
+  }
+  if (opt.observe && (rc = observe_finish(mp))) {
+    model_free(mp);
+    return rc;
   }
   int checked = 0;
   for (int o = 0; o < m.nout; o++) checked += m.has_exp[o];
