@@ -1,12 +1,20 @@
-/* opencl/ops: the registry of device implementations of single nodes (none
- * yet: every node the code generator does not fuse runs on the host). */
+/* opencl/ops: the registry of device implementations of single nodes and
+ * the machinery they share: an op is a list of steps (generated kernel
+ * launches, CLBlast GEMM calls) over its inputs, outputs and scratch
+ * buffers, fixed at prepare time; bind creates kernels and scratch and
+ * warms CLBlast; enqueue sets arguments and launches. See ops_int.h for
+ * the kernel argument convention and OPS.md for what each op covers. */
 #include "opencl/ops.h"
 
+#include <clblast_c.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "opencl/ops_int.h"
 
 kiln_status kiln_cl_src_printf(kiln_cl_src *s, const char *fmt, ...) {
   va_list ap;
@@ -34,31 +42,486 @@ void kiln_cl_src_free(kiln_cl_src *s) {
   memset(s, 0, sizeof *s);
 }
 
-struct kiln_cl_op {
-  int unused;
+/* ---- the registry ---- */
+
+static const struct {
+  const char *op_type;
+  op_prepare_fn prepare;
+} registry[] = {
+    {"MatMul", kiln_clop_gemm_prepare},
+    {"Gemm", kiln_clop_gemm_prepare},
+    {"Conv", kiln_clop_conv_prepare},
+    {"MaxPool", kiln_clop_pool_prepare},
+    {"AveragePool", kiln_clop_pool_prepare},
+    {"GlobalAveragePool", kiln_clop_pool_prepare},
+    {"GlobalMaxPool", kiln_clop_pool_prepare},
+    {"ReduceSum", kiln_clop_reduce_prepare},
+    {"ReduceMean", kiln_clop_reduce_prepare},
+    {"ReduceMax", kiln_clop_reduce_prepare},
+    {"ReduceMin", kiln_clop_reduce_prepare},
+    {"ReduceProd", kiln_clop_reduce_prepare},
+    {"ReduceL1", kiln_clop_reduce_prepare},
+    {"ReduceL2", kiln_clop_reduce_prepare},
+    {"ReduceLogSum", kiln_clop_reduce_prepare},
+    {"ReduceLogSumExp", kiln_clop_reduce_prepare},
+    {"ReduceSumSquare", kiln_clop_reduce_prepare},
+    {"ArgMax", kiln_clop_reduce_prepare},
+    {"ArgMin", kiln_clop_reduce_prepare},
+    {"Softmax", kiln_clop_norm_prepare},
+    {"LogSoftmax", kiln_clop_norm_prepare},
+    {"Hardmax", kiln_clop_norm_prepare},
+    {"LayerNormalization", kiln_clop_norm_prepare},
+    {"Concat", kiln_clop_move_prepare},
+    {"Gather", kiln_clop_move_prepare},
+    {"Transpose", kiln_clop_move_prepare},
+    {"Where", kiln_clop_move_prepare},
+    {"Pad", kiln_clop_move_prepare},
 };
 
 kiln_status kiln_cl_op_prepare(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
                                const kiln_cl_ttype *in, const kiln_cl_ttype *out, const kiln_tensor *const *konst,
                                const char *prefix, kiln_cl_src *src, kiln_cl_op **op) {
-  (void)dev, (void)g, (void)n, (void)in, (void)out, (void)konst, (void)prefix, (void)src;
   *op = NULL;
+  if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) return KILN_OK;
+  op_ctx c = {dev, g, n, in, out, konst, prefix, src, {0}};
+  kiln_node_label(g, n, c.label, (int)sizeof c.label);
+  /* zero-sized tensors stay on the host (an empty constant, such as an
+   * empty axes list, is only read here) */
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i] >= 0 && in[i].dtype != KILN_UNDEFINED && kiln_clop_numel(in[i].rank, in[i].dims) == 0 &&
+        !(konst && konst[i]))
+      return KILN_OK;
+  for (int i = 0; i < n->n_out; i++)
+    if (n->out[i] >= 0 && out[i].dtype != KILN_UNDEFINED && kiln_clop_numel(out[i].rank, out[i].dims) == 0)
+      return KILN_OK;
+  for (size_t r = 0; r < sizeof registry / sizeof *registry; r++) {
+    if (strcmp(registry[r].op_type, n->op_type)) continue;
+    size_t mark = src->len;
+    kiln_status s = registry[r].prepare(&c, op);
+    if (s || !*op) {
+      /* a declined or failed op leaves no source behind */
+      if (src->text) src->text[mark] = 0;
+      src->len = mark;
+      if (*op) kiln_cl_op_free(*op);
+      *op = NULL;
+      if (s) kiln_error_prefix("%s node '%s'", n->op_type, c.label);
+    }
+    return s;
+  }
   return KILN_OK;
 }
 
+/* ---- building ---- */
+
+bool kiln_clop_present(const kiln_cl_ttype *t) { return t->dtype != KILN_UNDEFINED; }
+bool kiln_clop_is_f32(const kiln_cl_ttype *t) { return t->dtype == KILN_F32; }
+
+int64_t kiln_clop_numel(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  return n;
+}
+
+const char *kiln_clop_flit(float v, char *buf, size_t size) {
+  if (isnan(v))
+    snprintf(buf, size, "NAN");
+  else if (isinf(v))
+    snprintf(buf, size, "%sINFINITY", v < 0 ? "-" : "");
+  else {
+    snprintf(buf, size, "%.9g", (double)v);
+    if (!strpbrk(buf, ".e")) strncat(buf, ".0", size - strlen(buf) - 1);
+    strncat(buf, "f", size - strlen(buf) - 1);
+  }
+  return buf;
+}
+
+kiln_status kiln_clop_new(const op_ctx *c, kiln_cl_op **out) {
+  *out = NULL;
+  kiln_cl_op *op = kiln_calloc(1, sizeof *op);
+  if (!op) return kiln_fail(KILN_E_NOMEM, "out of memory preparing OpenCL node '%s'", c->label);
+  op->n_in = c->n->n_in;
+  op->n_out = c->n->n_out;
+  op->in_es = kiln_calloc((size_t)op->n_in + 1, sizeof *op->in_es);
+  op->out_es = kiln_calloc((size_t)op->n_out + 1, sizeof *op->out_es);
+  if (!op->in_es || !op->out_es) {
+    kiln_cl_op_free(op);
+    return kiln_fail(KILN_E_NOMEM, "out of memory preparing OpenCL node '%s'", c->label);
+  }
+  for (int i = 0; i < op->n_in; i++)
+    op->in_es[i] = c->n->in[i] >= 0 && kiln_clop_present(&c->in[i]) ? kiln_dtype_size(c->in[i].dtype) : 0;
+  for (int i = 0; i < op->n_out; i++)
+    op->out_es[i] = c->n->out[i] >= 0 && kiln_clop_present(&c->out[i]) ? kiln_dtype_size(c->out[i].dtype) : 0;
+  snprintf(op->prefix, sizeof op->prefix, "%s", c->prefix);
+  snprintf(op->label, sizeof op->label, "%s", c->label);
+  snprintf(op->desc, sizeof op->desc, "%s", c->n->op_type);
+  *out = op;
+  return KILN_OK;
+}
+
+kiln_status kiln_clop_fail_free(kiln_cl_op *op, kiln_status s) {
+  kiln_cl_op_free(op);
+  return s;
+}
+
+kiln_status kiln_clop_kernel(kiln_cl_op *op, const char *suffix, int *k) {
+  if (op->n_kern >= OP_MAX_KERNELS) return kiln_fail(KILN_E_INTERNAL, "too many kernels for node '%s'", op->label);
+  size_t lp = strlen(op->prefix), ls = strlen(suffix);
+  if (lp + ls >= sizeof op->kname[0])
+    return kiln_fail(KILN_E_INTERNAL, "kernel name '%s%s' is too long", op->prefix, suffix);
+  memcpy(op->kname[op->n_kern], op->prefix, lp);
+  memcpy(op->kname[op->n_kern] + lp, suffix, ls + 1);
+  *k = op->n_kern++;
+  return KILN_OK;
+}
+
+const char *kiln_clop_kname(const kiln_cl_op *op, int k) { return op->kname[k]; }
+
+kiln_status kiln_clop_scratch(kiln_cl_op *op, size_t bytes, int *s) {
+  if (op->n_scr >= OP_MAX_SCRATCH) return kiln_fail(KILN_E_INTERNAL, "too many scratch buffers for '%s'", op->label);
+  op->scr_bytes = bytes ? bytes : 4;
+  *s = op->n_scr++;
+  return KILN_OK;
+}
+
+kiln_status kiln_clop_step_add(kiln_cl_op *op, op_step_kind kind, op_step **st) {
+  if (op->n_steps == op->cap_steps) {
+    int cap = op->cap_steps ? 2 * op->cap_steps : 4;
+    op_step *t = kiln_realloc(op->steps, (size_t)cap * sizeof *t);
+    if (!t) return kiln_fail(KILN_E_NOMEM, "out of memory preparing OpenCL node '%s'", op->label);
+    op->steps = t;
+    op->cap_steps = cap;
+  }
+  *st = &op->steps[op->n_steps++];
+  memset(*st, 0, sizeof **st);
+  (*st)->kind = kind;
+  (*st)->dims = 1;
+  return KILN_OK;
+}
+
+kiln_status kiln_clop_launch(kiln_cl_op *op, int k, size_t n, int nargs, const opb *args) {
+  op_step *st;
+  kiln_status s = kiln_clop_step_add(op, ST_KERNEL, &st);
+  if (s) return s;
+  st->kernel = k;
+  st->items[0] = n;
+  st->nargs = nargs;
+  for (int i = 0; i < nargs; i++) st->args[i] = args[i];
+  return KILN_OK;
+}
+
+kiln_status kiln_clop_launch_groups(kiln_cl_op *op, int k, size_t groups, int nargs, const opb *args) {
+  kiln_status s = kiln_clop_launch(op, k, 0, nargs, args);
+  if (!s) op->steps[op->n_steps - 1].groups = groups;
+  return s;
+}
+
+int kiln_clop_collapse(int rank, int64_t *dims, int ns, int64_t **strides) {
+  int r = 0;
+  for (int i = 0; i < rank; i++) {
+    if (dims[i] == 1) continue;
+    if (r > 0) {
+      bool merge = true;
+      for (int k = 0; k < ns; k++)
+        if (strides[k][r - 1] != strides[k][i] * dims[i]) merge = false;
+      if (merge) {
+        dims[r - 1] *= dims[i];
+        for (int k = 0; k < ns; k++) strides[k][r - 1] = strides[k][i];
+        continue;
+      }
+    }
+    dims[r] = dims[i];
+    for (int k = 0; k < ns; k++) strides[k][r] = strides[k][i];
+    r++;
+  }
+  return r;
+}
+
+kiln_status kiln_clop_emit_offset(kiln_cl_src *s, const char *flat, int rank, const int64_t *dims,
+                                  const int64_t *strides, const char *var) {
+  kiln_status st = kiln_cl_src_printf(s, "  %s = 0;\n", var);
+  if (st || rank == 0) return st;
+  if (rank == 1) return kiln_cl_src_printf(s, "  %s = (long)(%s) * %lldL;\n", var, flat, (long long)strides[0]);
+  st = kiln_cl_src_printf(s, "  { ulong t_ = %s;\n", flat);
+  for (int d = rank - 1; d >= 0 && !st; d--) {
+    if (d > 0)
+      st = kiln_cl_src_printf(s, "    %s += (long)(t_ %% %lldUL) * %lldL; t_ /= %lldUL;\n", var, (long long)dims[d],
+                              (long long)strides[d], (long long)dims[d]);
+    else
+      st = kiln_cl_src_printf(s, "    %s += (long)t_ * %lldL;\n", var, (long long)strides[d]);
+  }
+  if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  return st;
+}
+
+/* ---- CLBlast warm-up: each routine once per context (PoCL compiles
+ * CLBlast's kernels for 10-15 s on a cold cache, ~50 ms warm; doing it at
+ * bind keeps it out of the first run) ---- */
+
+#define WARM_MAX 64
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  cl_context ctx;
+  unsigned done;
+} warmed[WARM_MAX];
+
+static kiln_status blas_fail(CLBlastStatusCode e, const char *what, const kiln_cl_op *op) {
+  if (e == CLBlastOpenCLOutOfHostMemory)
+    return kiln_fail(KILN_E_NOMEM, "CLBlast %s for node '%s': out of host memory", what, op->label);
+  if (e == CLBlastOpenCLOutOfResources || e == CLBlastTempBufferAllocFailure)
+    return kiln_fail(KILN_E_DEVICE_MEMORY, "CLBlast %s for node '%s': out of device resources (%d)", what, op->label,
+                     (int)e);
+  return kiln_fail(KILN_E_INTERNAL, "CLBlast %s for node '%s' failed with status %d", what, op->label, (int)e);
+}
+
+static kiln_status blas_warm(kiln_cl_context *c, unsigned need, const kiln_cl_op *op) {
+  pthread_mutex_lock(&warm_lock);
+  int slot = -1;
+  for (int i = 0; i < WARM_MAX; i++)
+    if (warmed[i].ctx == c->ctx) slot = i;
+  unsigned done = slot >= 0 ? warmed[slot].done : 0;
+  kiln_status s = KILN_OK;
+  if ((need & ~done) == 0) goto out;
+  kiln_cl_buffer b = {0};
+  s = kiln_cl_buffer_create(c, 3 * 64 * sizeof(float), &b);
+  if (!s) {
+    static const float zeros[3 * 64];
+    s = kiln_cl_buffer_write(c, &b, 0, zeros, sizeof zeros);
+  }
+  CLBlastStatusCode e = CLBlastSuccess;
+  if (!s && (need & ~done & OP_BLAS_GEMM)) {
+    e = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 8, 8, 8, 1.0f, b.mem, 0, 8, b.mem,
+                     64, 8, 0.0f, b.mem, 128, 8, &c->queue, NULL);
+    if (e)
+      s = blas_fail(e, "warm-up (sgemm)", op);
+    else
+      done |= OP_BLAS_GEMM;
+  }
+  if (!s && (need & ~done & OP_BLAS_GEMM_BATCHED)) {
+    const float one[2] = {1, 1}, zero[2] = {0, 0};
+    const size_t ao[2] = {0, 0}, bo[2] = {64, 64}, co[2] = {128, 160};
+    e = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 4, 4, 4, one, b.mem, ao, 4,
+                            b.mem, bo, 4, zero, b.mem, co, 4, 2, &c->queue, NULL);
+    if (e)
+      s = blas_fail(e, "warm-up (sgemm batched)", op);
+    else
+      done |= OP_BLAS_GEMM_BATCHED;
+  }
+  if (!s) s = kiln_cl_finish(c);
+  kiln_cl_buffer_free(&b);
+  if (slot < 0)
+    for (int i = 0; i < WARM_MAX && slot < 0; i++)
+      if (!warmed[i].ctx) slot = i;
+  if (slot < 0) slot = 0; /* table full: forget the oldest entry */
+  warmed[slot].ctx = c->ctx;
+  warmed[slot].done = done;
+out:
+  pthread_mutex_unlock(&warm_lock);
+  return s;
+}
+
+/* ---- the per-context workspace (im2col columns) ---- */
+
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  cl_context ctx;
+  cl_mem mem;
+  size_t size;
+  int users;
+} ws[WARM_MAX];
+
+/* Takes a reference on ctx's workspace, grown to at least bytes (an old,
+ * smaller buffer is released: OpenCL keeps it until queued work is done). */
+static kiln_status ws_acquire(kiln_cl_context *ctx, size_t bytes, kiln_cl_op *op) {
+  pthread_mutex_lock(&ws_lock);
+  int slot = -1, free_slot = -1;
+  for (int i = 0; i < WARM_MAX; i++) {
+    if (ws[i].ctx == ctx->ctx) slot = i;
+    if (!ws[i].ctx && free_slot < 0) free_slot = i;
+  }
+  kiln_status s = KILN_OK;
+  if (slot < 0 && free_slot < 0)
+    s = kiln_fail(KILN_E_INTERNAL, "more than %d OpenCL contexts hold workspaces", WARM_MAX);
+  if (!s && slot < 0) {
+    slot = free_slot;
+    ws[slot].ctx = ctx->ctx;
+  }
+  if (!s && ws[slot].size < bytes) {
+    kiln_cl_buffer b;
+    s = kiln_cl_buffer_create(ctx, bytes, &b);
+    if (!s) {
+      if (ws[slot].mem) clReleaseMemObject(ws[slot].mem);
+      ws[slot].mem = b.mem;
+      ws[slot].size = bytes;
+    }
+  }
+  if (!s) {
+    ws[slot].users++;
+    op->ws_ctx = ctx->ctx;
+  } else if (slot >= 0 && !ws[slot].users && !ws[slot].mem) {
+    ws[slot].ctx = NULL;
+  }
+  pthread_mutex_unlock(&ws_lock);
+  return s;
+}
+
+static cl_mem ws_get(cl_context c) {
+  cl_mem m = NULL;
+  pthread_mutex_lock(&ws_lock);
+  for (int i = 0; i < WARM_MAX; i++)
+    if (ws[i].ctx == c) m = ws[i].mem;
+  pthread_mutex_unlock(&ws_lock);
+  return m;
+}
+
+static void ws_release(kiln_cl_op *op) {
+  if (!op->ws_ctx) return;
+  pthread_mutex_lock(&ws_lock);
+  for (int i = 0; i < WARM_MAX; i++)
+    if (ws[i].ctx == op->ws_ctx && --ws[i].users == 0) {
+      if (ws[i].mem) clReleaseMemObject(ws[i].mem);
+      memset(&ws[i], 0, sizeof ws[i]);
+    }
+  pthread_mutex_unlock(&ws_lock);
+  op->ws_ctx = NULL;
+}
+
+/* ---- bind / enqueue ---- */
+
 kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog) {
-  (void)op, (void)ctx, (void)prog;
-  return kiln_fail(KILN_E_INTERNAL, "no OpenCL op to bind");
+  kiln_status s = KILN_OK;
+  for (int k = 0; k < op->n_kern && !s; k++) {
+    if (op->kern[k].k) continue;
+    s = kiln_cl_kernel_create(ctx, prog, op->kname[k], &op->kern[k]);
+  }
+  if (!s && op->n_scr && !op->ws_ctx) s = ws_acquire(ctx, op->scr_bytes, op);
+  for (int i = 0; i < op->n_steps && !s; i++) {
+    op_step *st = &op->steps[i];
+    if (st->kind != ST_KERNEL || !st->groups) continue;
+    size_t lim = op->kern[st->kernel].wg_size;
+    if (lim > ctx->max_work_item_size0) lim = ctx->max_work_item_size0;
+    size_t l = 1;
+    while (l * 2 <= lim && l * 2 <= OP_RED_WG) l *= 2;
+    st->red_local = l;
+  }
+  if (!s && op->max_batch && !op->work) {
+    op->work = kiln_malloc(3 * op->max_batch * sizeof *op->work);
+    op->ab = kiln_malloc(2 * op->max_batch * sizeof *op->ab);
+    if (!op->work || !op->ab) s = kiln_fail(KILN_E_NOMEM, "out of memory binding node '%s'", op->label);
+  }
+  if (!s && op->blas) s = blas_warm(ctx, op->blas, op);
+  if (s) kiln_error_prefix("node '%s'", op->label);
+  return s;
+}
+
+/* The buffer and element offset of ref b. */
+static kiln_status op_arg(const kiln_cl_op *op, opb b, const kiln_cl_arg *in, const kiln_cl_arg *out, cl_mem *mem,
+                          size_t *elems) {
+  size_t es;
+  if (b.kind == OPB_IN) {
+    *mem = in[b.idx].mem;
+    es = op->in_es[b.idx];
+    *elems = es ? in[b.idx].offset / es : 0;
+  } else if (b.kind == OPB_OUT) {
+    *mem = out[b.idx].mem;
+    es = op->out_es[b.idx];
+    *elems = es ? out[b.idx].offset / es : 0;
+  } else {
+    *mem = op->ws_ctx ? ws_get(op->ws_ctx) : NULL;
+    *elems = 0;
+    es = 4;
+  }
+  if (!*mem || !es)
+    return kiln_fail(KILN_E_INTERNAL, "no device buffer for its %s %d",
+                     b.kind == OPB_IN    ? "input"
+                     : b.kind == OPB_OUT ? "output"
+                                         : "scratch",
+                     (int)b.idx);
+  return KILN_OK;
+}
+
+static kiln_status run_kernel(kiln_cl_op *op, kiln_cl_context *ctx, const op_step *st, const kiln_cl_arg *in,
+                              const kiln_cl_arg *out) {
+  kiln_cl_kernel *k = &op->kern[st->kernel];
+  kiln_status s = KILN_OK;
+  for (int a = 0; a < st->nargs && !s; a++) {
+    cl_mem m;
+    size_t off;
+    s = op_arg(op, st->args[a], in, out, &m, &off);
+    cl_ulong o = off;
+    if (!s) s = kiln_cl_kernel_arg(k, (cl_uint)(2 * a), sizeof m, &m);
+    if (!s) s = kiln_cl_kernel_arg(k, (cl_uint)(2 * a + 1), sizeof o, &o);
+  }
+  if (s) return s;
+  if (st->groups) {
+    size_t g = st->groups * st->red_local, l = st->red_local;
+    cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &g, &l, 0, NULL, NULL);
+    if (e) return kiln_cl_fail(e, "launching OpenCL kernel '%s' (%zu groups of %zu)", k->name, st->groups, l);
+    return KILN_OK;
+  }
+  if (st->dims == 1) return kiln_cl_launch_1d(ctx, k, st->items[0], st->local[0], NULL);
+  size_t g[2], l[2] = {st->local[0], st->local[1]};
+  for (int d = 0; d < 2; d++) g[d] = kiln_cl_pad(st->items[d], l[d] ? l[d] : 1);
+  if (!g[0] || !g[1]) return KILN_OK;
+  cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 2, NULL, g, l[0] ? l : NULL, 0, NULL, NULL);
+  if (e) return kiln_cl_fail(e, "launching OpenCL kernel '%s' (global %zux%zu)", k->name, g[0], g[1]);
+  return KILN_OK;
+}
+
+static kiln_status run_gemm(kiln_cl_op *op, kiln_cl_context *ctx, const op_step *st, const kiln_cl_arg *in,
+                            const kiln_cl_arg *out) {
+  cl_mem a, b, c;
+  size_t ao, bo, co;
+  kiln_status s = op_arg(op, st->a, in, out, &a, &ao);
+  if (!s) s = op_arg(op, st->b, in, out, &b, &bo);
+  if (!s) s = op_arg(op, st->c, in, out, &c, &co);
+  if (s) return s;
+  CLBlastTranspose ta = st->ta ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastTranspose tb = st->tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastStatusCode e;
+  if (st->kind == ST_GEMM) {
+    e = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, st->m, st->n, st->k, st->alpha, a, ao + st->aoff, st->lda, b,
+                     bo + st->boff, st->ldb, st->beta, c, co + st->coff, st->ldc, &ctx->queue, NULL);
+    return e ? blas_fail(e, "sgemm", op) : KILN_OK;
+  }
+  size_t *wa = op->work, *wb = wa + st->batch, *wc = wb + st->batch;
+  float *al = op->ab, *be = al + st->batch;
+  for (size_t i = 0; i < st->batch; i++) {
+    wa[i] = ao + st->aoffs[i];
+    wb[i] = bo + st->boffs[i];
+    wc[i] = co + st->coffs[i];
+    al[i] = st->alpha;
+    be[i] = st->beta;
+  }
+  e = CLBlastSgemmBatched(CLBlastLayoutRowMajor, ta, tb, st->m, st->n, st->k, al, a, wa, st->lda, b, wb, st->ldb, be, c,
+                          wc, st->ldc, st->batch, &ctx->queue, NULL);
+  return e ? blas_fail(e, "sgemm batched", op) : KILN_OK;
 }
 
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out) {
-  (void)op, (void)ctx, (void)in, (void)out;
-  return kiln_fail(KILN_E_INTERNAL, "no OpenCL op to enqueue");
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < op->n_steps && !s; i++) {
+    const op_step *st = &op->steps[i];
+    s = st->kind == ST_KERNEL ? run_kernel(op, ctx, st, in, out) : run_gemm(op, ctx, st, in, out);
+  }
+  if (s) kiln_error_prefix("node '%s'", op->label);
+  return s;
 }
 
-const char *kiln_cl_op_describe(const kiln_cl_op *op) {
-  (void)op;
-  return "";
-}
+const char *kiln_cl_op_describe(const kiln_cl_op *op) { return op ? op->desc : ""; }
 
-void kiln_cl_op_free(kiln_cl_op *op) { kiln_free(op); }
+void kiln_cl_op_free(kiln_cl_op *op) {
+  if (!op) return;
+  for (int k = 0; k < op->n_kern; k++) kiln_cl_kernel_free(&op->kern[k]);
+  ws_release(op);
+  for (int i = 0; i < op->n_steps; i++) {
+    kiln_free(op->steps[i].aoffs);
+    kiln_free(op->steps[i].boffs);
+    kiln_free(op->steps[i].coffs);
+  }
+  kiln_free(op->steps);
+  kiln_free(op->in_es);
+  kiln_free(op->out_es);
+  kiln_free(op->work);
+  kiln_free(op->ab);
+  kiln_free(op);
+}

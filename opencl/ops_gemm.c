@@ -1,0 +1,433 @@
+/* opencl/ops_gemm: MatMul and Gemm through CLBlast (one SGEMM, or a
+ * batched SGEMM with per-batch offsets for numpy-broadcast batch dims), and
+ * Conv as a generated direct kernel or as im2col + CLBlast GEMM (chosen per
+ * shape class, see OPS.md). float32 only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "opencl/ops_int.h"
+
+/* ---- MatMul ---- */
+
+static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_cl_ttype *a = &c->in[0], *b = &c->in[1];
+  if (!kiln_clop_is_f32(a) || !kiln_clop_is_f32(b) || !kiln_clop_is_f32(&c->out[0]) || a->rank < 1 || b->rank < 1)
+    return KILN_OK;
+  int ra = a->rank, rb = b->rank;
+  size_t M = ra == 1 ? 1 : (size_t)a->dims[ra - 2], K = (size_t)a->dims[ra - 1];
+  size_t N = rb == 1 ? 1 : (size_t)b->dims[rb - 1], Kb = rb == 1 ? (size_t)b->dims[0] : (size_t)b->dims[rb - 2];
+  if (K != Kb) return KILN_OK; /* the host reports the mismatch */
+  /* batch dims, broadcast numpy-style */
+  int na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0, nr = na > nb ? na : nb;
+  int64_t bd[KILN_MAX_RANK], as[KILN_MAX_RANK], bs[KILN_MAX_RANK];
+  for (int i = 0; i < nr; i++) {
+    int ia = i - (nr - na), ib = i - (nr - nb);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1) return KILN_OK;
+    bd[i] = da > db ? da : db;
+  }
+  int64_t sa = (int64_t)(M * K), sb = (int64_t)(K * N);
+  for (int i = nr - 1; i >= 0; i--) {
+    int ia = i - (nr - na), ib = i - (nr - nb);
+    as[i] = ia >= 0 && a->dims[ia] != 1 ? sa : 0;
+    bs[i] = ib >= 0 && b->dims[ib] != 1 ? sb : 0;
+    if (ia >= 0) sa *= a->dims[ia];
+    if (ib >= 0) sb *= b->dims[ib];
+  }
+  size_t bcount = (size_t)kiln_clop_numel(nr, bd);
+  bool b_bcast = true;
+  for (int i = 0; i < nr; i++) b_bcast = b_bcast && bs[i] == 0;
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  if (s) return s;
+  op_step *st;
+  bool one = bcount == 1 || b_bcast; /* B shared by every batch: one GEMM over bcount*M rows */
+  if ((s = kiln_clop_step_add(op, one ? ST_GEMM : ST_GEMM_BATCHED, &st))) return kiln_clop_fail_free(op, s);
+  st->m = one ? bcount * M : M;
+  st->n = N;
+  st->k = K;
+  st->lda = K;
+  st->ldb = N;
+  st->ldc = N;
+  st->alpha = 1;
+  st->beta = 0;
+  st->a = IN(0);
+  st->b = IN(1);
+  st->c = OUT(0);
+  op->blas = one ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED;
+  if (!one) {
+    st->batch = bcount;
+    op->max_batch = bcount;
+    st->aoffs = kiln_malloc(bcount * sizeof(size_t));
+    st->boffs = kiln_malloc(bcount * sizeof(size_t));
+    st->coffs = kiln_malloc(bcount * sizeof(size_t));
+    if (!st->aoffs || !st->boffs || !st->coffs)
+      return kiln_clop_fail_free(op, kiln_fail(KILN_E_NOMEM, "out of memory preparing MatMul '%s'", c->label));
+    for (size_t bi = 0; bi < bcount; bi++) {
+      size_t t = bi, ao = 0, bo = 0;
+      for (int d = nr - 1; d >= 0; d--) {
+        size_t ix = t % (size_t)bd[d];
+        t /= (size_t)bd[d];
+        ao += ix * (size_t)as[d];
+        bo += ix * (size_t)bs[d];
+      }
+      st->aoffs[bi] = ao;
+      st->boffs[bi] = bo;
+      st->coffs[bi] = bi * M * N;
+    }
+  }
+  snprintf(op->desc, sizeof op->desc, "clblast sgemm%s %zux%zux%zu%s", one ? "" : " batched", (size_t)st->m, N, K,
+           one ? "" : " per batch");
+  if (!one) {
+    size_t l = strlen(op->desc);
+    snprintf(op->desc + l, sizeof op->desc - l, " x%zu", bcount);
+  }
+  *out = op;
+  return KILN_OK;
+}
+
+/* ---- Gemm ---- */
+
+static kiln_status gemm(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_node *n = c->n;
+  const kiln_cl_ttype *a = &c->in[0], *b = &c->in[1], *y = &c->out[0];
+  bool has_c = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&c->in[2]);
+  if (!kiln_clop_is_f32(a) || !kiln_clop_is_f32(b) || !kiln_clop_is_f32(y) || (has_c && !kiln_clop_is_f32(&c->in[2])))
+    return KILN_OK;
+  if (a->rank != 2 || b->rank != 2 || y->rank != 2) return KILN_OK;
+  bool ta = kiln_attr_int(n, "transA", 0) != 0, tb = kiln_attr_int(n, "transB", 0) != 0;
+  float alpha = kiln_attr_float(n, "alpha", 1.0f), beta = kiln_attr_float(n, "beta", 1.0f);
+  size_t M = (size_t)(ta ? a->dims[1] : a->dims[0]), K = (size_t)(ta ? a->dims[0] : a->dims[1]);
+  size_t Kb = (size_t)(tb ? b->dims[1] : b->dims[0]), N = (size_t)(tb ? b->dims[0] : b->dims[1]);
+  if (K != Kb || (int64_t)M != y->dims[0] || (int64_t)N != y->dims[1]) return KILN_OK;
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  if (s) return s;
+  if (has_c) {
+    /* y = beta * C broadcast, then y += alpha A B */
+    const kiln_cl_ttype *ct = &c->in[2];
+    if (ct->rank > 2) return kiln_clop_fail_free(op, KILN_OK);
+    int64_t dims[2] = {(int64_t)M, (int64_t)N}, cs[2] = {0, 0}, ys[2] = {(int64_t)N, 1};
+    int64_t st = 1;
+    for (int d = ct->rank - 1; d >= 0; d--) {
+      int od = 2 - ct->rank + d;
+      if (ct->dims[d] != 1 && ct->dims[d] != dims[od]) return kiln_clop_fail_free(op, KILN_OK);
+      cs[od] = ct->dims[d] == 1 ? 0 : st;
+      st *= ct->dims[d];
+    }
+    (void)ys;
+    int k;
+    if ((s = kiln_clop_kernel(op, "gemm_c", &k))) return kiln_clop_fail_free(op, s);
+    kiln_cl_src *src = c->src;
+    char fb[48];
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *c_, ulong co, __global float *y_, ulong yo) {\n"
+                           "  const ulong i = get_global_id(0);\n  if (i >= %zuUL) return;\n"
+                           "  __global const float *cc = c_ + co;\n  long off = (long)(i / %zuUL) * %lldL + "
+                           "(long)(i %% %zuUL) * %lldL;\n"
+                           "  y_[yo + i] = %s * cc[off];\n}\n",
+                           kiln_clop_kname(op, k), M * N, N, (long long)cs[0], N, (long long)cs[1],
+                           kiln_clop_flit(beta, fb, sizeof fb));
+    if (!s) s = kiln_clop_launch(op, k, M * N, 2, (opb[]){IN(2), OUT(0)});
+    if (s) return kiln_clop_fail_free(op, s);
+  }
+  op_step *st;
+  if ((s = kiln_clop_step_add(op, ST_GEMM, &st))) return kiln_clop_fail_free(op, s);
+  st->ta = ta;
+  st->tb = tb;
+  st->m = M;
+  st->n = N;
+  st->k = K;
+  st->lda = (size_t)a->dims[1];
+  st->ldb = (size_t)b->dims[1];
+  st->ldc = N;
+  st->alpha = alpha;
+  st->beta = has_c ? 1.0f : 0.0f;
+  st->a = IN(0);
+  st->b = IN(1);
+  st->c = OUT(0);
+  op->blas = OP_BLAS_GEMM;
+  snprintf(op->desc, sizeof op->desc, "clblast sgemm %zux%zux%zu%s%s%s", M, N, K, ta ? " tA" : "", tb ? " tB" : "",
+           has_c ? " +C" : "");
+  *out = op;
+  return KILN_OK;
+}
+
+kiln_status kiln_clop_gemm_prepare(const op_ctx *c, kiln_cl_op **op) {
+  return strcmp(c->n->op_type, "MatMul") ? gemm(c, op) : matmul(c, op);
+}
+
+/* ---- Conv ---- */
+
+#define MAXSP (KILN_MAX_RANK - 2)
+
+typedef struct conv_geo {
+  int nsp;
+  int64_t N, C, M, G, Cg, Mg;
+  int64_t in[MAXSP], k[MAXSP], out[MAXSP], s[MAXSP], d[MAXSP], pb[MAXSP];
+  int64_t in_sp, k_sp, out_sp;
+} conv_geo;
+
+/* The geometry, as reference/ops_conv.c computes it; false when the node
+ * is not a plain float32 convolution this file handles (the host then
+ * runs it and reports what is wrong). */
+static bool conv_geo_make(const op_ctx *c, conv_geo *g) {
+  const kiln_node *n = c->n;
+  const kiln_cl_ttype *x = &c->in[0], *w = &c->in[1], *y = &c->out[0];
+  memset(g, 0, sizeof *g);
+  if (x->rank < 3 || w->rank != x->rank || y->rank != x->rank) return false;
+  g->nsp = x->rank - 2;
+  g->N = x->dims[0];
+  g->C = x->dims[1];
+  g->M = w->dims[0];
+  g->G = kiln_attr_int(n, "group", 1);
+  if (g->G < 1 || w->dims[1] * g->G != g->C || g->M % g->G) return false;
+  g->Cg = g->C / g->G;
+  g->Mg = g->M / g->G;
+  size_t nst, ndl, npd, nks;
+  const int64_t *ks = kiln_attr_ints(n, "kernel_shape", &nks);
+  if (ks && nks != (size_t)g->nsp) return false;
+  for (size_t i = 0; ks && i < nks; i++)
+    if (ks[i] != w->dims[2 + i]) return false;
+  const int64_t *st = kiln_attr_ints(n, "strides", &nst), *dl = kiln_attr_ints(n, "dilations", &ndl),
+                *pd = kiln_attr_ints(n, "pads", &npd);
+  if ((st && nst != (size_t)g->nsp) || (dl && ndl != (size_t)g->nsp) || (pd && npd != 2 * (size_t)g->nsp)) return false;
+  const char *ap = kiln_attr_string(n, "auto_pad", "NOTSET");
+  bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER"), lower = !strcmp(ap, "SAME_LOWER");
+  bool valid = !strcmp(ap, "VALID");
+  if (!same && !valid && *ap && strcmp(ap, "NOTSET")) return false;
+  g->in_sp = g->k_sp = g->out_sp = 1;
+  for (int i = 0; i < g->nsp; i++) {
+    g->in[i] = x->dims[2 + i];
+    g->k[i] = w->dims[2 + i];
+    g->s[i] = st ? st[i] : 1;
+    g->d[i] = dl ? dl[i] : 1;
+    if (g->s[i] < 1 || g->d[i] < 1 || g->k[i] < 1) return false;
+    int64_t eff = (g->k[i] - 1) * g->d[i] + 1;
+    if (same) {
+      int64_t o = (g->in[i] + g->s[i] - 1) / g->s[i], need = o > 0 ? (o - 1) * g->s[i] + eff - g->in[i] : 0;
+      if (need < 0) need = 0;
+      g->pb[i] = lower ? need - need / 2 : need / 2;
+    } else if (!valid && pd) {
+      g->pb[i] = pd[i];
+    }
+    g->out[i] = y->dims[2 + i];
+    g->in_sp *= g->in[i];
+    g->k_sp *= g->k[i];
+    g->out_sp *= g->out[i];
+  }
+  return y->dims[0] == g->N && y->dims[1] == g->M;
+}
+
+/* Emits "long o<d> = ..." unravelling flat `var` over the output dims. */
+static kiln_status emit_unravel(kiln_cl_src *s, const char *pre, const char *var, int nsp, const int64_t *dims) {
+  kiln_status st = kiln_cl_src_printf(s, "  { ulong t_ = %s;\n", var);
+  for (int d = nsp - 1; d >= 0 && !st; d--) {
+    st = kiln_cl_src_printf(s, "    %s%d = (long)(t_ %% %lldUL); t_ /= %lldUL;\n", pre, d, (long long)dims[d],
+                            (long long)dims[d]);
+  }
+  if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  return st;
+}
+
+/* The window loop: for every kernel position inside the input, `body` runs
+ * with `xi` (offset in an input plane) and `ki` (offset in a kernel plane). */
+static kiln_status emit_window(kiln_cl_src *s, const conv_geo *g, const char *body) {
+  kiln_status st = KILN_OK;
+  for (int d = 0; d < g->nsp && !st; d++)
+    st = kiln_cl_src_printf(s,
+                            "  for (long k%d = 0; k%d < %lldL; k%d++) {\n"
+                            "    const long p%d = o%d * %lldL - %lldL + k%d * %lldL;\n"
+                            "    if (p%d < 0 || p%d >= %lldL) continue;\n",
+                            d, d, (long long)g->k[d], d, d, d, (long long)g->s[d], (long long)g->pb[d], d,
+                            (long long)g->d[d], d, d, (long long)g->in[d]);
+  if (st) return st;
+  st = kiln_cl_src_printf(s, "    long xi = 0, ki = 0;\n");
+  for (int d = 0; d < g->nsp && !st; d++)
+    st = kiln_cl_src_printf(s, "    xi = xi * %lldL + p%d; ki = ki * %lldL + k%d;\n", (long long)g->in[d], d,
+                            (long long)g->k[d], d);
+  if (!st) st = kiln_cl_src_printf(s, "%s", body);
+  for (int d = 0; d < g->nsp && !st; d++) st = kiln_cl_src_printf(s, "  }\n");
+  return st;
+}
+
+static kiln_status emit_odecl(kiln_cl_src *s, int nsp) {
+  kiln_status st = kiln_cl_src_printf(s, "  long o0");
+  for (int d = 1; d < nsp && !st; d++) st = kiln_cl_src_printf(s, ", o%d", d);
+  if (!st) st = kiln_cl_src_printf(s, ";\n");
+  return st;
+}
+
+/* One work-item per output position and MB consecutive output channels of
+ * one group (MB = 4 or 2 when it divides the group's channels, else 1): it
+ * sums its window over the group's input channels, each input value loaded
+ * once for the MB weights. */
+static kiln_status conv_direct(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias) {
+  int k;
+  kiln_status s = kiln_clop_kernel(op, "conv", &k);
+  if (s) return s;
+  kiln_cl_src *src = c->src;
+  int64_t MB = g->Mg % 4 == 0 ? 4 : g->Mg % 2 == 0 ? 2 : 1, MBLK = g->M / MB;
+  int64_t total = g->N * MBLK * g->out_sp, wstride = g->Cg * g->k_sp;
+  s = kiln_cl_src_printf(src,
+                         "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
+                         "%s__global float *y_, ulong yo) {\n"
+                         "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                         "  const ulong o = i %% %lldUL, t = i / %lldUL, m = (t %% %lldUL) * %lldUL, n = t / %lldUL;\n"
+                         "  __global const float *xg = x_ + xo + (n * %lldUL + (m / %lldUL) * %lldUL) * %lldUL;\n"
+                         "  __global const float *wm = w_ + wo + m * %lldUL;\n",
+                         kiln_clop_kname(op, k), bias ? "__global const float *b_, ulong bo, " : "", (long long)total,
+                         (long long)g->out_sp, (long long)g->out_sp, (long long)MBLK, (long long)MB, (long long)MBLK,
+                         (long long)g->C, (long long)g->Mg, (long long)g->Cg, (long long)g->in_sp, (long long)wstride);
+  if (!s) s = emit_odecl(src, g->nsp);
+  if (!s) s = emit_unravel(src, "o", "o", g->nsp, g->out);
+  for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float acc%d = 0.0f;\n", b);
+  char body[1024];
+  int w = snprintf(body, sizeof body,
+                   "    for (long cc = 0; cc < %lldL; cc++) {\n      const float xv = xg[cc * %lldL + xi];\n",
+                   (long long)g->Cg, (long long)g->in_sp);
+  for (int b = 0; b < MB; b++)
+    w += snprintf(body + w, sizeof body - (size_t)w, "      acc%d += xv * wm[%lldL + cc * %lldL + ki];\n", b,
+                  (long long)(b * wstride), (long long)g->k_sp);
+  snprintf(body + w, sizeof body - (size_t)w, "    }\n");
+  if (!s) s = emit_window(src, g, body);
+  for (int b = 0; b < MB && !s; b++) {
+    char bb[48] = "";
+    if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
+    s = kiln_cl_src_printf(src, "  y_[yo + ((n * %lldUL + m + %d) * %lldUL + o)] = acc%d%s;\n", (long long)g->M, b,
+                           (long long)g->out_sp, b, bb);
+  }
+  if (!s) s = kiln_cl_src_printf(src, "}\n");
+  if (!s) {
+    opb args4[] = {IN(0), IN(1), IN(2), OUT(0)}, args3[] = {IN(0), IN(1), OUT(0)};
+    s = kiln_clop_launch(op, k, (size_t)total, bias ? 4 : 3, bias ? args4 : args3);
+  }
+  return s;
+}
+
+/* im2col into scratch [N*G][Cg*k_sp][out_sp] (skipped for a 1x1, stride 1,
+ * unpadded conv: the input already is that matrix), then one GEMM per
+ * (image, group) — batched — into y prefilled with the bias. */
+static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias) {
+  kiln_cl_src *src = c->src;
+  kiln_status s = KILN_OK;
+  bool pointwise = true;
+  for (int d = 0; d < g->nsp; d++)
+    pointwise = pointwise && g->k[d] == 1 && g->s[d] == 1 && g->pb[d] == 0 && g->in[d] == g->out[d];
+  int64_t rows = g->Cg * g->k_sp;
+  int scr = -1;
+  if (!pointwise) {
+    int64_t total = g->N * g->G * rows * g->out_sp;
+    int k;
+    if ((s = kiln_clop_scratch(op, (size_t)total * sizeof(float), &scr)) || (s = kiln_clop_kernel(op, "im2col", &k)))
+      return s;
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *x_, ulong xo, __global float *col, ulong co) {\n"
+                           "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                           "  const ulong o = i %% %lldUL, t1 = i / %lldUL, kp = t1 %% %lldUL, t2 = t1 / %lldUL;\n"
+                           "  const ulong cc = t2 %% %lldUL, ng = t2 / %lldUL;\n"
+                           "  /* ng = n * G + grp: channel n * C + grp * Cg + cc = ng * Cg + cc */\n"
+                           "  __global const float *xc = x_ + xo + (ng * %lldUL + cc) * %lldUL;\n",
+                           kiln_clop_kname(op, k), (long long)total, (long long)g->out_sp, (long long)g->out_sp,
+                           (long long)g->k_sp, (long long)g->k_sp, (long long)g->Cg, (long long)g->Cg, (long long)g->Cg,
+                           (long long)g->in_sp);
+    if (!s) s = emit_odecl(src, g->nsp);
+    if (!s) s = emit_unravel(src, "o", "o", g->nsp, g->out);
+    if (!s) s = kiln_cl_src_printf(src, "  long k0");
+    for (int d = 1; d < g->nsp && !s; d++) s = kiln_cl_src_printf(src, ", k%d", d);
+    if (!s) s = kiln_cl_src_printf(src, ";\n");
+    if (!s) s = emit_unravel(src, "k", "kp", g->nsp, g->k);
+    if (!s) s = kiln_cl_src_printf(src, "  bool inside = true; long xi = 0;\n");
+    for (int d = 0; d < g->nsp && !s; d++)
+      s = kiln_cl_src_printf(src,
+                             "  { const long p = o%d * %lldL - %lldL + k%d * %lldL;\n"
+                             "    inside = inside && p >= 0 && p < %lldL; xi = xi * %lldL + p; }\n",
+                             d, (long long)g->s[d], (long long)g->pb[d], d, (long long)g->d[d], (long long)g->in[d],
+                             (long long)g->in[d]);
+    if (!s) s = kiln_cl_src_printf(src, "  col[co + i] = inside ? xc[xi] : 0.0f;\n}\n");
+    if (!s) s = kiln_clop_launch(op, k, (size_t)total, 2, (opb[]){IN(0), SCR(scr)});
+    if (s) return s;
+  }
+  if (bias) {
+    int k;
+    if ((s = kiln_clop_kernel(op, "bias", &k))) return s;
+    int64_t total = g->N * g->M * g->out_sp;
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *b_, ulong bo, __global float *y_, ulong yo) {\n"
+                           "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                           "  y_[yo + i] = b_[bo + (i / %lldUL) %% %lldUL];\n}\n",
+                           kiln_clop_kname(op, k), (long long)total, (long long)g->out_sp, (long long)g->M);
+    if (!s) s = kiln_clop_launch(op, k, (size_t)total, 2, (opb[]){IN(2), OUT(0)});
+    if (s) return s;
+  }
+  size_t batch = (size_t)(g->N * g->G);
+  op_step *st;
+  if ((s = kiln_clop_step_add(op, batch == 1 ? ST_GEMM : ST_GEMM_BATCHED, &st))) return s;
+  st->m = (size_t)g->Mg;
+  st->n = (size_t)g->out_sp;
+  st->k = (size_t)rows;
+  st->lda = (size_t)rows;
+  st->ldb = (size_t)g->out_sp;
+  st->ldc = (size_t)g->out_sp;
+  st->alpha = 1;
+  st->beta = bias ? 1.0f : 0.0f;
+  st->a = IN(1);
+  st->b = pointwise ? IN(0) : SCR(scr);
+  st->c = OUT(0);
+  op->blas = batch == 1 ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED;
+  if (batch > 1) {
+    st->batch = batch;
+    op->max_batch = batch;
+    st->aoffs = kiln_malloc(batch * sizeof(size_t));
+    st->boffs = kiln_malloc(batch * sizeof(size_t));
+    st->coffs = kiln_malloc(batch * sizeof(size_t));
+    if (!st->aoffs || !st->boffs || !st->coffs) return kiln_fail(KILN_E_NOMEM, "out of memory preparing Conv");
+    for (size_t b = 0; b < batch; b++) {
+      size_t n = b / (size_t)g->G, grp = b % (size_t)g->G;
+      st->aoffs[b] = grp * (size_t)(g->Mg * rows);
+      /* pointwise: x[n][grp*Cg..] is the [Cg, in_sp] matrix; else col block b */
+      st->boffs[b] = b * (size_t)(rows * g->out_sp);
+      st->coffs[b] = (n * (size_t)g->M + grp * (size_t)g->Mg) * (size_t)g->out_sp;
+    }
+  }
+  return KILN_OK;
+}
+
+/* The choice between the two (OPS.md has the measurements behind it):
+ * KILN_CL_CONV=direct|gemm forces one. GEMM pays for its column matrix and
+ * its launch overhead only with a long reduction (Cg*k >= 256) and enough
+ * rows and columns (Mg, out >= 16); depthwise and other thin groups, stems
+ * with few input channels and small pointwise convs go direct. */
+static bool conv_use_gemm(const conv_geo *g, size_t col_bytes, const kiln_cl_device *dev) {
+  const char *e = getenv("KILN_CL_CONV");
+  bool fits = col_bytes <= dev->max_mem_alloc_size / 2 && col_bytes <= ((size_t)1 << 30);
+  if (e && !strcmp(e, "direct")) return false;
+  if (e && !strcmp(e, "gemm")) return fits;
+  int64_t rows = g->Cg * g->k_sp;
+  return fits && g->Mg >= 16 && rows >= 256 && g->out_sp >= 16;
+}
+
+kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_node *n = c->n;
+  bool bias = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&c->in[2]);
+  if (!kiln_clop_is_f32(&c->in[0]) || !kiln_clop_is_f32(&c->in[1]) || !kiln_clop_is_f32(&c->out[0]) ||
+      (bias && !kiln_clop_is_f32(&c->in[2])))
+    return KILN_OK;
+  conv_geo g;
+  if (!conv_geo_make(c, &g)) return KILN_OK;
+  if (bias && (c->in[2].rank != 1 || c->in[2].dims[0] != g.M)) return KILN_OK;
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  if (s) return s;
+  size_t col = (size_t)(g.N * g.G * g.Cg * g.k_sp * g.out_sp) * sizeof(float);
+  bool use_gemm = conv_use_gemm(&g, col, c->dev);
+  s = use_gemm ? conv_gemm(c, op, &g, bias) : conv_direct(c, op, &g, bias);
+  if (s) return kiln_clop_fail_free(op, s);
+  char sh[64];
+  snprintf(op->desc, sizeof op->desc, "conv %s %lldx%lld->%lld k%s g%lld", use_gemm ? "im2col+clblast" : "direct",
+           (long long)g.N, (long long)g.C, (long long)g.M, kiln_shape_str(g.nsp, g.k, sh, sizeof sh), (long long)g.G);
+  *out = op;
+  return KILN_OK;
+}

@@ -1,0 +1,150 @@
+/* opencl/ops_int: what the op families (ops_gemm.c, ops_pool.c,
+ * ops_reduce.c, ops_move.c) share with the registry (ops.c): an op is a
+ * list of steps — generated kernel launches and CLBlast GEMM calls — over
+ * its inputs, outputs and scratch buffers, all fixed at prepare time.
+ * Kernel convention: every buffer argument is a pair
+ * (__global T *p, ulong offset in elements), sizes are literals.
+ * Helpers are kiln_clop_*; the family prepare functions kiln_clop_*_prepare. */
+#ifndef KILN_OPENCL_OPS_INT_H
+#define KILN_OPENCL_OPS_INT_H
+#include <stdbool.h>
+
+#include "opencl/ops.h"
+
+#define OP_MAX_KERNELS 32
+#define OP_MAX_SCRATCH 1 /* the shared workspace */
+#define OP_MAX_ARGS 8
+
+/* A buffer an op step reads or writes. */
+enum { OPB_NONE, OPB_IN, OPB_OUT, OPB_SCR };
+typedef struct opb {
+  unsigned char kind, idx;
+} opb;
+#define IN(i) ((opb){OPB_IN, (unsigned char)(i)})
+#define OUT(i) ((opb){OPB_OUT, (unsigned char)(i)})
+#define SCR(i) ((opb){OPB_SCR, (unsigned char)(i)})
+
+typedef enum op_step_kind { ST_KERNEL, ST_GEMM, ST_GEMM_BATCHED } op_step_kind;
+
+/* Work-group size of reduction kernels (a power of two; the kernels keep a
+ * __local array of OP_RED_WG floats and use get_local_size(0)). */
+#define OP_RED_WG 256
+
+typedef struct op_step {
+  op_step_kind kind;
+  /* ST_KERNEL */
+  int kernel, nargs;
+  opb args[OP_MAX_ARGS];
+  int dims;         /* 1 or 2 */
+  size_t items[2];  /* work items needed per dim (kernels guard) */
+  size_t local[2];  /* 0: NULL local size (global padded to KILN_CL_GLOBAL_PAD) */
+  size_t groups;    /* > 0: one reduction work-group per unit, local size chosen at bind */
+  size_t red_local; /* set at bind for groups > 0 */
+  /* ST_GEMM / ST_GEMM_BATCHED: row-major C[m,n] = alpha op(A) op(B) + beta C */
+  bool ta, tb;
+  size_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  opb a, b, c;
+  size_t aoff, boff, coff;       /* element offsets past the buffer's own */
+  size_t batch;                  /* ST_GEMM_BATCHED: count and per-batch offsets */
+  size_t *aoffs, *boffs, *coffs; /* kiln_malloc'd, batch entries each */
+} op_step;
+
+struct kiln_cl_op {
+  char prefix[48];
+  char desc[160];
+  char label[96]; /* the node, for messages */
+  int n_in, n_out;
+  size_t *in_es, *out_es; /* element sizes (0: absent) */
+  int n_kern;
+  char kname[OP_MAX_KERNELS][64];
+  kiln_cl_kernel kern[OP_MAX_KERNELS];
+  /* scratch: one workspace per cl_context shared by every op bound there
+   * (ops run one at a time on the context's in-order queue), at least
+   * scr_bytes long; ws_ctx is set while the op holds a reference */
+  int n_scr;
+  size_t scr_bytes;
+  cl_context ws_ctx;
+  int n_steps, cap_steps;
+  op_step *steps;
+  unsigned blas; /* OP_BLAS_* routines the op calls (warmed at bind) */
+  size_t max_batch;
+  size_t *work; /* 3 * max_batch offsets for batched calls */
+  float *ab;    /* 2 * max_batch alphas / betas */
+};
+enum { OP_BLAS_GEMM = 1, OP_BLAS_GEMM_BATCHED = 2 };
+
+/* What a family's prepare gets. */
+typedef struct op_ctx {
+  const kiln_cl_device *dev;
+  const kiln_graph *g;
+  const kiln_node *n;
+  const kiln_cl_ttype *in, *out;
+  const kiln_tensor *const *konst;
+  const char *prefix;
+  kiln_cl_src *src;
+  char label[96];
+} op_ctx;
+
+/* A family's prepare: KILN_OK with *op NULL to decline. */
+typedef kiln_status (*op_prepare_fn)(const op_ctx *c, kiln_cl_op **op);
+
+kiln_status kiln_clop_gemm_prepare(const op_ctx *c, kiln_cl_op **op);   /* MatMul, Gemm */
+kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **op);   /* Conv */
+kiln_status kiln_clop_pool_prepare(const op_ctx *c, kiln_cl_op **op);   /* MaxPool, AveragePool, Global* */
+kiln_status kiln_clop_reduce_prepare(const op_ctx *c, kiln_cl_op **op); /* Reduce*, ArgMax/ArgMin */
+kiln_status kiln_clop_norm_prepare(const op_ctx *c, kiln_cl_op **op);   /* Softmax, LogSoftmax, LayerNorm */
+kiln_status kiln_clop_move_prepare(const op_ctx *c, kiln_cl_op **op);   /* Concat, Gather, Transpose, Where, Pad */
+
+/* ---- building an op ---- */
+
+/* A new op for c's node (element sizes from c's types). */
+kiln_status kiln_clop_new(const op_ctx *c, kiln_cl_op **op);
+/* Names a kernel prefix+suffix; *k gets its index. */
+kiln_status kiln_clop_kernel(kiln_cl_op *op, const char *suffix, int *k);
+/* The kernel's full name (for the source). */
+const char *kiln_clop_kname(const kiln_cl_op *op, int k);
+/* A scratch buffer of bytes (> 0) — the context's shared workspace; its
+ * contents do not survive past the op's enqueue. *s gets its index. */
+kiln_status kiln_clop_scratch(kiln_cl_op *op, size_t bytes, int *s);
+/* Appends a step (zeroed, kind set); *st points at it until the next append. */
+kiln_status kiln_clop_step_add(kiln_cl_op *op, op_step_kind kind, op_step **st);
+/* A 1-D launch of kernel k over n items (NULL local size) with buffers args. */
+kiln_status kiln_clop_launch(kiln_cl_op *op, int k, size_t n, int nargs, const opb *args);
+/* One reduction work-group (OP_RED_WG or the kernel's limit) per unit. */
+kiln_status kiln_clop_launch_groups(kiln_cl_op *op, int k, size_t groups, int nargs, const opb *args);
+/* Frees op (NULL-safe) and returns s: the error path of a prepare. */
+kiln_status kiln_clop_fail_free(kiln_cl_op *op, kiln_status s);
+
+/* ---- shapes ---- */
+
+/* Merges adjacent dims of a shape that every stride array walks as one
+ * (s[k][i] == s[k][i+1] * dims[i+1]) and drops dims of size 1; rank 0
+ * stays rank 0. ns stride arrays, updated in place; returns the new rank. */
+int kiln_clop_collapse(int rank, int64_t *dims, int ns, int64_t **strides);
+/* Row-major numel. */
+int64_t kiln_clop_numel(int rank, const int64_t *dims);
+/* Appends C code "var = <offset of flat index `flat` over dims/strides>;"
+ * (var declared by the caller; uses a scratch `t_` it declares in a block). */
+kiln_status kiln_clop_emit_offset(kiln_cl_src *s, const char *flat, int rank, const int64_t *dims,
+                                  const int64_t *strides, const char *var);
+
+/* Reductions (ops_reduce.c), also used by the global pools: kinds in the
+ * order of reference/ops_reduce.c. */
+enum { RK_SUM, RK_MEAN, RK_MAX, RK_MIN, RK_PROD, RK_L1, RK_L2, RK_LOGSUM, RK_LOGSUMEXP, RK_SUMSQUARE };
+/* Appends kernel(s) reducing IN(0) (float32, shape rank/dims, dense) over
+ * the dims with red[d] set into OUT(0) (the kept dims, in order). */
+kiln_status kiln_clop_reduce_emit(const op_ctx *c, kiln_cl_op *op, int kind, int rank, const int64_t *dims,
+                                  const bool *red);
+/* Emits the work-group tree reduction of float `var` through __local
+ * array `sh` with combiner function `comb` (all lanes get the result). */
+kiln_status kiln_clop_emit_group_reduce(kiln_cl_src *s, const char *var, const char *comb);
+
+/* A float as an OpenCL C literal ("1.0f", "-2.5e-05f", "INFINITY"). */
+const char *kiln_clop_flit(float v, char *buf, size_t size);
+
+/* Attribute helpers. */
+bool kiln_clop_is_f32(const kiln_cl_ttype *t);
+bool kiln_clop_present(const kiln_cl_ttype *t);
+
+#endif

@@ -1,0 +1,343 @@
+/* opencl/ops_move: data movement the engine would otherwise do on the
+ * host — Concat (one copy kernel per input into its slice), Gather (any
+ * axis, int32/int64 indices, negative indices), Transpose (dims collapsed;
+ * when the innermost dim moves, 16x16 tiles through local memory so both
+ * reads and writes are contiguous), Where (broadcast), Pad (constant,
+ * reflect, edge; float32). Element types are copied as bits of their size,
+ * so every dtype of 1, 2, 4 or 8 bytes works (Pad: float32 only). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "opencl/ops_int.h"
+
+#define TILE 16
+
+static const char *bits_type(kiln_dtype t) {
+  switch (kiln_dtype_size(t)) {
+    case 1:
+      return "uchar";
+    case 2:
+      return "ushort";
+    case 4:
+      return "uint";
+    case 8:
+      return "ulong";
+    default:
+      return NULL;
+  }
+}
+
+/* ---- Concat ---- */
+
+static kiln_status concat(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_node *n = c->n;
+  const kiln_cl_ttype *y = &c->out[0];
+  const char *T = bits_type(y->dtype);
+  if (!T || y->rank < 1 || n->n_in > OP_MAX_KERNELS) return KILN_OK;
+  int r = y->rank;
+  int64_t ax = kiln_attr_int(n, "axis", 1);
+  if (ax < 0) ax += r;
+  if (ax < 0 || ax >= r) return KILN_OK;
+  for (int i = 0; i < n->n_in; i++)
+    if (n->in[i] < 0 || c->in[i].dtype != y->dtype || c->in[i].rank != r) return KILN_OK;
+  int64_t inner = kiln_clop_numel(r - (int)ax - 1, y->dims + ax + 1), total = y->dims[ax], off = 0;
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  for (int i = 0; i < n->n_in && !s; i++) {
+    int64_t len = c->in[i].dims[ax], numel = kiln_clop_numel(r, c->in[i].dims);
+    if (numel == 0) continue;
+    char suf[32];
+    snprintf(suf, sizeof suf, "concat%d", i);
+    int k;
+    s = kiln_clop_kernel(op, suf, &k);
+    if (!s)
+      s = kiln_cl_src_printf(c->src,
+                             "__kernel void %s(__global const %s *x_, ulong xo, __global %s *y_, ulong yo) {\n"
+                             "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                             "  y_[yo + (i / %lldUL) * %lldUL + %lldUL + i %% %lldUL] = x_[xo + i];\n}\n",
+                             kiln_clop_kname(op, k), T, T, (long long)numel, (long long)(len * inner),
+                             (long long)(total * inner), (long long)(off * inner), (long long)(len * inner));
+    if (!s) s = kiln_clop_launch(op, k, (size_t)numel, 2, (opb[]){IN(i), OUT(0)});
+    off += len;
+  }
+  if (s) return kiln_clop_fail_free(op, s);
+  snprintf(op->desc, sizeof op->desc, "Concat %d inputs on axis %lld", n->n_in, (long long)ax);
+  *out = op;
+  return KILN_OK;
+}
+
+/* ---- Gather ---- */
+
+static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_node *n = c->n;
+  const kiln_cl_ttype *x = &c->in[0], *ind = &c->in[1];
+  const char *T = bits_type(x->dtype);
+  if (!T || x->rank < 1 || (ind->dtype != KILN_I32 && ind->dtype != KILN_I64) || c->out[0].dtype != x->dtype)
+    return KILN_OK;
+  int64_t ax = kiln_attr_int(n, "axis", 0);
+  if (ax < 0) ax += x->rank;
+  if (ax < 0 || ax >= x->rank) return KILN_OK;
+  int64_t len = x->dims[ax], outer = kiln_clop_numel((int)ax, x->dims),
+          inner = kiln_clop_numel(x->rank - (int)ax - 1, x->dims + ax + 1);
+  int64_t K = kiln_clop_numel(ind->rank, ind->dims), total = outer * K * inner;
+  /* constant indices are checked here, as the host would at run time */
+  const kiln_tensor *ki = c->konst ? c->konst[1] : NULL;
+  for (int64_t j = 0; ki && j < ki->numel; j++) {
+    int64_t v = kiln_get_i(ki, j);
+    if (v < -len || v >= len) return KILN_OK; /* the host reports it */
+  }
+  if (ind->dtype == KILN_I32 && len > INT32_MAX) return KILN_OK;
+  const char *it = ind->dtype == KILN_I32 ? "int" : "long", *sfx = ind->dtype == KILN_I32 ? "" : "L";
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  int k = 0;
+  if (!s) s = kiln_clop_kernel(op, "gather", &k);
+  if (!s)
+    s = kiln_cl_src_printf(
+        c->src,
+        "__kernel void %s(__global const %s *x_, ulong xo, __global const %s *ind_, ulong io, "
+        "__global %s *y_, ulong yo) {\n"
+        "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+        "  const ulong in_ = i %% %lldUL, t = i / %lldUL, kk = t %% %lldUL, o = t / %lldUL;\n"
+        "  /* int32 indices stay int: Mesa 22.3 rusticl miscompiles their widening to long here */\n"
+        "  %s j = ind_[io + kk];\n  if (j < 0) j += %lld%s;\n"
+        "  /* an index out of range reads 0 (the host would report it) */\n"
+        "  y_[yo + i] = (j >= 0 && j < %lld%s) ? x_[xo + (o * %lldUL + (ulong)j) * %lldUL + in_] : 0;\n}\n",
+        kiln_clop_kname(op, k), T, it, T, (long long)total, (long long)inner, (long long)inner, (long long)K,
+        (long long)K, it, (long long)len, sfx, (long long)len, sfx, (long long)len, (long long)inner);
+  if (!s) s = kiln_clop_launch(op, k, (size_t)total, 3, (opb[]){IN(0), IN(1), OUT(0)});
+  if (s) return kiln_clop_fail_free(op, s);
+  snprintf(op->desc, sizeof op->desc, "Gather axis %lld: %lld x %lld of %lld x %lld", (long long)ax, (long long)outer,
+           (long long)K, (long long)len, (long long)inner);
+  *out = op;
+  return KILN_OK;
+}
+
+/* ---- Transpose ---- */
+
+static kiln_status transpose(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_node *n = c->n;
+  const kiln_cl_ttype *x = &c->in[0];
+  const char *T = bits_type(x->dtype);
+  if (!T || c->out[0].dtype != x->dtype) return KILN_OK;
+  int r = x->rank;
+  int64_t perm[KILN_MAX_RANK], xs[KILN_MAX_RANK], dims[KILN_MAX_RANK], as[KILN_MAX_RANK], ys[KILN_MAX_RANK];
+  size_t np;
+  const int64_t *p = kiln_attr_ints(n, "perm", &np);
+  if (p && np != (size_t)r) return KILN_OK;
+  bool seen[KILN_MAX_RANK] = {false};
+  for (int i = 0; i < r; i++) {
+    perm[i] = p ? p[i] : r - 1 - i; /* negative entries: not a permutation (the host says so) */
+    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]]) return KILN_OK;
+    seen[perm[i]] = true;
+  }
+  kiln_strides(r, x->dims, xs);
+  for (int i = 0; i < r; i++) {
+    dims[i] = x->dims[perm[i]];
+    as[i] = xs[perm[i]];
+  }
+  kiln_strides(r, dims, ys);
+  int64_t numel = kiln_clop_numel(r, dims);
+  int64_t *strides[2] = {as, ys};
+  int cr = kiln_clop_collapse(r, dims, 2, strides);
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  if (s) return s;
+  int k = 0;
+  kiln_cl_src *src = c->src;
+  if (cr == 0 || as[cr - 1] == 1) {
+    /* the innermost run is contiguous on both sides: a gather copy */
+    s = kiln_clop_kernel(op, "transpose", &k);
+    if (!s)
+      s = kiln_cl_src_printf(src,
+                             "__kernel void %s(__global const %s *x_, ulong xo, __global %s *y_, ulong yo) {\n"
+                             "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n  long off;\n",
+                             kiln_clop_kname(op, k), T, T, (long long)numel);
+    if (!s) s = kiln_clop_emit_offset(src, "i", cr, dims, as, "off");
+    if (!s) s = kiln_cl_src_printf(src, "  y_[yo + i] = x_[xo + off];\n}\n");
+    if (!s) s = kiln_clop_launch(op, k, (size_t)numel, 2, (opb[]){IN(0), OUT(0)});
+    if (s) return kiln_clop_fail_free(op, s);
+    snprintf(op->desc, sizeof op->desc, "Transpose (copy, %d dims)", cr);
+    *out = op;
+    return KILN_OK;
+  }
+  /* tiled: j = the output's innermost dim, q = the output dim that is the
+   * input's innermost (stride 1); the rest enumerate tile planes */
+  int j = cr - 1, q = -1;
+  for (int i = 0; i < cr; i++)
+    if (as[i] == 1) q = i;
+  if (q < 0) return kiln_clop_fail_free(op, KILN_OK);
+  int64_t rd[KILN_MAX_RANK], ra[KILN_MAX_RANK], ry[KILN_MAX_RANK];
+  int nr = 0;
+  for (int i = 0; i < cr; i++)
+    if (i != j && i != q) rd[nr] = dims[i], ra[nr] = as[i], ry[nr++] = ys[i];
+  int64_t TJ = (dims[j] + TILE - 1) / TILE, TQ = (dims[q] + TILE - 1) / TILE, rest = kiln_clop_numel(nr, rd);
+  int64_t groups = TJ * TQ * rest;
+  s = kiln_clop_kernel(op, "transpose_tiled", &k);
+  if (!s)
+    s = kiln_cl_src_printf(
+        src,
+        "__kernel void %s(__global const %s *x_, ulong xo, __global %s *y_, ulong yo) {\n"
+        "  __local %s tile[%d][%d];\n"
+        "  const ulong g = get_group_id(0);\n  const uint lx = get_local_id(0), ly = get_local_id(1);\n"
+        "  const ulong tj = g %% %lldUL, t = g / %lldUL, tq = t %% %lldUL, rest = t / %lldUL;\n"
+        "  long xb, yb;\n  (void)rest;\n",
+        kiln_clop_kname(op, k), T, T, T, TILE, TILE + 1, (long long)TJ, (long long)TJ, (long long)TQ, (long long)TQ);
+  if (!s) s = kiln_clop_emit_offset(src, "rest", nr, rd, ra, "xb");
+  if (!s) s = kiln_clop_emit_offset(src, "rest", nr, rd, ry, "yb");
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "  { const ulong qc = tq * %d + lx, jc = tj * %d + ly;\n"
+                           "    if (qc < %lldUL && jc < %lldUL) tile[ly][lx] = x_[xo + xb + qc + jc * %lldUL]; }\n"
+                           "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+                           "  { const ulong jc = tj * %d + lx, qc = tq * %d + ly;\n"
+                           "    if (qc < %lldUL && jc < %lldUL) y_[yo + yb + jc + qc * %lldUL] = tile[lx][ly]; }\n}\n",
+                           TILE, TILE, (long long)dims[q], (long long)dims[j], (long long)as[j], TILE, TILE,
+                           (long long)dims[q], (long long)dims[j], (long long)ys[q]);
+  op_step *st;
+  if (!s) s = kiln_clop_step_add(op, ST_KERNEL, &st);
+  if (s) return kiln_clop_fail_free(op, s);
+  st->kernel = k;
+  st->nargs = 2;
+  st->args[0] = IN(0);
+  st->args[1] = OUT(0);
+  st->dims = 2;
+  st->items[0] = (size_t)groups * TILE;
+  st->items[1] = TILE;
+  st->local[0] = st->local[1] = TILE;
+  snprintf(op->desc, sizeof op->desc, "Transpose (%dx%d tiles, %d dims)", TILE, TILE, cr);
+  *out = op;
+  return KILN_OK;
+}
+
+/* ---- Where ---- */
+
+static bool bstrides(const kiln_cl_ttype *t, const kiln_cl_ttype *y, int64_t *st) {
+  if (t->rank > y->rank) return false;
+  int64_t s = 1;
+  for (int d = y->rank - 1; d >= 0; d--) {
+    int td = d - (y->rank - t->rank);
+    if (td < 0) {
+      st[d] = 0;
+      continue;
+    }
+    if (t->dims[td] != 1 && t->dims[td] != y->dims[d]) return false;
+    st[d] = t->dims[td] == 1 ? 0 : s;
+    s *= t->dims[td];
+  }
+  return true;
+}
+
+static kiln_status where(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_cl_ttype *cd = &c->in[0], *x = &c->in[1], *yv = &c->in[2], *y = &c->out[0];
+  const char *T = bits_type(y->dtype);
+  if (!T || cd->dtype != KILN_BOOL || x->dtype != y->dtype || yv->dtype != y->dtype) return KILN_OK;
+  int64_t dims[KILN_MAX_RANK], sc[KILN_MAX_RANK], sx[KILN_MAX_RANK], sy[KILN_MAX_RANK];
+  if (!bstrides(cd, y, sc) || !bstrides(x, y, sx) || !bstrides(yv, y, sy)) return KILN_OK;
+  memcpy(dims, y->dims, sizeof dims);
+  int64_t numel = kiln_clop_numel(y->rank, dims);
+  int64_t *strides[3] = {sc, sx, sy};
+  int cr = kiln_clop_collapse(y->rank, dims, 3, strides);
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  int k = 0;
+  kiln_cl_src *src = c->src;
+  if (!s) s = kiln_clop_kernel(op, "where", &k);
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const uchar *c_, ulong co, __global const %s *x_, ulong xo, "
+                           "__global const %s *v_, ulong vo, __global %s *y_, ulong yo) {\n"
+                           "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n  long oc, ox, ov;\n",
+                           kiln_clop_kname(op, k), T, T, T, (long long)numel);
+  if (!s) s = kiln_clop_emit_offset(src, "i", cr, dims, sc, "oc");
+  if (!s) s = kiln_clop_emit_offset(src, "i", cr, dims, sx, "ox");
+  if (!s) s = kiln_clop_emit_offset(src, "i", cr, dims, sy, "ov");
+  if (!s) s = kiln_cl_src_printf(src, "  y_[yo + i] = c_[co + oc] ? x_[xo + ox] : v_[vo + ov];\n}\n");
+  if (!s) s = kiln_clop_launch(op, k, (size_t)numel, 4, (opb[]){IN(0), IN(1), IN(2), OUT(0)});
+  if (s) return kiln_clop_fail_free(op, s);
+  snprintf(op->desc, sizeof op->desc, "Where %lld elements", (long long)numel);
+  *out = op;
+  return KILN_OK;
+}
+
+/* ---- Pad ---- */
+
+static kiln_status pad(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_node *n = c->n;
+  const kiln_cl_ttype *x = &c->in[0], *y = &c->out[0];
+  if (!kiln_clop_is_f32(x) || !kiln_clop_is_f32(y) || y->rank != x->rank) return KILN_OK;
+  int r = x->rank;
+  int64_t pads[2 * KILN_MAX_RANK];
+  float value = 0;
+  if (n->opset < 11) {
+    size_t np;
+    const int64_t *p = kiln_attr_ints(n, "pads", &np);
+    if (!p || np != 2 * (size_t)r) return KILN_OK;
+    memcpy(pads, p, np * sizeof *p);
+    value = kiln_attr_float(n, "value", 0.0f);
+  } else {
+    if (n->n_in > 3) return KILN_OK; /* axes (opset 18): the host */
+    const kiln_tensor *pt = c->konst ? c->konst[1] : NULL;
+    int np = 0;
+    if (!pt || kiln_tensor_ints(pt, pads, 2 * KILN_MAX_RANK, &np) || np != 2 * r) return KILN_OK;
+    if (n->n_in > 2 && n->in[2] >= 0) {
+      const kiln_tensor *vt = c->konst ? c->konst[2] : NULL;
+      if (!vt || vt->dtype != KILN_F32 || vt->numel != 1) return KILN_OK;
+      value = (float)kiln_get_f(vt, 0);
+    }
+  }
+  const char *mode = kiln_attr_string(n, "mode", "constant");
+  int m = !strcmp(mode, "reflect") ? 1 : !strcmp(mode, "edge") ? 2 : !strcmp(mode, "constant") ? 0 : -1;
+  if (m < 0) return KILN_OK;
+  for (int d = 0; d < r; d++)
+    if (y->dims[d] != x->dims[d] + pads[d] + pads[d + r]) return KILN_OK;
+  int64_t xs[KILN_MAX_RANK], numel = kiln_clop_numel(r, y->dims);
+  kiln_strides(r, x->dims, xs);
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  int k = 0;
+  kiln_cl_src *src = c->src;
+  char fv[48];
+  if (!s) s = kiln_clop_kernel(op, "pad", &k);
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *x_, ulong xo, __global float *y_, ulong yo) {\n"
+                           "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                           "  ulong t_ = i; long off = 0; bool inside = true;\n",
+                           kiln_clop_kname(op, k), (long long)numel);
+  for (int d = r - 1; d >= 0 && !s; d--) {
+    int64_t nd = x->dims[d];
+    s = kiln_cl_src_printf(src, "  { long j = (long)(t_ %% %lldUL) - %lldL; t_ /= %lldUL;\n", (long long)y->dims[d],
+                           (long long)pads[d], (long long)y->dims[d]);
+    if (!s && m == 0)
+      s = kiln_cl_src_printf(src, "    if (j < 0 || j >= %lldL) inside = false;\n", (long long)nd);
+    else if (!s && m == 1 && nd == 1)
+      s = kiln_cl_src_printf(src, "    j = 0;\n");
+    else if (!s && m == 1)
+      s = kiln_cl_src_printf(
+          src, "    if (j < 0 || j >= %lldL) { j %%= %lldL; if (j < 0) j += %lldL; if (j >= %lldL) j = %lldL - j; }\n",
+          (long long)nd, (long long)(2 * (nd - 1)), (long long)(2 * (nd - 1)), (long long)nd,
+          (long long)(2 * (nd - 1)));
+    else if (!s)
+      s = kiln_cl_src_printf(src, "    j = j < 0 ? 0 : j >= %lldL ? %lldL : j;\n", (long long)nd, (long long)(nd - 1));
+    if (!s) s = kiln_cl_src_printf(src, "    off += j * %lldL; }\n", (long long)xs[d]);
+  }
+  if (!s)
+    s = kiln_cl_src_printf(src, "  y_[yo + i] = inside ? x_[xo + off] : %s;\n}\n",
+                           kiln_clop_flit(value, fv, sizeof fv));
+  if (!s) s = kiln_clop_launch(op, k, (size_t)numel, 2, (opb[]){IN(0), OUT(0)});
+  if (s) return kiln_clop_fail_free(op, s);
+  snprintf(op->desc, sizeof op->desc, "Pad %s %lld elements", mode, (long long)numel);
+  *out = op;
+  return KILN_OK;
+}
+
+kiln_status kiln_clop_move_prepare(const op_ctx *c, kiln_cl_op **op) {
+  const char *t = c->n->op_type;
+  if (!strcmp(t, "Concat")) return concat(c, op);
+  if (!strcmp(t, "Gather")) return gather(c, op);
+  if (!strcmp(t, "Transpose")) return transpose(c, op);
+  if (!strcmp(t, "Where")) return where(c, op);
+  return pad(c, op);
+}
