@@ -550,3 +550,73 @@ kiln_status kiln_cl_codegen(const kiln_fuse_spec *spec, const kiln_cl_device_inf
                             kiln_cl_kernel_sig *sig) {
   return kiln_cl_codegen_named(spec, dev, "kiln_fused", source, sig);
 }
+
+/* ------------------------------------------------------------------ */
+/* alias copies                                                        */
+
+/* An unsigned type of the element's size: a copy moves bit patterns, so
+ * any dtype (float16, float64 without cl_khr_fp64) copies. */
+static const char *bits_type(kiln_dtype t) {
+  switch (kiln_dtype_size(t)) {
+  case 1: return "uchar";
+  case 2: return "ushort";
+  case 4: return "uint";
+  case 8: return "ulong";
+  default: return NULL;
+  }
+}
+
+kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev,
+                                  const char *name, char **source, kiln_cl_kernel_sig *sig) {
+  *source = NULL;
+  memset(sig, 0, sizeof *sig);
+  if (!name || !*name || strlen(name) >= sizeof sig->name)
+    return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+  if (!spec->bound)
+    return kiln_fail(KILN_E_INVALID_SHAPE, "opencl codegen: the spec is not bound (kiln_fuse_spec_bind)");
+  if (alias < 0 || alias >= spec->n_alias) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: no alias %d", alias);
+  const kiln_fuse_alias *al = &spec->alias[alias];
+  const kiln_fuse_access *ac = &spec->access[al->access];
+  kiln_dtype t = spec->sh->v[ac->value].dtype;
+  bool masked = false;
+  for (int k = 0; k < ac->map.depth; k++) masked |= ac->map.v[k].has_mask;
+  /* a masked read yields the pad value: typed (the pad is a number) */
+  const char *ty = masked ? ctype(t) : bits_type(t);
+  if (!ty || (masked && t == KILN_F64 && !dev->has_fp64) || spec->sh->v[al->value].dtype != t)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a view copy of %s is not supported", kiln_dtype_name(t));
+  const kiln_view *top = kiln_views_top(&ac->map);
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.sp = spec;
+  g.dev = dev;
+  bool small = fits_int(spec) && top->numel <= INT32_MAX / 2;
+  g.ity = small ? "int" : "long";
+  g.isuf = small ? "" : "L";
+  const cl_dialect *d = &opencl12;
+  sbuf *b = &g.b;
+  snprintf(sig->name, sizeof sig->name, "%s", name);
+  sig->n_items = top->numel;
+  sig->uses_fp64 = masked && t == KILN_F64;
+  sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, al->access, ac->value, t, ac->numel};
+  sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, 0, al->value, t, top->numel};
+  if (sig->uses_fp64) sb_put(b, "%s", d->fp64_pragma);
+  sb_put(b, "%s %s(%s const %s *restrict a0, %s %s *s0) {\n", d->kernel, name, d->global, ty, d->global, ty);
+  sb_put(b, "  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, top->numel, g.ity, g.ity, d->gid);
+  bool m2;
+  put_map(&g, &ac->map, "a0", "gid", &m2);
+  if (masked) {
+    sb_put(b, "  s0[gid] = a0m ? a0[a0o0] : ");
+    if (kiln_dtype_is_float(t)) put_float(b, t, ac->pad);
+    else put_int(b, t, (int64_t)ac->pad);
+    sb_put(b, ";\n}\n");
+  } else {
+    sb_put(b, "  s0[gid] = a0[a0o0];\n}\n");
+  }
+  if (b->oom) {
+    kiln_free(b->p);
+    memset(sig, 0, sizeof *sig);
+    return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
+  }
+  *source = b->p;
+  return KILN_OK;
+}

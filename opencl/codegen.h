@@ -53,6 +53,15 @@ kiln_status kiln_cl_codegen(const kiln_fuse_spec *spec, const kiln_cl_device_inf
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig);
 
+/* Prints a copy kernel `name` that makes alias `alias` of bound spec
+ * `spec` (a view of memory the group's consumers need densely, e.g. a
+ * graph output) dense: one work-item per element of the alias value, read
+ * through its accessor's map (masked elements read the pad value), bit
+ * patterns moved in an unsigned type of the element's size where no mask
+ * needs the value. sig: the base buffer, then the alias value's buffer. */
+kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev,
+                                  const char *name, char **source, kiln_cl_kernel_sig *sig);
+
 /* The relative tolerance (beyond the reference's own rounding) an op needs
  * in float32 because OpenCL's built-in it maps to is not correctly rounded
  * (OpenCL 1.2 full profile: exp/log/sin/... <= 3-4 ulp, pow 16 ulp); 0 for

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/alloc.h"
@@ -40,7 +41,11 @@ kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **
     kiln_cl_context_free(c);
     return s;
   }
-  c->queue = clCreateCommandQueue(c->ctx, c->device, 0, &e);
+  /* KILN_PROFILE=1 or KILN_TRACE=file: event timings for the per-kernel table / trace */
+  const char *prof = getenv("KILN_PROFILE"), *trace = getenv("KILN_TRACE");
+  cl_command_queue_properties qp =
+      (prof && *prof && strcmp(prof, "0")) || (trace && *trace) ? CL_QUEUE_PROFILING_ENABLE : 0;
+  c->queue = clCreateCommandQueue(c->ctx, c->device, qp, &e);
   if (!c->queue || e) {
     kiln_status s =
         kiln_cl_fail(e ? e : CL_INVALID_COMMAND_QUEUE, "creating an OpenCL queue on %s (%s)", c->id, c->name);

@@ -1,7 +1,7 @@
 /* plugin/engines: the execution backends kiln offers and the KILN_DEVICE
- * selection among them. This build has the `cpu` engine (the plan executor
- * of cpu_fallback/) and the `reference` engine; `opencl` is a recognised
- * name that reports itself unavailable until its engine exists. */
+ * selection among them: the `cpu` engine (the plan executor of
+ * cpu_fallback/), the `reference` engine, and one `opencl:P:D` engine per
+ * usable OpenCL device (plugin/engine_opencl.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +71,8 @@ static void cpu_stats(void *plan, const kiln_graph *g, kilnGraphStatistics *st) 
   st->noOpsRemoved = (uint64_t)cs.noops;
   st->transposesMerged = (uint64_t)cs.transposes;
   st->deadNodesRemoved = (uint64_t)cs.dead;
+  st->fusedGroups = (uint64_t)cs.fused_groups;
+  st->fusedNodes = (uint64_t)cs.fused_nodes;
 }
 
 const kiln_engine kiln_engine_cpu = {
@@ -85,10 +87,6 @@ const kiln_engine kiln_engine_cpu = {
     .release = cpu_release,
     .stats = cpu_stats,
 };
-
-/* Engines in `auto` order: OpenCL GPUs/accelerators, cpu, OpenCL CPUs,
- * reference. */
-static const kiln_engine *const available[] = {&kiln_engine_cpu, &kiln_engine_reference};
 
 static kiln_status add_engine(const kiln_engine *e, const kiln_engine **out, int max, int *n) {
   for (int i = 0; i < *n; i++)
@@ -111,14 +109,17 @@ kiln_status kiln_select_engines(const kiln_engine **out, int max, int *n) {
     size_t len = strlen(tok);
     while (len && tok[len - 1] == ' ') tok[--len] = 0;
     kiln_status s = KILN_OK;
-    if (!strcmp(tok, "auto")) {
-      for (size_t i = 0; i < sizeof available / sizeof *available && !s; i++) s = add_engine(available[i], out, max, n);
+    if (!strcmp(tok, "auto")) { /* OpenCL GPUs/accelerators, cpu, OpenCL CPUs, reference */
+      s = kiln_opencl_engines_auto(0, add_engine, out, max, n);
+      if (!s) s = add_engine(&kiln_engine_cpu, out, max, n);
+      if (!s) s = kiln_opencl_engines_auto(1, add_engine, out, max, n);
+      if (!s) s = add_engine(&kiln_engine_reference, out, max, n);
     } else if (!strcmp(tok, "reference")) {
       s = add_engine(&kiln_engine_reference, out, max, n);
     } else if (!strcmp(tok, "cpu")) {
       s = add_engine(&kiln_engine_cpu, out, max, n);
     } else if (!strcmp(tok, "opencl") || !strncmp(tok, "opencl:", 7)) {
-      s = kiln_fail(KILN_E_MODEL, "KILN_DEVICE=%s: backend '%s' is not available in this build of kiln", env, tok);
+      s = kiln_opencl_engines_select(env, tok, add_engine, out, max, n);
     } else {
       s = kiln_fail(KILN_E_MODEL,
                     "KILN_DEVICE=%s: unknown backend '%s' (expected auto, cpu, reference, opencl, opencl:P:D "

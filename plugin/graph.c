@@ -185,6 +185,7 @@ static onnxStatus check_declared(const kiln_value *val, const onnxTensorDescript
 
 static void graph_free(kiln_graph_handle *h) {
   if (!h) return;
+  kiln_obs_free(h->obs);
   if (h->plan && h->backend->engine->release) h->backend->engine->release(h->plan);
   kiln_graph_free(h->g);
   kiln_free(h->runtime_input);
@@ -259,7 +260,8 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     g->values[v].init = t;
   }
   for (int i = 0; i < g->n_inputs; i++) h->runtime_input[i] = !g->values[g->inputs[i]].init;
-  if ((s = b->engine->prepare(g, &h->plan))) goto fail;
+  s = b->engine->prepare_on ? b->engine->prepare_on(b->engine->impl, g, &h->plan) : b->engine->prepare(g, &h->plan);
+  if (s) goto fail;
   if (pthread_mutex_init(&h->mu, NULL)) {
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
     goto fail;
@@ -267,6 +269,12 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   if (pthread_cond_init(&h->cv, NULL)) {
     pthread_mutex_destroy(&h->mu);
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph condition variable");
+    goto fail;
+  }
+  if (pthread_mutex_init(&h->obs_mu, NULL)) {
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
     goto fail;
   }
   kiln_log(KILN_LOG_INFO, "graph '%s' ready on %s: %d nodes, %d values, %d inputs (%u weights), %d outputs",
@@ -388,7 +396,32 @@ static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
   if (!bound || !outs) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
   for (int i = 0; i < g->n_inputs && !s; i++)
     if (h->runtime_input[i]) bound[g->inputs[i]] = &j->in_bind[i];
-  if (!s) s = h->backend->engine->run(h->plan, g, bound, outs);
+  /* each output arrives as a reservation of the host's buffer: an engine
+     may compute straight into it (then the copy below is skipped) or hand
+     back a tensor of its own */
+  for (int i = 0; i < g->n_outputs && !s; i++) {
+    const kiln_io_out *o = &j->out_bind[i];
+    size_t bytes = kiln_dtype_size(o->dtype);
+    for (int d = 0; d < o->rank; d++) bytes *= (size_t)o->dims[d];
+    outs[i].data = o->buffer;
+    outs[i].capacity = bytes;
+  }
+  if (!s) {
+    /* The observer (if any) is the engine's through kiln_obs_run_current()
+     * for the duration of run(). */
+    pthread_mutex_lock(&h->obs_mu);
+    kiln_obs *obs = h->observing ? h->obs : NULL;
+    if (obs) kiln_obs_begin_run(obs);
+    s = h->backend->engine->run(h->plan, g, bound, outs);
+    if (obs) {
+      char *saved = s ? kiln_strdup(kiln_last_error()) : NULL;
+      if (kiln_obs_end_run(obs)) kiln_log(KILN_LOG_WARN, "observer dump failed: %s", kiln_last_error());
+      if (s) kiln_error_set_message(saved ? saved : "");
+      else kiln_error_clear();
+      kiln_free(saved);
+    }
+    pthread_mutex_unlock(&h->obs_mu);
+  }
   for (int i = 0; i < g->n_outputs && !s; i++) {
     const kiln_io_out *o = &j->out_bind[i];
     const kiln_tensor *t = &outs[i];
@@ -406,7 +439,7 @@ static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
                     kiln_shape_str(t->rank, t->dims, a, sizeof a), kiln_shape_str(o->rank, o->dims, b, sizeof b));
       break;
     }
-    memcpy(o->buffer, t->data, kiln_tensor_bytes(t));
+    if (t->data != o->buffer) memcpy(o->buffer, t->data, kiln_tensor_bytes(t));
   }
   if (outs)
     for (int i = 0; i < g->n_outputs; i++) kiln_tensor_release(&outs[i]);
@@ -497,8 +530,10 @@ void kiln_graph_release(kiln_graph_handle *h) {
   bool started = h->worker_started;
   pthread_mutex_unlock(&h->mu);
   if (started) pthread_join(h->worker, NULL); /* drains queued runs first */
+  if (h->observing) kiln_graph_observe_stop(h); /* the totals, as at a stop */
   pthread_cond_destroy(&h->cv);
   pthread_mutex_destroy(&h->mu);
+  pthread_mutex_destroy(&h->obs_mu);
   kiln_backend *b = h->backend;
   graph_free(h);
   kiln_backend_unref(b);

@@ -410,6 +410,59 @@ static onnxStatus get_graph_statistics(onnxGraph graph, kilnGraphStatistics *sta
   return ONNXIFI_STATUS_SUCCESS;
 }
 
+/* Observers: handle checks here, the bodies in plugin/observe.c. */
+#define GRAPH_CHECK(graph)                                                    \
+  do {                                                                        \
+    kiln_error_clear();                                                       \
+    if (!kiln_handle_valid(graph, KILN_H_GRAPH))                              \
+      return fail(ONNXIFI_STATUS_INVALID_GRAPH, "%s", "unknown or released graph"); \
+  } while (0)
+
+static onnxStatus start_observing(onnxGraph graph, const kilnObserverOptions *options) {
+  GRAPH_CHECK(graph);
+  return kiln_graph_observe_start(graph, options);
+}
+
+static onnxStatus stop_observing(onnxGraph graph) {
+  GRAPH_CHECK(graph);
+  return kiln_graph_observe_stop(graph);
+}
+
+static onnxStatus get_observed_ranges(onnxGraph graph, kilnObservedRange *ranges, size_t *count) {
+  GRAPH_CHECK(graph);
+  if (!count) return fail(ONNXIFI_STATUS_INVALID_POINTER, "%s", "count is NULL");
+  return kiln_graph_observed_ranges(graph, ranges, count);
+}
+
+static onnxStatus dump_observed_ranges(onnxGraph graph, const char *path) {
+  GRAPH_CHECK(graph);
+  return kiln_graph_observe_dump(graph, path);
+}
+
+static onnxStatus write_observed_histograms(onnxGraph graph, const char *path) {
+  GRAPH_CHECK(graph);
+  return kiln_graph_observe_hist(graph, path);
+}
+
+static onnxStatus write_quantization_params(onnxGraph graph, const char *path, uint32_t method, uint32_t scheme) {
+  GRAPH_CHECK(graph);
+  return kiln_graph_observe_qparams(graph, path, method, scheme);
+}
+#undef GRAPH_CHECK
+
+#define EXT(fn) ((onnxExtensionFunctionPointer)(void (*)(void))(fn))
+static const struct {
+  const char *name;
+  onnxExtensionFunctionPointer fn;
+} observer_ext[] = {
+    {"kilnStartObserving", EXT(start_observing)},
+    {"kilnStopObserving", EXT(stop_observing)},
+    {"kilnGetObservedRanges", EXT(get_observed_ranges)},
+    {"kilnDumpObservedRanges", EXT(dump_observed_ranges)},
+    {"kilnWriteObservedHistograms", EXT(write_observed_histograms)},
+    {"kilnWriteQuantizationParams", EXT(write_quantization_params)},
+};
+
 ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetExtensionFunctionAddress(onnxBackendID backendID, const char *name,
                                                                       onnxExtensionFunctionPointer *function) {
   kiln_error_clear();
@@ -422,6 +475,10 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetExtensionFunctionAddress(onnxBacken
   else if (!strcmp(name, "kilnGetEventStatus")) *function = (onnxExtensionFunctionPointer)(void (*)(void))get_event_status;
   else if (!strcmp(name, "kilnGetGraphStatistics"))
     *function = (onnxExtensionFunctionPointer)(void (*)(void))get_graph_statistics;
-  else return fail(ONNXIFI_STATUS_UNIDENTIFIED_NAME, "no extension function named '%s'", name);
+  else {
+    for (size_t i = 0; i < sizeof observer_ext / sizeof *observer_ext && !*function; i++)
+      if (!strcmp(name, observer_ext[i].name)) *function = observer_ext[i].fn;
+    if (!*function) return fail(ONNXIFI_STATUS_UNIDENTIFIED_NAME, "no extension function named '%s'", name);
+  }
   return ONNXIFI_STATUS_SUCCESS;
 }

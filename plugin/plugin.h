@@ -9,6 +9,7 @@
 
 #include "include/kiln/kiln_ext.h"
 #include "ir/graph.h"
+#include "ir/observe.h"
 
 /* ---- handle registry (the one documented piece of global state) ---- */
 typedef enum kiln_handle_kind { KILN_H_BACKEND_ID = 1, KILN_H_BACKEND, KILN_H_EVENT, KILN_H_GRAPH } kiln_handle_kind;
@@ -34,6 +35,10 @@ typedef struct kiln_engine {
   void (*release)(void *plan); /* optional */
   /* optional: fills the plan's statistics (kiln_ext.h's struct, size set) */
   void (*stats)(void *plan, const kiln_graph *g, kilnGraphStatistics *st);
+  /* optional: an engine per device — prepare_on(impl, ...) replaces
+     prepare(...), impl names the device (OpenCL engines) */
+  const void *impl;
+  kiln_status (*prepare_on)(const void *impl, const kiln_graph *g, void **plan);
 } kiln_engine;
 
 extern const kiln_engine kiln_engine_reference;
@@ -48,6 +53,15 @@ typedef struct kiln_backend {
   pthread_mutex_t mu;
   int refs; /* the handle + each live graph */
 } kiln_backend;
+
+/* plugin/engine_opencl.c: one engine per usable OpenCL device (made once
+ * per process). _auto appends, through add, those of `auto` rank `rank`
+ * (0: GPUs and accelerators, 1: the rest); _select those of KILN_DEVICE token
+ * tok (`opencl` or `opencl:P:D`; env, the whole variable, for messages). */
+typedef kiln_status (*kiln_engine_add_fn)(const kiln_engine *e, const kiln_engine **out, int max, int *n);
+kiln_status kiln_opencl_engines_auto(int rank, kiln_engine_add_fn add, const kiln_engine **out, int max, int *n);
+kiln_status kiln_opencl_engines_select(const char *env, const char *tok, kiln_engine_add_fn add,
+                                       const kiln_engine **out, int max, int *n);
 
 /* Parses KILN_DEVICE into the engines it selects, in order. */
 kiln_status kiln_select_engines(const kiln_engine **out, int max, int *n);
@@ -94,6 +108,13 @@ typedef struct kiln_graph_handle {
   bool io_valid;
   kiln_tensor *in_bind;  /* per graph-input index (wraps host memory) */
   kiln_io_out *out_bind; /* per graph-output index */
+  /* observers (ir/observe): the worker holds obs_mu around each run (and
+   * the observer's run bracket), the observer extension functions hold it
+   * too, so they act between runs. obs stays after stop (readable) until
+   * the next start or the release. */
+  pthread_mutex_t obs_mu;
+  kiln_obs *obs;
+  bool observing;
   /* worker */
   bool worker_started, stopping;
   pthread_t worker;
@@ -106,6 +127,15 @@ onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTenso
                              const onnxTensorDescriptorV1 *out);
 onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **output);
 void kiln_graph_release(kiln_graph_handle *h);
+
+/* Observers (plugin/observe.c, the kiln_ext.h functions' bodies). The
+ * engine sees the observer through kiln_obs_run_current() during run(). */
+onnxStatus kiln_graph_observe_start(kiln_graph_handle *h, const kilnObserverOptions *opts);
+onnxStatus kiln_graph_observe_stop(kiln_graph_handle *h);
+onnxStatus kiln_graph_observed_ranges(kiln_graph_handle *h, kilnObservedRange *ranges, size_t *count);
+onnxStatus kiln_graph_observe_dump(kiln_graph_handle *h, const char *path);
+onnxStatus kiln_graph_observe_hist(kiln_graph_handle *h, const char *path);
+onnxStatus kiln_graph_observe_qparams(kiln_graph_handle *h, const char *path, uint32_t method, uint32_t scheme);
 
 /* Graph-boundary checks shared by compatibility and init: every graph input
  * and output is a dense tensor of a storable type with no zero dims. */

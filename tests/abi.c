@@ -674,7 +674,7 @@ static void test_backend_ids(void) {
   check_st("ReleaseBackendID(a backend handle)", lib.onnxReleaseBackendID(g_be), ONNXIFI_STATUS_INVALID_ID);
 
   /* KILN_DEVICE selects what is offered: a bad value must be an error. */
-  static const char *bad_devices[] = {"bogus", "opencl"}; /* opencl: not in this build */
+  static const char *bad_devices[] = {"bogus", "opencl:x:y"}; /* malformed: refused before any driver loads */
   for (int k = 0; k < 2; k++) {
     const char *dev = bad_devices[k];
     n = 8;

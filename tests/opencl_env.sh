@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/opencl_env.sh: the CI machine has the two OpenCL implementations the
 # opencl backend is tested on — PoCL, and Mesa's rusticl on llvmpipe — each
-# selected alone through the ICD loader's OCL_ICD_VENDORS. (kiln's own
-# OpenCL backend is not built yet; this checks that ci/deps set the stage.)
+# selected alone through the ICD loader's OCL_ICD_VENDORS (the opencl engine's
+# tests, conformance_opencl_* and the rest, run on each; this checks that
+# ci/deps set the stage).
 set -u
 pass=0; fail=0
 check() { # name icd extra-env

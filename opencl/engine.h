@@ -1,0 +1,52 @@
+/* opencl/engine: the OpenCL execution engine (prefix kiln_cl_engine_ /
+ * kiln_cl_plan_) — a graph compiled for one OpenCL device: rewritten,
+ * shapes inferred and specialised per concrete input-shape set, grouped by
+ * fuse/, each elementwise group printed by opencl/codegen, other nodes run
+ * by a device op (opencl/ops) or on the host (the reference kernel on host
+ * copies), all kernels of a variant in ONE program (cached on disk), the
+ * intermediates in one device arena planned by ir/memplan. Knows nothing of
+ * ONNXIFI: plugin/engines.c wraps it. See opencl/ENGINE.md. */
+#ifndef KILN_OPENCL_ENGINE_H
+#define KILN_OPENCL_ENGINE_H
+#include <stdint.h>
+
+#include "ir/graph.h"
+#include "opencl/device.h"
+
+/* The usable devices, enumerated once per process (thread-safe). Never
+ * fails: a machine without OpenCL gets an empty list whose notes say why. */
+const kiln_cl_device_list *kiln_cl_engine_devices(void);
+
+/* Frees the device list and the per-device slots at unload (the contexts
+ * are left to the driver). No engine may be used afterwards. */
+void kiln_cl_engine_shutdown(void);
+
+typedef struct kiln_cl_plan kiln_cl_plan;
+
+/* What a plan did (kiln_cl_plan_stats). */
+typedef struct kiln_cl_plan_stats {
+  int nodes_in, nodes_out; /* before / after rewrites (last variant compiled) */
+  int variants;            /* shape/value specialisations compiled */
+  int kernels;             /* generated kernels in the current variant */
+  int fused_groups, fused_nodes;
+  int device_ops, host_nodes, copies; /* nodes run by opencl/ops, on the host, as a buffer copy */
+  int host_graphs;         /* variants run wholly on the host (data-dependent shapes) */
+  uint64_t arena_bytes, lower_bound, no_reuse;
+  int folded, bn_folded, cse, noops, transposes, dead;
+} kiln_cl_plan_stats;
+
+/* Checks that the engine can run g (reference op tables and shapes). */
+kiln_status kiln_cl_engine_check(const kiln_graph *g);
+/* Compiles g (copied: the plan does not keep g) for device dev (an entry of
+ * kiln_cl_engine_devices()). When every input shape is known the variant is
+ * compiled now (kernels built), else at the first run. */
+kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g, kiln_cl_plan **out);
+/* Runs: bound[v] the tensors of g's runtime inputs (by value index of the
+ * graph given to prepare), outs[i] receive owned dense results. */
+kiln_status kiln_cl_plan_run(kiln_cl_plan *p, const kiln_graph *g, const kiln_tensor *const *bound,
+                             kiln_tensor *outs);
+void kiln_cl_plan_get_stats(const kiln_cl_plan *p, kiln_cl_plan_stats *st);
+/* Releases the plan (prints the KILN_PROFILE table first). NULL-safe. */
+void kiln_cl_plan_release(kiln_cl_plan *p);
+
+#endif

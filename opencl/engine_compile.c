@@ -1,0 +1,615 @@
+/* opencl/engine_compile: one variant of an OpenCL plan — the specialised
+ * graph rewritten and its shapes made concrete, grouped by fuse/, each
+ * group lowered to a generated kernel, or node by node to a device op
+ * (opencl/ops), a buffer copy (Reshape-like views) or the host fallback;
+ * every generated kernel and op source in ONE program (kiln cache), the
+ * intermediates in one arena (ir/memplan) of sub-buffers. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuse/group.h"
+#include "ir/alloc.h"
+#include "ir/memplan.h"
+#include "ir/schedule.h"
+#include "opencl/cache.h"
+#include "opencl/engine_int.h"
+#include "reference/ops.h"
+
+static bool fusion_enabled(void) {
+  const char *e = getenv("KILN_FUSION");
+  return !(e && !strcmp(e, "0"));
+}
+
+/* One step per node, then the step reading the graph outputs. */
+static kiln_status schedule_of(const kiln_graph *g, kiln_schedule **out) {
+  kiln_status s = kiln_schedule_from_graph(g, out);
+  if (!s && g->n_outputs) s = kiln_schedule_add_step(*out, g->outputs, g->n_outputs, NULL, 0, -1);
+  if (s) {
+    kiln_schedule_free(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+/* Value w's concrete type; false when a dim is not a constant. */
+static bool concrete(const kiln_cl_variant *v, int w, kiln_cl_ttype *t) {
+  const kiln_vshape *x = &v->sh->v[w];
+  t->dtype = x->dtype;
+  t->rank = x->rank;
+  if (x->rank < 0 || x->data_dependent || x->dtype == KILN_UNDEFINED || x->dtype == KILN_STRING) return false;
+  for (int d = 0; d < x->rank; d++)
+    if (!kiln_dimx_is_const(v->sh->tab, x->dims[d], &t->dims[d]) || t->dims[d] < 0) return false;
+  return true;
+}
+
+static uint64_t bytes_of(const kiln_cl_ttype *t) {
+  uint64_t n = kiln_dtype_size(t->dtype);
+  for (int d = 0; d < t->rank; d++) n *= (uint64_t)t->dims[d];
+  return n;
+}
+
+static bool is_reshape_like(const kiln_node *n) {
+  if (*n->domain && strcmp(n->domain, "ai.onnx")) return false;
+  const char *o = n->op_type;
+  return n->n_out == 1 && n->n_in >= 1 && n->in[0] >= 0 &&
+         (!strcmp(o, "Reshape") || !strcmp(o, "Flatten") || !strcmp(o, "Squeeze") || !strcmp(o, "Unsqueeze") ||
+          !strcmp(o, "Identity"));
+}
+
+/* The compile state of one variant. */
+typedef struct cstate {
+  kiln_cl_plan *p;
+  kiln_cl_variant *v;
+  kiln_cl_src src;
+  kiln_schedule *ms; /* the engine's own schedule, for the memory planner */
+  kiln_fuse_ctx *fc1;
+  kiln_schedule *fs1;
+  kiln_fuse_plan *fp1; /* single-node specs (built on demand) */
+  bool fp1_tried;
+  int cap_steps;
+  FILE *df; /* KILN_DUMP plan file */
+  char dext[48];
+} cstate;
+
+static kiln_status add_step(cstate *c, kiln_cl_step st, const int *reads, int nr, const int *writes, int nw) {
+  kiln_cl_variant *v = c->v;
+  if (v->n_steps == c->cap_steps) {
+    int cap = c->cap_steps ? 2 * c->cap_steps : 16;
+    kiln_cl_step *q = kiln_realloc(v->steps, sizeof *q * (size_t)cap);
+    if (!q) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+    v->steps = q;
+    c->cap_steps = cap;
+  }
+  st.prof = -1;
+  v->steps[v->n_steps++] = st;
+  return kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
+}
+
+/* Appends a printed kernel (text, sig: taken) as the next GEN step. */
+static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *sig, int node, int nodes) {
+  kiln_cl_variant *v = c->v;
+  kiln_cl_kernel_sig *q = kiln_realloc(v->sig, sizeof *q * (size_t)(v->n_kern + 1));
+  if (!q) {
+    kiln_free(text);
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  }
+  v->sig = q;
+  v->sig[v->n_kern] = *sig;
+  kiln_status s = kiln_cl_src_printf(&c->src, "%s\n", text);
+  kiln_free(text);
+  if (s) return s;
+  int reads[KILN_CL_SIG_MAX_ARGS], writes[KILN_CL_SIG_MAX_ARGS], nr = 0, nw = 0;
+  for (int a = 0; a < sig->n_args; a++) {
+    if (sig->args[a].output) writes[nw++] = sig->args[a].value;
+    else reads[nr++] = sig->args[a].value;
+  }
+  kiln_cl_step x = {KILN_CL_STEP_GEN, node, nodes, v->n_kern, NULL, -1};
+  if (c->df) {
+    char lbl[160];
+    fprintf(c->df, "kernel %s: %d node%s from %s (%s)%s\n", sig->name, nodes, nodes == 1 ? "" : "s",
+            kiln_node_label(v->g, &v->g->nodes[node], lbl, sizeof lbl), v->g->nodes[node].op_type,
+            strchr(sig->name, 'v') ? ", a view copy" : "");
+  }
+  v->n_kern++;
+  return add_step(c, x, reads, nr, writes, nw);
+}
+
+/* Prints spec sp as kernel k<n> (its stores) plus one copy kernel k<n>v<a>
+ * per alias (a view of memory needed densely) when the code generator takes
+ * all of them and they write every value step st writes; *ok false (no
+ * error) otherwise. */
+static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step *st, bool *ok) {
+  kiln_cl_variant *v = c->v;
+  *ok = false;
+  if (!sp || !sp->bound || sp->n_nodes < 1) return KILN_OK;
+  bool main = sp->kind == KILN_FUSE_G_ELEMWISE && sp->n_store > 0;
+  if (!main && !(sp->kind == KILN_FUSE_G_VIEW || sp->kind == KILN_FUSE_G_ELEMWISE)) return KILN_OK;
+  if (!main && !sp->n_alias) return KILN_OK;
+  if (sp->n_alias > 8) return KILN_OK;
+  for (int w = 0; w < st->n_writes; w++) {
+    bool found = false;
+    for (int k = 0; k < sp->n_store && !found; k++) found = sp->store[k].value == st->writes[w];
+    for (int k = 0; k < sp->n_alias && !found; k++) found = sp->alias[k].value == st->writes[w];
+    if (!found) return KILN_OK;
+  }
+  char *text[9] = {NULL};
+  kiln_cl_kernel_sig sig[9];
+  int nk = 0;
+  kiln_status s = KILN_OK;
+  if (main) {
+    kiln_fuse_spec tmp = *sp;
+    tmp.n_alias = 0;
+    char name[32];
+    snprintf(name, sizeof name, "k%d", v->n_kern);
+    s = kiln_cl_codegen_named(&tmp, c->p->dev, name, &text[nk], &sig[nk]);
+    if (!s) nk++;
+  }
+  for (int a = 0; a < sp->n_alias && !s; a++) {
+    char name[32];
+    snprintf(name, sizeof name, "k%dv%d", v->n_kern, a);
+    s = kiln_cl_codegen_alias(sp, a, c->p->dev, name, &text[nk], &sig[nk]);
+    if (!s) nk++;
+  }
+  if (s) {
+    for (int k = 0; k < nk; k++) kiln_free(text[k]);
+    if (s == KILN_E_NOMEM) return s;
+    kiln_log(KILN_LOG_DEBUG, "opencl: group from node %d not generated: %s", sp->nodes[0], kiln_last_error());
+    kiln_error_clear();
+    return KILN_OK;
+  }
+  if (main && sp->n_nodes > 1) {
+    c->p->st.fused_groups++;
+    c->p->st.fused_nodes += sp->n_nodes;
+  }
+  for (int k = 0; k < nk; k++) {
+    if (s) kiln_free(text[k]);
+    else s = push_kernel(c, text[k], &sig[k], sp->nodes[0], sp->n_nodes); /* takes text[k] */
+  }
+  *ok = !s;
+  return s;
+}
+
+/* The single-node spec of node i (fusion off), or NULL. */
+static kiln_status single_spec(cstate *c, int i, const kiln_fuse_spec **sp, const kiln_step **st) {
+  *sp = NULL;
+  *st = NULL;
+  if (!c->fp1_tried) {
+    c->fp1_tried = true;
+    kiln_fuse_opts o = {0};
+    o.max_nodes = 1;
+    kiln_status s = kiln_fuse_ctx_new(c->v->g, c->v->sh, &o, &c->fc1);
+    if (!s) s = schedule_of(c->v->g, &c->fs1);
+    if (!s) s = kiln_fuse_schedule(c->fc1, c->fs1, &c->fp1);
+    if (s == KILN_E_NOMEM) return s;
+    if (s) {
+      kiln_error_clear();
+      kiln_fuse_plan_free(c->fp1);
+      c->fp1 = NULL;
+    }
+  }
+  if (c->fp1 && i < c->fp1->n_steps && c->fp1->spec[i] && c->fp1->spec[i]->n_nodes == 1 &&
+      c->fp1->spec[i]->nodes[0] == i) {
+    *sp = c->fp1->spec[i];
+    *st = &c->fs1->steps[i];
+  }
+  return KILN_OK;
+}
+
+/* Node i alone: a generated kernel, a buffer copy, a device op or the host. */
+static kiln_status lower_node(cstate *c, int i, bool try_spec) {
+  kiln_cl_variant *v = c->v;
+  const kiln_graph *g = v->g;
+  const kiln_node *n = &g->nodes[i];
+  int reads[64], writes[64], nr = 0, nw = 0;
+  if (n->n_in > 64 || n->n_out > 64)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "node with more than 64 inputs or outputs");
+  for (int k = 0; k < n->n_in; k++)
+    if (n->in[k] >= 0) reads[nr++] = n->in[k];
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0) writes[nw++] = n->out[k];
+  const kiln_fuse_spec *sp;
+  const kiln_step *st;
+  kiln_status s = try_spec ? single_spec(c, i, &sp, &st) : KILN_OK;
+  bool ok = false;
+  if (!try_spec) sp = NULL;
+  if (!s && sp) s = try_gen(c, sp, st, &ok);
+  if (s || ok) return s;
+  char lbl[160];
+  kiln_node_label(g, n, lbl, sizeof lbl);
+  if (is_reshape_like(n) && n->out[0] >= 0) {
+    if (c->df) fprintf(c->df, "copy %s (%s)\n", lbl, n->op_type);
+    c->p->st.copies++;
+    return add_step(c, (kiln_cl_step){KILN_CL_STEP_COPY, i, 1, -1, NULL, -1}, reads, 1, writes, nw);
+  }
+  /* a device op */
+  kiln_cl_ttype in[64], out[64];
+  const kiln_tensor *konst[64];
+  bool typed = true;
+  for (int k = 0; k < n->n_in; k++) {
+    memset(&in[k], 0, sizeof in[k]);
+    konst[k] = NULL;
+    if (n->in[k] < 0) continue;
+    typed &= concrete(v, n->in[k], &in[k]);
+    konst[k] = g->values[n->in[k]].init ? g->values[n->in[k]].init : v->sh->v[n->in[k]].konst;
+  }
+  for (int k = 0; k < n->n_out; k++) {
+    memset(&out[k], 0, sizeof out[k]);
+    if (n->out[k] >= 0) typed &= concrete(v, n->out[k], &out[k]);
+  }
+  kiln_cl_op *op = NULL;
+  if (typed) {
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "n%d_", i);
+    s = kiln_cl_op_prepare(c->p->dev, g, n, in, out, konst, prefix, &c->src, &op);
+    if (s) {
+      kiln_error_prefix("node %s (%s)", lbl, n->op_type);
+      return s;
+    }
+  }
+  if (op) {
+    if (c->df) fprintf(c->df, "op %s (%s): %s\n", lbl, n->op_type, kiln_cl_op_describe(op));
+    c->p->st.device_ops++;
+    s = add_step(c, (kiln_cl_step){KILN_CL_STEP_OP, i, 1, -1, op, -1}, reads, nr, writes, nw);
+    if (s) kiln_cl_op_free(op);
+    return s;
+  }
+  if (c->df) fprintf(c->df, "host %s (%s)\n", lbl, n->op_type);
+  c->p->st.host_nodes++;
+  return add_step(c, (kiln_cl_step){KILN_CL_STEP_HOST, i, 1, -1, NULL, -1}, reads, nr, writes, nw);
+}
+
+/* Groups the graph and lowers every group / node. */
+static kiln_status lower(cstate *c) {
+  kiln_cl_variant *v = c->v;
+  const kiln_graph *g = v->g;
+  kiln_status s = KILN_OK;
+  bool *done = kiln_calloc((size_t)g->n_nodes + 1, sizeof *done);
+  if (!done) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  kiln_fuse_ctx *fc = NULL;
+  kiln_schedule *fs = NULL;
+  kiln_fuse_plan *fp = NULL;
+  if (fusion_enabled()) {
+    s = kiln_fuse_ctx_new(g, v->sh, NULL, &fc);
+    if (!s) s = schedule_of(g, &fs);
+    if (!s) s = kiln_fuse_schedule(fc, fs, &fp);
+    if (s && s != KILN_E_NOMEM) { /* run unfused */
+      kiln_log(KILN_LOG_INFO, "opencl plan: fusion skipped: %s", kiln_last_error());
+      kiln_error_clear();
+      kiln_fuse_plan_free(fp);
+      fp = NULL;
+      s = KILN_OK;
+    }
+  }
+  for (int k = 0; fp && k < fp->n_steps && !s; k++) {
+    const kiln_fuse_spec *sp = fp->spec[k];
+    if (!sp || sp->n_nodes < 1) continue;
+    bool ok = false;
+    s = try_gen(c, sp, &fs->steps[k], &ok);
+    for (int j = 0; j < sp->n_nodes && !s; j++) {
+      int i = sp->nodes[j];
+      if (!ok && !done[i]) s = lower_node(c, i, sp->n_nodes > 1);
+      done[i] = true;
+    }
+  }
+  for (int i = 0; i < g->n_nodes && !s; i++)
+    if (!done[i]) s = lower_node(c, i, true);
+  kiln_free(done);
+  kiln_fuse_plan_free(fp);
+  kiln_schedule_free(fs);
+  kiln_fuse_ctx_free(fc);
+  return s;
+}
+
+/* Places every value the steps touch: weights and inputs in buffers of
+ * their own, the rest in the arena planned by ir/memplan. */
+static kiln_status place_values(cstate *c) {
+  kiln_cl_variant *v = c->v;
+  const kiln_graph *g = v->g;
+  kiln_cl_context *ctx = c->p->slot->ctx;
+  size_t align = c->p->slot->align;
+  int nv = g->n_values;
+  kiln_status s = KILN_OK;
+  uint64_t *size = kiln_calloc((size_t)nv + 1, sizeof *size);
+  uint64_t *bytes = kiln_calloc((size_t)nv + 1, sizeof *bytes);
+  bool *ext = kiln_calloc((size_t)nv + 1, sizeof *ext);
+  bool *dev_read = kiln_calloc((size_t)nv + 1, sizeof *dev_read);
+  bool *touched = kiln_calloc((size_t)nv + 1, sizeof *touched);
+  v->place = kiln_calloc((size_t)nv + 1, sizeof *v->place);
+  kiln_memplan *mp = NULL;
+  if (!size || !bytes || !ext || !dev_read || !touched || !v->place) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory planning OpenCL memory");
+    goto done;
+  }
+  for (int w = 0; w < nv; w++) ext[w] = g->values[w].init || (g->values[w].is_input && g->values[w].producer < 0);
+  for (int k = 0; k < v->n_steps; k++) {
+    const kiln_step *st = &c->ms->steps[k];
+    for (int r = 0; r < st->n_reads; r++) {
+      touched[st->reads[r]] = true;
+      if (v->steps[k].kind != KILN_CL_STEP_HOST) dev_read[st->reads[r]] = true;
+    }
+    for (int r = 0; r < st->n_writes; r++) touched[st->writes[r]] = true;
+  }
+  for (int w = 0; w < nv; w++) {
+    if (!touched[w]) continue;
+    kiln_cl_ttype t;
+    if (!concrete(v, w, &t)) {
+      s = kiln_fail(KILN_E_INTERNAL, "value '%s' has no concrete shape", g->values[w].name);
+      goto done;
+    }
+    bytes[w] = bytes_of(&t);
+    uint64_t b = bytes[w] ? bytes[w] : 1;
+    size[w] = (b + align - 1) / align * align;
+  }
+  kiln_memplan_request req = {c->ms, size, ext, NULL, NULL, 0};
+  if ((s = kiln_memplan_build(&req, &mp))) goto done;
+  v->arena_bytes = mp->arena_size;
+  c->p->st.arena_bytes = mp->arena_size;
+  c->p->st.lower_bound = mp->lower_bound;
+  c->p->st.no_reuse = mp->no_reuse;
+  /* an arena beyond the device's largest allocation: a buffer per value */
+  bool split = mp->arena_size > ctx->max_mem_alloc_size;
+  if (split)
+    kiln_log(KILN_LOG_INFO,
+             "opencl plan: arena of %llu bytes exceeds the largest allocation (%llu): a buffer per value",
+             (unsigned long long)mp->arena_size, (unsigned long long)ctx->max_mem_alloc_size);
+  if (mp->arena_size && !split) {
+    kiln_cl_buffer ab;
+    if ((s = kiln_cl_buffer_create(ctx, mp->arena_size, &ab))) goto done;
+    v->arena = ab.mem;
+  }
+  for (int w = 0; w < nv && !s; w++) {
+    kiln_cl_place *pl = &v->place[w];
+    pl->bytes = bytes[w];
+    if (!touched[w]) continue;
+    if (ext[w]) {
+      if (g->values[w].init && !dev_read[w]) continue; /* read by host steps only */
+      kiln_cl_buffer b;
+      if ((s = kiln_cl_buffer_create(ctx, size[w], &b))) break;
+      pl->mem = pl->base = b.mem;
+      pl->own = true;
+      if (g->values[w].init && bytes[w])
+        s = kiln_cl_buffer_write(ctx, &b, 0, g->values[w].init->data, bytes[w]);
+      continue;
+    }
+    if (mp->offset[w] == KILN_MEMPLAN_NONE) continue;
+    size_t off = (size_t)mp->offset[w];
+    if (split || off % align) { /* not where a sub-buffer may start: a buffer of its own */
+      kiln_cl_buffer b;
+      if ((s = kiln_cl_buffer_create(ctx, size[w], &b))) break;
+      pl->mem = pl->base = b.mem;
+      pl->own = true;
+      continue;
+    }
+    cl_buffer_region reg = {off, size[w]};
+    cl_int e = CL_SUCCESS;
+    pl->mem = clCreateSubBuffer(v->arena, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &reg, &e);
+    if (!pl->mem || e) {
+      pl->mem = NULL;
+      s = kiln_cl_fail(e ? e : CL_INVALID_VALUE, "making a sub-buffer at %zu (%llu bytes) of the arena for '%s'", off,
+                       (unsigned long long)size[w], g->values[w].name);
+      break;
+    }
+    pl->base = v->arena;
+    pl->offset = off;
+  }
+  if (!s && c->df) {
+    fprintf(c->df, "arena: %llu bytes (lower bound %llu, no reuse %llu), alignment %zu\n",
+            (unsigned long long)mp->arena_size, (unsigned long long)mp->lower_bound,
+            (unsigned long long)mp->no_reuse, align);
+    kiln_memplan_dump(mp, &req, g, c->df);
+  }
+done:
+  kiln_memplan_free(mp);
+  kiln_free(size);
+  kiln_free(bytes);
+  kiln_free(ext);
+  kiln_free(dev_read);
+  kiln_free(touched);
+  return s;
+}
+
+/* KILN_CL_BINARY_CACHE=0 turns the kiln cache of device binaries off (the
+ * driver's own cache still works). */
+static bool binary_cache_enabled(void) {
+  const char *e = getenv("KILN_CL_BINARY_CACHE");
+  return !(e && !strcmp(e, "0"));
+}
+
+/* Builds the one program (kiln cache first), creates the kernels with
+ * their arguments and binds the device ops. */
+static kiln_status build(cstate *c) {
+  kiln_cl_variant *v = c->v;
+  kiln_cl_context *ctx = c->p->slot->ctx;
+  kiln_status s = KILN_OK;
+  if (c->src.len) {
+    const char *opts = "";
+    v->prog_key = kiln_cl_program_key(c->p->dev, c->src.text, c->src.len, opts);
+    void *bin = NULL;
+    size_t len = 0;
+    if (binary_cache_enabled() && kiln_cl_cache_get(v->prog_key, &bin, &len)) {
+      if (kiln_cl_program_from_binary(ctx, bin, len, opts, &v->prog)) {
+        kiln_log(KILN_LOG_INFO, "opencl: cached binary rejected (%s): building from source", kiln_last_error());
+        kiln_error_clear();
+        v->prog = NULL;
+      }
+      kiln_free(bin);
+    }
+    if (!v->prog) {
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      if ((s = kiln_cl_program_build(ctx, c->src.text, opts, &v->prog))) return s;
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      v->build_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+      v->store_binary = binary_cache_enabled();
+    } else {
+      v->from_cache = true;
+    }
+  }
+  if (v->n_kern && !(v->kern = kiln_calloc((size_t)v->n_kern, sizeof *v->kern)))
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  for (int k = 0; k < v->n_kern && !s; k++) {
+    const kiln_cl_kernel_sig *sig = &v->sig[k];
+    if ((s = kiln_cl_kernel_create(ctx, v->prog, sig->name, &v->kern[k]))) break;
+    for (int a = 0; a < sig->n_args && !s; a++) {
+      cl_mem m = v->place[sig->args[a].value].mem;
+      if (!m) s = kiln_fail(KILN_E_INTERNAL, "kernel %s: value '%s' has no device buffer", sig->name,
+                            v->g->values[sig->args[a].value].name);
+      else s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
+    }
+  }
+  for (int k = 0; k < v->n_steps && !s; k++)
+    if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind(v->steps[k].op, ctx, v->prog);
+  return s;
+}
+
+static void dump_source(cstate *c, int nvar) {
+  if (!c->p->dump_stem[0] || !c->src.len) return;
+  char ext[48];
+  snprintf(ext, sizeof ext, "opencl-%d.cl", nvar);
+  FILE *f = NULL;
+  kiln_dump_open(c->p->dump_stem, ext, &f);
+  if (!f) return;
+  fputs(c->src.text, f);
+  kiln_dump_close(f, c->p->dump_stem, ext);
+}
+
+kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_cl_variant **out) {
+  *out = NULL;
+  cstate c;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  kiln_cl_variant *v = c.v = kiln_calloc(1, sizeof *v);
+  if (!v) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  kiln_rewrite_stats rst;
+  struct timespec tc[5];
+  clock_gettime(CLOCK_MONOTONIC, &tc[0]);
+  kiln_status s = KILN_OK;
+  if (p->probe_g) { /* prepare rewrote this graph already */
+    v->g = p->probe_g;
+    v->sh = p->probe_sh;
+    rst = p->probe_rst;
+    p->probe_g = NULL;
+    p->probe_sh = NULL;
+  } else {
+    s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, &v->g, &v->sh, &rst);
+  }
+  if (s) goto fail;
+  const kiln_graph *g = v->g;
+  p->st.nodes_in = d->n_nodes;
+  p->st.nodes_out = g->n_nodes;
+  p->st.folded = rst.folded;
+  p->st.bn_folded = rst.bn_conv + rst.bn_gemm;
+  p->st.cse = rst.cse_nodes + rst.cse_consts;
+  p->st.noops = rst.identities + rst.dropouts;
+  p->st.transposes = rst.transposes_merged + rst.transposes_removed;
+  p->st.dead = rst.dead_nodes;
+  if (!(v->in_map = kiln_calloc((size_t)g->n_inputs + 1, sizeof *v->in_map))) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+    goto fail;
+  }
+  for (int i = 0; i < g->n_inputs; i++) {
+    v->in_map[i] = -1;
+    for (int j = 0; j < p->orig->n_inputs; j++)
+      if (!strcmp(p->orig->values[p->orig->inputs[j]].name, g->values[g->inputs[i]].name)) v->in_map[i] = j;
+  }
+  /* every value must have a concrete shape; else the graph runs on the host */
+  for (int i = 0; i < g->n_nodes && !v->host_only; i++) {
+    const kiln_node *n = &g->nodes[i];
+    kiln_cl_ttype t;
+    for (int k = 0; k < n->n_in && !v->host_only; k++) v->host_only = n->in[k] >= 0 && !concrete(v, n->in[k], &t);
+    for (int k = 0; k < n->n_out && !v->host_only; k++)
+      v->host_only = n->out[k] >= 0 && !concrete(v, n->out[k], &t);
+  }
+  for (int o = 0; o < g->n_outputs && !v->host_only; o++) {
+    kiln_cl_ttype t;
+    v->host_only = !concrete(v, g->outputs[o], &t);
+  }
+  if (v->host_only) {
+    p->st.host_graphs++;
+    kiln_log(KILN_LOG_INFO, "opencl plan: graph '%s' has data-dependent shapes: it runs on the host",
+             g->name ? g->name : "");
+    *out = v;
+    return KILN_OK;
+  }
+  if (p->dump_stem[0]) {
+    snprintf(c.dext, sizeof c.dext, "opencl-%d.txt", p->st.variants);
+    kiln_dump_open(p->dump_stem, c.dext, &c.df);
+  }
+  p->st.fused_groups = p->st.fused_nodes = p->st.device_ops = p->st.host_nodes = p->st.copies = 0;
+  if ((s = kiln_schedule_new(g->n_values, &c.ms))) goto fail;
+  clock_gettime(CLOCK_MONOTONIC, &tc[1]);
+  if ((s = lower(&c))) goto fail;
+  clock_gettime(CLOCK_MONOTONIC, &tc[2]);
+  if (g->n_outputs && (s = kiln_schedule_add_step(c.ms, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
+  p->st.kernels = v->n_kern;
+  if ((s = place_values(&c))) goto fail;
+  dump_source(&c, p->st.variants);
+  clock_gettime(CLOCK_MONOTONIC, &tc[3]);
+  if ((s = build(&c))) goto fail;
+  clock_gettime(CLOCK_MONOTONIC, &tc[4]);
+  for (int k = 0; k < v->n_steps; k++) { /* KILN_PROFILE names */
+    kiln_cl_step *st = &v->steps[k];
+    const kiln_node *n = &g->nodes[st->node];
+    char name[96];
+    if (!p->profile) break;
+    if (st->kind == KILN_CL_STEP_GEN)
+      snprintf(name, sizeof name, "gen %s%s (%d node%s)", n->op_type, st->nodes > 1 ? "+..." : "", st->nodes,
+               st->nodes == 1 ? "" : "s");
+    else if (st->kind == KILN_CL_STEP_OP) snprintf(name, sizeof name, "op %.80s", kiln_cl_op_describe(st->op));
+    else if (st->kind == KILN_CL_STEP_COPY) snprintf(name, sizeof name, "copy %s", n->op_type);
+    else snprintf(name, sizeof name, "host %s", n->op_type);
+    st->prof = kiln_cl_profile_entry(p, name);
+  }
+  kiln_log(KILN_LOG_INFO,
+           "opencl plan '%s' on %s: %d -> %d nodes, %d kernels (%d fused groups), %d device ops, %d copies, %d on "
+           "the host, arena %llu bytes",
+           g->name ? g->name : "", p->dev->id, d->n_nodes, g->n_nodes, v->n_kern, p->st.fused_groups,
+           p->st.device_ops, p->st.copies, p->st.host_nodes, (unsigned long long)v->arena_bytes);
+  double ms[4];
+  for (int k = 0; k < 4; k++)
+    ms[k] = (double)(tc[k + 1].tv_sec - tc[k].tv_sec) * 1e3 + (double)(tc[k + 1].tv_nsec - tc[k].tv_nsec) / 1e6;
+  kiln_log(KILN_LOG_INFO,
+           "opencl plan '%s': rewrite+shapes %.1f ms, fusion+codegen+ops %.1f ms, memory %.1f ms, program %.1f ms (%s)",
+           g->name ? g->name : "", ms[0], ms[1], ms[2], ms[3], v->from_cache ? "kiln cache" : "source");
+  if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
+  kiln_cl_src_free(&c.src);
+  kiln_schedule_free(c.ms);
+  kiln_fuse_plan_free(c.fp1);
+  kiln_schedule_free(c.fs1);
+  kiln_fuse_ctx_free(c.fc1);
+  *out = v;
+  return KILN_OK;
+fail:
+  if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
+  kiln_cl_src_free(&c.src);
+  kiln_schedule_free(c.ms);
+  kiln_fuse_plan_free(c.fp1);
+  kiln_schedule_free(c.fs1);
+  kiln_fuse_ctx_free(c.fc1);
+  kiln_cl_variant_free(p, v);
+  return s;
+}
+
+void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
+  (void)p;
+  if (!v) return;
+  if (p && p->slot && p->slot->ctx && (v->n_kern || v->arena)) clFinish(p->slot->ctx->queue);
+  for (int k = 0; k < v->n_steps; k++) kiln_cl_op_free(v->steps[k].op);
+  kiln_free(v->steps);
+  for (int k = 0; v->kern && k < v->n_kern; k++) kiln_cl_kernel_free(&v->kern[k]);
+  kiln_free(v->kern);
+  kiln_free(v->sig);
+  kiln_cl_program_free(v->prog);
+  for (int w = 0; v->place && v->g && w < v->g->n_values; w++)
+    if (v->place[w].mem) clReleaseMemObject(v->place[w].mem);
+  kiln_free(v->place);
+  if (v->arena) clReleaseMemObject(v->arena);
+  kiln_free(v->in_map);
+  kiln_free(v->key);
+  kiln_shapes_free(v->sh);
+  kiln_graph_free(v->g);
+  kiln_free(v);
+}

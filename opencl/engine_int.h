@@ -1,0 +1,131 @@
+/* opencl/engine_int: the OpenCL engine's internal structures, shared by
+ * engine.c (plan, variants), engine_compile.c (compile a variant) and
+ * engine_run.c (run, profile). */
+#ifndef KILN_OPENCL_ENGINE_INT_H
+#define KILN_OPENCL_ENGINE_INT_H
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir/dump.h"
+#include "ir/graph.h"
+#include "ir/rewrite.h"
+#include "ir/shape.h"
+#include "opencl/cache.h"
+#include "opencl/codegen.h"
+#include "opencl/engine.h"
+#include "opencl/ops.h"
+#include "opencl/runtime.h"
+
+#define KILN_CL_VARIANTS 4  /* compiled variants kept per plan (least recently used out) */
+#define KILN_CL_SPEC_MAX 64 /* elements of one specialising input */
+
+/* One device's context, shared by every plan on it, and the lock that
+ * serialises compiles and runs on it (kernel arguments live on shared
+ * cl_kernel objects, CLBlast shares the queue). */
+typedef struct kiln_cl_slot {
+  pthread_mutex_t mu;
+  kiln_cl_context *ctx;
+  size_t align; /* arena offset alignment: max(CL_DEVICE_MEM_BASE_ADDR_ALIGN, KILN_MEMPLAN_ALIGN) bytes */
+} kiln_cl_slot;
+
+enum { KILN_CL_STEP_GEN, KILN_CL_STEP_OP, KILN_CL_STEP_COPY, KILN_CL_STEP_HOST };
+
+/* One thing a run does, in order. */
+typedef struct kiln_cl_step {
+  int kind;
+  int node;  /* OP, COPY, HOST: the node; GEN: the group's first node */
+  int nodes; /* GEN: nodes in the group */
+  int kern;  /* GEN: index into variant kernels */
+  kiln_cl_op *op;
+  int prof;  /* KILN_PROFILE entry */
+} kiln_cl_step;
+
+/* Where a value lives on the device. */
+typedef struct kiln_cl_place {
+  cl_mem mem;   /* the buffer kernels get: own buffer, or a sub-buffer of the arena */
+  cl_mem base;  /* own buffer, or the arena */
+  size_t offset; /* in base */
+  size_t bytes;
+  bool own;     /* mem is an allocation of its own (not a sub-buffer) */
+} kiln_cl_place;
+
+typedef struct kiln_cl_variant {
+  int64_t *key;
+  int nkey;
+  unsigned long used;
+  bool host_only;       /* shapes stay data-dependent: the whole graph runs on the host */
+  kiln_graph *g;        /* the specialised, rewritten graph */
+  kiln_shapes *sh;
+  int *in_map;          /* per input of g: the index of that input in the plan's original graph */
+  int n_steps;
+  kiln_cl_step *steps;
+  int n_kern;
+  kiln_cl_kernel *kern;
+  kiln_cl_kernel_sig *sig;
+  cl_program prog;
+  bool store_binary;    /* built from source: put its binary in the kiln cache after the first run */
+  kiln_cl_key prog_key;
+  kiln_cl_place *place; /* per value of g */
+  cl_mem arena;
+  uint64_t arena_bytes;
+  bool ran;
+  int runs;         /* successful runs */
+  bool from_cache;  /* the program came from the kiln cache (a device binary) */
+  double build_ms;  /* clBuildProgram from source (0: from the cache) */
+} kiln_cl_variant;
+
+typedef struct kiln_cl_prof {
+  char name[96];
+  long count;
+  double ns;
+} kiln_cl_prof;
+
+struct kiln_cl_plan {
+  const kiln_cl_device *dev;
+  kiln_cl_slot *slot;
+  kiln_graph *orig; /* the graph as given */
+  bool *spec;       /* per input of orig: specialise on its values */
+  kiln_cl_variant *var[KILN_CL_VARIANTS];
+  unsigned long clock;
+  kiln_cl_plan_stats st;
+  bool profile;      /* KILN_PROFILE or KILN_TRACE: each step is timed (and waited for) */
+  bool print_table;  /* KILN_PROFILE: the table at release */
+  bool trace;        /* KILN_TRACE=file.json: a Chrome/Perfetto trace of every step */
+  int n_prof, cap_prof;
+  kiln_cl_prof *prof;
+  int n_trace, cap_trace;
+  struct kiln_cl_trace_ev {
+    int prof;
+    double ts_ns, dur_ns; /* host clock start, duration */
+  } *trace_ev;
+  char dump_stem[KILN_DUMP_STEM_MAX + 1];
+  /* prepare's rewrite of a graph whose input shapes are all known: the first
+     variant takes it instead of rewriting again (then NULL) */
+  kiln_graph *probe_g;
+  kiln_shapes *probe_sh;
+  kiln_rewrite_stats probe_rst;
+};
+
+/* Rewrites g0 (constant folding with the reference kernels), checks it and
+ * infers its shapes. */
+kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_graph **g, kiln_shapes **sh,
+                            kiln_rewrite_stats *rst);
+/* The variant for these inputs (per input of p->orig; NULL for initializers),
+ * compiled on first sight. Call with the slot locked (or before the plan is
+ * shared). */
+kiln_status kiln_cl_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out);
+/* Compiles specialised graph d (borrowed) into *out. */
+kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_cl_variant **out);
+void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v);
+/* Runs variant v: in[i] per input of p->orig. */
+kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in,
+                                kiln_tensor *outs);
+/* The KILN_PROFILE entry named name (created); -1 when out of memory. */
+int kiln_cl_profile_entry(kiln_cl_plan *p, const char *name);
+void kiln_cl_profile_print(const kiln_cl_plan *p);
+/* KILN_TRACE: appends p's events to the process's trace and rewrites the file. */
+void kiln_cl_trace_flush(const kiln_cl_plan *p);
+void kiln_cl_trace_shutdown(void);
+
+#endif

@@ -1,0 +1,401 @@
+/* opencl/engine_run: running a compiled variant — inputs written to their
+ * buffers, the steps enqueued in order on the device's in-order queue (a
+ * host step reads its inputs back, runs the reference kernel and writes
+ * its outputs), the outputs read back; and the KILN_PROFILE table. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ir/alloc.h"
+#include "opencl/cache.h"
+#include "opencl/engine_int.h"
+#include "reference/exec.h"
+#include "reference/ops.h"
+
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Value w's concrete dims (compile made sure they are constants). */
+static void dims_of(const kiln_cl_variant *v, int w, int *rank, int64_t *dims) {
+  const kiln_vshape *x = &v->sh->v[w];
+  *rank = x->rank;
+  for (int d = 0; d < x->rank; d++)
+    if (!kiln_dimx_is_const(v->sh->tab, x->dims[d], &dims[d])) dims[d] = 0;
+}
+
+/* A dense host copy of value w read from the device into t (allocated). */
+static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, kiln_tensor *t) {
+  int rank;
+  int64_t dims[KILN_MAX_RANK];
+  dims_of(v, w, &rank, dims);
+  kiln_status s = kiln_tensor_alloc(t, v->sh->v[w].dtype, rank, dims);
+  if (s) return s;
+  const kiln_cl_place *pl = &v->place[w];
+  size_t n = kiln_tensor_bytes(t);
+  if (!n) return KILN_OK;
+  if (!pl->mem) return kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", v->g->values[w].name);
+  cl_int e = clEnqueueReadBuffer(ctx->queue, pl->mem, CL_TRUE, 0, n, t->data, 0, NULL, NULL);
+  if (e) return kiln_cl_fail(e, "reading '%s' (%zu bytes) back from %s (%s)", v->g->values[w].name, n, ctx->id,
+                             ctx->name);
+  return KILN_OK;
+}
+
+static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, const kiln_tensor *t) {
+  const kiln_cl_place *pl = &v->place[w];
+  size_t n = kiln_tensor_bytes(t);
+  if (!n || !pl->mem) return KILN_OK;
+  if (n != pl->bytes)
+    return kiln_fail(KILN_E_INTERNAL, "value '%s': %zu bytes made, %zu planned", v->g->values[w].name, n, pl->bytes);
+  const void *src = t->data;
+  kiln_tensor dense = {0};
+  if (t->strided) { /* never from the reference kernels, but be safe */
+    kiln_status s = kiln_tensor_copy(&dense, t);
+    if (s) return s;
+    src = dense.data;
+  }
+  cl_int e = clEnqueueWriteBuffer(ctx->queue, pl->mem, CL_TRUE, 0, n, src, 0, NULL, NULL);
+  kiln_tensor_release(&dense);
+  if (e) return kiln_cl_fail(e, "writing '%s' (%zu bytes) to %s (%s)", v->g->values[w].name, n, ctx->id, ctx->name);
+  return KILN_OK;
+}
+
+/* The host fallback: node i's reference kernel on host copies. vin[u] is
+ * the host tensor of a graph input or weight (NULL: on the device). */
+static kiln_status run_host(kiln_cl_context *ctx, const kiln_cl_variant *v, int i, const kiln_tensor *const *vin) {
+  const kiln_graph *g = v->g;
+  const kiln_node *n = &g->nodes[i];
+  const kiln_op_def *d = kiln_ref_find_op(n->domain, n->op_type);
+  if (!d) return kiln_fail(KILN_E_UNSUPPORTED_OP, "no kernel for %s", n->op_type);
+  kiln_status s = KILN_OK;
+  const kiln_tensor **ins = kiln_calloc((size_t)n->n_in + 1, sizeof *ins);
+  kiln_tensor *tmp = kiln_calloc((size_t)n->n_in + 1, sizeof *tmp);
+  kiln_tensor *res = kiln_calloc((size_t)n->n_out + 1, sizeof *res);
+  bool *used = kiln_calloc((size_t)n->n_out + 1, sizeof *used);
+  if (!ins || !tmp || !res || !used) s = kiln_fail(KILN_E_NOMEM, "out of memory running a node");
+  for (int k = 0; k < n->n_in && !s; k++) {
+    int u = n->in[k];
+    if (u < 0) continue;
+    for (int j = 0; j < k && !ins[k]; j++) /* the same value twice: one read */
+      if (n->in[j] == u) ins[k] = ins[j];
+    if (ins[k]) continue;
+    if (vin[u]) {
+      ins[k] = vin[u];
+    } else if (k == 0 && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size")) && !*n->domain) {
+      int rank; /* these read the dims only: nothing to read back */
+      int64_t dims[KILN_MAX_RANK], numel = 1;
+      dims_of(v, u, &rank, dims);
+      for (int d = 0; d < rank; d++) numel *= dims[d];
+      kiln_tensor_wrap(&tmp[k], v->sh->v[u].dtype, rank, dims, numel, NULL);
+      ins[k] = &tmp[k];
+    } else if (!(s = read_value(ctx, v, u, &tmp[k]))) {
+      ins[k] = &tmp[k];
+    }
+  }
+  for (int k = 0; k < n->n_out; k++) used[k] = n->out[k] >= 0;
+  if (!s) {
+    kiln_op_call call = {g, n, n->opset, n->n_in, ins, n->n_out, res, used};
+    s = d->run(&call);
+  }
+  for (int k = 0; k < n->n_out && !s; k++) {
+    int w = n->out[k];
+    if (w < 0) continue;
+    int rank;
+    int64_t dims[KILN_MAX_RANK];
+    dims_of(v, w, &rank, dims);
+    if (res[k].dtype != v->sh->v[w].dtype || res[k].rank != rank)
+      s = kiln_fail(KILN_E_INTERNAL, "output %d: shape inference said %s rank %d, the kernel made %s rank %d", k,
+                    kiln_dtype_name(v->sh->v[w].dtype), rank, kiln_dtype_name(res[k].dtype), res[k].rank);
+    for (int e = 0; e < rank && !s; e++)
+      if (res[k].dims[e] != dims[e])
+        s = kiln_fail(KILN_E_INTERNAL, "output %d, dim %d: shape inference said %lld, the kernel made %lld", k, e,
+                      (long long)dims[e], (long long)res[k].dims[e]);
+    if (!s) s = write_value(ctx, v, w, &res[k]);
+  }
+  for (int k = 0; res && k < n->n_out; k++) kiln_tensor_release(&res[k]);
+  for (int k = 0; tmp && k < n->n_in; k++) kiln_tensor_release(&tmp[k]);
+  kiln_free(ins);
+  kiln_free(tmp);
+  kiln_free(res);
+  kiln_free(used);
+  return s;
+}
+
+/* One timed step: the table's sums, and (KILN_TRACE) an event starting at
+ * host time t0_ns. */
+static void prof_add(kiln_cl_plan *p, int e, double t0_ns, double ns) {
+  if (e < 0 || e >= p->n_prof) return;
+  p->prof[e].count++;
+  p->prof[e].ns += ns;
+  if (!p->trace || p->n_trace >= (1 << 20)) return;
+  if (p->n_trace == p->cap_trace) {
+    int cap = p->cap_trace ? 2 * p->cap_trace : 256;
+    struct kiln_cl_trace_ev *q = kiln_realloc(p->trace_ev, sizeof *q * (size_t)cap);
+    if (!q) return;
+    p->trace_ev = q;
+    p->cap_trace = cap;
+  }
+  p->trace_ev[p->n_trace++] = (struct kiln_cl_trace_ev){e, t0_ns, ns};
+}
+
+static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_variant *v, const kiln_cl_step *st) {
+  kiln_cl_kernel *k = &v->kern[st->kern];
+  size_t n = (size_t)v->sig[st->kern].n_items;
+  if (!n) return KILN_OK;
+  if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, 0, NULL);
+  size_t gsz = kiln_cl_pad(n, KILN_CL_GLOBAL_PAD);
+  double w0 = now_ns();
+  cl_event ev = NULL;
+  cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &gsz, NULL, 0, NULL, &ev);
+  if (e) return kiln_cl_fail(e, "launching OpenCL kernel '%s' on %s (%s)", k->name, ctx->id, ctx->name);
+  e = clWaitForEvents(1, &ev);
+  cl_ulong t0 = 0, t1 = 0;
+  if (!e) e = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+  if (!e) e = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+  clReleaseEvent(ev);
+  if (e) return kiln_cl_fail(e, "OpenCL kernel '%s' on %s (%s)", k->name, ctx->id, ctx->name);
+  /* a driver without event timestamps (rusticl reports 0): wall time */
+  prof_add(p, st->prof, w0, t1 > t0 ? (double)(t1 - t0) : now_ns() - w0);
+  return KILN_OK;
+}
+
+static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_variant *v, const kiln_cl_step *st,
+                            const kiln_tensor *const *vin) {
+  const kiln_node *n = &v->g->nodes[st->node];
+  if (st->kind == KILN_CL_STEP_GEN) return run_gen(p, ctx, v, st);
+  double t0 = p->profile ? now_ns() : 0;
+  /* device steps are timed between two markers (OpenCL event times) */
+  cl_event m0 = NULL;
+  if (p->profile && st->kind != KILN_CL_STEP_HOST && clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &m0)) m0 = NULL;
+  kiln_status s = KILN_OK;
+  if (st->kind == KILN_CL_STEP_COPY) {
+    const kiln_cl_place *a = &v->place[n->in[0]], *b = &v->place[n->out[0]];
+    if (b->bytes && vin[n->in[0]]) {
+      s = write_value(ctx, v, n->out[0], vin[n->in[0]]);
+    } else if (b->bytes) {
+      cl_int e = a->mem && b->mem ? clEnqueueCopyBuffer(ctx->queue, a->mem, b->mem, 0, 0, b->bytes, 0, NULL, NULL)
+                                  : CL_INVALID_MEM_OBJECT;
+      if (e) s = kiln_cl_fail(e, "copying %zu bytes on %s (%s)", b->bytes, ctx->id, ctx->name);
+    }
+  } else if (st->kind == KILN_CL_STEP_OP) {
+    kiln_cl_arg in[64], out[64];
+    for (int k = 0; k < n->n_in; k++) {
+      int u = n->in[k];
+      in[k] = u >= 0 ? (kiln_cl_arg){v->place[u].base, v->place[u].offset} : (kiln_cl_arg){NULL, 0};
+    }
+    for (int k = 0; k < n->n_out; k++) {
+      int w = n->out[k];
+      out[k] = w >= 0 ? (kiln_cl_arg){v->place[w].base, v->place[w].offset} : (kiln_cl_arg){NULL, 0};
+    }
+    s = kiln_cl_op_enqueue(st->op, ctx, in, out);
+  } else {
+    s = run_host(ctx, v, st->node, vin);
+  }
+  if (p->profile && !s && m0) {
+    cl_event m1 = NULL;
+    cl_ulong a = 0, b = 0;
+    cl_int e = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &m1);
+    if (!e) e = clWaitForEvents(1, &m1);
+    if (!e) e = clGetEventProfilingInfo(m0, CL_PROFILING_COMMAND_END, sizeof a, &a, NULL);
+    if (!e) e = clGetEventProfilingInfo(m1, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL);
+    if (!e) prof_add(p, st->prof, t0, b > a ? (double)(b - a) : now_ns() - t0);
+    if (m1) clReleaseEvent(m1);
+    if (e) s = kiln_cl_fail(e, "profiling a step on %s (%s)", ctx->id, ctx->name);
+  } else if (p->profile && !s) {
+    s = kiln_cl_finish(ctx);
+    prof_add(p, st->prof, t0, now_ns() - t0);
+  }
+  if (m0) clReleaseEvent(m0);
+  return s;
+}
+
+/* The whole graph on the host (data-dependent shapes). */
+static kiln_status run_on_host(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_tensor *outs) {
+  const kiln_graph *g0 = p->orig;
+  const kiln_tensor **bound = kiln_calloc((size_t)g0->n_values + 1, sizeof *bound);
+  if (!bound) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  for (int i = 0; i < g0->n_inputs; i++) bound[g0->inputs[i]] = in[i];
+  kiln_status s = kiln_ref_run(g0, bound, outs);
+  kiln_free(bound);
+  return s;
+}
+
+kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in,
+                                kiln_tensor *outs) {
+  if (v->host_only) return run_on_host(p, in, outs);
+  double t_start = now_ns();
+  kiln_cl_context *ctx = p->slot->ctx;
+  const kiln_graph *g = v->g;
+  kiln_status s = KILN_OK;
+  const kiln_tensor **vin = kiln_calloc((size_t)g->n_values + 1, sizeof *vin);
+  if (!vin) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  for (int w = 0; w < g->n_values; w++) vin[w] = g->values[w].init;
+  for (int i = 0; i < g->n_inputs && !s; i++) {
+    int w = g->inputs[i];
+    if (g->values[w].init) continue;
+    const kiln_tensor *t = v->in_map[i] >= 0 ? in[v->in_map[i]] : NULL;
+    if (!t) {
+      s = kiln_fail(KILN_E_MODEL, "graph input '%s' has no data bound", g->values[w].name);
+      break;
+    }
+    vin[w] = t;
+    s = write_value(ctx, v, w, t);
+  }
+  char lbl[160];
+  for (int k = 0; k < v->n_steps && !s; k++) {
+    const kiln_cl_step *st = &v->steps[k];
+    s = run_step(p, ctx, v, st, vin);
+    if (s) {
+      const kiln_node *n = &g->nodes[st->node];
+      if (st->kind == KILN_CL_STEP_GEN && st->nodes > 1)
+        kiln_error_prefix("fused group of %d nodes from %s (%s)", st->nodes, kiln_node_label(g, n, lbl, sizeof lbl),
+                          n->op_type);
+      else
+        kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+    }
+  }
+  for (int o = 0; o < g->n_outputs && !s; o++) {
+    int w = g->outputs[o];
+    if (vin[w]) s = kiln_tensor_copy(&outs[o], vin[w]);
+    else s = read_value(ctx, v, w, &outs[o]);
+  }
+  if (!s) s = kiln_cl_finish(ctx);
+  if (s) {
+    kiln_cl_finish(ctx);
+    for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
+  }
+  kiln_free(vin);
+  /* the device binary, once it ran (on PoCL it then holds the compiled
+     work-group functions; asked right after the build it would not) */
+  double t2 = now_ns();
+  /* the device binary into the kiln cache, after the variant's second
+     successful run: asked right after the build PoCL's binary lacks the
+     compiled work-group functions (it compiles a generic one on demand,
+     0.1-0.2 s); after a run it holds them. A graph run once (a test) pays
+     nothing; one run again is worth a warm init. KILN_CL_BINARY_CACHE=1:
+     after the first run already (a test run that fills the cache). */
+  if (!s) v->runs++;
+  int store_at = getenv("KILN_CL_BINARY_CACHE") && !strcmp(getenv("KILN_CL_BINARY_CACHE"), "1") ? 1 : 2;
+  if (!s && v->runs == store_at && v->store_binary && v->prog) {
+    void *bin = NULL;
+    size_t len = 0;
+    if (!kiln_cl_program_binary(ctx, v->prog, &bin, &len)) kiln_cl_cache_put(v->prog_key, bin, len);
+    kiln_error_clear();
+    kiln_free(bin);
+  }
+  if (!v->ran && v->prog)
+    kiln_log(KILN_LOG_INFO, "opencl: program of '%s': %s, first run %.1f ms", g->name ? g->name : "",
+             v->from_cache ? "from the kiln cache" : "built from source", (t2 - t_start) / 1e6);
+  if (v->runs == store_at && v->store_binary && v->prog)
+    kiln_log(KILN_LOG_INFO, "opencl: program of '%s': binary stored in %.1f ms", g->name ? g->name : "",
+             (now_ns() - t2) / 1e6);
+  if (!v->ran && v->prog && !v->from_cache)
+    kiln_log(KILN_LOG_INFO, "opencl: program of '%s': clBuildProgram %.1f ms", g->name ? g->name : "", v->build_ms);
+  v->ran = true;
+  return s;
+}
+
+/* ---- KILN_PROFILE ---- */
+
+int kiln_cl_profile_entry(kiln_cl_plan *p, const char *name) {
+  for (int i = 0; i < p->n_prof; i++)
+    if (!strcmp(p->prof[i].name, name)) return i;
+  if (p->n_prof == p->cap_prof) {
+    int cap = p->cap_prof ? 2 * p->cap_prof : 16;
+    kiln_cl_prof *q = kiln_realloc(p->prof, sizeof *q * (size_t)cap);
+    if (!q) return -1;
+    p->prof = q;
+    p->cap_prof = cap;
+  }
+  kiln_cl_prof *e = &p->prof[p->n_prof];
+  memset(e, 0, sizeof *e);
+  snprintf(e->name, sizeof e->name, "%s", name);
+  for (char *c = e->name; *c; c++) /* also a JSON string (KILN_TRACE) */
+    if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_';
+  return p->n_prof++;
+}
+
+void kiln_cl_profile_print(const kiln_cl_plan *p) {
+  if (!p->n_prof) return;
+  double total = 0;
+  for (int i = 0; i < p->n_prof; i++) total += p->prof[i].ns;
+  fprintf(stderr, "kiln profile: graph '%s' on opencl:%s (%s) — kernels, ops and copies: OpenCL event times (ops "
+                  "and copies between two markers); host steps: wall time\n",
+          p->orig->name ? p->orig->name : "", p->dev->id, p->dev->name);
+  fprintf(stderr, "  %-60s %8s %12s %12s %6s\n", "step", "calls", "total ms", "mean us", "%");
+  for (int i = 0; i < p->n_prof; i++) {
+    const kiln_cl_prof *e = &p->prof[i];
+    fprintf(stderr, "  %-60.60s %8ld %12.3f %12.1f %6.1f\n", e->name, e->count, e->ns / 1e6,
+            e->count ? e->ns / 1e3 / (double)e->count : 0.0, total > 0 ? 100 * e->ns / total : 0.0);
+  }
+  fprintf(stderr, "  %-60s %8s %12.3f\n", "total", "", total / 1e6);
+}
+
+/* ---- KILN_TRACE ---- */
+
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *trace_buf; /* the events written so far, comma-separated */
+static size_t trace_len, trace_cap;
+
+static void trace_put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void trace_put(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (trace_len + (size_t)n + 1 > trace_cap) {
+    size_t cap = trace_cap ? trace_cap : 1 << 16;
+    while (cap < trace_len + (size_t)n + 1) cap *= 2;
+    char *q = kiln_realloc(trace_buf, cap);
+    if (!q) return;
+    trace_buf = q;
+    trace_cap = cap;
+  }
+  va_start(ap, fmt);
+  vsnprintf(trace_buf + trace_len, trace_cap - trace_len, fmt, ap);
+  va_end(ap);
+  trace_len += (size_t)n;
+}
+
+void kiln_cl_trace_flush(const kiln_cl_plan *p) {
+  const char *path = getenv("KILN_TRACE");
+  if (!path || !*path || !p->n_trace) return;
+  pthread_mutex_lock(&trace_mu);
+  static int graphs;
+  int tid = ++graphs; /* one track per graph */
+  char name[160];
+  snprintf(name, sizeof name, "%s", p->orig->name ? p->orig->name : "graph");
+  for (char *c = name; *c; c++)
+    if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '_';
+  trace_put("%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s on opencl:%s\"}}",
+            trace_len ? ",\n" : "", tid, name, p->dev->id);
+  for (int i = 0; i < p->n_trace; i++) {
+    const struct kiln_cl_trace_ev *e = &p->trace_ev[i];
+    trace_put(",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
+              p->prof[e->prof].name, name, tid, e->ts_ns / 1e3, e->dur_ns / 1e3);
+  }
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  bool ok = f && fprintf(f, "{\"traceEvents\":[\n%s\n]}\n", trace_buf ? trace_buf : "") > 0;
+  if (f && fclose(f)) ok = false;
+  if (!ok || rename(tmp, path)) {
+    remove(tmp);
+    kiln_log(KILN_LOG_WARN, "KILN_TRACE: cannot write %s", path);
+  }
+  pthread_mutex_unlock(&trace_mu);
+}
+
+void kiln_cl_trace_shutdown(void) {
+  pthread_mutex_lock(&trace_mu);
+  kiln_free(trace_buf);
+  trace_buf = NULL;
+  trace_len = trace_cap = 0;
+  pthread_mutex_unlock(&trace_mu);
+}

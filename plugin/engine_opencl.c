@@ -1,0 +1,134 @@
+/* plugin/engine_opencl: one kiln_engine per usable OpenCL device (the
+ * engine itself is opencl/engine), and the KILN_DEVICE tokens `opencl` and
+ * `opencl:P:D`. The engine table is made once per process. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "opencl/engine.h"
+#include "plugin/plugin.h"
+
+static kiln_status cl_prepare_on(const void *impl, const kiln_graph *g, void **plan) {
+  kiln_cl_plan *p;
+  kiln_status s = kiln_cl_plan_prepare(impl, g, &p);
+  *plan = s ? NULL : p;
+  return s;
+}
+
+static kiln_status cl_prepare(const kiln_graph *g, void **plan) {
+  (void)g;
+  *plan = NULL;
+  return kiln_fail(KILN_E_INTERNAL, "an OpenCL engine needs its device");
+}
+
+static kiln_status cl_run(void *plan, const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs) {
+  return kiln_cl_plan_run(plan, g, bound, outs);
+}
+
+static void cl_release(void *plan) { kiln_cl_plan_release(plan); }
+
+static void cl_stats(void *plan, const kiln_graph *g, kilnGraphStatistics *st) {
+  kiln_cl_plan_stats cs;
+  (void)g;
+  kiln_cl_plan_get_stats(plan, &cs);
+  st->nodesImported = (uint64_t)cs.nodes_in;
+  st->nodesPlanned = (uint64_t)cs.nodes_out;
+  st->kernelNodes = (uint64_t)(cs.kernels + cs.device_ops + cs.host_nodes);
+  st->memoryPlans = (uint64_t)cs.variants;
+  st->arenaBytes = cs.arena_bytes;
+  st->lowerBoundBytes = cs.lower_bound;
+  st->noReuseBytes = cs.no_reuse;
+  st->foldedNodes = (uint64_t)cs.folded;
+  st->batchNormsFolded = (uint64_t)cs.bn_folded;
+  st->cseMerged = (uint64_t)cs.cse;
+  st->noOpsRemoved = (uint64_t)cs.noops;
+  st->transposesMerged = (uint64_t)cs.transposes;
+  st->deadNodesRemoved = (uint64_t)cs.dead;
+  st->fusedGroups = (uint64_t)cs.fused_groups;
+  st->fusedNodes = (uint64_t)cs.fused_nodes;
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static kiln_engine *engines; /* per device of kiln_cl_engine_devices(), same order */
+static char (*names)[32];
+static char (*descs)[256];
+static int n_engines;
+
+static void make_engines(void) {
+  const kiln_cl_device_list *l = kiln_cl_engine_devices();
+  if (!l->n) return;
+  engines = kiln_calloc((size_t)l->n, sizeof *engines);
+  names = kiln_calloc((size_t)l->n, sizeof *names);
+  descs = kiln_calloc((size_t)l->n, sizeof *descs);
+  if (!engines || !names || !descs) {
+    kiln_free(engines);
+    kiln_free(names);
+    kiln_free(descs);
+    engines = NULL;
+    return;
+  }
+  for (int i = 0; i < l->n; i++) {
+    const kiln_cl_device *d = &l->devices[i];
+    char b[224];
+    kiln_cl_device_describe(d, b, sizeof b);
+    snprintf(names[i], sizeof names[i], "opencl:%s", d->id);
+    snprintf(descs[i], sizeof descs[i], "OpenCL device %s", b);
+    kiln_engine *e = &engines[i];
+    e->name = names[i];
+    e->device = descs[i];
+    e->device_type = (d->type & CL_DEVICE_TYPE_GPU)           ? ONNXIFI_DEVICE_TYPE_GPU
+                     : (d->type & CL_DEVICE_TYPE_ACCELERATOR) ? ONNXIFI_DEVICE_TYPE_NPU
+                                                              : ONNXIFI_DEVICE_TYPE_CPU;
+    e->capabilities = 0; /* a new variant per input-shape set: not SYMBOLIC_BATCH_SIZE's one plan */
+    e->check = kiln_cl_engine_check;
+    e->prepare = cl_prepare;
+    e->run = cl_run;
+    e->release = cl_release;
+    e->stats = cl_stats;
+    e->impl = d;
+    e->prepare_on = cl_prepare_on;
+  }
+  n_engines = l->n;
+}
+
+kiln_status kiln_opencl_engines_auto(int rank, kiln_engine_add_fn add, const kiln_engine **out, int max, int *n) {
+  pthread_once(&once, make_engines);
+  const kiln_cl_device_list *l = kiln_cl_engine_devices();
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < n_engines && !s; i++)
+    if (kiln_cl_device_auto_rank(&l->devices[i]) == rank) s = add(&engines[i], out, max, n);
+  return s;
+}
+
+kiln_status kiln_opencl_engines_select(const char *env, const char *tok, kiln_engine_add_fn add,
+                                       const kiln_engine **out, int max, int *n) {
+  /* a malformed token is refused before any driver is loaded */
+  if (strcmp(tok, "opencl")) {
+    int pi = -1, di = -1, used = 0;
+    if (sscanf(tok, "opencl:%d:%d%n", &pi, &di, &used) != 2 || tok[used] || pi < 0 || di < 0)
+      return kiln_fail(KILN_E_MODEL, "KILN_DEVICE=%s: malformed OpenCL device '%s' (expected opencl or opencl:P:D)",
+                       env, tok);
+  }
+  pthread_once(&once, make_engines);
+  const kiln_cl_device_list *l = kiln_cl_engine_devices();
+  if (!n_engines)
+    return kiln_fail(KILN_E_MODEL, "KILN_DEVICE=%s: no usable OpenCL device%s%s", env,
+                     l->notes && *l->notes ? ": " : "",
+                     l->notes ? l->notes : "");
+  int idx[64], k = 0;
+  kiln_status s = kiln_cl_devices_select(l, tok, idx, 64, &k);
+  for (int i = 0; i < k && !s; i++) s = add(&engines[idx[i]], out, max, n);
+  return s;
+}
+
+/* At unload (dlclose, exit): kiln's own tables go. The OpenCL contexts are
+ * left to the driver (its teardown order at exit is its own). */
+__attribute__((destructor)) static void free_engines(void) {
+  kiln_free(engines);
+  kiln_free(names);
+  kiln_free(descs);
+  engines = NULL;
+  n_engines = 0;
+  kiln_cl_engine_shutdown();
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Generate kiln's fusion-pattern suite (issue 5, "Correctness"): graphs whose
+nodes the fusion pass groups — long elementwise chains with broadcasts and
+views, conv + batchnorm + relu + maxpool, a residual block, softmax and
+layernorm, a fused group whose intermediate is also a graph output — in the
+ONNX node-test layout, next to this script:
+
+    test_fusion_<case>/model.onnx
+    test_fusion_<case>/test_data_set_0/input_K.pb    seeded random inputs
+    test_fusion_<case>/test_data_set_0/output_K.pb   expected outputs
+
+The expected outputs come from onnxruntime (CPU provider, all graph
+optimisations off), an oracle independent of kiln. Run the cases with
+tests/conformance (ROOT = this directory) on any backend.
+
+Requirements: onnx, onnxruntime, numpy (bench/requirements.txt; e.g.
+build/bench/venv/bin/python tests/fusion/make_fusion.py).
+"""
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+F = TensorProto.FLOAT
+
+
+def vi(name, shape):
+    return helper.make_tensor_value_info(name, F, shape)
+
+
+def const(name, a):
+    return numpy_helper.from_array(np.asarray(a, dtype=np.float32), name)
+
+
+def i64(name, a):
+    return numpy_helper.from_array(np.asarray(a, dtype=np.int64), name)
+
+
+def save(name, nodes, inputs, outputs, inits, feeds):
+    g = helper.make_graph(nodes, name, [vi(n, a.shape) for n, a in feeds.items()],
+                          [vi(n, s) for n, s in outputs], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="kiln make_fusion")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    outs = sess.run([n for n, _ in outputs], feeds)
+    d = os.path.join(HERE, "test_fusion_" + name)
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    for k, (n, a) in enumerate(feeds.items()):
+        with open(os.path.join(d, "test_data_set_0", "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+    for k, ((n, _), a) in enumerate(zip(outputs, outs)):
+        with open(os.path.join(d, "test_data_set_0", "output_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(np.asarray(a), n).SerializeToString())
+
+
+def main():
+    rng = np.random.default_rng(5)
+    r = lambda *s: rng.uniform(-1, 1, s).astype(np.float32)
+
+    # a long elementwise chain through views and broadcasts; the sigmoid's
+    # result (inside the group) is also a graph output
+    save("chain_views_bcast", [
+        helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Mul", ["xt", "b"], ["m"]),
+        helper.make_node("Add", ["m", "c"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["s"]),
+        helper.make_node("Reshape", ["s", "shape"], ["sr"]),
+        helper.make_node("Slice", ["sr", "st", "en", "ax", "sp"], ["sl"]),
+        helper.make_node("Tanh", ["sl"], ["t"]),
+        helper.make_node("Mul", ["t", "t"], ["t2"]),
+        helper.make_node("Sub", ["t2", "d"], ["u"]),
+        helper.make_node("Relu", ["u"], ["y"]),
+    ], None, [("y", [2, 4, 7]), ("s", [2, 4, 3, 5])],
+        [const("b", r(1, 4, 1, 5)), const("c", r(5)), i64("shape", [2, 4, 15]), i64("st", [1]), i64("en", [15]),
+         i64("ax", [2]), i64("sp", [2]), const("d", r(7) * 0.1)],
+        {"x": r(2, 3, 4, 5)})
+
+    # conv + batchnorm + relu + maxpool
+    save("conv_bn_relu_pool", [
+        helper.make_node("Conv", ["x", "w", "cb"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "g", "be", "mu", "var"], ["bn"], epsilon=1e-5),
+        helper.make_node("Relu", ["bn"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+    ], None, [("y", [1, 8, 4, 4])],
+        [const("w", r(8, 3, 3, 3) * 0.5), const("cb", r(8)), const("g", 1 + 0.5 * r(8)), const("be", r(8)),
+         const("mu", r(8) * 0.1), const("var", 1 + 0.5 * np.abs(r(8)))],
+        {"x": r(1, 3, 8, 8)})
+
+    # a residual block: conv relu conv + skip, relu
+    save("residual", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "x"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ], None, [("y", [1, 4, 6, 6])],
+        [const("w1", r(4, 4, 3, 3) * 0.4), const("b1", r(4)), const("w2", r(4, 4, 3, 3) * 0.4), const("b2", r(4))],
+        {"x": r(1, 4, 6, 6)})
+
+    # matmul, softmax, layernorm and an elementwise epilogue
+    save("softmax_layernorm", [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Mul", ["m", "scale"], ["ms"]),
+        helper.make_node("Softmax", ["ms"], ["p"], axis=-1),
+        helper.make_node("LayerNormalization", ["p", "lg", "lb"], ["ln"], axis=-1, epsilon=1e-5),
+        helper.make_node("Mul", ["ln", "k"], ["lk"]),
+        helper.make_node("Add", ["lk", "x2"], ["y"]),
+    ], None, [("y", [2, 5, 16]), ("p", [2, 5, 16])],
+        [const("w", r(8, 16)), const("scale", [0.5]), const("lg", 1 + 0.5 * r(16)), const("lb", r(16)),
+         const("k", r(16))],
+        {"x": r(2, 5, 8), "x2": r(2, 5, 16)})
+
+    # a fused group whose intermediates are graph outputs, read again later
+    save("intermediate_outputs", [
+        helper.make_node("Exp", ["x"], ["e"]),
+        helper.make_node("Add", ["e", "b"], ["a"]),
+        helper.make_node("Mul", ["a", "a"], ["m"]),
+        helper.make_node("Neg", ["m"], ["n"]),
+        helper.make_node("Transpose", ["n"], ["nt"], perm=[1, 0]),
+        helper.make_node("Add", ["nt", "e2"], ["y"]),
+    ], None, [("y", [6, 4]), ("e", [4, 6]), ("a", [4, 6]), ("nt", [6, 4])],
+        [const("b", r(6))],
+        {"x": r(4, 6), "e2": r(6, 4)})
+
+
+if __name__ == "__main__":
+    main()
