@@ -77,7 +77,7 @@ static void cpu_stats(void *plan, const kiln_graph *g, kilnGraphStatistics *st) 
 
 const kiln_engine kiln_engine_cpu = {
     .name = "cpu",
-    .device = "host CPU (plan executor: rewrites, views, one memory arena; scalar kernels)",
+    .device = "host CPU (plan executor: rewrites, views, one memory arena; AVX2/FMA kernels with scalar twins, fused tiles)",
     .device_type = ONNXIFI_DEVICE_TYPE_CPU,
     /* one plan per bound set: runs within the bounds reuse it (tests/symbolic_batch.c) */
     .capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS,
