@@ -94,20 +94,6 @@ struct kiln_cpu_plan {
 
 /* ---- compile ---- */
 
-static kiln_status ref_eval(void *ctx, const kiln_graph *g, const kiln_node *n, const kiln_tensor *const *in,
-                            kiln_tensor *out) {
-  (void)ctx;
-  const kiln_op_def *d = kiln_ref_find_op(n->domain, n->op_type);
-  if (!d) return KILN_E_UNSUPPORTED_OP;
-  kiln_status s = kiln_ref_check_node(g, n);
-  if (s) return s;
-  bool used[64];
-  if (n->n_out > 64) return KILN_E_UNSUPPORTED_OP;
-  for (int k = 0; k < n->n_out; k++) used[k] = n->out[k] >= 0;
-  kiln_op_call c = {g, n, n->opset, n->n_in, in, n->n_out, out, used};
-  return d->run(&c);
-}
-
 kiln_status kiln_cpu_check(const kiln_graph *g) {
   kiln_status s = kiln_ref_check_graph(g);
   if (s) return s;
@@ -640,7 +626,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   if (!p) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
   dump_imported(p, g0); /* KILN_DUMP */
   kiln_rewrite_opts ro = {0};
-  ro.eval = ref_eval;
+  ro.eval = kiln_ref_eval_node;
   ro.dump_stem = p->dump_stem[0] ? p->dump_stem : NULL; /* KILN_DUMP: after each pass */
   kiln_rewrite_stats rst;
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;

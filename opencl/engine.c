@@ -93,24 +93,10 @@ kiln_status kiln_cl_engine_check(const kiln_graph *g) {
   return KILN_OK;
 }
 
-static kiln_status ref_eval(void *ctx, const kiln_graph *g, const kiln_node *n, const kiln_tensor *const *in,
-                            kiln_tensor *out) {
-  (void)ctx;
-  const kiln_op_def *d = kiln_ref_find_op(n->domain, n->op_type);
-  if (!d) return KILN_E_UNSUPPORTED_OP;
-  kiln_status s = kiln_ref_check_node(g, n);
-  if (s) return s;
-  bool used[64];
-  if (n->n_out > 64) return KILN_E_UNSUPPORTED_OP;
-  for (int k = 0; k < n->n_out; k++) used[k] = n->out[k] >= 0;
-  kiln_op_call c = {g, n, n->opset, n->n_in, in, n->n_out, out, used};
-  return d->run(&c);
-}
-
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_graph **g, kiln_shapes **sh,
                             kiln_rewrite_stats *rst) {
   kiln_rewrite_opts ro = {0};
-  ro.eval = ref_eval;
+  ro.eval = kiln_ref_eval_node;
   ro.dump_stem = dump_stem;
   *sh = NULL;
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);

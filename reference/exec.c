@@ -127,3 +127,18 @@ done:
   kiln_free(last_use);
   return s;
 }
+
+kiln_status kiln_ref_eval_node(void *ctx, const kiln_graph *g, const kiln_node *n, const kiln_tensor *const *in,
+                               kiln_tensor *out) {
+  (void)ctx;
+  const kiln_op_def *d = kiln_ref_find_op(n->domain, n->op_type);
+  if (!d) return KILN_E_UNSUPPORTED_OP;
+  kiln_status s = kiln_ref_check_node(g, n);
+  if (s) return s;
+  bool used[64];
+  if (n->n_out > 64) return KILN_E_UNSUPPORTED_OP;
+  for (int k = 0; k < n->n_out; k++) used[k] = n->out[k] >= 0;
+  kiln_op_call c = {g, n, n->opset, n->n_in, in, n->n_out, out, used};
+  return d->run(&c);
+}
+

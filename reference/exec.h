@@ -23,4 +23,10 @@ struct kiln_obs;
 kiln_status kiln_ref_run_observed(const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs,
                                   struct kiln_obs *obs);
 
+/* Runs one node n of g on the reference kernel, with the signature of
+ * kiln_rewrite_eval_fn (ctx unused): out[k] empty on entry, filled for each
+ * output the node has. What constant folding evaluates with. */
+kiln_status kiln_ref_eval_node(void *ctx, const kiln_graph *g, const kiln_node *n, const kiln_tensor *const *in,
+                               kiln_tensor *out);
+
 #endif
