@@ -118,9 +118,11 @@ kiln_status kiln_cl_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, k
 /* Compiles specialised graph d (borrowed) into *out. */
 kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_cl_variant **out);
 void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v);
-/* Runs variant v: in[i] per input of p->orig. */
+/* Runs variant v: in[i] per input of p->orig; mem_in[i] (optional) a
+ * device buffer holding input i instead of in[i]'s data (in[i] still gives
+ * its shape), mem_out[o] (optional) a device buffer receiving output o. */
 kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in,
-                                kiln_tensor *outs);
+                                const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out);
 /* The KILN_PROFILE entry named name (created); -1 when out of memory. */
 int kiln_cl_profile_entry(kiln_cl_plan *p, const char *name);
 void kiln_cl_profile_print(const kiln_cl_plan *p);

@@ -214,20 +214,78 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
   return s;
 }
 
-/* The whole graph on the host (data-dependent shapes). */
-static kiln_status run_on_host(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_tensor *outs) {
+/* Output o's device buffer mem (the host's) can take n bytes. */
+static kiln_status check_out_mem(const kiln_graph *g, int o, cl_mem mem, size_t n) {
+  size_t size = 0;
+  cl_int e = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (e) return kiln_cl_fail(e, "output '%s': querying its OpenCL buffer", g->values[g->outputs[o]].name);
+  if (size < n)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "output '%s': the graph computed %zu bytes, its OpenCL buffer holds %zu",
+                     g->values[g->outputs[o]].name, n, size);
+  return KILN_OK;
+}
+
+/* Host tensor t into the host's device buffer mem (blocking; t may be a view). */
+static kiln_status write_mem(kiln_cl_context *ctx, const kiln_graph *g, int o, const kiln_tensor *t, cl_mem mem) {
+  size_t n = kiln_tensor_bytes(t);
+  kiln_status s = check_out_mem(g, o, mem, n);
+  if (s || !n) return s;
+  const void *src = t->data;
+  kiln_tensor dense = {0};
+  if (t->strided) {
+    if ((s = kiln_tensor_copy(&dense, t))) return s;
+    src = dense.data;
+  }
+  cl_int e = clEnqueueWriteBuffer(ctx->queue, mem, CL_TRUE, 0, n, src, 0, NULL, NULL);
+  kiln_tensor_release(&dense);
+  if (e) return kiln_cl_fail(e, "writing output '%s' (%zu bytes) to its OpenCL buffer", g->values[g->outputs[o]].name, n);
+  return KILN_OK;
+}
+
+/* outs[o] as the shape of a result that went to a device buffer (no data). */
+static void shape_only(kiln_tensor *t, kiln_dtype dt, int rank, const int64_t *dims) {
+  int64_t n = 1, d2[KILN_MAX_RANK];
+  for (int d = 0; d < rank; d++) n *= (d2[d] = dims[d]); /* dims may be t's own */
+  kiln_tensor_release(t);
+  kiln_tensor_wrap(t, dt, rank, d2, n, NULL);
+}
+
+/* The whole graph on the host (data-dependent shapes). Inputs in device
+ * buffers are read back, outputs for device buffers written to them. */
+static kiln_status run_on_host(kiln_cl_plan *p, const kiln_tensor *const *in, const cl_mem *mem_in,
+                               kiln_tensor *outs, const cl_mem *mem_out) {
   const kiln_graph *g0 = p->orig;
+  kiln_cl_context *ctx = p->slot->ctx;
   const kiln_tensor **bound = kiln_calloc((size_t)g0->n_values + 1, sizeof *bound);
-  if (!bound) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
-  for (int i = 0; i < g0->n_inputs; i++) bound[g0->inputs[i]] = in[i];
-  kiln_status s = kiln_ref_run(g0, bound, outs);
+  kiln_tensor *tmp = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *tmp);
+  kiln_status s = KILN_OK;
+  if (!bound || !tmp) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  for (int i = 0; i < g0->n_inputs && !s; i++) {
+    bound[g0->inputs[i]] = in[i];
+    if (!mem_in || !mem_in[i] || !in[i]) continue;
+    if ((s = kiln_tensor_alloc(&tmp[i], in[i]->dtype, in[i]->rank, in[i]->dims))) break;
+    size_t n = kiln_tensor_bytes(&tmp[i]);
+    cl_int e = n ? clEnqueueReadBuffer(ctx->queue, mem_in[i], CL_TRUE, 0, n, tmp[i].data, 0, NULL, NULL) : CL_SUCCESS;
+    if (e) s = kiln_cl_fail(e, "reading input '%s' (%zu bytes) from its OpenCL buffer", g0->values[g0->inputs[i]].name, n);
+    bound[g0->inputs[i]] = &tmp[i];
+  }
+  if (!s) s = kiln_ref_run(g0, bound, outs);
+  for (int o = 0; o < g0->n_outputs && !s && mem_out; o++) {
+    if (!mem_out[o]) continue;
+    s = write_mem(ctx, g0, o, &outs[o], mem_out[o]);
+    if (!s) shape_only(&outs[o], outs[o].dtype, outs[o].rank, outs[o].dims);
+  }
+  if (s)
+    for (int o = 0; o < g0->n_outputs; o++) kiln_tensor_release(&outs[o]);
+  for (int i = 0; tmp && i < g0->n_inputs; i++) kiln_tensor_release(&tmp[i]);
+  kiln_free(tmp);
   kiln_free(bound);
   return s;
 }
 
 kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in,
-                                kiln_tensor *outs) {
-  if (v->host_only) return run_on_host(p, in, outs);
+                                const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out) {
+  if (v->host_only) return run_on_host(p, in, mem_in, outs, mem_out);
   double t_start = now_ns();
   kiln_cl_context *ctx = p->slot->ctx;
   const kiln_graph *g = v->g;
@@ -242,6 +300,19 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     if (!t) {
       s = kiln_fail(KILN_E_MODEL, "graph input '%s' has no data bound", g->values[w].name);
       break;
+    }
+    cl_mem m = mem_in && v->in_map[i] >= 0 ? mem_in[v->in_map[i]] : NULL;
+    if (m) { /* the host's device buffer: copied on the device, never through host memory */
+      const kiln_cl_place *pl = &v->place[w];
+      size_t n = kiln_tensor_bytes(t);
+      if (!n || !pl->mem) continue;
+      if (n != pl->bytes) {
+        s = kiln_fail(KILN_E_INTERNAL, "input '%s': %zu bytes given, %zu planned", g->values[w].name, n, pl->bytes);
+        break;
+      }
+      cl_int e = clEnqueueCopyBuffer(ctx->queue, m, pl->mem, 0, 0, n, 0, NULL, NULL);
+      if (e) s = kiln_cl_fail(e, "copying input '%s' (%zu bytes) from its OpenCL buffer", g->values[w].name, n);
+      continue;
     }
     vin[w] = t;
     s = write_value(ctx, v, w, t);
@@ -261,8 +332,27 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   }
   for (int o = 0; o < g->n_outputs && !s; o++) {
     int w = g->outputs[o];
-    if (vin[w]) s = kiln_tensor_copy(&outs[o], vin[w]);
-    else s = read_value(ctx, v, w, &outs[o]);
+    cl_mem m = mem_out ? mem_out[o] : NULL;
+    if (m && vin[w]) { /* a weight or host input as an output */
+      s = write_mem(ctx, g, o, vin[w], m);
+      if (!s) shape_only(&outs[o], vin[w]->dtype, vin[w]->rank, vin[w]->dims);
+    } else if (m) { /* device to device */
+      int rank;
+      int64_t dims[KILN_MAX_RANK];
+      dims_of(v, w, &rank, dims);
+      const kiln_cl_place *pl = &v->place[w];
+      size_t n = kiln_dtype_size(v->sh->v[w].dtype);
+      for (int d = 0; d < rank; d++) n *= (size_t)dims[d];
+      if (n && !pl->mem) s = kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", g->values[w].name);
+      if (!s) s = check_out_mem(g, o, m, n);
+      cl_int e = !s && n ? clEnqueueCopyBuffer(ctx->queue, pl->mem, m, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
+      if (e) s = kiln_cl_fail(e, "copying output '%s' (%zu bytes) to its OpenCL buffer", g->values[w].name, n);
+      if (!s) shape_only(&outs[o], v->sh->v[w].dtype, rank, dims);
+    } else if (vin[w]) {
+      s = kiln_tensor_copy(&outs[o], vin[w]);
+    } else {
+      s = read_value(ctx, v, w, &outs[o]);
+    }
   }
   if (!s) s = kiln_cl_finish(ctx);
   if (s) {
