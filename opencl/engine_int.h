@@ -73,6 +73,7 @@ typedef struct kiln_cl_variant {
   int runs;         /* successful runs */
   bool from_cache;  /* the program came from the kiln cache (a device binary) */
   double build_ms;  /* clBuildProgram from source (0: from the cache) */
+  cl_mem *bind;     /* during a run: per value, the host's cl_mem read in place of its own buffer (or NULL) */
 } kiln_cl_variant;
 
 typedef struct kiln_cl_prof {

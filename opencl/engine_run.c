@@ -29,6 +29,12 @@ static void dims_of(const kiln_cl_variant *v, int w, int *rank, int64_t *dims) {
     if (!kiln_dimx_is_const(v->sh->tab, x->dims[d], &dims[d])) dims[d] = 0;
 }
 
+/* The buffer holding value w: the host's cl_mem bound to it for this run,
+ * else its own. */
+static cl_mem mem_of(const kiln_cl_variant *v, int w) {
+  return v->bind && v->bind[w] ? v->bind[w] : v->place[w].mem;
+}
+
 /* A dense host copy of value w read from the device into t (allocated). */
 static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, kiln_tensor *t) {
   int rank;
@@ -36,11 +42,11 @@ static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, in
   dims_of(v, w, &rank, dims);
   kiln_status s = kiln_tensor_alloc(t, v->sh->v[w].dtype, rank, dims);
   if (s) return s;
-  const kiln_cl_place *pl = &v->place[w];
+  cl_mem m = mem_of(v, w);
   size_t n = kiln_tensor_bytes(t);
   if (!n) return KILN_OK;
-  if (!pl->mem) return kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", v->g->values[w].name);
-  cl_int e = clEnqueueReadBuffer(ctx->queue, pl->mem, CL_TRUE, 0, n, t->data, 0, NULL, NULL);
+  if (!m) return kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", v->g->values[w].name);
+  cl_int e = clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, n, t->data, 0, NULL, NULL);
   if (e) return kiln_cl_fail(e, "reading '%s' (%zu bytes) back from %s (%s)", v->g->values[w].name, n, ctx->id,
                              ctx->name);
   return KILN_OK;
@@ -48,8 +54,9 @@ static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, in
 
 static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, const kiln_tensor *t) {
   const kiln_cl_place *pl = &v->place[w];
+  cl_mem m = mem_of(v, w);
   size_t n = kiln_tensor_bytes(t);
-  if (!n || !pl->mem) return KILN_OK;
+  if (!n || !m) return KILN_OK;
   if (n != pl->bytes)
     return kiln_fail(KILN_E_INTERNAL, "value '%s': %zu bytes made, %zu planned", v->g->values[w].name, n, pl->bytes);
   const void *src = t->data;
@@ -59,7 +66,7 @@ static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, i
     if (s) return s;
     src = dense.data;
   }
-  cl_int e = clEnqueueWriteBuffer(ctx->queue, pl->mem, CL_TRUE, 0, n, src, 0, NULL, NULL);
+  cl_int e = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL);
   kiln_tensor_release(&dense);
   if (e) return kiln_cl_fail(e, "writing '%s' (%zu bytes) to %s (%s)", v->g->values[w].name, n, ctx->id, ctx->name);
   return KILN_OK;
@@ -174,23 +181,28 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
   if (p->profile && st->kind != KILN_CL_STEP_HOST && clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &m0)) m0 = NULL;
   kiln_status s = KILN_OK;
   if (st->kind == KILN_CL_STEP_COPY) {
-    const kiln_cl_place *a = &v->place[n->in[0]], *b = &v->place[n->out[0]];
+    const kiln_cl_place *b = &v->place[n->out[0]];
+    cl_mem am = mem_of(v, n->in[0]), bm = mem_of(v, n->out[0]);
     if (b->bytes && vin[n->in[0]]) {
       s = write_value(ctx, v, n->out[0], vin[n->in[0]]);
     } else if (b->bytes) {
-      cl_int e = a->mem && b->mem ? clEnqueueCopyBuffer(ctx->queue, a->mem, b->mem, 0, 0, b->bytes, 0, NULL, NULL)
-                                  : CL_INVALID_MEM_OBJECT;
+      cl_int e = am && bm ? clEnqueueCopyBuffer(ctx->queue, am, bm, 0, 0, b->bytes, 0, NULL, NULL)
+                          : CL_INVALID_MEM_OBJECT;
       if (e) s = kiln_cl_fail(e, "copying %zu bytes on %s (%s)", b->bytes, ctx->id, ctx->name);
     }
   } else if (st->kind == KILN_CL_STEP_OP) {
     kiln_cl_arg in[64], out[64];
     for (int k = 0; k < n->n_in; k++) {
       int u = n->in[k];
-      in[k] = u >= 0 ? (kiln_cl_arg){v->place[u].base, v->place[u].offset} : (kiln_cl_arg){NULL, 0};
+      in[k] = u < 0                   ? (kiln_cl_arg){NULL, 0}
+              : v->bind && v->bind[u] ? (kiln_cl_arg){v->bind[u], 0}
+                                      : (kiln_cl_arg){v->place[u].base, v->place[u].offset};
     }
     for (int k = 0; k < n->n_out; k++) {
       int w = n->out[k];
-      out[k] = w >= 0 ? (kiln_cl_arg){v->place[w].base, v->place[w].offset} : (kiln_cl_arg){NULL, 0};
+      out[k] = w < 0                   ? (kiln_cl_arg){NULL, 0}
+               : v->bind && v->bind[w] ? (kiln_cl_arg){v->bind[w], 0}
+                                       : (kiln_cl_arg){v->place[w].base, v->place[w].offset};
     }
     s = kiln_cl_op_enqueue(st->op, ctx, in, out);
   } else {
@@ -240,6 +252,46 @@ static kiln_status write_mem(kiln_cl_context *ctx, const kiln_graph *g, int o, c
   kiln_tensor_release(&dense);
   if (e) return kiln_cl_fail(e, "writing output '%s' (%zu bytes) to its OpenCL buffer", g->values[g->outputs[o]].name, n);
   return KILN_OK;
+}
+
+/* The storage a cl_mem covers: its root buffer and byte range. */
+static void mem_range(cl_mem m, cl_mem *root, size_t *off, size_t *size) {
+  *root = NULL;
+  *off = *size = 0;
+  if (clGetMemObjectInfo(m, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof *root, root, NULL) || !*root) *root = m;
+  else if (clGetMemObjectInfo(m, CL_MEM_OFFSET, sizeof *off, off, NULL)) *off = 0;
+  if (clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof *size, size, NULL)) *size = SIZE_MAX - *off;
+}
+
+static bool mem_overlap(cl_mem a, cl_mem b) {
+  cl_mem ra, rb;
+  size_t oa, sa, ob, sb;
+  mem_range(a, &ra, &oa, &sa);
+  mem_range(b, &rb, &ob, &sb);
+  return ra == rb && oa < ob + sb && ob < oa + sa;
+}
+
+/* Output o (value w) may be made in the host's buffer mem_out[o] itself:
+ * w is computed on the device in a place of its own that no other value
+ * of the variant shares (no in-place write, no reuse of its bytes), it is
+ * no input or weight, and the host's buffer overlaps no other buffer of
+ * the host's bound to this run (an input read while w is written). */
+static bool out_bindable(const kiln_cl_variant *v, int w, const kiln_tensor *const *in, const cl_mem *mem_in, int nin,
+                         const cl_mem *mem_out, int nout, int o) {
+  const kiln_graph *g = v->g;
+  const kiln_cl_place *pl = &v->place[w];
+  if (g->values[w].init || g->values[w].is_input || !pl->mem || !pl->bytes || (v->bind && v->bind[w])) return false;
+  for (int u = 0; u < g->n_values; u++) {
+    const kiln_cl_place *q = &v->place[u];
+    if (u != w && q->mem && q->base == pl->base && q->offset < pl->offset + pl->bytes &&
+        pl->offset < q->offset + (q->bytes ? q->bytes : 1))
+      return false;
+  }
+  for (int i = 0; i < nin && mem_in; i++)
+    if (in[i] && mem_in[i] && mem_overlap(mem_in[i], mem_out[o])) return false;
+  for (int k = 0; k < nout; k++)
+    if (k != o && mem_out[k] && mem_overlap(mem_out[k], mem_out[o])) return false;
+  return true;
 }
 
 /* outs[o] as the shape of a result that went to a device buffer (no data). */
@@ -302,21 +354,53 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       break;
     }
     cl_mem m = mem_in && v->in_map[i] >= 0 ? mem_in[v->in_map[i]] : NULL;
-    if (m) { /* the host's device buffer: copied on the device, never through host memory */
-      const kiln_cl_place *pl = &v->place[w];
+    if (m) { /* the host's device buffer, bound in place of the input's own: read there, never copied */
       size_t n = kiln_tensor_bytes(t);
-      if (!n || !pl->mem) continue;
-      if (n != pl->bytes) {
-        s = kiln_fail(KILN_E_INTERNAL, "input '%s': %zu bytes given, %zu planned", g->values[w].name, n, pl->bytes);
+      if (n != v->place[w].bytes) {
+        s = kiln_fail(KILN_E_INTERNAL, "input '%s': %zu bytes given, %zu planned", g->values[w].name, n,
+                      v->place[w].bytes);
         break;
       }
-      cl_int e = clEnqueueCopyBuffer(ctx->queue, m, pl->mem, 0, 0, n, 0, NULL, NULL);
-      if (e) s = kiln_cl_fail(e, "copying input '%s' (%zu bytes) from its OpenCL buffer", g->values[w].name, n);
+      if (!v->bind && !(v->bind = kiln_calloc((size_t)g->n_values + 1, sizeof *v->bind)))
+        s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+      else
+        v->bind[w] = m;
       continue;
     }
     vin[w] = t;
     s = write_value(ctx, v, w, t);
   }
+  /* outputs into the host's cl_mem where it is made, when that is safe */
+  bool *out_bound = kiln_calloc((size_t)g->n_outputs + 1, sizeof *out_bound);
+  if (!out_bound && !s) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  for (int o = 0; o < g->n_outputs && !s && mem_out; o++) {
+    int w = g->outputs[o];
+    if (!mem_out[o] || !out_bindable(v, w, in, mem_in, p->orig->n_inputs, mem_out, g->n_outputs, o)) continue;
+    if ((s = check_out_mem(g, o, mem_out[o], v->place[w].bytes))) break;
+    if (!v->bind && !(v->bind = kiln_calloc((size_t)g->n_values + 1, sizeof *v->bind))) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+      break;
+    }
+    v->bind[w] = mem_out[o];
+    out_bound[o] = true;
+  }
+  if (v->bind && !s) {
+    int nb = 0, no = 0, nc = 0;
+    for (int w = 0; w < g->n_values; w++) nb += v->bind[w] != NULL;
+    for (int o = 0; o < g->n_outputs; o++) {
+      no += out_bound[o];
+      nc += mem_out && mem_out[o] && !out_bound[o];
+    }
+    kiln_log(KILN_LOG_DEBUG, "opencl: run of '%s': %d inputs and %d outputs in the host's cl_mem bound in place, %d "
+             "outputs copied into theirs", g->name ? g->name : "", nb - no, no, nc);
+  }
+  /* generated kernels reading a bound input or writing a bound output get
+     the host's buffer for this run (their arguments are set back below) */
+  for (int k = 0; k < v->n_kern && !s && v->bind; k++)
+    for (int a = 0; a < v->sig[k].n_args && !s; a++) {
+      cl_mem m = v->bind[v->sig[k].args[a].value];
+      if (m) s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
+    }
   char lbl[160];
   for (int k = 0; k < v->n_steps && !s; k++) {
     const kiln_cl_step *st = &v->steps[k];
@@ -333,19 +417,25 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   for (int o = 0; o < g->n_outputs && !s; o++) {
     int w = g->outputs[o];
     cl_mem m = mem_out ? mem_out[o] : NULL;
-    if (m && vin[w]) { /* a weight or host input as an output */
+    if (out_bound[o]) { /* written where it was made */
+      int rank;
+      int64_t dims[KILN_MAX_RANK];
+      dims_of(v, w, &rank, dims);
+      shape_only(&outs[o], v->sh->v[w].dtype, rank, dims);
+    } else if (m && vin[w]) { /* a weight or host input as an output */
       s = write_mem(ctx, g, o, vin[w], m);
       if (!s) shape_only(&outs[o], vin[w]->dtype, vin[w]->rank, vin[w]->dims);
     } else if (m) { /* device to device */
       int rank;
       int64_t dims[KILN_MAX_RANK];
       dims_of(v, w, &rank, dims);
-      const kiln_cl_place *pl = &v->place[w];
+      cl_mem src = mem_of(v, w);
       size_t n = kiln_dtype_size(v->sh->v[w].dtype);
       for (int d = 0; d < rank; d++) n *= (size_t)dims[d];
-      if (n && !pl->mem) s = kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", g->values[w].name);
+      if (n && !src) s = kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", g->values[w].name);
       if (!s) s = check_out_mem(g, o, m, n);
-      cl_int e = !s && n ? clEnqueueCopyBuffer(ctx->queue, pl->mem, m, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
+      /* (an input bound to the very buffer it is copied to is there already) */
+      cl_int e = !s && n && src != m ? clEnqueueCopyBuffer(ctx->queue, src, m, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
       if (e) s = kiln_cl_fail(e, "copying output '%s' (%zu bytes) to its OpenCL buffer", g->values[w].name, n);
       if (!s) shape_only(&outs[o], v->sh->v[w].dtype, rank, dims);
     } else if (vin[w]) {
@@ -359,6 +449,18 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     kiln_cl_finish(ctx);
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
   }
+  if (v->bind) { /* the kernels' own buffers back (the launches are done) */
+    for (int k = 0; k < v->n_kern; k++)
+      for (int a = 0; a < v->sig[k].n_args; a++) {
+        int w = v->sig[k].args[a].value;
+        cl_mem m = v->place[w].mem;
+        if (v->bind[w] && m && kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m) && !s)
+          s = KILN_E_INTERNAL;
+      }
+    kiln_free(v->bind);
+    v->bind = NULL;
+  }
+  kiln_free(out_bound);
   kiln_free(vin);
   /* the device binary, once it ran (on PoCL it then holds the compiled
      work-group functions; asked right after the build it would not) */
