@@ -647,6 +647,47 @@ static void test_example(const char *src, const char *name, const char *in_name,
   clReleaseMemObject(out.mem);
 }
 
+/* Device ops on the host's buffers: a MatMul (CLBlast) and a Conv with
+ * inputs and outputs in cl_mem (one-node graphs: the outputs' arena bytes
+ * are their own, so they are made in the host's buffers). */
+static void test_ops(void) {
+  float wconv[3 * 2 * 3 * 3];
+  fill(wconv, 54, 31);
+  int64_t da[2] = {8, 16}, db[2] = {16, 12}, dy[2] = {8, 12};
+  int64_t dx[4] = {1, 2, 9, 9}, dw[4] = {3, 2, 3, 3}, dc[4] = {1, 3, 7, 7};
+  mb *m = mb_new("matmul");
+  mb_in(m, "a", F32, 2, da);
+  mb_in(m, "b", F32, 2, db);
+  mb_out(m, "y", F32, 2, dy);
+  mb_node(m, "MatMul", "a b", "y");
+  size_t size;
+  void *model = mb_pack(m, &size);
+  float a[128], b[192], y[96], x[162], c[147];
+  fill(a, 128, 32);
+  fill(b, 192, 33);
+  cl_mem am = new_buf(sizeof a), bm = new_buf(sizeof b), ym = new_buf(sizeof y);
+  io in[2] = {{"a", F32, 2, {8, 16}, a, am}, {"b", F32, 2, {16, 12}, b, bm}};
+  io out = {"y", F32, 2, {8, 12}, y, ym};
+  run_and_compare("MatMul [8,16]x[16,12] on cl_mem", model, size, in, 2, &out, 1, false);
+  in[1].mem = NULL;
+  run_and_compare("MatMul [8,16]x[16,12], b on the host", model, size, in, 2, &out, 1, false);
+  m = mb_new("conv");
+  mb_in(m, "x", F32, 4, dx);
+  mb_out(m, "c", F32, 4, dc);
+  mb_init_f(m, "w", 4, dw, wconv);
+  mb_node(m, "Conv", "x w", "c");
+  model = mb_pack(m, &size);
+  fill(x, 162, 34);
+  cl_mem xm = new_buf(sizeof x), cm = new_buf(sizeof c);
+  io cin = {"x", F32, 4, {1, 2, 9, 9}, x, xm}, cout = {"c", F32, 4, {1, 3, 7, 7}, c, cm};
+  run_and_compare("Conv 2->3 3x3 on cl_mem", model, size, &cin, 1, &cout, 1, false);
+  clReleaseMemObject(am);
+  clReleaseMemObject(bm);
+  clReleaseMemObject(ym);
+  clReleaseMemObject(xm);
+  clReleaseMemObject(cm);
+}
+
 /* Outputs that are an input (Identity) or a weight; a shape input on the
  * device (Reshape); a graph with data-dependent shapes (NonZero, run on
  * the host). */
@@ -975,6 +1016,7 @@ int main(int argc, char **argv) {
   if (lib.onnxInitBackend(id_ref, NULL, &be_ref)) die("InitBackend(reference)");
   test_chain();
   test_special();
+  test_ops();
   test_errors();
   test_backend_released_first();
   static const uint64_t mlp_in[2] = {4, 64}, mlp_out[2] = {4, 10}, cnn_in[4] = {1, 3, 32, 32}, cnn_out[2] = {1, 10};
