@@ -271,20 +271,53 @@ static bool mem_overlap(cl_mem a, cl_mem b) {
   return ra == rb && oa < ob + sb && ob < oa + sa;
 }
 
+/* The steps that touch each value: first[w]..last[w] (inclusive; graph
+ * outputs to n_steps, the read of the results; first > last: untouched).
+ * A superset of what the memory planner saw (a copy step counts all its
+ * node's inputs), so two values whose ranges here are disjoint had
+ * disjoint lifetimes there. */
+static void lifetimes(const kiln_cl_variant *v, int *first, int *last) {
+  const kiln_graph *g = v->g;
+  for (int w = 0; w < g->n_values; w++) first[w] = v->n_steps + 1, last[w] = -1;
+#define TOUCH(w, k)                      \
+  do {                                   \
+    if ((w) >= 0) {                      \
+      if ((k) < first[w]) first[w] = (k); \
+      if ((k) > last[w]) last[w] = (k);   \
+    }                                    \
+  } while (0)
+  for (int k = 0; k < v->n_steps; k++) {
+    const kiln_cl_step *st = &v->steps[k];
+    const kiln_node *n = &g->nodes[st->node];
+    if (st->kind == KILN_CL_STEP_GEN)
+      for (int a = 0; a < v->sig[st->kern].n_args; a++) TOUCH(v->sig[st->kern].args[a].value, k);
+    else {
+      for (int i = 0; i < n->n_in; i++) TOUCH(n->in[i], k);
+      for (int i = 0; i < n->n_out; i++) TOUCH(n->out[i], k);
+    }
+  }
+  for (int o = 0; o < g->n_outputs; o++) TOUCH(g->outputs[o], v->n_steps);
+#undef TOUCH
+}
+
 /* Output o (value w) may be made in the host's buffer mem_out[o] itself:
- * w is computed on the device in a place of its own that no other value
- * of the variant shares (no in-place write, no reuse of its bytes), it is
- * no input or weight, and the host's buffer overlaps no other buffer of
- * the host's bound to this run (an input read while w is written). */
-static bool out_bindable(const kiln_cl_variant *v, int w, const kiln_tensor *const *in, const cl_mem *mem_in, int nin,
-                         const cl_mem *mem_out, int nout, int o) {
+ * w is computed on the device, it is no input or weight, no other value
+ * whose lifetime meets w's shares a byte of its place (a value that reuses
+ * the bytes of a dead one is fine: each value is written by its own
+ * producer; an in-place write or a view would meet w's lifetime), and the
+ * host's buffer overlaps no other buffer of the host's bound to this run
+ * (an input read while w is written, another output). */
+static bool out_bindable(const kiln_cl_variant *v, int w, const int *first, const int *last, const kiln_tensor *const *in,
+                         const cl_mem *mem_in, int nin, const cl_mem *mem_out, int nout, int o) {
   const kiln_graph *g = v->g;
   const kiln_cl_place *pl = &v->place[w];
   if (g->values[w].init || g->values[w].is_input || !pl->mem || !pl->bytes || (v->bind && v->bind[w])) return false;
+  if (first[w] > last[w]) return false;
   for (int u = 0; u < g->n_values; u++) {
     const kiln_cl_place *q = &v->place[u];
     if (u != w && q->mem && q->base == pl->base && q->offset < pl->offset + pl->bytes &&
-        pl->offset < q->offset + (q->bytes ? q->bytes : 1))
+        pl->offset < q->offset + (q->bytes ? q->bytes : 1) &&
+        (first[u] > last[u] || (first[u] <= last[w] && first[w] <= last[u])))
       return false;
   }
   for (int i = 0; i < nin && mem_in; i++)
@@ -372,10 +405,14 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   }
   /* outputs into the host's cl_mem where it is made, when that is safe */
   bool *out_bound = kiln_calloc((size_t)g->n_outputs + 1, sizeof *out_bound);
-  if (!out_bound && !s) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  int *first = mem_out ? kiln_calloc((size_t)g->n_values + 1, sizeof *first) : NULL;
+  int *last = mem_out ? kiln_calloc((size_t)g->n_values + 1, sizeof *last) : NULL;
+  if ((!out_bound || (mem_out && (!first || !last))) && !s) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  if (mem_out && !s) lifetimes(v, first, last);
   for (int o = 0; o < g->n_outputs && !s && mem_out; o++) {
     int w = g->outputs[o];
-    if (!mem_out[o] || !out_bindable(v, w, in, mem_in, p->orig->n_inputs, mem_out, g->n_outputs, o)) continue;
+    if (!mem_out[o] || !out_bindable(v, w, first, last, in, mem_in, p->orig->n_inputs, mem_out, g->n_outputs, o))
+      continue;
     if ((s = check_out_mem(g, o, mem_out[o], v->place[w].bytes))) break;
     if (!v->bind && !(v->bind = kiln_calloc((size_t)g->n_values + 1, sizeof *v->bind))) {
       s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
@@ -461,6 +498,8 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     v->bind = NULL;
   }
   kiln_free(out_bound);
+  kiln_free(first);
+  kiln_free(last);
   kiln_free(vin);
   /* the device binary, once it ran (on PoCL it then holds the compiled
      work-group functions; asked right after the build it would not) */

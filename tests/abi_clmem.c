@@ -8,7 +8,7 @@
  * buffers is compared with the `reference` backend run on host memory
  * (rtol 1e-4, atol 1e-5, as the conformance runners).
  *
- *   abi_clmem PATH/libonnxifi-kiln.so [SOURCE_DIR] [--bench] [--two-drivers]
+ *   abi_clmem PATH/libonnxifi-kiln.so [SOURCE_DIR] [--bench] [--two-drivers] [--suite DIR]...
  *
  * SOURCE_DIR (default: from __FILE__) holds examples/mlp.onnx and cnn.onnx.
  * KILN_DEVICE defaults to opencl,reference here. No OpenCL platform or no
@@ -16,6 +16,9 @@
  * a timing of a 4M-element elementwise chain with host-memory IO against
  * cl_mem IO. --two-drivers: the ICD loader must offer a device of a second
  * platform (else skip, 77), whose context must be refused for the backend.
+ * --suite DIR: every node-test style case under DIR (tests/views,
+ * tests/fusion) with all its inputs and outputs in cl_mem, against its
+ * expected outputs.
  * Prints "ok"/"FAIL" lines and "abi_clmem: N passed, N failed". */
 #include <CL/cl.h>
 #include <onnx/onnxifi_loader.h>
@@ -31,6 +34,8 @@
 
 #include "include/kiln/kiln_ext.h"
 #include "onnx/onnx.pb-c.h"
+#include "tests/casefile.h"
+#include "tests/testutil.h"
 
 static int n_pass, n_fail;
 static struct onnxifi_library lib;
@@ -585,6 +590,118 @@ static void test_chain(void) {
   clReleaseMemObject(wm);
 }
 
+/* Every case of a node-test style suite (tests/views, tests/fusion) with
+ * every input and output in the host's cl_mem, against the case's
+ * expected outputs (the conformance runners' tolerances). */
+static void test_suite(const char *root) {
+  char **names = NULL;
+  int n = tu_list_cases(root, &names), pass = 0, fail = 0, skip = 0;
+  for (int ci = 0; ci < n; ci++) {
+    tu_case c;
+    memset(&c, 0, sizeof c);
+    if (strncmp(names[ci], "test_", 5)) continue; /* the generator script, a README */
+    if (!tu_case_load(&c, root, names[ci]) || !c.graph || tu_abi_limit(c.graph)) {
+      printf("skip %s: %s\n", names[ci], c.graph ? tu_abi_limit(c.graph) : "cannot load its model");
+      skip++;
+      tu_case_free(&c);
+      continue;
+    }
+    const kiln_graph *g = c.graph;
+    int nin = 0, nout = g->n_outputs, bad = 0;
+    kiln_tensor ins[16], exp[16], got[16];
+    cl_mem mi[16] = {0}, mo[16] = {0};
+    uint64_t shp[32][KILN_MAX_RANK];
+    onnxTensorDescriptorV1 di[16], dout[16];
+    memset(ins, 0, sizeof ins);
+    memset(exp, 0, sizeof exp);
+    memset(got, 0, sizeof got);
+    kiln_status ks = KILN_OK;
+    if (g->n_inputs > 16 || nout > 16) bad = 2;
+    for (int i = 0; i < g->n_inputs && !bad; i++) {
+      int v = g->inputs[i];
+      if (g->values[v].init) continue;
+      kiln_tensor *t = &ins[nin];
+      if (!tu_case_tensor(&c, 0, "input", nin, t, &ks) || ks) bad = 1;
+      if (bad) break;
+      tu_fix_dtype(t, g->values[v].type.dtype);
+      size_t bytes = kiln_tensor_bytes(t);
+      for (int k = 0; k < t->rank; k++) shp[nin][k] = (uint64_t)t->dims[k];
+      if (!bytes || tu_data_disagrees(&g->values[v].type, t)) bad = 2;
+      if (bad) break;
+      mi[nin] = new_buf(bytes);
+      if (clEnqueueWriteBuffer(hq, mi[nin], CL_TRUE, 0, bytes, t->data, 0, NULL, NULL)) die("host write");
+      di[nin] = (onnxTensorDescriptorV1){ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, g->values[v].name, (onnxEnum)t->dtype,
+                                         ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER, (uint32_t)t->rank, shp[nin],
+                                         (onnxPointer)(uintptr_t)mi[nin]};
+      nin++;
+    }
+    for (int o = 0; o < nout && !bad; o++) {
+      kiln_tensor *t = &exp[o];
+      if (!tu_case_tensor(&c, 0, "output", o, t, &ks) || ks) bad = 1;
+      if (bad) break;
+      tu_fix_dtype(t, g->values[g->outputs[o]].type.dtype);
+      size_t bytes = kiln_tensor_bytes(t);
+      if (!bytes || kiln_tensor_alloc(&got[o], t->dtype, t->rank, t->dims)) bad = 2;
+      if (bad) break;
+      for (int k = 0; k < t->rank; k++) shp[16 + o][k] = (uint64_t)t->dims[k];
+      mo[o] = new_buf(bytes);
+      dout[o] = (onnxTensorDescriptorV1){ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, g->values[g->outputs[o]].name,
+                                         (onnxEnum)t->dtype, ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER, (uint32_t)t->rank,
+                                         shp[16 + o], (onnxPointer)(uintptr_t)mo[o]};
+    }
+    onnxGraph gr = NULL;
+    onnxStatus st = ONNXIFI_STATUS_SUCCESS;
+    char why[600] = "";
+    if (bad == 1) snprintf(why, sizeof why, "cannot read its data");
+    if (!bad) st = lib.onnxInitGraph(be_cl, NULL, c.model_size, c.model, 0, NULL, &gr);
+    if (!bad && !st) st = lib.onnxSetGraphIO(gr, (uint32_t)nin, di, (uint32_t)nout, dout);
+    if (!bad && !st) {
+      onnxMemoryFenceV1 fin = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {NULL}}, fout = fin;
+      st = lib.onnxInitEvent(be_cl, &fin.event);
+      if (!st) st = lib.onnxRunGraph(gr, &fin, &fout);
+      if (!st) st = lib.onnxSignalEvent(fin.event);
+      if (!st) st = lib.onnxWaitEvent(fout.event);
+      if (st) snprintf(why, sizeof why, "status 0x%x: %s", (unsigned)st, msg());
+      if (fout.event && lib.onnxReleaseEvent(fout.event)) st = ONNXIFI_STATUS_INTERNAL_ERROR;
+      if (fin.event && lib.onnxReleaseEvent(fin.event)) st = ONNXIFI_STATUS_INTERNAL_ERROR;
+    } else if (!bad && st) {
+      snprintf(why, sizeof why, "status 0x%x: %s", (unsigned)st, msg());
+    }
+    for (int o = 0; o < nout && !bad && !st && !*why; o++) {
+      if (clEnqueueReadBuffer(hq, mo[o], CL_TRUE, 0, kiln_tensor_bytes(&got[o]), got[o].data, 0, NULL, NULL))
+        die("host read");
+      double rtol, atol;
+      tu_tolerance(c.name, exp[o].dtype, &rtol, &atol);
+      char m[512];
+      if (!tu_compare(&got[o], &exp[o], rtol, atol, m, sizeof m, NULL, NULL))
+        snprintf(why, sizeof why, "output %d: %s", o, m);
+    }
+    if (bad == 2) {
+      skip++;
+      printf("skip %s: a zero-sized tensor, data that disagrees with its model, or over 16 inputs/outputs\n", c.name);
+    }
+    else if (*why) {
+      fail++;
+      printf("FAIL %s on cl_mem: %s\n", c.name, why);
+    } else {
+      pass++;
+    }
+    if (gr && lib.onnxReleaseGraph(gr)) die("ReleaseGraph");
+    for (int i = 0; i < 16; i++) {
+      kiln_tensor_release(&ins[i]);
+      kiln_tensor_release(&exp[i]);
+      kiln_tensor_release(&got[i]);
+      if (mi[i]) clReleaseMemObject(mi[i]);
+      if (mo[i]) clReleaseMemObject(mo[i]);
+    }
+    tu_case_free(&c);
+  }
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  check(n > 0 && !fail && pass > 0, "suite %s with all IO in cl_mem: %d passed, %d failed, %d skipped", root, pass, fail,
+        skip);
+}
+
 /* A backend on the host's context released while its graph lives: the
  * graph keeps running in that context; the context reference goes with
  * the graph. */
@@ -932,8 +1049,11 @@ int main(int argc, char **argv) {
   bool do_bench = false;
   const char *f = __FILE__, *t = strstr(f, "tests/abi_clmem.c");
   snprintf(src, sizeof src, "%.*s.", t ? (int)(t - f) : 0, f);
+  const char *suites[8];
+  int nsuites = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--bench")) do_bench = true;
+    else if (!strcmp(argv[i], "--suite") && i + 1 < argc && nsuites < 8) suites[nsuites++] = argv[++i];
     else if (!strcmp(argv[i], "--two-drivers")) two_drivers = true;
     else snprintf(src, sizeof src, "%s", argv[i]);
   }
@@ -1022,6 +1142,7 @@ int main(int argc, char **argv) {
   static const uint64_t mlp_in[2] = {4, 64}, mlp_out[2] = {4, 10}, cnn_in[4] = {1, 3, 32, 32}, cnn_out[2] = {1, 10};
   test_example(src, "mlp", "x", 2, mlp_in, "logits", 2, mlp_out);
   test_example(src, "cnn", "input", 4, cnn_in, "probabilities", 2, cnn_out);
+  for (int i = 0; i < nsuites; i++) test_suite(suites[i]);
   if (do_bench) bench();
 
   /* the host lets go of its context first: kiln's reference keeps it */
