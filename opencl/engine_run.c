@@ -388,6 +388,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     }
     cl_mem m = mem_in && v->in_map[i] >= 0 ? mem_in[v->in_map[i]] : NULL;
     if (m) { /* the host's device buffer, bound in place of the input's own: read there, never copied */
+      if (!v->place[w].mem) continue; /* no step reads it */
       size_t n = kiln_tensor_bytes(t);
       if (n != v->place[w].bytes) {
         s = kiln_fail(KILN_E_INTERNAL, "input '%s': %zu bytes given, %zu planned", g->values[w].name, n,
