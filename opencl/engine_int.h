@@ -10,6 +10,7 @@
 #include "ir/dump.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
+#include "ir/schedule.h"
 #include "ir/shape.h"
 #include "opencl/cache.h"
 #include "opencl/codegen.h"
@@ -73,7 +74,8 @@ typedef struct kiln_cl_variant {
   int runs;         /* successful runs */
   bool from_cache;  /* the program came from the kiln cache (a device binary) */
   double build_ms;  /* clBuildProgram from source (0: from the cache) */
-  cl_mem *bind;     /* during a run: per value, the host's cl_mem read in place of its own buffer (or NULL) */
+  cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
+  kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
 } kiln_cl_variant;
 
 typedef struct kiln_cl_prof {

@@ -2,6 +2,7 @@
  * buffers, the steps enqueued in order on the device's in-order queue (a
  * host step reads its inputs back, runs the reference kernel and writes
  * its outputs), the outputs read back; and the KILN_PROFILE table. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -271,33 +272,50 @@ static bool mem_overlap(cl_mem a, cl_mem b) {
   return ra == rb && oa < ob + sb && ob < oa + sa;
 }
 
-/* The steps that touch each value: first[w]..last[w] (inclusive; graph
- * outputs to n_steps, the read of the results; first > last: untouched).
- * A superset of what the memory planner saw (a copy step counts all its
- * node's inputs), so two values whose ranges here are disjoint had
- * disjoint lifetimes there. */
+/* The steps that touch each value in the memory planner's schedule:
+ * first[w]..last[w] (inclusive; the read of the graph outputs is the step
+ * after the last; first > last: untouched). */
 static void lifetimes(const kiln_cl_variant *v, int *first, int *last) {
-  const kiln_graph *g = v->g;
-  for (int w = 0; w < g->n_values; w++) first[w] = v->n_steps + 1, last[w] = -1;
-#define TOUCH(w, k)                      \
-  do {                                   \
-    if ((w) >= 0) {                      \
-      if ((k) < first[w]) first[w] = (k); \
-      if ((k) > last[w]) last[w] = (k);   \
-    }                                    \
-  } while (0)
-  for (int k = 0; k < v->n_steps; k++) {
-    const kiln_cl_step *st = &v->steps[k];
-    const kiln_node *n = &g->nodes[st->node];
-    if (st->kind == KILN_CL_STEP_GEN)
-      for (int a = 0; a < v->sig[st->kern].n_args; a++) TOUCH(v->sig[st->kern].args[a].value, k);
-    else {
-      for (int i = 0; i < n->n_in; i++) TOUCH(n->in[i], k);
-      for (int i = 0; i < n->n_out; i++) TOUCH(n->out[i], k);
+  const kiln_schedule *ms = v->sched;
+  for (int w = 0; w < v->g->n_values; w++) first[w] = INT_MAX, last[w] = -1;
+  for (int k = 0; ms && k < ms->n_steps; k++) {
+    const kiln_step *x = &ms->steps[k];
+    for (int r = 0; r < x->n_reads + x->n_writes; r++) {
+      int w = r < x->n_reads ? x->reads[r] : x->writes[r - x->n_reads];
+      if (w < 0 || w >= v->g->n_values) continue;
+      if (k < first[w]) first[w] = k;
+      if (k > last[w]) last[w] = k;
     }
   }
-  for (int o = 0; o < g->n_outputs; o++) TOUCH(g->outputs[o], v->n_steps);
-#undef TOUCH
+}
+
+/* Every access to value w the memory planner saw is one that this file
+ * redirects to a bound buffer (a generated kernel's argument, a device
+ * op's, copy's or host step's node input or output): only then may w live
+ * in the host's buffer for a run. A step that reaches w some other way
+ * keeps w in its own buffer. */
+static bool routes_known(const kiln_cl_variant *v, int w) {
+  const kiln_schedule *ms = v->sched;
+  if (!ms || ms->n_steps < v->n_steps) return false;
+  for (int k = 0; k < v->n_steps; k++) {
+    const kiln_step *x = &ms->steps[k];
+    bool touches = false, ok = false;
+    for (int r = 0; r < x->n_reads && !touches; r++) touches = x->reads[r] == w;
+    for (int r = 0; r < x->n_writes && !touches; r++) touches = x->writes[r] == w;
+    if (!touches) continue;
+    const kiln_cl_step *st = &v->steps[k];
+    const kiln_node *n = &v->g->nodes[st->node];
+    if (st->kind == KILN_CL_STEP_GEN) {
+      for (int a = 0; a < v->sig[st->kern].n_args && !ok; a++) ok = v->sig[st->kern].args[a].value == w;
+    } else if (st->kind == KILN_CL_STEP_COPY) {
+      ok = n->in[0] == w || n->out[0] == w;
+    } else {
+      for (int i = 0; i < n->n_in && !ok; i++) ok = n->in[i] == w;
+      for (int i = 0; i < n->n_out && !ok; i++) ok = n->out[i] == w;
+    }
+    if (!ok) return false;
+  }
+  return true;
 }
 
 /* Output o (value w) may be made in the host's buffer mem_out[o] itself:
@@ -312,7 +330,7 @@ static bool out_bindable(const kiln_cl_variant *v, int w, const int *first, cons
   const kiln_graph *g = v->g;
   const kiln_cl_place *pl = &v->place[w];
   if (g->values[w].init || g->values[w].is_input || !pl->mem || !pl->bytes || (v->bind && v->bind[w])) return false;
-  if (first[w] > last[w]) return false;
+  if (first[w] > last[w] || !routes_known(v, w)) return false;
   for (int u = 0; u < g->n_values; u++) {
     const kiln_cl_place *q = &v->place[u];
     if (u != w && q->mem && q->base == pl->base && q->offset < pl->offset + pl->bytes &&
@@ -378,6 +396,10 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   const kiln_tensor **vin = kiln_calloc((size_t)g->n_values + 1, sizeof *vin);
   if (!vin) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
   for (int w = 0; w < g->n_values; w++) vin[w] = g->values[w].init;
+  int n_in_copied = 0;
+  /* KILN_CL_BIND=0: the host's buffers are copied on the device, never bound */
+  const char *bind_env = getenv("KILN_CL_BIND");
+  bool bind_ok = !(bind_env && !strcmp(bind_env, "0"));
   for (int i = 0; i < g->n_inputs && !s; i++) {
     int w = g->inputs[i];
     if (g->values[w].init) continue;
@@ -387,13 +409,19 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       break;
     }
     cl_mem m = mem_in && v->in_map[i] >= 0 ? mem_in[v->in_map[i]] : NULL;
-    if (m) { /* the host's device buffer, bound in place of the input's own: read there, never copied */
+    if (m) { /* the host's device buffer: read in place of the input's own, else copied on the device */
       if (!v->place[w].mem) continue; /* no step reads it */
       size_t n = kiln_tensor_bytes(t);
       if (n != v->place[w].bytes) {
         s = kiln_fail(KILN_E_INTERNAL, "input '%s': %zu bytes given, %zu planned", g->values[w].name, n,
                       v->place[w].bytes);
         break;
+      }
+      if (!bind_ok || !routes_known(v, w)) {
+        cl_int e = n ? clEnqueueCopyBuffer(ctx->queue, m, v->place[w].mem, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
+        if (e) s = kiln_cl_fail(e, "copying input '%s' (%zu bytes) from its OpenCL buffer", g->values[w].name, n);
+        n_in_copied++;
+        continue;
       }
       if (!v->bind && !(v->bind = kiln_calloc((size_t)g->n_values + 1, sizeof *v->bind)))
         s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
@@ -412,7 +440,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   if (mem_out && !s) lifetimes(v, first, last);
   for (int o = 0; o < g->n_outputs && !s && mem_out; o++) {
     int w = g->outputs[o];
-    if (!mem_out[o] || !out_bindable(v, w, first, last, in, mem_in, p->orig->n_inputs, mem_out, g->n_outputs, o))
+    if (!mem_out[o] || !bind_ok || !out_bindable(v, w, first, last, in, mem_in, p->orig->n_inputs, mem_out, g->n_outputs, o))
       continue;
     if ((s = check_out_mem(g, o, mem_out[o], v->place[w].bytes))) break;
     if (!v->bind && !(v->bind = kiln_calloc((size_t)g->n_values + 1, sizeof *v->bind))) {
@@ -422,15 +450,16 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     v->bind[w] = mem_out[o];
     out_bound[o] = true;
   }
-  if (v->bind && !s) {
+  if ((v->bind || n_in_copied) && !s) {
     int nb = 0, no = 0, nc = 0;
-    for (int w = 0; w < g->n_values; w++) nb += v->bind[w] != NULL;
+    for (int w = 0; w < g->n_values && v->bind; w++) nb += v->bind[w] != NULL;
     for (int o = 0; o < g->n_outputs; o++) {
       no += out_bound[o];
       nc += mem_out && mem_out[o] && !out_bound[o];
     }
     kiln_log(KILN_LOG_DEBUG, "opencl: run of '%s': %d inputs and %d outputs in the host's cl_mem bound in place, %d "
-             "outputs copied into theirs", g->name ? g->name : "", nb - no, no, nc);
+             "inputs copied from theirs, %d outputs copied into theirs", g->name ? g->name : "", nb - no, no,
+             n_in_copied, nc);
   }
   /* generated kernels reading a bound input or writing a bound output get
      the host's buffer for this run (their arguments are set back below) */
