@@ -118,11 +118,16 @@ static bool has_data_dependent(const kiln_shapes *sh) {
 }
 
 kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0, kiln_cl_plan **out) {
+  return kiln_cl_plan_prepare_in(dev, NULL, g0, out);
+}
+
+kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0,
+                                    kiln_cl_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
   if (s) return s;
-  kiln_cl_slot *slot;
-  if ((s = slot_of(dev, &slot))) return s;
+  kiln_cl_slot *slot = host_slot;
+  if (!slot && (s = slot_of(dev, &slot))) return s;
   kiln_cl_plan *p = kiln_calloc(1, sizeof *p);
   if (!p) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   p->dev = dev;
@@ -321,15 +326,23 @@ done:
 
 kiln_status kiln_cl_plan_run(kiln_cl_plan *p, const kiln_graph *g, const kiln_tensor *const *bound,
                              kiln_tensor *outs) {
+  return kiln_cl_plan_run_mem(p, g, bound, NULL, outs, NULL);
+}
+
+kiln_status kiln_cl_plan_run_mem(kiln_cl_plan *p, const kiln_graph *g, const kiln_tensor *const *bound,
+                                 const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out) {
   const kiln_graph *g0 = p->orig;
   const kiln_tensor **in = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *in);
-  if (!in) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  cl_mem *mem = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *mem);
+  kiln_tensor *tmp = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *tmp);
   kiln_status s = KILN_OK;
+  if (!in || !mem || !tmp) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
   for (int i = 0; i < g0->n_inputs && !s; i++) {
     const kiln_value *val = &g0->values[g0->inputs[i]];
     if (val->init) continue;
     int v = kiln_graph_find_value(g, val->name);
     in[i] = bound && v >= 0 ? bound[v] : NULL;
+    mem[i] = mem_in && v >= 0 ? mem_in[v] : NULL;
     if (!in[i]) s = kiln_fail(KILN_E_MODEL, "graph input '%s' has no data bound", val->name);
     else if (in[i]->dtype != val->type.dtype)
       s = kiln_fail(KILN_E_MISMATCH_DTYPE, "input '%s': %s given, the model declares %s", val->name,
@@ -337,15 +350,81 @@ kiln_status kiln_cl_plan_run(kiln_cl_plan *p, const kiln_graph *g, const kiln_te
   }
   if (s) {
     kiln_free(in);
+    kiln_free(mem);
+    kiln_free(tmp);
     return s;
   }
   pthread_mutex_lock(&p->slot->mu);
+  /* a shape-setting input in a device buffer: its few values are read
+     back, as the variant is keyed (and specialised) on them */
+  kiln_cl_context *ctx = p->slot->ctx;
+  for (int i = 0; i < g0->n_inputs && !s; i++) {
+    if (!mem[i] || !p->spec[i] || in[i]->numel > KILN_CL_SPEC_MAX) continue;
+    s = kiln_tensor_alloc(&tmp[i], in[i]->dtype, in[i]->rank, in[i]->dims);
+    size_t n = kiln_tensor_bytes(&tmp[i]);
+    cl_int e = s || !n ? CL_SUCCESS : clEnqueueReadBuffer(ctx->queue, mem[i], CL_TRUE, 0, n, tmp[i].data, 0, NULL, NULL);
+    if (e) s = kiln_cl_fail(e, "reading input '%s' (%zu bytes, it sets shapes) from its OpenCL buffer",
+                            g0->values[g0->inputs[i]].name, n);
+    in[i] = &tmp[i];
+    mem[i] = NULL;
+  }
   kiln_cl_variant *v = NULL;
-  s = kiln_cl_variant_get(p, in, &v);
-  if (!s) s = kiln_cl_variant_run(p, v, in, outs);
+  if (!s) s = kiln_cl_variant_get(p, in, &v);
+  if (!s) s = kiln_cl_variant_run(p, v, in, mem, outs, mem_out);
   pthread_mutex_unlock(&p->slot->mu);
+  for (int i = 0; i < g0->n_inputs; i++) kiln_tensor_release(&tmp[i]);
   kiln_free(in);
+  kiln_free(mem);
+  kiln_free(tmp);
   return s;
+}
+
+/* ---- slots on the host's contexts ---- */
+
+kiln_status kiln_cl_slot_open(const kiln_cl_device *dev, cl_context host, kiln_cl_slot **out) {
+  *out = NULL;
+  kiln_cl_slot *sl = kiln_calloc(1, sizeof *sl);
+  if (!sl) return kiln_fail(KILN_E_NOMEM, "out of memory opening an OpenCL context");
+  if (pthread_mutex_init(&sl->mu, NULL)) {
+    kiln_free(sl);
+    return kiln_fail(KILN_E_NOMEM, "cannot create a mutex for an OpenCL context");
+  }
+  kiln_status s = kiln_cl_context_wrap(dev, host, &sl->ctx);
+  if (s) {
+    pthread_mutex_destroy(&sl->mu);
+    kiln_free(sl);
+    return s;
+  }
+  cl_uint bits = 0;
+  if (clGetDeviceInfo(dev->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL)) bits = 0;
+  sl->align = bits / 8 > KILN_MEMPLAN_ALIGN ? bits / 8 : KILN_MEMPLAN_ALIGN;
+  *out = sl;
+  return KILN_OK;
+}
+
+void kiln_cl_slot_close(kiln_cl_slot *sl) {
+  if (!sl) return;
+  kiln_cl_context_free(sl->ctx);
+  pthread_mutex_destroy(&sl->mu);
+  kiln_free(sl);
+}
+
+kiln_status kiln_cl_slot_check_buffer(kiln_cl_slot *sl, cl_mem mem, size_t bytes, const char *what) {
+  if (!mem) return kiln_fail(KILN_E_MODEL, "%s: the cl_mem is NULL", what);
+  cl_mem_object_type type = 0;
+  cl_context c = NULL;
+  size_t size = 0;
+  cl_int e = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof type, &type, NULL);
+  if (!e) e = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof c, &c, NULL);
+  if (!e) e = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (e) return kiln_fail(KILN_E_MODEL, "%s: not a valid cl_mem (%s)", what, kiln_cl_err_name(e));
+  if (type != CL_MEM_OBJECT_BUFFER)
+    return kiln_fail(KILN_E_MODEL, "%s: the cl_mem is an image or pipe (type 0x%x), not a buffer", what, (unsigned)type);
+  if (c != sl->ctx->ctx)
+    return kiln_fail(KILN_E_MODEL, "%s: the cl_mem belongs to another OpenCL context than the backend's", what);
+  if (size < bytes)
+    return kiln_fail(KILN_E_MODEL, "%s: the cl_mem holds %zu bytes, the tensor needs %zu", what, size, bytes);
+  return KILN_OK;
 }
 
 void kiln_cl_plan_get_stats(const kiln_cl_plan *p, kiln_cl_plan_stats *st) { *st = p->st; }

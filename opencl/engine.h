@@ -46,6 +46,35 @@ kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g,
 kiln_status kiln_cl_plan_run(kiln_cl_plan *p, const kiln_graph *g, const kiln_tensor *const *bound,
                              kiln_tensor *outs);
 void kiln_cl_plan_get_stats(const kiln_cl_plan *p, kiln_cl_plan_stats *st);
+
+/* ---- the host's OpenCL objects (ONNXIFI_BACKEND_OPENCL_CONTEXT and
+ * ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER; see opencl/ENGINE.md) ---- */
+
+/* A slot is a context, its in-order queue and the lock around compiles and
+ * runs. Each device has one shared slot on a context of its own; a host
+ * that hands in its own context gets a slot of its own on it. */
+typedef struct kiln_cl_slot kiln_cl_slot;
+
+/* A slot on host (retained; a new queue on dev). KILN_E_MODEL with a
+ * message when host is NULL, cannot be queried or lacks dev's device. */
+kiln_status kiln_cl_slot_open(const kiln_cl_device *dev, cl_context host, kiln_cl_slot **out);
+/* Releases the queue and the context reference; every plan prepared in the
+ * slot must be released first. NULL-safe. */
+void kiln_cl_slot_close(kiln_cl_slot *sl);
+/* Checks that mem is a buffer or sub-buffer of sl's context holding at
+ * least bytes bytes (what names it in messages). KILN_E_MODEL otherwise. */
+kiln_status kiln_cl_slot_check_buffer(kiln_cl_slot *sl, cl_mem mem, size_t bytes, const char *what);
+/* kiln_cl_plan_prepare in slot sl (NULL: dev's shared slot). */
+kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *sl, const kiln_graph *g,
+                                    kiln_cl_plan **out);
+/* kiln_cl_plan_run with device buffers. mem_in (NULL: none) per value of
+ * g: a cl_mem of the plan's context holding that input (bound[v] then gives
+ * its dtype and shape only), copied on the device. mem_out (NULL: none)
+ * per output: a cl_mem that receives output o on the device (outs[o] then
+ * gets its dtype and shape, no data). Every device write is complete when
+ * this returns (clFinish). */
+kiln_status kiln_cl_plan_run_mem(kiln_cl_plan *p, const kiln_graph *g, const kiln_tensor *const *bound,
+                                 const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out);
 /* Releases the plan (prints the KILN_PROFILE table first). NULL-safe. */
 void kiln_cl_plan_release(kiln_cl_plan *p);
 

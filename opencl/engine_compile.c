@@ -576,7 +576,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
            g->name ? g->name : "", ms[0], ms[1], ms[2], ms[3], v->from_cache ? "kiln cache" : "source");
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
-  kiln_schedule_free(c.ms);
+  v->sched = c.ms; /* kept: a run binding the host's buffers checks its accesses */
   kiln_fuse_plan_free(c.fp1);
   kiln_schedule_free(c.fs1);
   kiln_fuse_ctx_free(c.fc1);
@@ -608,6 +608,7 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_free(v->place);
   if (v->arena) clReleaseMemObject(v->arena);
   kiln_free(v->in_map);
+  kiln_schedule_free(v->sched);
   kiln_free(v->key);
   kiln_shapes_free(v->sh);
   kiln_graph_free(v->g);

@@ -10,6 +10,7 @@
 #include "ir/dump.h"
 #include "ir/graph.h"
 #include "ir/rewrite.h"
+#include "ir/schedule.h"
 #include "ir/shape.h"
 #include "opencl/cache.h"
 #include "opencl/codegen.h"
@@ -73,6 +74,8 @@ typedef struct kiln_cl_variant {
   int runs;         /* successful runs */
   bool from_cache;  /* the program came from the kiln cache (a device binary) */
   double build_ms;  /* clBuildProgram from source (0: from the cache) */
+  cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
+  kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
 } kiln_cl_variant;
 
 typedef struct kiln_cl_prof {
@@ -118,9 +121,11 @@ kiln_status kiln_cl_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, k
 /* Compiles specialised graph d (borrowed) into *out. */
 kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_cl_variant **out);
 void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v);
-/* Runs variant v: in[i] per input of p->orig. */
+/* Runs variant v: in[i] per input of p->orig; mem_in[i] (optional) a
+ * device buffer holding input i instead of in[i]'s data (in[i] still gives
+ * its shape), mem_out[o] (optional) a device buffer receiving output o. */
 kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in,
-                                kiln_tensor *outs);
+                                const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out);
 /* The KILN_PROFILE entry named name (created); -1 when out of memory. */
 int kiln_cl_profile_entry(kiln_cl_plan *p, const char *name);
 void kiln_cl_profile_print(const kiln_cl_plan *p);

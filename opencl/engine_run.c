@@ -2,6 +2,7 @@
  * buffers, the steps enqueued in order on the device's in-order queue (a
  * host step reads its inputs back, runs the reference kernel and writes
  * its outputs), the outputs read back; and the KILN_PROFILE table. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,6 +30,12 @@ static void dims_of(const kiln_cl_variant *v, int w, int *rank, int64_t *dims) {
     if (!kiln_dimx_is_const(v->sh->tab, x->dims[d], &dims[d])) dims[d] = 0;
 }
 
+/* The buffer holding value w: the host's cl_mem bound to it for this run,
+ * else its own. */
+static cl_mem mem_of(const kiln_cl_variant *v, int w) {
+  return v->bind && v->bind[w] ? v->bind[w] : v->place[w].mem;
+}
+
 /* A dense host copy of value w read from the device into t (allocated). */
 static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, kiln_tensor *t) {
   int rank;
@@ -36,11 +43,11 @@ static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, in
   dims_of(v, w, &rank, dims);
   kiln_status s = kiln_tensor_alloc(t, v->sh->v[w].dtype, rank, dims);
   if (s) return s;
-  const kiln_cl_place *pl = &v->place[w];
+  cl_mem m = mem_of(v, w);
   size_t n = kiln_tensor_bytes(t);
   if (!n) return KILN_OK;
-  if (!pl->mem) return kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", v->g->values[w].name);
-  cl_int e = clEnqueueReadBuffer(ctx->queue, pl->mem, CL_TRUE, 0, n, t->data, 0, NULL, NULL);
+  if (!m) return kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", v->g->values[w].name);
+  cl_int e = clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, n, t->data, 0, NULL, NULL);
   if (e) return kiln_cl_fail(e, "reading '%s' (%zu bytes) back from %s (%s)", v->g->values[w].name, n, ctx->id,
                              ctx->name);
   return KILN_OK;
@@ -48,8 +55,9 @@ static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, in
 
 static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, const kiln_tensor *t) {
   const kiln_cl_place *pl = &v->place[w];
+  cl_mem m = mem_of(v, w);
   size_t n = kiln_tensor_bytes(t);
-  if (!n || !pl->mem) return KILN_OK;
+  if (!n || !m) return KILN_OK;
   if (n != pl->bytes)
     return kiln_fail(KILN_E_INTERNAL, "value '%s': %zu bytes made, %zu planned", v->g->values[w].name, n, pl->bytes);
   const void *src = t->data;
@@ -59,7 +67,7 @@ static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, i
     if (s) return s;
     src = dense.data;
   }
-  cl_int e = clEnqueueWriteBuffer(ctx->queue, pl->mem, CL_TRUE, 0, n, src, 0, NULL, NULL);
+  cl_int e = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL);
   kiln_tensor_release(&dense);
   if (e) return kiln_cl_fail(e, "writing '%s' (%zu bytes) to %s (%s)", v->g->values[w].name, n, ctx->id, ctx->name);
   return KILN_OK;
@@ -174,23 +182,28 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
   if (p->profile && st->kind != KILN_CL_STEP_HOST && clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &m0)) m0 = NULL;
   kiln_status s = KILN_OK;
   if (st->kind == KILN_CL_STEP_COPY) {
-    const kiln_cl_place *a = &v->place[n->in[0]], *b = &v->place[n->out[0]];
+    const kiln_cl_place *b = &v->place[n->out[0]];
+    cl_mem am = mem_of(v, n->in[0]), bm = mem_of(v, n->out[0]);
     if (b->bytes && vin[n->in[0]]) {
       s = write_value(ctx, v, n->out[0], vin[n->in[0]]);
     } else if (b->bytes) {
-      cl_int e = a->mem && b->mem ? clEnqueueCopyBuffer(ctx->queue, a->mem, b->mem, 0, 0, b->bytes, 0, NULL, NULL)
-                                  : CL_INVALID_MEM_OBJECT;
+      cl_int e = am && bm ? clEnqueueCopyBuffer(ctx->queue, am, bm, 0, 0, b->bytes, 0, NULL, NULL)
+                          : CL_INVALID_MEM_OBJECT;
       if (e) s = kiln_cl_fail(e, "copying %zu bytes on %s (%s)", b->bytes, ctx->id, ctx->name);
     }
   } else if (st->kind == KILN_CL_STEP_OP) {
     kiln_cl_arg in[64], out[64];
     for (int k = 0; k < n->n_in; k++) {
       int u = n->in[k];
-      in[k] = u >= 0 ? (kiln_cl_arg){v->place[u].base, v->place[u].offset} : (kiln_cl_arg){NULL, 0};
+      in[k] = u < 0                   ? (kiln_cl_arg){NULL, 0}
+              : v->bind && v->bind[u] ? (kiln_cl_arg){v->bind[u], 0}
+                                      : (kiln_cl_arg){v->place[u].base, v->place[u].offset};
     }
     for (int k = 0; k < n->n_out; k++) {
       int w = n->out[k];
-      out[k] = w >= 0 ? (kiln_cl_arg){v->place[w].base, v->place[w].offset} : (kiln_cl_arg){NULL, 0};
+      out[k] = w < 0                   ? (kiln_cl_arg){NULL, 0}
+               : v->bind && v->bind[w] ? (kiln_cl_arg){v->bind[w], 0}
+                                       : (kiln_cl_arg){v->place[w].base, v->place[w].offset};
     }
     s = kiln_cl_op_enqueue(st->op, ctx, in, out);
   } else {
@@ -214,20 +227,168 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
   return s;
 }
 
-/* The whole graph on the host (data-dependent shapes). */
-static kiln_status run_on_host(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_tensor *outs) {
+/* Output o's device buffer mem (the host's) can take n bytes. */
+static kiln_status check_out_mem(const kiln_graph *g, int o, cl_mem mem, size_t n) {
+  size_t size = 0;
+  cl_int e = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (e) return kiln_cl_fail(e, "output '%s': querying its OpenCL buffer", g->values[g->outputs[o]].name);
+  if (size < n)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "output '%s': the graph computed %zu bytes, its OpenCL buffer holds %zu",
+                     g->values[g->outputs[o]].name, n, size);
+  return KILN_OK;
+}
+
+/* Host tensor t into the host's device buffer mem (blocking; t may be a view). */
+static kiln_status write_mem(kiln_cl_context *ctx, const kiln_graph *g, int o, const kiln_tensor *t, cl_mem mem) {
+  size_t n = kiln_tensor_bytes(t);
+  kiln_status s = check_out_mem(g, o, mem, n);
+  if (s || !n) return s;
+  const void *src = t->data;
+  kiln_tensor dense = {0};
+  if (t->strided) {
+    if ((s = kiln_tensor_copy(&dense, t))) return s;
+    src = dense.data;
+  }
+  cl_int e = clEnqueueWriteBuffer(ctx->queue, mem, CL_TRUE, 0, n, src, 0, NULL, NULL);
+  kiln_tensor_release(&dense);
+  if (e) return kiln_cl_fail(e, "writing output '%s' (%zu bytes) to its OpenCL buffer", g->values[g->outputs[o]].name, n);
+  return KILN_OK;
+}
+
+/* The storage a cl_mem covers: its root buffer and byte range. */
+static void mem_range(cl_mem m, cl_mem *root, size_t *off, size_t *size) {
+  *root = NULL;
+  *off = *size = 0;
+  if (clGetMemObjectInfo(m, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof *root, root, NULL) || !*root) *root = m;
+  else if (clGetMemObjectInfo(m, CL_MEM_OFFSET, sizeof *off, off, NULL)) *off = 0;
+  if (clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof *size, size, NULL)) *size = SIZE_MAX - *off;
+}
+
+static bool mem_overlap(cl_mem a, cl_mem b) {
+  cl_mem ra, rb;
+  size_t oa, sa, ob, sb;
+  mem_range(a, &ra, &oa, &sa);
+  mem_range(b, &rb, &ob, &sb);
+  return ra == rb && oa < ob + sb && ob < oa + sa;
+}
+
+/* The steps that touch each value in the memory planner's schedule:
+ * first[w]..last[w] (inclusive; the read of the graph outputs is the step
+ * after the last; first > last: untouched). */
+static void lifetimes(const kiln_cl_variant *v, int *first, int *last) {
+  const kiln_schedule *ms = v->sched;
+  for (int w = 0; w < v->g->n_values; w++) first[w] = INT_MAX, last[w] = -1;
+  for (int k = 0; ms && k < ms->n_steps; k++) {
+    const kiln_step *x = &ms->steps[k];
+    for (int r = 0; r < x->n_reads + x->n_writes; r++) {
+      int w = r < x->n_reads ? x->reads[r] : x->writes[r - x->n_reads];
+      if (w < 0 || w >= v->g->n_values) continue;
+      if (k < first[w]) first[w] = k;
+      if (k > last[w]) last[w] = k;
+    }
+  }
+}
+
+/* Every access to value w the memory planner saw is one that this file
+ * redirects to a bound buffer (a generated kernel's argument, a device
+ * op's, copy's or host step's node input or output): only then may w live
+ * in the host's buffer for a run. A step that reaches w some other way
+ * keeps w in its own buffer. */
+static bool routes_known(const kiln_cl_variant *v, int w) {
+  const kiln_schedule *ms = v->sched;
+  if (!ms || ms->n_steps < v->n_steps) return false;
+  for (int k = 0; k < v->n_steps; k++) {
+    const kiln_step *x = &ms->steps[k];
+    bool touches = false, ok = false;
+    for (int r = 0; r < x->n_reads && !touches; r++) touches = x->reads[r] == w;
+    for (int r = 0; r < x->n_writes && !touches; r++) touches = x->writes[r] == w;
+    if (!touches) continue;
+    const kiln_cl_step *st = &v->steps[k];
+    const kiln_node *n = &v->g->nodes[st->node];
+    if (st->kind == KILN_CL_STEP_GEN) {
+      for (int a = 0; a < v->sig[st->kern].n_args && !ok; a++) ok = v->sig[st->kern].args[a].value == w;
+    } else if (st->kind == KILN_CL_STEP_COPY) {
+      ok = n->in[0] == w || n->out[0] == w;
+    } else {
+      for (int i = 0; i < n->n_in && !ok; i++) ok = n->in[i] == w;
+      for (int i = 0; i < n->n_out && !ok; i++) ok = n->out[i] == w;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/* Output o (value w) may be made in the host's buffer mem_out[o] itself:
+ * w is computed on the device, it is no input or weight, no other value
+ * whose lifetime meets w's shares a byte of its place (a value that reuses
+ * the bytes of a dead one is fine: each value is written by its own
+ * producer; an in-place write or a view would meet w's lifetime), and the
+ * host's buffer overlaps no other buffer of the host's bound to this run
+ * (an input read while w is written, another output). */
+static bool out_bindable(const kiln_cl_variant *v, int w, const int *first, const int *last, const kiln_tensor *const *in,
+                         const cl_mem *mem_in, int nin, const cl_mem *mem_out, int nout, int o) {
+  const kiln_graph *g = v->g;
+  const kiln_cl_place *pl = &v->place[w];
+  if (g->values[w].init || g->values[w].is_input || !pl->mem || !pl->bytes || (v->bind && v->bind[w])) return false;
+  if (first[w] > last[w] || !routes_known(v, w)) return false;
+  for (int u = 0; u < g->n_values; u++) {
+    const kiln_cl_place *q = &v->place[u];
+    if (u != w && q->mem && q->base == pl->base && q->offset < pl->offset + pl->bytes &&
+        pl->offset < q->offset + (q->bytes ? q->bytes : 1) &&
+        (first[u] > last[u] || (first[u] <= last[w] && first[w] <= last[u])))
+      return false;
+  }
+  for (int i = 0; i < nin && mem_in; i++)
+    if (in[i] && mem_in[i] && mem_overlap(mem_in[i], mem_out[o])) return false;
+  for (int k = 0; k < nout; k++)
+    if (k != o && mem_out[k] && mem_overlap(mem_out[k], mem_out[o])) return false;
+  return true;
+}
+
+/* outs[o] as the shape of a result that went to a device buffer (no data). */
+static void shape_only(kiln_tensor *t, kiln_dtype dt, int rank, const int64_t *dims) {
+  int64_t n = 1, d2[KILN_MAX_RANK];
+  for (int d = 0; d < rank; d++) n *= (d2[d] = dims[d]); /* dims may be t's own */
+  kiln_tensor_release(t);
+  kiln_tensor_wrap(t, dt, rank, d2, n, NULL);
+}
+
+/* The whole graph on the host (data-dependent shapes). Inputs in device
+ * buffers are read back, outputs for device buffers written to them. */
+static kiln_status run_on_host(kiln_cl_plan *p, const kiln_tensor *const *in, const cl_mem *mem_in,
+                               kiln_tensor *outs, const cl_mem *mem_out) {
   const kiln_graph *g0 = p->orig;
+  kiln_cl_context *ctx = p->slot->ctx;
   const kiln_tensor **bound = kiln_calloc((size_t)g0->n_values + 1, sizeof *bound);
-  if (!bound) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
-  for (int i = 0; i < g0->n_inputs; i++) bound[g0->inputs[i]] = in[i];
-  kiln_status s = kiln_ref_run(g0, bound, outs);
+  kiln_tensor *tmp = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *tmp);
+  kiln_status s = KILN_OK;
+  if (!bound || !tmp) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  for (int i = 0; i < g0->n_inputs && !s; i++) {
+    bound[g0->inputs[i]] = in[i];
+    if (!mem_in || !mem_in[i] || !in[i]) continue;
+    if ((s = kiln_tensor_alloc(&tmp[i], in[i]->dtype, in[i]->rank, in[i]->dims))) break;
+    size_t n = kiln_tensor_bytes(&tmp[i]);
+    cl_int e = n ? clEnqueueReadBuffer(ctx->queue, mem_in[i], CL_TRUE, 0, n, tmp[i].data, 0, NULL, NULL) : CL_SUCCESS;
+    if (e) s = kiln_cl_fail(e, "reading input '%s' (%zu bytes) from its OpenCL buffer", g0->values[g0->inputs[i]].name, n);
+    bound[g0->inputs[i]] = &tmp[i];
+  }
+  if (!s) s = kiln_ref_run(g0, bound, outs);
+  for (int o = 0; o < g0->n_outputs && !s && mem_out; o++) {
+    if (!mem_out[o]) continue;
+    s = write_mem(ctx, g0, o, &outs[o], mem_out[o]);
+    if (!s) shape_only(&outs[o], outs[o].dtype, outs[o].rank, outs[o].dims);
+  }
+  if (s)
+    for (int o = 0; o < g0->n_outputs; o++) kiln_tensor_release(&outs[o]);
+  for (int i = 0; tmp && i < g0->n_inputs; i++) kiln_tensor_release(&tmp[i]);
+  kiln_free(tmp);
   kiln_free(bound);
   return s;
 }
 
 kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in,
-                                kiln_tensor *outs) {
-  if (v->host_only) return run_on_host(p, in, outs);
+                                const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out) {
+  if (v->host_only) return run_on_host(p, in, mem_in, outs, mem_out);
   double t_start = now_ns();
   kiln_cl_context *ctx = p->slot->ctx;
   const kiln_graph *g = v->g;
@@ -235,6 +396,10 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   const kiln_tensor **vin = kiln_calloc((size_t)g->n_values + 1, sizeof *vin);
   if (!vin) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
   for (int w = 0; w < g->n_values; w++) vin[w] = g->values[w].init;
+  int n_in_copied = 0;
+  /* KILN_CL_BIND=0: the host's buffers are copied on the device, never bound */
+  const char *bind_env = getenv("KILN_CL_BIND");
+  bool bind_ok = !(bind_env && !strcmp(bind_env, "0"));
   for (int i = 0; i < g->n_inputs && !s; i++) {
     int w = g->inputs[i];
     if (g->values[w].init) continue;
@@ -243,9 +408,66 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       s = kiln_fail(KILN_E_MODEL, "graph input '%s' has no data bound", g->values[w].name);
       break;
     }
+    cl_mem m = mem_in && v->in_map[i] >= 0 ? mem_in[v->in_map[i]] : NULL;
+    if (m) { /* the host's device buffer: read in place of the input's own, else copied on the device */
+      if (!v->place[w].mem) continue; /* no step reads it */
+      size_t n = kiln_tensor_bytes(t);
+      if (n != v->place[w].bytes) {
+        s = kiln_fail(KILN_E_INTERNAL, "input '%s': %zu bytes given, %zu planned", g->values[w].name, n,
+                      v->place[w].bytes);
+        break;
+      }
+      if (!bind_ok || !routes_known(v, w)) {
+        cl_int e = n ? clEnqueueCopyBuffer(ctx->queue, m, v->place[w].mem, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
+        if (e) s = kiln_cl_fail(e, "copying input '%s' (%zu bytes) from its OpenCL buffer", g->values[w].name, n);
+        n_in_copied++;
+        continue;
+      }
+      if (!v->bind && !(v->bind = kiln_calloc((size_t)g->n_values + 1, sizeof *v->bind)))
+        s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+      else
+        v->bind[w] = m;
+      continue;
+    }
     vin[w] = t;
     s = write_value(ctx, v, w, t);
   }
+  /* outputs into the host's cl_mem where it is made, when that is safe */
+  bool *out_bound = kiln_calloc((size_t)g->n_outputs + 1, sizeof *out_bound);
+  int *first = mem_out ? kiln_calloc((size_t)g->n_values + 1, sizeof *first) : NULL;
+  int *last = mem_out ? kiln_calloc((size_t)g->n_values + 1, sizeof *last) : NULL;
+  if ((!out_bound || (mem_out && (!first || !last))) && !s) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  if (mem_out && !s) lifetimes(v, first, last);
+  for (int o = 0; o < g->n_outputs && !s && mem_out; o++) {
+    int w = g->outputs[o];
+    if (!mem_out[o] || !bind_ok || !out_bindable(v, w, first, last, in, mem_in, p->orig->n_inputs, mem_out, g->n_outputs, o))
+      continue;
+    if ((s = check_out_mem(g, o, mem_out[o], v->place[w].bytes))) break;
+    if (!v->bind && !(v->bind = kiln_calloc((size_t)g->n_values + 1, sizeof *v->bind))) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+      break;
+    }
+    v->bind[w] = mem_out[o];
+    out_bound[o] = true;
+  }
+  if ((v->bind || n_in_copied) && !s) {
+    int nb = 0, no = 0, nc = 0;
+    for (int w = 0; w < g->n_values && v->bind; w++) nb += v->bind[w] != NULL;
+    for (int o = 0; o < g->n_outputs; o++) {
+      no += out_bound[o];
+      nc += mem_out && mem_out[o] && !out_bound[o];
+    }
+    kiln_log(KILN_LOG_DEBUG, "opencl: run of '%s': %d inputs and %d outputs in the host's cl_mem bound in place, %d "
+             "inputs copied from theirs, %d outputs copied into theirs", g->name ? g->name : "", nb - no, no,
+             n_in_copied, nc);
+  }
+  /* generated kernels reading a bound input or writing a bound output get
+     the host's buffer for this run (their arguments are set back below) */
+  for (int k = 0; k < v->n_kern && !s && v->bind; k++)
+    for (int a = 0; a < v->sig[k].n_args && !s; a++) {
+      cl_mem m = v->bind[v->sig[k].args[a].value];
+      if (m) s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
+    }
   char lbl[160];
   for (int k = 0; k < v->n_steps && !s; k++) {
     const kiln_cl_step *st = &v->steps[k];
@@ -261,14 +483,53 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   }
   for (int o = 0; o < g->n_outputs && !s; o++) {
     int w = g->outputs[o];
-    if (vin[w]) s = kiln_tensor_copy(&outs[o], vin[w]);
-    else s = read_value(ctx, v, w, &outs[o]);
+    cl_mem m = mem_out ? mem_out[o] : NULL;
+    if (out_bound[o]) { /* written where it was made */
+      int rank;
+      int64_t dims[KILN_MAX_RANK];
+      dims_of(v, w, &rank, dims);
+      shape_only(&outs[o], v->sh->v[w].dtype, rank, dims);
+    } else if (m && vin[w]) { /* a weight or host input as an output */
+      s = write_mem(ctx, g, o, vin[w], m);
+      if (!s) shape_only(&outs[o], vin[w]->dtype, vin[w]->rank, vin[w]->dims);
+    } else if (m) { /* device to device */
+      int rank;
+      int64_t dims[KILN_MAX_RANK];
+      dims_of(v, w, &rank, dims);
+      cl_mem src = mem_of(v, w);
+      size_t n = kiln_dtype_size(v->sh->v[w].dtype);
+      for (int d = 0; d < rank; d++) n *= (size_t)dims[d];
+      if (n && !src) s = kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", g->values[w].name);
+      if (!s) s = check_out_mem(g, o, m, n);
+      /* (an input bound to the very buffer it is copied to is there already) */
+      cl_int e = !s && n && src != m ? clEnqueueCopyBuffer(ctx->queue, src, m, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
+      if (e) s = kiln_cl_fail(e, "copying output '%s' (%zu bytes) to its OpenCL buffer", g->values[w].name, n);
+      if (!s) shape_only(&outs[o], v->sh->v[w].dtype, rank, dims);
+    } else if (vin[w]) {
+      s = kiln_tensor_copy(&outs[o], vin[w]);
+    } else {
+      s = read_value(ctx, v, w, &outs[o]);
+    }
   }
   if (!s) s = kiln_cl_finish(ctx);
   if (s) {
     kiln_cl_finish(ctx);
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
   }
+  if (v->bind) { /* the kernels' own buffers back (the launches are done) */
+    for (int k = 0; k < v->n_kern; k++)
+      for (int a = 0; a < v->sig[k].n_args; a++) {
+        int w = v->sig[k].args[a].value;
+        cl_mem m = v->place[w].mem;
+        if (v->bind[w] && m && kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m) && !s)
+          s = KILN_E_INTERNAL;
+      }
+    kiln_free(v->bind);
+    v->bind = NULL;
+  }
+  kiln_free(out_bound);
+  kiln_free(first);
+  kiln_free(last);
   kiln_free(vin);
   /* the device binary, once it ran (on PoCL it then holds the compiled
      work-group functions; asked right after the build it would not) */

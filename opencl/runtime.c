@@ -288,3 +288,60 @@ kiln_status kiln_cl_launch_1d(kiln_cl_context *c, kiln_cl_kernel *k, size_t n, s
   if (global) *global = g;
   return KILN_OK;
 }
+
+/* ---- a context the host made ---- */
+
+kiln_status kiln_cl_context_wrap(const kiln_cl_device *dev, cl_context host, kiln_cl_context **out) {
+  *out = NULL;
+  if (!host) return kiln_fail(KILN_E_MODEL, "the OpenCL context is NULL");
+  size_t n = 0;
+  cl_int e = clGetContextInfo(host, CL_CONTEXT_DEVICES, 0, NULL, &n);
+  if (e || !n || n % sizeof(cl_device_id))
+    return kiln_fail(KILN_E_MODEL, "the given OpenCL context cannot be queried for its devices (%s)",
+                     kiln_cl_err_name(e ? e : CL_INVALID_CONTEXT));
+  cl_device_id *ids = kiln_malloc(n);
+  if (!ids) return kiln_fail(KILN_E_NOMEM, "out of memory querying an OpenCL context");
+  e = clGetContextInfo(host, CL_CONTEXT_DEVICES, n, ids, NULL);
+  bool found = false;
+  for (size_t i = 0; !e && i < n / sizeof *ids; i++) found = found || ids[i] == dev->device;
+  kiln_free(ids);
+  if (e)
+    return kiln_fail(KILN_E_MODEL, "the given OpenCL context cannot be queried for its devices (%s)",
+                     kiln_cl_err_name(e));
+  if (!found)
+    return kiln_fail(KILN_E_MODEL,
+                     "the given OpenCL context does not contain the backend's device %s (%s, platform %s): create it "
+                     "with the device of ONNXIFI_BACKEND_OPENCL_DEVICE_ID",
+                     dev->id, dev->name, dev->platform_name);
+  kiln_cl_context *c = kiln_calloc(1, sizeof *c);
+  if (!c || !(c->name = kiln_strdup(dev->name))) {
+    kiln_free(c);
+    return kiln_fail(KILN_E_NOMEM, "out of memory wrapping an OpenCL context");
+  }
+  c->device = dev->device;
+  snprintf(c->id, sizeof c->id, "%s", dev->id);
+  c->max_work_group_size = dev->max_work_group_size;
+  c->max_work_item_size0 = dev->max_work_item_size0;
+  c->max_mem_alloc_size = dev->max_mem_alloc_size;
+  c->global_mem_size = dev->global_mem_size;
+  c->local_mem_size = dev->local_mem_size;
+  if ((e = clRetainContext(host))) {
+    kiln_cl_context_free(c);
+    return kiln_fail(KILN_E_MODEL, "the given OpenCL context cannot be retained (%s)", kiln_cl_err_name(e));
+  }
+  c->ctx = host;
+  const char *prof = getenv("KILN_PROFILE"), *trace = getenv("KILN_TRACE");
+  cl_command_queue_properties qp =
+      (prof && *prof && strcmp(prof, "0")) || (trace && *trace) ? CL_QUEUE_PROFILING_ENABLE : 0;
+  c->queue = clCreateCommandQueue(c->ctx, c->device, qp, &e);
+  if (!c->queue || e) {
+    kiln_status s = kiln_cl_fail(e ? e : CL_INVALID_COMMAND_QUEUE, "creating an OpenCL queue on %s (%s) in the host's context",
+                                 c->id, c->name);
+    if (c->queue) clReleaseCommandQueue(c->queue);
+    c->queue = NULL;
+    kiln_cl_context_free(c);
+    return s;
+  }
+  *out = c;
+  return KILN_OK;
+}

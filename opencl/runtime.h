@@ -33,6 +33,12 @@ typedef struct kiln_cl_context {
  * nothing is leaked and the message names the device and the CL error. */
 kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **out);
 
+/* A context the host made (ONNXIFI_BACKEND_OPENCL_CONTEXT): host is retained
+ * (released by kiln_cl_context_free) and a new in-order queue is created on
+ * it for dev. KILN_E_MODEL with a message when host does not contain dev's
+ * device (or cannot be queried); nothing is retained on failure. */
+kiln_status kiln_cl_context_wrap(const kiln_cl_device *dev, cl_context host, kiln_cl_context **out);
+
 /* Waits for queued work (errors ignored), then releases everything. NULL-safe. */
 void kiln_cl_context_free(kiln_cl_context *c);
 

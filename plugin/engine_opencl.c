@@ -49,6 +49,55 @@ static void cl_stats(void *plan, const kiln_graph *g, kilnGraphStatistics *st) {
   st->fusedNodes = (uint64_t)cs.fused_nodes;
 }
 
+/* ---- the host's context and buffers ---- */
+
+static kiln_status cl_backend_open(const void *impl, void *hctx, void **bctx) {
+  kiln_cl_slot *sl;
+  kiln_status s = kiln_cl_slot_open(impl, (cl_context)hctx, &sl);
+  *bctx = s ? NULL : sl;
+  return s;
+}
+
+static void cl_backend_close(void *bctx) { kiln_cl_slot_close(bctx); }
+
+static kiln_status cl_prepare_in(const void *impl, void *bctx, const kiln_graph *g, void **plan) {
+  kiln_cl_plan *p;
+  kiln_status s = kiln_cl_plan_prepare_in(impl, bctx, g, &p);
+  *plan = s ? NULL : p;
+  return s;
+}
+
+static kiln_status cl_check_buffer(void *bctx, void *mem, size_t bytes, const char *what) {
+  if (!bctx)
+    return kiln_fail(KILN_E_MODEL,
+                     "%s: an OpenCL buffer needs a backend initialized with ONNXIFI_BACKEND_OPENCL_CONTEXT (the "
+                     "buffer's context); this one runs on kiln's own context",
+                     what);
+  return kiln_cl_slot_check_buffer(bctx, (cl_mem)mem, bytes, what);
+}
+
+/* void* arrays as cl_mem arrays (n entries; NULL stays NULL). */
+static cl_mem *mem_array(void *const *m, int n, kiln_status *s) {
+  if (!m || *s) return NULL;
+  cl_mem *c = kiln_calloc((size_t)n + 1, sizeof *c);
+  if (!c) {
+    *s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) c[i] = (cl_mem)m[i];
+  return c;
+}
+
+static kiln_status cl_run_mem(void *plan, const kiln_graph *g, const kiln_tensor *const *bound, void *const *mem_in,
+                              kiln_tensor *outs, void *const *mem_out) {
+  kiln_status s = KILN_OK;
+  cl_mem *mi = mem_array(mem_in, g->n_values, &s), *mo = mem_array(mem_out, g->n_outputs, &s);
+  if (!s) s = kiln_cl_plan_run_mem(plan, g, bound, mi, outs, mo);
+  kiln_free(mi);
+  kiln_free(mo);
+  return s;
+}
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static kiln_engine *engines; /* per device of kiln_cl_engine_devices(), same order */
 static char (*names)[32];
@@ -88,6 +137,14 @@ static void make_engines(void) {
     e->stats = cl_stats;
     e->impl = d;
     e->prepare_on = cl_prepare_on;
+    e->memory_types = ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER;
+    e->cl_platform = d->platform;
+    e->cl_device = d->device;
+    e->backend_open = cl_backend_open;
+    e->backend_close = cl_backend_close;
+    e->prepare_in = cl_prepare_in;
+    e->check_buffer = cl_check_buffer;
+    e->run_mem = cl_run_mem;
   }
   n_engines = l->n;
 }

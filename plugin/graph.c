@@ -5,6 +5,7 @@
  * event, so a host may signal its input event after onnxRunGraph returns.
  * Runs on one graph execute one at a time in submission order. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ir/alloc.h"
@@ -82,8 +83,9 @@ static bool known_dtype(onnxEnum t) {
   }
 }
 
-/* Checks a descriptor's own fields (tag, type, memory, shape, pointer). */
-static onnxStatus check_descriptor(const onnxTensorDescriptorV1 *d, const char *role) {
+/* Checks a descriptor's own fields (tag, type, memory, shape, pointer);
+ * mem_ok: the memory types beyond CPU the backend takes here. */
+static onnxStatus check_descriptor(const onnxTensorDescriptorV1 *d, const char *role, onnxBitfield mem_ok) {
   if (d->tag != ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1) {
     kiln_fail(KILN_E_MODEL, "%s descriptor has tag 0x%08x, expected ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1", role,
               (unsigned)d->tag);
@@ -98,12 +100,16 @@ static onnxStatus check_descriptor(const onnxTensorDescriptorV1 *d, const char *
               (unsigned long long)d->dataType);
     return ONNXIFI_STATUS_INVALID_DATATYPE;
   }
-  if (d->memoryType != ONNXIFI_MEMORY_TYPE_CPU) {
+  if (d->memoryType != ONNXIFI_MEMORY_TYPE_CPU && !(d->memoryType == ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER &&
+                                                   (mem_ok & ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER))) {
     bool known = d->memoryType == ONNXIFI_MEMORY_TYPE_CUDA_BUFFER || d->memoryType == ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER ||
                  d->memoryType == ONNXIFI_MEMORY_TYPE_OPENGLES_TEXTURE_2D ||
                  d->memoryType == ONNXIFI_MEMORY_TYPE_D3D_RESOURCE;
-    kiln_fail(KILN_E_MODEL, "%s '%s': memory type %llu is not supported by this backend (CPU memory only)", role,
-              d->name, (unsigned long long)d->memoryType);
+    kiln_fail(KILN_E_MODEL, "%s '%s': memory type %llu is not supported %s", role, d->name,
+              (unsigned long long)d->memoryType,
+              !strcmp(role, "weight") ? "for weights (CPU memory only)"
+              : mem_ok                ? "by this backend (CPU memory and OpenCL buffers only)"
+                                      : "by this backend (CPU memory only)");
     return known ? ONNXIFI_STATUS_UNSUPPORTED_MEMORY_TYPE : ONNXIFI_STATUS_INVALID_MEMORY_TYPE;
   }
   if (d->dimensions > KILN_MAX_RANK) {
@@ -191,6 +197,7 @@ static void graph_free(kiln_graph_handle *h) {
   kiln_free(h->runtime_input);
   kiln_free(h->in_bind);
   kiln_free(h->out_bind);
+  kiln_free(h->in_mem);
   kiln_free(h);
 }
 
@@ -226,7 +233,7 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   }
   for (uint32_t w = 0; w < nweights; w++) {
     const onnxTensorDescriptorV1 *d = &weights[w];
-    onnxStatus os = check_descriptor(d, "weight");
+    onnxStatus os = check_descriptor(d, "weight", 0);
     if (os) {
       graph_free(h);
       return os;
@@ -260,7 +267,9 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     g->values[v].init = t;
   }
   for (int i = 0; i < g->n_inputs; i++) h->runtime_input[i] = !g->values[g->inputs[i]].init;
-  s = b->engine->prepare_on ? b->engine->prepare_on(b->engine->impl, g, &h->plan) : b->engine->prepare(g, &h->plan);
+  s = b->bctx ? b->engine->prepare_in(b->engine->impl, b->bctx, g, &h->plan)
+      : b->engine->prepare_on ? b->engine->prepare_on(b->engine->impl, g, &h->plan)
+                              : b->engine->prepare(g, &h->plan);
   if (s) goto fail;
   if (pthread_mutex_init(&h->mu, NULL)) {
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
@@ -298,7 +307,9 @@ onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTenso
   bool *seen_out = kiln_calloc((size_t)g->n_outputs + 1, sizeof *seen_out);
   kiln_tensor *ib = kiln_calloc((size_t)g->n_inputs + 1, sizeof *ib);
   kiln_io_out *ob = kiln_calloc((size_t)g->n_outputs + 1, sizeof *ob);
-  if (!seen_in || !seen_out || !ib || !ob) {
+  void **im = kiln_calloc((size_t)g->n_inputs + 1, sizeof *im);
+  const kiln_engine *eng = h->backend->engine;
+  if (!seen_in || !seen_out || !ib || !ob || !im) {
     os = kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "out of memory binding graph IO"));
     goto done;
   }
@@ -306,7 +317,7 @@ onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTenso
     bool is_in = k < nin;
     const onnxTensorDescriptorV1 *d = is_in ? &in[k] : &out[k - nin];
     const char *role = is_in ? "input" : "output";
-    if ((os = check_descriptor(d, role))) break;
+    if ((os = check_descriptor(d, role, eng->memory_types))) break;
     int idx = -1;
     int count = is_in ? g->n_inputs : g->n_outputs;
     for (int i = 0; i < count && idx < 0; i++) {
@@ -330,14 +341,31 @@ onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTenso
     if ((os = check_declared(&g->values[v], d, role, syms, &nsyms, 64))) break;
     int64_t dims[KILN_MAX_RANK], n = 1;
     for (uint32_t i = 0; i < d->dimensions; i++) n *= (dims[i] = (int64_t)d->shape[i]);
-    if (is_in) {
+    void *mem = NULL;
+    if (d->memoryType == ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER) {
+      /* the host's cl_mem: of the backend's context, large enough */
+      char what[160];
+      snprintf(what, sizeof what, "%s '%s'", role, d->name);
+      kiln_status ks = eng->check_buffer(h->backend->bctx, (void *)(uintptr_t)d->buffer,
+                                         (size_t)n * kiln_dtype_size((kiln_dtype)d->dataType), what);
+      if (ks) {
+        os = ks == KILN_E_MODEL ? ONNXIFI_STATUS_INVALID_MEMORY_LOCATION : kiln_onnx_status(ks);
+        break;
+      }
+      mem = (void *)(uintptr_t)d->buffer;
+    }
+    if (is_in && mem) {
+      kiln_tensor_wrap(&ib[idx], (kiln_dtype)d->dataType, (int)d->dimensions, dims, n, NULL);
+      im[idx] = mem;
+    } else if (is_in) {
       kiln_tensor_wrap(&ib[idx], (kiln_dtype)d->dataType, (int)d->dimensions, dims, n, (void *)(uintptr_t)d->buffer);
     } else {
       ob[idx].value = v;
       ob[idx].dtype = (kiln_dtype)d->dataType;
       ob[idx].rank = (int)d->dimensions;
       memcpy(ob[idx].dims, dims, sizeof dims);
-      ob[idx].buffer = (void *)(uintptr_t)d->buffer;
+      ob[idx].buffer = mem ? NULL : (void *)(uintptr_t)d->buffer;
+      ob[idx].mem = mem;
     }
   }
   for (int i = 0; i < g->n_inputs && !os; i++)
@@ -356,11 +384,14 @@ done:
     h->io_valid = false; /* a failed call invalidates the previous binding */
     kiln_free(ib);
     kiln_free(ob);
+    kiln_free(im);
   } else {
     kiln_free(h->in_bind);
     kiln_free(h->out_bind);
+    kiln_free(h->in_mem);
     h->in_bind = ib;
     h->out_bind = ob;
+    h->in_mem = im;
     h->io_valid = true;
   }
   pthread_mutex_unlock(&h->mu);
@@ -377,6 +408,7 @@ struct kiln_job {
   kiln_event *output;
   kiln_tensor *in_bind;
   kiln_io_out *out_bind;
+  void **in_mem; /* per graph input: its device buffer, or NULL */
 };
 
 static void job_free(kiln_job *j) {
@@ -384,6 +416,7 @@ static void job_free(kiln_job *j) {
   if (j->output) kiln_event_unref(j->output);
   kiln_free(j->in_bind);
   kiln_free(j->out_bind);
+  kiln_free(j->in_mem);
   kiln_free(j);
 }
 
@@ -396,6 +429,18 @@ static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
   if (!bound || !outs) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
   for (int i = 0; i < g->n_inputs && !s; i++)
     if (h->runtime_input[i]) bound[g->inputs[i]] = &j->in_bind[i];
+  /* device buffers (OPENCL_BUFFER): per value for inputs, per output */
+  bool dev_io = false;
+  void **mem_in = NULL, **mem_out = NULL;
+  for (int i = 0; i < g->n_inputs; i++) dev_io = dev_io || j->in_mem[i];
+  for (int i = 0; i < g->n_outputs; i++) dev_io = dev_io || j->out_bind[i].mem;
+  if (dev_io && !s) {
+    mem_in = kiln_calloc((size_t)g->n_values + 1, sizeof *mem_in);
+    mem_out = kiln_calloc((size_t)g->n_outputs + 1, sizeof *mem_out);
+    if (!mem_in || !mem_out) s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+    for (int i = 0; i < g->n_inputs && !s; i++) mem_in[g->inputs[i]] = j->in_mem[i];
+    for (int i = 0; i < g->n_outputs && !s; i++) mem_out[i] = j->out_bind[i].mem;
+  }
   /* each output arrives as a reservation of the host's buffer: an engine
      may compute straight into it (then the copy below is skipped) or hand
      back a tensor of its own */
@@ -404,7 +449,7 @@ static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
     size_t bytes = kiln_dtype_size(o->dtype);
     for (int d = 0; d < o->rank; d++) bytes *= (size_t)o->dims[d];
     outs[i].data = o->buffer;
-    outs[i].capacity = bytes;
+    outs[i].capacity = o->mem ? 0 : bytes; /* a device buffer: nothing reserved on the host */
   }
   if (!s) {
     /* The observer (if any) is the engine's through kiln_obs_run_current()
@@ -412,7 +457,8 @@ static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
     pthread_mutex_lock(&h->obs_mu);
     kiln_obs *obs = h->observing ? h->obs : NULL;
     if (obs) kiln_obs_begin_run(obs);
-    s = h->backend->engine->run(h->plan, g, bound, outs);
+    s = dev_io ? h->backend->engine->run_mem(h->plan, g, bound, mem_in, outs, mem_out)
+               : h->backend->engine->run(h->plan, g, bound, outs);
     if (obs) {
       char *saved = s ? kiln_strdup(kiln_last_error()) : NULL;
       if (kiln_obs_end_run(obs)) kiln_log(KILN_LOG_WARN, "observer dump failed: %s", kiln_last_error());
@@ -439,12 +485,14 @@ static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
                     kiln_shape_str(t->rank, t->dims, a, sizeof a), kiln_shape_str(o->rank, o->dims, b, sizeof b));
       break;
     }
-    if (t->data != o->buffer) memcpy(o->buffer, t->data, kiln_tensor_bytes(t));
+    if (!o->mem && t->data != o->buffer) memcpy(o->buffer, t->data, kiln_tensor_bytes(t));
   }
   if (outs)
     for (int i = 0; i < g->n_outputs; i++) kiln_tensor_release(&outs[i]);
   kiln_free(outs);
   kiln_free(bound);
+  kiln_free(mem_in);
+  kiln_free(mem_out);
   if (s) kiln_log(KILN_LOG_INFO, "run failed: %s", kiln_last_error());
   return kiln_onnx_status(s);
 }
@@ -483,7 +531,8 @@ onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **
   j->output = ev;
   j->in_bind = kiln_calloc((size_t)g->n_inputs + 1, sizeof *j->in_bind);
   j->out_bind = kiln_calloc((size_t)g->n_outputs + 1, sizeof *j->out_bind);
-  if (!j->in_bind || !j->out_bind) {
+  j->in_mem = kiln_calloc((size_t)g->n_inputs + 1, sizeof *j->in_mem);
+  if (!j->in_bind || !j->out_bind || !j->in_mem) {
     job_free(j);
     return kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "out of memory queuing a run"));
   }
@@ -496,6 +545,7 @@ onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **
   }
   memcpy(j->in_bind, h->in_bind, (size_t)g->n_inputs * sizeof *j->in_bind);
   memcpy(j->out_bind, h->out_bind, (size_t)g->n_outputs * sizeof *j->out_bind);
+  if (h->in_mem) memcpy(j->in_mem, h->in_mem, (size_t)g->n_inputs * sizeof *j->in_mem);
   if (!h->worker_started) {
     if (pthread_create(&h->worker, NULL, worker_main, h)) {
       pthread_mutex_unlock(&h->mu);

@@ -87,6 +87,17 @@ static onnxStatus info_u64(uint64_t v, void *out, size_t *size) {
   return ONNXIFI_STATUS_SUCCESS;
 }
 
+/* A handle (cl_platform_id, cl_device_id): pointer-sized. */
+static onnxStatus info_ptr(void *v, void *out, size_t *size) {
+  if (!out || *size < sizeof v) {
+    *size = sizeof v;
+    return ONNXIFI_STATUS_FALLBACK;
+  }
+  memcpy(out, &v, sizeof v);
+  *size = sizeof v;
+  return ONNXIFI_STATUS_SUCCESS;
+}
+
 static uint64_t system_memory(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
@@ -114,7 +125,16 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetBackendInfo(onnxBackendID backendID
   case ONNXIFI_BACKEND_OPSET_VERSION: return info_string("ai.onnx:17", infoValue, infoValueSize);
   case ONNXIFI_BACKEND_CAPABILITIES: return info_u64(e->capabilities, infoValue, infoValueSize);
   case ONNXIFI_BACKEND_INIT_PROPERTIES: return info_u64(0, infoValue, infoValueSize);
-  case ONNXIFI_BACKEND_MEMORY_TYPES: return info_u64(ONNXIFI_MEMORY_TYPE_CPU, infoValue, infoValueSize);
+  case ONNXIFI_BACKEND_MEMORY_TYPES:
+    return info_u64(ONNXIFI_MEMORY_TYPE_CPU | e->memory_types, infoValue, infoValueSize);
+  case ONNXIFI_BACKEND_OPENCL_PLATFORM_ID:
+  case ONNXIFI_BACKEND_OPENCL_DEVICE_ID:
+    if (e->cl_platform) return info_ptr(infoType == ONNXIFI_BACKEND_OPENCL_PLATFORM_ID ? e->cl_platform : e->cl_device,
+                                        infoValue, infoValueSize);
+    return fail(ONNXIFI_STATUS_UNSUPPORTED_ATTRIBUTE, "%s",
+                infoType == ONNXIFI_BACKEND_OPENCL_PLATFORM_ID
+                    ? "ONNXIFI_BACKEND_OPENCL_PLATFORM_ID: this backend is not an OpenCL device"
+                    : "ONNXIFI_BACKEND_OPENCL_DEVICE_ID: this backend is not an OpenCL device");
   case ONNXIFI_BACKEND_GRAPH_INIT_PROPERTIES: return info_u64(0, infoValue, infoValueSize);
   case ONNXIFI_BACKEND_SYNCHRONIZATION_TYPES: return info_u64(ONNXIFI_SYNCHRONIZATION_EVENT, infoValue, infoValueSize);
   case ONNXIFI_BACKEND_MEMORY_SIZE: return info_u64(system_memory(), infoValue, infoValueSize);
@@ -156,11 +176,23 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxInitBackend(onnxBackendID backendID, c
   if (!kiln_handle_valid(backendID, KILN_H_BACKEND_ID))
     return fail(ONNXIFI_STATUS_INVALID_ID, "%s", "unknown or released backend ID");
   if (!backend) return fail(ONNXIFI_STATUS_INVALID_POINTER, "%s", "backend is NULL");
+  const kiln_engine *eng = ((kiln_backend_id *)backendID)->engine;
+  void *hctx = NULL;
+  bool have_ctx = false;
   if (auxPropertiesList)
     for (const uint64_t *p = auxPropertiesList; *p != ONNXIFI_BACKEND_PROPERTY_NONE; p += 2) {
       char q[32];
       snprintf(q, sizeof q, "%llu", (unsigned long long)*p);
-      return fail(ONNXIFI_STATUS_UNSUPPORTED_PROPERTY, "backend property %s is not supported", q);
+      if (*p != ONNXIFI_BACKEND_OPENCL_CONTEXT)
+        return fail(ONNXIFI_STATUS_UNSUPPORTED_PROPERTY, "backend property %s is not supported", q);
+      if (!eng->backend_open)
+        return fail(ONNXIFI_STATUS_UNSUPPORTED_PROPERTY,
+                    "ONNXIFI_BACKEND_OPENCL_CONTEXT: backend %s is not an OpenCL device", eng->name);
+      if (have_ctx)
+        return fail(ONNXIFI_STATUS_INVALID_PROPERTY, "%s", "ONNXIFI_BACKEND_OPENCL_CONTEXT is given twice");
+      if (!p[1]) return fail(ONNXIFI_STATUS_INVALID_PROPERTY, "%s", "ONNXIFI_BACKEND_OPENCL_CONTEXT is NULL");
+      hctx = (void *)(uintptr_t)p[1];
+      have_ctx = true;
     }
   kiln_backend *b = kiln_calloc(1, sizeof *b);
   if (!b) return fail(ONNXIFI_STATUS_NO_SYSTEM_MEMORY, "%s", "out of memory creating a backend");
@@ -168,9 +200,20 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxInitBackend(onnxBackendID backendID, c
     kiln_free(b);
     return fail(ONNXIFI_STATUS_NO_SYSTEM_RESOURCES, "%s", "cannot create a backend mutex");
   }
-  b->engine = ((kiln_backend_id *)backendID)->engine;
+  b->engine = eng;
   b->refs = 1;
+  if (have_ctx) {
+    /* the host's context: kiln's objects of this backend live in it */
+    kiln_status s = eng->backend_open(eng->impl, hctx, &b->bctx);
+    if (s) {
+      pthread_mutex_destroy(&b->mu);
+      kiln_free(b);
+      kiln_error_prefix("ONNXIFI_BACKEND_OPENCL_CONTEXT");
+      return s == KILN_E_MODEL ? ONNXIFI_STATUS_INVALID_PROPERTY : kiln_onnx_status(s);
+    }
+  }
   if (kiln_handle_add(b, KILN_H_BACKEND)) {
+    if (b->bctx) eng->backend_close(b->bctx);
     pthread_mutex_destroy(&b->mu);
     kiln_free(b);
     return ONNXIFI_STATUS_NO_SYSTEM_MEMORY;
@@ -184,6 +227,7 @@ void kiln_backend_unref(kiln_backend *b) {
   int left = --b->refs;
   pthread_mutex_unlock(&b->mu);
   if (left) return;
+  if (b->bctx) b->engine->backend_close(b->bctx); /* the host's context reference goes here */
   pthread_mutex_destroy(&b->mu);
   kiln_free(b);
 }

@@ -39,6 +39,22 @@ typedef struct kiln_engine {
      prepare(...), impl names the device (OpenCL engines) */
   const void *impl;
   kiln_status (*prepare_on)(const void *impl, const kiln_graph *g, void **plan);
+  /* optional: the host's device objects (OpenCL engines: the
+     ONNXIFI_BACKEND_OPENCL_CONTEXT property, OPENCL_BUFFER tensors) */
+  onnxBitfield memory_types;       /* ONNXIFI_BACKEND_MEMORY_TYPES (0: CPU only) */
+  void *cl_platform, *cl_device;   /* OPENCL_PLATFORM_ID / OPENCL_DEVICE_ID (NULL: not OpenCL) */
+  /* a backend on the host's context hctx (kiln_status KILN_E_MODEL: the
+     property's value is not valid for this device) */
+  kiln_status (*backend_open)(const void *impl, void *hctx, void **bctx);
+  void (*backend_close)(void *bctx);
+  /* prepare in backend state bctx (non-NULL), replaces prepare_on */
+  kiln_status (*prepare_in)(const void *impl, void *bctx, const kiln_graph *g, void **plan);
+  /* mem is a device buffer of bctx (NULL: the backend has no host context)
+     with room for bytes; KILN_E_MODEL with a message otherwise */
+  kiln_status (*check_buffer)(void *bctx, void *mem, size_t bytes, const char *what);
+  /* run() with device buffers: mem_in per value (NULL: host), mem_out per output */
+  kiln_status (*run_mem)(void *plan, const kiln_graph *g, const kiln_tensor *const *bound, void *const *mem_in,
+                         kiln_tensor *outs, void *const *mem_out);
 } kiln_engine;
 
 extern const kiln_engine kiln_engine_reference;
@@ -52,6 +68,7 @@ typedef struct kiln_backend {
   const kiln_engine *engine;
   pthread_mutex_t mu;
   int refs; /* the handle + each live graph */
+  void *bctx; /* engine state of a backend on the host's context (engine->backend_open), or NULL */
 } kiln_backend;
 
 /* plugin/engine_opencl.c: one engine per usable OpenCL device (made once
@@ -93,6 +110,7 @@ typedef struct kiln_io_out {
   int rank;
   int64_t dims[KILN_MAX_RANK];
   void *buffer;
+  void *mem; /* a device buffer (ONNXIFI_MEMORY_TYPE_OPENCL_BUFFER): buffer is NULL */
 } kiln_io_out;
 
 typedef struct kiln_job kiln_job;
@@ -119,6 +137,7 @@ typedef struct kiln_graph_handle {
   bool worker_started, stopping;
   pthread_t worker;
   kiln_job *head, *tail;
+  void **in_mem; /* per graph-input index: a device buffer bound instead of in_bind's data, or NULL */
 } kiln_graph_handle;
 
 onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint32_t nweights,
