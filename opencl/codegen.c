@@ -950,9 +950,11 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
   sb_put(b, "%s", prelude);
   if (fp64) sb_put(b, "%s", prelude64);
-  sb_put(b, "__kernel __attribute__((reqd_work_group_size(%zu, 1, 1))) void %s(", L, name);
+  sb_put(b, "__kernel void %s(", name);
   put_params(&g, st, ns, -1, sig, true);
-  sb_put(b, ") {\n  const %s ro = (%s)get_group_id(0);\n  const int lid = (int)get_local_id(0);\n", g.ity, g.ity);
+  sb_put(b, ") {\n  const %s ro = (%s)get_group_id(0);\n  const int lid = (int)get_local_id(0);\n"
+            "  const int L_ = (int)get_local_size(0); /* a power of two <= %zu */\n",
+         g.ity, g.ity, L);
   /* the domain offset of the kept part (base) and of reduced element j */
   int64_t ds[KILN_MAX_RANK], inner = 1;
   for (int d = spec->rank - 1; d >= 0; d--) ds[d] = inner, inner *= spec->shape[d];
@@ -999,7 +1001,7 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
                rd->kind == KILN_FUSE_RED_MAX ? ">" : "<");
     else snprintf(comb, sizeof comb, "(A %s B)", rd->kind == KILN_FUSE_RED_PROD ? "*" : "+");
     sb_put(b, "  __local %s sh%d[%zu];\n  %s r%d;\n  {\n  %s acc = (%s)%s;\n", T, r, L, ctype(rd->dtype), r, T, T, init);
-    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += %zu) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf, L,
+    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf,
            g.ity, joff);
     memset(need, 0, (size_t)sp->n_expr + 1);
     mark_need(sp, rd->arg, need);
@@ -1008,10 +1010,10 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
     sb_put(b, "  #define A acc\n  #define B v%d\n  acc = %s;\n  #undef A\n  #undef B\n  }\n", rd->arg, comb);
     sb_put(b, "  sh%d[lid] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n", r);
     sb_put(b,
-           "  for (int w = %zu; w > 0; w >>= 1) {\n    if (lid < w) {\n"
+           "  for (int w = L_ / 2; w > 0; w >>= 1) {\n    if (lid < w) {\n"
            "  #define A sh%d[lid]\n  #define B sh%d[lid + w]\n    A = %s;\n  #undef A\n  #undef B\n"
            "    }\n    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n",
-           L / 2, r, r, comb);
+           r, r, comb);
     char res[64];
     if (rd->kind == KILN_FUSE_RED_MEAN) snprintf(res, sizeof res, "(sh%d[0] / (%s)%" PRId64 ")", r, T, nred);
     else snprintf(res, sizeof res, "sh%d[0]", r);
@@ -1028,7 +1030,7 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   if (!s && nf) {
     memset(need, 0, (size_t)sp->n_expr + 1);
     for (int j = 0; j < nf; j++) mark_need(sp, sp->store[fst[j]].expr, need);
-    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += %zu) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf, L,
+    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf,
            g.ity, joff);
     s = put_block(&g, need, fst, nf);
     sb_put(b, "  }\n");

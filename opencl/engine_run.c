@@ -148,6 +148,11 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
   size_t n = (size_t)v->sig[st->kern].n_items;
   if (!n) return KILN_OK;
   size_t local = v->sig[st->kern].local; /* > 0: work-group kernels (engine_fuse reductions) */
+  if (local) { /* groups of a power of two the kernel allows (the kernels loop over any) */
+    size_t groups = n / local, lim = k->wg_size < ctx->max_work_item_size0 ? k->wg_size : ctx->max_work_item_size0;
+    while (local > 1 && local > lim) local /= 2;
+    n = groups * local;
+  }
   if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, local, NULL);
   size_t gsz = local ? kiln_cl_pad(n, local) : kiln_cl_pad(n, KILN_CL_GLOBAL_PAD);
   double w0 = now_ns();
