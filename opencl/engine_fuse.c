@@ -60,6 +60,13 @@ static bool writes_covered(const kiln_fuse_spec *sp, const kiln_step *st) {
   return true;
 }
 
+/* Some accessor reads value w. */
+static bool reads_value(const kiln_fuse_spec *sp, int w) {
+  for (int a = 0; a < sp->n_access; a++)
+    if (sp->access[a].value == w) return true;
+  return false;
+}
+
 static kiln_status decline(bool *ok, const kiln_fuse_spec *sp, const char *why) {
   *ok = false;
   kiln_log(KILN_LOG_DEBUG, "opencl: fused %s group from node %d (%d nodes) lowered node by node: %s",
@@ -163,9 +170,10 @@ static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec 
     pv = pn->n_in >= 1 ? pn->in[0] : -1;
     if (pv < 0 || !is_domain_shaped(sp, pv)) return decline(ok, sp, "the pooled value is not the domain");
   }
+  if (pv >= 0 && reads_value(sp, pv)) return decline(ok, sp, "it reads the pooled value");
   int k = 0;
   bool fused = false;
-  if (!strcmp(op, "Conv")) {
+  if (!strcmp(op, "Conv") && !reads_value(sp, x)) {
     kiln_status s = conv_fused(dev, sp, pv, &out->item[k], &fused);
     if (s) return s;
     if (fused) {
@@ -203,6 +211,8 @@ kiln_status kiln_cl_fuse_lower(const kiln_cl_device *dev, const kiln_fuse_spec *
   if (sp->kind != KILN_FUSE_G_ANCHOR && sp->kind != KILN_FUSE_G_REDUCE) return KILN_OK;
   if (sp->n_alias) return decline(ok, sp, "it has view outputs (aliases)");
   if (!writes_covered(sp, st)) return decline(ok, sp, "a value it writes is not one of its stores");
+  for (int k = 0; k < sp->n_store; k++) /* one kernel reads and writes: never the same buffer */
+    if (reads_value(sp, sp->store[k].value)) return decline(ok, sp, "it reads a value it stores");
   kiln_status s = sp->kind == KILN_FUSE_G_REDUCE ? lower_reduce(dev, sp, out, ok) : lower_anchor(dev, sp, out, ok);
   if (s || !*ok) {
     kiln_cl_fuse_lowering_free(out);
