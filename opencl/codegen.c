@@ -939,12 +939,14 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   bool small = fits_int(spec);
   g.ity = small ? "int" : "long";
   g.isuf = small ? "" : "L";
-  size_t L = red_local(dev, nred);
+  /* short rows (< 32 elements): a work-item per row, no local memory */
+  bool item = nred < 32;
+  size_t L = item ? 1 : red_local(dev, nred);
   int st[KILN_CL_SIG_MAX_ARGS], ns = 0;
   for (int k = 0; k < sp->n_store; k++) st[ns++] = k;
   snprintf(sig->name, sizeof sig->name, "%s", name);
   sig->n_items = spec->red_numel * (int64_t)L;
-  sig->local = L;
+  sig->local = item ? 0 : L;
   sig->uses_fp64 = fp64;
   sbuf *b = &g.b;
   if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
@@ -952,9 +954,14 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   if (fp64) sb_put(b, "%s", prelude64);
   sb_put(b, "__kernel void %s(", name);
   put_params(&g, st, ns, -1, sig, true);
-  sb_put(b, ") {\n  const %s ro = (%s)get_group_id(0);\n  const int lid = (int)get_local_id(0);\n"
-            "  const int L_ = (int)get_local_size(0); /* a power of two <= %zu */\n",
-         g.ity, g.ity, L);
+  if (item)
+    sb_put(b, ") {\n  if (get_global_id(0) >= %" PRId64 ") return;\n  const %s ro = (%s)get_global_id(0);\n"
+              "  const int lid = 0, L_ = 1;\n",
+           spec->red_numel, g.ity, g.ity);
+  else
+    sb_put(b, ") {\n  const %s ro = (%s)get_group_id(0);\n  const int lid = (int)get_local_id(0);\n"
+              "  const int L_ = (int)get_local_size(0); /* a power of two <= %zu */\n",
+           g.ity, g.ity, L);
   /* the domain offset of the kept part (base) and of reduced element j */
   int64_t ds[KILN_MAX_RANK], inner = 1;
   for (int d = spec->rank - 1; d >= 0; d--) ds[d] = inner, inner *= spec->shape[d];
@@ -1000,7 +1007,8 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
       snprintf(comb, sizeof comb, "(isnan(A) ? A : isnan(B) ? B : B %s A ? B : A)",
                rd->kind == KILN_FUSE_RED_MAX ? ">" : "<");
     else snprintf(comb, sizeof comb, "(A %s B)", rd->kind == KILN_FUSE_RED_PROD ? "*" : "+");
-    sb_put(b, "  __local %s sh%d[%zu];\n  %s r%d;\n  {\n  %s acc = (%s)%s;\n", T, r, L, ctype(rd->dtype), r, T, T, init);
+    if (!item) sb_put(b, "  __local %s sh%d[%zu];\n", T, r, L);
+    sb_put(b, "  %s r%d;\n  {\n  %s acc = (%s)%s;\n", ctype(rd->dtype), r, T, T, init);
     sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf,
            g.ity, joff);
     memset(need, 0, (size_t)sp->n_expr + 1);
@@ -1008,15 +1016,19 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
     if ((s = put_block(&g, need, NULL, 0))) break;
     /* comb with A = acc, B = the value */
     sb_put(b, "  #define A acc\n  #define B v%d\n  acc = %s;\n  #undef A\n  #undef B\n  }\n", rd->arg, comb);
-    sb_put(b, "  sh%d[lid] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n", r);
-    sb_put(b,
+    if (!item) sb_put(b, "  sh%d[lid] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n", r);
+    if (!item)
+      sb_put(b,
            "  for (int w = L_ / 2; w > 0; w >>= 1) {\n    if (lid < w) {\n"
            "  #define A sh%d[lid]\n  #define B sh%d[lid + w]\n    A = %s;\n  #undef A\n  #undef B\n"
            "    }\n    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n",
            r, r, comb);
     char res[64];
-    if (rd->kind == KILN_FUSE_RED_MEAN) snprintf(res, sizeof res, "(sh%d[0] / (%s)%" PRId64 ")", r, T, nred);
-    else snprintf(res, sizeof res, "sh%d[0]", r);
+    char top[16];
+    if (item) snprintf(top, sizeof top, "acc");
+    else snprintf(top, sizeof top, "sh%d[0]", r);
+    if (rd->kind == KILN_FUSE_RED_MEAN) snprintf(res, sizeof res, "(%s / (%s)%" PRId64 ")", top, T, nred);
+    else snprintf(res, sizeof res, "%s", top);
     sb_put(b, "  r%d = ", r);
     put_convert(b, at, rd->dtype, res);
     sb_put(b, ";\n  }\n");

@@ -98,7 +98,8 @@ kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kil
  * per element of the reduced domain; each reduction is a strided loop over
  * the reduced elements and a tree in local memory, then the full-domain
  * stores are a second strided loop and the reduced stores are written by
- * item 0. The kernel works with any power-of-two local size up to
+ * item 0. Rows shorter than 32 elements get a work-item each instead
+ * (sig->local 0: the driver's local size). The group kernel works with any power-of-two local size up to
  * sig->local: launch n_items / sig->local groups of that size, or of the
  * largest power of two the kernel allows (CL_KERNEL_WORK_GROUP_SIZE). */
 kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,

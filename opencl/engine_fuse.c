@@ -93,7 +93,9 @@ static kiln_status lower_reduce(const kiln_cl_device *dev, const kiln_fuse_spec 
   kiln_status s = kiln_cl_codegen_reduce(sp, dev, name, &it->text, &it->sig);
   if (s) return soft(s, ok, sp);
   out->n = 1;
-  snprintf(out->how, sizeof out->how, "reduction group in one kernel (%zu items a group)", it->sig.local);
+  if (it->sig.local)
+    snprintf(out->how, sizeof out->how, "reduction group in one kernel (a work-group of <= %zu per row)", it->sig.local);
+  else snprintf(out->how, sizeof out->how, "reduction group in one kernel (a work-item per row)");
   *ok = true;
   return KILN_OK;
 }
