@@ -683,8 +683,8 @@ static kiln_status fspec_make(const kiln_fuse_spec *sp, const kiln_cl_device_inf
     fspec_free(f);
     return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
   }
-  memcpy(f->expr, sp->expr, sizeof *f->expr * (size_t)sp->n_expr);
-  memcpy(f->red, sp->red, sizeof *f->red * (size_t)sp->n_red);
+  if (sp->n_expr) memcpy(f->expr, sp->expr, sizeof *f->expr * (size_t)sp->n_expr);
+  if (sp->n_red) memcpy(f->red, sp->red, sizeof *f->red * (size_t)sp->n_red);
   f->sp.expr = f->expr;
   f->sp.red = f->red;
   *fp64 = buf64;
