@@ -28,12 +28,14 @@ while read -r name k f d; do
   *) echo "FAIL $name: want '$want', got '${line:-no plan line}'"; fail=1 ;;
   esac
 done <<'TABLE'
+anchor_outputs 2 2 1
 chain_views_bcast 2 2 0
 conv_bn_relu_pool 1 1 1
 conv_gemm_epilogue 1 1 1
 conv_residual_clip 2 2 0
 gemm_bias_relu 1 1 1
 intermediate_outputs 3 2 0
+layernorm_stats 1 1 0
 matmul_gelu 1 1 1
 reduce_prologue 2 2 0
 residual 2 2 0

@@ -4,7 +4,8 @@ nodes the fusion pass groups — long elementwise chains with broadcasts and
 views, conv + batchnorm + relu + maxpool, a residual block, softmax and
 layernorm, a fused group whose intermediate is also a graph output, Gemm +
 bias + Relu, MatMul + a written-out Gelu, conv + residual + Clip, a conv on
-the im2col + GEMM path with an epilogue, reductions with prologues — in the
+the im2col + GEMM path with an epilogue, reductions with prologues, anchors
+whose output is also a graph output, LayerNormalization's Mean/InvStdDev — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -189,6 +190,28 @@ def main():
     ], None, [("y", [3, 4, 40]), ("y2", [2, 5, 3])],
         [i64("ax", [-1]), const("two", [2.0])],
         {"x": r(3, 4, 40), "z": r(2, 5, 3)})
+
+    # anchors whose own output is also a graph output: a direct conv with a
+    # SiLU epilogue, a MatMul (CLBlast) with Tanh
+    save("anchor_outputs", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["s", "c"], ["y"]),
+        helper.make_node("MatMul", ["x2", "w2"], ["m"]),
+        helper.make_node("Tanh", ["m"], ["y2"]),
+    ], None, [("y", [1, 6, 5, 5]), ("c", [1, 6, 5, 5]), ("m", [3, 12]), ("y2", [3, 12])],
+        [const("w", r(6, 4, 3, 3) * 0.4), const("b", r(6)), const("w2", r(10, 12))],
+        {"x": r(1, 4, 5, 5), "x2": r(3, 10)})
+
+    # a residual add before LayerNormalization with its Mean and InvStdDev
+    # outputs (stores over the reduced domain), then a scale
+    save("layernorm_stats", [
+        helper.make_node("Add", ["x", "res"], ["h"]),
+        helper.make_node("LayerNormalization", ["h", "lg", "lb"], ["ln", "mean", "istd"], axis=-1, epsilon=1e-5),
+        helper.make_node("Mul", ["ln", "k"], ["y"]),
+    ], None, [("y", [4, 48]), ("mean", [4, 1]), ("istd", [4, 1])],
+        [const("lg", 1 + 0.5 * r(48)), const("lb", r(48)), const("k", r(48))],
+        {"x": r(4, 48), "res": r(4, 48)})
 
 
 if __name__ == "__main__":
