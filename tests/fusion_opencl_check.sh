@@ -37,6 +37,7 @@ gemm_bias_relu 1 1 1
 intermediate_outputs 3 2 0
 layernorm_stats 1 1 0
 matmul_gelu 1 1 1
+reduce_kinds 4 4 0
 reduce_prologue 2 2 0
 residual 2 2 0
 softmax_layernorm 2 2 1

@@ -5,7 +5,7 @@ views, conv + batchnorm + relu + maxpool, a residual block, softmax and
 layernorm, a fused group whose intermediate is also a graph output, Gemm +
 bias + Relu, MatMul + a written-out Gelu, conv + residual + Clip, a conv on
 the im2col + GEMM path with an epilogue, reductions with prologues, anchors
-whose output is also a graph output, LayerNormalization's Mean/InvStdDev — in the
+whose output is also a graph output, LayerNormalization's Mean/InvStdDev, every reduction kind — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -212,6 +212,26 @@ def main():
     ], None, [("y", [4, 48]), ("mean", [4, 1]), ("istd", [4, 1])],
         [const("lg", 1 + 0.5 * r(48)), const("lb", r(48)), const("k", r(48))],
         {"x": r(4, 48), "res": r(4, 48)})
+
+    # every reduction kind with a prologue and an epilogue, over leading,
+    # middle, trailing and non-adjacent axes, short and long rows
+    save("reduce_kinds", [
+        helper.make_node("Abs", ["x"], ["ax_"]),
+        helper.make_node("Add", ["ax_", "half"], ["p"]),
+        helper.make_node("ReduceProd", ["p"], ["pr"], axes=[1], keepdims=0),
+        helper.make_node("Sqrt", ["pr"], ["y1"]),
+        helper.make_node("Mul", ["x", "three"], ["x3"]),
+        helper.make_node("ReduceMax", ["x3"], ["mx"], axes=[0, 2], keepdims=1),
+        helper.make_node("Exp", ["mx"], ["y2"]),
+        helper.make_node("Neg", ["x"], ["nx"]),
+        helper.make_node("ReduceMin", ["nx"], ["mn"], axes=[2], keepdims=1),
+        helper.make_node("Add", ["mn", "half"], ["y3"]),
+        helper.make_node("Mul", ["z", "z"], ["zz"]),
+        helper.make_node("ReduceMean", ["zz"], ["zm"], axes=[0], keepdims=1),
+        helper.make_node("Sqrt", ["zm"], ["y4"]),
+    ], None, [("y1", [3, 5]), ("y2", [1, 6, 1]), ("y3", [3, 6, 1]), ("y4", [1, 3])],
+        [const("half", [0.5]), const("three", [3.0])],
+        {"x": r(3, 6, 5), "z": r(40, 3)})
 
 
 if __name__ == "__main__":
