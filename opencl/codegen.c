@@ -249,6 +249,7 @@ typedef struct gen {
   const char *ity; /* index type: "int" or "long" */
   const char *isuf;
   bool fp64;
+  kiln_dtype pool_dtype; /* anchor printers: the type of the pooled store's buffer */
 } gen;
 
 /* Prints the storage offset of view level `lvl` of map m at flat index
@@ -358,6 +359,12 @@ static kiln_status put_expr(gen *g, int i) {
       kiln_free(pad.p);
     }
     put_convert(b, bt, e->dtype, src);
+  } else if (e->op == KILN_FUSE_ANCHOR) { /* the anchor's value: float `anc` (anchor printers only) */
+    put_convert(b, KILN_F32, e->dtype, "anc");
+  } else if (e->op == KILN_FUSE_REDUCE) { /* reduction ref's result: `r<ref>` (reduction printer only) */
+    char r[32];
+    snprintf(r, sizeof r, "r%d", e->ref);
+    put_convert(b, sp->red[e->ref].dtype, e->dtype, r);
   } else if (e->op == KILN_FUSE_CONST) {
     if (kiln_dtype_is_float(e->dtype)) put_float(b, e->dtype, e->f[0]);
     else put_int(b, e->dtype, e->i);
@@ -620,3 +627,437 @@ kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const k
   *source = b->p;
   return KILN_OK;
 }
+
+/* ------------------------------------------------------------------ */
+/* anchor epilogues and reductions (opencl/engine_fuse.c)              */
+
+/* A working copy of a spec for the anchor and reduction printers: float64
+ * intermediates (BatchNormalization, Softmax, LayerNormalization expand in
+ * double) computed in float32 when no buffer the spec reads or writes is
+ * float64 (as the cpu tile executor does; always on a device without
+ * cl_khr_fp64). */
+typedef struct fspec {
+  kiln_fuse_spec sp;
+  kiln_fuse_expr *expr;
+  kiln_fuse_reduce *red;
+} fspec;
+
+static void fspec_free(fspec *f) {
+  kiln_free(f->expr);
+  kiln_free(f->red);
+}
+
+/* Checks spec for the anchor / reduction printers (pool stores write
+ * pool_value) and makes the working copy. */
+static kiln_status fspec_make(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev, int pool_value, fspec *f,
+                              bool *fp64) {
+  memset(f, 0, sizeof *f);
+  if (!sp->bound) return kiln_fail(KILN_E_INVALID_SHAPE, "opencl codegen: the spec is not bound (kiln_fuse_spec_bind)");
+  if (sp->n_alias > 0)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: the spec has %d alias outputs (view copies)", sp->n_alias);
+  if (sp->n_access + sp->n_store + 4 > KILN_CL_SIG_MAX_ARGS)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: %d buffers, at most %d", sp->n_access + sp->n_store,
+                     KILN_CL_SIG_MAX_ARGS - 4);
+  bool buf64 = false;
+  for (int a = 0; a < sp->n_access; a++) {
+    kiln_dtype t = sp->sh->v[sp->access[a].value].dtype;
+    if (!ctype(t))
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: input '%s' of type %s is not supported",
+                       sp->g->values[sp->access[a].value].name, kiln_dtype_name(t));
+    buf64 |= t == KILN_F64;
+  }
+  for (int k = 0; k < sp->n_store; k++) {
+    const kiln_fuse_store *st = &sp->store[k];
+    int value = st->pool ? pool_value : st->value;
+    if (value < 0) return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a pooled store without its buffer");
+    kiln_dtype t = sp->sh->v[value].dtype;
+    if (!ctype(t))
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: output '%s' of type %s is not supported",
+                       sp->g->values[value].name, kiln_dtype_name(t));
+    buf64 |= t == KILN_F64;
+  }
+  f->sp = *sp;
+  f->expr = kiln_malloc(sizeof *f->expr * (size_t)(sp->n_expr + 1));
+  f->red = kiln_malloc(sizeof *f->red * (size_t)(sp->n_red + 1));
+  if (!f->expr || !f->red) {
+    fspec_free(f);
+    return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+  }
+  if (sp->n_expr) memcpy(f->expr, sp->expr, sizeof *f->expr * (size_t)sp->n_expr);
+  if (sp->n_red) memcpy(f->red, sp->red, sizeof *f->red * (size_t)sp->n_red);
+  f->sp.expr = f->expr;
+  f->sp.red = f->red;
+  *fp64 = buf64;
+  for (int i = 0; i < sp->n_expr; i++) {
+    if (!buf64 && f->expr[i].dtype == KILN_F64) f->expr[i].dtype = KILN_F32;
+    *fp64 |= f->expr[i].dtype == KILN_F64;
+  }
+  for (int r = 0; r < sp->n_red; r++) {
+    if (!buf64 && f->red[r].dtype == KILN_F64) f->red[r].dtype = KILN_F32;
+    *fp64 |= f->red[r].dtype == KILN_F64;
+  }
+  if (*fp64 && !dev->has_fp64) {
+    fspec_free(f);
+    return kiln_fail(KILN_E_UNSUPPORTED_OP,
+                     "opencl codegen: the spec computes in float64, but device %s (%s) has no cl_khr_fp64", dev->id,
+                     dev->name);
+  }
+  return KILN_OK;
+}
+
+/* need[] |= expression t and everything it reads (arguments come first). */
+static void mark_need(const kiln_fuse_spec *sp, int t, unsigned char *need) {
+  need[t] = 1;
+  for (int i = t; i >= 0; i--)
+    if (need[i])
+      for (int k = 0; k < sp->expr[i].n_args; k++) need[sp->expr[i].args[k]] = 1;
+}
+
+/* Prints the accessor maps the marked expressions load (full ones at
+ * `gid`, reduced ones at `ro`), the expressions, then stores st[0..ns)
+ * (pool stores into pool_value's buffer). */
+static kiln_status put_block(gen *g, const unsigned char *need, const int *st, int ns) {
+  const kiln_fuse_spec *sp = g->sp;
+  sbuf *b = &g->b;
+  kiln_status s = KILN_OK;
+  for (int a = 0; a < sp->n_access; a++) {
+    bool used = false;
+    for (int i = 0; i < sp->n_expr && !used; i++)
+      used = need[i] && sp->expr[i].op == KILN_FUSE_LOAD && sp->expr[i].ref == a;
+    if (!used) continue;
+    char pre[16];
+    bool masked;
+    snprintf(pre, sizeof pre, "a%d", a);
+    put_map(g, &sp->access[a].map, pre, sp->access[a].reduced ? "ro" : "gid", &masked);
+  }
+  for (int i = 0; i < sp->n_expr && !s; i++)
+    if (need[i]) s = put_expr(g, i);
+  for (int j = 0; j < ns && !s; j++) {
+    int k = st[j];
+    const kiln_fuse_store *so = &sp->store[k];
+    char pre[16], v[32];
+    bool masked;
+    snprintf(pre, sizeof pre, "s%d", k);
+    put_map(g, &so->map, pre, so->reduced ? "ro" : "gid", &masked);
+    snprintf(v, sizeof v, "v%d", so->expr);
+    if (masked) sb_put(b, "  if (s%dm) s%d[s%do0] = ", k, k, k);
+    else sb_put(b, "  s%d[s%do0] = ", k, k);
+    put_convert(b, sp->expr[so->expr].dtype, so->pool ? g->pool_dtype : sp->sh->v[so->value].dtype, v);
+    sb_put(b, ";\n");
+  }
+  return s;
+}
+
+/* Parameters of the accessors, then of the stores in st[0..ns); sig args appended. */
+static void put_params(gen *g, const int *st, int ns, int pool_value, kiln_cl_kernel_sig *sig, bool first) {
+  const kiln_fuse_spec *sp = g->sp;
+  sbuf *b = &g->b;
+  for (int a = 0; a < sp->n_access; a++) {
+    const kiln_fuse_access *ac = &sp->access[a];
+    kiln_dtype t = sp->sh->v[ac->value].dtype;
+    sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, a, ac->value, t, ac->numel};
+    sb_put(b, "%s__global const %s *restrict a%d", first ? "" : ", ", ctype(t), a);
+    first = false;
+  }
+  for (int j = 0; j < ns; j++) {
+    const kiln_fuse_store *so = &sp->store[st[j]];
+    int value = so->pool ? pool_value : so->value;
+    kiln_dtype t = sp->sh->v[value].dtype;
+    int64_t n = 1;
+    for (int r = 0; r < so->rank; r++) n *= so->shape[r];
+    sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, st[j], value, t, n};
+    sb_put(b, "%s__global %s *s%d", first ? "" : ", ", ctype(t), st[j]);
+    first = false;
+  }
+}
+
+/* The anchor spec's stores other than one into skip_value. */
+static int epilogue_stores(const kiln_fuse_spec *sp, int skip_value, int *st) {
+  int ns = 0;
+  for (int k = 0; k < sp->n_store; k++)
+    if (sp->store[k].pool || sp->store[k].value != skip_value) st[ns++] = k;
+  return ns;
+}
+
+static kiln_status check_anchor(const kiln_fuse_spec *sp) {
+  if (sp->kind != KILN_FUSE_G_ANCHOR || sp->anchor < 0 || sp->n_red > 0)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: not an anchor spec");
+  for (int i = 0; i < sp->n_expr; i++)
+    if (sp->expr[i].op == KILN_FUSE_ANCHOR && sp->expr[i].dtype != KILN_F32)
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: an anchor of type %s",
+                       kiln_dtype_name(sp->expr[i].dtype));
+  return KILN_OK;
+}
+
+static kiln_status gen_finish(gen *g, kiln_status s, char **out, kiln_cl_kernel_sig *sig) {
+  if (!s && g->b.oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
+  if (s) {
+    kiln_free(g->b.p);
+    if (sig) memset(sig, 0, sizeof *sig);
+    return s;
+  }
+  *out = g->b.p;
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                     int anchor_value, int pool_value, char **source, kiln_cl_kernel_sig *sig) {
+  *source = NULL;
+  memset(sig, 0, sizeof *sig);
+  if (!name || !*name || strlen(name) >= sizeof sig->name)
+    return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+  kiln_status s = check_anchor(spec);
+  if (s) return s;
+  fspec f;
+  bool fp64;
+  if ((s = fspec_make(spec, dev, pool_value, &f, &fp64))) return s;
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.sp = &f.sp;
+  g.dev = dev;
+  g.fp64 = fp64;
+  g.pool_dtype = pool_value >= 0 ? spec->sh->v[pool_value].dtype : KILN_F32;
+  bool small = fits_int(spec);
+  g.ity = small ? "int" : "long";
+  g.isuf = small ? "" : "L";
+  int st[KILN_CL_SIG_MAX_ARGS];
+  int ns = epilogue_stores(spec, anchor_value, st);
+  snprintf(sig->name, sizeof sig->name, "%s", name);
+  sig->n_items = spec->numel;
+  sig->uses_fp64 = fp64;
+  sbuf *b = &g.b;
+  if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
+  sb_put(b, "%s", prelude);
+  if (fp64) sb_put(b, "%s", prelude64);
+  sb_put(b, "__kernel void %s(__global const float *restrict anc_, ", name);
+  sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, -1, anchor_value, KILN_F32, spec->numel};
+  put_params(&g, st, ns, pool_value, sig, true);
+  sb_put(b, ") {\n  if (get_global_id(0) >= %" PRId64 ") return;\n  const %s gid = (%s)get_global_id(0);\n"
+            "  const float anc = anc_[gid];\n",
+         spec->numel, g.ity, g.ity);
+  unsigned char *need = kiln_calloc((size_t)spec->n_expr + 1, 1);
+  if (!need) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+  for (int j = 0; j < ns && !s; j++) mark_need(&f.sp, spec->store[st[j]].expr, need);
+  if (!s) s = put_block(&g, need, st, ns);
+  sb_put(b, "}\n");
+  kiln_free(need);
+  fspec_free(&f);
+  return gen_finish(&g, s, source, sig);
+}
+
+kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev,
+                                           int pool_value, char **params, char **body, kiln_cl_kernel_sig *sig) {
+  *params = *body = NULL;
+  kiln_status s = check_anchor(spec);
+  if (s) return s;
+  fspec f;
+  bool fp64;
+  if ((s = fspec_make(spec, dev, pool_value, &f, &fp64))) return s;
+  if (fp64) {
+    fspec_free(&f);
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a float64 epilogue inside another kernel");
+  }
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.sp = &f.sp;
+  g.dev = dev;
+  g.pool_dtype = pool_value >= 0 ? spec->sh->v[pool_value].dtype : KILN_F32;
+  bool small = fits_int(spec);
+  g.ity = small ? "int" : "long";
+  g.isuf = small ? "" : "L";
+  int st[KILN_CL_SIG_MAX_ARGS];
+  int ns = epilogue_stores(spec, -1, st);
+  int n0 = sig->n_args;
+  if (n0 + spec->n_access + ns > KILN_CL_SIG_MAX_ARGS) {
+    fspec_free(&f);
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: too many buffers");
+  }
+  put_params(&g, st, ns, pool_value, sig, false);
+  s = gen_finish(&g, KILN_OK, params, NULL);
+  if (s) {
+    sig->n_args = n0;
+    fspec_free(&f);
+    return s;
+  }
+  memset(&g.b, 0, sizeof g.b);
+  sb_put(&g.b, "  {\n  const %s gid = (%s)ep_i;\n", g.ity, g.ity);
+  unsigned char *need = kiln_calloc((size_t)spec->n_expr + 1, 1);
+  if (!need) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+  for (int j = 0; j < ns && !s; j++) mark_need(&f.sp, spec->store[st[j]].expr, need);
+  if (!s) s = put_block(&g, need, st, ns);
+  sb_put(&g.b, "  }\n");
+  kiln_free(need);
+  fspec_free(&f);
+  s = gen_finish(&g, s, body, NULL);
+  if (s) {
+    kiln_free(*params);
+    *params = NULL;
+    sig->n_args = n0;
+  }
+  return s;
+}
+
+/* Work-items per work-group of a reduction kernel: a power of two, at most
+ * 64 and the device's limits, no more than the reduction needs. */
+static size_t red_local(const kiln_cl_device_info *dev, int64_t nred) {
+  size_t lim = 64;
+  if (dev->max_work_group_size && dev->max_work_group_size < lim) lim = dev->max_work_group_size;
+  if (dev->max_work_item_size0 && dev->max_work_item_size0 < lim) lim = dev->max_work_item_size0;
+  size_t l = 1;
+  while (l * 2 <= lim && (int64_t)l < nred) l *= 2;
+  return l;
+}
+
+kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                   char **source, kiln_cl_kernel_sig *sig) {
+  *source = NULL;
+  memset(sig, 0, sizeof *sig);
+  if (!name || !*name || strlen(name) >= sizeof sig->name)
+    return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+  if (spec->kind != KILN_FUSE_G_REDUCE || spec->anchor >= 0 || spec->pool >= 0 || spec->n_red < 1)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: not a reduction spec");
+  kiln_status s;
+  fspec f;
+  bool fp64;
+  if ((s = fspec_make(spec, dev, -1, &f, &fp64))) return s;
+  const kiln_fuse_spec *sp = &f.sp;
+  for (int r = 0; r < sp->n_red; r++)
+    if (!kiln_dtype_is_float(sp->expr[sp->red[r].arg].dtype) || !kiln_dtype_is_float(sp->red[r].dtype)) {
+      fspec_free(&f);
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: an integer reduction");
+    }
+  int64_t nred = spec->red_numel ? spec->numel / spec->red_numel : 0;
+  if (nred < 1 || spec->red_numel < 1) {
+    fspec_free(&f);
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: an empty reduction");
+  }
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.sp = sp;
+  g.dev = dev;
+  g.fp64 = fp64;
+  bool small = fits_int(spec);
+  g.ity = small ? "int" : "long";
+  g.isuf = small ? "" : "L";
+  /* short rows (< 32 elements): a work-item per row, no local memory */
+  bool item = nred < 32;
+  size_t L = item ? 1 : red_local(dev, nred);
+  int st[KILN_CL_SIG_MAX_ARGS], ns = 0;
+  for (int k = 0; k < sp->n_store; k++) st[ns++] = k;
+  snprintf(sig->name, sizeof sig->name, "%s", name);
+  sig->n_items = spec->red_numel * (int64_t)L;
+  sig->local = item ? 0 : L;
+  sig->uses_fp64 = fp64;
+  sbuf *b = &g.b;
+  if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
+  sb_put(b, "%s", prelude);
+  if (fp64) sb_put(b, "%s", prelude64);
+  sb_put(b, "__kernel void %s(", name);
+  put_params(&g, st, ns, -1, sig, true);
+  if (item)
+    sb_put(b, ") {\n  if (get_global_id(0) >= %" PRId64 ") return;\n  const %s ro = (%s)get_global_id(0);\n"
+              "  const int lid = 0, L_ = 1;\n",
+           spec->red_numel, g.ity, g.ity);
+  else
+    sb_put(b, ") {\n  const %s ro = (%s)get_group_id(0);\n  const int lid = (int)get_local_id(0);\n"
+              "  const int L_ = (int)get_local_size(0); /* a power of two <= %zu */\n",
+           g.ity, g.ity, L);
+  /* the domain offset of the kept part (base) and of reduced element j */
+  int64_t ds[KILN_MAX_RANK], inner = 1;
+  for (int d = spec->rank - 1; d >= 0; d--) ds[d] = inner, inner *= spec->shape[d];
+  int first_red = spec->rank;
+  for (int d = spec->rank - 1; d >= 0 && spec->red_axes[d]; d--) first_red = d;
+  bool trailing = true;
+  for (int d = 0; d < spec->rank; d++) trailing &= spec->red_axes[d] == (d >= first_red);
+  char joff[1024];
+  if (trailing) {
+    sb_put(b, "  const %s base = ro * %" PRId64 "%s;\n", g.ity, nred, g.isuf);
+    snprintf(joff, sizeof joff, "j");
+  } else {
+    sb_put(b, "  const %s base = 0%s", g.ity, g.isuf);
+    int64_t rspan = 1, jspan = 1;
+    for (int d = spec->rank - 1; d >= 0; d--)
+      if (!spec->red_axes[d]) {
+        if (spec->shape[d] > 1) sb_put(b, " + (ro / %" PRId64 " %% %" PRId64 ") * %" PRId64, rspan, spec->shape[d], ds[d]);
+        rspan *= spec->shape[d];
+      }
+    sb_put(b, ";\n");
+    int w = snprintf(joff, sizeof joff, "(0");
+    for (int d = spec->rank - 1; d >= 0 && w < (int)sizeof joff - 80; d--)
+      if (spec->red_axes[d]) {
+        if (spec->shape[d] > 1)
+          w += snprintf(joff + w, sizeof joff - (size_t)w, " + (j / %" PRId64 " %% %" PRId64 ") * %" PRId64, jspan,
+                        spec->shape[d], ds[d]);
+        jspan *= spec->shape[d];
+      }
+    snprintf(joff + w, sizeof joff - (size_t)w, ")");
+  }
+  unsigned char *need = kiln_calloc((size_t)sp->n_expr + 1, 1);
+  if (!need) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+  for (int r = 0; r < sp->n_red && !s; r++) {
+    const kiln_fuse_reduce *rd = &sp->red[r];
+    kiln_dtype at = sp->expr[rd->arg].dtype;
+    const char *T = ctype(at);
+    const char *init = rd->kind == KILN_FUSE_RED_PROD  ? "1"
+                       : rd->kind == KILN_FUSE_RED_MAX ? "-INFINITY"
+                       : rd->kind == KILN_FUSE_RED_MIN ? "INFINITY"
+                                                       : "0";
+    char comb[160];
+    if (rd->kind == KILN_FUSE_RED_MAX || rd->kind == KILN_FUSE_RED_MIN)
+      snprintf(comb, sizeof comb, "(isnan(A) ? A : isnan(B) ? B : B %s A ? B : A)",
+               rd->kind == KILN_FUSE_RED_MAX ? ">" : "<");
+    else snprintf(comb, sizeof comb, "(A %s B)", rd->kind == KILN_FUSE_RED_PROD ? "*" : "+");
+    if (!item) sb_put(b, "  __local %s sh%d[%zu];\n", T, r, L);
+    sb_put(b, "  %s r%d;\n  {\n  %s acc = (%s)%s;\n", ctype(rd->dtype), r, T, T, init);
+    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf,
+           g.ity, joff);
+    memset(need, 0, (size_t)sp->n_expr + 1);
+    mark_need(sp, rd->arg, need);
+    if ((s = put_block(&g, need, NULL, 0))) break;
+    /* comb with A = acc, B = the value */
+    sb_put(b, "  #define A acc\n  #define B v%d\n  acc = %s;\n  #undef A\n  #undef B\n  }\n", rd->arg, comb);
+    if (!item) sb_put(b, "  sh%d[lid] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n", r);
+    if (!item)
+      sb_put(b,
+           "  for (int w = L_ / 2; w > 0; w >>= 1) {\n    if (lid < w) {\n"
+           "  #define A sh%d[lid]\n  #define B sh%d[lid + w]\n    A = %s;\n  #undef A\n  #undef B\n"
+           "    }\n    barrier(CLK_LOCAL_MEM_FENCE);\n  }\n",
+           r, r, comb);
+    char res[64];
+    char top[16];
+    if (item) snprintf(top, sizeof top, "acc");
+    else snprintf(top, sizeof top, "sh%d[0]", r);
+    if (rd->kind == KILN_FUSE_RED_MEAN) snprintf(res, sizeof res, "(%s / (%s)%" PRId64 ")", top, T, nred);
+    else snprintf(res, sizeof res, "%s", top);
+    sb_put(b, "  r%d = ", r);
+    put_convert(b, at, rd->dtype, res);
+    sb_put(b, ";\n  }\n");
+  }
+  /* the stores over the full domain, then those over the reduced one */
+  int fst[KILN_CL_SIG_MAX_ARGS], rst[KILN_CL_SIG_MAX_ARGS], nf = 0, nr = 0;
+  for (int k = 0; k < sp->n_store; k++) {
+    if (sp->store[k].reduced) rst[nr++] = k;
+    else fst[nf++] = k;
+  }
+  if (!s && nf) {
+    memset(need, 0, (size_t)sp->n_expr + 1);
+    for (int j = 0; j < nf; j++) mark_need(sp, sp->store[fst[j]].expr, need);
+    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf,
+           g.ity, joff);
+    s = put_block(&g, need, fst, nf);
+    sb_put(b, "  }\n");
+  }
+  if (!s && nr) {
+    memset(need, 0, (size_t)sp->n_expr + 1);
+    for (int j = 0; j < nr; j++) mark_need(sp, sp->store[rst[j]].expr, need);
+    sb_put(b, "  if (lid == 0) {\n  const %s gid = base;\n", g.ity);
+    s = put_block(&g, need, rst, nr);
+    sb_put(b, "  }\n");
+  }
+  sb_put(b, "}\n");
+  kiln_free(need);
+  fspec_free(&f);
+  return gen_finish(&g, s, source, sig);
+}
+
+const char *kiln_cl_codegen_prelude(void) { return prelude; }

@@ -35,6 +35,7 @@ typedef struct kiln_cl_kernel_sig {
   kiln_cl_sig_arg args[KILN_CL_SIG_MAX_ARGS];
   int64_t n_items;
   bool uses_fp64; /* the source enables cl_khr_fp64 */
+  size_t local;   /* > 0: launch with this local size (n_items is a multiple of it); 0: the driver's */
 } kiln_cl_kernel_sig;
 
 /* Prints the OpenCL C 1.2 source of bound spec `spec` as one kernel named
@@ -67,5 +68,45 @@ kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const k
  * (OpenCL 1.2 full profile: exp/log/sin/... <= 3-4 ulp, pow 16 ulp); 0 for
  * ops printed exactly. Tests widen their bound by it. */
 double kiln_cl_codegen_op_rtol(kiln_fuse_op op);
+
+/* Fused groups beyond elementwise (opencl/engine_fuse.c). Float64
+ * intermediates of these specs are computed in float32 when no buffer is
+ * float64 (Softmax, LayerNormalization and BatchNormalization expand in
+ * double); aliases are refused. */
+
+/* The epilogue of anchor spec `spec` as a kernel of its own, one work-item
+ * per element of the domain (which must be the anchor's output shape):
+ * argument 0 is the anchor's output `anchor_value` (float32, dense), read
+ * as the ANCHOR expression; then the accessors, then the stores except one
+ * into anchor_value (the anchor wrote it); a pooled store writes the pooling
+ * node's input `pool_value` (-1: none). */
+kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                     int anchor_value, int pool_value, char **source, kiln_cl_kernel_sig *sig);
+
+/* The same epilogue as two pieces of text for a kernel that computes the
+ * anchor itself (the direct convolution): *params, the accessor and store
+ * parameters (", __global const float *restrict a0, ..."; their sig args
+ * are appended to sig), and *body, statements for one element seeing `ep_i`
+ * (its flat index in the domain, long) and `anc` (the anchor's value,
+ * float). Every store is written, the anchor's own value included. float32
+ * only. */
+kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev,
+                                           int pool_value, char **params, char **body, kiln_cl_kernel_sig *sig);
+
+/* A reduction spec (reductions with their prologues, epilogue and stores,
+ * float reductions only) as one kernel: one work-group of sig->local items
+ * per element of the reduced domain; each reduction is a strided loop over
+ * the reduced elements and a tree in local memory, then the full-domain
+ * stores are a second strided loop and the reduced stores are written by
+ * item 0. Rows shorter than 32 elements get a work-item each instead
+ * (sig->local 0: the driver's local size). The group kernel works with any power-of-two local size up to
+ * sig->local: launch n_items / sig->local groups of that size, or of the
+ * largest power of two the kernel allows (CL_KERNEL_WORK_GROUP_SIZE). */
+kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                   char **source, kiln_cl_kernel_sig *sig);
+
+/* The helpers generated kernels use (guarded: any number of copies in a
+ * program); for kernels that embed kiln_cl_codegen_epilogue_parts. */
+const char *kiln_cl_codegen_prelude(void);
 
 #endif

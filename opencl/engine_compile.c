@@ -15,6 +15,7 @@
 #include "ir/memplan.h"
 #include "ir/schedule.h"
 #include "opencl/cache.h"
+#include "opencl/engine_fuse.h"
 #include "opencl/engine_int.h"
 #include "reference/ops.h"
 
@@ -261,6 +262,30 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec) {
   return add_step(c, (kiln_cl_step){KILN_CL_STEP_HOST, i, 1, -1, NULL, -1}, reads, nr, writes, nw);
 }
 
+/* An anchor or reduction group as opencl/engine_fuse lowers it: generated
+ * kernels and single-node device ops in order; *ok false when it declines. */
+static kiln_status try_fused(cstate *c, const kiln_fuse_spec *sp, const kiln_step *st, bool *ok) {
+  kiln_cl_fuse_lowering fl;
+  kiln_status s = kiln_cl_fuse_lower(c->p->dev, sp, st, &fl, ok);
+  if (s || !*ok) return s;
+  if (c->df) fprintf(c->df, "fused group of %d nodes from node %d: %s\n", sp->n_nodes, sp->nodes[0], fl.how);
+  for (int k = 0; k < fl.n && !s; k++) {
+    if (fl.item[k].node >= 0) {
+      s = lower_node(c, fl.item[k].node, false);
+    } else {
+      s = push_kernel(c, fl.item[k].text, &fl.item[k].sig, sp->nodes[0], sp->n_nodes); /* takes the text */
+      fl.item[k].text = NULL;
+    }
+  }
+  kiln_cl_fuse_lowering_free(&fl);
+  if (!s) {
+    c->p->st.fused_groups++;
+    c->p->st.fused_nodes += sp->n_nodes;
+  }
+  *ok = !s;
+  return s;
+}
+
 /* Groups the graph and lowers every group / node. */
 static kiln_status lower(cstate *c) {
   kiln_cl_variant *v = c->v;
@@ -288,6 +313,7 @@ static kiln_status lower(cstate *c) {
     if (!sp || sp->n_nodes < 1) continue;
     bool ok = false;
     s = try_gen(c, sp, &fs->steps[k], &ok);
+    if (!s && !ok) s = try_fused(c, sp, &fs->steps[k], &ok);
     for (int j = 0; j < sp->n_nodes && !s; j++) {
       int i = sp->nodes[j];
       if (!ok && !done[i]) s = lower_node(c, i, sp->n_nodes > 1);

@@ -155,11 +155,17 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
   kiln_cl_kernel *k = &v->kern[st->kern];
   size_t n = (size_t)v->sig[st->kern].n_items;
   if (!n) return KILN_OK;
-  if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, 0, NULL);
-  size_t gsz = kiln_cl_pad(n, KILN_CL_GLOBAL_PAD);
+  size_t local = v->sig[st->kern].local; /* > 0: work-group kernels (engine_fuse reductions) */
+  if (local) { /* groups of a power of two the kernel allows (the kernels loop over any) */
+    size_t groups = n / local, lim = k->wg_size < ctx->max_work_item_size0 ? k->wg_size : ctx->max_work_item_size0;
+    while (local > 1 && local > lim) local /= 2;
+    n = groups * local;
+  }
+  if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, local, NULL);
+  size_t gsz = local ? kiln_cl_pad(n, local) : kiln_cl_pad(n, KILN_CL_GLOBAL_PAD);
   double w0 = now_ns();
   cl_event ev = NULL;
-  cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &gsz, NULL, 0, NULL, &ev);
+  cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &gsz, local ? &local : NULL, 0, NULL, &ev);
   if (e) return kiln_cl_fail(e, "launching OpenCL kernel '%s' on %s (%s)", k->name, ctx->id, ctx->name);
   e = clWaitForEvents(1, &ev);
   cl_ulong t0 = 0, t1 = 0;

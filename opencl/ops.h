@@ -70,4 +70,17 @@ const char *kiln_cl_op_describe(const kiln_cl_op *op);
 /* Releases kernels, scratch and the op (NULL-safe). */
 void kiln_cl_op_free(kiln_cl_op *op);
 
+/* The engine's fused form of a Conv that the op would run with the direct
+ * kernel (same rule, KILN_CL_CONV included): kernel `name` appended to src
+ * with parameters x, w, [b] (plain __global float buffers, dense) followed
+ * by `params` (text starting with ", "), and for each output element the
+ * statements `store` seeing `ep_i` (Y's flat index, long) and `anc` (the
+ * element, bias added, float). *items: the work-items to launch (1-D, the
+ * kernel guards). *ok false (nothing appended) when the node is not such a
+ * conv (another strategy, another dtype, an invalid node). */
+kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
+                                      const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
+                                      const char *params, const char *store, kiln_cl_src *src, int64_t *items,
+                                      bool *ok);
+
 #endif

@@ -264,23 +264,36 @@ static kiln_status emit_odecl(kiln_cl_src *s, int nsp) {
  * one group (MB = 4 or 2 when it divides the group's channels, else 1): it
  * sums its window over the group's input channels, each input value loaded
  * once for the MB weights. */
-static kiln_status conv_direct(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias) {
-  int k;
-  kiln_status s = kiln_clop_kernel(op, "conv", &k);
-  if (s) return s;
-  kiln_cl_src *src = c->src;
+/* The direct kernel's source: named kname; fused_params NULL: the op's
+ * form (buffer + element offset pairs, y written); else plain buffers x, w,
+ * [b] followed by fused_params, and each output element goes to
+ * fused_store (statements seeing `ep_i`, Y's flat index, and `anc`, the
+ * value with the bias added). *items: work-items to launch. */
+static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, bool bias, const char *kname,
+                                   const char *fused_params, const char *fused_store, int64_t *items) {
   int64_t MB = g->Mg % 4 == 0 ? 4 : g->Mg % 2 == 0 ? 2 : 1, MBLK = g->M / MB;
   int64_t total = g->N * MBLK * g->out_sp, wstride = g->Cg * g->k_sp;
-  s = kiln_cl_src_printf(src,
-                         "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
-                         "%s__global float *y_, ulong yo) {\n"
-                         "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
-                         "  const ulong o = i %% %lldUL, t = i / %lldUL, m = (t %% %lldUL) * %lldUL, n = t / %lldUL;\n"
-                         "  __global const float *xg = x_ + xo + (n * %lldUL + (m / %lldUL) * %lldUL) * %lldUL;\n"
-                         "  __global const float *wm = w_ + wo + m * %lldUL;\n",
-                         kiln_clop_kname(op, k), bias ? "__global const float *b_, ulong bo, " : "", (long long)total,
-                         (long long)g->out_sp, (long long)g->out_sp, (long long)MBLK, (long long)MB, (long long)MBLK,
-                         (long long)g->C, (long long)g->Mg, (long long)g->Cg, (long long)g->in_sp, (long long)wstride);
+  *items = total;
+  kiln_status s;
+  if (fused_params)
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s) {\n"
+                           "  const ulong xo = 0, wo = 0%s;\n",
+                           kname, bias ? ", __global const float *restrict b_" : "", fused_params, bias ? ", bo = 0" : "");
+  else
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
+                           "%s__global float *y_, ulong yo) {\n",
+                           kname, bias ? "__global const float *b_, ulong bo, " : "");
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                           "  const ulong o = i %% %lldUL, t = i / %lldUL, m = (t %% %lldUL) * %lldUL, n = t / %lldUL;\n"
+                           "  __global const float *xg = x_ + xo + (n * %lldUL + (m / %lldUL) * %lldUL) * %lldUL;\n"
+                           "  __global const float *wm = w_ + wo + m * %lldUL;\n",
+                           (long long)total, (long long)g->out_sp, (long long)g->out_sp, (long long)MBLK, (long long)MB,
+                           (long long)MBLK, (long long)g->C, (long long)g->Mg, (long long)g->Cg, (long long)g->in_sp,
+                           (long long)wstride);
   if (!s) s = emit_odecl(src, g->nsp);
   if (!s) s = emit_unravel(src, "o", "o", g->nsp, g->out);
   for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float acc%d = 0.0f;\n", b);
@@ -296,10 +309,28 @@ static kiln_status conv_direct(const op_ctx *c, kiln_cl_op *op, const conv_geo *
   for (int b = 0; b < MB && !s; b++) {
     char bb[48] = "";
     if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
-    s = kiln_cl_src_printf(src, "  y_[yo + ((n * %lldUL + m + %d) * %lldUL + o)] = acc%d%s;\n", (long long)g->M, b,
-                           (long long)g->out_sp, b, bb);
+    if (fused_params)
+      s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)((n * %lldUL + m + %d) * %lldUL + o);\n"
+                                  "  const float anc = acc%d%s;\n%s  }\n",
+                             (long long)g->M, b, (long long)g->out_sp, b, bb, fused_store);
+    else
+      s = kiln_cl_src_printf(src, "  y_[yo + ((n * %lldUL + m + %d) * %lldUL + o)] = acc%d%s;\n", (long long)g->M, b,
+                             (long long)g->out_sp, b, bb);
   }
   if (!s) s = kiln_cl_src_printf(src, "}\n");
+  return s;
+}
+
+/* One work-item per output position and MB consecutive output channels of
+ * one group (MB = 4 or 2 when it divides the group's channels, else 1): it
+ * sums its window over the group's input channels, each input value loaded
+ * once for the MB weights. */
+static kiln_status conv_direct(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias) {
+  int k;
+  kiln_status s = kiln_clop_kernel(op, "conv", &k);
+  if (s) return s;
+  int64_t total;
+  s = conv_direct_src(c->src, g, bias, kiln_clop_kname(op, k), NULL, NULL, &total);
   if (!s) {
     opb args4[] = {IN(0), IN(1), IN(2), OUT(0)}, args3[] = {IN(0), IN(1), OUT(0)};
     s = kiln_clop_launch(op, k, (size_t)total, bias ? 4 : 3, bias ? args4 : args3);
@@ -430,4 +461,35 @@ kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {
            (long long)g.N, (long long)g.C, (long long)g.M, kiln_shape_str(g.nsp, g.k, sh, sizeof sh), (long long)g.G);
   *out = op;
   return KILN_OK;
+}
+
+kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_node *n,
+                                      const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
+                                      const char *params, const char *store, kiln_cl_src *src, int64_t *items,
+                                      bool *ok) {
+  *ok = false;
+  *items = 0;
+  op_ctx c;
+  memset(&c, 0, sizeof c);
+  c.dev = dev;
+  c.g = gr;
+  c.n = n;
+  c.in = in;
+  c.out = out;
+  if (strcmp(n->op_type, "Conv") || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 || n->n_out != 1)
+    return KILN_OK;
+  bool bias = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&in[2]);
+  if (!kiln_clop_is_f32(&in[0]) || !kiln_clop_is_f32(&in[1]) || !kiln_clop_is_f32(&out[0]) ||
+      (bias && !kiln_clop_is_f32(&in[2])))
+    return KILN_OK;
+  conv_geo g;
+  if (!conv_geo_make(&c, &g)) return KILN_OK;
+  if (bias && (in[2].rank != 1 || in[2].dims[0] != g.M)) return KILN_OK;
+  for (int k = 0; k < in[0].rank; k++)
+    if (in[0].dims[k] <= 0 || out[0].dims[k] <= 0) return KILN_OK;
+  size_t col = (size_t)(g.N * g.G * g.Cg * g.k_sp * g.out_sp) * sizeof(float);
+  if (conv_use_gemm(&g, col, dev)) return KILN_OK;
+  kiln_status s = conv_direct_src(src, &g, bias, name, params, store, items);
+  *ok = !s;
+  return s;
 }

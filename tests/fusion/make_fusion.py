@@ -2,7 +2,10 @@
 """Generate kiln's fusion-pattern suite (issue 5, "Correctness"): graphs whose
 nodes the fusion pass groups — long elementwise chains with broadcasts and
 views, conv + batchnorm + relu + maxpool, a residual block, softmax and
-layernorm, a fused group whose intermediate is also a graph output — in the
+layernorm, a fused group whose intermediate is also a graph output, Gemm +
+bias + Relu, MatMul + a written-out Gelu, conv + residual + Clip, a conv on
+the im2col + GEMM path with an epilogue, reductions with prologues, anchors
+whose output is also a graph output, LayerNormalization's Mean/InvStdDev, every reduction kind — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -129,6 +132,106 @@ def main():
     ], None, [("y", [6, 4]), ("e", [4, 6]), ("a", [4, 6]), ("nt", [6, 4])],
         [const("b", r(6))],
         {"x": r(4, 6), "e2": r(6, 4)})
+
+    # Gemm (bias C inside the anchor) + Relu
+    save("gemm_bias_relu", [
+        helper.make_node("Gemm", ["x", "w", "c"], ["g"], transB=1),
+        helper.make_node("Relu", ["g"], ["y"]),
+    ], None, [("y", [4, 16])],
+        [const("w", r(16, 24)), const("c", r(16))],
+        {"x": r(4, 24)})
+
+    # MatMul + bias + a Gelu written out (erf form)
+    save("matmul_gelu", [
+        helper.make_node("MatMul", ["x", "w"], ["m"]),
+        helper.make_node("Add", ["m", "b"], ["h"]),
+        helper.make_node("Mul", ["h", "rs2"], ["hs"]),
+        helper.make_node("Erf", ["hs"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["h", "e1"], ["he"]),
+        helper.make_node("Mul", ["he", "half"], ["y"]),
+    ], None, [("y", [2, 6, 32])],
+        [const("w", r(16, 32)), const("b", r(32)), const("rs2", [0.70710678]), const("one", [1.0]),
+         const("half", [0.5])],
+        {"x": r(2, 6, 16)})
+
+    # conv + residual add + Clip (ReLU6), and a LeakyRelu conv in front
+    save("conv_residual_clip", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("LeakyRelu", ["c1"], ["l1"], alpha=0.1),
+        helper.make_node("Conv", ["l1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c2", "x"], ["s"]),
+        helper.make_node("Clip", ["s", "lo", "hi"], ["y"]),
+    ], None, [("y", [1, 8, 6, 6])],
+        [const("w1", r(8, 8, 3, 3) * 0.3), const("b1", r(8)), const("w2", r(8, 8, 3, 3) * 0.3), const("b2", r(8)),
+         const("lo", 0.0), const("hi", 0.6)],
+        {"x": r(1, 8, 6, 6)})
+
+    # a conv long enough for im2col + GEMM (32 channels x 3x3 = 288 >= 256,
+    # 16 outputs, 64 positions), then Sigmoid and a per-channel scale
+    save("conv_gemm_epilogue", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["sg"]),
+        helper.make_node("Mul", ["sg", "k"], ["y"]),
+    ], None, [("y", [1, 16, 8, 8])],
+        [const("w", r(16, 32, 3, 3) * 0.2), const("b", r(16)), const("k", r(16, 1, 1))],
+        {"x": r(1, 32, 8, 8)})
+
+    # reductions with a prologue and an epilogue: an L2 normalisation over
+    # the last axis, and a mean over a middle axis
+    save("reduce_prologue", [
+        helper.make_node("Mul", ["x", "x"], ["sq"]),
+        helper.make_node("ReduceSum", ["sq", "ax"], ["ss"], keepdims=1),
+        helper.make_node("Sqrt", ["ss"], ["n"]),
+        helper.make_node("Div", ["x", "n"], ["y"]),
+        helper.make_node("Mul", ["z", "two"], ["z2"]),
+        helper.make_node("ReduceMean", ["z2"], ["zm"], axes=[1], keepdims=1),
+        helper.make_node("Sub", ["z", "zm"], ["y2"]),
+    ], None, [("y", [3, 4, 40]), ("y2", [2, 5, 3])],
+        [i64("ax", [-1]), const("two", [2.0])],
+        {"x": r(3, 4, 40), "z": r(2, 5, 3)})
+
+    # anchors whose own output is also a graph output: a direct conv with a
+    # SiLU epilogue, a MatMul (CLBlast) with Tanh
+    save("anchor_outputs", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["s", "c"], ["y"]),
+        helper.make_node("MatMul", ["x2", "w2"], ["m"]),
+        helper.make_node("Tanh", ["m"], ["y2"]),
+    ], None, [("y", [1, 6, 5, 5]), ("c", [1, 6, 5, 5]), ("m", [3, 12]), ("y2", [3, 12])],
+        [const("w", r(6, 4, 3, 3) * 0.4), const("b", r(6)), const("w2", r(10, 12))],
+        {"x": r(1, 4, 5, 5), "x2": r(3, 10)})
+
+    # a residual add before LayerNormalization with its Mean and InvStdDev
+    # outputs (stores over the reduced domain), then a scale
+    save("layernorm_stats", [
+        helper.make_node("Add", ["x", "res"], ["h"]),
+        helper.make_node("LayerNormalization", ["h", "lg", "lb"], ["ln", "mean", "istd"], axis=-1, epsilon=1e-5),
+        helper.make_node("Mul", ["ln", "k"], ["y"]),
+    ], None, [("y", [4, 48]), ("mean", [4, 1]), ("istd", [4, 1])],
+        [const("lg", 1 + 0.5 * r(48)), const("lb", r(48)), const("k", r(48))],
+        {"x": r(4, 48), "res": r(4, 48)})
+
+    # every reduction kind with a prologue and an epilogue, over leading,
+    # middle, trailing and non-adjacent axes, short and long rows
+    save("reduce_kinds", [
+        helper.make_node("Abs", ["x"], ["ax_"]),
+        helper.make_node("Add", ["ax_", "half"], ["p"]),
+        helper.make_node("ReduceProd", ["p"], ["pr"], axes=[1], keepdims=0),
+        helper.make_node("Sqrt", ["pr"], ["y1"]),
+        helper.make_node("Mul", ["x", "three"], ["x3"]),
+        helper.make_node("ReduceMax", ["x3"], ["mx"], axes=[0, 2], keepdims=1),
+        helper.make_node("Exp", ["mx"], ["y2"]),
+        helper.make_node("Neg", ["x"], ["nx"]),
+        helper.make_node("ReduceMin", ["nx"], ["mn"], axes=[2], keepdims=1),
+        helper.make_node("Add", ["mn", "half"], ["y3"]),
+        helper.make_node("Mul", ["z", "z"], ["zz"]),
+        helper.make_node("ReduceMean", ["zz"], ["zm"], axes=[0], keepdims=1),
+        helper.make_node("Sqrt", ["zm"], ["y4"]),
+    ], None, [("y1", [3, 5]), ("y2", [1, 6, 1]), ("y3", [3, 6, 1]), ("y4", [1, 3])],
+        [const("half", [0.5]), const("three", [3.0])],
+        {"x": r(3, 6, 5), "z": r(40, 3)})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,224 @@
+/* opencl/engine_fuse: anchor and reduction groups for the OpenCL engine.
+ *
+ * - Conv that the op would run with its direct kernel + epilogue (+ pool):
+ *   ONE generated kernel computes the convolution and applies the epilogue
+ *   to each output element in registers (then the pool's device op);
+ * - other anchors (Conv through im2col + CLBlast, MatMul, Gemm): the node's
+ *   device op writes the anchor's output, then ONE generated epilogue kernel
+ *   (every epilogue node of the group) reads it;
+ * - reduction groups of two or more nodes: ONE generated kernel, a
+ *   work-group per reduced element (opencl/codegen kiln_cl_codegen_reduce).
+ * Single-node reductions stay with opencl/ops (their kernels are the same
+ * shape). Anything else is left to the engine's node-by-node lowering. */
+#include "opencl/engine_fuse.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "ir/status.h"
+#include "opencl/ops.h"
+
+void kiln_cl_fuse_lowering_free(kiln_cl_fuse_lowering *l) {
+  for (int k = 0; k < l->n; k++) {
+    kiln_free(l->item[k].text);
+    l->item[k].text = NULL;
+  }
+  l->n = 0;
+}
+
+/* Value w's concrete type from the spec's shapes; false when unknown. */
+static bool ttype_of(const kiln_fuse_spec *sp, int w, kiln_cl_ttype *t) {
+  memset(t, 0, sizeof *t);
+  if (w < 0) return true; /* absent: dtype UNDEFINED */
+  const kiln_vshape *x = &sp->sh->v[w];
+  t->dtype = x->dtype;
+  t->rank = x->rank;
+  if (x->rank < 0 || x->data_dependent) return false;
+  for (int d = 0; d < x->rank; d++)
+    if (!kiln_dimx_is_const(sp->sh->tab, x->dims[d], &t->dims[d]) || t->dims[d] < 0) return false;
+  return true;
+}
+
+/* Value w has exactly the domain's (bound) shape. */
+static bool is_domain_shaped(const kiln_fuse_spec *sp, int w) {
+  kiln_cl_ttype t;
+  if (!ttype_of(sp, w, &t) || t.rank != sp->rank) return false;
+  for (int d = 0; d < t.rank; d++)
+    if (t.dims[d] != sp->shape[d]) return false;
+  return true;
+}
+
+/* Every value step st writes is one of the spec's stores (pooled stores
+ * count for the pool's output). */
+static bool writes_covered(const kiln_fuse_spec *sp, const kiln_step *st) {
+  for (int w = 0; w < st->n_writes; w++) {
+    bool found = false;
+    for (int k = 0; k < sp->n_store && !found; k++) found = sp->store[k].value == st->writes[w];
+    if (!found) return false;
+  }
+  return true;
+}
+
+/* Some accessor reads value w. */
+static bool reads_value(const kiln_fuse_spec *sp, int w) {
+  for (int a = 0; a < sp->n_access; a++)
+    if (sp->access[a].value == w) return true;
+  return false;
+}
+
+static kiln_status decline(bool *ok, const kiln_fuse_spec *sp, const char *why) {
+  *ok = false;
+  kiln_log(KILN_LOG_DEBUG, "opencl: fused %s group from node %d (%d nodes) lowered node by node: %s",
+           kiln_fuse_group_kind_name(sp->kind), sp->nodes[0], sp->n_nodes, why);
+  return KILN_OK;
+}
+
+/* A codegen refusal becomes a decline (its message logged); out of memory stays an error. */
+static kiln_status soft(kiln_status s, bool *ok, const kiln_fuse_spec *sp) {
+  if (!s) return KILN_OK;
+  if (s == KILN_E_NOMEM) return s;
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s", kiln_last_error());
+  kiln_error_clear();
+  return decline(ok, sp, msg);
+}
+
+static kiln_status lower_reduce(const kiln_cl_device *dev, const kiln_fuse_spec *sp, kiln_cl_fuse_lowering *out,
+                                bool *ok) {
+  char name[48];
+  snprintf(name, sizeof name, "g%d_red", sp->nodes[0]);
+  kiln_cl_fuse_item *it = &out->item[0];
+  it->node = -1;
+  kiln_status s = kiln_cl_codegen_reduce(sp, dev, name, &it->text, &it->sig);
+  if (s) return soft(s, ok, sp);
+  out->n = 1;
+  if (it->sig.local)
+    snprintf(out->how, sizeof out->how, "reduction group in one kernel (a work-group of <= %zu per row)", it->sig.local);
+  else snprintf(out->how, sizeof out->how, "reduction group in one kernel (a work-item per row)");
+  *ok = true;
+  return KILN_OK;
+}
+
+/* The direct convolution with the epilogue in it; *ok false when the conv
+ * goes another way. */
+static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *sp, int pool_value,
+                              kiln_cl_fuse_item *it, bool *ok) {
+  *ok = false;
+  const kiln_graph *g = sp->g;
+  const kiln_node *n = &g->nodes[sp->anchor];
+  if (n->n_in > 3 || n->n_out != 1) return KILN_OK;
+  kiln_cl_ttype in[3], outt[1];
+  for (int k = 0; k < 3; k++) memset(&in[k], 0, sizeof in[k]);
+  for (int k = 0; k < n->n_in; k++)
+    if (!ttype_of(sp, n->in[k], &in[k])) return KILN_OK;
+  if (!ttype_of(sp, n->out[0], &outt[0])) return KILN_OK;
+  kiln_cl_kernel_sig sig;
+  memset(&sig, 0, sizeof sig);
+  bool bias = n->n_in > 2 && n->in[2] >= 0;
+  for (int k = 0; k < (bias ? 3 : 2); k++) {
+    int64_t ne = 1;
+    for (int d = 0; d < in[k].rank; d++) ne *= in[k].dims[d];
+    sig.args[sig.n_args++] = (kiln_cl_sig_arg){false, -1, n->in[k], KILN_F32, ne};
+  }
+  char *params = NULL, *body = NULL;
+  kiln_status s = kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
+  if (s == KILN_E_NOMEM) return s;
+  if (s) {
+    kiln_log(KILN_LOG_DEBUG, "opencl: conv epilogue not embedded: %s", kiln_last_error());
+    kiln_error_clear();
+    return KILN_OK;
+  }
+  kiln_cl_src src = {0};
+  char name[48];
+  snprintf(name, sizeof name, "g%d_c", sp->nodes[0]);
+  int64_t items = 0;
+  s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
+  if (!s) s = kiln_cl_conv_direct_fused(dev, g, n, in, outt, name, params, body, &src, &items, ok);
+  kiln_free(params);
+  kiln_free(body);
+  if (s || !*ok) {
+    kiln_cl_src_free(&src);
+    if (s && s != KILN_E_NOMEM) {
+      kiln_log(KILN_LOG_DEBUG, "opencl: conv epilogue not embedded: %s", kiln_last_error());
+      kiln_error_clear();
+      s = KILN_OK;
+    }
+    *ok = false;
+    return s;
+  }
+  snprintf(sig.name, sizeof sig.name, "%s", name);
+  sig.n_items = items;
+  it->node = -1;
+  it->text = src.text;
+  it->sig = sig;
+  return KILN_OK;
+}
+
+static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec *sp, kiln_cl_fuse_lowering *out,
+                                bool *ok) {
+  const kiln_graph *g = sp->g;
+  const kiln_node *an = &g->nodes[sp->anchor];
+  const char *op = an->op_type;
+  if ((*an->domain && strcmp(an->domain, "ai.onnx")) ||
+      (strcmp(op, "Conv") && strcmp(op, "MatMul") && strcmp(op, "Gemm")))
+    return decline(ok, sp, "the anchor is not Conv, MatMul or Gemm");
+  int x = an->n_out >= 1 ? an->out[0] : -1;
+  if (x < 0 || sp->sh->v[x].dtype != KILN_F32 || !is_domain_shaped(sp, x))
+    return decline(ok, sp, "the domain is not the anchor's float32 output");
+  int pv = -1;
+  if (sp->pool >= 0) {
+    const kiln_node *pn = &g->nodes[sp->pool];
+    pv = pn->n_in >= 1 ? pn->in[0] : -1;
+    if (pv < 0 || !is_domain_shaped(sp, pv)) return decline(ok, sp, "the pooled value is not the domain");
+  }
+  if (pv >= 0 && reads_value(sp, pv)) return decline(ok, sp, "it reads the pooled value");
+  int k = 0;
+  bool fused = false;
+  if (!strcmp(op, "Conv") && !reads_value(sp, x)) {
+    kiln_status s = conv_fused(dev, sp, pv, &out->item[k], &fused);
+    if (s) return s;
+    if (fused) {
+      k++;
+      snprintf(out->how, sizeof out->how, "direct Conv with the epilogue in one kernel");
+    }
+  }
+  if (!fused) {
+    out->item[k].node = sp->anchor;
+    out->item[k++].text = NULL;
+    char name[48];
+    snprintf(name, sizeof name, "g%d_epi", sp->nodes[0]);
+    kiln_cl_fuse_item *it = &out->item[k];
+    it->node = -1;
+    out->n = k;
+    kiln_status s = kiln_cl_codegen_epilogue(sp, dev, name, x, pv, &it->text, &it->sig);
+    if (s) return soft(s, ok, sp);
+    k++;
+    snprintf(out->how, sizeof out->how, "%s device op + one epilogue kernel", op);
+  }
+  if (sp->pool >= 0) {
+    out->item[k].node = sp->pool;
+    out->item[k++].text = NULL;
+  }
+  out->n = k;
+  *ok = true;
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_fuse_lower(const kiln_cl_device *dev, const kiln_fuse_spec *sp, const kiln_step *st,
+                               kiln_cl_fuse_lowering *out, bool *ok) {
+  memset(out, 0, sizeof *out);
+  *ok = false;
+  if (!sp || !sp->bound || sp->n_nodes < 2) return KILN_OK;
+  if (sp->kind != KILN_FUSE_G_ANCHOR && sp->kind != KILN_FUSE_G_REDUCE) return KILN_OK;
+  if (sp->n_alias) return decline(ok, sp, "it has view outputs (aliases)");
+  if (!writes_covered(sp, st)) return decline(ok, sp, "a value it writes is not one of its stores");
+  for (int k = 0; k < sp->n_store; k++) /* one kernel reads and writes: never the same buffer */
+    if (reads_value(sp, sp->store[k].value)) return decline(ok, sp, "it reads a value it stores");
+  kiln_status s = sp->kind == KILN_FUSE_G_REDUCE ? lower_reduce(dev, sp, out, ok) : lower_anchor(dev, sp, out, ok);
+  if (s || !*ok) {
+    kiln_cl_fuse_lowering_free(out);
+    *ok = false;
+  }
+  return s;
+}
