@@ -3,9 +3,6 @@
 #include "cpu_fallback/sgemm.h"
 
 #include <cblas.h>
-#if defined(KILN_LA_HAVE_AVX512)
-#include <cpuid.h>
-#endif
 #include <stdint.h>
 #include <math.h>
 #include <pthread.h>
@@ -31,19 +28,10 @@ kiln_vm_isa kiln_la_isa(void) {
 /* ---- which SGEMM ---- */
 
 int kiln_la_cpu_has_avx512(void) {
-#if defined(KILN_LA_HAVE_AVX512) && (defined(__x86_64__) || defined(__i386__))
-  static int cached = -1;
+#if defined(KILN_LA_HAVE_AVX512)
+  static int cached = -1; /* cpuid traps under a hypervisor: asked once */
   int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (v >= 0) return v;
-  v = 0;
-  unsigned a, b, c, d;
-  if (kiln_vm_cpu_has_avx2() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((b >> 16) & 1)) {
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    (void)hi;
-    v = (lo & 0xe6u) == 0xe6u; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM */
-  }
-  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  if (v < 0) __atomic_store_n(&cached, v = kiln_vm_cpu_has_avx512(), __ATOMIC_RELAXED);
   return v;
 #else
   return 0;
