@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/nn.h"
 #include "ir/alloc.h"
 
 /* ---- dispatch and threads ---- */
@@ -221,14 +222,12 @@ static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t
 }
 
 static void wpack_b(const float *B, int64_t ldb, bool trans, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-                    float *restrict bp) {
+                    float *restrict bp, const kiln_nn_prims *P) {
   for (int64_t j = 0; j < nc; j += WNR) {
     int64_t cols = nc - j < WNR ? nc - j : WNR;
-    if (trans) { /* B stored N x K: column c of the strip is row j0 + j + c of B */
-      for (int64_t c = 0; c < cols; c++) {
-        const float *src = B + (j0 + j + c) * ldb + p0;
-        for (int64_t k = 0; k < kc; k++) bp[k * WNR + c] = src[k];
-      }
+    if (trans) { /* B stored N x K: column c of the strip is row j0 + j + c of B; a blocked transpose */
+      P->transpose32((size_t)kc, (size_t)cols, (const uint32_t *)(const void *)(B + (j0 + j) * ldb + p0), (size_t)ldb,
+                     (uint32_t *)(void *)bp, WNR);
       for (int64_t c = cols; c < WNR; c++)
         for (int64_t k = 0; k < kc; k++) bp[k * WNR + c] = 0.0f;
     } else {
@@ -253,6 +252,7 @@ typedef struct wide_job {
   int64_t lda, ldb, ldc;
   int64_t tm, tn, bm, bn; /* the grid of blocks: tm x tn blocks of bm rows x bn columns */
   float **ap, **bp;       /* per worker */
+  const kiln_nn_prims *P; /* the blocked transpose for a transposed B */
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -261,7 +261,7 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
     for (int64_t p0 = 0; p0 < w->K; p0 += WKC) {
       int64_t kc = w->K - p0 < WKC ? w->K - p0 : WKC;
       float b = p0 == 0 ? w->beta : 1.0f;
-      wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp);
+      wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp, w->P);
       for (int64_t ic = i0; ic < i1; ic += WMC) {
         int64_t mc = i1 - ic < WMC ? i1 - ic : WMC;
         wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap);
@@ -291,7 +291,8 @@ kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB,
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
     return KILN_OK;
   }
-  wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL};
+  wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
+                kiln_nn_prims_active()};
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~2 MFLOP each, columns first (each block packs its own B
      panel and re-packs A) */
