@@ -41,7 +41,7 @@ static void nn_par_task(void *arg, int64_t t, int worker) {
  * (units x unit_cost, in elements touched) is worth it; workers: the
  * threads the caller prepared scratch for (nn_workers()). */
 static void nn_par(int64_t units, int64_t unit_cost, int workers, nn_range_fn fn, void *ctx) {
-  int64_t tasks = workers > 1 ? kiln_pool_tasks(units * unit_cost, 1 << 15, 4 * (int64_t)workers) : 1;
+  int64_t tasks = workers > 1 ? kiln_pool_tasks(units * unit_cost, 1 << 16, 4 * (int64_t)workers) : 1;
   if (tasks > units) tasks = units;
   if (tasks <= 1) {
     if (units > 0) fn(ctx, 0, units, 0);

@@ -46,6 +46,21 @@ typedef struct worker {
   int id;
 } worker;
 
+/* A loop, on its caller's stack. Workers join it only while it is open
+ * and count themselves in and out, so the caller, once it has claimed the
+ * last task itself, waits for the workers still running tasks — never for
+ * one that has not woken up yet (on a loaded machine that can take
+ * milliseconds). */
+typedef struct loop {
+  kiln_pool_fn fn;
+  void *ctx;
+  int64_t n_tasks;
+  int workers; /* threads with an id below this take tasks */
+  atomic_llong next;
+  bool open;  /* workers may still join (under pool.mu) */
+  int inside; /* workers running its tasks (under pool.mu) */
+} loop;
+
 struct pool {
   int n; /* threads of a loop, the caller included */
   pthread_t *th;
@@ -54,13 +69,7 @@ struct pool {
   pthread_cond_t go, done;
   unsigned long gen; /* loops started */
   bool stop;
-  int busy; /* workers not yet done with the current loop */
-  /* the current loop */
-  kiln_pool_fn fn;
-  void *ctx;
-  int64_t n_tasks;
-  int workers; /* threads with an id below this take tasks */
-  atomic_llong next;
+  loop *cur; /* the open loop, or NULL (under mu) */
 };
 
 static pthread_mutex_t reg = PTHREAD_MUTEX_INITIALIZER; /* guards the two below */
@@ -68,12 +77,11 @@ static pool *the_pool;
 static int refs;
 static pthread_mutex_t one_loop = PTHREAD_MUTEX_INITIALIZER; /* held by the thread running a loop on the pool */
 
-static void take_tasks(pool *p, int id) {
-  if (id >= p->workers) return;
+static void take_tasks(loop *l, int id) {
   for (;;) {
-    long long t = atomic_fetch_add(&p->next, 1);
-    if (t >= p->n_tasks) break;
-    p->fn(p->ctx, (int64_t)t, id);
+    long long t = atomic_fetch_add(&l->next, 1);
+    if (t >= l->n_tasks) break;
+    l->fn(l->ctx, (int64_t)t, id);
   }
 }
 
@@ -86,10 +94,13 @@ static void *worker_main(void *arg) {
     while (!p->stop && p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
     if (p->stop) break;
     seen = p->gen;
+    loop *l = p->cur;
+    if (!l || !l->open || w->id >= l->workers) continue;
+    l->inside++;
     pthread_mutex_unlock(&p->mu);
-    take_tasks(p, w->id);
+    take_tasks(l, w->id);
     pthread_mutex_lock(&p->mu);
-    if (--p->busy == 0) pthread_cond_signal(&p->done);
+    if (--l->inside == 0 && !l->open) pthread_cond_signal(&p->done);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -116,7 +127,6 @@ static pool *pool_start(int n) {
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->go, NULL);
   pthread_cond_init(&p->done, NULL);
-  atomic_init(&p->next, 0);
   p->th = kiln_calloc((size_t)n, sizeof *p->th);
   p->w = kiln_calloc((size_t)n, sizeof *p->w);
   if (!p->th || !p->w) {
@@ -187,19 +197,18 @@ void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx)
     for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
     return;
   }
+  loop l = {fn, ctx, n_tasks, max_workers, 0, true, 0};
+  atomic_init(&l.next, 0);
   pthread_mutex_lock(&p->mu);
-  p->fn = fn;
-  p->ctx = ctx;
-  p->n_tasks = n_tasks;
-  p->workers = max_workers;
-  atomic_store(&p->next, 0);
-  p->busy = p->n - 1;
+  p->cur = &l;
   p->gen++;
   pthread_cond_broadcast(&p->go);
   pthread_mutex_unlock(&p->mu);
-  take_tasks(p, 0);
-  pthread_mutex_lock(&p->mu);
-  while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
+  take_tasks(&l, 0);
+  pthread_mutex_lock(&p->mu); /* every task is claimed: close, wait for the workers inside */
+  l.open = false;
+  while (l.inside > 0) pthread_cond_wait(&p->done, &p->mu);
+  p->cur = NULL;
   pthread_mutex_unlock(&p->mu);
   pthread_mutex_unlock(&one_loop);
   kiln_pool_release();

@@ -294,10 +294,10 @@ kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
                 kiln_nn_prims_active()};
   /* the split: about 4 blocks per thread (the machine may be shared) of
-     at least ~2 MFLOP each, columns first (each block packs its own B
+     at least ~4 MFLOP each, columns first (each block packs its own B
      panel and re-packs A) */
   int threads = kiln_pool_threads();
-  int64_t tasks = threads > 1 ? kiln_pool_tasks(M * N * K, 1 << 20, 4 * (int64_t)threads) : 1;
+  int64_t tasks = threads > 1 ? kiln_pool_tasks(M * N * K, 1 << 21, 4 * (int64_t)threads) : 1;
   int64_t nstrips = (N + WNR - 1) / WNR, mstrips = (M + WMR - 1) / WMR;
   w.tn = tasks < nstrips ? tasks : nstrips;
   w.tm = (tasks + w.tn - 1) / w.tn;
