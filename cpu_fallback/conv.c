@@ -255,7 +255,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
      start its own threads inside every task); about 4 tiles per thread */
   int workers = kiln_pool_threads();
   bool par = workers > 1 && (kiln_la_isa() == KILN_VM_ISA_BASE || kiln_sgemm_active() == KILN_SGEMM_AVX512) &&
-             g->Mg * Kc * OSP * g->N * g->G >= ((int64_t)1 << 21);
+             g->Mg * Kc * OSP * g->N * g->G >= ((int64_t)1 << 23);
   if (par) {
     int64_t want = (OSP * g->N * g->G + 4 * workers - 1) / (4 * workers) / (g->N * g->G);
     if (want < 256) want = 256;
@@ -390,7 +390,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
   int64_t Wq = (Wp + sw - 1) / sw, nk = KH * KW, tasks = g->N * g->C;
   int workers = kiln_pool_threads();
-  if (tasks < 2 || tasks * g->out_sp * (g->M / g->C) * nk < ((int64_t)1 << 16)) workers = 1;
+  if (tasks < 2 || tasks * g->out_sp * (g->M / g->C) * nk < ((int64_t)1 << 18)) workers = 1;
   size_t plane_size = (size_t)(Hp * sw * Wq);
   dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), plane_size, kiln_dw_row(),

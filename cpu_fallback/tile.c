@@ -481,7 +481,8 @@ kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
                                const float *anchor, kiln_vm_isa isa) {
   int64_t n_tasks = hi > lo ? (hi - lo + CHUNK - 1) / CHUNK : 0;
   int threads = kiln_pool_threads();
-  if (n_tasks < 2 || threads < 2 || tp->n_store > KILN_TILE_PAR_STORES) return kiln_tile_exec(tp, lo, hi, out, anchor, isa);
+  if (n_tasks < 4 || threads < 2 || tp->n_store > KILN_TILE_PAR_STORES) /* small: waking a thread costs more */
+    return kiln_tile_exec(tp, lo, hi, out, anchor, isa);
   par_ctx c = {tp, lo, hi, out, anchor, isa, 0};
   atomic_init(&c.status, 0);
   kiln_pool_for(n_tasks, threads, par_task, &c);

@@ -53,7 +53,7 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
 
 /* kiln_tile_exec over [lo, hi) split into chunks of 32 tiles run on the
  * cpu pool (cpu_fallback/pool.h; on the caller when the pool is not held,
- * busy, or the range is under two chunks). The same results, bit for bit,
+ * busy, or the range is under four chunks). The same results, bit for bit,
  * as one kiln_tile_exec: every element is computed by the same ops whatever
  * the chunk. */
 #define KILN_TILE_PAR_STORES 64

@@ -347,7 +347,7 @@ static void test_graphs(void) {
   }
   { /* Conv 3x3 + bias + Relu (epilogue) + MaxPool; 1x1 Conv; depthwise s2 + Clip */
     kiln_graph *g = new_graph(17);
-    int64_t d[4] = {1, 16, 40, 40}, wd[4] = {32, 16, 3, 3}, bd[1] = {32}, pd[4] = {32, 32, 1, 1},
+    int64_t d[4] = {1, 16, 64, 64}, wd[4] = {32, 16, 3, 3}, bd[1] = {32}, pd[4] = {32, 32, 1, 1},
             dwd[4] = {32, 1, 3, 3}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2}, k2[2] = {2, 2};
     input(g, "x", KILN_F32, 4, d);
     cst(g, "w", 4, wd, 0, 0.3);
