@@ -255,7 +255,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
      start its own threads inside every task); about 4 tiles per thread */
   int workers = kiln_pool_threads();
   bool par = workers > 1 && (kiln_la_isa() == KILN_VM_ISA_BASE || kiln_sgemm_active() == KILN_SGEMM_AVX512) &&
-             g->Mg * Kc * OSP * g->N * g->G >= ((int64_t)1 << 23);
+             (double)g->Mg * (double)Kc * (double)OSP * (double)g->N * (double)g->G >= (double)(1 << 23);
   if (par) {
     int64_t want = (OSP * g->N * g->G + 4 * workers - 1) / (4 * workers) / (g->N * g->G);
     if (want < 256) want = 256;

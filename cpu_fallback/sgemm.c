@@ -297,7 +297,9 @@ kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB,
      at least ~4 MFLOP each, columns first (each block packs its own B
      panel and re-packs A) */
   int threads = kiln_pool_threads();
-  int64_t tasks = threads > 1 ? kiln_pool_tasks(M * N * K, 1 << 21, 4 * (int64_t)threads) : 1;
+  double work = (double)M * (double)N * (double)K; /* no int64 overflow on huge shapes */
+  int64_t tasks =
+      threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 21, 4 * (int64_t)threads) : 1;
   int64_t nstrips = (N + WNR - 1) / WNR, mstrips = (M + WMR - 1) / WMR;
   w.tn = tasks < nstrips ? tasks : nstrips;
   w.tm = (tasks + w.tn - 1) / w.tn;

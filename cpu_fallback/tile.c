@@ -487,6 +487,8 @@ kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   atomic_init(&c.status, 0);
   kiln_pool_for(n_tasks, threads, par_task, &c);
   int s = atomic_load(&c.status);
-  if (s) return kiln_fail((kiln_status)s, "a tile program failed on a pool thread (%s)", s == KILN_E_NOMEM ? "out of memory" : "internal error");
+  if (s)
+    return kiln_fail((kiln_status)s, "a tile program failed on a pool thread (%s)",
+                     s == KILN_E_NOMEM ? "out of memory" : "internal error");
   return KILN_OK;
 }

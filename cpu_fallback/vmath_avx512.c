@@ -29,7 +29,8 @@ static inline __m512 pow2i16(__m512i n) {
 
 static inline __m512 exp16(__m512 x) {
   __m512 c = _mm512_min_ps(_mm512_max_ps(x, SET1(KILN_VM_EXP_LO)), SET1(KILN_VM_EXP_HI));
-  __m512 fn = _mm512_roundscale_ps(_mm512_mul_ps(c, SET1(KILN_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 fn =
+      _mm512_roundscale_ps(_mm512_mul_ps(c, SET1(KILN_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(fn, SET1(KILN_VM_LN2_HI), c);
   r = _mm512_fnmadd_ps(fn, SET1(KILN_VM_LN2_LO), r);
   __m512 p = SET1(KILN_VM_EXP_P0);

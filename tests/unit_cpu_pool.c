@@ -162,7 +162,8 @@ static void test_micro(void) {
         for (int bi = 0; bi < 3; bi++) {
           int64_t kc = kcs[ki], ldc = 40;
           float *ap = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_MR)), *bp = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_NR));
-          float *c1 = rand_buf((size_t)(KILN_SGEMM_WIDE_MR * ldc)), *c2 = malloc((size_t)(KILN_SGEMM_WIDE_MR * ldc) * 4);
+          float *c1 = rand_buf((size_t)(KILN_SGEMM_WIDE_MR * ldc));
+          float *c2 = malloc((size_t)(KILN_SGEMM_WIDE_MR * ldc) * 4);
           memcpy(c2, c1, (size_t)(KILN_SGEMM_WIDE_MR * ldc) * 4);
           kiln_sgemm_micro_wide_base(kc, ap, bp, betas[bi], c1, ldc, mr, nr);
           kiln_sgemm_micro_wide_avx512(kc, ap, bp, betas[bi], c2, ldc, mr, nr);
