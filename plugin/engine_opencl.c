@@ -129,7 +129,9 @@ static void make_engines(void) {
     e->device_type = (d->type & CL_DEVICE_TYPE_GPU)           ? ONNXIFI_DEVICE_TYPE_GPU
                      : (d->type & CL_DEVICE_TYPE_ACCELERATOR) ? ONNXIFI_DEVICE_TYPE_NPU
                                                               : ONNXIFI_DEVICE_TYPE_CPU;
-    e->capabilities = 0; /* a new variant per input-shape set: not SYMBOLIC_BATCH_SIZE's one plan */
+    /* a new variant per input-shape set: not SYMBOLIC_BATCH_SIZE's one plan; runs on one device serialise
+       on its slot lock (tests/stress_threads.c on PoCL and rusticl) */
+    e->capabilities = ONNXIFI_CAPABILITY_THREAD_SAFE;
     e->check = kiln_cl_engine_check;
     e->prepare = cl_prepare;
     e->run = cl_run;
