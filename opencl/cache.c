@@ -16,6 +16,10 @@
 #include "ir/alloc.h"
 #include "ir/status.h"
 
+#ifndef KILN_CACHE_KILN_VERSION
+#define KILN_CACHE_KILN_VERSION "unknown"
+#endif
+
 /* ---- keys ---- */
 
 void kiln_cl_key_init(kiln_cl_key *k) {
@@ -67,6 +71,11 @@ kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, s
   kiln_cl_key k;
   kiln_cl_key_init(&k);
   kiln_cl_key_str(&k, "kiln opencl program 1");
+  kiln_cl_key_str(&k, KILN_CACHE_KILN_VERSION);
+  /* the environment that changes what kiln generates (already visible in
+     the source; keyed too so that an entry never crosses option sets) */
+  kiln_cl_key_str(&k, getenv("KILN_FUSION"));
+  kiln_cl_key_str(&k, getenv("KILN_CL_CONV"));
   kiln_cl_key_str(&k, dev->platform_name);
   kiln_cl_key_str(&k, dev->name);
   kiln_cl_key_str(&k, dev->vendor);
@@ -116,10 +125,16 @@ static void warn_unwritable(const char *dir, const char *what, int err) {
 
 /* ---- paths ---- */
 
+bool kiln_cl_cache_enabled(void) {
+  const char *v = getenv("KILN_CACHE_DIR");
+  return !(v && (!*v || !strcmp(v, "off")));
+}
+
 bool kiln_cl_cache_dir(char *buf, size_t n) {
   const char *v = getenv("KILN_CACHE_DIR");
   int k;
-  if (v && *v) k = snprintf(buf, n, "%s", v);
+  if (!kiln_cl_cache_enabled()) return false;
+  if (v) k = snprintf(buf, n, "%s", v);
   else if ((v = getenv("XDG_CACHE_HOME")) && v[0] == '/') k = snprintf(buf, n, "%s/kiln", v);
   else if ((v = getenv("HOME")) && *v) k = snprintf(buf, n, "%s/.cache/kiln", v);
   else return false;
@@ -199,7 +214,11 @@ static bool write_all(int fd, const void *buf, size_t n) {
 static bool corrupt(const char *path, const char *why) {
   atomic_fetch_add(&n_corrupt, 1);
   atomic_fetch_add(&n_misses, 1);
-  kiln_log(KILN_LOG_INFO, "OpenCL cache entry %s is %s; deleted, it will be rebuilt", path, why);
+  static atomic_bool warned;
+  bool first = !atomic_exchange(&warned, true); /* a warning once per process, then info */
+  if (first) atomic_fetch_add(&n_warnings, 1);
+  kiln_log(first ? KILN_LOG_WARN : KILN_LOG_INFO, "kiln cache entry %s is %s; deleted, it will be rebuilt%s", path,
+           why, first ? " (further damaged entries are reported at KILN_LOG=info)" : "");
   unlink(path);
   return false;
 }
@@ -254,6 +273,7 @@ bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len) {
 bool kiln_cl_cache_put(kiln_cl_key key, const void *bytes, size_t len) {
   static _Atomic unsigned counter;
   char dir[4096], path[4200], tmp[4200], hex[33];
+  if (!kiln_cl_cache_enabled()) return false; /* turned off: not a failure */
   if (!kiln_cl_cache_dir(dir, sizeof dir)) {
     atomic_fetch_add(&n_write_failures, 1);
     return false;

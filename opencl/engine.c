@@ -145,12 +145,19 @@ kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0
   p->trace = getenv("KILN_TRACE") && *getenv("KILN_TRACE");
   p->profile = p->print_table || p->trace;
   if (kiln_dump_enabled()) kiln_dump_stem(g0->name, p->dump_stem, sizeof p->dump_stem);
+  struct timespec tp0, tp1, tp2;
+  clock_gettime(CLOCK_MONOTONIC, &tp0);
   if ((s = kiln_edit_clone(g0, &p->orig))) goto fail;
+  clock_gettime(CLOCK_MONOTONIC, &tp1);
   /* a probe: which inputs set shapes (their values specialise the plan) */
   kiln_graph *g = NULL;
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
   if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, &g, &sh, &rst))) goto fail;
+  clock_gettime(CLOCK_MONOTONIC, &tp2);
+  kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",
+           (double)(tp1.tv_sec - tp0.tv_sec) * 1e3 + (double)(tp1.tv_nsec - tp0.tv_nsec) / 1e6,
+           (double)(tp2.tv_sec - tp1.tv_sec) * 1e3 + (double)(tp2.tv_nsec - tp1.tv_nsec) / 1e6);
   bool dyn = has_data_dependent(sh);
   p->spec = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *p->spec);
   if (!p->spec) {

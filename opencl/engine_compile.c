@@ -448,6 +448,8 @@ static kiln_status build(cstate *c) {
       v->from_cache = true;
     }
   }
+  struct timespec tb0, tb1, tb2;
+  clock_gettime(CLOCK_MONOTONIC, &tb0);
   if (v->n_kern && !(v->kern = kiln_calloc((size_t)v->n_kern, sizeof *v->kern)))
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   for (int k = 0; k < v->n_kern && !s; k++) {
@@ -460,8 +462,13 @@ static kiln_status build(cstate *c) {
       else s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
     }
   }
+  clock_gettime(CLOCK_MONOTONIC, &tb1);
   for (int k = 0; k < v->n_steps && !s; k++)
     if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind(v->steps[k].op, ctx, v->prog);
+  clock_gettime(CLOCK_MONOTONIC, &tb2);
+  kiln_log(KILN_LOG_INFO, "opencl: kernels %.1f ms, device ops bound %.1f ms",
+           (double)(tb1.tv_sec - tb0.tv_sec) * 1e3 + (double)(tb1.tv_nsec - tb0.tv_nsec) / 1e6,
+           (double)(tb2.tv_sec - tb1.tv_sec) * 1e3 + (double)(tb2.tv_nsec - tb1.tv_nsec) / 1e6);
   return s;
 }
 

@@ -1,0 +1,235 @@
+/* tests/opencl_cache: the kiln cache (KILN_CACHE_DIR) through the OpenCL
+ * engine on the first device the ICD selection offers: a cold plan stores
+ * the device binary after its first run (KILN_CL_BINARY_CACHE=1), a new
+ * plan of the same graph loads it (a counted hit); a damaged entry (a
+ * flipped payload byte, a truncated file) is detected, warned about once,
+ * and rebuilt, with correct results each time; an unusable directory and a
+ * read-only one still run; KILN_CACHE_DIR=off stores nothing. Results are
+ * compared with the reference interpreter. Exits 77 without a device. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graphbuild.h"
+#include "ir/alloc.h"
+#include "opencl/cache.h"
+#include "opencl/engine.h"
+#include "reference/exec.h"
+#include "testutil.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) {                                   \
+      passed++;                                   \
+    } else {                                      \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+static int add_node(kiln_graph *g, const char *op, int ni, const char *const *in, const char *out) {
+  int ins[4], o, idx;
+  for (int k = 0; k < ni; k++) ins[k] = val(g, in[k]);
+  if (kiln_edit_add_value(g, out, &o)) return -1;
+  char name[32];
+  snprintf(name, sizeof name, "n%d", g->n_nodes);
+  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, ins, 1, &o, &idx)) return -1;
+  return idx;
+}
+
+static int f32_const(kiln_graph *g, const char *name, int rank, const int64_t *dims, double v0, double step) {
+  kiln_tensor t = {0};
+  int v;
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) return -1;
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v0 + step * (double)(i % 97));
+  return kiln_edit_add_const(g, name, &t, &v) ? -1 : v;
+}
+
+/* y = sigmoid(relu(x * scale + bias)) - x, one fused kernel. */
+static kiln_graph *graph(void) {
+  kiln_graph *g = new_graph(17);
+  const int64_t dx[] = {64, 256}, db = 256;
+  input(g, "x", KILN_F32, 2, dx);
+  int bad = f32_const(g, "bias", 1, &db, -0.5, 0.01) < 0 || f32_const(g, "scale", 0, NULL, 1.5, 0) < 0;
+  bad = bad || add_node(g, "Mul", 2, (const char *[]){"x", "scale"}, "a") < 0;
+  bad = bad || add_node(g, "Add", 2, (const char *[]){"a", "bias"}, "b") < 0;
+  bad = bad || add_node(g, "Relu", 1, (const char *[]){"b"}, "c") < 0;
+  bad = bad || add_node(g, "Sigmoid", 1, (const char *[]){"c"}, "d") < 0;
+  bad = bad || add_node(g, "Sub", 2, (const char *[]){"d", "x"}, "y") < 0;
+  if (bad) exit(2);
+  output(g, "y");
+  return g;
+}
+
+static kiln_graph *g;
+static const kiln_cl_device *dev;
+static kiln_tensor x, ref;
+static char root[256], cdir[512];
+
+/* Prepares a plan of g, runs it `runs` times and checks each result against
+ * the reference; returns the cache statistics' change in *d. */
+static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
+  kiln_cl_cache_stats s0, s1;
+  kiln_cl_cache_stats_get(&s0);
+  kiln_cl_plan *p = NULL;
+  kiln_status s = kiln_cl_plan_prepare(dev, g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values + 1, sizeof *bound);
+  bound[val(g, "x")] = &x;
+  for (int r = 0; r < runs && !s; r++) {
+    kiln_tensor out = {0};
+    s = kiln_cl_plan_run(p, g, bound, &out);
+    CHECK(!s, "%s: run %d: %s", what, r, kiln_last_error());
+    char m[400];
+    if (!s) CHECK(tu_compare(&out, &ref, 1e-5, 1e-6, m, sizeof m, NULL, NULL), "%s: run %d: %s", what, r, m);
+    kiln_tensor_release(&out);
+  }
+  kiln_free(bound);
+  kiln_cl_plan_release(p);
+  kiln_cl_cache_stats_get(&s1);
+  d->hits = s1.hits - s0.hits;
+  d->misses = s1.misses - s0.misses;
+  d->corrupt = s1.corrupt - s0.corrupt;
+  d->writes = s1.writes - s0.writes;
+  d->write_failures = s1.write_failures - s0.write_failures;
+  d->warnings = s1.warnings - s0.warnings;
+  printf("  %-40s hits %llu, misses %llu, corrupt %llu, writes %llu, write failures %llu, warnings %llu\n", what,
+         (unsigned long long)d->hits, (unsigned long long)d->misses, (unsigned long long)d->corrupt,
+         (unsigned long long)d->writes, (unsigned long long)d->write_failures, (unsigned long long)d->warnings);
+}
+
+/* The path of the one entry (*.kc) in dir; the count of entries. */
+static int entry(const char *dir, char *path, size_t n) {
+  DIR *d = opendir(dir);
+  int k = 0;
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l > 3 && !strcmp(e->d_name + l - 3, ".kc")) {
+      snprintf(path, n, "%s/%s", dir, e->d_name);
+      k++;
+    }
+  }
+  closedir(d);
+  return k;
+}
+
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) ? -1 : (long)st.st_size;
+}
+
+static void flip_byte(const char *path, long at) {
+  FILE *f = fopen(path, "r+b");
+  if (!f) return;
+  fseek(f, at, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, at, SEEK_SET);
+  fputc(c ^ 0x5a, f);
+  fclose(f);
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const kiln_cl_device_list *l = kiln_cl_engine_devices();
+  if (!l->n) {
+    printf("skipped: no OpenCL device (%s)\n", l->notes ? l->notes : "");
+    return 77;
+  }
+  dev = &l->devices[0];
+  printf("device: %s (%s)\n", dev->name, dev->driver_version);
+  snprintf(root, sizeof root, "/tmp/kiln-clcache-XXXXXX");
+  if (!mkdtemp(root)) {
+    printf("cannot make a temporary directory\n");
+    return 2;
+  }
+  snprintf(cdir, sizeof cdir, "%s/cache", root);
+  setenv("KILN_CACHE_DIR", cdir, 1);
+  setenv("KILN_CL_BINARY_CACHE", "1", 1);
+  g = graph();
+  const int64_t dx[] = {64, 256};
+  if (kiln_tensor_alloc(&x, KILN_F32, 2, dx)) return 2;
+  for (int64_t i = 0; i < x.numel; i++) ((float *)x.data)[i] = (float)((double)((i * 7919) % 2001) / 500.0 - 2.0);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values + 1, sizeof *bound);
+  bound[val(g, "x")] = &x;
+  if (kiln_ref_run(g, bound, &ref)) {
+    printf("reference run failed: %s\n", kiln_last_error());
+    return 2;
+  }
+  kiln_free(bound);
+
+  kiln_cl_cache_stats d;
+  char path[1024];
+  run_plan("cold (empty directory)", 2, &d);
+  CHECK(d.hits == 0 && d.writes == 1, "cold: a miss, the binary stored once after the first run");
+  CHECK(entry(cdir, path, sizeof path) == 1, "one entry in %s", cdir);
+  long size = file_size(path);
+  printf("  entry %s: %ld bytes\n", path, size);
+  run_plan("warm", 2, &d);
+  CHECK(d.hits == 1 && d.writes == 0 && d.corrupt == 0, "warm: the binary from the cache, nothing stored");
+
+  /* a flipped payload byte: detected (checksum), warned once, rebuilt */
+  flip_byte(path, 48 + size / 2);
+  run_plan("payload byte flipped", 2, &d);
+  CHECK(d.hits == 0 && d.corrupt == 1 && d.writes == 1, "flipped byte: corrupt, rebuilt and stored again");
+  CHECK(d.warnings == 1, "the first damaged entry is a warning");
+  CHECK(file_size(path) == size, "the entry is whole again (%ld bytes)", file_size(path));
+  run_plan("warm after the rebuild", 1, &d);
+  CHECK(d.hits == 1 && d.corrupt == 0, "the rebuilt entry is a hit");
+  /* truncated: detected (length), rebuilt; no second warning */
+  CHECK(truncate(path, 40) == 0, "truncate the entry");
+  run_plan("truncated to 40 bytes", 2, &d);
+  CHECK(d.hits == 0 && d.corrupt == 1 && d.writes == 1 && d.warnings == 0,
+        "truncated: corrupt, rebuilt, no second warning");
+  CHECK(truncate(path, size - 7) == 0, "cut the payload");
+  run_plan("payload cut short", 2, &d);
+  CHECK(d.hits == 0 && d.corrupt == 1 && d.writes == 1, "cut payload: corrupt, rebuilt");
+
+  /* read-only directory holding the entry: still a hit; a miss still runs */
+  if (geteuid() != 0) {
+    CHECK(chmod(cdir, 0500) == 0, "make the directory read-only");
+    run_plan("read-only directory, entry present", 1, &d);
+    CHECK(d.hits == 1, "a read-only cache still serves its entries");
+    setenv("KILN_FUSION", "0", 1); /* another key: a miss that cannot be stored */
+    run_plan("read-only directory, new key", 2, &d);
+    CHECK(d.hits == 0 && d.writes == 0 && d.write_failures == 1 && d.warnings == 1,
+          "read-only: runs, the store fails with one warning");
+    unsetenv("KILN_FUSION");
+    chmod(cdir, 0700);
+  } else {
+    printf("  (running as root: a read-only mode is not enforced; the unusable-directory case below covers it)\n");
+  }
+  /* unusable directory: its parent is a regular file */
+  char file[600], bad[700];
+  snprintf(file, sizeof file, "%s/a-file", root);
+  FILE *f = fopen(file, "w");
+  if (f) fclose(f);
+  snprintf(bad, sizeof bad, "%s/cache", file);
+  setenv("KILN_CACHE_DIR", bad, 1);
+  run_plan("unusable directory", 2, &d);
+  CHECK(d.hits == 0 && d.writes == 0 && d.write_failures == 1 && d.warnings == 1,
+        "unusable directory: runs, warned once");
+  run_plan("unusable directory again", 2, &d);
+  CHECK(d.write_failures == 1 && d.warnings == 0, "no second warning for the same directory");
+  /* off */
+  setenv("KILN_CACHE_DIR", "off", 1);
+  run_plan("KILN_CACHE_DIR=off", 2, &d);
+  CHECK(d.hits == 0 && d.writes == 0 && d.write_failures == 0 && d.warnings == 0, "off: nothing read or written");
+
+  unlink(path);
+  char tmp[700];
+  snprintf(tmp, sizeof tmp, "rm -rf '%s'", root);
+  if (system(tmp)) printf("note: could not remove %s\n", root);
+  kiln_tensor_release(&x);
+  kiln_tensor_release(&ref);
+  kiln_graph_free(g);
+  printf("opencl_cache: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
