@@ -76,6 +76,7 @@ kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, s
      the source; keyed too so that an entry never crosses option sets) */
   kiln_cl_key_str(&k, getenv("KILN_FUSION"));
   kiln_cl_key_str(&k, getenv("KILN_CL_CONV"));
+  kiln_cl_key_str(&k, getenv("KILN_CL_VEC"));
   kiln_cl_key_str(&k, dev->platform_name);
   kiln_cl_key_str(&k, dev->name);
   kiln_cl_key_str(&k, dev->vendor);
