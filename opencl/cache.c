@@ -94,6 +94,30 @@ uint64_t kiln_cl_fnv1a64(const void *p, size_t n) {
   return h;
 }
 
+/* ---- a fast 64-bit hash (4 independent multiply-rotate lanes over 8-byte words) ---- */
+
+static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+uint64_t kiln_cl_hash64(const void *p, size_t n) {
+  const uint64_t m1 = 0x9e3779b185ebca87ULL, m2 = 0xc2b2ae3d27d4eb4fULL;
+  uint64_t h[4] = {m1 + m2, m2, 0, 0 - m1};
+  const unsigned char *s = p;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int l = 0; l < 4; l++) {
+      uint64_t w;
+      memcpy(&w, s + i + 8 * l, 8);
+      h[l] = rotl(h[l] + w * m2, 31) * m1;
+    }
+  uint64_t r = rotl(h[0], 1) + rotl(h[1], 7) + rotl(h[2], 12) + rotl(h[3], 18);
+  for (; i < n; i++) r = (r ^ s[i]) * 0x100000001b3ULL;
+  r ^= (uint64_t)n;
+  r ^= r >> 33;
+  r *= m2;
+  r ^= r >> 29;
+  return r;
+}
+
 /* ---- statistics and the warn-once state ---- */
 
 static _Atomic uint64_t n_hits, n_misses, n_corrupt, n_writes, n_write_failures, n_warnings;
@@ -171,7 +195,7 @@ static int make_dirs(const char *dir) {
 /* ---- entry format ---- */
 
 #define HEADER_SIZE 48
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION 2 /* 2: payload checksum kiln_cl_hash64 (1: FNV-1a 64, ~1 GB/s) */
 static const char magic[8] = {'K', 'I', 'L', 'N', 'C', 'A', 'C', 'H'};
 
 static void put_u64(unsigned char *p, uint64_t v) {
@@ -258,7 +282,7 @@ bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len) {
       return false;
     }
     if (!read_all(fd, payload, (size_t)n)) why = "truncated (short read)";
-    else if (kiln_cl_fnv1a64(payload, (size_t)n) != get_u64(h + 40)) why = "corrupt (payload checksum differs)";
+    else if (kiln_cl_hash64(payload, (size_t)n) != get_u64(h + 40)) why = "corrupt (payload checksum differs)";
   }
   close(fd);
   if (why) {
@@ -298,7 +322,7 @@ bool kiln_cl_cache_put(kiln_cl_key key, const void *bytes, size_t len) {
   put_u64(h + 16, key.hi);
   put_u64(h + 24, key.lo);
   put_u64(h + 32, (uint64_t)len);
-  put_u64(h + 40, kiln_cl_fnv1a64(bytes, len));
+  put_u64(h + 40, kiln_cl_hash64(bytes, len));
   bool ok = write_all(fd, h, sizeof h) && write_all(fd, bytes, len);
   err = ok ? 0 : errno;
   if (close(fd) && ok) {

@@ -31,13 +31,17 @@ void kiln_cl_key_hex(kiln_cl_key k, char out[33]);
 
 /* The key of a program: a format tag, kiln's version, the options from the
  * environment that change code generation (KILN_FUSION, KILN_CL_CONV,
- * KILN_CL_VEC), the
- * device (platform, name, vendor, version, driver version), the build
- * options and the source bytes — what changes the binary a driver produces. */
+ * KILN_CL_VEC), the device (platform, name, vendor, version, driver
+ * version), the build options and the source bytes — what changes the
+ * binary a driver produces. */
 kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, size_t n, const char *options);
 
-/* FNV-1a 64 (the entries' payload checksum). */
+/* FNV-1a 64. */
 uint64_t kiln_cl_fnv1a64(const void *p, size_t n);
+/* A fast non-cryptographic 64-bit hash (4 multiply-rotate lanes over 8-byte
+ * words, several GB/s): the entries' payload checksum and the bulk part of
+ * graph keys. */
+uint64_t kiln_cl_hash64(const void *p, size_t n);
 
 /* The cache directory, read at each call: KILN_CACHE_DIR, else
  * $XDG_CACHE_HOME/kiln (absolute paths only, as XDG says), else

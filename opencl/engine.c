@@ -22,6 +22,7 @@
 #include "opencl/cache.h"
 #include "opencl/codegen.h"
 #include "opencl/engine_int.h"
+#include "opencl/graph_cache.h"
 #include "opencl/ops.h"
 #include "reference/exec.h"
 #include "reference/ops.h"
@@ -107,12 +108,58 @@ static kiln_status ref_eval(void *ctx, const kiln_graph *g, const kiln_node *n, 
   return d->run(&c);
 }
 
+/* The rewritten graph from the kiln cache (opencl/graph_cache): true with
+ * *g and *sh on a hit. */
+static double ms_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph **g, kiln_shapes **sh,
+                               kiln_rewrite_stats *rst) {
+  void *b = NULL;
+  size_t n = 0;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (!kiln_cl_cache_get(key, &b, &n)) return false;
+  double t_read = ms_since(&t0);
+  kiln_status s = kiln_cl_graph_unpack(b, n, g0, g, rst);
+  kiln_free(b);
+  double t_unpack = ms_since(&t0) - t_read;
+  if (!s) s = kiln_ref_check_graph(*g);
+  if (!s) s = kiln_shapes_infer(*g, sh);
+  if (!s) {
+    kiln_cl_graph_cache_count(true);
+    kiln_log(KILN_LOG_INFO, "opencl: rewritten graph from the kiln cache (%zu bytes): read %.1f ms, unpack %.1f ms, "
+             "check+shapes %.1f ms", n, t_read, t_unpack, ms_since(&t0) - t_read - t_unpack);
+    return true;
+  }
+  kiln_log(KILN_LOG_INFO, "opencl: cached rewritten graph not used (%s): rewriting", kiln_last_error());
+  kiln_error_clear();
+  kiln_graph_free(*g);
+  *g = NULL;
+  return false;
+}
+
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_graph **g, kiln_shapes **sh,
                             kiln_rewrite_stats *rst) {
   kiln_rewrite_opts ro = {0};
   ro.eval = ref_eval;
   ro.dump_stem = dump_stem;
   *sh = NULL;
+  /* the kiln cache keeps the rewritten graph (not under KILN_DUMP, whose
+     rewrite dumps need the passes to run) */
+  kiln_cl_key key;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const char *gc = getenv("KILN_CL_GRAPH_CACHE"); /* 0: no graph records; 1: store every one */
+  bool keyed = !dump_stem && kiln_cl_cache_enabled() && !(gc && !strcmp(gc, "0")) &&
+               kiln_cl_graph_key(g0, "kiln rewritten graph 1", &key);
+  double t_key = ms_since(&t0);
+  if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms", t_key);
+  if (keyed && rewrite_from_cache(key, g0, g, sh, rst)) return KILN_OK;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
   if (!s) s = kiln_ref_check_graph(*g);
   if (!s) s = kiln_shapes_infer(*g, sh);
@@ -120,6 +167,20 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_gr
     kiln_graph_free(*g);
     *g = NULL;
   }
+  void *b = NULL;
+  size_t n = 0;
+  double t_rw = ms_since(&t0);
+  /* stored only where it can pay: a rewrite of at least 2 ms (not a node
+     test's) that took more than twice the key (a warm init computes the
+     key, reads the record and copies the unchanged weights);
+     KILN_CL_GRAPH_CACHE=1: always */
+  keyed = keyed && ((gc && !strcmp(gc, "1")) || (t_rw >= 2.0 && t_rw >= 2 * t_key));
+  if (!s && keyed && kiln_cl_graph_pack(*g, g0, rst, &b, &n) && kiln_cl_cache_put(key, b, n)) {
+    kiln_cl_graph_cache_count(false);
+    kiln_log(KILN_LOG_INFO, "opencl: rewrite+check+shapes %.1f ms; rewritten graph stored (%zu bytes) in %.1f ms", t_rw,
+             n, ms_since(&t0) - t_rw);
+  }
+  kiln_free(b);
   return s;
 }
 
