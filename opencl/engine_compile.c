@@ -412,7 +412,8 @@ done:
 }
 
 /* KILN_CL_BINARY_CACHE=0 turns the kiln cache of device binaries off (the
- * driver's own cache still works). */
+ * driver's own cache still works); =build stores the binary right after
+ * clBuildProgram (a measurement aid: see opencl/ENGINE.md). */
 static bool binary_cache_enabled(void) {
   const char *e = getenv("KILN_CL_BINARY_CACHE");
   return !(e && !strcmp(e, "0"));
@@ -444,6 +445,15 @@ static kiln_status build(cstate *c) {
       clock_gettime(CLOCK_MONOTONIC, &t1);
       v->build_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
       v->store_binary = binary_cache_enabled();
+      const char *when = getenv("KILN_CL_BINARY_CACHE");
+      if (v->store_binary && when && !strcmp(when, "build")) { /* for measurements: the binary as built */
+        void *b = NULL;
+        size_t n = 0;
+        if (!kiln_cl_program_binary(ctx, v->prog, &b, &n)) kiln_cl_cache_put(v->prog_key, b, n);
+        kiln_error_clear();
+        kiln_free(b);
+        v->store_binary = false;
+      }
     } else {
       v->from_cache = true;
     }
