@@ -108,14 +108,14 @@ static kiln_status ref_eval(void *ctx, const kiln_graph *g, const kiln_node *n, 
   return d->run(&c);
 }
 
-/* The rewritten graph from the kiln cache (opencl/graph_cache): true with
- * *g and *sh on a hit. */
 static double ms_since(const struct timespec *t0) {
   struct timespec t1;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
+/* The rewritten graph from the kiln cache (opencl/graph_cache): true with
+ * *g and *sh on a hit. */
 static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph **g, kiln_shapes **sh,
                                kiln_rewrite_stats *rst) {
   void *b = NULL;
@@ -149,7 +149,9 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_gr
   ro.dump_stem = dump_stem;
   *sh = NULL;
   /* the kiln cache keeps the rewritten graph (not under KILN_DUMP, whose
-     rewrite dumps need the passes to run) */
+     rewrite dumps need the passes to run). The key is the graph alone: an
+     option that changes what the rewrite makes (a field of ro) must be
+     hashed into it too (kiln_cl_key_str after kiln_cl_graph_key) */
   kiln_cl_key key;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
