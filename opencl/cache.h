@@ -29,27 +29,37 @@ void kiln_cl_key_str(kiln_cl_key *k, const char *s);
 /* The key as 32 lowercase hex digits (hi then lo) and a NUL. */
 void kiln_cl_key_hex(kiln_cl_key k, char out[33]);
 
-/* The key of a program: a format tag, the device (platform, name, vendor,
- * version, driver version), the build options and the source bytes — what
- * changes the binary a driver produces. */
+/* The key of a program: a format tag, kiln's version, the options from the
+ * environment that change code generation (KILN_FUSION, KILN_CL_CONV,
+ * KILN_CL_VEC), the device (platform, name, vendor, version, driver
+ * version), the build options and the source bytes — what changes the
+ * binary a driver produces. */
 kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, size_t n, const char *options);
 
-/* FNV-1a 64 (the entries' payload checksum). */
+/* FNV-1a 64. */
 uint64_t kiln_cl_fnv1a64(const void *p, size_t n);
+/* A fast non-cryptographic 64-bit hash (4 multiply-rotate lanes over 8-byte
+ * words, several GB/s): the entries' payload checksum and the bulk part of
+ * graph keys. */
+uint64_t kiln_cl_hash64(const void *p, size_t n);
 
 /* The cache directory, read at each call: KILN_CACHE_DIR, else
  * $XDG_CACHE_HOME/kiln (absolute paths only, as XDG says), else
- * $HOME/.cache/kiln. False when none can be named or it does not fit n. */
+ * $HOME/.cache/kiln. False when none can be named, it does not fit n, or
+ * the cache is turned off (KILN_CACHE_DIR set to "" or "off"). */
+bool kiln_cl_cache_enabled(void);
 bool kiln_cl_cache_dir(char *buf, size_t n);
 
 /* The entry file of key in the cache directory ("<dir>/<hex>.kc"). */
 bool kiln_cl_cache_path(kiln_cl_key key, char *buf, size_t n);
 
-/* Looks key up. On a hit returns true with a copy of the payload in *bytes
+/* Looks key up (a miss when the cache is off). On a hit returns true with a copy of the payload in *bytes
  * (kiln_malloc'd; the caller frees) and its length in *len. A missing entry
  * is a miss; an entry that is truncated, has the wrong magic, version or
  * key, or whose payload checksum differs is a miss too, counted as corrupt
- * and deleted so that the next put rebuilds it. Never sets the last error. */
+ * and deleted so that the next put rebuilds it: the first such entry of the
+ * process is a warning (KILN_LOG_WARN), later ones are info. Never sets the
+ * last error. */
 bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len);
 
 /* Stores len bytes under key: written to a temporary file in the cache
@@ -57,7 +67,8 @@ bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len);
  * the old entry, the new one, or none — never a part. When the directory
  * cannot be created or written, warns (kiln_log KILN_LOG_WARN) once — again
  * only after another directory was in use — and returns false: kiln works
- * on without a cache. Never sets the last error. */
+ * on without a cache. Cache off: returns false, quietly. Never sets the
+ * last error. */
 bool kiln_cl_cache_put(kiln_cl_key key, const void *bytes, size_t len);
 
 /* Process-wide counters since start (for tests and statistics). */

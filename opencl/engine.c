@@ -22,6 +22,7 @@
 #include "opencl/cache.h"
 #include "opencl/codegen.h"
 #include "opencl/engine_int.h"
+#include "opencl/graph_cache.h"
 #include "opencl/ops.h"
 #include "reference/exec.h"
 #include "reference/ops.h"
@@ -93,12 +94,60 @@ kiln_status kiln_cl_engine_check(const kiln_graph *g) {
   return KILN_OK;
 }
 
+static double ms_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The rewritten graph from the kiln cache (opencl/graph_cache): true with
+ * *g and *sh on a hit. */
+static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph **g, kiln_shapes **sh,
+                               kiln_rewrite_stats *rst) {
+  void *b = NULL;
+  size_t n = 0;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (!kiln_cl_cache_get(key, &b, &n)) return false;
+  double t_read = ms_since(&t0);
+  kiln_status s = kiln_cl_graph_unpack(b, n, g0, g, rst);
+  kiln_free(b);
+  double t_unpack = ms_since(&t0) - t_read;
+  if (!s) s = kiln_ref_check_graph(*g);
+  if (!s) s = kiln_shapes_infer(*g, sh);
+  if (!s) {
+    kiln_cl_graph_cache_count(true);
+    kiln_log(KILN_LOG_INFO, "opencl: rewritten graph from the kiln cache (%zu bytes): read %.1f ms, unpack %.1f ms, "
+             "check+shapes %.1f ms", n, t_read, t_unpack, ms_since(&t0) - t_read - t_unpack);
+    return true;
+  }
+  kiln_log(KILN_LOG_INFO, "opencl: cached rewritten graph not used (%s): rewriting", kiln_last_error());
+  kiln_error_clear();
+  kiln_graph_free(*g);
+  *g = NULL;
+  return false;
+}
+
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_graph **g, kiln_shapes **sh,
                             kiln_rewrite_stats *rst) {
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
   ro.dump_stem = dump_stem;
   *sh = NULL;
+  /* the kiln cache keeps the rewritten graph (not under KILN_DUMP, whose
+     rewrite dumps need the passes to run). The key is the graph alone: an
+     option that changes what the rewrite makes (a field of ro) must be
+     hashed into it too (kiln_cl_key_str after kiln_cl_graph_key) */
+  kiln_cl_key key;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const char *gc = getenv("KILN_CL_GRAPH_CACHE"); /* 0: no graph records; 1: store every one */
+  bool keyed = !dump_stem && kiln_cl_cache_enabled() && !(gc && !strcmp(gc, "0")) &&
+               kiln_cl_graph_key(g0, "kiln rewritten graph 1", &key);
+  double t_key = ms_since(&t0);
+  if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms", t_key);
+  if (keyed && rewrite_from_cache(key, g0, g, sh, rst)) return KILN_OK;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
   if (!s) s = kiln_ref_check_graph(*g);
   if (!s) s = kiln_shapes_infer(*g, sh);
@@ -106,6 +155,20 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_gr
     kiln_graph_free(*g);
     *g = NULL;
   }
+  void *b = NULL;
+  size_t n = 0;
+  double t_rw = ms_since(&t0);
+  /* stored only where it can pay: a rewrite of at least 2 ms (not a node
+     test's) that took more than twice the key (a warm init computes the
+     key, reads the record and copies the unchanged weights);
+     KILN_CL_GRAPH_CACHE=1: always */
+  keyed = keyed && ((gc && !strcmp(gc, "1")) || (t_rw >= 2.0 && t_rw >= 2 * t_key));
+  if (!s && keyed && kiln_cl_graph_pack(*g, g0, rst, &b, &n) && kiln_cl_cache_put(key, b, n)) {
+    kiln_cl_graph_cache_count(false);
+    kiln_log(KILN_LOG_INFO, "opencl: rewrite+check+shapes %.1f ms; rewritten graph stored (%zu bytes) in %.1f ms", t_rw,
+             n, ms_since(&t0) - t_rw);
+  }
+  kiln_free(b);
   return s;
 }
 
@@ -136,12 +199,19 @@ kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *hos
   p->trace = getenv("KILN_TRACE") && *getenv("KILN_TRACE");
   p->profile = p->print_table || p->trace;
   if (kiln_dump_enabled()) kiln_dump_stem(g0->name, p->dump_stem, sizeof p->dump_stem);
+  struct timespec tp0, tp1, tp2;
+  clock_gettime(CLOCK_MONOTONIC, &tp0);
   if ((s = kiln_edit_clone(g0, &p->orig))) goto fail;
+  clock_gettime(CLOCK_MONOTONIC, &tp1);
   /* a probe: which inputs set shapes (their values specialise the plan) */
   kiln_graph *g = NULL;
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
   if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, &g, &sh, &rst))) goto fail;
+  clock_gettime(CLOCK_MONOTONIC, &tp2);
+  kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",
+           (double)(tp1.tv_sec - tp0.tv_sec) * 1e3 + (double)(tp1.tv_nsec - tp0.tv_nsec) / 1e6,
+           (double)(tp2.tv_sec - tp1.tv_sec) * 1e3 + (double)(tp2.tv_nsec - tp1.tv_nsec) / 1e6);
   bool dyn = has_data_dependent(sh);
   p->spec = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *p->spec);
   if (!p->spec) {

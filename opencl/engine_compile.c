@@ -438,7 +438,8 @@ done:
 }
 
 /* KILN_CL_BINARY_CACHE=0 turns the kiln cache of device binaries off (the
- * driver's own cache still works). */
+ * driver's own cache still works); =build stores the binary right after
+ * clBuildProgram (a measurement aid: see opencl/ENGINE.md). */
 static bool binary_cache_enabled(void) {
   const char *e = getenv("KILN_CL_BINARY_CACHE");
   return !(e && !strcmp(e, "0"));
@@ -470,10 +471,21 @@ static kiln_status build(cstate *c) {
       clock_gettime(CLOCK_MONOTONIC, &t1);
       v->build_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
       v->store_binary = binary_cache_enabled();
+      const char *when = getenv("KILN_CL_BINARY_CACHE");
+      if (v->store_binary && when && !strcmp(when, "build")) { /* for measurements: the binary as built */
+        void *b = NULL;
+        size_t n = 0;
+        if (!kiln_cl_program_binary(ctx, v->prog, &b, &n)) kiln_cl_cache_put(v->prog_key, b, n);
+        kiln_error_clear();
+        kiln_free(b);
+        v->store_binary = false;
+      }
     } else {
       v->from_cache = true;
     }
   }
+  struct timespec tb0, tb1, tb2;
+  clock_gettime(CLOCK_MONOTONIC, &tb0);
   if (v->n_kern && !(v->kern = kiln_calloc((size_t)v->n_kern, sizeof *v->kern)))
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   for (int k = 0; k < v->n_kern && !s; k++) {
@@ -486,8 +498,13 @@ static kiln_status build(cstate *c) {
       else s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
     }
   }
+  clock_gettime(CLOCK_MONOTONIC, &tb1);
   for (int k = 0; k < v->n_steps && !s; k++)
     if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind(v->steps[k].op, ctx, v->prog);
+  clock_gettime(CLOCK_MONOTONIC, &tb2);
+  kiln_log(KILN_LOG_INFO, "opencl: kernels %.1f ms, device ops bound %.1f ms",
+           (double)(tb1.tv_sec - tb0.tv_sec) * 1e3 + (double)(tb1.tv_nsec - tb0.tv_nsec) / 1e6,
+           (double)(tb2.tv_sec - tb1.tv_sec) * 1e3 + (double)(tb2.tv_nsec - tb1.tv_nsec) / 1e6);
   return s;
 }
 

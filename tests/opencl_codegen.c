@@ -5,7 +5,7 @@
  * with the reference backend; then the bench elementwise chain on 1M floats,
  * fused vs a plain copy kernel of the same bytes. Exits 77 (skip) with the
  * reason when no usable device is found.
- *   opencl_codegen [-v] [NODE_TEST_ROOT] */
+ *   opencl_codegen [-v] [--chain-rows N] [--chain-only] [NODE_TEST_ROOT] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,8 +426,11 @@ static double time_kernel(kiln_cl_context *c, kiln_cl_kernel *k, size_t n) {
   return t[2];
 }
 
+static int chain_only; /* --chain-only: the bench chain alone */
+static int64_t chain_rows = 1024; /* --chain-rows N (x 1024 floats; bench/cl_cache.py: 16384 = 16M) */
+
 static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
-  enum { ROWS = 1024, COLS = 1024 };
+  const int64_t ROWS = chain_rows, COLS = 1024;
   kiln_graph *g = ew_chain(ROWS, COLS);
   fz f;
   if (!g || !fz_make(&f, g)) {
@@ -452,22 +455,63 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
   }
   if (verbose) printf("%s", src);
   static const char copy_src[] = "__kernel void kiln_copy(__global const float *restrict a, __global float *b) {\n"
-                                 "  if (get_global_id(0) >= 1048576) return;\n"
+                                 "  if (get_global_id(0) >= N_ITEMS) return;\n"
                                  "  b[get_global_id(0)] = a[get_global_id(0)];\n}\n"
                                  "/* the same chain written by hand: contiguous, constants inline */\n"
                                  "__kernel void kiln_hand(__global const float *restrict x, __global const float *restrict bias,\n"
                                  "                        __global float *y) {\n"
                                  "  const size_t i = get_global_id(0);\n"
-                                 "  if (i >= 1048576) return;\n"
+                                 "  if (i >= N_ITEMS) return;\n"
                                  "  const float x0 = x[i], y2 = x0 * 1.5f + bias[i % 1024];\n"
                                  "  const float e = exp(-fabs(y2)), s = (y2 >= 0 ? 1.0f : e) / (1.0f + e);\n"
                                  "  const float t = clamp(tanh(y2 * s), -0.5f, 0.75f) + x0;\n"
-                                 "  y[i] = t < 0 ? 0 : t;\n}\n";
-  size_t l1 = strlen(src);
-  char *both = kiln_malloc(l1 + sizeof copy_src);
+                                 "  y[i] = t < 0 ? 0 : t;\n}\n"
+                                 /* --chain-only variants: what bounds the fused kernel */
+                                 "/* the same without exp/tanh (a cheap stand-in): the memory floor of this shape */\n"
+                                 "__kernel void kiln_nomath(__global const float *restrict x, __global const float *restrict bias,\n"
+                                 "                          __global float *y) {\n"
+                                 "  const size_t i = get_global_id(0);\n"
+                                 "  if (i >= N_ITEMS) return;\n"
+                                 "  const float x0 = x[i], y2 = x0 * 1.5f + bias[i % 1024];\n"
+                                 "  const float s = y2 * 0.25f + 0.5f, t = clamp(y2 * s, -0.5f, 0.75f) + x0;\n"
+                                 "  y[i] = t < 0 ? 0 : t;\n}\n"
+                                 "/* native_exp for sigmoid and tanh (tanh(v) = 1 - 2 / (exp(2v) + 1)) */\n"
+                                 "__kernel void kiln_native(__global const float *restrict x, __global const float *restrict bias,\n"
+                                 "                          __global float *y) {\n"
+                                 "  const size_t i = get_global_id(0);\n"
+                                 "  if (i >= N_ITEMS) return;\n"
+                                 "  const float x0 = x[i], y2 = x0 * 1.5f + bias[i % 1024];\n"
+                                 "  const float e = native_exp(-fabs(y2)), s = (y2 >= 0 ? 1.0f : e) / (1.0f + e);\n"
+                                 "  const float v = clamp(y2 * s, -10.0f, 10.0f);\n"
+                                 "  const float t = clamp(1.0f - 2.0f / (native_exp(2.0f * v) + 1.0f), -0.5f, 0.75f) + x0;\n"
+                                 "  y[i] = t < 0 ? 0 : t;\n}\n"
+                                 "/* float4 loads and stores, 4 elements per work item, precise builtins */\n"
+                                 "__kernel void kiln_vec4(__global const float4 *restrict x, __global const float4 *restrict bias,\n"
+                                 "                        __global float4 *y) {\n"
+                                 "  const size_t i = get_global_id(0);\n"
+                                 "  if (i >= N_ITEMS / 4) return;\n"
+                                 "  const float4 x0 = x[i], y2 = x0 * 1.5f + bias[i % 256];\n"
+                                 "  const float4 e = exp(-fabs(y2)), s = select(e, (float4)1.0f, y2 >= 0) / (1.0f + e);\n"
+                                 "  const float4 t = clamp(tanh(y2 * s), -0.5f, 0.75f) + x0;\n"
+                                 "  y[i] = fmax(t, 0.0f);\n}\n"
+                                 "/* float4 and native_exp */\n"
+                                 "__kernel void kiln_vec4n(__global const float4 *restrict x, __global const float4 *restrict bias,\n"
+                                 "                         __global float4 *y) {\n"
+                                 "  const size_t i = get_global_id(0);\n"
+                                 "  if (i >= N_ITEMS / 4) return;\n"
+                                 "  const float4 x0 = x[i], y2 = x0 * 1.5f + bias[i % 256];\n"
+                                 "  const float4 e = native_exp(-fabs(y2)), s = select(e, (float4)1.0f, y2 >= 0) / (1.0f + e);\n"
+                                 "  const float4 v = clamp(y2 * s, -10.0f, 10.0f);\n"
+                                 "  const float4 t = clamp(1.0f - 2.0f / (native_exp(2.0f * v) + 1.0f), -0.5f, 0.75f) + x0;\n"
+                                 "  y[i] = fmax(t, 0.0f);\n}\n";
+  char def[64];
+  snprintf(def, sizeof def, "#define N_ITEMS %lld\n", (long long)(ROWS * COLS));
+  size_t l0 = strlen(def), l1 = strlen(src);
+  char *both = kiln_malloc(l0 + l1 + sizeof copy_src);
   if (!both) goto done;
-  memcpy(both, src, l1);
-  memcpy(both + l1, copy_src, sizeof copy_src);
+  memcpy(both, def, l0);
+  memcpy(both + l0, src, l1);
+  memcpy(both + l0 + l1, copy_src, sizeof copy_src);
   double t = now_ms();
   kiln_status s = kiln_cl_program_build(c, both, "-cl-std=CL1.2", &p);
   kiln_free(both);
@@ -529,6 +573,27 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
            "%.3f ms: fused/hand %.2f (median of 5)\n",
            dev->name, tf, tc, tc > 0 ? tf / tc : 0, th, th > 0 ? tf / th : 0);
     CHECK(tf > 0 && tc > 0, "timings");
+    static const char *const var[] = {"kiln_nomath", "kiln_native", "kiln_vec4", "kiln_vec4n"};
+    for (int k = 0; chain_only && k < 4; k++) { /* what bounds the fused kernel */
+      kiln_cl_kernel kv = {0};
+      bool v4 = strstr(var[k], "vec4") != NULL;
+      kiln_tensor yv = {0};
+      kiln_status sv = kiln_cl_kernel_create(c, p, var[k], &kv);
+      if (!sv) sv = kiln_cl_kernel_arg_buffer(&kv, 0, &bx);
+      if (!sv) sv = kiln_cl_kernel_arg_buffer(&kv, 1, &bufs[bias_arg]);
+      if (!sv) sv = kiln_cl_kernel_arg_buffer(&kv, 2, &by);
+      double tv = sv ? 0 : time_kernel(c, &kv, (size_t)x.numel / (v4 ? 4 : 1));
+      if (!sv) sv = kiln_tensor_alloc(&yv, KILN_F32, 2, dx);
+      if (!sv) sv = kiln_cl_buffer_read(c, &by, 0, yv.data, (size_t)x.numel * 4);
+      double ma = 0;
+      if (!sv && k) tu_compare(&yv, &ref, 1, 1, m, sizeof m, &ma, NULL);
+      printf("  variant %-12s %8.3f ms: /copy %.2f, /fused %.2f%s", var[k], tv, tc > 0 ? tv / tc : 0,
+             tf > 0 ? tv / tf : 0, k ? "" : " (not the same function)\n");
+      if (k) printf(", max abs error vs reference %.2g\n", ma);
+      CHECK(!sv, "variant %s: %s", var[k], sv ? kiln_last_error() : "");
+      kiln_tensor_release(&yv);
+      kiln_cl_kernel_free(&kv);
+    }
   } else {
     CHECK(0, "bench chain timing setup: %s", kiln_last_error());
   }
@@ -555,6 +620,8 @@ int main(int argc, char **argv) {
   const char *root = KILN_NODE_TEST_DIR;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-v")) verbose = 1;
+    else if (!strcmp(argv[i], "--chain-rows") && i + 1 < argc) chain_rows = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--chain-only")) chain_only = 1;
     else root = argv[i];
   }
   double t0 = now_ms();
@@ -580,10 +647,12 @@ int main(int argc, char **argv) {
     kiln_cl_devices_free(&l);
     return 1;
   }
-  printf("refusals:\n");
-  test_refusals(dev);
-  printf("node tests:\n");
-  test_node_suite(c, dev, root);
+  if (!chain_only) {
+    printf("refusals:\n");
+    test_refusals(dev);
+    printf("node tests:\n");
+    test_node_suite(c, dev, root);
+  }
   printf("bench chain:\n");
   test_bench_chain(c, dev);
   kiln_cl_context_free(c);

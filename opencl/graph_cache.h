@@ -1,0 +1,43 @@
+/* opencl/graph_cache: kiln's own compile results in the kiln cache
+ * (opencl/cache) — the rewritten graph of a model, so that a warm init
+ * skips the rewrite passes (constant folding, BatchNormalization folding,
+ * CSE, transpose merging, dead code: 10-60 ms on the bench models, the
+ * largest kiln-side cost of a warm init). Keyed by a hash of the graph as
+ * given (structure, attributes and every weight byte) and kiln's version;
+ * the entry holds the rewritten graph (with its folded constants) and the
+ * rewrite statistics. */
+#ifndef KILN_OPENCL_GRAPH_CACHE_H
+#define KILN_OPENCL_GRAPH_CACHE_H
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ir/graph.h"
+#include "ir/rewrite.h"
+#include "opencl/cache.h"
+
+/* The content key of g: every field of the graph (names, types, nodes,
+ * attributes, initializer bytes) and a format tag. False (no key) when g
+ * holds what the packer does not handle (graph, sparse or type attributes). */
+bool kiln_cl_graph_key(const kiln_graph *g, const char *purpose, kiln_cl_key *out);
+
+/* Serialises g and st into one kiln_malloc'd buffer; false when out of
+ * memory or g holds what the packer does not handle. An initializer equal
+ * to base's of the same name (base: the graph the key was made of, may be
+ * NULL) is stored as a reference to it, not as bytes. */
+bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st, void **buf,
+                        size_t *len);
+
+/* Rebuilds a graph from kiln_cl_graph_pack's bytes (base: the same graph
+ * given to pack; references copy its tensors); KILN_E_MODEL with a message
+ * when they are malformed (every length, index and reference is checked). */
+kiln_status kiln_cl_graph_unpack(const void *buf, size_t len, const kiln_graph *base, kiln_graph **g,
+                                 kiln_rewrite_stats *st);
+
+/* Process-wide counters of the rewritten-graph records. */
+typedef struct kiln_cl_graph_cache_stats {
+  unsigned long hits, stores;
+} kiln_cl_graph_cache_stats;
+void kiln_cl_graph_cache_stats_get(kiln_cl_graph_cache_stats *out);
+void kiln_cl_graph_cache_count(bool hit);
+
+#endif

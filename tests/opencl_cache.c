@@ -1,0 +1,341 @@
+/* tests/opencl_cache: the kiln cache (KILN_CACHE_DIR) through the OpenCL
+ * engine on the first device the ICD selection offers: a cold plan stores
+ * the rewritten graph at init and the device binary after its first run
+ * (KILN_CL_BINARY_CACHE=1), a new plan of the same graph loads both (counted
+ * hits); a damaged entry (a flipped payload byte, a truncated file, of
+ * either kind) is detected, warned about once, and rebuilt, with correct
+ * results each time; an unusable directory and a read-only one still run;
+ * KILN_CACHE_DIR=off stores nothing. Results are compared with the
+ * reference interpreter. The graph record's reader is also fed damaged
+ * bytes directly. Exits 77 without a device. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graphbuild.h"
+#include "ir/alloc.h"
+#include "opencl/cache.h"
+#include "opencl/engine.h"
+#include "opencl/graph_cache.h"
+#include "reference/exec.h"
+#include "testutil.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) {                                   \
+      passed++;                                   \
+    } else {                                      \
+      failed++;                                   \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+      printf(__VA_ARGS__);                        \
+      printf("\n");                               \
+    }                                             \
+  } while (0)
+
+static int add_node(kiln_graph *g, const char *op, int ni, const char *const *in, const char *out) {
+  int ins[4], o, idx;
+  for (int k = 0; k < ni; k++) ins[k] = val(g, in[k]);
+  if (kiln_edit_add_value(g, out, &o)) return -1;
+  char name[32];
+  snprintf(name, sizeof name, "n%d", g->n_nodes);
+  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, ins, 1, &o, &idx)) return -1;
+  return idx;
+}
+
+static int f32_const(kiln_graph *g, const char *name, int rank, const int64_t *dims, double v0, double step) {
+  kiln_tensor t = {0};
+  int v;
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) return -1;
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v0 + step * (double)(i % 97));
+  return kiln_edit_add_const(g, name, &t, &v) ? -1 : v;
+}
+
+/* y = sigmoid(relu(x * scale + bias)) - x, one fused kernel. */
+static kiln_graph *graph(void) {
+  kiln_graph *g = new_graph(17);
+  const int64_t dx[] = {64, 256}, db = 256;
+  input(g, "x", KILN_F32, 2, dx);
+  int bad = f32_const(g, "bias", 1, &db, -0.5, 0.01) < 0 || f32_const(g, "scale", 0, NULL, 1.5, 0) < 0;
+  bad = bad || add_node(g, "Mul", 2, (const char *[]){"x", "scale"}, "a") < 0;
+  bad = bad || add_node(g, "Add", 2, (const char *[]){"a", "bias"}, "b") < 0;
+  bad = bad || add_node(g, "Relu", 1, (const char *[]){"b"}, "c") < 0;
+  bad = bad || add_node(g, "Sigmoid", 1, (const char *[]){"c"}, "d") < 0;
+  bad = bad || add_node(g, "Sub", 2, (const char *[]){"d", "x"}, "y") < 0;
+  if (bad) exit(2);
+  output(g, "y");
+  return g;
+}
+
+static kiln_graph *g;
+static const kiln_cl_device *dev;
+static kiln_tensor x, ref;
+static char root[256], cdir[512];
+
+/* Prepares a plan of g, runs it `runs` times and checks each result against
+ * the reference; returns the cache statistics' change in *d. */
+static kiln_cl_graph_cache_stats gd; /* the graph records' part of the last run_plan */
+
+static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
+  kiln_cl_cache_stats s0, s1;
+  kiln_cl_graph_cache_stats g0, g1;
+  kiln_cl_cache_stats_get(&s0);
+  kiln_cl_graph_cache_stats_get(&g0);
+  kiln_cl_plan *p = NULL;
+  kiln_status s = kiln_cl_plan_prepare(dev, g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values + 1, sizeof *bound);
+  bound[val(g, "x")] = &x;
+  for (int r = 0; r < runs && !s; r++) {
+    kiln_tensor out = {0};
+    s = kiln_cl_plan_run(p, g, bound, &out);
+    CHECK(!s, "%s: run %d: %s", what, r, kiln_last_error());
+    char m[400];
+    if (!s) CHECK(tu_compare(&out, &ref, 1e-5, 1e-6, m, sizeof m, NULL, NULL), "%s: run %d: %s", what, r, m);
+    kiln_tensor_release(&out);
+  }
+  kiln_free(bound);
+  kiln_cl_plan_release(p);
+  kiln_cl_cache_stats_get(&s1);
+  kiln_cl_graph_cache_stats_get(&g1);
+  gd.hits = g1.hits - g0.hits;
+  gd.stores = g1.stores - g0.stores;
+  d->hits = s1.hits - s0.hits;
+  d->misses = s1.misses - s0.misses;
+  d->corrupt = s1.corrupt - s0.corrupt;
+  d->writes = s1.writes - s0.writes;
+  d->write_failures = s1.write_failures - s0.write_failures;
+  d->warnings = s1.warnings - s0.warnings;
+  printf("  %-40s hits %llu (graph %lu), misses %llu, corrupt %llu, writes %llu (graph %lu), write failures %llu, "
+         "warnings %llu\n",
+         what, (unsigned long long)d->hits, gd.hits, (unsigned long long)d->misses, (unsigned long long)d->corrupt,
+         (unsigned long long)d->writes, gd.stores, (unsigned long long)d->write_failures,
+         (unsigned long long)d->warnings);
+}
+
+/* The path of an entry (*.kc) in dir other than `not`; the count of entries. */
+static int entry(const char *dir, const char *not, char *path, size_t n) {
+  DIR *d = opendir(dir);
+  int k = 0;
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l > 3 && !strcmp(e->d_name + l - 3, ".kc")) {
+      char p[1024];
+      snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+      if (strcmp(p, not)) snprintf(path, n, "%s", p);
+      k++;
+    }
+  }
+  closedir(d);
+  return k;
+}
+
+static long file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) ? -1 : (long)st.st_size;
+}
+
+static void flip_byte(const char *path, long at) {
+  FILE *f = fopen(path, "r+b");
+  if (!f) return;
+  fseek(f, at, SEEK_SET);
+  int c = fgetc(f);
+  fseek(f, at, SEEK_SET);
+  fputc(c ^ 0x5a, f);
+  fclose(f);
+}
+
+/* The record reader on damaged bytes that pass the checksum (a format
+ * bug's view): every cut and many flips are refused or read, never a crash
+ * or a leak (`--records`: this part alone, no device; under ASan in ctest). */
+static void test_records(void) {
+  kiln_cl_key k1, k2;
+  /* a copy of g with attributes of every kind the record holds (never run) */
+  kiln_graph *keep = g;
+  if (kiln_edit_clone(keep, &g)) exit(2);
+  const int64_t iv[] = {3, -1, 7};
+  const float fv[] = {0.5f, -2.0f};
+  kiln_tensor at = {0};
+  const int64_t ad[] = {2, 3};
+  if (kiln_tensor_alloc(&at, KILN_I64, 2, ad)) exit(2);
+  for (int64_t i = 0; i < at.numel; i++) ((int64_t *)at.data)[i] = i * 11;
+  kiln_node *n0 = &g->nodes[0];
+  if (kiln_edit_set_int(n0, "an_int", -5) || kiln_edit_set_float(n0, "a_float", 0.25f) ||
+      kiln_edit_set_ints(n0, "ints", iv, 3) || kiln_edit_set_floats(n0, "floats", fv, 2) ||
+      kiln_edit_set_string(n0, "str", "text") || kiln_edit_set_tensor(n0, "t", &at))
+    exit(2);
+  kiln_tensor_release(&at);
+  void *rec = NULL;
+  size_t rlen = 0;
+  kiln_rewrite_stats rst;
+  memset(&rst, 0, sizeof rst);
+  CHECK(kiln_cl_graph_pack(g, NULL, &rst, &rec, &rlen), "pack");
+  kiln_graph *back = NULL;
+  kiln_rewrite_stats rst2;
+  CHECK(rec && !kiln_cl_graph_unpack(rec, rlen, NULL, &back, &rst2) && back && back->n_nodes == g->n_nodes &&
+            back->n_values == g->n_values,
+        "round trip: %s", kiln_last_error());
+  CHECK(back && kiln_cl_graph_key(back, "t", &k1) && kiln_cl_graph_key(g, "t", &k2) && k1.hi == k2.hi &&
+            k1.lo == k2.lo,
+        "the round trip keeps every field (same key)");
+  kiln_graph_free(back);
+  void *rec2 = NULL; /* against a base: every initializer a reference */
+  size_t rlen2 = 0;
+  back = NULL;
+  CHECK(kiln_cl_graph_pack(g, g, &rst, &rec2, &rlen2) && rlen2 + 1000 < rlen, "references are smaller (%zu < %zu)",
+        rlen2, rlen);
+  CHECK(rec2 && !kiln_cl_graph_unpack(rec2, rlen2, g, &back, &rst2) && back && kiln_cl_graph_key(back, "t", &k1) &&
+            k1.hi == k2.hi && k1.lo == k2.lo,
+        "references round trip: %s", kiln_last_error());
+  kiln_graph_free(back);
+  back = NULL;
+  CHECK(rec2 && kiln_cl_graph_unpack(rec2, rlen2, NULL, &back, &rst2) && !back, "references without the base: refused");
+  kiln_error_clear();
+  kiln_free(rec2);
+  int refused = 0;
+  for (size_t cut = 0; rec && cut < rlen; cut += 1 + cut / 8) {
+    back = NULL;
+    if (kiln_cl_graph_unpack(rec, cut, NULL, &back, &rst2)) refused++;
+    kiln_graph_free(back);
+  }
+  CHECK(refused > 0, "cut records are refused (%d)", refused);
+  unsigned char *dmg = kiln_malloc(rlen + 1);
+  for (size_t at = 0; rec && dmg && at < rlen; at += 7) {
+    memcpy(dmg, rec, rlen);
+    dmg[at] ^= 0xff;
+    back = NULL;
+    if (!kiln_cl_graph_unpack(dmg, rlen, NULL, &back, &rst2)) kiln_graph_free(back);
+    kiln_error_clear();
+  }
+  kiln_free(dmg);
+  kiln_free(rec);
+  kiln_error_clear();
+  kiln_graph_free(g);
+  g = keep;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && !strcmp(argv[1], "--records")) {
+    g = graph();
+    test_records();
+    kiln_graph_free(g);
+    printf("opencl_cache --records: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+  }
+  const kiln_cl_device_list *l = kiln_cl_engine_devices();
+  if (!l->n) {
+    printf("skipped: no OpenCL device (%s)\n", l->notes ? l->notes : "");
+    return 77;
+  }
+  dev = &l->devices[0];
+  printf("device: %s (%s)\n", dev->name, dev->driver_version);
+  snprintf(root, sizeof root, "/tmp/kiln-clcache-XXXXXX");
+  if (!mkdtemp(root)) {
+    printf("cannot make a temporary directory\n");
+    return 2;
+  }
+  snprintf(cdir, sizeof cdir, "%s/cache", root);
+  setenv("KILN_CACHE_DIR", cdir, 1);
+  setenv("KILN_CL_BINARY_CACHE", "1", 1);
+  setenv("KILN_CL_GRAPH_CACHE", "1", 1); /* this graph's rewrite is too quick to be stored by default */
+  g = graph();
+  const int64_t dx[] = {64, 256};
+  if (kiln_tensor_alloc(&x, KILN_F32, 2, dx)) return 2;
+  for (int64_t i = 0; i < x.numel; i++) ((float *)x.data)[i] = (float)((double)((i * 7919) % 2001) / 500.0 - 2.0);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values + 1, sizeof *bound);
+  bound[val(g, "x")] = &x;
+  if (kiln_ref_run(g, bound, &ref)) {
+    printf("reference run failed: %s\n", kiln_last_error());
+    return 2;
+  }
+  kiln_free(bound);
+  test_records();
+
+  kiln_cl_cache_stats d;
+  char path[1024], gpath[1024];
+  kiln_cl_key gkey;
+  CHECK(kiln_cl_graph_key(g, "kiln rewritten graph 1", &gkey) && kiln_cl_cache_path(gkey, gpath, sizeof gpath),
+        "the graph record's key and path");
+  run_plan("cold (empty directory)", 2, &d);
+  CHECK(d.hits == 0 && d.writes == 2 && gd.stores == 1,
+        "cold: misses; the rewritten graph stored at init, the binary after the first run");
+  CHECK(entry(cdir, gpath, path, sizeof path) == 2 && file_size(gpath) > 48, "two entries in %s", cdir);
+  long size = file_size(path), gsize = file_size(gpath);
+  printf("  binary entry %s: %ld bytes; graph record %ld bytes\n", path, size, gsize);
+  run_plan("warm", 2, &d);
+  CHECK(d.hits == 2 && gd.hits == 1 && d.writes == 0 && d.corrupt == 0,
+        "warm: the rewritten graph and the binary from the cache, nothing stored");
+
+  /* a flipped payload byte: detected (checksum), warned once, rebuilt */
+  flip_byte(path, 48 + size / 2);
+  run_plan("binary: payload byte flipped", 2, &d);
+  CHECK(d.hits == 1 && gd.hits == 1 && d.corrupt == 1 && d.writes == 1,
+        "flipped byte: corrupt, rebuilt and stored again");
+  CHECK(d.warnings == 1, "the first damaged entry is a warning");
+  CHECK(file_size(path) == size, "the entry is whole again (%ld bytes)", file_size(path));
+  run_plan("warm after the rebuild", 1, &d);
+  CHECK(d.hits == 2 && d.corrupt == 0, "the rebuilt entry is a hit");
+  /* truncated: detected (length), rebuilt; no second warning */
+  CHECK(truncate(path, 40) == 0, "truncate the entry");
+  run_plan("binary: truncated to 40 bytes", 2, &d);
+  CHECK(d.hits == 1 && d.corrupt == 1 && d.writes == 1 && d.warnings == 0,
+        "truncated: corrupt, rebuilt, no second warning");
+  CHECK(truncate(path, size - 7) == 0, "cut the payload");
+  run_plan("binary: payload cut short", 2, &d);
+  CHECK(d.hits == 1 && d.corrupt == 1 && d.writes == 1, "cut payload: corrupt, rebuilt");
+  /* the graph record: damaged -> rewritten again and stored again */
+  flip_byte(gpath, gsize - 100);
+  run_plan("graph record: byte flipped", 1, &d);
+  CHECK(gd.hits == 0 && gd.stores == 1 && d.corrupt == 1 && d.hits == 1, "graph record: corrupt, rewritten, stored");
+  CHECK(truncate(gpath, gsize / 2) == 0, "cut the graph record");
+  run_plan("graph record: cut in half", 1, &d);
+  CHECK(gd.hits == 0 && gd.stores == 1 && d.corrupt == 1, "cut graph record: corrupt, rewritten, stored");
+  run_plan("warm again", 1, &d);
+  CHECK(d.hits == 2 && gd.hits == 1 && d.corrupt == 0 && d.writes == 0, "whole again");
+
+  /* read-only directory holding the entry: still a hit; a miss still runs */
+  if (geteuid() != 0) {
+    CHECK(chmod(cdir, 0500) == 0, "make the directory read-only");
+    run_plan("read-only directory, entries present", 1, &d);
+    CHECK(d.hits == 2, "a read-only cache still serves its entries");
+    setenv("KILN_FUSION", "0", 1); /* another key: a miss that cannot be stored */
+    run_plan("read-only directory, new key", 2, &d);
+    CHECK(d.hits == 1 && d.writes == 0 && d.write_failures == 1 && d.warnings == 1,
+          "read-only: runs (the graph record is a hit), the binary's store fails with one warning");
+    unsetenv("KILN_FUSION");
+    chmod(cdir, 0700);
+  } else {
+    printf("  (running as root: a read-only mode is not enforced; the unusable-directory case below covers it)\n");
+  }
+  /* unusable directory: its parent is a regular file */
+  char file[600], bad[700];
+  snprintf(file, sizeof file, "%s/a-file", root);
+  FILE *f = fopen(file, "w");
+  if (f) fclose(f);
+  snprintf(bad, sizeof bad, "%s/cache", file);
+  setenv("KILN_CACHE_DIR", bad, 1);
+  run_plan("unusable directory", 2, &d);
+  CHECK(d.hits == 0 && d.writes == 0 && d.write_failures == 2 && d.warnings == 1,
+        "unusable directory: runs, two stores fail, warned once");
+  run_plan("unusable directory again", 2, &d);
+  CHECK(d.write_failures == 2 && d.warnings == 0, "no second warning for the same directory");
+  /* off */
+  setenv("KILN_CACHE_DIR", "off", 1);
+  run_plan("KILN_CACHE_DIR=off", 2, &d);
+  CHECK(d.hits == 0 && d.writes == 0 && d.write_failures == 0 && d.warnings == 0, "off: nothing read or written");
+
+  char tmp[700];
+  snprintf(tmp, sizeof tmp, "rm -rf '%s'", root);
+  if (system(tmp)) printf("note: could not remove %s\n", root);
+  kiln_tensor_release(&x);
+  kiln_tensor_release(&ref);
+  kiln_graph_free(g);
+  printf("opencl_cache: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
