@@ -154,6 +154,8 @@ kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0
   bool dyn = has_data_dependent(sh);
   p->spec = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *p->spec);
   if (!p->spec) {
+    kiln_graph_free(g);
+    kiln_shapes_free(sh);
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     goto fail;
   }

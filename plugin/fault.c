@@ -109,3 +109,22 @@ char *__wrap_kiln_strdup(const char *s) {
 char *__wrap_kiln_strndup(const char *s, size_t n) {
   return kiln_fault_hit(KILN_FAULT_ALLOC, "kiln_strndup") ? NULL : counted(__real_kiln_strndup(s, n));
 }
+
+/* ---- a full disk (the kiln cache's writes; tests/fault_cache.sh) ---- */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/types.h>
+
+ssize_t __real_write(int fd, const void *buf, size_t n);
+ssize_t __wrap_write(int fd, const void *buf, size_t n);
+
+/* KILN_FAULT_DISK_FULL=1: every write() kiln makes fails with ENOSPC. */
+ssize_t __wrap_write(int fd, const void *buf, size_t n) {
+  const char *e = getenv("KILN_FAULT_DISK_FULL");
+  if (e && *e == '1') {
+    errno = ENOSPC;
+    return -1;
+  }
+  return __real_write(fd, buf, n);
+}

@@ -7,7 +7,9 @@
  * count the calls and fail the Nth, and count live objects so that a test
  * sees a leak without a sanitizer. The normal plugin contains none of this
  * and exports only the ONNXIFI functions; this one also exports the
- * kilnFault* functions below, which a test fetches with dlsym.
+ * kilnFault* functions below, which a test fetches with dlsym. With
+ * KILN_FAULT_DISK_FULL=1 in the environment, every write() kiln makes (the
+ * kiln cache's) fails with ENOSPC: a full disk.
  * See docs/RELIABILITY.md. */
 #ifndef KILN_PLUGIN_FAULT_H
 #define KILN_PLUGIN_FAULT_H
