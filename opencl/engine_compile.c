@@ -84,8 +84,9 @@ static kiln_status add_step(cstate *c, kiln_cl_step st, const int *reads, int nr
     c->cap_steps = cap;
   }
   st.prof = -1;
-  v->steps[v->n_steps++] = st;
-  return kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
+  kiln_status s = kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
+  if (!s) v->steps[v->n_steps++] = st; /* on failure the caller still owns st.op */
+  return s;
 }
 
 /* Appends a printed kernel (text, sig: taken) as the next GEN step. */
