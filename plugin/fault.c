@@ -3,12 +3,16 @@
  * -Wl,--wrap=kiln_malloc,... into libonnxifi-kiln-fault.so only; see
  * plugin/fault.h). Every allocation kiln makes goes through ir/alloc, and
  * protobuf-c's go there too (ir/onnx_import's allocator), so failing the
- * Nth call of these wrappers fails the Nth allocation of the plugin. */
+ * Nth call of these wrappers fails the Nth allocation of the plugin. The
+ * cache's write() is wrapped too (KILN_FAULT_DISK_FULL). */
 #include "plugin/fault.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <sys/types.h>
 
 #include "plugin/fault_int.h"
 
@@ -111,10 +115,6 @@ char *__wrap_kiln_strndup(const char *s, size_t n) {
 }
 
 /* ---- a full disk (the kiln cache's writes; tests/fault_cache.sh) ---- */
-
-#include <errno.h>
-#include <stdlib.h>
-#include <sys/types.h>
 
 ssize_t __real_write(int fd, const void *buf, size_t n);
 ssize_t __wrap_write(int fd, const void *buf, size_t n);

@@ -27,13 +27,18 @@
  * only host memory exhaustion may fail onnxInitGraph); --stride
  * tests every K-th N (the count of fault points is still exact). Prints
  * per model the fault points exercised; exits 1 on any violation, 77 when
- * no backend matches (the reason printed). */
+ * no backend matches (the reason printed). --fresh: each N in a new process
+ * (forked before the plugin is loaded), so that what a process does once —
+ * OpenCL contexts and queues, CLBlast's warm-up, the engine tables — is
+ * failed too; the child also checks that a second path works. */
 #include <onnx/onnxifi_loader.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "include/kiln/kiln_ext.h"
 #include "ir/onnx_import.h"
@@ -51,7 +56,7 @@ static kilnFaultPointFunction f_point;
 static kilnFaultLiveFunction f_live;
 
 static const char *backend_sub;
-static int kind = KILN_FAULT_ALLOC, persistent, fallback, failures;
+static int kind = KILN_FAULT_ALLOC, persistent, fallback, fresh, failures;
 
 static void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void violation(const char *fmt, ...) {
@@ -210,6 +215,11 @@ static void run_path(const model *m, outcome *o) {
     failed(o, "no backend", ONNXIFI_STATUS_BACKEND_UNAVAILABLE, "no backend name contains the --backend text");
     goto release;
   }
+  onnxExtensionFunctionPointer fp;
+  if (!last_error && !get_ext(ids[pick], "kilnGetLastErrorMessage", &fp))
+    last_error = (kilnGetLastErrorMessageFunction)(void (*)(void))fp;
+  if (!event_status && !get_ext(ids[pick], "kilnGetEventStatus", &fp))
+    event_status = (kilnGetEventStatusFunction)(void (*)(void))fp;
   if ((st = lib.onnxGetBackendCompatibility(ids[pick], m->size, m->bytes))) {
     failed(o, "onnxGetBackendCompatibility", st, last_msg());
     goto release;
@@ -354,6 +364,74 @@ static void tally_add(tally *t, const char *point) {
 /* Sweeps one model; returns the number of fault points. */
 static long only_n;
 
+/* Judges the path that ran with fault n armed; returns 1 when it is right.
+ * *kind_out: 0 failed cleanly, 1 absorbed. */
+static int judge(const model *m, const outcome *o, long n, long total, long hits, const char *point,
+                 int *kind_out, char *where, size_t wn) {
+  snprintf(where, wn, "%s, fault %ld/%ld (%s%s)", m->name, n, total, point, persistent ? ", persistent" : "");
+  int ok = 1;
+  *kind_out = -1;
+  if (!hits) {
+    violation("%s: no call failed although the clean path made %ld calls (a path that varies)", where, total);
+    ok = 0;
+  } else if (o->step) {
+    *kind_out = 0;
+    if (!status_allowed(o->st)) {
+      violation("%s: %s gave status 0x%x: %s", where, o->step, (unsigned)o->st, o->msg);
+      ok = 0;
+    } else if (!message_ok(o->msg, point) && last_error) { /* (a fresh process's first call: no reader yet) */
+      violation("%s: %s gave status 0x%x with a message that does not say what failed: \"%s\"", where, o->step,
+                (unsigned)o->st, o->msg);
+      ok = 0;
+    } else if (fallback && kind == KILN_FAULT_OPENCL && !strcmp(o->step, "onnxInitGraph") &&
+               o->st != ONNXIFI_STATUS_NO_SYSTEM_MEMORY) { /* host memory: no fallback helps */
+      violation("%s: onnxInitGraph failed under KILN_DEVICE=auto (no host fallback): %s", where, o->msg);
+      ok = 0;
+    }
+  } else if (!o->outputs_ok) {
+    violation("%s: the path succeeded with wrong outputs: %s", where, o->msg);
+    ok = 0;
+  } else {
+    *kind_out = 1;
+  }
+  if (o->release_bad) {
+    violation("%s: %s", where, o->bad);
+    ok = 0;
+  }
+  if (o->step && getenv("FAULT_SWEEP_VERBOSE"))
+    printf("  %ld %s -> %s 0x%x: %s\n", n, point, o->step, (unsigned)o->st, o->msg);
+  return ok;
+}
+
+static int next_path_ok(const model *m, const char *where) {
+  outcome c;
+  run_path(m, &c);
+  if (c.step || !c.outputs_ok || c.release_bad) {
+    violation("%s: the next clean path fails: %s: status 0x%x: %s %s", where, c.step ? c.step : "outputs",
+              (unsigned)c.st, c.msg, c.bad);
+    return 0;
+  }
+  return 1;
+}
+
+static void report(const model *m, long total, long tested, long clean_fail, long absorbed, const tally *points,
+                   const tally *absorbed_at, const char *how) {
+  printf("%s on %s: %ld %s fault points (calls on the path%s), %ld tested%s: %ld failed cleanly, %ld absorbed\n",
+         m->name, backend_sub, total, kind == KILN_FAULT_ALLOC ? "allocation" : "OpenCL", how, tested,
+         persistent ? " (persistent)" : "", clean_fail, absorbed);
+  if (points->n) {
+    printf("  failed at:");
+    for (int i = 0; i < points->n; i++) printf(" %s %d", points->row[i].point, points->row[i].count);
+    printf("\n");
+  }
+  if (absorbed_at->n) {
+    printf("  absorbed at:");
+    for (int i = 0; i < absorbed_at->n; i++) printf(" %s %d", absorbed_at->row[i].point, absorbed_at->row[i].count);
+    printf("\n");
+  }
+  fflush(stdout);
+}
+
 static long sweep(const model *m, long max, long stride, long verify_every) {
   outcome o;
   /* a clean path first: once-per-process work done, the baseline taken,
@@ -381,108 +459,114 @@ static long sweep(const model *m, long max, long stride, long verify_every) {
     f_arm(kind, n, persistent);
     run_path(m, &o);
     long hits = f_hits(kind);
-    char point[48];
+    char point[48], where[400];
     snprintf(point, sizeof point, "%s", f_point(kind));
     f_arm(kind, 0, 0);
     tested++;
-    char where[400];
-    snprintf(where, sizeof where, "%s, fault %ld/%ld (%s%s)", m->name, n, total, point, persistent ? ", persistent" : "");
-    int ok = 1;
-    if (!hits) {
-      violation("%s: no call failed although the clean path made %ld calls (a path that varies)", where, total);
-      ok = 0;
-    } else if (o.step) {
-      tally_add(&points, point);
-      if (!status_allowed(o.st)) {
-        violation("%s: %s gave status 0x%x: %s", where, o.step, (unsigned)o.st, o.msg);
-        ok = 0;
-      } else if (!message_ok(o.msg, point)) {
-        violation("%s: %s gave status 0x%x with a message that does not say what failed: \"%s\"", where, o.step,
-                  (unsigned)o.st, o.msg);
-        ok = 0;
-      } else if (fallback && kind == KILN_FAULT_OPENCL && !strcmp(o.step, "onnxInitGraph") &&
-                 o.st != ONNXIFI_STATUS_NO_SYSTEM_MEMORY) { /* host memory: no fallback helps */
-        violation("%s: onnxInitGraph failed under KILN_DEVICE=auto (no host fallback): %s", where, o.msg);
-        ok = 0;
-      }
-      clean_fail++;
-    } else if (!o.outputs_ok) {
-      violation("%s: the path succeeded with wrong outputs: %s", where, o.msg);
-      ok = 0;
-    } else {
-      absorbed++;
-      tally_add(&absorbed_at, point);
-    }
-    if (o.release_bad) {
-      violation("%s: %s", where, o.bad);
-      ok = 0;
-    }
+    int how;
+    int ok = judge(m, &o, n, total, hits, point, &how, where, sizeof where);
+    if (how == 0) clean_fail++, tally_add(&points, point);
+    if (how == 1) absorbed++, tally_add(&absorbed_at, point);
     if (!leaks_ok(where)) ok = 0;
     if (verify_every > 0 && (tested % verify_every == 0 || !ok)) {
-      outcome c;
-      run_path(m, &c);
-      if (c.step || !c.outputs_ok || c.release_bad) {
-        violation("%s: the next clean path fails: %s: status 0x%x: %s %s", where, c.step ? c.step : "outputs",
-                  (unsigned)c.st, c.msg, c.bad);
-        ok = 0;
-      }
+      if (!next_path_ok(m, where)) ok = 0;
       if (!leaks_ok(where)) ok = 0;
     }
-    if (o.step && getenv("FAULT_SWEEP_VERBOSE"))
-      printf("  %ld %s -> %s 0x%x: %s\n", n, point, o.step, (unsigned)o.st, o.msg);
     if (only_n) break;
     if (!ok && ++bad >= 20) {
       printf("fault_sweep: %s: 20 violations, stopping this model\n", m->name);
       break;
     }
   }
-  printf("%s on %s: %ld %s fault points (calls on the path), %ld tested%s: %ld failed cleanly, %ld absorbed\n",
-         m->name, backend_sub, total, kind == KILN_FAULT_ALLOC ? "allocation" : "OpenCL", tested,
-         persistent ? " (persistent)" : "", clean_fail, absorbed);
-  if (points.n) {
-    printf("  failed at:");
-    for (int i = 0; i < points.n; i++) printf(" %s %d", points.row[i].point, points.row[i].count);
-    printf("\n");
-  }
-  if (absorbed_at.n) {
-    printf("  absorbed at:");
-    for (int i = 0; i < absorbed_at.n; i++) printf(" %s %d", absorbed_at.row[i].point, absorbed_at.row[i].count);
-    printf("\n");
-  }
-  fflush(stdout);
+  report(m, total, tested, clean_fail, absorbed, &points, &absorbed_at, "");
   return total;
 }
 
-int main(int argc, char **argv) {
-  const char *path = NULL;
-  const char *models[32];
-  int nm = 0;
-  long max = 0, stride = 1, verify_every = 1;
-  const char *only = getenv("FAULT_SWEEP_ONLY"); /* debugging: test this N alone */
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend_sub = argv[++i];
-    else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
-      const char *k = argv[++i];
-      if (!strcmp(k, "alloc")) kind = KILN_FAULT_ALLOC;
-      else if (!strcmp(k, "opencl")) kind = KILN_FAULT_OPENCL;
-      else {
-        fprintf(stderr, "fault_sweep: --kind alloc|opencl\n");
-        return 2;
+static int load_plugin(const char *path);
+
+/* --fresh: each N in a new process (fork before the plugin is loaded), so
+ * that what a process does once — contexts, queues, CLBlast's warm-up, the
+ * engine tables — fails too. The child checks its path and that a second
+ * path in the same process works; the parent counts and sees crashes. */
+static long sweep_fresh(const char *path, const model *m, long max) {
+  int fd[2];
+  if (pipe(fd)) return 0;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) { /* count the calls of a fresh process's first path */
+    close(fd[0]);
+    long total = -1;
+    if (!load_plugin(path)) {
+      outcome o;
+      f_arm(kind, 1L << 60, 0);
+      run_path(m, &o);
+      total = o.step || !o.outputs_ok ? -1 : f_calls(kind);
+      f_arm(kind, 0, 0);
+    }
+    if (write(fd[1], &total, sizeof total) != (ssize_t)sizeof total) _exit(2);
+    _exit(0);
+  }
+  close(fd[1]);
+  long total = -1;
+  if (read(fd[0], &total, sizeof total) != (ssize_t)sizeof total) total = -1;
+  close(fd[0]);
+  waitpid(pid, NULL, 0);
+  if (total < 0) {
+    violation("%s: the clean path of a fresh process fails", m->name);
+    return 0;
+  }
+  long last = max > 0 && max < total ? max : total, tested = 0, clean_fail = 0, absorbed = 0;
+  tally points = {0}, absorbed_at = {0};
+  for (long n = 1; n <= last; n++) {
+    int res[2];
+    if (pipe(res)) break;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+      close(res[0]);
+      int how = -1, ok = 0;
+      char point[48] = "", where[400];
+      if (!load_plugin(path)) {
+        outcome o;
+        f_arm(kind, n, persistent);
+        run_path(m, &o);
+        long hits = f_hits(kind);
+        snprintf(point, sizeof point, "%s", f_point(kind));
+        f_arm(kind, 0, 0);
+        ok = judge(m, &o, n, total, hits, point, &how, where, sizeof where);
+        if (!next_path_ok(m, where)) ok = 0;
       }
-    } else if (!strcmp(argv[i], "--persistent")) persistent = 1;
-    else if (!strcmp(argv[i], "--fallback")) fallback = 1;
-    else if (!strcmp(argv[i], "--max") && i + 1 < argc) max = atol(argv[++i]);
-    else if (!strcmp(argv[i], "--stride") && i + 1 < argc) stride = atol(argv[++i]);
-    else if (!strcmp(argv[i], "--verify-every") && i + 1 < argc) verify_every = atol(argv[++i]);
-    else if (!path) path = argv[i];
-    else if (nm < 32) models[nm++] = argv[i];
+      char buf[64];
+      snprintf(buf, sizeof buf, "%d %d %.47s", ok, how, point);
+      if (write(res[1], buf, strlen(buf) + 1) < 0) _exit(2);
+      fflush(stdout);
+      _exit(ok ? 0 : 1);
+    }
+    close(res[1]);
+    char buf[64] = "";
+    ssize_t k = read(res[0], buf, sizeof buf - 1);
+    close(res[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    tested++;
+    int ok = 0, how = -1;
+    char point[48] = "";
+    if (k > 0) sscanf(buf, "%d %d %47s", &ok, &how, point);
+    if (WIFSIGNALED(st)) violation("%s, fault %ld/%ld (fresh process): killed by signal %d", m->name, n, total,
+                                   WTERMSIG(st));
+    else if (!WIFEXITED(st) || WEXITSTATUS(st)) failures++; /* the child printed it */
+    if (how == 0) clean_fail++, tally_add(&points, point);
+    if (how == 1) absorbed++, tally_add(&absorbed_at, point);
   }
-  if (only) only_n = atol(only);
-  if (!path || !backend_sub || !nm || stride < 1) {
-    fprintf(stderr, "usage: fault_sweep LIB --backend SUBSTR [--kind alloc|opencl] [--persistent] [--fallback] "
-                    "[--max N] [--stride K] [--verify-every K] MODEL...\n");
-    return 2;
-  }
+  report(m, total, tested, clean_fail, absorbed, &points, &absorbed_at, " of a fresh process");
+  return total;
+}
+
+/* Loads the plugin and its kilnFault* functions; with fetch_ext, also the
+ * extension functions (which makes the plugin enumerate its backends: a
+ * fresh-process sweep leaves that to the armed path, run_path fetches them).
+ * 0, or the exit code. */
+static int load_plugin_ext(const char *path, int fetch_ext) {
   if (!onnxifi_load(ONNXIFI_LOADER_FLAG_VERSION_1_0, path, &lib)) {
     fprintf(stderr, "fault_sweep: cannot load %s\n", path);
     return 2;
@@ -497,6 +581,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fault_sweep: %s is not the fault-injection build (no kilnFault* functions)\n", path);
     return 2;
   }
+  if (!fetch_ext) return 0;
   /* the extension functions, from a backend matching --backend */
   onnxBackendID ids[16];
   size_t nb = 16;
@@ -529,6 +614,44 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fault_sweep: the plugin lacks kilnGetLastErrorMessage / kilnGetEventStatus\n");
     return 2;
   }
+  return 0;
+}
+
+static int load_plugin(const char *path) { return load_plugin_ext(path, 0); }
+
+int main(int argc, char **argv) {
+  const char *path = NULL;
+  const char *models[32];
+  int nm = 0;
+  long max = 0, stride = 1, verify_every = 1;
+  const char *only = getenv("FAULT_SWEEP_ONLY"); /* debugging: test this N alone */
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend_sub = argv[++i];
+    else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
+      const char *k = argv[++i];
+      if (!strcmp(k, "alloc")) kind = KILN_FAULT_ALLOC;
+      else if (!strcmp(k, "opencl")) kind = KILN_FAULT_OPENCL;
+      else {
+        fprintf(stderr, "fault_sweep: --kind alloc|opencl\n");
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--persistent")) persistent = 1;
+    else if (!strcmp(argv[i], "--fallback")) fallback = 1;
+    else if (!strcmp(argv[i], "--fresh")) fresh = 1;
+    else if (!strcmp(argv[i], "--max") && i + 1 < argc) max = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--stride") && i + 1 < argc) stride = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--verify-every") && i + 1 < argc) verify_every = atol(argv[++i]);
+    else if (!path) path = argv[i];
+    else if (nm < 32) models[nm++] = argv[i];
+  }
+  if (only) only_n = atol(only);
+  if (!path || !backend_sub || !nm || stride < 1) {
+    fprintf(stderr, "usage: fault_sweep LIB --backend SUBSTR [--kind alloc|opencl] [--persistent] [--fallback] "
+                    "[--fresh] [--max N] [--stride K] [--verify-every K] MODEL...\n");
+    return 2;
+  }
+  int rc = fresh ? 0 : load_plugin_ext(path, 1);
+  if (rc) return rc;
   long points = 0;
   for (int i = 0; i < nm; i++) {
     model m;
@@ -537,10 +660,10 @@ int main(int argc, char **argv) {
       model_free(&m);
       continue;
     }
-    points += sweep(&m, max, stride, verify_every);
+    points += fresh ? sweep_fresh(path, &m, max) : sweep(&m, max, stride, verify_every);
     model_free(&m);
   }
-  onnxifi_unload(&lib);
+  if (!fresh) onnxifi_unload(&lib);
   printf("fault_sweep: %d model%s, %ld fault points, %d violation%s\n", nm, nm == 1 ? "" : "s", points, failures,
          failures == 1 ? "" : "s");
   return failures ? 1 : 0;
