@@ -431,7 +431,10 @@ static kiln_status plan_fusion(kiln_cpu_plan *p) {
   p->step_of = kiln_calloc((size_t)nn + 1, sizeof *p->step_of);
   p->pre = kiln_calloc((size_t)nn + 1, sizeof *p->pre);
   p->spec_vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->spec_vals);
-  if (!p->step_of || !p->pre || !p->spec_vals) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  if (!p->step_of || !p->pre || !p->spec_vals) {
+    kiln_free(single);
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  }
   kiln_fuse_opts o = {0};
   if (!fusion_enabled()) o.max_nodes = 1;
   s = kiln_fuse_ctx_new(g, p->sh, &o, &p->fctx);
@@ -1126,7 +1129,7 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
     res[k].capacity = p->size[w];
     res[k].keep = k == 0 && p->inplace[i];
   }
-  if (ax && n->n_out > 0) {
+  if (ax && res && n->n_out > 0) {
     memset(&res[0], 0, sizeof res[0]);
     res[0].data = ax->data;
     res[0].capacity = ax->bytes;
@@ -1268,9 +1271,10 @@ static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
   ep_ctx *c = ctx;
   void *o[64];
   for (int k = 0; k < c->n_store; k++) o[k] = k == c->target ? (void *)y : (char *)c->out[k] + (size_t)start * c->esize[k];
-  if (kiln_tile_exec_par(c->tp, start, start + n, o, y, c->isa)) {
+  kiln_status s = kiln_tile_exec_par(c->tp, start, start + n, o, y, c->isa);
+  if (s) {
     kiln_error_clear();
-    c->failed = 1;
+    c->failed = (int)s; /* the status, for the message after the kernel */
   }
 }
 
@@ -1342,7 +1346,9 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     s = run_kernel(p, sp->anchor, slot, &ax);
     if (owned && slot[wa].data == ax.data) slot[wa].owns = true;
     else if (owned) kiln_free(ax.data);
-    if (!s && c.failed) s = kiln_fail(KILN_E_INTERNAL, "the fused epilogue failed");
+    if (!s && c.failed)
+      s = c.failed == KILN_E_NOMEM ? kiln_fail(KILN_E_NOMEM, "out of memory in the fused epilogue")
+                                   : kiln_fail(KILN_E_INTERNAL, "the fused epilogue failed");
     if (!s && ax.applied) p->st.epilogues_fused++;
     else if (!s) {
       p->st.epilogues_separate++;

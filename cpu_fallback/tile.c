@@ -69,7 +69,7 @@ static kiln_status decline(char *why, size_t size, const char *fmt, const char *
 
 void kiln_tile_unbind(kiln_tile_prog *tp) {
   if (!tp) return;
-  for (int a = 0; a < tp->n_acc; a++) kiln_tensor_release(&tp->acc[a].copy);
+  for (int a = 0; tp->acc && a < tp->n_acc; a++) kiln_tensor_release(&tp->acc[a].copy);
   tp->bound = false;
 }
 

@@ -7,6 +7,26 @@
 #include "ir/alloc.h"
 #include "onnx/onnx.pb-c.h"
 
+/* ---- protobuf-c's allocations go through kiln's allocator ---- */
+
+/* Set when an allocation of the current unpack failed: a NULL unpack is
+ * then out of memory, not bad bytes. */
+static _Thread_local int pb_alloc_failed;
+
+static void *pb_alloc(void *data, size_t n) {
+  (void)data;
+  void *p = kiln_malloc(n);
+  if (!p) pb_alloc_failed = 1;
+  return p;
+}
+
+static void pb_free(void *data, void *p) {
+  (void)data;
+  kiln_free(p);
+}
+
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+
 /* ---- name -> value index map (open addressing, power-of-two capacity) ---- */
 
 typedef struct name_map {
@@ -123,7 +143,9 @@ static kiln_status tensor_from_proto(const Onnx__TensorProto *tp, kiln_tensor *t
 }
 
 kiln_status kiln_tensor_parse(const void *bytes, size_t size, kiln_tensor *out, char **name) {
-  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, size, bytes);
+  pb_alloc_failed = 0;
+  Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&pb_allocator, size, bytes);
+  if (!tp && pb_alloc_failed) return kiln_fail(KILN_E_NOMEM, "out of memory parsing a TensorProto of %zu bytes", size);
   if (!tp) return kiln_fail(KILN_E_PROTOBUF, "bytes do not parse as an ONNX TensorProto");
   kiln_status s = tensor_from_proto(tp, out);
   if (!s && name) {
@@ -133,7 +155,7 @@ kiln_status kiln_tensor_parse(const void *bytes, size_t size, kiln_tensor *out, 
       s = kiln_fail(KILN_E_NOMEM, "out of memory");
     }
   }
-  onnx__tensor_proto__free_unpacked(tp, NULL);
+  onnx__tensor_proto__free_unpacked(tp, &pb_allocator);
   return s;
 }
 
@@ -415,7 +437,9 @@ static kiln_status import_graph(importer *im, const Onnx__ModelProto *mp) {
 
 kiln_status kiln_onnx_import(const void *bytes, size_t size, kiln_graph **out) {
   *out = NULL;
-  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, bytes);
+  pb_alloc_failed = 0;
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_allocator, size, bytes);
+  if (!mp && pb_alloc_failed) return kiln_fail(KILN_E_NOMEM, "out of memory parsing the model (%zu bytes)", size);
   if (!mp) return kiln_fail(KILN_E_PROTOBUF, "the %zu bytes do not parse as an ONNX ModelProto", size);
   kiln_status s = KILN_OK;
   importer im = {0};
@@ -492,7 +516,7 @@ kiln_status kiln_onnx_import(const void *bytes, size_t size, kiln_graph **out) {
   s = import_graph(&im, mp);
 done:
   map_free(&im.names);
-  onnx__model_proto__free_unpacked(mp, NULL);
+  onnx__model_proto__free_unpacked(mp, &pb_allocator);
   if (s) kiln_graph_free(g);
   else *out = g;
   return s;

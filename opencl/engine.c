@@ -29,36 +29,60 @@
 
 /* ---- devices and their contexts (process lifetime) ---- */
 
-static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t devices_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool devices_done; /* enumerated (a list, maybe empty): never again */
+static kiln_status devices_status; /* KILN_E_NOMEM: the last try ran out of memory */
 static kiln_cl_device_list devices;
 static kiln_cl_slot *slots;
 
+/* With devices_mu held. Host memory exhaustion is not remembered: the next
+ * call tries again (a transient failure must not hide the devices for the
+ * rest of the process). */
 static void enumerate_devices(void) {
-  if (kiln_cl_devices_enumerate(&devices)) {
+  kiln_cl_device_list l;
+  memset(&l, 0, sizeof l);
+  devices_status = kiln_cl_devices_enumerate(&l);
+  if (devices_status) {
     kiln_error_clear();
-    memset(&devices, 0, sizeof devices);
     return;
   }
-  slots = kiln_calloc((size_t)devices.n + 1, sizeof *slots);
-  if (!slots) {
-    devices.n = 0;
+  kiln_cl_slot *sl = kiln_calloc((size_t)l.n + 1, sizeof *sl);
+  if (!sl) {
+    kiln_cl_devices_free(&l);
+    devices_status = KILN_E_NOMEM;
     return;
   }
-  for (int i = 0; i < devices.n; i++) pthread_mutex_init(&slots[i].mu, NULL);
+  for (int i = 0; i < l.n; i++) pthread_mutex_init(&sl[i].mu, NULL);
+  devices = l;
+  slots = sl;
+  devices_done = true;
 }
 
 const kiln_cl_device_list *kiln_cl_engine_devices(void) {
-  pthread_once(&devices_once, enumerate_devices);
+  pthread_mutex_lock(&devices_mu);
+  if (!devices_done) enumerate_devices();
+  pthread_mutex_unlock(&devices_mu);
   return &devices;
+}
+
+kiln_status kiln_cl_engine_devices_status(void) {
+  pthread_mutex_lock(&devices_mu);
+  kiln_status s = devices_done ? KILN_OK : devices_status;
+  pthread_mutex_unlock(&devices_mu);
+  return s;
 }
 
 void kiln_cl_engine_shutdown(void) {
   kiln_cl_trace_shutdown();
-  if (!slots) return;
-  for (int i = 0; i < devices.n; i++) pthread_mutex_destroy(&slots[i].mu);
-  kiln_free(slots);
-  slots = NULL;
-  kiln_cl_devices_free(&devices);
+  pthread_mutex_lock(&devices_mu);
+  if (slots) {
+    for (int i = 0; i < devices.n; i++) pthread_mutex_destroy(&slots[i].mu);
+    kiln_free(slots);
+    slots = NULL;
+    kiln_cl_devices_free(&devices);
+  }
+  devices_done = false;
+  pthread_mutex_unlock(&devices_mu);
 }
 
 /* The slot (context + lock) of dev, with the context created on first use. */
@@ -215,6 +239,8 @@ kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *hos
   bool dyn = has_data_dependent(sh);
   p->spec = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *p->spec);
   if (!p->spec) {
+    kiln_graph_free(g);
+    kiln_shapes_free(sh);
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     goto fail;
   }

@@ -14,8 +14,15 @@
 #include "opencl/device.h"
 
 /* The usable devices, enumerated once per process (thread-safe). Never
- * fails: a machine without OpenCL gets an empty list whose notes say why. */
+ * fails: a machine without OpenCL gets an empty list whose notes say why;
+ * an enumeration that ran out of host memory gives an empty list too and is
+ * tried again at the next call (kiln_cl_engine_devices_status). */
 const kiln_cl_device_list *kiln_cl_engine_devices(void);
+
+/* KILN_E_NOMEM when the devices could not be listed for lack of host
+ * memory (the list is then empty, and the next kiln_cl_engine_devices()
+ * tries again); KILN_OK otherwise. */
+kiln_status kiln_cl_engine_devices_status(void);
 
 /* Frees the device list and the per-device slots at unload (the contexts
  * are left to the driver). No engine may be used afterwards. */

@@ -85,8 +85,9 @@ static kiln_status add_step(cstate *c, kiln_cl_step st, const int *reads, int nr
     c->cap_steps = cap;
   }
   st.prof = -1;
-  v->steps[v->n_steps++] = st;
-  return kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
+  kiln_status s = kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
+  if (!s) v->steps[v->n_steps++] = st; /* on failure the caller still owns st.op */
+  return s;
 }
 
 /* Appends a printed kernel (text, sig: taken) as the next GEN step. */
@@ -508,6 +509,22 @@ static kiln_status build(cstate *c) {
   return s;
 }
 
+/* True when the host let kiln choose the device (KILN_DEVICE unset, empty
+ * or with an `auto` token): a graph the device cannot take at compile time
+ * then runs on the host instead of failing (opencl/ENGINE.md). */
+static bool host_fallback_allowed(void) {
+  const char *e = getenv("KILN_DEVICE");
+  if (!e || !*e) return true;
+  for (const char *t = e; *t;) {
+    while (*t == ' ' || *t == ',') t++;
+    size_t n = strcspn(t, ",");
+    while (n && t[n - 1] == ' ') n--;
+    if (n == 4 && !strncmp(t, "auto", 4)) return true;
+    t += strcspn(t, ",");
+  }
+  return false;
+}
+
 static void dump_source(cstate *c, int nvar) {
   if (!c->p->dump_stem[0] || !c->src.len) return;
   char ext[48];
@@ -530,6 +547,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   struct timespec tc[5];
   clock_gettime(CLOCK_MONOTONIC, &tc[0]);
   kiln_status s = KILN_OK;
+  bool on_device = false; /* failures from here on are the device's (host fallback) */
   if (p->probe_g) { /* prepare rewrote this graph already */
     v->g = p->probe_g;
     v->sh = p->probe_sh;
@@ -588,10 +606,12 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   clock_gettime(CLOCK_MONOTONIC, &tc[2]);
   if (g->n_outputs && (s = kiln_schedule_add_step(c.ms, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
   p->st.kernels = v->n_kern;
+  on_device = true;
   if ((s = place_values(&c))) goto fail;
   dump_source(&c, p->st.variants);
   clock_gettime(CLOCK_MONOTONIC, &tc[3]);
   if ((s = build(&c))) goto fail;
+  on_device = false;
   clock_gettime(CLOCK_MONOTONIC, &tc[4]);
   for (int k = 0; k < v->n_steps; k++) { /* KILN_PROFILE names */
     kiln_cl_step *st = &v->steps[k];
@@ -633,6 +653,18 @@ fail:
   kiln_schedule_free(c.fs1);
   kiln_fuse_ctx_free(c.fc1);
   kiln_cl_variant_free(p, v);
+  if (on_device && s != KILN_E_NOMEM && host_fallback_allowed()) {
+    /* the device could not take the graph (memory, a build, a kernel):
+       under KILN_DEVICE=auto it runs on the host, as data-dependent graphs do */
+    kiln_log(KILN_LOG_WARN, "opencl: graph '%s' cannot be compiled for %s (%s); it runs on the host (KILN_DEVICE=auto)",
+             d->name ? d->name : "", p->dev->id, kiln_last_error());
+    if (!(v = kiln_calloc(1, sizeof *v))) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+    v->host_only = true;
+    p->st.host_graphs++;
+    kiln_error_clear();
+    *out = v;
+    return KILN_OK;
+  }
   return s;
 }
 

@@ -105,7 +105,7 @@ static kiln_status run_host(kiln_cl_context *ctx, const kiln_cl_variant *v, int 
       ins[k] = &tmp[k];
     }
   }
-  for (int k = 0; k < n->n_out; k++) used[k] = n->out[k] >= 0;
+  for (int k = 0; used && k < n->n_out; k++) used[k] = n->out[k] >= 0;
   if (!s) {
     kiln_op_call call = {g, n, n->opset, n->n_in, ins, n->n_out, res, used};
     s = d->run(&call);

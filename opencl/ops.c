@@ -174,7 +174,8 @@ kiln_status kiln_clop_kernel(kiln_cl_op *op, const char *suffix, int *k) {
   return KILN_OK;
 }
 
-const char *kiln_clop_kname(const kiln_cl_op *op, int k) { return op->kname[k]; }
+/* "" for an op whose creation failed (callers test the status after). */
+const char *kiln_clop_kname(const kiln_cl_op *op, int k) { return op ? op->kname[k] : ""; }
 
 kiln_status kiln_clop_scratch(kiln_cl_op *op, size_t bytes, int *s) {
   if (op->n_scr >= OP_MAX_SCRATCH) return kiln_fail(KILN_E_INTERNAL, "too many scratch buffers for '%s'", op->label);

@@ -98,14 +98,19 @@ static kiln_status cl_run_mem(void *plan, const kiln_graph *g, const kiln_tensor
   return s;
 }
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t engines_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool engines_done; /* made (maybe none): never again */
 static kiln_engine *engines; /* per device of kiln_cl_engine_devices(), same order */
 static char (*names)[32];
 static char (*descs)[256];
 static int n_engines;
 
-static void make_engines(void) {
+/* With engines_mu held. Running out of host memory (here or while the
+ * devices are listed) leaves the table unmade: the next call tries again. */
+static void make_engines_locked(void) {
   const kiln_cl_device_list *l = kiln_cl_engine_devices();
+  if (kiln_cl_engine_devices_status()) return;
+  engines_done = true;
   if (!l->n) return;
   engines = kiln_calloc((size_t)l->n, sizeof *engines);
   names = kiln_calloc((size_t)l->n, sizeof *names);
@@ -115,6 +120,9 @@ static void make_engines(void) {
     kiln_free(names);
     kiln_free(descs);
     engines = NULL;
+    names = NULL;
+    descs = NULL;
+    engines_done = false;
     return;
   }
   for (int i = 0; i < l->n; i++) {
@@ -151,10 +159,19 @@ static void make_engines(void) {
   n_engines = l->n;
 }
 
+/* The engine table; KILN_E_NOMEM (with a message) when it could not be made. */
+static kiln_status make_engines(void) {
+  pthread_mutex_lock(&engines_mu);
+  if (!engines_done) make_engines_locked();
+  bool done = engines_done;
+  pthread_mutex_unlock(&engines_mu);
+  return done ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory listing the OpenCL devices");
+}
+
 kiln_status kiln_opencl_engines_auto(int rank, kiln_engine_add_fn add, const kiln_engine **out, int max, int *n) {
-  pthread_once(&once, make_engines);
+  kiln_status s = make_engines();
+  if (s) return s;
   const kiln_cl_device_list *l = kiln_cl_engine_devices();
-  kiln_status s = KILN_OK;
   for (int i = 0; i < n_engines && !s; i++)
     if (kiln_cl_device_auto_rank(&l->devices[i]) == rank) s = add(&engines[i], out, max, n);
   return s;
@@ -169,14 +186,15 @@ kiln_status kiln_opencl_engines_select(const char *env, const char *tok, kiln_en
       return kiln_fail(KILN_E_MODEL, "KILN_DEVICE=%s: malformed OpenCL device '%s' (expected opencl or opencl:P:D)",
                        env, tok);
   }
-  pthread_once(&once, make_engines);
+  kiln_status s = make_engines();
+  if (s) return s;
   const kiln_cl_device_list *l = kiln_cl_engine_devices();
   if (!n_engines)
     return kiln_fail(KILN_E_MODEL, "KILN_DEVICE=%s: no usable OpenCL device%s%s", env,
                      l->notes && *l->notes ? ": " : "",
                      l->notes ? l->notes : "");
   int idx[64], k = 0;
-  kiln_status s = kiln_cl_devices_select(l, tok, idx, 64, &k);
+  s = kiln_cl_devices_select(l, tok, idx, 64, &k);
   for (int i = 0; i < k && !s; i++) s = add(&engines[idx[i]], out, max, n);
   return s;
 }
@@ -189,5 +207,6 @@ __attribute__((destructor)) static void free_engines(void) {
   kiln_free(descs);
   engines = NULL;
   n_engines = 0;
+  engines_done = false;
   kiln_cl_engine_shutdown();
 }

@@ -7,6 +7,10 @@
 #include "ir/alloc.h"
 #include "plugin/plugin.h"
 
+/* The message an event keeps when copying the run's own failed (memory is
+ * short: the run most likely failed for the same reason). Never freed. */
+static char kept_no_memory[] = "the run failed, and there was no memory left to keep its message";
+
 kiln_status kiln_event_new(bool from_run, kiln_event **out) {
   kiln_event *e = kiln_calloc(1, sizeof *e);
   if (!e) return kiln_fail(KILN_E_NOMEM, "out of memory creating an event");
@@ -39,7 +43,7 @@ void kiln_event_unref(kiln_event *e) {
   if (left) return;
   pthread_cond_destroy(&e->cv);
   pthread_mutex_destroy(&e->mu);
-  kiln_free(e->message);
+  if (e->message != kept_no_memory) kiln_free(e->message);
   kiln_free(e);
 }
 
@@ -49,7 +53,7 @@ bool kiln_event_signal(kiln_event *e, onnxStatus status, const char *message) {
   if (!was) {
     e->signalled = true;
     e->status = status;
-    if (message && *message) e->message = kiln_strdup(message);
+    if (message && *message && !(e->message = kiln_strdup(message))) e->message = kept_no_memory;
     pthread_cond_broadcast(&e->cv);
   }
   pthread_mutex_unlock(&e->mu);

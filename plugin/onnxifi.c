@@ -30,9 +30,10 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetBackendIDs(onnxBackendID *backendID
   int n;
   kiln_status s = kiln_select_engines(eng, KILN_MAX_BACKENDS, &n);
   if (s) {
+    *numBackends = 0;
+    if (s == KILN_E_NOMEM) return ONNXIFI_STATUS_NO_SYSTEM_MEMORY;
     /* A configuration error the operator must see even without KILN_LOG. */
     fprintf(stderr, "kiln: %s\n", kiln_last_error());
-    *numBackends = 0;
     return ONNXIFI_STATUS_INTERNAL_ERROR;
   }
   if (!backendIDs || *numBackends < (size_t)n) {

@@ -70,7 +70,7 @@ kiln_status kiln_ref_run_observed(const kiln_graph *g, const kiln_tensor *const 
                       g->values[v].name);
       ins[k] = &slot[v];
     }
-    for (int k = 0; k < n->n_out; k++) used[k] = n->out[k] >= 0;
+    for (int k = 0; used && k < n->n_out; k++) used[k] = n->out[k] >= 0;
     if (!s) {
       kiln_op_call call = {g, n, n->opset, n->n_in, ins, n->n_out, res, used};
       s = d->run(&call);

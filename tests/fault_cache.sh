@@ -1,0 +1,159 @@
+#!/bin/sh
+# tests/fault_cache.sh CONFORMANCE LIB CASES [FAULT_LIB]: faults of the OpenCL engine's
+# on-disk cache of device binaries (opencl/cache.c, docs/RELIABILITY.md).
+# Each scenario runs the cases of CASES (the fusion suite: five graphs, each
+# run once, KILN_CL_BINARY_CACHE=1 so that every graph stores its binary)
+# through the ONNXIFI path on KILN_DEVICE=opencl and checks that kiln always
+# runs (every output right), warns once per unusable directory, and never
+# serves a damaged entry (it is rebuilt from source, then stored again):
+#   missing directory (created), a directory that cannot be created
+#   (/proc), a path that is a file, a full disk (FAULT_LIB, the fault build,
+#   with KILN_FAULT_DISK_FULL=1: every write fails with ENOSPC),
+#   the directory deleted while graphs run, truncated entries, a flipped
+#   payload byte, an entry with a valid checksum but a garbage binary (the
+#   driver rejects it), and four processes filling one directory at once.
+# The cache directory variable is CACHE_VAR below (one place to retarget).
+# Exit 77 (skipped, reason printed) without an OpenCL device.
+set -u
+conf=$1 lib=$2 cases=$3 fault_lib=${4:-}
+CACHE_VAR=KILN_CACHE_DIR
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+ncases=$(ls -d "$cases"/test_* | wc -l)
+runlib=$lib extra=
+
+bad() { echo "FAIL  $*"; fails=$((fails + 1)); }
+ok() { echo "ok    $*"; }
+
+# run NAME DIR [LOG]: the cases with the cache in DIR; output in $tmp/NAME.log
+run() {
+  env $extra "$CACHE_VAR=$2" KILN_DEVICE=opencl KILN_CL_BINARY_CACHE=1 KILN_LOG=${3:-info} \
+    "$conf" --lib "$runlib" "$cases" >"$tmp/$1.log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "conformance: $ncases passed, 0 failed" "$tmp/$1.log"; then
+    bad "$1: the cases did not all pass (exit $rc):"; tail -n 5 "$tmp/$1.log"; return 1
+  fi
+  return 0
+}
+count() { grep -c "$1" "$tmp/$2.log"; }
+entries() { ls "$1"/*.kc 2>/dev/null | wc -l; }
+
+probe=$(env KILN_DEVICE=opencl "$conf" --lib "$lib" -f none_such "$cases" 2>&1)
+case "$probe" in *"skipped: no usable OpenCL device"*) echo "$probe"; exit 77 ;; esac
+
+# 1. a missing directory is created; every graph built from source and stored
+d=$tmp/cache/a/b
+if run missing "$d"; then
+  [ "$(count 'built from source' missing)" -eq "$ncases" ] && [ "$(entries "$d")" -eq "$ncases" ] &&
+    ok "missing directory: created, $ncases entries stored" ||
+    bad "missing directory: $(count 'built from source' missing) builds, $(entries "$d") entries"
+fi
+# 2. warm: every program from the cache
+if run warm "$d"; then
+  [ "$(count 'from the kiln cache' warm)" -eq "$ncases" ] && [ "$(count 'built from source' warm)" -eq 0 ] &&
+    ok "warm cache: $ncases programs from the cache" ||
+    bad "warm cache: $(count 'from the kiln cache' warm) from the cache, $(count 'built from source' warm) built"
+fi
+
+# 3-5. unusable directories: kiln runs, one warning per directory
+unusable() { # NAME DIR
+  if run "$1" "$2" warn; then
+    n=$(count 'is not usable' "$1")
+    [ "$n" -eq 1 ] && ok "$1: runs, warned once" || bad "$1: $n warnings (expected 1)"
+  fi
+}
+unusable not_creatable /proc/kiln-cache-test
+: >"$tmp/a-file"
+unusable not_a_directory "$tmp/a-file"
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir -p "$tmp/ro" && chmod 0500 "$tmp/ro"
+  unusable read_only "$tmp/ro"
+  chmod 0700 "$tmp/ro"
+else
+  echo "note  read-only directory: running as root (permissions do not apply); /proc and a file stand for it"
+fi
+# a full disk: the fault build's write() fails with ENOSPC (FAULT_LIB)
+if [ -n "$fault_lib" ]; then
+  mkdir -p "$tmp/full"
+  runlib=$fault_lib extra=KILN_FAULT_DISK_FULL=1
+  run full "$tmp/full" warn
+  full_ok=$?
+  runlib=$lib extra=
+  if [ $full_ok -eq 0 ]; then
+    n=$(count 'is not usable' full)
+    left=$(ls -A "$tmp/full" | wc -l)
+    [ "$n" -eq 1 ] && [ "$left" -eq 0 ] && ok "full disk: runs, warned once, no partial file left" ||
+      bad "full disk: $n warnings, $left files left in the directory"
+  fi
+else
+  echo "note  full disk: no fault-injection build given, not tested"
+fi
+
+# 6. damaged entries are never served: each is detected, deleted, rebuilt
+damage() { # NAME HOW
+  rm -rf "$tmp/dmg"; mkdir -p "$tmp/dmg"
+  run "$1-fill" "$tmp/dmg" || return
+  for f in "$tmp"/dmg/*.kc; do
+    case $2 in
+    truncate) head -c $(($(wc -c <"$f") / 2)) "$f" >"$f.x" && mv "$f.x" "$f" ;;
+    header) head -c 20 "$f" >"$f.x" && mv "$f.x" "$f" ;;
+    flip) printf '\377' | dd of="$f" bs=1 seek=4000 conv=notrunc 2>/dev/null ;;
+    garbage) # a valid header and checksum over a payload no driver accepts
+      python3 - "$f" <<'EOF'
+import struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, 'rb').read())
+payload = bytes((i * 7 + 3) & 0xff for i in range(len(b) - 48))
+h = 0xcbf29ce484222325
+for c in payload:
+    h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+b[40:48] = struct.pack('<Q', h)
+open(p, 'wb').write(bytes(b[:48]) + payload)
+EOF
+      ;;
+    esac
+  done
+  run "$1" "$tmp/dmg" || return
+  built=$(count 'built from source' "$1")
+  served=$(count 'from the kiln cache' "$1")
+  [ "$built" -eq "$ncases" ] && [ "$served" -eq 0 ] && [ "$(entries "$tmp/dmg")" -eq "$ncases" ] &&
+    ok "$1: every damaged entry rebuilt from source and stored again" ||
+    bad "$1: $built built from source, $served served from the cache, $(entries "$tmp/dmg") entries"
+  run "$1-after" "$tmp/dmg" || return
+  [ "$(count 'from the kiln cache' "$1-after")" -eq "$ncases" ] && ok "$1: the rewritten entries are served" ||
+    bad "$1: the rewritten entries are not served"
+}
+damage truncated truncate
+damage short_header header
+damage flipped_byte flip
+if command -v python3 >/dev/null 2>&1; then
+  damage garbage_binary garbage
+else
+  echo "note  garbage binary: python3 missing, not tested"
+fi
+
+# 7. the directory deleted again and again while graphs run
+mkdir -p "$tmp/del"
+(while [ ! -f "$tmp/del.stop" ]; do rm -rf "$tmp/del" 2>/dev/null; done) &
+deleter=$!
+run deleted "$tmp/del" warn && ok "directory deleted while running: every case passed"
+: >"$tmp/del.stop"
+wait "$deleter"
+
+# 8. four processes fill one empty directory at once
+rm -rf "$tmp/par"
+for k in 1 2 3 4; do run "par$k" "$tmp/par" & done
+wait
+for k in 1 2 3 4; do grep -q "conformance: $ncases passed, 0 failed" "$tmp/par$k.log" || bad "parallel fill: process $k"; done
+tmps=$(ls -A "$tmp/par" | grep -c '\.tmp$')
+if run par-after "$tmp/par"; then
+  served=$(count 'from the kiln cache' par-after)
+  corrupt=$(count 'deleted, it will be rebuilt' par-after)
+  [ "$served" -eq "$ncases" ] && [ "$corrupt" -eq 0 ] && [ "$tmps" -eq 0 ] &&
+    ok "parallel fill: 4 processes, then every entry served, none damaged, no temporary file left" ||
+    bad "parallel fill: $served served, $corrupt damaged, $tmps temporary files left"
+fi
+
+echo "fault_cache: $fails failure(s)"
+[ "$fails" -eq 0 ]
