@@ -613,6 +613,20 @@ kiln_status kiln_fuse_spec_build(const kiln_fuse_ctx *c, int gid, const int *nod
     b.sp->anchor = b.sp->pool = b.sp->opaque = -1;
     s = build(&b, nodes, n_nodes, writes, n_writes);
   }
+  if (!s && b.sp->n_expr > 0) { /* observers: which expression holds each computed value */
+    int cnt = 0;
+    for (int i = 0; i < n_nodes; i++) cnt += c->g->nodes[nodes[i]].n_out;
+    b.sp->vexpr = kiln_calloc((size_t)cnt + 1, sizeof *b.sp->vexpr);
+    if (!b.sp->vexpr) s = kiln_fail(KILN_E_NOMEM, "fuse: out of memory building a spec");
+    for (int i = 0; i < n_nodes && !s; i++) {
+      const kiln_node *n = &c->g->nodes[nodes[i]];
+      for (int k = 0; k < n->n_out; k++) {
+        int w = n->out[k], e = w >= 0 ? b.expr_of[w] : -1;
+        if (e >= 0 && e < b.sp->n_expr && !b.sp->expr[e].reduced)
+          b.sp->vexpr[b.sp->n_vexpr++] = (struct kiln_fuse_vexpr){w, e};
+      }
+    }
+  }
   if (!s && b.sp->kind != KILN_FUSE_G_OPAQUE) {
     if (kiln_fuse_spec_bind(b.sp, c->vals, c->n_vals)) kiln_error_clear(); /* stays unbound: symbolic dims */
   } else if (!s) {
