@@ -1294,9 +1294,10 @@ static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
   void *o[64];
   for (int k = 0; k < c->n_store; k++) o[k] = k == c->target ? (void *)y : (char *)c->out[k] + (size_t)start * c->esize[k];
   kiln_tile_obs mine = {0}, *ob = NULL;
+  kiln_obs_partial few[16];
   if (c->ob) { /* blocks may come from several threads: fold into our own partials */
     mine = *c->ob;
-    if (!(mine.part = kiln_malloc(sizeof *mine.part * (size_t)(mine.n + 1)))) {
+    if (!(mine.part = mine.n <= 16 ? few : kiln_malloc(sizeof *mine.part * (size_t)(mine.n + 1)))) {
       c->failed = 1;
       return;
     }
@@ -1311,7 +1312,7 @@ static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
     pthread_mutex_lock(c->mu);
     for (int j = 0; j < mine.n; j++) kiln_obs_partial_merge(&c->ob->part[j], &mine.part[j]);
     pthread_mutex_unlock(c->mu);
-    kiln_free(mine.part);
+    if (mine.part != few) kiln_free(mine.part);
   }
 }
 

@@ -3,7 +3,21 @@
 
 #include <string.h>
 
+#include "cpu_fallback/vmath.h"
 #include "ir/alloc.h"
+
+#ifdef KILN_OBS_HAVE_AVX2
+void kiln_cpu_obs_fold_f32_avx2(kiln_obs_partial *p, const float *x, int64_t n);
+#endif
+
+/* The float32 fold of the active ISA (KILN_CPU_ISA=base: the portable one). */
+static void (*fold_fn(void))(kiln_obs_partial *, const float *, int64_t) {
+#ifdef KILN_OBS_HAVE_AVX2
+  if (kiln_vm_isa_active() == KILN_VM_ISA_AVX2 && kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2))
+    return kiln_cpu_obs_fold_f32_avx2;
+#endif
+  return kiln_obs_partial_fold_f32;
+}
 
 typedef struct ostep {
   int n;                 /* values folded tile by tile */
@@ -22,6 +36,7 @@ struct kiln_cpu_obs {
   ostep *step;           /* per step */
   bool values;           /* histograms: every value from memory */
   bool have_consts;
+  void (*fold)(kiln_obs_partial *p, const float *x, int64_t n);
   kiln_obs_partial *konst; /* per value: the cached partial of a constant */
 };
 
@@ -107,6 +122,7 @@ static kiln_status build_step(kiln_cpu_obs *st, int k, const kiln_graph *g, cons
   o->ob.n = o->n;
   o->ob.expr = o->expr;
   o->ob.part = o->part;
+  o->ob.fold = st->fold;
   return KILN_OK;
 }
 
@@ -128,6 +144,7 @@ kiln_status kiln_cpu_obs_bind(kiln_cpu_obs **pst, kiln_obs *obs, const kiln_grap
   st->n_values = g->n_values;
   st->n_steps = sched->n_steps;
   st->values = kiln_obs_wants_values(obs);
+  st->fold = fold_fn();
   st->rec = kiln_calloc((size_t)g->n_values + 1, sizeof *st->rec);
   st->step = kiln_calloc((size_t)sched->n_steps + 1, sizeof *st->step);
   if (!st->rec || !st->step) return kiln_fail(KILN_E_NOMEM, "out of memory mapping observed tensors");
@@ -167,10 +184,24 @@ void kiln_cpu_obs_constants(kiln_cpu_obs *st, kiln_obs *obs, const kiln_graph *g
   }
 }
 
+/* A tensor from memory: dense float32 through the vectorised fold (a
+ * summary), the rest (and anything with histograms) as kiln_obs_tensor. */
+static void report(const kiln_cpu_obs *st, kiln_obs *obs, int rec, const kiln_tensor *t) {
+  if (!st->values && t->dtype == KILN_F32 && !t->strided) {
+    kiln_obs_partial p;
+    kiln_obs_partial_init(&p);
+    st->fold(&p, t->data, t->numel);
+    kiln_obs_summary(obs, rec, &p);
+    kiln_obs_set_dtype(obs, rec, KILN_F32);
+    return;
+  }
+  kiln_obs_tensor(obs, rec, t);
+}
+
 void kiln_cpu_obs_node(const kiln_cpu_obs *st, kiln_obs *obs, const kiln_node *n, const kiln_tensor *slot) {
   for (int q = 0; q < n->n_out; q++) {
     int w = n->out[q];
-    if (w >= 0 && st->rec[w] >= 0 && slot[w].data) kiln_obs_tensor(obs, st->rec[w], &slot[w]);
+    if (w >= 0 && st->rec[w] >= 0 && slot[w].data) report(st, obs, st->rec[w], &slot[w]);
   }
 }
 
@@ -191,6 +222,6 @@ void kiln_cpu_obs_step_end(kiln_cpu_obs *st, kiln_obs *obs, int k, const kiln_te
   }
   for (int j = 0; j < o->n_mem; j++) {
     int w = o->mem[j];
-    if (slot[w].data) kiln_obs_tensor(obs, st->rec[w], &slot[w]);
+    if (slot[w].data) report(st, obs, st->rec[w], &slot[w]);
   }
 }

@@ -382,7 +382,7 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
 
 /* Folds the observed entries of expression i over the tile's n values. */
 static inline void obs_fold(const kiln_tile_obs *ob, const int *first, const int *next, int i, const float *x, int n) {
-  for (int j = first[i]; j >= 0; j = next[j]) kiln_obs_partial_fold_f32(&ob->part[j], x, n);
+  for (int j = first[i]; j >= 0; j = next[j]) (ob->fold ? ob->fold : kiln_obs_partial_fold_f32)(&ob->part[j], x, n);
 }
 
 kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,

@@ -61,6 +61,8 @@ typedef struct kiln_tile_obs {
   int n;
   const int *expr;
   kiln_obs_partial *part;
+  /* the fold (NULL: kiln_obs_partial_fold_f32), e.g. a vectorised one */
+  void (*fold)(kiln_obs_partial *p, const float *x, int64_t n);
 } kiln_tile_obs;
 
 /* kiln_tile_exec, folding the observed expressions (ob NULL: none). */

@@ -172,7 +172,8 @@ typedef struct kiln_fuse_spec {
      the full domain (not reduced, not a view of memory), the expression
      holding it at each element; views of computed values share their
      input's expression: an engine checks that the value has the domain's
-     element count (a Slice/Expand of a computed value has not) */
+     element count (a Slice/Expand of a computed value has not); a view of
+     memory has the load that reads it through the view as its last step */
   int n_vexpr;
   struct kiln_fuse_vexpr {
     int value, expr;

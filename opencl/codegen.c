@@ -476,8 +476,29 @@ static kiln_status check_spec(const kiln_fuse_spec *sp, const kiln_cl_device_inf
   return KILN_OK;
 }
 
+static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                           const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset, char **source,
+                           kiln_cl_kernel_sig *sig);
+
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig) {
+  return codegen(spec, dev, name, NULL, NULL, 0, 0, source, sig);
+}
+
+kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                     const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset,
+                                     char **source, kiln_cl_kernel_sig *sig) {
+  if (n_obs < 1 || n_obs > 16) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: %d observed expressions", n_obs);
+  for (int j = 0; j < n_obs; j++)
+    if (obs_expr[j] < 0 || obs_expr[j] >= spec->n_expr || spec->expr[obs_expr[j]].dtype != KILN_F32 ||
+        spec->expr[obs_expr[j]].reduced)
+      return kiln_fail(KILN_E_INTERNAL, "opencl codegen: observed expression %d is not float32", obs_expr[j]);
+  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, part_offset, source, sig);
+}
+
+static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                           const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset, char **source,
+                           kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -499,6 +520,17 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
   if (g.fp64) sb_put(b, "%s", d->fp64_pragma);
   sb_put(b, "%s", prelude);
   if (g.fp64) sb_put(b, "%s", prelude64);
+  int64_t groups = 0;
+  if (n_obs) { /* a fixed work-group size: the reduction runs in local memory */
+    groups = (spec->numel + KILN_CL_OBS_WG - 1) / KILN_CL_OBS_WG;
+    if (groups > KILN_CL_OBS_GROUPS) groups = KILN_CL_OBS_GROUPS;
+    if (groups < 1) groups = 1;
+    sig->n_items = groups * KILN_CL_OBS_WG;
+    sig->local = KILN_CL_OBS_WG;
+    sig->n_obs = n_obs;
+    sig->obs_groups = groups;
+    for (int j = 0; j < n_obs; j++) sig->obs_value[j] = obs_value[j];
+  }
   sb_put(b, "%s %s(", d->kernel, name);
   for (int a = 0; a < spec->n_access; a++) {
     const kiln_fuse_access *ac = &spec->access[a];
@@ -514,8 +546,17 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
     sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, k, st->value, t, n};
     sb_put(b, "%s%s %s *s%d", sig->n_args > 1 ? ", " : "", d->global, ctype(t), k);
   }
-  sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity,
-         d->gid);
+  if (n_obs) {
+    sb_put(b, ", %s ulong *kiln_part) {\n", d->global);
+    for (int j = 0; j < n_obs; j++)
+      sb_put(b, "  float kiln_mn%d = INFINITY, kiln_mx%d = -INFINITY;\n  uint kiln_nan%d = 0, kiln_pi%d = 0, kiln_ni%d = 0;\n",
+             j, j, j, j, j);
+    sb_put(b, "  for (size_t kiln_i = %s; kiln_i < %" PRId64 "; kiln_i += get_global_size(0)) {\n  const %s gid = (%s)kiln_i;\n",
+           d->gid, spec->numel, g.ity, g.ity);
+  } else {
+    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity,
+           d->gid);
+  }
   for (int a = 0; a < spec->n_access; a++) {
     char pre[16];
     bool masked;
@@ -534,6 +575,38 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
     else sb_put(b, "  s%d[s%do0] = ", k, k);
     put_convert(b, spec->expr[st->expr].dtype, spec->sh->v[st->value].dtype, v);
     sb_put(b, ";\n");
+  }
+  if (n_obs) { /* fold this element; after the loop, the work-group reduction */
+    for (int j = 0; j < n_obs; j++)
+      sb_put(b, "  kiln_mn%d = fmin(kiln_mn%d, v%d); kiln_mx%d = fmax(kiln_mx%d, v%d);\n"
+                "  kiln_nan%d += isnan(v%d) ? 1u : 0u; kiln_pi%d += v%d == INFINITY ? 1u : 0u; "
+                "kiln_ni%d += v%d == -INFINITY ? 1u : 0u;\n",
+             j, j, obs_expr[j], j, j, obs_expr[j], j, obs_expr[j], j, obs_expr[j], j, obs_expr[j]);
+    sb_put(b, "  }\n  __local float kiln_lmn[%d], kiln_lmx[%d];\n  __local uint kiln_lc[%d];\n"
+              "  const uint kiln_l = get_local_id(0);\n",
+           KILN_CL_OBS_WG, KILN_CL_OBS_WG, 3 * KILN_CL_OBS_WG);
+    for (int j = 0; j < n_obs; j++) {
+      sb_put(b, "  kiln_lmn[kiln_l] = kiln_mn%d; kiln_lmx[kiln_l] = kiln_mx%d;\n"
+                "  kiln_lc[3 * kiln_l] = kiln_nan%d; kiln_lc[3 * kiln_l + 1] = kiln_pi%d; kiln_lc[3 * kiln_l + 2] = kiln_ni%d;\n"
+                "  barrier(CLK_LOCAL_MEM_FENCE);\n",
+             j, j, j, j, j);
+      sb_put(b, "  for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) { /* a power of 2 <= %d */\n"
+                "    if (kiln_l < h) {\n"
+                "      kiln_lmn[kiln_l] = fmin(kiln_lmn[kiln_l], kiln_lmn[kiln_l + h]);\n"
+                "      kiln_lmx[kiln_l] = fmax(kiln_lmx[kiln_l], kiln_lmx[kiln_l + h]);\n"
+                "      for (uint c = 0; c < 3; c++) kiln_lc[3 * kiln_l + c] += kiln_lc[3 * (kiln_l + h) + c];\n"
+                "    }\n"
+                "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                "  }\n",
+             KILN_CL_OBS_WG);
+      sb_put(b, "  if (kiln_l == 0) {\n"
+                "    __global ulong *q = kiln_part + (%" PRId64 " + get_group_id(0) * %d + %d) * 5;\n"
+                "    q[0] = as_uint(kiln_lmn[0]); q[1] = as_uint(kiln_lmx[0]);\n"
+                "    q[2] = kiln_lc[0]; q[3] = kiln_lc[1]; q[4] = kiln_lc[2];\n"
+                "  }\n"
+                "  barrier(CLK_LOCAL_MEM_FENCE);\n",
+             part_offset, n_obs, j);
+    }
   }
   sb_put(b, "}\n");
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");

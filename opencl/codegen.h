@@ -35,6 +35,12 @@ typedef struct kiln_cl_kernel_sig {
   kiln_cl_sig_arg args[KILN_CL_SIG_MAX_ARGS];
   int64_t n_items;
   bool uses_fp64; /* the source enables cl_khr_fp64 */
+  /* observed kernels (kiln_cl_codegen_observed): launch n_items with this
+     local size; one more argument after args: the partials buffer */
+  size_t local;
+  int n_obs;
+  int obs_value[16];  /* the values reduced, in partial order */
+  int64_t obs_groups; /* work-groups, each writing n_obs partials */
 } kiln_cl_kernel_sig;
 
 /* Prints the OpenCL C 1.2 source of bound spec `spec` as one kernel named
@@ -52,6 +58,24 @@ kiln_status kiln_cl_codegen(const kiln_fuse_spec *spec, const kiln_cl_device_inf
  * so that several kernels can be concatenated into one program. */
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig);
+
+/* Observers (ir/observe.h): kiln_cl_codegen_named, with the min, max and
+ * NaN/+inf/-inf counts of expressions obs_expr[0..n_obs) (float32 values
+ * computed over the whole domain, at most 16) reduced inside the kernel:
+ * each work-item folds the elements it computes (a grid-stride loop over
+ * obs_groups work-groups, KILN_CL_OBS_GROUPS at most, of a power-of-2
+ * local size <= KILN_CL_OBS_WG: the launcher takes the largest the kernel
+ * allows, e.g. 32 on llvmpipe), then a work-group reduction in local
+ * memory, and the group's first item writes
+ * one partial per expression — 5 ulongs: min and max as float bits, NaN,
+ * +inf, -inf counts — at partials[(part_offset + group * n_obs + j) * 5]
+ * (the kernel's last argument). Nothing else of the kernel changes: the
+ * stores are the same. The sig says how to launch it (n_items, local). */
+#define KILN_CL_OBS_WG 64
+#define KILN_CL_OBS_GROUPS 128
+kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                     const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset,
+                                     char **source, kiln_cl_kernel_sig *sig);
 
 /* Prints a copy kernel `name` that makes alias `alias` of bound spec
  * `spec` (a view of memory the group's consumers need densely, e.g. a

@@ -107,10 +107,11 @@ static kiln_status ref_eval(void *ctx, const kiln_graph *g, const kiln_node *n, 
   return d->run(&c);
 }
 
-kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_graph **g, kiln_shapes **sh,
-                            kiln_rewrite_stats *rst) {
+kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
+                            kiln_shapes **sh, kiln_rewrite_stats *rst) {
   kiln_rewrite_opts ro = {0};
   ro.eval = ref_eval;
+  ro.keep_outputs = keep_outputs;
   ro.dump_stem = dump_stem;
   *sh = NULL;
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
@@ -132,6 +133,10 @@ static bool has_data_dependent(const kiln_shapes *sh) {
 }
 
 kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0, kiln_cl_plan **out) {
+  return kiln_cl_plan_prepare_mode(dev, g0, 0, out);
+}
+
+kiln_status kiln_cl_plan_prepare_mode(const kiln_cl_device *dev, const kiln_graph *g0, int mode, kiln_cl_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
   if (s) return s;
@@ -141,6 +146,7 @@ kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0
   if (!p) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   p->dev = dev;
   p->slot = slot;
+  p->obs_mode = mode;
   p->print_table = getenv("KILN_PROFILE") && *getenv("KILN_PROFILE") && strcmp(getenv("KILN_PROFILE"), "0");
   p->trace = getenv("KILN_TRACE") && *getenv("KILN_TRACE");
   p->profile = p->print_table || p->trace;
@@ -150,7 +156,9 @@ kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0
   kiln_graph *g = NULL;
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
-  if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, &g, &sh, &rst))) goto fail;
+  if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
+                           &sh, &rst)))
+    goto fail;
   bool dyn = has_data_dependent(sh);
   p->spec = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *p->spec);
   if (!p->spec) {
@@ -335,6 +343,14 @@ done:
 
 kiln_status kiln_cl_plan_run(kiln_cl_plan *p, const kiln_graph *g, const kiln_tensor *const *bound,
                              kiln_tensor *outs) {
+  /* observers (ir/observe.h): an observed run runs the observing plan */
+  kiln_obs *obs = kiln_obs_run_current();
+  if (obs && kiln_obs_graph(obs) != g) obs = NULL;
+  if (obs && !p->obs_mode) {
+    kiln_cl_plan *op;
+    kiln_status s = kiln_cl_obs_plan(p, obs, &op);
+    return s ? s : kiln_cl_plan_run(op, g, bound, outs);
+  }
   const kiln_graph *g0 = p->orig;
   const kiln_tensor **in = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *in);
   if (!in) return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
@@ -355,8 +371,10 @@ kiln_status kiln_cl_plan_run(kiln_cl_plan *p, const kiln_graph *g, const kiln_te
   }
   pthread_mutex_lock(&p->slot->mu);
   kiln_cl_variant *v = NULL;
+  p->run_obs = p->obs_mode ? obs : NULL;
   s = kiln_cl_variant_get(p, in, &v);
   if (!s) s = kiln_cl_variant_run(p, v, in, outs);
+  p->run_obs = NULL;
   pthread_mutex_unlock(&p->slot->mu);
   kiln_free(in);
   return s;
@@ -371,6 +389,7 @@ void kiln_cl_plan_release(kiln_cl_plan *p) {
   if (p->slot) pthread_mutex_lock(&p->slot->mu);
   for (int i = 0; i < KILN_CL_VARIANTS; i++) kiln_cl_variant_free(p, p->var[i]);
   if (p->slot) pthread_mutex_unlock(&p->slot->mu);
+  kiln_cl_obs_plan_free(p);
   kiln_free(p->prof);
   kiln_free(p->trace_ev);
   kiln_graph_free(p->probe_g);

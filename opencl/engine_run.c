@@ -145,13 +145,17 @@ static void prof_add(kiln_cl_plan *p, int e, double t0_ns, double ns) {
 
 static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_variant *v, const kiln_cl_step *st) {
   kiln_cl_kernel *k = &v->kern[st->kern];
-  size_t n = (size_t)v->sig[st->kern].n_items;
+  size_t n = (size_t)v->sig[st->kern].n_items, local = v->sig[st->kern].local; /* local: observed kernels */
   if (!n) return KILN_OK;
-  if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, 0, NULL);
-  size_t gsz = kiln_cl_pad(n, KILN_CL_GLOBAL_PAD);
+  if (local) { /* obs_groups groups of the largest power of 2 the kernel takes */
+    while (local > 1 && local > k->wg_size) local /= 2;
+    n = (size_t)v->sig[st->kern].obs_groups * local;
+  }
+  if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, local, NULL);
+  size_t gsz = kiln_cl_pad(n, local ? local : KILN_CL_GLOBAL_PAD);
   double w0 = now_ns();
   cl_event ev = NULL;
-  cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &gsz, NULL, 0, NULL, &ev);
+  cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &gsz, local ? &local : NULL, 0, NULL, &ev);
   if (e) return kiln_cl_fail(e, "launching OpenCL kernel '%s' on %s (%s)", k->name, ctx->id, ctx->name);
   e = clWaitForEvents(1, &ev);
   cl_ulong t0 = 0, t1 = 0;
@@ -247,9 +251,12 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     s = write_value(ctx, v, w, t);
   }
   char lbl[160];
+  kiln_obs *obs = p->run_obs; /* an observing plan's run (engine_observe.c) */
+  if (!s && obs) s = kiln_cl_obs_begin(p, v, obs);
   for (int k = 0; k < v->n_steps && !s; k++) {
     const kiln_cl_step *st = &v->steps[k];
     s = run_step(p, ctx, v, st, vin);
+    if (!s && obs) s = kiln_cl_obs_step(p, v, k, obs); /* before a later step writes over its outputs */
     if (s) {
       const kiln_node *n = &g->nodes[st->node];
       if (st->kind == KILN_CL_STEP_GEN && st->nodes > 1)
@@ -264,6 +271,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     if (vin[w]) s = kiln_tensor_copy(&outs[o], vin[w]);
     else s = read_value(ctx, v, w, &outs[o]);
   }
+  if (!s && obs) s = kiln_cl_obs_end(p, v, obs);
   if (!s) s = kiln_cl_finish(ctx);
   if (s) {
     kiln_cl_finish(ctx);
