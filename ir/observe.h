@@ -8,6 +8,13 @@
  * Caffe2's line formats. ir/ knows no backend: engines feed it through the
  * two hooks below.
  *
+ * Every engine is wired: reference/exec.c (each node's tensor),
+ * cpu_fallback/plan_observe.c (per tile inside fused groups, one pass over
+ * other outputs) and opencl/engine_observe.c (in-kernel work-group
+ * reductions, a reduction kernel for device-op outputs, per-group partials
+ * read back); docs/OBSERVERS.md describes them, the tests and the
+ * measured overhead.
+ *
  * ---- What an engine provides (the hook contract) ----
  *
  * The plugin owns the observer (plugin/observe.c) and brackets every run

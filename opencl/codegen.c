@@ -582,31 +582,37 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
                 "  kiln_nan%d += isnan(v%d) ? 1u : 0u; kiln_pi%d += v%d == INFINITY ? 1u : 0u; "
                 "kiln_ni%d += v%d == -INFINITY ? 1u : 0u;\n",
              j, j, obs_expr[j], j, j, obs_expr[j], j, obs_expr[j], j, obs_expr[j], j, obs_expr[j]);
+    /* one work-group reduction for all of them: a few barriers whatever
+       n_obs is (PoCL's compile time grows with the barriers) */
+    int wn = KILN_CL_OBS_WG * n_obs;
     sb_put(b, "  }\n  __local float kiln_lmn[%d], kiln_lmx[%d];\n  __local uint kiln_lc[%d];\n"
               "  const uint kiln_l = get_local_id(0);\n",
-           KILN_CL_OBS_WG, KILN_CL_OBS_WG, 3 * KILN_CL_OBS_WG);
-    for (int j = 0; j < n_obs; j++) {
-      sb_put(b, "  kiln_lmn[kiln_l] = kiln_mn%d; kiln_lmx[kiln_l] = kiln_mx%d;\n"
-                "  kiln_lc[3 * kiln_l] = kiln_nan%d; kiln_lc[3 * kiln_l + 1] = kiln_pi%d; kiln_lc[3 * kiln_l + 2] = kiln_ni%d;\n"
-                "  barrier(CLK_LOCAL_MEM_FENCE);\n",
-             j, j, j, j, j);
-      sb_put(b, "  for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) { /* a power of 2 <= %d */\n"
-                "    if (kiln_l < h) {\n"
-                "      kiln_lmn[kiln_l] = fmin(kiln_lmn[kiln_l], kiln_lmn[kiln_l + h]);\n"
-                "      kiln_lmx[kiln_l] = fmax(kiln_lmx[kiln_l], kiln_lmx[kiln_l + h]);\n"
-                "      for (uint c = 0; c < 3; c++) kiln_lc[3 * kiln_l + c] += kiln_lc[3 * (kiln_l + h) + c];\n"
-                "    }\n"
-                "    barrier(CLK_LOCAL_MEM_FENCE);\n"
-                "  }\n",
-             KILN_CL_OBS_WG);
-      sb_put(b, "  if (kiln_l == 0) {\n"
-                "    __global ulong *q = kiln_part + (%" PRId64 " + get_group_id(0) * %d + %d) * 5;\n"
-                "    q[0] = as_uint(kiln_lmn[0]); q[1] = as_uint(kiln_lmx[0]);\n"
-                "    q[2] = kiln_lc[0]; q[3] = kiln_lc[1]; q[4] = kiln_lc[2];\n"
-                "  }\n"
-                "  barrier(CLK_LOCAL_MEM_FENCE);\n",
-             part_offset, n_obs, j);
-    }
+           wn, wn, 3 * wn);
+    for (int j = 0; j < n_obs; j++)
+      sb_put(b, "  kiln_lmn[%d + kiln_l] = kiln_mn%d; kiln_lmx[%d + kiln_l] = kiln_mx%d;\n"
+                "  kiln_lc[3 * (%d + kiln_l)] = kiln_nan%d; kiln_lc[3 * (%d + kiln_l) + 1] = kiln_pi%d; "
+                "kiln_lc[3 * (%d + kiln_l) + 2] = kiln_ni%d;\n",
+             j * KILN_CL_OBS_WG, j, j * KILN_CL_OBS_WG, j, j * KILN_CL_OBS_WG, j, j * KILN_CL_OBS_WG, j,
+             j * KILN_CL_OBS_WG, j);
+    sb_put(b, "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+              "  for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) { /* a power of 2 <= %d */\n"
+              "    if (kiln_l < h)\n"
+              "      for (uint j = 0; j < %d; j++) {\n"
+              "        const uint a = j * %d + kiln_l, c = a + h;\n"
+              "        kiln_lmn[a] = fmin(kiln_lmn[a], kiln_lmn[c]); kiln_lmx[a] = fmax(kiln_lmx[a], kiln_lmx[c]);\n"
+              "        kiln_lc[3 * a] += kiln_lc[3 * c]; kiln_lc[3 * a + 1] += kiln_lc[3 * c + 1]; "
+              "kiln_lc[3 * a + 2] += kiln_lc[3 * c + 2];\n"
+              "      }\n"
+              "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+              "  }\n"
+              "  if (kiln_l == 0)\n"
+              "    for (uint j = 0; j < %d; j++) {\n"
+              "      __global ulong *q = kiln_part + (%" PRId64 " + get_group_id(0) * %d + j) * 5;\n"
+              "      const uint a = j * %d;\n"
+              "      q[0] = as_uint(kiln_lmn[a]); q[1] = as_uint(kiln_lmx[a]);\n"
+              "      q[2] = kiln_lc[3 * a]; q[3] = kiln_lc[3 * a + 1]; q[4] = kiln_lc[3 * a + 2];\n"
+              "    }\n",
+           KILN_CL_OBS_WG, n_obs, KILN_CL_OBS_WG, n_obs, part_offset, n_obs, KILN_CL_OBS_WG);
   }
   sb_put(b, "}\n");
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");

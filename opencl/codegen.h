@@ -65,13 +65,13 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
  * each work-item folds the elements it computes (a grid-stride loop over
  * obs_groups work-groups, KILN_CL_OBS_GROUPS at most, of a power-of-2
  * local size <= KILN_CL_OBS_WG: the launcher takes the largest the kernel
- * allows, e.g. 32 on llvmpipe), then a work-group reduction in local
- * memory, and the group's first item writes
+ * allows), then one work-group reduction in local memory for all of them
+ * (a few barriers: PoCL's compile time grows with each), and the group's first item writes
  * one partial per expression — 5 ulongs: min and max as float bits, NaN,
  * +inf, -inf counts — at partials[(part_offset + group * n_obs + j) * 5]
  * (the kernel's last argument). Nothing else of the kernel changes: the
  * stores are the same. The sig says how to launch it (n_items, local). */
-#define KILN_CL_OBS_WG 64
+#define KILN_CL_OBS_WG 32 /* x 16 values: 10 KiB of local memory */
 #define KILN_CL_OBS_GROUPS 128
 kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                      const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset,
