@@ -477,28 +477,26 @@ static kiln_status check_spec(const kiln_fuse_spec *sp, const kiln_cl_device_inf
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset, char **source,
-                           kiln_cl_kernel_sig *sig);
+                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig);
 
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig) {
-  return codegen(spec, dev, name, NULL, NULL, 0, 0, source, sig);
+  return codegen(spec, dev, name, NULL, NULL, 0, source, sig);
 }
 
 kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                                     const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset,
-                                     char **source, kiln_cl_kernel_sig *sig) {
+                                     const int *obs_expr, const int *obs_value, int n_obs, char **source,
+                                     kiln_cl_kernel_sig *sig) {
   if (n_obs < 1 || n_obs > 16) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: %d observed expressions", n_obs);
   for (int j = 0; j < n_obs; j++)
     if (obs_expr[j] < 0 || obs_expr[j] >= spec->n_expr || spec->expr[obs_expr[j]].dtype != KILN_F32 ||
         spec->expr[obs_expr[j]].reduced)
       return kiln_fail(KILN_E_INTERNAL, "opencl codegen: observed expression %d is not float32", obs_expr[j]);
-  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, part_offset, source, sig);
+  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, source, sig);
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset, char **source,
-                           kiln_cl_kernel_sig *sig) {
+                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -520,15 +518,13 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
   if (g.fp64) sb_put(b, "%s", d->fp64_pragma);
   sb_put(b, "%s", prelude);
   if (g.fp64) sb_put(b, "%s", prelude64);
-  int64_t groups = 0;
-  if (n_obs) { /* a fixed work-group size: the reduction runs in local memory */
-    groups = (spec->numel + KILN_CL_OBS_WG - 1) / KILN_CL_OBS_WG;
-    if (groups > KILN_CL_OBS_GROUPS) groups = KILN_CL_OBS_GROUPS;
-    if (groups < 1) groups = 1;
-    sig->n_items = groups * KILN_CL_OBS_WG;
-    sig->local = KILN_CL_OBS_WG;
+  int wg = KILN_CL_OBS_WG; /* local arrays of at most 16 KiB */
+  if (n_obs) {
+    while (wg > 8 && ((size_t)wg * (size_t)n_obs * 20 > 16384 || (dev->max_work_group_size && (size_t)wg > dev->max_work_group_size)))
+      wg /= 2;
+    sig->local = (size_t)wg;
     sig->n_obs = n_obs;
-    sig->obs_groups = groups;
+    sig->obs_numel = spec->numel;
     for (int j = 0; j < n_obs; j++) sig->obs_value[j] = obs_value[j];
   }
   sb_put(b, "%s %s(", d->kernel, name);
@@ -547,12 +543,11 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
     sb_put(b, "%s%s %s *s%d", sig->n_args > 1 ? ", " : "", d->global, ctype(t), k);
   }
   if (n_obs) {
-    sb_put(b, ", %s ulong *kiln_part) {\n", d->global);
+    sb_put(b, ", %s ulong *kiln_part, ulong kiln_off) {\n", d->global);
     for (int j = 0; j < n_obs; j++)
       sb_put(b, "  float kiln_mn%d = INFINITY, kiln_mx%d = -INFINITY;\n  uint kiln_nan%d = 0, kiln_pi%d = 0, kiln_ni%d = 0;\n",
              j, j, j, j, j);
-    sb_put(b, "  for (size_t kiln_i = %s; kiln_i < %" PRId64 "; kiln_i += get_global_size(0)) {\n  const %s gid = (%s)kiln_i;\n",
-           d->gid, spec->numel, g.ity, g.ity);
+    sb_put(b, "  if (%s < %" PRId64 ") {\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity, d->gid);
   } else {
     sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity,
            d->gid);
@@ -584,7 +579,7 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
              j, j, obs_expr[j], j, j, obs_expr[j], j, obs_expr[j], j, obs_expr[j], j, obs_expr[j]);
     /* one work-group reduction for all of them: a few barriers whatever
        n_obs is (PoCL's compile time grows with the barriers) */
-    int wn = KILN_CL_OBS_WG * n_obs;
+    int wn = wg * n_obs;
     sb_put(b, "  }\n  __local float kiln_lmn[%d], kiln_lmx[%d];\n  __local uint kiln_lc[%d];\n"
               "  const uint kiln_l = get_local_id(0);\n",
            wn, wn, 3 * wn);
@@ -592,8 +587,7 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
       sb_put(b, "  kiln_lmn[%d + kiln_l] = kiln_mn%d; kiln_lmx[%d + kiln_l] = kiln_mx%d;\n"
                 "  kiln_lc[3 * (%d + kiln_l)] = kiln_nan%d; kiln_lc[3 * (%d + kiln_l) + 1] = kiln_pi%d; "
                 "kiln_lc[3 * (%d + kiln_l) + 2] = kiln_ni%d;\n",
-             j * KILN_CL_OBS_WG, j, j * KILN_CL_OBS_WG, j, j * KILN_CL_OBS_WG, j, j * KILN_CL_OBS_WG, j,
-             j * KILN_CL_OBS_WG, j);
+             j * wg, j, j * wg, j, j * wg, j, j * wg, j, j * wg, j);
     sb_put(b, "  barrier(CLK_LOCAL_MEM_FENCE);\n"
               "  for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) { /* a power of 2 <= %d */\n"
               "    if (kiln_l < h)\n"
@@ -607,12 +601,12 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
               "  }\n"
               "  if (kiln_l == 0)\n"
               "    for (uint j = 0; j < %d; j++) {\n"
-              "      __global ulong *q = kiln_part + (%" PRId64 " + get_group_id(0) * %d + j) * 5;\n"
+              "      __global ulong *q = kiln_part + (kiln_off + get_group_id(0) * %d + j) * 5;\n"
               "      const uint a = j * %d;\n"
               "      q[0] = as_uint(kiln_lmn[a]); q[1] = as_uint(kiln_lmx[a]);\n"
               "      q[2] = kiln_lc[3 * a]; q[3] = kiln_lc[3 * a + 1]; q[4] = kiln_lc[3 * a + 2];\n"
               "    }\n",
-           KILN_CL_OBS_WG, n_obs, KILN_CL_OBS_WG, n_obs, part_offset, n_obs, KILN_CL_OBS_WG);
+           wg, n_obs, wg, n_obs, n_obs, wg);
   }
   sb_put(b, "}\n");
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");

@@ -40,7 +40,9 @@ typedef struct kiln_cl_kernel_sig {
   size_t local;
   int n_obs;
   int obs_value[16];  /* the values reduced, in partial order */
-  int64_t obs_groups; /* work-groups, each writing n_obs partials */
+  int64_t obs_numel;  /* elements of the domain */
+  int64_t obs_groups; /* work-groups, each writing n_obs partials (set by the launcher) */
+  int64_t obs_offset; /* its first partial (set by the launcher) */
 } kiln_cl_kernel_sig;
 
 /* Prints the OpenCL C 1.2 source of bound spec `spec` as one kernel named
@@ -62,20 +64,19 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
 /* Observers (ir/observe.h): kiln_cl_codegen_named, with the min, max and
  * NaN/+inf/-inf counts of expressions obs_expr[0..n_obs) (float32 values
  * computed over the whole domain, at most 16) reduced inside the kernel:
- * each work-item folds the elements it computes (a grid-stride loop over
- * obs_groups work-groups, KILN_CL_OBS_GROUPS at most, of a power-of-2
- * local size <= KILN_CL_OBS_WG: the launcher takes the largest the kernel
- * allows), then one work-group reduction in local memory for all of them
- * (a few barriers: PoCL's compile time grows with each), and the group's first item writes
- * one partial per expression — 5 ulongs: min and max as float bits, NaN,
- * +inf, -inf counts — at partials[(part_offset + group * n_obs + j) * 5]
- * (the kernel's last argument). Nothing else of the kernel changes: the
- * stores are the same. The sig says how to launch it (n_items, local). */
-#define KILN_CL_OBS_WG 32 /* x 16 values: 10 KiB of local memory */
-#define KILN_CL_OBS_GROUPS 128
+ * still one work-item per element (the kernel's arithmetic is unchanged),
+ * each folds its element, then one work-group reduction in local memory
+ * for all of them (a few barriers: PoCL's compile time grows with each),
+ * and the group's first item writes one partial per expression — 5
+ * ulongs: min and max as float bits, NaN, +inf, -inf counts — at
+ * partials[(off + group * n_obs + j) * 5]; partials and off are the two
+ * arguments after args. sig->local is the largest local size the local
+ * arrays hold (a power of 2); the launcher may take a smaller power of 2
+ * and then sets obs_groups, obs_offset and n_items (groups x local). */
+#define KILN_CL_OBS_WG 256
 kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                                     const int *obs_expr, const int *obs_value, int n_obs, int64_t part_offset,
-                                     char **source, kiln_cl_kernel_sig *sig);
+                                     const int *obs_expr, const int *obs_value, int n_obs, char **source,
+                                     kiln_cl_kernel_sig *sig);
 
 /* Prints a copy kernel `name` that makes alias `alias` of bound spec
  * `spec` (a view of memory the group's consumers need densely, e.g. a

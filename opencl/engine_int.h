@@ -115,7 +115,7 @@ struct kiln_cl_plan {
   int obs_mode;
   struct kiln_cl_plan *obs_plan[4];
   cl_program obs_prog;
-  kiln_cl_kernel obs_red[16];
+  kiln_cl_kernel obs_red[16], obs_final;
   kiln_obs *run_obs;
 };
 
@@ -165,5 +165,7 @@ void kiln_cl_obs_variant_free(kiln_cl_variant *v);
 kiln_status kiln_cl_obs_begin(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs);
 kiln_status kiln_cl_obs_step(kiln_cl_plan *p, kiln_cl_variant *v, int k, kiln_obs *obs);
 kiln_status kiln_cl_obs_end(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs);
+/* After the queue finished: the final partials into the records. */
+kiln_status kiln_cl_obs_collect(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs);
 
 #endif

@@ -22,8 +22,7 @@
 #include "ir/alloc.h"
 #include "opencl/engine_int.h"
 
-#define RED_WG KILN_CL_OBS_WG
-#define RED_GROUPS KILN_CL_OBS_GROUPS
+#define RED_CHUNK 64 /* elements one work-item of a reduction kernel folds (no barrier: fast on PoCL) */
 
 /* The element types the reduction kernels take (others are read back). */
 static const struct red_type {
@@ -47,15 +46,17 @@ typedef struct red_item {
 } red_item;
 
 struct kiln_cl_vobs {
-  int64_t kparts;          /* in-kernel partials (entries of 5 ulongs) */
-  kiln_cl_buffer kbuf;
+  int64_t kparts;          /* in-kernel partials (entries of 5 ulongs), first in pbuf */
   bool laid;               /* the reductions are laid out */
   int n_red;
   red_item *red;
   int *first_red;          /* per step: its first item (items are in step order), n_steps + 1 entries */
-  int64_t rparts;
-  kiln_cl_buffer rbuf;
-  uint64_t *host;          /* the partials read back */
+  int64_t rparts;          /* the reduction kernels' partials, after the kernels' in pbuf */
+  kiln_cl_buffer pbuf;     /* per-group partials */
+  int n_final;             /* values the final pass reduces: in-kernel ones, then reduction items */
+  kiln_cl_buffer dbuf;     /* their descriptors: 4 longs (first partial, groups, stride, kind) */
+  kiln_cl_buffer fbuf;     /* the final partials: 5 ulongs per value, read back each run */
+  uint64_t *host;          /* fbuf read back */
   uint64_t obs_id;         /* the observer the map is for */
   int *rec;                /* per value of the variant's graph: its record, -1 */
   kiln_obs_partial *konst; /* per value: a constant's partial */
@@ -77,8 +78,9 @@ static kiln_status vobs_of(kiln_cl_variant *v, struct kiln_cl_vobs **out) {
 void kiln_cl_obs_variant_free(kiln_cl_variant *v) {
   struct kiln_cl_vobs *o = v->obs;
   if (!o) return;
-  kiln_cl_buffer_free(&o->kbuf);
-  kiln_cl_buffer_free(&o->rbuf);
+  kiln_cl_buffer_free(&o->pbuf);
+  kiln_cl_buffer_free(&o->dbuf);
+  kiln_cl_buffer_free(&o->fbuf);
   kiln_free(o->red);
   kiln_free(o->first_red);
   kiln_free(o->host);
@@ -109,7 +111,10 @@ kiln_status kiln_cl_obs_codegen(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       int w = sp->vexpr[x].value, e = sp->vexpr[x].expr;
       bool dup = false;
       for (int j = 0; j < n; j++) dup = dup || val[j] == w;
-      if (dup || e < 0 || e >= sp->n_expr || sp->expr[e].dtype != KILN_F32 || sp->expr[e].reduced ||
+      bool stored = false; /* a store: the chunked reduction kernel reads it back on the device (cheaper on
+                              PoCL than a work-group reduction with barriers in the kernel) */
+      for (int k = 0; k < sp->n_store; k++) stored = stored || sp->store[k].value == w;
+      if (dup || stored || e < 0 || e >= sp->n_expr || sp->expr[e].dtype != KILN_F32 || sp->expr[e].reduced ||
           v->sh->v[w].dtype != KILN_F32 || value_numel(v, w) != sp->numel)
         continue;
       expr[n] = e;
@@ -119,20 +124,28 @@ kiln_status kiln_cl_obs_codegen(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   struct kiln_cl_vobs *o = NULL;
   kiln_status s = vobs_of(v, &o);
   if (s) return s;
-  s = kiln_cl_codegen_observed(sp, p->dev, name, expr, val, n, o->kparts, text, sig);
-  if (!s) o->kparts += sig->obs_groups * sig->n_obs;
-  return s;
+  return kiln_cl_codegen_observed(sp, p->dev, name, expr, val, n, text, sig);
 }
 
 kiln_status kiln_cl_obs_bind_kernel(kiln_cl_plan *p, kiln_cl_variant *v, int k) {
+  (void)p;
   const kiln_cl_kernel_sig *sig = &v->sig[k];
   if (!sig->n_obs) return KILN_OK;
   struct kiln_cl_vobs *o = NULL;
   kiln_status s = vobs_of(v, &o);
   if (s) return s;
-  if (!o->kbuf.mem && (s = kiln_cl_buffer_create(p->slot->ctx, (size_t)o->kparts * 5 * sizeof(uint64_t), &o->kbuf)))
-    return s;
-  return kiln_cl_kernel_arg_buffer(&v->kern[k], (cl_uint)sig->n_args, &o->kbuf);
+  /* the local size: the largest power of 2 both the kernel and its local arrays take */
+  kiln_cl_kernel_sig *sg = &v->sig[k];
+  size_t local = sg->local;
+  while (local > 1 && local > v->kern[k].wg_size) local /= 2;
+  sg->local = local;
+  sg->obs_groups = (sg->obs_numel + (int64_t)local - 1) / (int64_t)local;
+  if (sg->obs_groups < 1) sg->obs_groups = 1;
+  sg->n_items = sg->obs_groups * (int64_t)local;
+  sg->obs_offset = o->kparts;
+  o->kparts += sg->obs_groups * sg->n_obs;
+  cl_ulong off = (cl_ulong)sg->obs_offset;
+  return kiln_cl_kernel_arg(&v->kern[k], (cl_uint)sig->n_args + 1, sizeof off, &off); /* the buffer: at the first run */
 }
 
 /* The reduction kernels, one per element type: a grid-stride loop of
@@ -150,38 +163,57 @@ static kiln_status build_reducers(kiln_cl_plan *p) {
       s = kiln_cl_src_printf(
           &src,
           "__kernel void kiln_obs_red_%s(__global const %s *x, ulong n, __global ulong *part, ulong off) {\n"
+          "  const size_t c = get_global_id(0), i0 = c * %d;\n"
+          "  if (i0 >= n) return;\n"
+          "  const size_t i1 = min((size_t)n, i0 + %d);\n"
           "  %s mn = %s, mx = %s;\n"
           "  uint c0 = 0, c1 = 0, c2 = 0;\n"
-          "  for (size_t i = get_global_id(0); i < n; i += get_global_size(0)) {\n"
+          "  for (size_t i = i0; i < i1; i++) {\n"
           "    const %s v = x[i];\n"
           "%s"
           "  }\n"
-          "  __local %s lmn[%d], lmx[%d];\n"
-          "  __local uint lc[%d];\n"
-          "  const uint l = get_local_id(0);\n"
-          "  lmn[l] = mn; lmx[l] = mx; lc[3 * l] = c0; lc[3 * l + 1] = c1; lc[3 * l + 2] = c2;\n"
-          "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-          "  for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) { /* a power of 2 <= %d */\n"
-          "    if (l < h) {\n"
-          "      lmn[l] = %s(lmn[l], lmn[l + h]); lmx[l] = %s(lmx[l], lmx[l + h]);\n"
-          "      for (uint c = 0; c < 3; c++) lc[3 * l + c] += lc[3 * (l + h) + c];\n"
-          "    }\n"
-          "    barrier(CLK_LOCAL_MEM_FENCE);\n"
-          "  }\n"
-          "  if (l == 0) {\n"
-          "    __global ulong *q = part + (off + get_group_id(0)) * 5;\n"
-          "    q[0] = %s; q[1] = %s; q[2] = lc[0]; q[3] = lc[1]; q[4] = lc[2];\n"
-          "  }\n"
+          "  __global ulong *q = part + (off + c) * 5;\n"
+          "  q[0] = %s; q[1] = %s; q[2] = c0; q[3] = c1; q[4] = c2;\n"
           "}\n",
-          r->c, r->c, r->c, r->lo, r->hi, r->c,
+          r->c, r->c, RED_CHUNK, RED_CHUNK, r->c, r->lo, r->hi, r->c,
           r->is_float ? "    mn = fmin(mn, v); mx = fmax(mx, v);\n"
                         "    c0 += isnan(v) ? 1u : 0u; c1 += v == INFINITY ? 1u : 0u; c2 += v == -INFINITY ? 1u : 0u;\n"
                       : "    mn = min(mn, v); mx = max(mx, v);\n",
-          r->c, RED_WG, RED_WG, 3 * RED_WG, RED_WG, r->is_float ? "fmin" : "min", r->is_float ? "fmax" : "max",
-          r->dt == KILN_F32 ? "as_uint(lmn[0])" : r->dt == KILN_F64 ? "as_ulong(lmn[0])" : "(ulong)(long)lmn[0]",
-          r->dt == KILN_F32 ? "as_uint(lmx[0])" : r->dt == KILN_F64 ? "as_ulong(lmx[0])" : "(ulong)(long)lmx[0]");
+          r->dt == KILN_F32 ? "as_uint(mn)" : r->dt == KILN_F64 ? "as_ulong(mn)" : "(ulong)(long)mn",
+          r->dt == KILN_F32 ? "as_uint(mx)" : r->dt == KILN_F64 ? "as_ulong(mx)" : "(ulong)(long)mx");
   }
+  /* the final pass: one work-item per observed value over its groups'
+     partials (kind 0: float bits, 1: double bits, 2: integers as longs) */
+  if (!s)
+    s = kiln_cl_src_printf(
+        &src,
+        "__kernel void kiln_obs_final(__global const ulong *part, __global const long *desc, __global ulong *out, "
+        "uint nd) {\n"
+        "  const uint e = get_global_id(0);\n"
+        "  if (e >= nd) return;\n"
+        "  const long first = desc[4 * e], groups = desc[4 * e + 1], stride = desc[4 * e + 2], kind = desc[4 * e + 3];\n"
+        "  ulong mn = part[first * 5], mx = part[first * 5 + 1], c0 = 0, c1 = 0, c2 = 0;\n"
+        "  for (long g = 0; g < groups; g++) {\n"
+        "    __global const ulong *q = part + (first + g * stride) * 5;\n"
+        "    if (kind == 0) {\n"
+        "      if (as_float((uint)q[0]) < as_float((uint)mn)) mn = q[0];\n"
+        "      if (as_float((uint)q[1]) > as_float((uint)mx)) mx = q[1];\n"
+        "%s"
+        "    } else {\n"
+        "      if ((long)q[0] < (long)mn) mn = q[0];\n"
+        "      if ((long)q[1] > (long)mx) mx = q[1];\n"
+        "    }\n"
+        "    c0 += q[2]; c1 += q[3]; c2 += q[4];\n"
+        "  }\n"
+        "  __global ulong *o = out + 5 * e;\n"
+        "  o[0] = mn; o[1] = mx; o[2] = c0; o[3] = c1; o[4] = c2;\n"
+        "}\n",
+        p->dev->has_fp64 ? "    } else if (kind == 1) {\n"
+                           "      if (as_double(q[0]) < as_double(mn)) mn = q[0];\n"
+                           "      if (as_double(q[1]) > as_double(mx)) mx = q[1];\n"
+                         : "");
   if (!s) s = kiln_cl_program_build(p->slot->ctx, src.text, "", &p->obs_prog);
+  if (!s) s = kiln_cl_kernel_create(p->slot->ctx, p->obs_prog, "kiln_obs_final", &p->obs_final);
   for (int t = 0; t < N_RED_TYPES && !s; t++) {
     char nm[64];
     if (red_types[t].dt == KILN_F64 && !p->dev->has_fp64) continue;
@@ -195,6 +227,7 @@ static kiln_status build_reducers(kiln_cl_plan *p) {
 void kiln_cl_obs_plan_free(kiln_cl_plan *p) {
   for (int k = 0; k < 4; k++) kiln_cl_plan_release(p->obs_plan[k]);
   for (int t = 0; t < 16; t++) kiln_cl_kernel_free(&p->obs_red[t]);
+  kiln_cl_kernel_free(&p->obs_final);
   kiln_cl_program_free(p->obs_prog);
 }
 
@@ -261,20 +294,50 @@ static kiln_status lay_out(kiln_cl_plan *p, kiln_cl_variant *v, struct kiln_cl_v
       red_item it = {k, w, values ? -1 : red_type_of(p, v->sh->v[w].dtype), value_numel(v, w), 0, 0};
       if (it.numel < 0 || !v->place[w].mem) continue; /* not on the device: nothing to reduce */
       if (it.type >= 0) {
-        it.groups = (it.numel + RED_WG - 1) / RED_WG;
-        if (it.groups > RED_GROUPS) it.groups = RED_GROUPS;
+        it.groups = (it.numel + RED_CHUNK - 1) / RED_CHUNK; /* partials: one per chunk */
         if (it.groups < 1) it.groups = 1;
-        it.off = o->rparts;
+        it.off = o->kparts + o->rparts;
         o->rparts += it.groups;
       }
       s = add_red(o, &cap, it);
     }
   }
   if (!s) o->first_red[v->n_steps] = o->n_red;
-  if (!s && o->rparts) s = kiln_cl_buffer_create(p->slot->ctx, (size_t)o->rparts * 5 * sizeof(uint64_t), &o->rbuf);
+  /* the final pass's descriptors: the kernels' values, then the items */
+  int nd = 0;
+  for (int k = 0; k < v->n_kern; k++) nd += v->sig[k].n_obs;
+  for (int i = 0; i < o->n_red; i++) nd += o->red[i].type >= 0;
+  int64_t *desc = kiln_calloc((size_t)nd * 4 + 4, sizeof *desc);
+  if (!s && !desc) s = kiln_fail(KILN_E_NOMEM, "out of memory observing an OpenCL plan");
+  int e = 0;
+  for (int k = 0; k < v->n_kern && !s; k++)
+    for (int j = 0; j < v->sig[k].n_obs; j++, e++) {
+      desc[4 * e] = v->sig[k].obs_offset + j;
+      desc[4 * e + 1] = v->sig[k].obs_groups;
+      desc[4 * e + 2] = v->sig[k].n_obs;
+      desc[4 * e + 3] = 0;
+    }
+  for (int i = 0; i < o->n_red && !s; i++) {
+    if (o->red[i].type < 0) continue;
+    kiln_dtype dt = red_types[o->red[i].type].dt;
+    desc[4 * e] = o->red[i].off;
+    desc[4 * e + 1] = o->red[i].numel ? o->red[i].groups : 0;
+    desc[4 * e + 2] = 1;
+    desc[4 * e + 3] = dt == KILN_F32 ? 0 : dt == KILN_F64 ? 1 : 2;
+    e++;
+  }
+  o->n_final = nd;
+  kiln_cl_context *ctx = p->slot->ctx;
   int64_t total = o->kparts + o->rparts;
-  if (!s && total && !(o->host = kiln_malloc((size_t)total * 5 * sizeof *o->host)))
+  if (!s && total) s = kiln_cl_buffer_create(ctx, (size_t)total * 5 * sizeof(uint64_t), &o->pbuf);
+  if (!s && nd) s = kiln_cl_buffer_create(ctx, (size_t)nd * 4 * sizeof(int64_t), &o->dbuf);
+  if (!s && nd) s = kiln_cl_buffer_write(ctx, &o->dbuf, 0, desc, (size_t)nd * 4 * sizeof(int64_t));
+  if (!s && nd) s = kiln_cl_buffer_create(ctx, (size_t)nd * 5 * sizeof(uint64_t), &o->fbuf);
+  kiln_free(desc);
+  if (!s && nd && !(o->host = kiln_malloc((size_t)nd * 5 * sizeof *o->host)))
     s = kiln_fail(KILN_E_NOMEM, "out of memory observing an OpenCL plan");
+  for (int k = 0; k < v->n_kern && !s; k++) /* the kernels' partials buffer */
+    if (v->sig[k].n_obs) s = kiln_cl_kernel_arg_buffer(&v->kern[k], (cl_uint)v->sig[k].n_args, &o->pbuf);
   if (!s) {
     int nk = 0, nr = 0, nb = 0;
     for (int k = 0; k < v->n_kern; k++) nk += v->sig[k].n_obs;
@@ -358,11 +421,9 @@ kiln_status kiln_cl_obs_step(kiln_cl_plan *p, kiln_cl_variant *v, int k, kiln_ob
     cl_mem x = v->place[it->value].mem;
     s = kiln_cl_kernel_arg(kr, 0, sizeof x, &x);
     if (!s) s = kiln_cl_kernel_arg(kr, 1, sizeof n, &n);
-    if (!s) s = kiln_cl_kernel_arg_buffer(kr, 2, &o->rbuf);
+    if (!s) s = kiln_cl_kernel_arg_buffer(kr, 2, &o->pbuf);
     if (!s) s = kiln_cl_kernel_arg(kr, 3, sizeof off, &off);
-    size_t local = RED_WG; /* the largest power of 2 the kernel takes */
-    while (local > 1 && local > kr->wg_size) local /= 2;
-    if (!s) s = kiln_cl_launch_1d(p->slot->ctx, kr, (size_t)it->groups * local, local, NULL);
+    if (!s) s = kiln_cl_launch_1d(p->slot->ctx, kr, (size_t)it->groups, 0, NULL);
   }
   return s;
 }
@@ -391,37 +452,54 @@ static void decode(kiln_obs_partial *q, const uint64_t *e, kiln_dtype dt) {
 }
 
 kiln_status kiln_cl_obs_end(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs) {
+  (void)obs;
   struct kiln_cl_vobs *o = v->obs;
   kiln_cl_context *ctx = p->slot->ctx;
   kiln_status s = KILN_OK;
-  if (o->kparts) s = kiln_cl_buffer_read(ctx, &o->kbuf, 0, o->host, (size_t)o->kparts * 5 * sizeof *o->host);
-  if (!s && o->rparts)
-    s = kiln_cl_buffer_read(ctx, &o->rbuf, 0, o->host + o->kparts * 5, (size_t)o->rparts * 5 * sizeof *o->host);
+  if (!o->n_final) return KILN_OK;
+  /* the final pass on the device, then one read of 5 words per value */
+  cl_uint nd = (cl_uint)o->n_final;
+  s = kiln_cl_kernel_arg_buffer(&p->obs_final, 0, &o->pbuf);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&p->obs_final, 1, &o->dbuf);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&p->obs_final, 2, &o->fbuf);
+  if (!s) s = kiln_cl_kernel_arg(&p->obs_final, 3, sizeof nd, &nd);
+  if (!s) s = kiln_cl_launch_1d(ctx, &p->obs_final, nd, 0, NULL);
   if (s) return s;
-  /* in-kernel partials: per kernel, groups x n_obs entries */
-  int64_t base = 0;
+  /* not blocking: the outputs' (blocking) reads come after it on the
+     in-order queue, and the run waits for the queue anyway */
+  cl_int err = clEnqueueReadBuffer(ctx->queue, o->fbuf.mem, CL_FALSE, 0, (size_t)nd * 5 * sizeof *o->host, o->host, 0,
+                                   NULL, NULL);
+  if (err) return kiln_cl_fail(err, "reading the observers' partials back");
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_obs_collect(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs) {
+  (void)p;
+  struct kiln_cl_vobs *o = v->obs;
+  if (!o->n_final) return KILN_OK;
+  int e = 0;
   for (int k = 0; k < v->n_kern; k++) {
     const kiln_cl_kernel_sig *sig = &v->sig[k];
-    for (int j = 0; j < sig->n_obs; j++) {
+    for (int j = 0; j < sig->n_obs; j++, e++) {
       int w = sig->obs_value[j], rec = o->rec[w];
       if (rec < 0) continue;
       kiln_obs_partial q;
       kiln_obs_partial_init(&q);
-      for (int64_t gi = 0; gi < sig->obs_groups; gi++) decode(&q, o->host + (base + gi * sig->n_obs + j) * 5, KILN_F32);
+      decode(&q, o->host + 5 * e, KILN_F32);
       q.count = (uint64_t)value_numel(v, w);
       kiln_obs_summary(obs, rec, &q);
       kiln_obs_set_dtype(obs, rec, KILN_F32);
     }
-    base += sig->obs_groups * sig->n_obs;
   }
   for (int i = 0; i < o->n_red; i++) {
     const red_item *it = &o->red[i];
+    if (it->type < 0) continue;
     int rec = o->rec[it->value];
-    if (rec < 0 || it->type < 0) continue;
+    e++;
+    if (rec < 0) continue;
     kiln_obs_partial q;
     kiln_obs_partial_init(&q);
-    for (int64_t gi = 0; it->numel && gi < it->groups; gi++)
-      decode(&q, o->host + (o->kparts + it->off + gi) * 5, v->sh->v[it->value].dtype);
+    if (it->numel) decode(&q, o->host + 5 * (e - 1), v->sh->v[it->value].dtype);
     q.count = (uint64_t)it->numel;
     kiln_obs_summary(obs, rec, &q);
     kiln_obs_set_dtype(obs, rec, v->sh->v[it->value].dtype);

@@ -147,10 +147,6 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
   kiln_cl_kernel *k = &v->kern[st->kern];
   size_t n = (size_t)v->sig[st->kern].n_items, local = v->sig[st->kern].local; /* local: observed kernels */
   if (!n) return KILN_OK;
-  if (local) { /* obs_groups groups of the largest power of 2 the kernel takes */
-    while (local > 1 && local > k->wg_size) local /= 2;
-    n = (size_t)v->sig[st->kern].obs_groups * local;
-  }
   if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, local, NULL);
   size_t gsz = kiln_cl_pad(n, local ? local : KILN_CL_GLOBAL_PAD);
   double w0 = now_ns();
@@ -266,13 +262,14 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
         kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
     }
   }
+  if (!s && obs) s = kiln_cl_obs_end(p, v, obs); /* the final pass and its read, before the outputs' */
   for (int o = 0; o < g->n_outputs && !s; o++) {
     int w = g->outputs[o];
     if (vin[w]) s = kiln_tensor_copy(&outs[o], vin[w]);
     else s = read_value(ctx, v, w, &outs[o]);
   }
-  if (!s && obs) s = kiln_cl_obs_end(p, v, obs);
   if (!s) s = kiln_cl_finish(ctx);
+  if (!s && obs) s = kiln_cl_obs_collect(p, v, obs);
   if (s) {
     kiln_cl_finish(ctx);
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);

@@ -31,6 +31,15 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* CPU time of the whole process (every thread: the driver's and BLAS's
+ * too): less sensitive than wall time to other processes on a loaded
+ * machine. */
+static double cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -117,9 +126,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "observe-bench: cannot init the graph\n");
     return 2;
   }
-  double *t[2];
-  t[0] = calloc((size_t)(rounds * runs * 2), sizeof(double));
-  t[1] = calloc((size_t)(rounds * runs * 2), sizeof(double));
+  double *t[2], *c[2];
+  for (int m = 0; m < 2; m++) {
+    t[m] = calloc((size_t)(rounds * runs * 2), sizeof(double));
+    c[m] = calloc((size_t)(rounds * runs * 2), sizeof(double));
+  }
   int nt[2] = {0, 0};
   kilnObserverOptions first = {sizeof first, 0, 0, 0, NULL, 0}, resume = {sizeof resume, KILN_OBSERVE_RESUME, 0, 0,
                                                                            NULL, 0};
@@ -139,24 +150,29 @@ int main(int argc, char **argv) {
         if (lib.onnxInitEvent(backend, &in_ev)) return 2;
         onnxMemoryFenceV1 fin = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {in_ev}};
         onnxMemoryFenceV1 fout = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {NULL}};
-        double t0 = now_ms();
+        double t0 = now_ms(), c0 = cpu_ms();
         onnxStatus st = lib.onnxRunGraph(graph, &fin, &fout);
         if (!st) st = lib.onnxSignalEvent(in_ev);
         if (!st) st = lib.onnxWaitEvent(fout.event);
-        double ms = now_ms() - t0;
+        double ms = now_ms() - t0, cms = cpu_ms() - c0;
         if (fout.event) lib.onnxReleaseEvent(fout.event);
         lib.onnxReleaseEvent(in_ev);
         if (st) {
           fprintf(stderr, "observe-bench: run failed: %d\n", (int)st);
           return 1;
         }
-        if (r >= 0) t[mode][nt[mode]++] = ms;
+        if (r >= 0) {
+          c[mode][nt[mode]] = cms;
+          t[mode][nt[mode]++] = ms;
+        }
       }
     }
   if (started) stop_obs(graph);
   double off = median(t[0], nt[0]), on = median(t[1], nt[1]);
-  printf("observe-bench: %s on %s: off %.3f ms, on %.3f ms (median of %d runs each, %d ABBA rounds): on/off %.3f\n",
-         argv[2], name, off, on, nt[0], rounds, on / off);
+  double coff = median(c[0], nt[0]), con = median(c[1], nt[1]);
+  printf("observe-bench: %s on %s (median of %d runs each, %d ABBA rounds): wall off %.3f ms, on %.3f ms, on/off "
+         "%.3f; process CPU time off %.3f ms, on %.3f ms, on/off %.3f\n",
+         argv[2], name, nt[0], rounds, off, on, on / off, coff, con, con / coff);
   lib.onnxReleaseGraph(graph);
   lib.onnxReleaseBackend(backend);
   for (size_t i = 0; i < nid; i++) lib.onnxReleaseBackendID(ids[i]);
@@ -166,8 +182,10 @@ int main(int argc, char **argv) {
     kiln_tensor_release(&ref[i]);
   }
   kiln_free(bound);
-  free(t[0]);
-  free(t[1]);
+  for (int m = 0; m < 2; m++) {
+    free(t[m]);
+    free(c[m]);
+  }
   free(bytes);
   kiln_graph_free(g);
   return 0;
