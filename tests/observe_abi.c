@@ -1,15 +1,18 @@
 /* tests/observe_abi: observers through the real ONNXIFI path (the plugin
  * loaded with Debian's onnxifi_loader, the extension functions of
- * include/kiln/kiln_ext.h). For the bench CNN (examples/cnn.onnx) and the
- * views suite, with and without KILN_OBSERVE_ALL, three runs on different
- * inputs (the data set's, ×1.5, ×-0.5 for float inputs); the recorded
- * ranges are compared, exactly, with the min/max of every node output
- * computed in this process by the reference interpreter on the same graph
- * with every node output made a graph output. So this checks the hooks and
- * the bookkeeping against the reference backend's own tensors (the plugin
- * under test must run KILN_DEVICE=reference, or another backend whose
- * tensors are bit-identical to it). Also: dumps every 2 runs, totals and
- * histograms at stop, qparams files, and the status codes.
+ * include/kiln/kiln_ext.h), on the backend KILN_DEVICE selects. For the
+ * bench CNN (examples/cnn.onnx) and three views-suite graphs, with and
+ * without KILN_OBSERVE_ALL, with and without histograms, three runs on
+ * different inputs (the data set's, ×1.5, ×-0.5 for float inputs); every
+ * record is compared
+ *  - exactly with the min/max (NaN/±inf and element counts, runs) of the
+ *    backend's own tensors: the model with every still-existing observed
+ *    tensor made a graph output, run on the same backend with the same
+ *    inputs (see check_model);
+ *  - within the output tolerance with the reference interpreter's tensors,
+ *    computed in this process.
+ * Also: records folded by rewrites, dumps every 2 runs, totals and
+ * histograms at stop, qparams files, stop/resume and the status codes.
  *
  *   observe_abi PATH/libonnxifi-kiln.so
  *
