@@ -115,7 +115,7 @@ struct kiln_cl_plan {
   int obs_mode;
   struct kiln_cl_plan *obs_plan[4];
   cl_program obs_prog;
-  kiln_cl_kernel obs_red[16], obs_final;
+  kiln_cl_kernel obs_red[16], obs_final, obs_batch;
   kiln_obs *run_obs;
 };
 

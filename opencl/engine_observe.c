@@ -43,7 +43,18 @@ static const struct red_type {
 typedef struct red_item {
   int step, value, type; /* type: index into red_types, -1: read back */
   int64_t numel, off, groups;
+  bool batched;          /* float32 in the arena: reduced in a batch (below) */
 } red_item;
+
+/* Float32 arena values reduced by one launch of kiln_obs_red_batch,
+ * enqueued after step `after`: the values pending since the last batch,
+ * flushed before the first step that writes over one of them (or at the
+ * end). Cuts the commands per run (each costs driver time on PoCL). */
+typedef struct red_batch {
+  int after, n;
+  int64_t max_chunks;
+  kiln_cl_buffer desc; /* per value: float offset in the arena, elements, first partial */
+} red_batch;
 
 struct kiln_cl_vobs {
   int64_t kparts;          /* in-kernel partials (entries of 5 ulongs), first in pbuf */
@@ -56,6 +67,8 @@ struct kiln_cl_vobs {
   int n_final;             /* values the final pass reduces: in-kernel ones, then reduction items */
   kiln_cl_buffer dbuf;     /* their descriptors: 4 longs (first partial, groups, stride, kind) */
   kiln_cl_buffer fbuf;     /* the final partials: 5 ulongs per value, read back each run */
+  int n_batch;
+  red_batch *batch;
   uint64_t *host;          /* fbuf read back */
   uint64_t obs_id;         /* the observer the map is for */
   int *rec;                /* per value of the variant's graph: its record, -1 */
@@ -83,6 +96,8 @@ void kiln_cl_obs_variant_free(kiln_cl_variant *v) {
   kiln_cl_buffer_free(&o->fbuf);
   kiln_free(o->red);
   kiln_free(o->first_red);
+  for (int b = 0; b < o->n_batch; b++) kiln_cl_buffer_free(&o->batch[b].desc);
+  kiln_free(o->batch);
   kiln_free(o->host);
   kiln_free(o->rec);
   kiln_free(o->konst);
@@ -182,6 +197,30 @@ static kiln_status build_reducers(kiln_cl_plan *p) {
           r->dt == KILN_F32 ? "as_uint(mn)" : r->dt == KILN_F64 ? "as_ulong(mn)" : "(ulong)(long)mn",
           r->dt == KILN_F32 ? "as_uint(mx)" : r->dt == KILN_F64 ? "as_ulong(mx)" : "(ulong)(long)mx");
   }
+  /* the batch: a 2-D launch, chunk x value */
+  if (!s)
+    s = kiln_cl_src_printf(
+        &src,
+        "__kernel void kiln_obs_red_batch(__global const float *arena, __global const long *desc, uint nv, "
+        "__global ulong *part) {\n"
+        "  const size_t c = get_global_id(0), it = get_global_id(1);\n"
+        "  if (it >= nv) return;\n"
+        "  const long base = desc[3 * it], n = desc[3 * it + 1], off = desc[3 * it + 2];\n"
+        "  const long i0 = (long)c * %d;\n"
+        "  if (i0 >= n) return;\n"
+        "  const long i1 = min(n, i0 + %d);\n"
+        "  __global const float *x = arena + base;\n"
+        "  float mn = INFINITY, mx = -INFINITY;\n"
+        "  uint c0 = 0, c1 = 0, c2 = 0;\n"
+        "  for (long i = i0; i < i1; i++) {\n"
+        "    const float v = x[i];\n"
+        "    mn = fmin(mn, v); mx = fmax(mx, v);\n"
+        "    c0 += isnan(v) ? 1u : 0u; c1 += v == INFINITY ? 1u : 0u; c2 += v == -INFINITY ? 1u : 0u;\n"
+        "  }\n"
+        "  __global ulong *q = part + (off + c) * 5;\n"
+        "  q[0] = as_uint(mn); q[1] = as_uint(mx); q[2] = c0; q[3] = c1; q[4] = c2;\n"
+        "}\n",
+        RED_CHUNK, RED_CHUNK);
   /* the final pass: one work-item per observed value over its groups'
      partials (kind 0: float bits, 1: double bits, 2: integers as longs) */
   if (!s)
@@ -214,6 +253,7 @@ static kiln_status build_reducers(kiln_cl_plan *p) {
                          : "");
   if (!s) s = kiln_cl_program_build(p->slot->ctx, src.text, "", &p->obs_prog);
   if (!s) s = kiln_cl_kernel_create(p->slot->ctx, p->obs_prog, "kiln_obs_final", &p->obs_final);
+  if (!s) s = kiln_cl_kernel_create(p->slot->ctx, p->obs_prog, "kiln_obs_red_batch", &p->obs_batch);
   for (int t = 0; t < N_RED_TYPES && !s; t++) {
     char nm[64];
     if (red_types[t].dt == KILN_F64 && !p->dev->has_fp64) continue;
@@ -228,6 +268,7 @@ void kiln_cl_obs_plan_free(kiln_cl_plan *p) {
   for (int k = 0; k < 4; k++) kiln_cl_plan_release(p->obs_plan[k]);
   for (int t = 0; t < 16; t++) kiln_cl_kernel_free(&p->obs_red[t]);
   kiln_cl_kernel_free(&p->obs_final);
+  kiln_cl_kernel_free(&p->obs_batch);
   kiln_cl_program_free(p->obs_prog);
 }
 
@@ -262,6 +303,82 @@ static kiln_status add_red(struct kiln_cl_vobs *o, int *cap, red_item it) {
 }
 
 /* What each step leaves to a reduction kernel (or a read back). */
+/* The values step k writes (memory it changes). */
+static int step_writes(const kiln_cl_variant *v, int k, int *out, int max) {
+  const kiln_cl_step *st = &v->steps[k];
+  int n = 0;
+  if (st->kind == KILN_CL_STEP_GEN) {
+    const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
+    for (int a = 0; a < sig->n_args && n < max; a++)
+      if (sig->args[a].output) out[n++] = sig->args[a].value;
+  } else {
+    const kiln_node *nd = &v->g->nodes[st->node];
+    for (int q = 0; q < nd->n_out && n < max; q++)
+      if (nd->out[q] >= 0) out[n++] = nd->out[q];
+  }
+  return n;
+}
+
+static bool overlaps(const kiln_cl_place *a, const kiln_cl_place *b) {
+  return a->base && a->base == b->base && a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+}
+
+static kiln_status flush_plan(kiln_cl_plan *p, struct kiln_cl_vobs *o, const kiln_cl_variant *v, int after,
+                              const int *pend, int np) {
+  if (!np) return KILN_OK;
+  red_batch *q = kiln_realloc(o->batch, sizeof *q * (size_t)(o->n_batch + 1));
+  if (!q) return kiln_fail(KILN_E_NOMEM, "out of memory observing an OpenCL plan");
+  o->batch = q;
+  red_batch *b = &o->batch[o->n_batch];
+  memset(b, 0, sizeof *b);
+  b->after = after;
+  b->n = np;
+  int64_t *desc = kiln_calloc((size_t)np * 3, sizeof *desc);
+  if (!desc) return kiln_fail(KILN_E_NOMEM, "out of memory observing an OpenCL plan");
+  for (int i = 0; i < np; i++) {
+    const red_item *it = &o->red[pend[i]];
+    desc[3 * i] = (int64_t)(v->place[it->value].offset / sizeof(float));
+    desc[3 * i + 1] = it->numel;
+    desc[3 * i + 2] = it->off;
+    if (it->groups > b->max_chunks) b->max_chunks = it->groups;
+  }
+  kiln_status s = kiln_cl_buffer_create(p->slot->ctx, (size_t)np * 3 * sizeof *desc, &b->desc);
+  if (!s) s = kiln_cl_buffer_write(p->slot->ctx, &b->desc, 0, desc, (size_t)np * 3 * sizeof *desc);
+  kiln_free(desc);
+  if (!s) o->n_batch++;
+  else kiln_cl_buffer_free(&b->desc);
+  return s;
+}
+
+/* Which float32 arena values go in batches, and where each batch runs. */
+static kiln_status plan_batches(kiln_cl_plan *p, kiln_cl_variant *v, struct kiln_cl_vobs *o) {
+  if (!v->arena || !p->obs_batch.k) return KILN_OK;
+  int *pend = kiln_calloc((size_t)o->n_red + 1, sizeof *pend), np = 0;
+  if (!pend) return kiln_fail(KILN_E_NOMEM, "out of memory observing an OpenCL plan");
+  kiln_status s = KILN_OK;
+  int w[KILN_CL_SIG_MAX_ARGS + 64];
+  for (int k = 0; k < v->n_steps && !s; k++) {
+    int nw = step_writes(v, k, w, KILN_CL_SIG_MAX_ARGS + 64);
+    bool hit = false; /* step k writes over a pending value: flush after step k - 1 */
+    for (int j = 0; j < nw && !hit; j++)
+      for (int i = 0; i < np && !hit; i++) hit = overlaps(&v->place[w[j]], &v->place[o->red[pend[i]].value]);
+    if (hit) {
+      s = flush_plan(p, o, v, k - 1, pend, np);
+      np = 0;
+    }
+    for (int i = o->first_red[k]; i < o->first_red[k + 1] && !s; i++) {
+      red_item *it = &o->red[i];
+      const kiln_cl_place *pl = &v->place[it->value];
+      it->batched = it->type >= 0 && red_types[it->type].dt == KILN_F32 && it->numel > 0 && pl->base == v->arena &&
+                    pl->offset % sizeof(float) == 0;
+      if (it->batched) pend[np++] = i;
+    }
+  }
+  if (!s) s = flush_plan(p, o, v, v->n_steps - 1, pend, np);
+  kiln_free(pend);
+  return s;
+}
+
 static kiln_status lay_out(kiln_cl_plan *p, kiln_cl_variant *v, struct kiln_cl_vobs *o) {
   const kiln_graph *g = v->g;
   int cap = 0;
@@ -291,7 +408,7 @@ static kiln_status lay_out(kiln_cl_plan *p, kiln_cl_variant *v, struct kiln_cl_v
       bool dup = false;
       for (int i = o->first_red[k]; i < o->n_red; i++) dup = dup || o->red[i].value == w;
       if (dup || !observable(v->sh->v[w].dtype) || g->values[w].init) continue;
-      red_item it = {k, w, values ? -1 : red_type_of(p, v->sh->v[w].dtype), value_numel(v, w), 0, 0};
+      red_item it = {k, w, values ? -1 : red_type_of(p, v->sh->v[w].dtype), value_numel(v, w), 0, 0, false};
       if (it.numel < 0 || !v->place[w].mem) continue; /* not on the device: nothing to reduce */
       if (it.type >= 0) {
         it.groups = (it.numel + RED_CHUNK - 1) / RED_CHUNK; /* partials: one per chunk */
@@ -303,6 +420,7 @@ static kiln_status lay_out(kiln_cl_plan *p, kiln_cl_variant *v, struct kiln_cl_v
     }
   }
   if (!s) o->first_red[v->n_steps] = o->n_red;
+  if (!s) s = plan_batches(p, v, o);
   /* the final pass's descriptors: the kernels' values, then the items */
   int nd = 0;
   for (int k = 0; k < v->n_kern; k++) nd += v->sig[k].n_obs;
@@ -342,10 +460,12 @@ static kiln_status lay_out(kiln_cl_plan *p, kiln_cl_variant *v, struct kiln_cl_v
     int nk = 0, nr = 0, nb = 0;
     for (int k = 0; k < v->n_kern; k++) nk += v->sig[k].n_obs;
     for (int i = 0; i < o->n_red; i++) *(o->red[i].type >= 0 ? &nr : &nb) += 1;
+    int nlaunch = o->n_batch;
+    for (int i = 0; i < o->n_red; i++) nlaunch += o->red[i].type >= 0 && !o->red[i].batched && o->red[i].numel > 0;
     kiln_log(KILN_LOG_INFO,
-             "opencl: observing '%s': %d values reduced inside generated kernels, %d by reduction kernels, %d read "
-             "back%s",
-             g->name ? g->name : "", nk, nr, nb, values ? " (histograms: unfused, values read back)" : "");
+             "opencl: observing '%s': %d values reduced inside generated kernels, %d by reduction kernels (%d "
+             "launches), %d read back%s",
+             g->name ? g->name : "", nk, nr, nlaunch, nb, values ? " (histograms: unfused, values read back)" : "");
   }
   o->laid = !s;
   return s;
@@ -415,7 +535,7 @@ kiln_status kiln_cl_obs_step(kiln_cl_plan *p, kiln_cl_variant *v, int k, kiln_ob
       s = read_back(p, v, obs, it, rec);
       continue;
     }
-    if (!it->numel) continue; /* an empty partial at the end */
+    if (!it->numel || it->batched) continue; /* empty: a partial at the end; batched: below */
     kiln_cl_kernel *kr = &p->obs_red[it->type];
     cl_ulong n = (cl_ulong)it->numel, off = (cl_ulong)it->off;
     cl_mem x = v->place[it->value].mem;
@@ -424,6 +544,19 @@ kiln_status kiln_cl_obs_step(kiln_cl_plan *p, kiln_cl_variant *v, int k, kiln_ob
     if (!s) s = kiln_cl_kernel_arg_buffer(kr, 2, &o->pbuf);
     if (!s) s = kiln_cl_kernel_arg(kr, 3, sizeof off, &off);
     if (!s) s = kiln_cl_launch_1d(p->slot->ctx, kr, (size_t)it->groups, 0, NULL);
+  }
+  for (int b = 0; b < o->n_batch && !s; b++) { /* the batches due after step k */
+    const red_batch *bt = &o->batch[b];
+    if (bt->after != k) continue;
+    kiln_cl_kernel *kb = &p->obs_batch;
+    cl_uint nv = (cl_uint)bt->n;
+    s = kiln_cl_kernel_arg(kb, 0, sizeof v->arena, &v->arena);
+    if (!s) s = kiln_cl_kernel_arg_buffer(kb, 1, &bt->desc);
+    if (!s) s = kiln_cl_kernel_arg(kb, 2, sizeof nv, &nv);
+    if (!s) s = kiln_cl_kernel_arg_buffer(kb, 3, &o->pbuf);
+    size_t g[2] = {kiln_cl_pad((size_t)bt->max_chunks, 64), (size_t)bt->n};
+    cl_int e = s ? CL_SUCCESS : clEnqueueNDRangeKernel(p->slot->ctx->queue, kb->k, 2, NULL, g, NULL, 0, NULL, NULL);
+    if (e) s = kiln_cl_fail(e, "launching the observers' batch reduction");
   }
   return s;
 }
