@@ -4,9 +4,11 @@
 
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/pool.h"
+#include "cpu_fallback/plan_observe.h"
 #include "cpu_fallback/tile.h"
 #include "cpu_fallback/vmath.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +94,13 @@ struct kiln_cpu_plan {
   char dump_stem[KILN_DUMP_STEM_MAX + 1];
   kiln_rewrite_stats rst;
   bool pool_held; /* a reference on the cpu pool (cpu_fallback/pool.h), dropped at release */
+  /* observers (plan_observe.c): the plans observed runs use (per
+     KILN_CPU_OBS_* mode - 1, compiled at the first such run), this plan's
+     mode, its observer map, and the observer of the run in progress */
+  struct kiln_cpu_plan *obs_plan[3];
+  int obs_mode;
+  kiln_cpu_obs *ostate;
+  kiln_obs *run_obs;
 };
 
 /* ---- compile ---- */
@@ -205,6 +214,8 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
     kiln_free(p->var[k].key);
     kiln_cpu_release(p->var[k].plan);
   }
+  for (int k = 0; k < 3; k++) kiln_cpu_release(p->obs_plan[k]);
+  kiln_cpu_obs_free(p->ostate);
   kiln_free(p);
 }
 
@@ -436,7 +447,7 @@ static kiln_status plan_fusion(kiln_cpu_plan *p) {
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
   }
   kiln_fuse_opts o = {0};
-  if (!fusion_enabled()) o.max_nodes = 1;
+  if (!fusion_enabled() || (p->obs_mode & KILN_CPU_OBS_UNFUSED)) o.max_nodes = 1;
   s = kiln_fuse_ctx_new(g, p->sh, &o, &p->fctx);
   if (!s) s = kiln_fuse_ctx_bind(p->fctx, p->bound, p->nsym);
   if (!s) s = schedule_of(g, &tmp);
@@ -599,9 +610,9 @@ done:
   return s;
 }
 
-static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_plan **out);
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mode, kiln_cpu_plan **out);
 
-kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) { return prepare(g0, true, out); }
+kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) { return prepare(g0, true, 0, out); }
 
 /* The graph inputs worth specialising on: integer tensors of rank <= 1
  * (shapes, axes, pads, repeats, sizes) — only when some shape of the plan
@@ -624,15 +635,17 @@ static kiln_status find_spec_inputs(kiln_cpu_plan *p, const kiln_graph *g0) {
   return KILN_OK;
 }
 
-static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_plan **out) {
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mode, kiln_cpu_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
   if (s) return s;
   kiln_cpu_plan *p = kiln_calloc(1, sizeof *p);
   if (!p) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+  p->obs_mode = obs_mode;
   dump_imported(p, g0); /* KILN_DUMP */
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
+  ro.keep_outputs = (obs_mode & KILN_CPU_OBS_KEEP) != 0;
   ro.dump_stem = p->dump_stem[0] ? p->dump_stem : NULL; /* KILN_DUMP: after each pass */
   kiln_rewrite_stats rst;
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
@@ -1265,16 +1278,36 @@ typedef struct ep_ctx {
   int n_store, target;
   kiln_vm_isa isa;
   volatile int failed;
+  const kiln_tile_obs *ob; /* observers: folded per block, merged under mu */
+  pthread_mutex_t *mu;
 } ep_ctx;
 
 static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
   ep_ctx *c = ctx;
   void *o[64];
   for (int k = 0; k < c->n_store; k++) o[k] = k == c->target ? (void *)y : (char *)c->out[k] + (size_t)start * c->esize[k];
-  kiln_status s = kiln_tile_exec_par(c->tp, start, start + n, o, y, c->isa);
+  kiln_tile_obs mine = {0}, *ob = NULL;
+  kiln_obs_partial few[16];
+  if (c->ob) { /* blocks may come from several threads: fold into our own partials */
+    mine = *c->ob;
+    if (!(mine.part = mine.n <= 16 ? few : kiln_malloc(sizeof *mine.part * (size_t)(mine.n + 1)))) {
+      c->failed = (int)KILN_E_NOMEM;
+      return;
+    }
+    for (int j = 0; j < mine.n; j++) kiln_obs_partial_init(&mine.part[j]);
+    ob = &mine;
+  }
+  kiln_status s = ob ? kiln_tile_exec_obs(c->tp, start, start + n, o, y, c->isa, ob)
+                     : kiln_tile_exec_par(c->tp, start, start + n, o, y, c->isa);
   if (s) {
     kiln_error_clear();
     c->failed = (int)s; /* the status, for the message after the kernel */
+  }
+  if (ob) {
+    pthread_mutex_lock(c->mu);
+    for (int j = 0; j < mine.n; j++) kiln_obs_partial_merge(&c->ob->part[j], &mine.part[j]);
+    pthread_mutex_unlock(c->mu);
+    if (mine.part != few) kiln_free(mine.part);
   }
 }
 
@@ -1288,6 +1321,12 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   kiln_status s = KILN_OK;
   for (int j = 0; j < st->n_nodes && !s; j++) {
     int i = st->nodes[j];
+    const kiln_node *ni = &p->g->nodes[i];
+    if (!p->pre[i] && p->run_obs && p->how[i] != V_KERNEL && p->how[i] != V_FUSED && ni->n_out > 0 &&
+        kiln_cpu_obs_wants(p->ostate, ni->out[0])) { /* observed: make the view of memory (an alias) to report it */
+      if (run_view(p, i, slot, stacks)) kiln_error_clear(); /* not expressible as a view: not reported */
+      continue;
+    }
     if (!p->pre[i]) continue;
     s = p->how[i] != V_KERNEL ? run_view(p, i, slot, stacks) : KILN_E_UNSUPPORTED_SHAPE;
     if (s == KILN_E_UNSUPPORTED_SHAPE) {
@@ -1333,9 +1372,11 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   }
   if (!s) s = kiln_tile_bind(tp, slot, &p->st.materialized);
   kiln_vm_isa isa = kiln_vm_isa_active();
+  const kiln_tile_obs *ob = p->run_obs ? kiln_cpu_obs_step_begin(p->ostate, k) : NULL;
+  pthread_mutex_t ob_mu = PTHREAD_MUTEX_INITIALIZER;
   if (!s && sp->anchor >= 0) {
     int target = kiln_tile_anchor_target(tp);
-    ep_ctx c = {tp, out, esize, sp->n_store, target, isa, 0};
+    ep_ctx c = {tp, out, esize, sp->n_store, target, isa, 0, ob, &ob_mu};
     kiln_cpu_epilogue ep = {ep_apply, &c};
     anchor_io ax = {out[target], esize[target] * (size_t)sp->numel, &ep, false};
     /* the anchor's value may be a store on the heap: run_kernel rebinds its
@@ -1352,10 +1393,11 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     if (!s && ax.applied) p->st.epilogues_fused++;
     else if (!s) {
       p->st.epilogues_separate++;
-      s = kiln_tile_exec_par(tp, 0, sp->numel, out, out[target], isa);
+      s = ob ? kiln_tile_exec_obs(tp, 0, sp->numel, out, out[target], isa, ob)
+             : kiln_tile_exec_par(tp, 0, sp->numel, out, out[target], isa);
     }
   } else if (!s) {
-    s = kiln_tile_exec_par(tp, 0, sp->numel, out, NULL, isa);
+    s = ob ? kiln_tile_exec_obs(tp, 0, sp->numel, out, NULL, isa, ob) : kiln_tile_exec_par(tp, 0, sp->numel, out, NULL, isa);
   }
   for (int j = 0; j < sp->n_store && !s; j++) { /* the pooling, over the scratch */
     const kiln_fuse_store *ps = &sp->store[j];
@@ -1366,6 +1408,7 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     s = run_kernel(p, sp->pool, slot, NULL);
     slot[u] = keep;
   }
+  if (!s && p->run_obs) kiln_cpu_obs_step_end(p->ostate, p->run_obs, k, slot);
   p->st.tile_runs++;
   return s;
 }
@@ -1432,7 +1475,7 @@ static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kil
     d->values[v].is_input = false;
   }
   d->n_inputs = kept;
-  if ((s = prepare(d, false, &sub))) goto done;
+  if ((s = prepare(d, false, p->obs_mode, &sub))) goto done;
   kiln_log(KILN_LOG_INFO, "cpu plan: specialised on the values of %d shape-setting input%s", p->n_spec,
            p->n_spec == 1 ? "" : "s");
   kiln_free(p->var[slot].key);
@@ -1450,6 +1493,15 @@ done:
 
 kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound, kiln_tensor *outs) {
   kiln_status s = KILN_OK;
+  /* observers (ir/observe.h): observe-all and histograms run a plan of
+     their own (kept outputs / unfused), compiled at the first such run */
+  kiln_obs *obs = kiln_obs_run_current();
+  if (obs && kiln_obs_graph(obs) != g0) obs = NULL;
+  int mode = kiln_cpu_obs_mode(obs);
+  if (mode && !p->obs_mode) {
+    if (!p->obs_plan[mode - 1] && (s = prepare(g0, true, mode, &p->obs_plan[mode - 1]))) return s;
+    return kiln_cpu_run(p->obs_plan[mode - 1], g0, bound, outs);
+  }
   if (p->n_spec) {
     kiln_cpu_plan *v;
     if ((s = variant_for(p, g0, bound, &v))) return s;
@@ -1489,6 +1541,12 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   if ((s = bind_inputs(p, in))) goto done;
   if ((s = bind_specs(p))) goto done;
   if ((s = bind_outputs(p, outs, in))) goto done;
+  p->run_obs = NULL;
+  if (obs && !(s = kiln_cpu_obs_bind(&p->ostate, obs, g, p->sh, p->vals, p->nsym, p->sched, p->tile))) {
+    p->run_obs = obs;
+    kiln_cpu_obs_constants(p->ostate, obs, g);
+  }
+  if (s) goto done;
   for (int k = 0; k < p->sched->n_steps && !s; k++) {
     const kiln_step *st = &p->sched->steps[k];
     char lbl[256];
@@ -1509,6 +1567,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
         s = run_kernel(p, i, slot, NULL);
       }
       if (s) kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+      else if (p->run_obs) kiln_cpu_obs_node(p->ostate, p->run_obs, n, slot); /* before anything writes over it */
     }
     if (s) break;
     /* free heap intermediates after the last reader of them or of a view
@@ -1543,6 +1602,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   if (s)
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
 done:
+  p->run_obs = NULL;
   if (slot)
     for (int v = 0; v < g->n_values; v++)
       if (slot[v].owns) kiln_tensor_release(&slot[v]);

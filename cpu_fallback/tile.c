@@ -381,6 +381,16 @@ static float uniform_value(const tacc *r) {
 
 kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
                            kiln_vm_isa isa) {
+  return kiln_tile_exec_obs(tp, lo, hi, out, anchor, isa, NULL);
+}
+
+/* Folds the observed entries of expression i over the tile's n values. */
+static inline void obs_fold(const kiln_tile_obs *ob, const int *first, const int *next, int i, const float *x, int n) {
+  for (int j = first[i]; j >= 0; j = next[j]) (ob->fold ? ob->fold : kiln_obs_partial_fold_f32)(&ob->part[j], x, n);
+}
+
+kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
+                               kiln_vm_isa isa, const kiln_tile_obs *ob) {
   if (!tp->bound) return kiln_fail(KILN_E_INTERNAL, "tile: the program is not bound");
   if (lo < 0 || hi > tp->numel || lo > hi) return kiln_fail(KILN_E_INTERNAL, "tile: range out of the domain");
   if (lo == hi) return KILN_OK;
@@ -396,8 +406,24 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
 #endif
   int n_expr = tp->n_expr;
   size_t tile_bytes = sizeof(float) * KILN_TILE_N;
-  char *mem = kiln_malloc(tile_bytes * (size_t)tp->n_buf + sizeof(const float *) * (size_t)(n_expr + 1) + 64);
+  int n_ob = ob ? ob->n : 0;
+  char *mem = kiln_malloc(tile_bytes * (size_t)tp->n_buf + sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
+                          sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0));
   if (!mem) return kiln_fail(KILN_E_NOMEM, "out of memory running a tile program");
+  /* observed expressions: first[i] -> entries chained by next[] */
+  int *first = NULL, *next = NULL;
+  if (n_ob) {
+    first = (int *)(void *)(mem + tile_bytes * (size_t)tp->n_buf + sizeof(const float *) * (size_t)(n_expr + 1) + 64);
+    next = first + n_expr;
+    for (int i = 0; i < n_expr; i++) first[i] = -1;
+    for (int j = n_ob - 1; j >= 0; j--) {
+      int e = ob->expr[j];
+      next[j] = -1;
+      if (e < 0 || e >= n_expr) continue;
+      next[j] = first[e];
+      first[e] = j;
+    }
+  }
   float *bufs = (float *)(void *)(mem + (64 - ((uintptr_t)mem & 63)) % 64);
   const float **ptr = (const float **)(void *)((char *)bufs + tile_bytes * (size_t)tp->n_buf);
   /* uniform expressions, once */
@@ -425,12 +451,15 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
       case E_LOAD: ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b); break;
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
       default:
-        if (!b) break; /* read by nobody */
+        if (!b) continue; /* read by nobody */
         eval(&t->op, n, ptr[t->args[0]], t->n_args > 1 ? ptr[t->args[1]] : NULL,
              t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
         ptr[i] = b;
       }
+      if (n_ob && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n); /* while the tile is hot */
     }
+    for (int i = 0; n_ob && i < n_expr; i++) /* uniform ones: the same value at every element */
+      if (tp->e[i].uniform && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n);
     for (int k = 0; k < tp->n_store; k++) {
       const float *src = ptr[tp->store_expr[k]];
       if (tp->store_dt[k] == KILN_F32) {

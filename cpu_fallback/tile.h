@@ -16,6 +16,7 @@
 
 #include "cpu_fallback/vmath.h"
 #include "fuse/spec.h"
+#include "ir/observe.h"
 
 /* Elements per tile: a few live tiles of floats stay in L1. */
 #define KILN_TILE_N 512
@@ -59,6 +60,23 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
 #define KILN_TILE_PAR_STORES 64
 kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out,
                                const float *anchor, kiln_vm_isa isa);
+
+/* Observers (ir/observe.h): expressions whose values are folded into
+ * partials tile by tile, while the tile is hot (no second pass over memory,
+ * nothing materialised). expr[j] is an expression index of the program's
+ * spec; part[j] is merged into (the caller initialises it). An expression
+ * nobody reads and nothing stores has no tile: it is not folded. */
+typedef struct kiln_tile_obs {
+  int n;
+  const int *expr;
+  kiln_obs_partial *part;
+  /* the fold (NULL: kiln_obs_partial_fold_f32), e.g. a vectorised one */
+  void (*fold)(kiln_obs_partial *p, const float *x, int64_t n);
+} kiln_tile_obs;
+
+/* kiln_tile_exec, folding the observed expressions (ob NULL: none). */
+kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
+                               kiln_vm_isa isa, const kiln_tile_obs *ob);
 
 /* For anchor groups: the store that the anchor's output block may be
  * rewritten into in place (float32, the domain's size): a store of the

@@ -78,6 +78,7 @@ void kiln_fuse_spec_free(kiln_fuse_spec *sp) {
   kiln_free(sp->red);
   kiln_free(sp->store);
   kiln_free(sp->alias);
+  kiln_free(sp->vexpr);
   kiln_free(sp);
 }
 

@@ -168,6 +168,16 @@ typedef struct kiln_fuse_spec {
   int64_t shape[KILN_MAX_RANK];
   int64_t red_shape[KILN_MAX_RANK]; /* shape with the reduced axes at 1 */
   int64_t numel, red_numel;
+  /* observers (ir/observe.h): per value a node of the group computes over
+     the full domain (not reduced, not a view of memory), the expression
+     holding it at each element; views of computed values share their
+     input's expression: an engine checks that the value has the domain's
+     element count (a Slice/Expand of a computed value has not); a view of
+     memory has the load that reads it through the view as its last step */
+  int n_vexpr;
+  struct kiln_fuse_vexpr {
+    int value, expr;
+  } *vexpr;
 } kiln_fuse_spec;
 
 /* Makes the concrete maps and sizes at symbol values vals (indexed by

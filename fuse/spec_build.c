@@ -613,6 +613,44 @@ kiln_status kiln_fuse_spec_build(const kiln_fuse_ctx *c, int gid, const int *nod
     b.sp->anchor = b.sp->pool = b.sp->opaque = -1;
     s = build(&b, nodes, n_nodes, writes, n_writes);
   }
+  if (!s && b.sp->n_expr > 0) { /* observers: which expression holds each computed value */
+    int cnt = 0;
+    for (int i = 0; i < n_nodes; i++) cnt += c->g->nodes[nodes[i]].n_out;
+    b.sp->vexpr = kiln_calloc((size_t)cnt + 1, sizeof *b.sp->vexpr);
+    if (!b.sp->vexpr) s = kiln_fail(KILN_E_NOMEM, "fuse: out of memory building a spec");
+    for (int i = 0; i < n_nodes && !s; i++) {
+      const kiln_node *n = &c->g->nodes[nodes[i]];
+      for (int k = 0; k < n->n_out; k++) {
+        int w = n->out[k], e = w >= 0 ? b.expr_of[w] : -1;
+        if (e >= 0 && e < b.sp->n_expr && !b.sp->expr[e].reduced)
+          b.sp->vexpr[b.sp->n_vexpr++] = (struct kiln_fuse_vexpr){w, e};
+      }
+    }
+    /* views of memory in the group whose load reads exactly them: the
+       last view of the accessor's chain (row-major reshapes after it at
+       most), and the views before it as long as those after them only
+       reshape (same elements, same order) */
+    for (int e = 0; e < b.sp->n_expr && !s; e++) {
+      const kiln_fuse_expr *x = &b.sp->expr[e];
+      if (x->op != KILN_FUSE_LOAD || x->reduced || x->ref < 0 || x->ref >= b.sp->n_access) continue;
+      const kiln_fuse_access *a = &b.sp->access[x->ref];
+      if (a->reduced || a->own_shape) continue;
+      for (int k = a->n_xf - 1; k >= 0; k--) {
+        if (a->xf[k].kind == KILN_FUSE_XF_RESHAPE) continue;
+        if (a->xf[k].kind != KILN_FUSE_XF_VIEW) break;
+        const kiln_node *vn = &c->g->nodes[a->xf[k].node];
+        int w = a->xf[k].out >= 0 && a->xf[k].out < vn->n_out ? vn->out[a->xf[k].out] : -1;
+        bool in_group = false, dup = false;
+        for (int i = 0; i < n_nodes; i++) in_group = in_group || nodes[i] == a->xf[k].node;
+        for (int q = 0; q < b.sp->n_vexpr; q++) dup = dup || b.sp->vexpr[q].value == w;
+        if (w >= 0 && in_group && !dup && b.sp->n_vexpr < cnt) b.sp->vexpr[b.sp->n_vexpr++] = (struct kiln_fuse_vexpr){w, e};
+        const char *op = vn->op_type;
+        if (strcmp(op, "Reshape") && strcmp(op, "Flatten") && strcmp(op, "Squeeze") && strcmp(op, "Unsqueeze") &&
+            strcmp(op, "Identity"))
+          break;
+      }
+    }
+  }
   if (!s && b.sp->kind != KILN_FUSE_G_OPAQUE) {
     if (kiln_fuse_spec_bind(b.sp, c->vals, c->n_vals)) kiln_error_clear(); /* stays unbound: symbolic dims */
   } else if (!s) {

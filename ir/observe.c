@@ -169,6 +169,10 @@ void kiln_obs_summary(kiln_obs *o, int slot, const kiln_obs_partial *p) {
   if (r->hist.nbins) r->hist_missed++;
 }
 
+void kiln_obs_set_dtype(kiln_obs *o, int slot, kiln_dtype dt) {
+  if (o && slot >= 0 && slot < o->n) o->rec[slot].dtype = dt;
+}
+
 void kiln_obs_set_folded(kiln_obs *o, int slot, int into_slot) {
   if (!o || slot < 0 || slot >= o->n) return;
   o->rec[slot].folded_into = into_slot >= 0 && into_slot < o->n && into_slot != slot ? into_slot : -1;

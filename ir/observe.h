@@ -8,6 +8,13 @@
  * Caffe2's line formats. ir/ knows no backend: engines feed it through the
  * two hooks below.
  *
+ * Every engine is wired: reference/exec.c (each node's tensor),
+ * cpu_fallback/plan_observe.c (per tile inside fused groups, one pass over
+ * other outputs) and opencl/engine_observe.c (in-kernel work-group
+ * reductions, a reduction kernel for device-op outputs, per-group partials
+ * read back); docs/OBSERVERS.md describes them, the tests and the
+ * measured overhead.
+ *
  * ---- What an engine provides (the hook contract) ----
  *
  * The plugin owns the observer (plugin/observe.c) and brackets every run
@@ -202,6 +209,8 @@ int kiln_obs_slot_by_name(const kiln_obs *o, const char *name);
 /* The hooks (see the contract above). A slot < 0 is ignored. */
 void kiln_obs_tensor(kiln_obs *o, int slot, const kiln_tensor *t);
 void kiln_obs_summary(kiln_obs *o, int slot, const kiln_obs_partial *p);
+/* The dtype a summary's record shows (kiln_obs_tensor sets it itself). */
+void kiln_obs_set_dtype(kiln_obs *o, int slot, kiln_dtype dt);
 
 /* For a rewritten/fused graph: slot_of_value[v] (exec->n_values entries)
  * gets the record of exec's value v (same name as an original node output;

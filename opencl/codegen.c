@@ -685,9 +685,27 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
   *source = b->p;
   return KILN_OK;
 }
+static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig);
 
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig) {
+  return codegen(spec, dev, name, NULL, NULL, 0, source, sig);
+}
+
+kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                     const int *obs_expr, const int *obs_value, int n_obs, char **source,
+                                     kiln_cl_kernel_sig *sig) {
+  if (n_obs < 1 || n_obs > 16) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: %d observed expressions", n_obs);
+  for (int j = 0; j < n_obs; j++)
+    if (obs_expr[j] < 0 || obs_expr[j] >= spec->n_expr || spec->expr[obs_expr[j]].dtype != KILN_F32 ||
+        spec->expr[obs_expr[j]].reduced)
+      return kiln_fail(KILN_E_INTERNAL, "opencl codegen: observed expression %d is not float32", obs_expr[j]);
+  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, source, sig);
+}
+
+static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -701,7 +719,7 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
   bool small = fits_int(spec);
   g.ity = small ? "int" : "long";
   g.isuf = small ? "" : "L";
-  if (vec4_ok(spec)) return codegen_vec4(&g, name, source, sig);
+  if (!n_obs && vec4_ok(spec)) return codegen_vec4(&g, name, source, sig);
   const cl_dialect *d = &opencl12;
   sbuf *b = &g.b;
   snprintf(sig->name, sizeof sig->name, "%s", name);
@@ -710,6 +728,15 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
   if (g.fp64) sb_put(b, "%s", d->fp64_pragma);
   sb_put(b, "%s", prelude);
   if (g.fp64) sb_put(b, "%s", prelude64);
+  int wg = KILN_CL_OBS_WG; /* local arrays of at most 16 KiB */
+  if (n_obs) {
+    while (wg > 8 && ((size_t)wg * (size_t)n_obs * 20 > 16384 || (dev->max_work_group_size && (size_t)wg > dev->max_work_group_size)))
+      wg /= 2;
+    sig->local = (size_t)wg;
+    sig->n_obs = n_obs;
+    sig->obs_numel = spec->numel;
+    for (int j = 0; j < n_obs; j++) sig->obs_value[j] = obs_value[j];
+  }
   sb_put(b, "%s %s(", d->kernel, name);
   for (int a = 0; a < spec->n_access; a++) {
     const kiln_fuse_access *ac = &spec->access[a];
@@ -725,8 +752,16 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
     sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, k, st->value, t, n};
     sb_put(b, "%s%s %s *s%d", sig->n_args > 1 ? ", " : "", d->global, ctype(t), k);
   }
-  sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity,
-         d->gid);
+  if (n_obs) {
+    sb_put(b, ", %s ulong *kiln_part, ulong kiln_off) {\n", d->global);
+    for (int j = 0; j < n_obs; j++)
+      sb_put(b, "  float kiln_mn%d = INFINITY, kiln_mx%d = -INFINITY;\n  uint kiln_nan%d = 0, kiln_pi%d = 0, kiln_ni%d = 0;\n",
+             j, j, j, j, j);
+    sb_put(b, "  if (%s < %" PRId64 ") {\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity, d->gid);
+  } else {
+    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity,
+           d->gid);
+  }
   for (int a = 0; a < spec->n_access; a++) {
     char pre[16];
     bool masked;
@@ -745,6 +780,43 @@ kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_devi
     else sb_put(b, "  s%d[s%do0] = ", k, k);
     put_convert(b, spec->expr[st->expr].dtype, spec->sh->v[st->value].dtype, v);
     sb_put(b, ";\n");
+  }
+  if (n_obs) { /* fold this element; after the loop, the work-group reduction */
+    for (int j = 0; j < n_obs; j++)
+      sb_put(b, "  kiln_mn%d = fmin(kiln_mn%d, v%d); kiln_mx%d = fmax(kiln_mx%d, v%d);\n"
+                "  kiln_nan%d += isnan(v%d) ? 1u : 0u; kiln_pi%d += v%d == INFINITY ? 1u : 0u; "
+                "kiln_ni%d += v%d == -INFINITY ? 1u : 0u;\n",
+             j, j, obs_expr[j], j, j, obs_expr[j], j, obs_expr[j], j, obs_expr[j], j, obs_expr[j]);
+    /* one work-group reduction for all of them: a few barriers whatever
+       n_obs is (PoCL's compile time grows with the barriers) */
+    int wn = wg * n_obs;
+    sb_put(b, "  }\n  __local float kiln_lmn[%d], kiln_lmx[%d];\n  __local uint kiln_lc[%d];\n"
+              "  const uint kiln_l = get_local_id(0);\n",
+           wn, wn, 3 * wn);
+    for (int j = 0; j < n_obs; j++)
+      sb_put(b, "  kiln_lmn[%d + kiln_l] = kiln_mn%d; kiln_lmx[%d + kiln_l] = kiln_mx%d;\n"
+                "  kiln_lc[3 * (%d + kiln_l)] = kiln_nan%d; kiln_lc[3 * (%d + kiln_l) + 1] = kiln_pi%d; "
+                "kiln_lc[3 * (%d + kiln_l) + 2] = kiln_ni%d;\n",
+             j * wg, j, j * wg, j, j * wg, j, j * wg, j, j * wg, j);
+    sb_put(b, "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+              "  for (uint h = get_local_size(0) / 2; h > 0; h >>= 1) { /* a power of 2 <= %d */\n"
+              "    if (kiln_l < h)\n"
+              "      for (uint j = 0; j < %d; j++) {\n"
+              "        const uint a = j * %d + kiln_l, c = a + h;\n"
+              "        kiln_lmn[a] = fmin(kiln_lmn[a], kiln_lmn[c]); kiln_lmx[a] = fmax(kiln_lmx[a], kiln_lmx[c]);\n"
+              "        kiln_lc[3 * a] += kiln_lc[3 * c]; kiln_lc[3 * a + 1] += kiln_lc[3 * c + 1]; "
+              "kiln_lc[3 * a + 2] += kiln_lc[3 * c + 2];\n"
+              "      }\n"
+              "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+              "  }\n"
+              "  if (kiln_l == 0)\n"
+              "    for (uint j = 0; j < %d; j++) {\n"
+              "      __global ulong *q = kiln_part + (kiln_off + get_group_id(0) * %d + j) * 5;\n"
+              "      const uint a = j * %d;\n"
+              "      q[0] = as_uint(kiln_lmn[a]); q[1] = as_uint(kiln_lmx[a]);\n"
+              "      q[2] = kiln_lc[3 * a]; q[3] = kiln_lc[3 * a + 1]; q[4] = kiln_lc[3 * a + 2];\n"
+              "    }\n",
+           wg, n_obs, wg, n_obs, n_obs, wg);
   }
   sb_put(b, "}\n");
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");

@@ -35,7 +35,18 @@ typedef struct kiln_cl_kernel_sig {
   kiln_cl_sig_arg args[KILN_CL_SIG_MAX_ARGS];
   int64_t n_items;
   bool uses_fp64; /* the source enables cl_khr_fp64 */
-  size_t local;   /* > 0: launch with this local size (n_items is a multiple of it); 0: the driver's */
+  /* > 0: launch with this local size. Work-group kernels (engine_fuse
+     reductions: n_items is a multiple of it, and the launcher may lower it
+     to what the kernel allows) and observed kernels
+     (kiln_cl_codegen_observed: n_items = obs_groups * local, as set by
+     the launcher; one more argument after args: the partials buffer).
+     0: the driver's. */
+  size_t local;
+  int n_obs;
+  int obs_value[16];  /* the values reduced, in partial order */
+  int64_t obs_numel;  /* elements of the domain */
+  int64_t obs_groups; /* work-groups, each writing n_obs partials (set by the launcher) */
+  int64_t obs_offset; /* its first partial (set by the launcher) */
 } kiln_cl_kernel_sig;
 
 /* Prints the OpenCL C 1.2 source of bound spec `spec` as one kernel named
@@ -53,6 +64,23 @@ kiln_status kiln_cl_codegen(const kiln_fuse_spec *spec, const kiln_cl_device_inf
  * so that several kernels can be concatenated into one program. */
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig);
+
+/* Observers (ir/observe.h): kiln_cl_codegen_named, with the min, max and
+ * NaN/+inf/-inf counts of expressions obs_expr[0..n_obs) (float32 values
+ * computed over the whole domain, at most 16) reduced inside the kernel:
+ * still one work-item per element (the kernel's arithmetic is unchanged),
+ * each folds its element, then one work-group reduction in local memory
+ * for all of them (a few barriers: PoCL's compile time grows with each),
+ * and the group's first item writes one partial per expression — 5
+ * ulongs: min and max as float bits, NaN, +inf, -inf counts — at
+ * partials[(off + group * n_obs + j) * 5]; partials and off are the two
+ * arguments after args. sig->local is the largest local size the local
+ * arrays hold (a power of 2); the launcher may take a smaller power of 2
+ * and then sets obs_groups, obs_offset and n_items (groups x local). */
+#define KILN_CL_OBS_WG 256
+kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                     const int *obs_expr, const int *obs_value, int n_obs, char **source,
+                                     kiln_cl_kernel_sig *sig);
 
 /* Prints a copy kernel `name` that makes alias `alias` of bound spec
  * `spec` (a view of memory the group's consumers need densely, e.g. a

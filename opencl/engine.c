@@ -152,10 +152,11 @@ static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph
   return false;
 }
 
-kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_graph **g, kiln_shapes **sh,
-                            kiln_rewrite_stats *rst) {
+kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
+                            kiln_shapes **sh, kiln_rewrite_stats *rst) {
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
+  ro.keep_outputs = keep_outputs;
   ro.dump_stem = dump_stem;
   *sh = NULL;
   /* the kiln cache keeps the rewritten graph (not under KILN_DUMP, whose
@@ -167,7 +168,7 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_gr
   clock_gettime(CLOCK_MONOTONIC, &t0);
   const char *gc = getenv("KILN_CL_GRAPH_CACHE"); /* 0: no graph records; 1: store every one */
   bool keyed = !dump_stem && kiln_cl_cache_enabled() && !(gc && !strcmp(gc, "0")) &&
-               kiln_cl_graph_key(g0, "kiln rewritten graph 1", &key);
+               kiln_cl_graph_key(g0, keep_outputs ? "kiln rewritten graph 1 keep" : "kiln rewritten graph 1", &key);
   double t_key = ms_since(&t0);
   if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms", t_key);
   if (keyed && rewrite_from_cache(key, g0, g, sh, rst)) return KILN_OK;
@@ -205,11 +206,16 @@ static bool has_data_dependent(const kiln_shapes *sh) {
 }
 
 kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0, kiln_cl_plan **out) {
-  return kiln_cl_plan_prepare_in(dev, NULL, g0, out);
+  return kiln_cl_plan_prepare_in_mode(dev, NULL, g0, 0, out);
 }
 
 kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0,
                                     kiln_cl_plan **out) {
+  return kiln_cl_plan_prepare_in_mode(dev, host_slot, g0, 0, out);
+}
+
+kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0,
+                                         int mode, kiln_cl_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
   if (s) return s;
@@ -219,6 +225,7 @@ kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *hos
   if (!p) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   p->dev = dev;
   p->slot = slot;
+  p->obs_mode = mode;
   p->print_table = getenv("KILN_PROFILE") && *getenv("KILN_PROFILE") && strcmp(getenv("KILN_PROFILE"), "0");
   p->trace = getenv("KILN_TRACE") && *getenv("KILN_TRACE");
   p->profile = p->print_table || p->trace;
@@ -231,7 +238,9 @@ kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *hos
   kiln_graph *g = NULL;
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
-  if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, &g, &sh, &rst))) goto fail;
+  if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
+                           &sh, &rst)))
+    goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp2);
   kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",
            (double)(tp1.tv_sec - tp0.tv_sec) * 1e3 + (double)(tp1.tv_nsec - tp0.tv_nsec) / 1e6,
@@ -427,6 +436,14 @@ kiln_status kiln_cl_plan_run(kiln_cl_plan *p, const kiln_graph *g, const kiln_te
 
 kiln_status kiln_cl_plan_run_mem(kiln_cl_plan *p, const kiln_graph *g, const kiln_tensor *const *bound,
                                  const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out) {
+  /* observers (ir/observe.h): an observed run runs the observing plan */
+  kiln_obs *obs = kiln_obs_run_current();
+  if (obs && kiln_obs_graph(obs) != g) obs = NULL;
+  if (obs && !p->obs_mode) {
+    kiln_cl_plan *op;
+    kiln_status s = kiln_cl_obs_plan(p, obs, &op);
+    return s ? s : kiln_cl_plan_run_mem(op, g, bound, mem_in, outs, mem_out);
+  }
   const kiln_graph *g0 = p->orig;
   const kiln_tensor **in = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *in);
   cl_mem *mem = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *mem);
@@ -465,8 +482,10 @@ kiln_status kiln_cl_plan_run_mem(kiln_cl_plan *p, const kiln_graph *g, const kil
     mem[i] = NULL;
   }
   kiln_cl_variant *v = NULL;
+  p->run_obs = p->obs_mode ? obs : NULL;
   if (!s) s = kiln_cl_variant_get(p, in, &v);
   if (!s) s = kiln_cl_variant_run(p, v, in, mem, outs, mem_out);
+  p->run_obs = NULL;
   pthread_mutex_unlock(&p->slot->mu);
   for (int i = 0; i < g0->n_inputs; i++) kiln_tensor_release(&tmp[i]);
   kiln_free(in);
@@ -532,6 +551,7 @@ void kiln_cl_plan_release(kiln_cl_plan *p) {
   if (p->slot) pthread_mutex_lock(&p->slot->mu);
   for (int i = 0; i < KILN_CL_VARIANTS; i++) kiln_cl_variant_free(p, p->var[i]);
   if (p->slot) pthread_mutex_unlock(&p->slot->mu);
+  kiln_cl_obs_plan_free(p);
   kiln_free(p->prof);
   kiln_free(p->trace_ev);
   kiln_graph_free(p->probe_g);

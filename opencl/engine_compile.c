@@ -146,7 +146,7 @@ static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step 
     tmp.n_alias = 0;
     char name[32];
     snprintf(name, sizeof name, "k%d", v->n_kern);
-    s = kiln_cl_codegen_named(&tmp, c->p->dev, name, &text[nk], &sig[nk]);
+    s = kiln_cl_obs_codegen(c->p, v, &tmp, name, &text[nk], &sig[nk]); /* observing plans: in-kernel reductions */
     if (!s) nk++;
   }
   for (int a = 0; a < sp->n_alias && !s; a++) {
@@ -297,7 +297,7 @@ static kiln_status lower(cstate *c) {
   kiln_fuse_ctx *fc = NULL;
   kiln_schedule *fs = NULL;
   kiln_fuse_plan *fp = NULL;
-  if (fusion_enabled()) {
+  if (fusion_enabled() && !kiln_cl_obs_unfused(c->p)) {
     s = kiln_fuse_ctx_new(g, v->sh, NULL, &fc);
     if (!s) s = schedule_of(g, &fs);
     if (!s) s = kiln_fuse_schedule(fc, fs, &fp);
@@ -314,7 +314,9 @@ static kiln_status lower(cstate *c) {
     if (!sp || sp->n_nodes < 1) continue;
     bool ok = false;
     s = try_gen(c, sp, &fs->steps[k], &ok);
-    if (!s && !ok) s = try_fused(c, sp, &fs->steps[k], &ok);
+    /* observing plans lower anchor and reduction groups node by node, so
+       that every value they observe is stored (engine_observe.c) */
+    if (!s && !ok && !c->p->obs_mode) s = try_fused(c, sp, &fs->steps[k], &ok);
     for (int j = 0; j < sp->n_nodes && !s; j++) {
       int i = sp->nodes[j];
       if (!ok && !done[i]) s = lower_node(c, i, sp->n_nodes > 1);
@@ -498,6 +500,7 @@ static kiln_status build(cstate *c) {
                             v->g->values[sig->args[a].value].name);
       else s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
     }
+    if (!s) s = kiln_cl_obs_bind_kernel(c->p, v, k);
   }
   clock_gettime(CLOCK_MONOTONIC, &tb1);
   for (int k = 0; k < v->n_steps && !s; k++)
@@ -555,7 +558,8 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     p->probe_g = NULL;
     p->probe_sh = NULL;
   } else {
-    s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, &v->g, &v->sh, &rst);
+    s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP),
+                        &v->g, &v->sh, &rst);
   }
   if (s) goto fail;
   const kiln_graph *g = v->g;
@@ -685,6 +689,7 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_free(v->in_map);
   kiln_schedule_free(v->sched);
   kiln_free(v->key);
+  kiln_cl_obs_variant_free(v);
   kiln_shapes_free(v->sh);
   kiln_graph_free(v->g);
   kiln_free(v);

@@ -9,6 +9,7 @@
 
 #include "ir/dump.h"
 #include "ir/graph.h"
+#include "ir/observe.h"
 #include "ir/rewrite.h"
 #include "ir/schedule.h"
 #include "ir/shape.h"
@@ -76,6 +77,7 @@ typedef struct kiln_cl_variant {
   double build_ms;  /* clBuildProgram from source (0: from the cache) */
   cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
   kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
+  struct kiln_cl_vobs *obs; /* observing plans: partial buffers, the record map (engine_observe.c) */
 } kiln_cl_variant;
 
 typedef struct kiln_cl_prof {
@@ -108,12 +110,23 @@ struct kiln_cl_plan {
   kiln_graph *probe_g;
   kiln_shapes *probe_sh;
   kiln_rewrite_stats probe_rst;
+  /* observers (engine_observe.c): obs_mode 0 for a plain plan, else 1 +
+     KILN_CL_OBS_* bits of an observing plan; the observing plans of a plain
+     one (per mode - 1, compiled at the first observed run); the reduction
+     kernels of an observing plan (per element type); the observer of the
+     run in progress */
+  int obs_mode;
+  struct kiln_cl_plan *obs_plan[4];
+  cl_program obs_prog;
+  kiln_cl_kernel obs_red[16], obs_final, obs_batch;
+  kiln_obs *run_obs;
 };
 
 /* Rewrites g0 (constant folding with the reference kernels), checks it and
- * infers its shapes. */
-kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, kiln_graph **g, kiln_shapes **sh,
-                            kiln_rewrite_stats *rst);
+ * infers its shapes. keep_outputs: observe all (no rewrite that erases a
+ * node output, ir/rewrite.h). */
+kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
+                            kiln_shapes **sh, kiln_rewrite_stats *rst);
 /* The variant for these inputs (per input of p->orig; NULL for initializers),
  * compiled on first sight. Call with the slot locked (or before the plan is
  * shared). */
@@ -132,5 +145,33 @@ void kiln_cl_profile_print(const kiln_cl_plan *p);
 /* KILN_TRACE: appends p's events to the process's trace and rewrites the file. */
 void kiln_cl_trace_flush(const kiln_cl_plan *p);
 void kiln_cl_trace_shutdown(void);
+
+/* ---- observers (engine_observe.c) ---- */
+#define KILN_CL_OBS_KEEP 1   /* observe all: no erasing rewrites */
+#define KILN_CL_OBS_VALUES 2 /* histograms: unfused, observed values read back */
+/* 1 + the KILN_CL_OBS_* bits obs needs. */
+int kiln_cl_obs_mode(const kiln_obs *obs);
+/* Whether observing plan p compiles unfused (histograms). */
+bool kiln_cl_obs_unfused(const kiln_cl_plan *p);
+/* kiln_cl_plan_prepare for an observing plan of mode (0: plain). */
+kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g,
+                                         int mode, kiln_cl_plan **out);
+/* Plain plan p's observing plan for obs (prepared on first use, kept). */
+kiln_status kiln_cl_obs_plan(kiln_cl_plan *p, const kiln_obs *obs, kiln_cl_plan **out);
+void kiln_cl_obs_plan_free(kiln_cl_plan *p);
+/* Compile: spec sp as generated kernel `name`, with in-kernel reductions of
+ * the float32 values it computes when p observes (else as
+ * kiln_cl_codegen_named); after the build, kernel k's partials argument. */
+kiln_status kiln_cl_obs_codegen(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_fuse_spec *sp, const char *name,
+                                char **text, kiln_cl_kernel_sig *sig);
+kiln_status kiln_cl_obs_bind_kernel(kiln_cl_plan *p, kiln_cl_variant *v, int k);
+void kiln_cl_obs_variant_free(kiln_cl_variant *v);
+/* Run: before the steps (record map, constants), after step k (its
+ * reductions enqueued), after the outputs (partials read and merged). */
+kiln_status kiln_cl_obs_begin(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs);
+kiln_status kiln_cl_obs_step(kiln_cl_plan *p, kiln_cl_variant *v, int k, kiln_obs *obs);
+kiln_status kiln_cl_obs_end(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs);
+/* After the queue finished: the final partials into the records. */
+kiln_status kiln_cl_obs_collect(kiln_cl_plan *p, kiln_cl_variant *v, kiln_obs *obs);
 
 #endif

@@ -153,16 +153,17 @@ static void prof_add(kiln_cl_plan *p, int e, double t0_ns, double ns) {
 
 static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_variant *v, const kiln_cl_step *st) {
   kiln_cl_kernel *k = &v->kern[st->kern];
-  size_t n = (size_t)v->sig[st->kern].n_items;
+  size_t n = (size_t)v->sig[st->kern].n_items, local = v->sig[st->kern].local;
   if (!n) return KILN_OK;
-  size_t local = v->sig[st->kern].local; /* > 0: work-group kernels (engine_fuse reductions) */
-  if (local) { /* groups of a power of two the kernel allows (the kernels loop over any) */
+  if (local && !v->sig[st->kern].n_obs) { /* work-group kernels (engine_fuse reductions): groups of a power of two
+                                            the kernel allows (they loop over any); observed kernels are sized
+                                            by their launcher */
     size_t groups = n / local, lim = k->wg_size < ctx->max_work_item_size0 ? k->wg_size : ctx->max_work_item_size0;
     while (local > 1 && local > lim) local /= 2;
     n = groups * local;
   }
   if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, local, NULL);
-  size_t gsz = local ? kiln_cl_pad(n, local) : kiln_cl_pad(n, KILN_CL_GLOBAL_PAD);
+  size_t gsz = kiln_cl_pad(n, local ? local : KILN_CL_GLOBAL_PAD);
   double w0 = now_ns();
   cl_event ev = NULL;
   cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &gsz, local ? &local : NULL, 0, NULL, &ev);
@@ -475,9 +476,12 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       if (m) s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
     }
   char lbl[160];
+  kiln_obs *obs = p->run_obs; /* an observing plan's run (engine_observe.c) */
+  if (!s && obs) s = kiln_cl_obs_begin(p, v, obs);
   for (int k = 0; k < v->n_steps && !s; k++) {
     const kiln_cl_step *st = &v->steps[k];
     s = run_step(p, ctx, v, st, vin);
+    if (!s && obs) s = kiln_cl_obs_step(p, v, k, obs); /* before a later step writes over its outputs */
     if (s) {
       const kiln_node *n = &g->nodes[st->node];
       if (st->kind == KILN_CL_STEP_GEN && st->nodes > 1)
@@ -487,6 +491,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
         kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
     }
   }
+  if (!s && obs) s = kiln_cl_obs_end(p, v, obs); /* the final pass and its read, before the outputs' */
   for (int o = 0; o < g->n_outputs && !s; o++) {
     int w = g->outputs[o];
     cl_mem m = mem_out ? mem_out[o] : NULL;
@@ -518,6 +523,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     }
   }
   if (!s) s = kiln_cl_finish(ctx);
+  if (!s && obs) s = kiln_cl_obs_collect(p, v, obs);
   if (s) {
     kiln_cl_finish(ctx);
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);

@@ -125,6 +125,8 @@ static void usage(FILE *f) {
           "  --dump-freq N            also dump and reset the ranges every N runs, to\n"
           "                           <stem>_<k><ext> (needs --dump)\n"
           "  --histogram N            keep N-bin histograms whose ranges widen across runs\n"
+          "                           (cpu and opencl then run the graph unfused, opencl\n"
+          "                           reads every observed tensor back: slower)\n"
           "  --qparams                add 8-bit quantization parameters (scale, zero point)\n"
           "                           to the table; with --dump also <stem>_qparams<ext>\n"
           "  --qmethod M              where the range comes from: minmax (default), l2 or\n"
@@ -1090,7 +1092,7 @@ static int observe_finish(model_run *m) {
     }
   }
   if (!recorded && n)
-    printf("observe: warning: the backend recorded nothing (observers are not wired into this backend yet)\n");
+    printf("observe: warning: the backend recorded nothing\n");
   if (opt.dump) {
     printf("observe: wrote %s (total ranges)", opt.dump);
     char buf[PATH_LEN];
