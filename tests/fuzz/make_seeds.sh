@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/fuzz/make_seeds.sh TARGET OUTDIR: writes the seed corpus of a fuzz
 # target into OUTDIR (a build directory; nothing here is committed):
-#   fuzz_model   every model.onnx of Debian's libonnx-testdata (node,
+#   fuzz_model, fuzz_run: every model.onnx of Debian's libonnx-testdata (node,
 #                simple, pytorch-*), examples/*.onnx and the model.onnx of
 #                tests/{views,fusion,kiln_domain}; bench models too when
 #                bench/models exists (bench/make_models.py)
@@ -16,7 +16,7 @@ mkdir -p "$out"
 put() { local h; h=$(sha1sum "$1" | cut -c1-16); cp "$1" "$out/$h"; }
 n=0
 case $target in
-fuzz_model)
+fuzz_model | fuzz_run)
   while IFS= read -r f; do put "$f"; n=$((n + 1)); done < <(
     { find "$data" -name model.onnx -size -256k 2>/dev/null
       find "$root/examples" -maxdepth 1 -name '*.onnx'
