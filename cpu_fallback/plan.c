@@ -821,6 +821,9 @@ static kiln_status specialize(kiln_cpu_plan *p) {
     const kiln_step *st = &p->sched->steps[p->mp->inplace[k].step];
     if (!p->tile[p->mp->inplace[k].step] && st->n_nodes == 1) p->inplace[st->nodes[0]] = true;
   }
+  if (p->mp->arena_size > KILN_MAX_ALLOC) /* limit (README "Limits"): never ask malloc for it */
+    return kiln_fail(KILN_E_NOMEM, "the memory plan needs a %llu-byte arena, more than kiln's limit of %llu bytes",
+                     (unsigned long long)p->mp->arena_size, (unsigned long long)KILN_MAX_ALLOC);
   kiln_free(p->arena);
   p->arena = kiln_malloc(p->mp->arena_size ? p->mp->arena_size : 1);
   if (!p->arena)

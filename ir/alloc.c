@@ -24,7 +24,7 @@ void kiln_free(void *p) { free(p); }
 char *kiln_strndup(const char *s, size_t n) {
   char *d = kiln_malloc(n + 1);
   if (!d) return NULL;
-  memcpy(d, s, n);
+  if (n) memcpy(d, s, n); /* s may be NULL when n is 0 (an empty protobuf bytes field) */
   d[n] = 0;
   return d;
 }

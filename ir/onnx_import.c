@@ -72,6 +72,18 @@ static void map_put(name_map *m, const char *k, int v) {
 
 /* ---- tensors ---- */
 
+/* Values stored in tp's typed field for dt (raw_data aside). */
+static size_t stored_count(const Onnx__TensorProto *tp, kiln_dtype dt) {
+  switch (dt) {
+  case KILN_F32: return tp->n_float_data;
+  case KILN_F64: return tp->n_double_data;
+  case KILN_I64: return tp->n_int64_data;
+  case KILN_U32:
+  case KILN_U64: return tp->n_uint64_data;
+  default: return tp->n_int32_data; /* f16, bf16, int32, int16, int8, uint16, uint8, bool */
+  }
+}
+
 static kiln_status tensor_from_proto(const Onnx__TensorProto *tp, kiln_tensor *t) {
   const char *nm = tp->name ? tp->name : "";
   kiln_dtype dt = (kiln_dtype)(tp->has_data_type ? tp->data_type : 0);
@@ -86,14 +98,27 @@ static kiln_status tensor_from_proto(const Onnx__TensorProto *tp, kiln_tensor *t
   if (tp->n_dims > KILN_MAX_RANK)
     return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "tensor '%s': rank %zu exceeds kiln's maximum of %d", nm,
                      tp->n_dims, KILN_MAX_RANK);
-  kiln_status s = kiln_tensor_alloc(t, dt, (int)tp->n_dims, tp->dims);
+  /* the data present must match the shape before anything is allocated for
+     it: a hostile shape with no data must not reserve its bytes */
+  int64_t n;
+  kiln_status s = kiln_shape_numel((int)tp->n_dims, tp->dims, &n);
   if (s) {
     kiln_error_prefix("tensor '%s'", nm);
     return s;
   }
-  size_t es = kiln_dtype_size(dt), bytes = (size_t)t->numel * es;
-  int64_t n = t->numel;
-  size_t have = 0;
+  size_t es = kiln_dtype_size(dt), bytes = (size_t)n * es;
+  size_t have = tp->has_raw_data ? tp->raw_data.len / (es ? es : 1) : stored_count(tp, dt);
+  if (tp->has_raw_data ? tp->raw_data.len != bytes : (int64_t)have != n) {
+    if (tp->has_raw_data)
+      return kiln_fail(KILN_E_MODEL, "tensor '%s': raw_data has %zu bytes, its shape needs %zu", nm,
+                       tp->raw_data.len, bytes);
+    return kiln_fail(KILN_E_MODEL, "tensor '%s': %zu values stored, its shape needs %lld", nm, have, (long long)n);
+  }
+  s = kiln_tensor_alloc(t, dt, (int)tp->n_dims, tp->dims);
+  if (s) {
+    kiln_error_prefix("tensor '%s'", nm);
+    return s;
+  }
   if (tp->has_raw_data) {
     if (tp->raw_data.len != bytes) {
       kiln_tensor_release(t);
@@ -301,11 +326,27 @@ static kiln_status import_graph(importer *im, const Onnx__ModelProto *mp) {
 
   if (gp->n_sparse_initializer)
     return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "sparse initializers are not supported");
-  if (gp->n_node > 1000000 || gp->n_initializer > 1000000 || gp->n_input > 100000 || gp->n_output > 100000)
-    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "graph too large (%zu nodes)", gp->n_node);
+  if (gp->n_node > KILN_MAX_NODES || gp->n_initializer > KILN_MAX_INITIALIZERS || gp->n_input > KILN_MAX_GRAPH_IO ||
+      gp->n_output > KILN_MAX_GRAPH_IO)
+    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE,
+                     "graph too large (%zu nodes, %zu initializers, %zu inputs, %zu outputs; kiln's limits are "
+                     "%d, %d, %d, %d)",
+                     gp->n_node, gp->n_initializer, gp->n_input, gp->n_output, KILN_MAX_NODES,
+                     KILN_MAX_INITIALIZERS, KILN_MAX_GRAPH_IO, KILN_MAX_GRAPH_IO);
 
   size_t cap = gp->n_input + gp->n_initializer + gp->n_output;
-  for (size_t i = 0; i < gp->n_node; i++) cap += gp->node[i]->n_output;
+  for (size_t i = 0; i < gp->n_node && cap <= KILN_MAX_VALUES; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    if (np->n_output > KILN_MAX_VALUES) cap = (size_t)KILN_MAX_VALUES + 1;
+    else cap += np->n_output;
+    if (np->n_attribute > KILN_MAX_NODE_ATTRS)
+      return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "node '%s' (%s) has %zu attributes, more than kiln's limit of %d",
+                       np->name ? np->name : "", np->op_type ? np->op_type : "", np->n_attribute,
+                       KILN_MAX_NODE_ATTRS);
+  }
+  if (cap > KILN_MAX_VALUES)
+    return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "graph too large: more than %d named values, kiln's limit",
+                     KILN_MAX_VALUES);
   im->cap_values = (int)cap;
   g->values = kiln_calloc(cap ? cap : 1, sizeof *g->values);
   g->nodes = kiln_calloc(gp->n_node ? gp->n_node : 1, sizeof *g->nodes);
@@ -435,8 +476,84 @@ static kiln_status import_graph(importer *im, const Onnx__ModelProto *mp) {
   return KILN_OK;
 }
 
+/* ---- nesting depth on the wire ---- */
+
+/* The messages of onnx.proto that can nest (directly or through others),
+ * and the fields that lead from one to another. */
+typedef enum wire_msg {
+  W_NONE, W_MODEL, W_GRAPH, W_NODE, W_ATTR, W_VALUE_INFO, W_TYPE, W_TYPE_ELEM, W_TYPE_MAP, W_FUNCTION, W_TRAINING
+} wire_msg;
+
+static wire_msg wire_child(wire_msg m, uint64_t field) {
+  switch (m) {
+  case W_MODEL: return field == 7 ? W_GRAPH : field == 25 ? W_FUNCTION : field == 20 ? W_TRAINING : W_NONE;
+  case W_GRAPH: return field == 1 ? W_NODE : (field >= 11 && field <= 13) ? W_VALUE_INFO : W_NONE;
+  case W_NODE: return field == 5 ? W_ATTR : W_NONE;
+  case W_ATTR: return field == 6 || field == 11 ? W_GRAPH : field == 14 || field == 15 ? W_TYPE : W_NONE;
+  case W_VALUE_INFO: return field == 2 ? W_TYPE : W_NONE;
+  case W_TYPE: /* sequence_type, optional_type (elem_type = 1), map_type (value_type = 2) */
+    return field == 4 || field == 9 ? W_TYPE_ELEM : field == 5 ? W_TYPE_MAP : W_NONE;
+  case W_TYPE_ELEM: return field == 1 ? W_TYPE : W_NONE;
+  case W_TYPE_MAP: return field == 2 ? W_TYPE : W_NONE;
+  case W_FUNCTION: return field == 7 ? W_NODE : W_NONE;
+  case W_TRAINING: return field == 1 || field == 2 ? W_GRAPH : W_NONE;
+  case W_NONE: break;
+  }
+  return W_NONE;
+}
+
+static bool wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && *i < n; shift += 7) {
+    uint8_t b = p[(*i)++];
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+/* Depth of message m (1) plus its deepest nested message, up to limit + 1. */
+static int wire_depth(const uint8_t *p, size_t n, wire_msg m, int depth, int limit) {
+  int deepest = depth;
+  if (depth > limit) return depth;
+  size_t i = 0;
+  while (i < n) {
+    uint64_t key, v;
+    if (!wire_varint(p, n, &i, &key)) break;
+    switch (key & 7) {
+    case 0:
+      if (!wire_varint(p, n, &i, &v)) return deepest;
+      break;
+    case 1: i = n - i < 8 ? n : i + 8; break;
+    case 5: i = n - i < 4 ? n : i + 4; break;
+    case 2: {
+      if (!wire_varint(p, n, &i, &v) || v > n - i) return deepest;
+      wire_msg c = wire_child(m, key >> 3);
+      if (c != W_NONE) {
+        int d = wire_depth(p + i, (size_t)v, c, depth + 1, limit);
+        if (d > deepest) deepest = d;
+        if (deepest > limit) return deepest;
+      }
+      i += (size_t)v;
+      break;
+    }
+    default: return deepest; /* groups or garbage: protobuf-c decides */
+    }
+  }
+  return deepest;
+}
+
+int kiln_onnx_nesting(const void *bytes, size_t size, int limit) {
+  return size ? wire_depth(bytes, size, W_MODEL, 1, limit) : 0;
+}
+
 kiln_status kiln_onnx_import(const void *bytes, size_t size, kiln_graph **out) {
   *out = NULL;
+  int depth = kiln_onnx_nesting(bytes, size, KILN_MAX_PROTO_DEPTH);
+  if (depth > KILN_MAX_PROTO_DEPTH)
+    return kiln_fail(KILN_E_PROTOBUF,
+                     "the model's messages (subgraphs, nested types) nest deeper than %d levels, kiln's limit",
+                     KILN_MAX_PROTO_DEPTH);
   pb_alloc_failed = 0;
   Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_allocator, size, bytes);
   if (!mp && pb_alloc_failed) return kiln_fail(KILN_E_NOMEM, "out of memory parsing the model (%zu bytes)", size);

@@ -1384,6 +1384,24 @@ static void test_set_graph_io(void) {
     else out[0] = cases[k].d;
     check_st(cases[k].name, lib.onnxSetGraphIO(g, 2, in, 1, out), cases[k].want);
   }
+  /* limits (README "Limits"): rank, one dim, the element count, a shape
+     product that overflows 64 bits — refused before anything is sized */
+  static const uint64_t rank9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 6}, huge_dim[2] = {2, (uint64_t)1 << 40},
+                        wrap[2] = {(uint64_t)1 << 32, (uint64_t)1 << 32}, too_many[2] = {(uint64_t)1 << 20, (uint64_t)1 << 15};
+  const struct {
+    const char *name;
+    onnxTensorDescriptorV1 d;
+  } limits[] = {
+      {"SetGraphIO(input rank 9, beyond KILN_MAX_RANK)", td("add_b", T_F32, 9, rank9, b)},
+      {"SetGraphIO(input dim 2^40)", td("add_b", T_F32, 2, huge_dim, b)},
+      {"SetGraphIO(input [2^32, 2^32]: the product wraps)", td("add_b", T_F32, 2, wrap, b)},
+      {"SetGraphIO(input of 2^35 elements)", td("add_b", T_F32, 2, too_many, b)},
+  };
+  for (size_t k = 0; k < sizeof limits / sizeof *limits; k++) {
+    memcpy(in, good_in, sizeof good_in);
+    in[1] = limits[k].d;
+    check_st(limits[k].name, lib.onnxSetGraphIO(g, 2, in, 1, good_out), ONNXIFI_STATUS_UNSUPPORTED_SHAPE);
+  }
 
   /* A good binding, then a failed one: RunGraph must refuse. */
   st = lib.onnxSetGraphIO(g, 2, good_in, 1, good_out);
