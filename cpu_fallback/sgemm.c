@@ -223,14 +223,22 @@ static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t
 
 static void wpack_b(const float *B, int64_t ldb, bool trans, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                     float *restrict bp, const kiln_nn_prims *P) {
-  for (int64_t j = 0; j < nc; j += WNR) {
+  int64_t full = trans ? 0 : nc / WNR * WNR;
+  if (full) { /* the full strips row by row: B is read in its storage order (the prefetcher streams it) */
+    for (int64_t k = 0; k < kc; k++) {
+      const float *row = B + (p0 + k) * ldb + j0;
+      for (int64_t j = 0; j < full; j += WNR) memcpy(bp + j * kc + k * WNR, row + j, WNR * sizeof *bp); /* fixed size: vector moves */
+    }
+    bp += full * kc;
+  }
+  for (int64_t j = full; j < nc; j += WNR) {
     int64_t cols = nc - j < WNR ? nc - j : WNR;
     if (trans) { /* B stored N x K: column c of the strip is row j0 + j + c of B; a blocked transpose */
       P->transpose32((size_t)kc, (size_t)cols, (const uint32_t *)(const void *)(B + (j0 + j) * ldb + p0), (size_t)ldb,
                      (uint32_t *)(void *)bp, WNR);
       for (int64_t c = cols; c < WNR; c++)
         for (int64_t k = 0; k < kc; k++) bp[k * WNR + c] = 0.0f;
-    } else {
+    } else { /* the last, partial strip */
       for (int64_t k = 0; k < kc; k++) {
         memcpy(bp + k * WNR, B + (p0 + k) * ldb + j0 + j, (size_t)cols * sizeof *bp);
         for (int64_t c = cols; c < WNR; c++) bp[k * WNR + c] = 0.0f;
