@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "cpu_fallback/nn.h"
 #include "ir/alloc.h"
 
 /* Nodes reading value v (each input slot counts). */
@@ -34,13 +35,9 @@ kiln_status kiln_cpu_pretranspose(kiln_graph *g, int *count) {
     kiln_tensor t = {0};
     kiln_status s = kiln_tensor_alloc(&t, KILN_F32, 2, td);
     if (s) return s;
-    const float *src = w->data;
-    float *dst = t.data;
-    enum { B = 32 }; /* blocked: both sides stay in cache */
-    for (int64_t r0 = 0; r0 < N; r0 += B)
-      for (int64_t c0 = 0; c0 < K; c0 += B)
-        for (int64_t r = r0; r < N && r < r0 + B; r++)
-          for (int64_t c = c0; c < K && c < c0 + B; c++) dst[c * N + r] = src[r * K + c];
+    /* dst[k][n] = src[n][k]: the blocked transpose (AVX2 or its scalar twin) */
+    kiln_nn_prims_active()->transpose32((size_t)K, (size_t)N, (const uint32_t *)w->data, (size_t)K,
+                                        (uint32_t *)t.data, (size_t)N);
     kiln_tensor_release(w);
     *w = t;
     if (val->type.rank == 2) { /* the declared shape follows the data */
