@@ -216,6 +216,18 @@ static inline void tr8x8(const float *s, size_t lds, float *d, size_t ldd) {
 /* Panels of 16 destination rows (one 64-byte line of each source row),
  * walked along the whole destination row: 8 source rows at a time, so the
  * source lines in flight stay few (rows 4 KiB apart share L1 sets). */
+/* dst[j][i] = src[i][j] for a 4 x 4 block (the SGEMM's 12-row A strips
+ * are 8 + 4 columns here). */
+static void tr4x4(const float *src, size_t lds, float *dst, size_t ldd) {
+  __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + lds), r2 = _mm_loadu_ps(src + 2 * lds),
+         r3 = _mm_loadu_ps(src + 3 * lds);
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+  _mm_storeu_ps(dst, r0);
+  _mm_storeu_ps(dst + ldd, r1);
+  _mm_storeu_ps(dst + 2 * ldd, r2);
+  _mm_storeu_ps(dst + 3 * ldd, r3);
+}
+
 static void transpose32_avx2(size_t rows, size_t cols, const uint32_t *src, size_t lds, uint32_t *dst, size_t ldd) {
   size_t a = 0;
   for (; a + 16 <= rows; a += 16) {
@@ -224,6 +236,9 @@ static void transpose32_avx2(size_t rows, size_t cols, const uint32_t *src, size
       tr8x8((const float *)(src + b * lds + a), lds, (float *)(dst + a * ldd + b), ldd);
       tr8x8((const float *)(src + b * lds + a + 8), lds, (float *)(dst + (a + 8) * ldd + b), ldd);
     }
+    for (; b + 4 <= cols; b += 4)
+      for (size_t aa = a; aa < a + 16; aa += 4)
+        tr4x4((const float *)(src + b * lds + aa), lds, (float *)(dst + aa * ldd + b), ldd);
     for (size_t aa = a; aa < a + 16; aa++)
       for (size_t bb = b; bb < cols; bb++) dst[aa * ldd + bb] = src[bb * lds + aa];
   }

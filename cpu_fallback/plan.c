@@ -5,6 +5,7 @@
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/pool.h"
 #include "cpu_fallback/plan_observe.h"
+#include "cpu_fallback/prepack.h"
 #include "cpu_fallback/tile.h"
 #include "cpu_fallback/vmath.h"
 
@@ -650,6 +651,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   kiln_rewrite_stats rst;
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
   kiln_graph *g = p->g;
+  if ((s = kiln_cpu_pretranspose(g, NULL))) goto fail; /* prepack.h: constant Gemm B stored [K, N] once */
   if ((s = kiln_ref_check_graph(g))) goto fail;
   if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
   int nv = g->n_values, nn = g->n_nodes;

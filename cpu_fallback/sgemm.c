@@ -205,16 +205,25 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
 }
 
 static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
-                    float alpha, float *restrict ap) {
+                    float alpha, float *restrict ap, const kiln_nn_prims *P) {
   for (int64_t i = 0; i < mc; i += WMR) {
     int64_t rows = mc - i < WMR ? mc - i : WMR;
-    for (int64_t k = 0; k < kc; k++) {
+    if (!trans) { /* A stored M x K: the strip is a blocked transpose of rows x kc (then times alpha) */
+      P->transpose32((size_t)kc, (size_t)rows, (const uint32_t *)(const void *)(A + (i0 + i) * lda + p0), (size_t)lda,
+                     (uint32_t *)(void *)ap, WMR);
+      for (int64_t k = 0; k < kc && (alpha != 1.0f || rows < WMR); k++) {
+        float *a = ap + k * WMR;
+        if (alpha != 1.0f)
+          for (int64_t r = 0; r < rows; r++) a[r] = alpha * a[r];
+        for (int64_t r = rows; r < WMR; r++) a[r] = 0.0f;
+      }
+      ap += kc * WMR;
+      continue;
+    }
+    for (int64_t k = 0; k < kc; k++) { /* A stored K x M: rows of the strip are contiguous */
       int64_t kk = p0 + k;
       int64_t r = 0;
-      if (trans)
-        for (; r < rows; r++) ap[r] = alpha * A[kk * lda + i0 + i + r];
-      else
-        for (; r < rows; r++) ap[r] = alpha * A[(i0 + i + r) * lda + kk];
+      for (; r < rows; r++) ap[r] = alpha * A[kk * lda + i0 + i + r];
       for (; r < WMR; r++) ap[r] = 0.0f;
       ap += WMR;
     }
@@ -223,14 +232,22 @@ static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t
 
 static void wpack_b(const float *B, int64_t ldb, bool trans, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                     float *restrict bp, const kiln_nn_prims *P) {
-  for (int64_t j = 0; j < nc; j += WNR) {
+  int64_t full = trans ? 0 : nc / WNR * WNR;
+  if (full) { /* the full strips row by row: B is read in its storage order (the prefetcher streams it) */
+    for (int64_t k = 0; k < kc; k++) {
+      const float *row = B + (p0 + k) * ldb + j0;
+      for (int64_t j = 0; j < full; j += WNR) memcpy(bp + j * kc + k * WNR, row + j, WNR * sizeof *bp); /* fixed size: vector moves */
+    }
+    bp += full * kc;
+  }
+  for (int64_t j = full; j < nc; j += WNR) {
     int64_t cols = nc - j < WNR ? nc - j : WNR;
     if (trans) { /* B stored N x K: column c of the strip is row j0 + j + c of B; a blocked transpose */
       P->transpose32((size_t)kc, (size_t)cols, (const uint32_t *)(const void *)(B + (j0 + j) * ldb + p0), (size_t)ldb,
                      (uint32_t *)(void *)bp, WNR);
       for (int64_t c = cols; c < WNR; c++)
         for (int64_t k = 0; k < kc; k++) bp[k * WNR + c] = 0.0f;
-    } else {
+    } else { /* the last, partial strip */
       for (int64_t k = 0; k < kc; k++) {
         memcpy(bp + k * WNR, B + (p0 + k) * ldb + j0 + j, (size_t)cols * sizeof *bp);
         for (int64_t c = cols; c < WNR; c++) bp[k * WNR + c] = 0.0f;
@@ -264,7 +281,7 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
       wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp, w->P);
       for (int64_t ic = i0; ic < i1; ic += WMC) {
         int64_t mc = i1 - ic < WMC ? i1 - ic : WMC;
-        wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap);
+        wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap, w->P);
         for (int64_t j = 0; j < nc; j += WNR)
           for (int64_t i = 0; i < mc; i += WMR)
             w->micro(kc, ap + i * kc, bp + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,

@@ -102,13 +102,99 @@ void kiln_tensor_release(kiln_tensor *t) {
 
 size_t kiln_tensor_bytes(const kiln_tensor *t) { return (size_t)t->numel * kiln_dtype_size(t->dtype); }
 
+/* Gathers the elements of one unmasked strided map (row-major order of
+ * dims, element strides, offset) of src into dense dst, es bytes each:
+ * size-1 dims dropped, mergeable neighbours merged, then an odometer over
+ * the outer dims and a tight loop (memcpy when unit-strided) inside. */
+static void gather_map(char *dst, const char *src, size_t es, int rank, const int64_t *dims, const int64_t *strides,
+                       int64_t offset) {
+  int64_t n[KILN_MAX_RANK], st[KILN_MAX_RANK];
+  int r = 0;
+  for (int d = 0; d < rank; d++) {
+    if (dims[d] == 1) continue;
+    if (dims[d] == 0) return;
+    if (r > 0 && st[r - 1] == strides[d] * dims[d]) { /* merges into the previous dim */
+      n[r - 1] *= dims[d];
+      st[r - 1] = strides[d];
+      continue;
+    }
+    n[r] = dims[d];
+    st[r++] = strides[d];
+  }
+  src += offset * (int64_t)es;
+  if (r == 0) {
+    memcpy(dst, src, es);
+    return;
+  }
+  int64_t inner = n[r - 1], is = st[r - 1], idx[KILN_MAX_RANK] = {0}, at = 0;
+  for (;;) {
+    const char *s0 = src + at * (int64_t)es;
+    if (is == 1) {
+      memcpy(dst, s0, (size_t)inner * es);
+    } else if (es == 4) {
+      uint32_t *o = (uint32_t *)(void *)dst;
+      for (int64_t i = 0; i < inner; i++) memcpy(&o[i], s0 + i * is * 4, 4);
+    } else if (es == 8) {
+      uint64_t *o = (uint64_t *)(void *)dst;
+      for (int64_t i = 0; i < inner; i++) memcpy(&o[i], s0 + i * is * 8, 8);
+    } else {
+      for (int64_t i = 0; i < inner; i++) memcpy(dst + i * (int64_t)es, s0 + i * is * (int64_t)es, es);
+    }
+    dst += inner * (int64_t)es;
+    int d = r - 2;
+    for (; d >= 0; d--) {
+      at += st[d];
+      if (++idx[d] < n[d]) break;
+      at -= st[d] * n[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+/* Fast kiln_tensor_copy of a strided src into dense dst->data: one map
+ * directly; a stack of unmasked views level by level (each level's dense
+ * result is the flat index space of the next; contiguous levels are the
+ * identity and cost nothing). False (nothing written) for masked stacks,
+ * which take the per-element path. */
+static bool copy_strided_fast(kiln_tensor *dst, const kiln_tensor *src) {
+  size_t es = kiln_dtype_size(src->dtype);
+  if (!src->stack) {
+    gather_map(dst->data, src->data, es, src->rank, src->dims, src->strides, src->offset);
+    return true;
+  }
+  const kiln_views *stk = src->stack;
+  int top = stk->depth - 1;
+  for (int k = 0; k <= top; k++)
+    if (stk->v[k].has_mask) return false;
+  /* identity maps on top (a contiguous view of fewer elements than the one
+     below reads a prefix of it: gathered as its own level) */
+  while (top > 0 && stk->v[top].contiguous && stk->v[top].numel == stk->v[top - 1].numel) top--;
+  const char *from = src->data;
+  char *buf[KILN_VIEWS_MAX_DEPTH] = {0};
+  bool ok = true;
+  for (int k = 0; k <= top && ok; k++) {
+    const kiln_view *v = &stk->v[k];
+    if (k > 0 && k < top && v->contiguous) continue; /* reads the level below as is */
+    char *to = (char *)dst->data;
+    if (k < top && !(to = buf[k] = kiln_malloc((size_t)(v->numel ? v->numel : 1) * es))) {
+      ok = false;
+      break;
+    }
+    gather_map(to, from, es, v->rank, v->shape, v->strides, v->offset);
+    from = to;
+  }
+  for (int k = 0; k < KILN_VIEWS_MAX_DEPTH; k++) kiln_free(buf[k]);
+  return ok;
+}
+
 kiln_status kiln_tensor_copy(kiln_tensor *dst, const kiln_tensor *src) {
   kiln_status s = kiln_tensor_alloc(dst, src->dtype, src->rank, src->dims);
   if (s) return s;
   if (!src->strided) {
     /* dst may be src's own storage (an in-place step): nothing to move */
     if (src->numel && dst->data != src->data) memcpy(dst->data, src->data, kiln_tensor_bytes(src));
-  } else {
+  } else if (!src->numel || !copy_strided_fast(dst, src)) {
     for (int64_t i = 0; i < src->numel; i++) kiln_copy_elem(dst, i, src, i);
   }
   return KILN_OK;

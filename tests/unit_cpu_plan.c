@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cpu_fallback/plan.h"
+#include "cpu_fallback/prepack.h"
 #include "ir/alloc.h"
 #include "ir/graph_edit.h"
 #include "reference/exec.h"
@@ -252,8 +253,52 @@ static void test_specialise(void) {
   kiln_graph_free(g);
 }
 
+/* Gemm(x, W, c, transB = 1) with W a constant read by that node alone: the
+ * plan stores W transposed once (cpu_fallback/prepack.h) and clears transB;
+ * a second Gemm sharing its W with a third keeps its layout. Integer values:
+ * every sum is exact, so cpu and reference agree bit for bit. */
+static void test_pretranspose(void) {
+  kiln_graph *g;
+  int64_t xd[2] = {3, 5}, wd[2] = {4, 5}, cd[1] = {4};
+  float w[20], cv[4] = {1, -2, 3, -4};
+  for (int i = 0; i < 20; i++) w[i] = (float)((i * 7) % 11 - 5);
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, xd, &x);
+  int wv = const_f32(g, 2, wd, w), ws = const_f32(g, 2, wd, w), c = const_f32(g, 1, cd, cv);
+  int in1[3] = {x, wv, c}, in2[3] = {x, ws, c}, in3[2] = {x, ws};
+  kiln_node *n1, *n2, *n3;
+  int y1 = node(g, "Gemm", 3, in1, &n1);
+  kiln_edit_set_int(n1, "transB", 1);
+  int y2 = node(g, "Gemm", 3, in2, &n2);
+  kiln_edit_set_int(n2, "transB", 1);
+  int y3 = node(g, "Gemm", 2, in3, &n3);
+  kiln_edit_set_int(n3, "transB", 1);
+  kiln_edit_add_output(g, y1);
+  kiln_edit_add_output(g, y2);
+  kiln_edit_add_output(g, y3);
+  kiln_tensor xt = {0};
+  kiln_tensor_alloc(&xt, KILN_F32, 2, xd);
+  for (int64_t i = 0; i < xt.numel; i++) kiln_set_f(&xt, i, (double)(i % 5 - 2));
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  compare("pre-transposed Gemm weights", g, &xt, &st);
+  CHECK(st.own_calls == 6 && st.ref_calls == 0, "the Gemms run on kiln's kernel (own %ld, ref %ld)", st.own_calls,
+        st.ref_calls);
+  int count = -1;
+  kiln_status s = kiln_cpu_pretranspose(g, &count);
+  const float *t = g->values[wv].init ? g->values[wv].init->data : NULL;
+  CHECK(!s && count == 1 && kiln_attr_int(&g->nodes[0], "transB", -1) == 0 &&
+            kiln_attr_int(&g->nodes[1], "transB", -1) == 1 && t && g->values[wv].init->dims[0] == 5 &&
+            g->values[wv].init->dims[1] == 4 && t[1 * 4 + 2] == w[2 * 5 + 1],
+        "only the unshared W is transposed (count %d)", count);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   test_specialise();
+  test_pretranspose();
   test_concat_in_place();
   test_views();
   test_scatter(0);

@@ -8,6 +8,7 @@
 #include "ir/alloc.h"
 #include "ir/onnx_import.h"
 #include "ir/tensor.h"
+#include "ir/views.h"
 #include "onnx/onnx.pb-c.h"
 
 static int passed, failed;
@@ -205,9 +206,91 @@ static void test_tensor_parse(void) {
   CHECK(kiln_tensor_parse(buf, n, &t, NULL) == KILN_E_UNSUPPORTED_DTYPE, "string tensor");
 }
 
+/* kiln_tensor_copy of view stacks (gathered level by level) against the
+ * per-element map kiln_views_offset, over op sequences that leave 1 to 3
+ * levels: reshapes of transposes, negative and step-2 slices, a prefix
+ * slice of a reshape, broadcasts; float32 and int64. */
+static void stack_case(const char *what, kiln_dtype dt, const kiln_view_op *ops, int nops) {
+  int64_t bd[3] = {2, 3, 4};
+  kiln_tensor base = {0}, v = {0}, copy = {0};
+  CHECK(kiln_tensor_alloc(&base, dt, 3, bd) == KILN_OK, "%s: alloc", what);
+  for (int64_t i = 0; i < base.numel; i++) kiln_set_i(&base, i, 100 + i);
+  kiln_view c;
+  kiln_views st;
+  kiln_view_contiguous(3, bd, &c);
+  kiln_views_init(&st, &c);
+  kiln_status s = KILN_OK;
+  for (int i = 0; i < nops && !s; i++) s = kiln_views_push(&st, &ops[i]);
+  CHECK(s == KILN_OK, "%s: push", what);
+  const kiln_view *top = kiln_views_top(&st);
+  v.dtype = dt;
+  v.rank = top->rank;
+  memcpy(v.dims, top->shape, sizeof v.dims);
+  v.numel = top->numel;
+  v.data = base.data;
+  v.strided = true;
+  v.stack = &st;
+  CHECK(kiln_tensor_copy(&copy, &v) == KILN_OK && !copy.strided && copy.numel == v.numel, "%s: copy", what);
+  int bad = 0;
+  for (int64_t i = 0; i < v.numel && copy.data; i++)
+    bad += kiln_get_i(&copy, i) != 100 + kiln_views_offset(&st, i, NULL);
+  CHECK(!bad, "%s: %d of %lld elements differ (depth %d)", what, bad, (long long)v.numel, st.depth);
+  kiln_tensor_release(&copy);
+  kiln_tensor_release(&base);
+}
+
+static void test_stack_copy(void) {
+  kiln_view_op o[4];
+  memset(o, 0, sizeof o);
+  o[0].kind = KILN_VOP_TRANSPOSE; /* [3,2,4] */
+  o[0].n = 3;
+  o[0].perm[0] = 1, o[0].perm[1] = 0, o[0].perm[2] = 2;
+  o[1].kind = KILN_VOP_RESHAPE;
+  o[1].n = 2;
+  o[1].shape[0] = 3, o[1].shape[1] = 8;
+  stack_case("transpose, reshape", KILN_F32, o, 2);
+  stack_case("transpose, reshape (int64)", KILN_I64, o, 2);
+  memset(o, 0, sizeof o);
+  o[0].kind = KILN_VOP_TRANSPOSE; /* reversed: [4,3,2] */
+  o[1].kind = KILN_VOP_RESHAPE;
+  o[1].n = 1;
+  o[1].shape[0] = 24;
+  o[2].kind = KILN_VOP_SLICE; /* [23:0:-3] */
+  o[2].n = 1;
+  o[2].starts[0] = 23, o[2].ends[0] = 0, o[2].steps[0] = -3, o[2].has_steps = true;
+  o[3].kind = KILN_VOP_RESHAPE;
+  o[3].n = 2;
+  o[3].shape[0] = 2, o[3].shape[1] = 4;
+  stack_case("transpose, reshape, negative slice, reshape", KILN_F32, o, 4);
+  memset(o, 0, sizeof o);
+  o[0].kind = KILN_VOP_SLICE; /* [2,3,2], step 2 */
+  o[0].n = 1;
+  o[0].starts[0] = 0, o[0].ends[0] = 4, o[0].steps[0] = 2, o[0].axes[0] = 2, o[0].has_steps = o[0].has_axes = true;
+  o[1].kind = KILN_VOP_TRANSPOSE;
+  o[2].kind = KILN_VOP_RESHAPE;
+  o[2].n = 1;
+  o[2].shape[0] = 12;
+  o[3].kind = KILN_VOP_SLICE; /* a prefix of the reshape */
+  o[3].n = 1;
+  o[3].starts[0] = 0, o[3].ends[0] = 5;
+  stack_case("strided slice, transpose, reshape, prefix slice", KILN_F32, o, 4);
+  memset(o, 0, sizeof o);
+  o[0].kind = KILN_VOP_TRANSPOSE; /* [3,2,4] */
+  o[0].n = 3;
+  o[0].perm[0] = 1, o[0].perm[1] = 0, o[0].perm[2] = 2;
+  o[1].kind = KILN_VOP_RESHAPE;
+  o[1].n = 3;
+  o[1].shape[0] = 1, o[1].shape[1] = 3, o[1].shape[2] = 8;
+  o[2].kind = KILN_VOP_EXPAND; /* broadcast to [2,3,8] */
+  o[2].n = 3;
+  o[2].shape[0] = 2, o[2].shape[1] = 3, o[2].shape[2] = 8;
+  stack_case("transpose, reshape, expand", KILN_F32, o, 3);
+}
+
 int main(void) {
   test_half();
   test_views();
+  test_stack_copy();
   test_tensor();
   test_import();
   test_tensor_parse();
