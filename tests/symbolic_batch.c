@@ -4,13 +4,20 @@
  * more; outputs match the reference backend at every batch. A second model
  * without a bound plans at its first batch and again only when a later
  * batch exceeds it. Both backends report the symbolic-size capabilities.
- *   symbolic_batch PLUGIN */
+ * With BACKEND (kiln-opencl: the first backend whose name starts so) the
+ * same on that backend (memoryPlans = its variants), plus a model whose
+ * Softmax over the batch axis mixes rows: one variant per batch there (the
+ * fallback); --bench times batch 1000 / 4000 at the bound (4096) against
+ * the exact size, both on BACKEND.
+ *   symbolic_batch PLUGIN [BACKEND [--bench]] */
 #include <onnx/onnxifi_loader.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <stdbool.h>
 
 #include "include/kiln/kiln_ext.h"
 #include "onnx/onnx.pb-c.h"
@@ -33,7 +40,11 @@ static int passed, failed;
 enum { IN = 16, HID = 32, OUT = 8 };
 static float w1[IN * HID], b1[HID], w2[HID * OUT];
 
-/* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8] */
+static const char *bound_text = "64";
+static double tol = 1e-5;
+
+/* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8]
+ * (with_bound 2: -> Softmax(axis 0) -> y, rows mixed) */
 static void *make_model(int with_bound, size_t *size) {
   Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
   dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
@@ -60,20 +71,27 @@ static void *make_model(int with_bound, size_t *size) {
   Onnx__TensorProto *inits[3] = {&t1, &tb, &t2};
   char *gi[3] = {"x", "w1", "b1"}, *go[1] = {"h"}, *ri[1] = {"h"}, *ro[1] = {"r"}, *mi[2] = {"r", "w2"},
        *mo[1] = {"m"}, *si[1] = {"m"}, *so[1] = {"y"};
-  Onnx__NodeProto gemm = ONNX__NODE_PROTO__INIT, relu = gemm, mm = gemm, sig = gemm;
+  Onnx__NodeProto gemm = ONNX__NODE_PROTO__INIT, relu = gemm, mm = gemm, sig = gemm, sm = gemm;
+  char *smi[1] = {"s"};
+  Onnx__AttributeProto ax = ONNX__ATTRIBUTE_PROTO__INIT;
+  Onnx__AttributeProto *axs[1] = {&ax};
+  ax.name = "axis", ax.has_type = 1, ax.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ax.has_i = 1, ax.i = 0;
   gemm.op_type = "Gemm", gemm.n_input = 3, gemm.input = gi, gemm.n_output = 1, gemm.output = go;
   relu.op_type = "Relu", relu.n_input = 1, relu.input = ri, relu.n_output = 1, relu.output = ro;
   mm.op_type = "MatMul", mm.n_input = 2, mm.input = mi, mm.n_output = 1, mm.output = mo;
   sig.op_type = "Sigmoid", sig.n_input = 1, sig.input = si, sig.n_output = 1, sig.output = so;
-  Onnx__NodeProto *nodes[4] = {&gemm, &relu, &mm, &sig};
+  sm.op_type = "Softmax", sm.n_input = 1, sm.input = so, sm.n_output = 1, sm.output = smi, sm.n_attribute = 1,
+  sm.attribute = axs;
+  if (with_bound == 2) sig.output = smi, sm.input = smi, sm.output = so, smi[0] = "s";
+  Onnx__NodeProto *nodes[5] = {&gemm, &relu, &mm, &sig, &sm};
   Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-  g.name = "mlp", g.n_node = 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.name = "mlp", g.n_node = with_bound == 2 ? 5 : 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
   g.n_initializer = 3, g.initializer = inits;
   Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
   os.domain = "", os.has_version = 1, os.version = 13;
   Onnx__OperatorSetIdProto *oss[1] = {&os};
   Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
-  bound.key = "kiln.bound.N", bound.value = "64";
+  bound.key = "kiln.bound.N", bound.value = (char *)bound_text;
   Onnx__StringStringEntryProto *props[1] = {&bound};
   Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
   m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
@@ -88,7 +106,8 @@ static onnxBackendID find_backend(onnxBackendID *ids, size_t n, const char *name
   for (size_t i = 0; i < n; i++) {
     char b[64];
     size_t sz = sizeof b;
-    if (!lib.onnxGetBackendInfo(ids[i], ONNXIFI_BACKEND_NAME, b, &sz) && !strcmp(b, name)) return ids[i];
+    if (!lib.onnxGetBackendInfo(ids[i], ONNXIFI_BACKEND_NAME, b, &sz) && !strncmp(b, name, strlen(name)))
+      return ids[i];
   }
   return NULL;
 }
@@ -126,6 +145,58 @@ static double max_diff(const float *a, const float *b, int n) {
   return m;
 }
 
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Batch nb on two graphs of the same model: one compiled at nb exactly (no
+ * bound: the first run's size), one at the bound 4096 run with nb rows;
+ * alternated run by run, median and min of 15 each. */
+static void bench(onnxBackendID id) {
+  onnxBackend be;
+  if (lib.onnxInitBackend(id, NULL, &be)) return;
+  static const int sizes[] = {1000, 4000, 64};
+  bound_text = "4096";
+  for (int si = 0; si < 3; si++) {
+    int nb = sizes[si];
+    onnxGraph g[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+      size_t msize;
+      void *model = make_model(k, &msize);
+      if (lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &g[k])) g[k] = NULL;
+      free(model);
+    }
+    float *x = malloc(sizeof(float) * (size_t)nb * IN), *y = malloc(sizeof(float) * (size_t)nb * OUT);
+    for (int i = 0; i < nb * IN; i++) x[i] = (float)sin(0.37 * i);
+    double t[2][15];
+    for (int r = 0; r < 17 && g[0] && g[1]; r++)
+      for (int k = 0; k < 2; k++) {
+        double t0 = now_ms();
+        if (!run_sync(be, g[k], nb, x, y)) printf("bench: run failed\n");
+        if (r >= 2) t[k][r - 2] = now_ms() - t0; /* two warm-up runs (compile, first launch) */
+      }
+    if (g[0] && g[1]) {
+      qsort(t[0], 15, sizeof(double), cmp_d);
+      qsort(t[1], 15, sizeof(double), cmp_d);
+      printf("bench batch %4d: exact %.3f ms (min %.3f), at bound 4096 %.3f ms (min %.3f): ratio bound/exact median "
+             "%.2f, min %.2f\n",
+             nb, t[0][7], t[0][0], t[1][7], t[1][0], t[1][7] / t[0][7], t[1][0] / t[0][0]);
+    }
+    for (int k = 0; k < 2; k++)
+      if (g[k]) lib.onnxReleaseGraph(g[k]);
+    free(x);
+    free(y);
+  }
+  lib.onnxReleaseBackend(be);
+}
+
 static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound, const int *batches, int nb,
                      const uint64_t *want_plans) {
   onnxBackend cpu, ref;
@@ -142,14 +213,14 @@ static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound,
     int n = batches[k];
     for (int i = 0; i < n * IN; i++) x[i] = (float)sin(0.37 * i + n);
     memset(yc, 0xff, sizeof(float) * (size_t)n * OUT);
-    CHECK(run_sync(cpu, gc, n, x, yc), "%s bound: cpu run at batch %d", with_bound ? "with" : "without", n);
+    CHECK(run_sync(cpu, gc, n, x, yc), "%s bound: backend run at batch %d", with_bound ? "with" : "without", n);
     CHECK(run_sync(ref, gr, n, x, yr), "%s bound: reference run at batch %d", with_bound ? "with" : "without", n);
     double d = max_diff(yc, yr, n * OUT);
-    CHECK(d <= 1e-5, "%s bound, batch %d: cpu and reference differ by %g", with_bound ? "with" : "without", n, d);
+    CHECK(d <= tol, "%s bound, batch %d: backend and reference differ by %g", with_bound ? "with" : "without", n, d);
     uint64_t p = plans_of(gc);
     CHECK(p == want_plans[k], "%s bound, after batch %d: %llu memory plans, expected %llu", with_bound ? "with" : "without",
           n, (unsigned long long)p, (unsigned long long)want_plans[k]);
-    printf("%s bound: batch %2d ok (max |cpu - reference| %.2g, %llu plan(s))\n", with_bound ? "with" : "without", n, d,
+    printf("%s bound: batch %2d ok (max |backend - reference| %.2g, %llu plan(s))\n", with_bound ? "with" : "without", n, d,
            (unsigned long long)p);
   }
   free(x);
@@ -173,8 +244,17 @@ int main(int argc, char **argv) {
   onnxBackendID ids[8];
   size_t n = 8;
   CHECK(!lib.onnxGetBackendIDs(ids, &n), "backend IDs (KILN_DEVICE=cpu,reference expected)");
-  onnxBackendID cpu = find_backend(ids, n, "kiln-cpu"), ref = find_backend(ids, n, "kiln-reference");
-  CHECK(cpu && ref, "both the cpu and the reference backend are offered");
+  const char *be_name = argc > 2 ? argv[2] : "kiln-cpu";
+  bool opencl = !strncmp(be_name, "kiln-opencl", 11);
+  if (opencl) tol = 1e-4; /* CLBlast's summation order, OpenCL's exp */
+  onnxBackendID cpu = find_backend(ids, n, be_name), ref = find_backend(ids, n, "kiln-reference");
+  CHECK(cpu && ref, "both the %s and the reference backend are offered", be_name);
+  if (opencl && argc > 3 && !strcmp(argv[3], "--bench") && cpu && ref) {
+    bench(cpu);
+    for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
+    onnxifi_unload(&lib);
+    return 0;
+  }
   onnxExtensionFunctionPointer fp;
   if (cpu && get_ext && !get_ext(cpu, "kilnGetGraphStatistics", &fp))
     graph_stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
@@ -196,6 +276,13 @@ int main(int argc, char **argv) {
     static const int b2s[] = {7, 3, 7, 9, 1};
     static const uint64_t p2s[] = {1, 1, 1, 2, 2};
     scenario(cpu, ref, 0, b2s, 5, p2s);
+  }
+  if (cpu && ref && opencl) {
+    /* rows mixed (Softmax over the batch): compiled at the bound 64 (kept
+       for batch 64), found not resizable, then a variant per batch */
+    static const int b3s[] = {1, 7, 64, 7};
+    static const uint64_t p3s[] = {2, 3, 3, 3};
+    scenario(cpu, ref, 2, b3s, 4, p3s);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
