@@ -30,6 +30,7 @@ struct kiln_cl_sym {
   int64_t bound; /* 0: none yet (the first run's rows) */
   bool off;      /* declined: a variant per input-shape set */
   bool *sym_in;  /* per input of p->orig: its dim 0 is the symbol */
+  char notes[2048]; /* what note() said (the dump file) */
 };
 
 void kiln_cl_sym_free(kiln_cl_plan *p) {
@@ -48,13 +49,14 @@ static void note(const kiln_cl_plan *p, const char *fmt, ...) {
   va_end(ap);
   kiln_log(KILN_LOG_INFO, "opencl plan '%s': %s", p->orig->name ? p->orig->name : "", msg);
   if (!p->dump_stem[0]) return;
-  char path[KILN_DUMP_STEM_MAX + 32];
-  snprintf(path, sizeof path, "%s.opencl-sym.txt", p->dump_stem);
-  FILE *f = fopen(path, "a");
-  if (f) {
-    fprintf(f, "%s\n", msg);
-    fclose(f);
-  }
+  char one[sizeof msg + 1];
+  char *all = p->sym ? p->sym->notes : one;
+  size_t size = p->sym ? sizeof p->sym->notes : sizeof one, len = p->sym ? strlen(all) : 0;
+  snprintf(all + len, size - len, "%s\n", msg);
+  FILE *f = NULL;
+  kiln_dump_open(p->dump_stem, "opencl-sym.txt", &f);
+  if (f) fputs(all, f);
+  kiln_dump_close(f, p->dump_stem, "opencl-sym.txt");
 }
 
 kiln_status kiln_cl_sym_setup(kiln_cl_plan *p) {
@@ -144,8 +146,9 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const bool *de
         for (int i = 0; i < g->nodes[j].n_in; i++) used = used || g->nodes[j].in[i] == n->out[k];
       for (int o = 0; o < g->n_outputs; o++) used = used || g->outputs[o] == n->out[k];
       if (used) {
-        snprintf(why, wsz, "%s '%s': output '%s' does not scale with the batch", op, n->name ? n->name : "",
-                 g->values[n->out[k]].name);
+        char lbl[128];
+        snprintf(why, wsz, "node %s (%s): output '%s' does not scale with the batch", kiln_node_label(g, n, lbl, sizeof lbl),
+                 op, g->values[n->out[k]].name);
         return false;
       }
     }
@@ -184,7 +187,6 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const bool *de
     return cnt > 0;
   }
 no:
-  snprintf(why, wsz, "%s '%s' mixes or moves the batch rows", op, n->name ? n->name : "");
   return false;
 }
 
@@ -283,7 +285,10 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
     bool touches = false;
     for (int i = 0; i < n->n_in; i++) touches = touches || (n->in[i] >= 0 && dep[n->in[i]]);
     for (int i = 0; i < n->n_out; i++) touches = touches || (n->out[i] >= 0 && dep[n->out[i]]);
-    if (touches) node_ok(v, n, dep, why, wsz);
+    char lbl[128];
+    if (touches && !node_ok(v, n, dep, why, wsz) && !*why)
+      snprintf(why, wsz, "node %s (%s) mixes or moves the batch rows", kiln_node_label(g, n, lbl, sizeof lbl),
+               n->op_type);
   }
   char lbl[128];
   for (int k = 0; k < v->n_steps && !s && !*why; k++) {
@@ -309,8 +314,10 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
         snprintf(why, wsz, "node %s (%s) runs on the host", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
         break;
       }
-      if (any && st->kind == KILN_CL_STEP_OP &&
-          ((strcmp(n->op_type, "MatMul") && strcmp(n->op_type, "Gemm")) || !kiln_cl_op_rows_ok(st->op, bound))) {
+      bool gemm = !strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm");
+      bool rowwise = !strcmp(n->op_type, "Softmax") || !strcmp(n->op_type, "LogSoftmax") ||
+                     !strcmp(n->op_type, "LayerNormalization"); /* over a later axis (node_ok) */
+      if (any && st->kind == KILN_CL_STEP_OP && (!(gemm || rowwise) || !kiln_cl_op_rows_ok(st->op, bound, rowwise))) {
         snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
                  n->op_type, kiln_cl_op_describe(st->op));
         break;

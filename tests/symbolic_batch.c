@@ -44,7 +44,9 @@ static const char *bound_text = "64";
 static double tol = 1e-5;
 
 /* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8]
- * (with_bound 2: -> Softmax(axis 0) -> y, rows mixed) */
+ * (with_bound 2: -> Softmax(axis 0) -> y, rows mixed; 3: between Relu and
+ * MatMul Reshape [-1,4,8] -> Softmax(axis -1) -> Transpose [0,2,1] ->
+ * Flatten: every row kept apart, through copies, views and a row reduction) */
 static void *make_model(int with_bound, size_t *size) {
   Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
   dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
@@ -83,10 +85,31 @@ static void *make_model(int with_bound, size_t *size) {
   sm.op_type = "Softmax", sm.n_input = 1, sm.input = so, sm.n_output = 1, sm.output = smi, sm.n_attribute = 1,
   sm.attribute = axs;
   if (with_bound == 2) sig.output = smi, sm.input = smi, sm.output = so, smi[0] = "s";
+  Onnx__NodeProto rs = ONNX__NODE_PROTO__INIT, sm2 = rs, tr = rs, fl = rs;
+  char *rsi[2] = {"r", "shp"}, *rso[1] = {"r1"}, *sm2o[1] = {"r2"}, *tro[1] = {"r3"}, *flo[1] = {"r4"};
+  Onnx__AttributeProto ax2 = ONNX__ATTRIBUTE_PROTO__INIT, perm = ax2;
+  Onnx__AttributeProto *ax2s[1] = {&ax2}, *perms[1] = {&perm};
+  int64_t pv[3] = {0, 2, 1}, shv[3] = {-1, 4, 8}, dsh[1] = {3};
+  ax2.name = "axis", ax2.has_type = 1, ax2.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ax2.has_i = 1, ax2.i = -1;
+  perm.name = "perm", perm.has_type = 1, perm.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, perm.n_ints = 3,
+  perm.ints = pv;
+  rs.op_type = "Reshape", rs.n_input = 2, rs.input = rsi, rs.n_output = 1, rs.output = rso;
+  sm2.op_type = "Softmax", sm2.n_input = 1, sm2.input = rso, sm2.n_output = 1, sm2.output = sm2o, sm2.n_attribute = 1,
+  sm2.attribute = ax2s;
+  tr.op_type = "Transpose", tr.n_input = 1, tr.input = sm2o, tr.n_output = 1, tr.output = tro, tr.n_attribute = 1,
+  tr.attribute = perms;
+  fl.op_type = "Flatten", fl.n_input = 1, fl.input = tro, fl.n_output = 1, fl.output = flo;
+  Onnx__TensorProto tsh = ONNX__TENSOR_PROTO__INIT;
+  tsh.name = "shp", tsh.n_dims = 1, tsh.dims = dsh, tsh.has_data_type = 1, tsh.data_type = 7, tsh.n_int64_data = 3,
+  tsh.int64_data = shv;
+  Onnx__TensorProto *inits4[4] = {&t1, &tb, &t2, &tsh};
+  Onnx__NodeProto *nodes3[8] = {&gemm, &relu, &rs, &sm2, &tr, &fl, &mm, &sig};
+  if (with_bound == 3) mi[0] = "r4";
   Onnx__NodeProto *nodes[5] = {&gemm, &relu, &mm, &sig, &sm};
   Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
   g.name = "mlp", g.n_node = with_bound == 2 ? 5 : 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
   g.n_initializer = 3, g.initializer = inits;
+  if (with_bound == 3) g.n_node = 8, g.node = nodes3, g.n_initializer = 4, g.initializer = inits4;
   Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
   os.domain = "", os.has_version = 1, os.version = 13;
   Onnx__OperatorSetIdProto *oss[1] = {&os};
@@ -283,6 +306,13 @@ int main(int argc, char **argv) {
     static const int b3s[] = {1, 7, 64, 7};
     static const uint64_t p3s[] = {2, 3, 3, 3};
     scenario(cpu, ref, 2, b3s, 4, p3s);
+  }
+  if (cpu && ref) {
+    /* rows kept apart through a reshape, a row softmax, a transpose of the
+       inner dims and a flatten: one plan for 1, 7, 64 */
+    static const int b4s[] = {1, 7, 64, 3};
+    static const uint64_t p4s[] = {1, 1, 1, 1};
+    scenario(cpu, ref, 3, b4s, 4, p4s);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
