@@ -396,6 +396,13 @@ kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *i
   if (!s) s = kiln_cl_variant_get_exact(p, at, &v);
   kiln_free(at);
   kiln_free(fake);
+  if (s && n != bound && s != KILN_E_NOMEM) { /* e.g. the bound's arena exceeds the device: this size alone */
+    y->off = true;
+    note(p, "symbolic dim %s: compiling at the bound %" PRId64 " failed (%s); one variant per input-shape set from now on",
+         y->name, bound, kiln_last_error());
+    kiln_error_clear();
+    return kiln_cl_variant_get_exact(p, in, out);
+  }
   if (s) return s;
   if (!v->sym_checked) {
     char why[400];
