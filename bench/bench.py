@@ -23,10 +23,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# Threads each kiln backend uses; onnxruntime is run with the same
-# intra_op_num_threads when compared with it. `reference` is single-threaded.
-# A backend missing here gets every core. --threads NAME=N overrides.
-BACKEND_THREADS = {"reference": 1, "cpu": 1}  # the cpu plan executor is single-threaded for now
+# Thread counts each kiln backend is timed at (one row per count; kiln gets
+# KILN_NUM_THREADS=N in its processes); onnxruntime is run with the same
+# intra_op_num_threads when compared with it. `reference` is single-threaded;
+# `cpu` runs at 1 thread and at every core (0 = every core). A backend
+# missing here gets every core. --threads NAME=N[,M...] overrides.
+BACKEND_THREADS = {"reference": [1], "cpu": [1, 0]}
 
 # Repetitions: by default the timed rounds of a model fill about
 # --budget seconds (estimated from the warm-up round), clamped to these.
@@ -218,6 +220,7 @@ def make_engine(spec, plugin, entry, model_bytes, inputs, kiln_lib=None):
     if kind == "ort":
         return OrtEngine(int(rest), model_bytes, inputs, entry["outputs"])
     index, name = rest.split(":", 1)
+    name = name.rsplit("@", 1)[0]  # "NAME@THREADS"
     names = [b.name for b in kiln_lib.backends()]
     if int(index) >= len(names) or names[int(index)] != name:
         raise RuntimeError(f"backend {index} is {names[int(index)] if int(index) < len(names) else 'missing'}, "
@@ -343,10 +346,13 @@ def worker_main(argv):
 
 # ------------------------------------------------------------ orchestration
 
-def run_worker(args, result, timeout=3600):
-    """Runs `bench.py MODE ...` in a fresh interpreter; returns its JSON or a
-    failure dict (with the tail of its stderr)."""
+def run_worker(args, result, timeout=3600, threads=None):
+    """Runs `bench.py MODE ...` in a fresh interpreter (with
+    KILN_NUM_THREADS=threads when given); returns its JSON or a failure dict
+    (with the tail of its stderr)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if threads:
+        env["KILN_NUM_THREADS"] = str(threads)
     if os.path.exists(result):
         os.unlink(result)
     cmd = [sys.executable, os.path.abspath(__file__)] + args + ["--result", result]
@@ -561,9 +567,9 @@ def main(argv):
                     help=f"seconds of timed rounds per model when --reps is not given (default {DEFAULT_BUDGET_S:g})")
     ap.add_argument("--backends", help="comma list of kiln backends to run (default: all the plugin offers; "
                                        "KILN_DEVICE chooses what it offers)")
-    ap.add_argument("--threads", action="append", default=[], metavar="NAME=N",
-                    help="threads of kiln backend NAME, and of the onnxruntime it is compared with "
-                         f"(defaults: {BACKEND_THREADS}, others: all cores)")
+    ap.add_argument("--threads", action="append", default=[], metavar="NAME=N[,M...]",
+                    help="thread counts kiln backend NAME is timed at (KILN_NUM_THREADS), each against onnxruntime "
+                         f"at the same count (defaults: {BACKEND_THREADS}, 0 = all cores; others: all cores)")
     ap.add_argument("--plugin", default=os.path.join(ROOT, "build", "release", "plugin", "libonnxifi-kiln.so"),
                     help="the plugin to load (default build/release/plugin/libonnxifi-kiln.so)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
@@ -581,9 +587,10 @@ def main(argv):
     threads = dict(BACKEND_THREADS)
     for t in a.threads:
         k, _, v = t.partition("=")
-        if not v.isdigit() or int(v) < 1:
-            ap.error(f"--threads {t}: expected NAME=N with N >= 1")
-        threads[k] = int(v)
+        vs = v.split(",")
+        if not all(x.isdigit() and int(x) >= 1 for x in vs):
+            ap.error(f"--threads {t}: expected NAME=N[,M...] with counts >= 1")
+        threads[k] = [int(x) for x in vs]
     reps = 1 if a.quick else (a.reps or 0)
     models_dir = os.path.join(a.out, "models")
     work = os.path.join(a.out, "work")
@@ -607,9 +614,9 @@ def main(argv):
         backends = [b for b in backends if b["short"] in want]
     ncpu = os.cpu_count() or 1
     for b in backends:
-        b["threads"] = threads.get(b["short"], ncpu)
-    log("bench: kiln backends: " + ", ".join(f"{b['name']} ({b['device']}, {b['threads']} thread"
-                                             f"{'s' if b['threads'] > 1 else ''})" for b in backends))
+        b["threads_list"] = sorted({t or ncpu for t in threads.get(b["short"], [ncpu])})
+    log("bench: kiln backends: " + ", ".join(f"{b['name']} ({b['device']}, "
+                                             f"{'/'.join(map(str, b['threads_list']))} threads)" for b in backends))
 
     mc = memcpy_bandwidth()
     log(f"bench: memcpy bandwidth {mc['gbps']:.2f} GB/s")
@@ -631,18 +638,21 @@ def main(argv):
                     ideal_bytes=entry.get("ideal_bytes"), flops=entry.get("flops"), nodes=entry["nodes"],
                     op_types=entry["op_types"], engines={})
         results["models"][name] = mres
-        ort_threads = sorted({b["threads"] for b in backends}) or [1]
+        ort_threads = sorted({t for b in backends for t in b["threads_list"]}) or [1]
         engines = {}  # spec -> record
         for t in ort_threads:
-            engines[f"ort:{t}"] = dict(kind="ort", label="onnxruntime", threads=t)
+            engines[f"ort:{t}"] = dict(kind="ort", label="onnxruntime" if len(ort_threads) == 1 else f"onnxruntime@{t}",
+                                       threads=t)
         for b in backends:
-            engines[f"kiln:{b['index']}:{b['name']}"] = dict(kind="kiln", label=b["name"], threads=b["threads"],
-                                                             ref=f"ort:{b['threads']}")
+            for t in b["threads_list"]:
+                label = b["name"] if len(b["threads_list"]) == 1 else f"{b['name']}@{t}"
+                engines[f"kiln:{b['index']}:{b['name']}@{t}"] = dict(kind="kiln", label=label, threads=t,
+                                                                      ref=f"ort:{t}")
         # 1. probes: a fresh process per engine (compile, one run, outputs, RSS)
         for spec, e in engines.items():
             outf = os.path.join(work, f"{name}.{spec.replace(':', '_')}.npz")
             p = run_worker(["_probe", "--engine", spec, "--outputs", outf] + common,
-                           os.path.join(work, f"probe.{name}.json"))
+                           os.path.join(work, f"probe.{name}.json"), threads=e["threads"])
             e["probe"] = {k: v for k, v in p.items() if k not in ("ok",)}
             e["outputs_file"] = outf
             if not p.get("ok"):
@@ -671,12 +681,17 @@ def main(argv):
                               + "; ".join(bad))
                 log(f"bench:   {e['label']}: {e['error']}")
         # 3. timing: the engines that passed, interleaved in one process
-        timed = [s for s, e in engines.items() if e["status"] == "ok"]
-        if timed:
+        #    one process per thread count (KILN_NUM_THREADS is read once per
+        #    process): kiln at N threads interleaved with onnxruntime at N
+        timed_all = [s for s, e in engines.items() if e["status"] == "ok"]
+        for t in sorted({engines[s]["threads"] for s in timed_all}):
+            timed = [s for s in timed_all if engines[s]["threads"] == t]
             refs = {s: engines[s]["ref"] for s in timed if engines[s]["kind"] == "kiln"}
+            if not refs:
+                continue
             tr = run_worker(["_time", "--engines", ",".join(timed), "--ref", json.dumps(refs),
                              "--reps", str(reps), "--warmup", "0" if a.quick else "1", "--budget", str(a.budget)]
-                            + common, os.path.join(work, f"time.{name}.json"))
+                            + common, os.path.join(work, f"time.{name}.{t}.json"), threads=t)
             if not tr.get("ok"):
                 for s in timed:
                     engines[s]["status"], engines[s]["error"] = "FAILED", f"timing: {tr.get('error')}"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench/gemm_conv_ort.py PLUGIN: single-operator models (MatMul 1024^3 and
 a few Conv layers of make_models.py's ResNet-18 / MobileNetV2, with bias)
-on kiln's cpu backend through the ONNXIFI ABI and on onnxruntime, both at 1
-thread, interleaved; prints the best and the median latency of each and
+on kiln's cpu backend through the ONNXIFI ABI and on onnxruntime, both at
+KILN_NUM_THREADS threads (default here 1), interleaved; prints the best and the median latency of each and
 kiln/ort of the bests (the machine may be shared: the best run is the least
 disturbed one). Needs build/bench/venv
 (bench/run makes it)."""
@@ -11,6 +11,7 @@ import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+THREADS = int(os.environ.setdefault("KILN_NUM_THREADS", "1"))  # kiln's pool; onnxruntime gets the same
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -56,6 +57,7 @@ def main():
     lib = KilnLibrary(sys.argv[1])
     cpu = next(b for b in lib.backends() if b.name == "cpu" or "cpu" in b.name)
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 15
+    print(f"{THREADS} thread(s) each")
     print(f"{'model':42s} {'kiln best':>9s} {'ort best':>9s} {'kiln/ort':>9s} {'kiln med':>9s} {'ort med':>9s}"
           "  max|diff|")
     for name, make in CASES:
@@ -63,7 +65,7 @@ def main():
         model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         data = model.SerializeToString()
         so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
+        so.intra_op_num_threads = THREADS
         so.inter_op_num_threads = 1
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])

@@ -16,6 +16,7 @@
  * when a tile spans the whole image). Calls the reference kernel would reject
  * (dtype, shapes, attributes) and empty tensors are declined. Strided inputs
  * are copied densely first (X, W) or read element by element (B). */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_fallback/kernels.h"
@@ -197,6 +198,45 @@ static void finish_block(float *y, int64_t rows, int64_t T, int64_t ld, const fl
   if (ep && T == ld) ep->apply(ep->ctx, flat0, rows * T, y);
 }
 
+/* The tiles of the general path as pool tasks (when the SGEMM is kiln's own,
+ * whose calls inside a task run on that task's thread: see pool.h): task t
+ * is tile t % tiles of (image, group) t / tiles; col holds one im2col tile
+ * per worker. */
+typedef struct conv_job {
+  const geom *g;
+  const float *x, *w, *bias;
+  float *y;
+  const kiln_cpu_epilogue *ep;
+  bool pw;
+  int64_t Kc, T, tiles;
+  float *col;
+  kiln_la_gather_fn gather;
+  atomic_int status;
+} conv_job;
+
+static void conv_tile(void *ctx, int64_t task, int worker) {
+  conv_job *j = ctx;
+  const geom *g = j->g;
+  int64_t ng = task / j->tiles, t0 = task % j->tiles * j->T, n = ng / g->G, gi = ng % g->G;
+  int64_t Kc = j->Kc, OSP = g->out_sp, tn = OSP - t0 < j->T ? OSP - t0 : j->T;
+  const float *xg = j->x + (n * g->C + gi * g->Cg) * g->in_sp, *wg = j->w + gi * g->Mg * Kc;
+  int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
+  kiln_status s;
+  if (j->pw) {
+    s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, xg + t0, g->in_sp, 0.0f, j->y + yoff + t0, OSP);
+  } else {
+    float *col = j->col + (size_t)worker * (size_t)(Kc * j->T);
+    im2col(g, xg, t0, tn, col, j->gather);
+    s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, col, tn, 0.0f, j->y + yoff + t0, OSP);
+  }
+  if (!s) finish_block(j->y + yoff + t0, g->Mg, tn, OSP, j->bias ? j->bias + gi * g->Mg : NULL, yoff + t0, j->ep);
+  if (s) {
+    kiln_error_clear();
+    int zero = 0;
+    atomic_compare_exchange_strong(&j->status, &zero, (int)s);
+  }
+}
+
 static kiln_status conv_gemm(const geom *g, const float *x, const float *w, const float *bias, float *y,
                              const kiln_cpu_epilogue *ep) {
   bool pw = pointwise(g);
@@ -211,7 +251,30 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
     if (t < 64) t = 64;
     if (t < T) T = t;
   }
+  /* tiles on the pool: only when the SGEMM is kiln's own (OpenBLAS would
+     start its own threads inside every task); about 4 tiles per thread */
+  int workers = kiln_pool_threads();
+  bool par = workers > 1 && (kiln_la_isa() == KILN_VM_ISA_BASE || kiln_sgemm_active() == KILN_SGEMM_AVX512) &&
+             (double)g->Mg * (double)Kc * (double)OSP * (double)g->N * (double)g->G >= (double)(1 << 23);
+  if (par) {
+    int64_t want = (OSP * g->N * g->G + 4 * workers - 1) / (4 * workers) / (g->N * g->G);
+    if (want < 256) want = 256;
+    if (want < T) T = want;
+  } else {
+    workers = 1;
+  }
   if (T < OSP && T > 16) T &= ~(int64_t)15; /* whole vectors per tile row */
+  if (par) {
+    conv_job j = {g, x, w, bias, y, ep, pw, Kc, T, (OSP + T - 1) / T, NULL, kiln_la_gather(), 0};
+    atomic_init(&j.status, 0);
+    if (!pw && !(j.col = kiln_malloc((size_t)(Kc * T) * sizeof(float) * (size_t)workers)))
+      return kiln_fail(KILN_E_NOMEM, "out of memory for %d %lld x %lld im2col tiles", workers, (long long)Kc,
+                       (long long)T);
+    kiln_pool_for(g->N * g->G * j.tiles, workers, conv_tile, &j);
+    kiln_free(j.col);
+    int st = atomic_load(&j.status);
+    return st ? kiln_fail((kiln_status)st, "a convolution tile failed on a pool thread") : KILN_OK;
+  }
   float *col = NULL;
   if (!pw) {
     col = kiln_malloc((size_t)(Kc * T) * sizeof *col);
@@ -241,23 +304,37 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
 
 /* ---- the depthwise path (group == C, nsp <= 2) ---- */
 
-static kiln_status conv_depthwise(const geom *g, const float *x, const float *w, const float *bias, float *y,
-                                  const kiln_cpu_epilogue *ep) {
+/* Channels of the depthwise path as pool tasks: task (n, c) with a padded
+ * plane and tap pointers per worker. */
+typedef struct dw_job {
+  const geom *g;
+  const float *x, *w, *bias;
+  float *y;
+  const kiln_cpu_epilogue *ep;
+  float *planes;
+  const float **srcs;
+  size_t plane_size;
+  kiln_dw_row_fn row;
+  kiln_la_gather_fn gather;
+} dw_job;
+
+static void dw_channel(void *ctx, int64_t task, int worker) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  const float *x = j->x, *w = j->w, *bias = j->bias;
+  float *y = j->y;
+  const kiln_cpu_epilogue *ep = j->ep;
   int64_t H = g->in[1], W = g->in[2], KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
   int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], pt = g->pb[1], pl = g->pb[2];
   int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
   int64_t Wq = (Wp + sw - 1) / sw, mult = g->M / g->C, nk = KH * KW;
-  float *plane = kiln_calloc((size_t)(Hp * sw * Wq), sizeof *plane);
-  const float **src = kiln_malloc((size_t)nk * sizeof *src);
-  if (!plane || !src) {
-    kiln_free(plane);
-    kiln_free(src);
-    return kiln_fail(KILN_E_NOMEM, "out of memory for a depthwise convolution plane");
-  }
-  kiln_dw_row_fn row = kiln_dw_row();
-  kiln_la_gather_fn gather = kiln_la_gather();
-  for (int64_t n = 0; n < g->N; n++)
-    for (int64_t c = 0; c < g->C; c++) {
+  float *plane = j->planes + (size_t)worker * j->plane_size;
+  const float **src = j->srcs + (size_t)worker * (size_t)nk;
+  kiln_dw_row_fn row = j->row;
+  kiln_la_gather_fn gather = j->gather;
+  int64_t n = task / g->C, c = task % g->C;
+  {
+    {
       const float *xc = x + (n * g->C + c) * g->in_sp;
       /* plane[(py·sw + ph)·Wq + q] = padded input (py, q·sw + ph) */
       for (int64_t py = 0; py < Hp; py++) {
@@ -303,8 +380,29 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
         if (ep) ep->apply(ep->ctx, (n * g->M + m) * g->out_sp, g->out_sp, ym);
       }
     }
-  kiln_free(plane);
-  kiln_free(src);
+  }
+}
+
+static kiln_status conv_depthwise(const geom *g, const float *x, const float *w, const float *bias, float *y,
+                                  const kiln_cpu_epilogue *ep) {
+  int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
+  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2];
+  int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
+  int64_t Wq = (Wp + sw - 1) / sw, nk = KH * KW, tasks = g->N * g->C;
+  int workers = kiln_pool_threads();
+  if (tasks < 2 || tasks * g->out_sp * (g->M / g->C) * nk < ((int64_t)1 << 18)) workers = 1;
+  size_t plane_size = (size_t)(Hp * sw * Wq);
+  dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
+              kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), plane_size, kiln_dw_row(),
+              kiln_la_gather()};
+  if (!j.planes || !j.srcs) {
+    kiln_free(j.planes);
+    kiln_free(j.srcs);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for a depthwise convolution plane");
+  }
+  kiln_pool_for(tasks, workers, dw_channel, &j);
+  kiln_free(j.planes);
+  kiln_free(j.srcs);
   return KILN_OK;
 }
 

@@ -17,7 +17,41 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_fallback/pool.h"
 #include "ir/alloc.h"
+
+/* ---- threads: outer units (planes, rows, channels) split over the pool ----
+ * Each unit's result is computed whole by one task, so the results do not
+ * depend on the thread count (pool.h). */
+
+typedef void (*nn_range_fn)(void *ctx, int64_t lo, int64_t hi, int worker);
+typedef struct nn_par_job {
+  nn_range_fn fn;
+  void *ctx;
+  int64_t units, per;
+} nn_par_job;
+
+static void nn_par_task(void *arg, int64_t t, int worker) {
+  const nn_par_job *j = arg;
+  int64_t lo = t * j->per, hi = lo + j->per < j->units ? lo + j->per : j->units;
+  if (lo < hi) j->fn(j->ctx, lo, hi, worker);
+}
+
+/* fn over [0, units) in ranges of whole units, on the pool when the work
+ * (units x unit_cost, in elements touched) is worth it; workers: the
+ * threads the caller prepared scratch for (nn_workers()). */
+static void nn_par(int64_t units, int64_t unit_cost, int workers, nn_range_fn fn, void *ctx) {
+  int64_t tasks = workers > 1 ? kiln_pool_tasks(units * unit_cost, 1 << 16, 4 * (int64_t)workers) : 1;
+  if (tasks > units) tasks = units;
+  if (tasks <= 1) {
+    if (units > 0) fn(ctx, 0, units, 0);
+    return;
+  }
+  nn_par_job j = {fn, ctx, units, (units + tasks - 1) / tasks};
+  kiln_pool_for((units + j.per - 1) / j.per, workers, nn_par_task, &j);
+}
+
+static int nn_workers(void) { return kiln_pool_threads(); }
 
 /* ---- dispatch ---- */
 
@@ -197,59 +231,31 @@ static void maxpool_indices(const kiln_tensor *x, const pool_geo *g, bool col_ma
       }
 }
 
-static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
-  const kiln_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
-  bool want_idx = kind == POOL_MAX && used(c, 1);
-  if (!dense_f32(x) || x->numel == 0 || (kind == POOL_AVG && used(c, 1))) DECLINE();
-  pool_geo g;
-  if (!pool_geometry(c->node, x, kind == POOL_MAX, true, &g)) DECLINE();
-  bool include_pad = false, col_major = false;
-  if (kind == POOL_MAX) {
-    int64_t so = kiln_attr_int(c->node, "storage_order", 0);
-    if (so != 0 && so != 1) DECLINE();
-    col_major = so == 1;
-  } else {
-    int64_t cip = kiln_attr_int(c->node, "count_include_pad", 0);
-    if (cip != 0 && cip != 1) DECLINE();
-    include_pad = cip == 1;
-  }
-  int64_t dims[KILN_MAX_RANK];
-  dims[0] = x->dims[0], dims[1] = x->dims[1];
-  if (x->rank == 4)
-    dims[2] = g.OH, dims[3] = g.OW;
-  else
-    dims[2] = g.OW;
-  /* AveragePool's divisor: per output column cw (taps under the input, or
-     the padded input), then per row dv = ch * cw as floats */
-  int64_t *cw = kind == POOL_AVG ? kiln_malloc((size_t)g.OW * (sizeof *cw + sizeof(float))) : NULL;
-  if (kind == POOL_AVG && !cw) return kiln_fail(KILN_E_NOMEM, "out of memory in AveragePool");
-  float *dv = cw ? (float *)(cw + g.OW) : NULL;
-  kiln_status s = kiln_nn_alloc(&c->out[0], KILN_F32, x->rank, dims);
-  if (!s && want_idx && !(s = kiln_nn_alloc(&c->out[1], KILN_I64, x->rank, dims))) {
-    maxpool_indices(x, &g, col_major, c->out[0].data, c->out[1].data);
-    return KILN_OK;
-  }
-  if (s) {
-    kiln_free(cw);
-    return s;
-  }
-  const kiln_nn_prims *P = kiln_nn_prims_active();
-  const float *xd = x->data;
-  float *yd = c->out[0].data;
-  int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW;
+/* Planes [lo, hi) of a MaxPool / AveragePool (2-D, or 1-D as H = 1). */
+typedef struct pool_job {
+  const kiln_nn_prims *P;
+  const pool_geo *g;
+  const float *xd;
+  float *yd;
+  int kind;
+  bool include_pad;
+  int64_t *cw; /* AveragePool: per output column, the taps counted; then per worker OW floats */
   int64_t cols[2 * POOL_MAX_KW]; /* per kw: the output columns [lo, hi) its tap reads inside the input */
-  for (int64_t kw = 0; kw < g.k[1]; kw++)
-    valid_cols(OW, W, g.s[1], kw * g.d[1] - g.pb[1], &cols[2 * kw], &cols[2 * kw + 1]);
-  if (cw)
-    for (int64_t ow = 0; ow < OW; ow++) {
-      cw[ow] = 0;
-      for (int64_t kw = 0; kw < g.k[1]; kw++) {
-        int64_t iw = ow * g.s[1] - g.pb[1] + kw * g.d[1];
-        cw[ow] += include_pad ? iw >= -g.pb[1] && iw < W + g.pe[1] : iw >= 0 && iw < W;
-      }
-    }
+} pool_job;
+
+static void pool_planes(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
+  const pool_job *j = ctx;
+  const kiln_nn_prims *P = j->P;
+  pool_geo g = *j->g;
+  int kind = j->kind;
+  bool include_pad = j->include_pad;
+  const int64_t *cw = j->cw, *cols = j->cols;
+  const float *xd = j->xd;
+  float *yd = j->yd;
+  int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW;
+  float *dv = cw ? (float *)(void *)(j->cw + OW) + (size_t)worker * (size_t)OW : NULL;
   int64_t dv_ch = -1; /* the ch that dv holds */
-  for (int64_t p = 0; p < g.planes; p++) {
+  for (int64_t p = lo_p; p < hi_p; p++) {
     const float *xp = xd + p * H * W;
     for (int64_t oh = 0; oh < OH; oh++) {
       float *row = yd + (p * OH + oh) * OW;
@@ -278,6 +284,57 @@ static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
       }
     }
   }
+}
+
+static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
+  const kiln_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
+  bool want_idx = kind == POOL_MAX && used(c, 1);
+  if (!dense_f32(x) || x->numel == 0 || (kind == POOL_AVG && used(c, 1))) DECLINE();
+  pool_geo g;
+  if (!pool_geometry(c->node, x, kind == POOL_MAX, true, &g)) DECLINE();
+  bool include_pad = false, col_major = false;
+  if (kind == POOL_MAX) {
+    int64_t so = kiln_attr_int(c->node, "storage_order", 0);
+    if (so != 0 && so != 1) DECLINE();
+    col_major = so == 1;
+  } else {
+    int64_t cip = kiln_attr_int(c->node, "count_include_pad", 0);
+    if (cip != 0 && cip != 1) DECLINE();
+    include_pad = cip == 1;
+  }
+  int64_t dims[KILN_MAX_RANK];
+  dims[0] = x->dims[0], dims[1] = x->dims[1];
+  if (x->rank == 4)
+    dims[2] = g.OH, dims[3] = g.OW;
+  else
+    dims[2] = g.OW;
+  /* AveragePool's divisor: per output column cw (taps under the input, or
+     the padded input), then per row dv = ch * cw as floats */
+  int workers = nn_workers();
+  int64_t *cw = kind == POOL_AVG ? kiln_malloc((size_t)g.OW * (sizeof *cw + sizeof(float) * (size_t)workers)) : NULL;
+  if (kind == POOL_AVG && !cw) return kiln_fail(KILN_E_NOMEM, "out of memory in AveragePool");
+  kiln_status s = kiln_nn_alloc(&c->out[0], KILN_F32, x->rank, dims);
+  if (!s && want_idx && !(s = kiln_nn_alloc(&c->out[1], KILN_I64, x->rank, dims))) {
+    maxpool_indices(x, &g, col_major, c->out[0].data, c->out[1].data);
+    return KILN_OK;
+  }
+  if (s) {
+    kiln_free(cw);
+    return s;
+  }
+  pool_job j = {kiln_nn_prims_active(), &g, x->data, c->out[0].data, kind, include_pad, cw, {0}};
+  int64_t W = g.W, OW = g.OW;
+  for (int64_t kw = 0; kw < g.k[1]; kw++)
+    valid_cols(OW, W, g.s[1], kw * g.d[1] - g.pb[1], &j.cols[2 * kw], &j.cols[2 * kw + 1]);
+  if (cw)
+    for (int64_t ow = 0; ow < OW; ow++) {
+      cw[ow] = 0;
+      for (int64_t kw = 0; kw < g.k[1]; kw++) {
+        int64_t iw = ow * g.s[1] - g.pb[1] + kw * g.d[1];
+        cw[ow] += include_pad ? iw >= -g.pb[1] && iw < W + g.pe[1] : iw >= 0 && iw < W;
+      }
+    }
+  nn_par(g.planes, g.H * g.W + g.OH * g.OW * g.k[0] * g.k[1], workers, pool_planes, &j);
   kiln_free(cw);
   return KILN_OK;
 }
@@ -292,6 +349,23 @@ static kiln_status k_averagepool(const kiln_op_call *c, const kiln_cpu_epilogue 
   return run_pool(c, POOL_AVG, declined);
 }
 
+typedef struct global_job {
+  const kiln_nn_prims *P;
+  const float *xd;
+  float *yd;
+  int64_t sp;
+  int kind;
+} global_job;
+
+static void global_planes(void *ctx, int64_t lo, int64_t hi, int worker) {
+  (void)worker;
+  const global_job *j = ctx;
+  int64_t sp = j->sp;
+  for (int64_t p = lo; p < hi; p++)
+    j->yd[p] = j->kind == POOL_MAX ? j->P->max((size_t)sp, j->xd + p * sp)
+                                   : j->P->sum((size_t)sp, j->xd + p * sp) / (float)sp;
+}
+
 static kiln_status run_global(const kiln_op_call *c, int kind, bool *declined) {
   const kiln_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
   if (!dense_f32(x) || x->rank < 3 || x->numel == 0) DECLINE();
@@ -302,8 +376,8 @@ static kiln_status run_global(const kiln_op_call *c, int kind, bool *declined) {
   const kiln_nn_prims *P = kiln_nn_prims_active();
   const float *xd = x->data;
   float *yd = c->out[0].data;
-  for (int64_t p = 0; p < planes; p++)
-    yd[p] = kind == POOL_MAX ? P->max((size_t)sp, xd + p * sp) : P->sum((size_t)sp, xd + p * sp) / (float)sp;
+  global_job j = {P, xd, yd, sp, kind};
+  nn_par(planes, sp, nn_workers(), global_planes, &j);
   return KILN_OK;
 }
 
@@ -358,6 +432,43 @@ static void softmax_cols(const kiln_nn_prims *P, const float *xd, float *yd, int
 /* Softmax / LogSoftmax over rows: before opset 13 the input coerced to 2-D
  * at axis; from 13 along one axis (rows when it is the innermost one, else
  * columns: softmax_cols). */
+typedef struct softmax_job {
+  const kiln_nn_prims *P;
+  const float *xd;
+  float *yd;
+  int64_t len, inner;
+  bool log_form;
+  float *cols; /* columns: 3 * SM_BLK floats per worker */
+} softmax_job;
+
+static void softmax_rows(void *ctx, int64_t lo, int64_t hi, int worker) {
+  (void)worker;
+  const softmax_job *j = ctx;
+  const kiln_nn_prims *P = j->P;
+  int64_t len = j->len;
+  size_t n = (size_t)len;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = j->xd + r * len;
+    float *yr = j->yd + r * len;
+    float m = P->max(n, xr);
+    float sum = P->exp_shift_sum(n, xr, m, yr);
+    if (j->log_form) {
+      float ls = logf(sum);
+      P->affine(n, xr, 1.0f, -m, yr);  /* x - m */
+      P->affine(n, yr, 1.0f, -ls, yr); /* (x - m) - log(sum) */
+    } else {
+      P->affine(n, yr, 1.0f / sum, 0.0f, yr);
+    }
+  }
+}
+
+static void softmax_outer(void *ctx, int64_t lo, int64_t hi, int worker) {
+  const softmax_job *j = ctx;
+  int64_t blk = j->len * j->inner;
+  softmax_cols(j->P, j->xd + lo * blk, j->yd + lo * blk, hi - lo, j->len, j->inner, j->log_form,
+               j->cols + (size_t)worker * 3 * SM_BLK);
+}
+
 static kiln_status run_softmax(const kiln_op_call *c, bool log_form, bool *declined) {
   const kiln_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
   if (!dense_f32(x) || x->rank < 1 || x->numel == 0) DECLINE();
@@ -367,7 +478,8 @@ static kiln_status run_softmax(const kiln_op_call *c, bool log_form, bool *decli
   int ax = (int)(axis < 0 ? axis + x->rank : axis);
   int64_t len = v13 ? x->dims[ax] : prod(x->dims, ax, x->rank);
   int64_t inner = v13 ? prod(x->dims, ax + 1, x->rank) : 1;
-  float *cols = inner > 1 ? kiln_malloc(3 * SM_BLK * sizeof(float)) : NULL;
+  int workers = nn_workers();
+  float *cols = inner > 1 ? kiln_malloc(3 * SM_BLK * sizeof(float) * (size_t)workers) : NULL;
   if (inner > 1 && !cols) return kiln_fail(KILN_E_NOMEM, "out of memory in %s", c->node->op_type);
   kiln_status s = kiln_nn_alloc(&c->out[0], KILN_F32, x->rank, x->dims);
   if (s) {
@@ -377,26 +489,13 @@ static kiln_status run_softmax(const kiln_op_call *c, bool log_form, bool *decli
   const kiln_nn_prims *P = kiln_nn_prims_active();
   const float *xd = x->data;
   float *yd = c->out[0].data;
+  softmax_job j = {P, xd, yd, len, inner, log_form, cols};
   if (inner > 1) {
-    softmax_cols(P, xd, yd, x->numel / (len * inner), len, inner, log_form, cols);
+    nn_par(x->numel / (len * inner), 8 * len * inner, workers, softmax_outer, &j);
     kiln_free(cols);
     return KILN_OK;
   }
-  int64_t rows = x->numel / len;
-  size_t n = (size_t)len;
-  for (int64_t r = 0; r < rows; r++) {
-    const float *xr = xd + r * len;
-    float *yr = yd + r * len;
-    float m = P->max(n, xr);
-    float sum = P->exp_shift_sum(n, xr, m, yr);
-    if (log_form) {
-      float ls = logf(sum);
-      P->affine(n, xr, 1.0f, -m, yr);  /* x - m */
-      P->affine(n, yr, 1.0f, -ls, yr); /* (x - m) - log(sum) */
-    } else {
-      P->affine(n, yr, 1.0f / sum, 0.0f, yr);
-    }
-  }
+  nn_par(x->numel / len, 8 * len, workers, softmax_rows, &j); /* exp: ~8 element-ops */
   return KILN_OK;
 }
 
@@ -424,6 +523,31 @@ static bool trailing_vec(const kiln_tensor *p, const kiln_tensor *x, int ax) {
   return x->rank - p->rank <= ax;
 }
 
+typedef struct ln_job {
+  const kiln_nn_prims *P;
+  const float *xd, *scd, *bd;
+  float *yd, *md, *id;
+  int64_t inner;
+  double eps;
+} ln_job;
+
+static void ln_rows(void *ctx, int64_t lo, int64_t hi, int worker) {
+  (void)worker;
+  const ln_job *j = ctx;
+  const kiln_nn_prims *P = j->P;
+  int64_t inner = j->inner;
+  size_t n = (size_t)inner;
+  for (int64_t o = lo; o < hi; o++) {
+    const float *xr = j->xd + o * inner;
+    float mean = P->sum(n, xr) / (float)inner;
+    float var = P->sqdev(n, xr, mean) / (float)inner;
+    float inv = (float)(1.0 / sqrt((double)var + j->eps));
+    P->norm_apply(n, xr, mean, inv, j->scd, j->bd, j->yd + o * inner);
+    if (j->md) j->md[o] = mean;
+    if (j->id) j->id[o] = inv;
+  }
+}
+
 static kiln_status k_layernorm(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
   (void)ep;
   const kiln_tensor *x = c->n_in > 0 ? c->in[0] : NULL, *sc = c->n_in > 1 ? c->in[1] : NULL,
@@ -447,20 +571,32 @@ static kiln_status k_layernorm(const kiln_op_call *c, const kiln_cpu_epilogue *e
   const float *xd = x->data, *scd = sc->data, *bd = bb ? bb->data : NULL;
   float *yd = c->out[0].data;
   float *md = used(c, 1) ? c->out[1].data : NULL, *id = used(c, 2) ? c->out[2].data : NULL;
-  size_t n = (size_t)inner;
-  for (int64_t o = 0; o < outer; o++) {
-    const float *xr = xd + o * inner;
-    float mean = P->sum(n, xr) / (float)inner;
-    float var = P->sqdev(n, xr, mean) / (float)inner;
-    float inv = (float)(1.0 / sqrt((double)var + eps));
-    P->norm_apply(n, xr, mean, inv, scd, bd, yd + o * inner);
-    if (md) md[o] = mean;
-    if (id) id[o] = inv;
-  }
+  ln_job j = {P, xd, scd, bd, yd, md, id, inner, eps};
+  nn_par(outer, 3 * inner, nn_workers(), ln_rows, &j);
   return KILN_OK;
 }
 
 static bool vec_c(const kiln_tensor *p, int64_t C) { return dense_f32(p) && p->rank == 1 && p->dims[0] == C; }
+
+typedef struct bn_job {
+  const kiln_nn_prims *P;
+  const float *sc, *b, *m, *v, *xd;
+  float *yd;
+  double eps;
+  int64_t sp, N, C;
+} bn_job;
+
+static void bn_channels(void *ctx, int64_t lo, int64_t hi, int worker) {
+  (void)worker;
+  const bn_job *j = ctx;
+  int64_t sp = j->sp, C = j->C;
+  for (int64_t ch = lo; ch < hi; ch++) {
+    double a = (double)j->sc[ch] / sqrt((double)j->v[ch] + j->eps);
+    float fa = (float)a, fb = (float)((double)j->b[ch] - (double)j->m[ch] * a);
+    for (int64_t nn = 0; nn < j->N; nn++)
+      j->P->affine((size_t)sp, j->xd + (nn * C + ch) * sp, fa, fb, j->yd + (nn * C + ch) * sp);
+  }
+}
 
 static kiln_status k_batchnorm(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
   (void)ep;
@@ -482,12 +618,23 @@ static kiln_status k_batchnorm(const kiln_op_call *c, const kiln_cpu_epilogue *e
   int64_t sp = prod(x->dims, 2, x->rank), N = x->dims[0];
   const float *xd = x->data;
   float *yd = c->out[0].data;
-  for (int64_t ch = 0; ch < C; ch++) {
-    double a = (double)sc[ch] / sqrt((double)v[ch] + eps);
-    float fa = (float)a, fb = (float)((double)b[ch] - (double)m[ch] * a);
-    for (int64_t nn = 0; nn < N; nn++) P->affine((size_t)sp, xd + (nn * C + ch) * sp, fa, fb, yd + (nn * C + ch) * sp);
-  }
+  bn_job j = {P, sc, b, m, v, xd, yd, eps, sp, N, C};
+  nn_par(C, N * sp, nn_workers(), bn_channels, &j);
   return KILN_OK;
+}
+
+static void in_planes(void *ctx, int64_t lo, int64_t hi, int worker) {
+  (void)worker;
+  const bn_job *j = ctx;
+  const kiln_nn_prims *P = j->P;
+  int64_t sp = j->sp, C = j->C;
+  for (int64_t p = lo; p < hi; p++) {
+    const float *xp = j->xd + p * sp;
+    float mean = P->sum((size_t)sp, xp) / (float)sp;
+    float var = P->sqdev((size_t)sp, xp, mean) / (float)sp;
+    double a = (double)j->sc[p % C] / sqrt((double)var + j->eps);
+    P->affine((size_t)sp, xp, (float)a, (float)((double)j->b[p % C] - (double)mean * a), j->yd + p * sp);
+  }
 }
 
 static kiln_status k_instancenorm(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
@@ -503,19 +650,24 @@ static kiln_status k_instancenorm(const kiln_op_call *c, const kiln_cpu_epilogue
   const float *sc = c->in[1]->data, *b = c->in[2]->data, *xd = x->data;
   float *yd = c->out[0].data;
   double eps = kiln_attr_float(c->node, "epsilon", 1e-5f);
-  for (int64_t p = 0; p < planes; p++) {
-    const float *xp = xd + p * sp;
-    float mean = P->sum((size_t)sp, xp) / (float)sp;
-    float var = P->sqdev((size_t)sp, xp, mean) / (float)sp;
-    double a = (double)sc[p % C] / sqrt((double)var + eps);
-    P->affine((size_t)sp, xp, (float)a, (float)((double)b[p % C] - (double)mean * a), yd + p * sp);
-  }
+  bn_job j = {P, sc, b, NULL, NULL, xd, yd, eps, sp, 0, C};
+  nn_par(planes, 3 * sp, nn_workers(), in_planes, &j);
   return KILN_OK;
 }
 
 /* ---- reductions ---- */
 
 typedef enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_SUMSQ, R_L2 } red_kind;
+
+typedef struct red_job {
+  const kiln_nn_prims *P;
+  const float *xd;
+  float *yd;
+  red_kind k;
+  int64_t R, inner;
+} red_job;
+
+static void red_outer(void *ctx, int64_t lo, int64_t hi, int worker);
 
 static kiln_status run_reduce(const kiln_op_call *c, red_kind k, bool *declined) {
   const kiln_tensor *x = c->n_in > 0 ? c->in[0] : NULL;
@@ -581,9 +733,22 @@ static kiln_status run_reduce(const kiln_op_call *c, red_kind k, bool *declined)
   const kiln_nn_prims *P = kiln_nn_prims_active();
   const float *xd = x->data;
   float *yd = c->out[0].data;
+  red_job j = {P, xd, yd, k, R, inner};
+  nn_par(outer, R * inner, nn_workers(), red_outer, &j);
+  return KILN_OK;
+}
+
+static void red_outer(void *ctx, int64_t lo, int64_t hi, int worker) {
+  (void)worker;
+  const red_job *j = ctx;
+  const kiln_nn_prims *P = j->P;
+  const float *xd = j->xd;
+  float *yd = j->yd;
+  red_kind k = j->k;
+  int64_t R = j->R, inner = j->inner;
   size_t n = (size_t)R;
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; o++) {
+    for (int64_t o = lo; o < hi; o++) {
       const float *xr = xd + o * R;
       float v;
       switch (k) {
@@ -596,11 +761,11 @@ static kiln_status run_reduce(const kiln_op_call *c, red_kind k, bool *declined)
       }
       yd[o] = v;
     }
-    return KILN_OK;
+    return;
   }
   /* columns: acc[i] over rows r of x[o][r][i], blocked so acc stays in L1 */
   const int64_t BLK = 1024;
-  for (int64_t o = 0; o < outer; o++)
+  for (int64_t o = lo; o < hi; o++)
     for (int64_t i0 = 0; i0 < inner; i0 += BLK) {
       size_t b = (size_t)(inner - i0 < BLK ? inner - i0 : BLK);
       float *acc = yd + o * inner + i0;
@@ -624,7 +789,6 @@ static kiln_status run_reduce(const kiln_op_call *c, red_kind k, bool *declined)
       if (k == R_L2)
         for (size_t i = 0; i < b; i++) acc[i] = sqrtf(acc[i]);
     }
-  return KILN_OK;
 }
 
 #define RED_KERNEL(fn, kind)                                                                                           \

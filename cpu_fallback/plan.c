@@ -3,6 +3,7 @@
 #include "cpu_fallback/plan.h"
 
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/pool.h"
 #include "cpu_fallback/tile.h"
 #include "cpu_fallback/vmath.h"
 
@@ -90,6 +91,7 @@ struct kiln_cpu_plan {
   /* KILN_DUMP: file-name stem ("" when not dumping), the rewrite counts */
   char dump_stem[KILN_DUMP_STEM_MAX + 1];
   kiln_rewrite_stats rst;
+  bool pool_held; /* a reference on the cpu pool (cpu_fallback/pool.h), dropped at release */
 };
 
 /* ---- compile ---- */
@@ -164,6 +166,7 @@ static void plan_concat(kiln_cpu_plan *p, int i) {
 
 void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
+  if (p->pool_held) kiln_pool_release();
   kiln_graph_free(p->g);
   kiln_shapes_free(p->sh);
   for (int k = 0; p->tile && p->sched && k < p->sched->n_steps; k++) kiln_tile_free(p->tile[k]);
@@ -700,6 +703,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, kiln_cpu_p
   char buf[256];
   kiln_log(KILN_LOG_INFO, "cpu plan: %d -> %d nodes (%s), %d views, %d kernels", g0->n_nodes, nn,
            kiln_rewrite_stats_str(&rst, buf, sizeof buf), p->st.views, p->st.kernels);
+  p->pool_held = kiln_pool_acquire() == 0; /* cpu_fallback/pool: the threads live while a plan does */
   *out = p;
   return KILN_OK;
 fail:
@@ -1264,7 +1268,7 @@ static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
   ep_ctx *c = ctx;
   void *o[64];
   for (int k = 0; k < c->n_store; k++) o[k] = k == c->target ? (void *)y : (char *)c->out[k] + (size_t)start * c->esize[k];
-  if (kiln_tile_exec(c->tp, start, start + n, o, y, c->isa)) {
+  if (kiln_tile_exec_par(c->tp, start, start + n, o, y, c->isa)) {
     kiln_error_clear();
     c->failed = 1;
   }
@@ -1342,10 +1346,10 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     if (!s && ax.applied) p->st.epilogues_fused++;
     else if (!s) {
       p->st.epilogues_separate++;
-      s = kiln_tile_exec(tp, 0, sp->numel, out, out[target], isa);
+      s = kiln_tile_exec_par(tp, 0, sp->numel, out, out[target], isa);
     }
   } else if (!s) {
-    s = kiln_tile_exec(tp, 0, sp->numel, out, NULL, isa);
+    s = kiln_tile_exec_par(tp, 0, sp->numel, out, NULL, isa);
   }
   for (int j = 0; j < sp->n_store && !s; j++) { /* the pooling, over the scratch */
     const kiln_fuse_store *ps = &sp->store[j];

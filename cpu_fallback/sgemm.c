@@ -3,12 +3,14 @@
 #include "cpu_fallback/sgemm.h"
 
 #include <cblas.h>
+#include <stdint.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/nn.h"
 #include "ir/alloc.h"
 
 /* ---- dispatch and threads ---- */
@@ -24,31 +26,49 @@ kiln_vm_isa kiln_la_isa(void) {
   return kiln_vm_isa_active();
 }
 
-static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-static int n_threads = 1;
+/* ---- which SGEMM ---- */
 
-static void read_threads(void) {
-  const char *env = getenv("KILN_NUM_THREADS");
-  if (env && *env) {
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (*end || v < 1 || v > 1024)
-      fprintf(stderr, "kiln[warn]: KILN_NUM_THREADS=%s is not an integer in [1, 1024]: using 1\n", env);
-    else
-      n_threads = (int)v;
-  }
-  openblas_set_num_threads(n_threads);
+int kiln_la_cpu_has_avx512(void) {
+#if defined(KILN_LA_HAVE_AVX512)
+  static int cached = -1; /* cpuid traps under a hypervisor: asked once */
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) __atomic_store_n(&cached, v = kiln_vm_cpu_has_avx512(), __ATOMIC_RELAXED);
+  return v;
+#else
+  return 0;
+#endif
 }
 
-int kiln_cpu_num_threads(void) {
-  pthread_once(&threads_once, read_threads);
-  return n_threads;
+static int sgemm_forced = -1;
+
+void kiln_sgemm_force(int impl) { sgemm_forced = impl; }
+
+static pthread_once_t sgemm_once = PTHREAD_ONCE_INIT;
+static bool sgemm_env_blas;
+
+static void read_sgemm_env(void) {
+  const char *e = getenv("KILN_SGEMM");
+  if (e && *e && strcmp(e, "blas") && strcmp(e, "auto"))
+    fprintf(stderr, "kiln[warn]: KILN_SGEMM=%s is not auto or blas: using auto\n", e);
+  sgemm_env_blas = e && !strcmp(e, "blas");
+}
+
+kiln_sgemm_impl kiln_sgemm_active(void) {
+  int f = sgemm_forced;
+  if (f == KILN_SGEMM_BLAS) return KILN_SGEMM_BLAS;
+  if (f == KILN_SGEMM_AVX512) return kiln_la_cpu_has_avx512() ? KILN_SGEMM_AVX512 : KILN_SGEMM_BLAS;
+  pthread_once(&sgemm_once, read_sgemm_env);
+  return !sgemm_env_blas && kiln_la_cpu_has_avx512() ? KILN_SGEMM_AVX512 : KILN_SGEMM_BLAS;
 }
 
 kiln_status kiln_sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                        int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (kiln_la_isa() == KILN_VM_ISA_BASE)
     return kiln_sgemm_base(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_sgemm_active() == KILN_SGEMM_AVX512)
+    return kiln_sgemm_wide(kiln_sgemm_micro_wide_avx512, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
   return kiln_sgemm_blas(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -156,6 +176,154 @@ kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int6
   }
   kiln_free(ap);
   kiln_free(bp);
+  return KILN_OK;
+}
+
+/* ---- the wide blocked SGEMM ---- */
+
+enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WKC = 256, WMC = 16 * WMR, WNC = 2048 };
+
+void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                int64_t ldc, int mr, int nr) {
+  float acc[WMR][WNR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t k = 0; k < kc; k++) {
+    for (int r = 0; r < WMR; r++)
+      for (int c = 0; c < WNR; c++) acc[r][c] = fmaf(ap[r], bp[c], acc[r][c]);
+    ap += WMR;
+    bp += WNR;
+  }
+  for (int r = 0; r < mr; r++)
+    for (int c = 0; c < nr; c++) {
+      float *y = &C[r * ldc + c];
+      if (beta == 0) *y = acc[r][c];
+      else {
+        float t = beta * *y;
+        *y = acc[r][c] + t;
+      }
+    }
+}
+
+static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                    float alpha, float *restrict ap) {
+  for (int64_t i = 0; i < mc; i += WMR) {
+    int64_t rows = mc - i < WMR ? mc - i : WMR;
+    for (int64_t k = 0; k < kc; k++) {
+      int64_t kk = p0 + k;
+      int64_t r = 0;
+      if (trans)
+        for (; r < rows; r++) ap[r] = alpha * A[kk * lda + i0 + i + r];
+      else
+        for (; r < rows; r++) ap[r] = alpha * A[(i0 + i + r) * lda + kk];
+      for (; r < WMR; r++) ap[r] = 0.0f;
+      ap += WMR;
+    }
+  }
+}
+
+static void wpack_b(const float *B, int64_t ldb, bool trans, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                    float *restrict bp, const kiln_nn_prims *P) {
+  for (int64_t j = 0; j < nc; j += WNR) {
+    int64_t cols = nc - j < WNR ? nc - j : WNR;
+    if (trans) { /* B stored N x K: column c of the strip is row j0 + j + c of B; a blocked transpose */
+      P->transpose32((size_t)kc, (size_t)cols, (const uint32_t *)(const void *)(B + (j0 + j) * ldb + p0), (size_t)ldb,
+                     (uint32_t *)(void *)bp, WNR);
+      for (int64_t c = cols; c < WNR; c++)
+        for (int64_t k = 0; k < kc; k++) bp[k * WNR + c] = 0.0f;
+    } else {
+      for (int64_t k = 0; k < kc; k++) {
+        memcpy(bp + k * WNR, B + (p0 + k) * ldb + j0 + j, (size_t)cols * sizeof *bp);
+        for (int64_t c = cols; c < WNR; c++) bp[k * WNR + c] = 0.0f;
+      }
+    }
+    bp += kc * WNR;
+  }
+}
+
+/* One block of C: rows [i0, i1), columns [j0, j1), all of K, into the
+ * packing buffers ap (WMC x WKC) and bp (WKC x WNC). */
+typedef struct wide_job {
+  kiln_sgemm_micro_fn micro;
+  bool transA, transB;
+  int64_t M, N, K;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  int64_t lda, ldb, ldc;
+  int64_t tm, tn, bm, bn; /* the grid of blocks: tm x tn blocks of bm rows x bn columns */
+  float **ap, **bp;       /* per worker */
+  const kiln_nn_prims *P; /* the blocked transpose for a transposed B */
+} wide_job;
+
+static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  for (int64_t jc = j0; jc < j1; jc += WNC) {
+    int64_t nc = j1 - jc < WNC ? j1 - jc : WNC;
+    for (int64_t p0 = 0; p0 < w->K; p0 += WKC) {
+      int64_t kc = w->K - p0 < WKC ? w->K - p0 : WKC;
+      float b = p0 == 0 ? w->beta : 1.0f;
+      wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp, w->P);
+      for (int64_t ic = i0; ic < i1; ic += WMC) {
+        int64_t mc = i1 - ic < WMC ? i1 - ic : WMC;
+        wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap);
+        for (int64_t j = 0; j < nc; j += WNR)
+          for (int64_t i = 0; i < mc; i += WMR)
+            w->micro(kc, ap + i * kc, bp + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
+                     (int)(mc - i < WMR ? mc - i : WMR), (int)(nc - j < WNR ? nc - j : WNR));
+      }
+    }
+  }
+}
+
+static void wide_task(void *ctx, int64_t t, int worker) {
+  const wide_job *w = ctx;
+  int64_t bi = t / w->tn, bj = t % w->tn;
+  int64_t i0 = bi * w->bm, j0 = bj * w->bn;
+  int64_t i1 = i0 + w->bm < w->M ? i0 + w->bm : w->M, j1 = j0 + w->bn < w->N ? j0 + w->bn : w->N;
+  if (i0 < i1 && j0 < j1) wide_block(w, w->ap[worker], w->bp[worker], i0, i1, j0, j1);
+}
+
+kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                            int64_t ldc) {
+  if (M <= 0 || N <= 0) return KILN_OK;
+  if (K <= 0) {
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
+    return KILN_OK;
+  }
+  wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
+                kiln_nn_prims_active()};
+  /* the split: about 4 blocks per thread (the machine may be shared) of
+     at least ~4 MFLOP each, columns first (each block packs its own B
+     panel and re-packs A) */
+  int threads = kiln_pool_threads();
+  double work = (double)M * (double)N * (double)K; /* no int64 overflow on huge shapes */
+  int64_t tasks =
+      threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 21, 4 * (int64_t)threads) : 1;
+  int64_t nstrips = (N + WNR - 1) / WNR, mstrips = (M + WMR - 1) / WMR;
+  w.tn = tasks < nstrips ? tasks : nstrips;
+  w.tm = (tasks + w.tn - 1) / w.tn;
+  if (w.tm > mstrips) w.tm = mstrips;
+  w.bn = (nstrips + w.tn - 1) / w.tn * WNR;
+  w.bm = (mstrips + w.tm - 1) / w.tm * WMR;
+  w.tn = (N + w.bn - 1) / w.bn;
+  w.tm = (M + w.bm - 1) / w.bm;
+  int workers = w.tm * w.tn > 1 ? threads : 1;
+  int64_t kcap = K < WKC ? K : WKC, ncap = w.bn < WNC ? w.bn : WNC, mcap = w.bm < WMC ? w.bm : WMC;
+  size_t abytes = (size_t)((mcap + WMR) * kcap) * sizeof(float), bbytes = (size_t)((ncap + WNR) * kcap) * sizeof(float);
+  float *ptrs[2 * 1024];
+  char *mem = kiln_malloc((abytes + bbytes + 128) * (size_t)workers);
+  if (!mem) return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM packing buffers");
+  for (int t = 0; t < workers; t++) {
+    char *base = mem + (abytes + bbytes + 128) * (size_t)t;
+    base += (64 - ((uintptr_t)base & 63)) % 64;
+    ptrs[t] = (float *)(void *)base;
+    ptrs[1024 + t] = (float *)(void *)(base + abytes + ((64 - (abytes & 63)) % 64));
+  }
+  w.ap = ptrs;
+  w.bp = ptrs + 1024;
+  kiln_pool_for(w.tm * w.tn, workers, wide_task, &w);
+  kiln_free(mem);
   return KILN_OK;
 }
 

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cpu_fallback/pool.h"
 #include "cpu_fallback/vmath.h"
 #include "ir/status.h"
 #include "ir/tensor.h"
@@ -28,16 +29,7 @@ kiln_vm_isa kiln_la_isa(void);
  * kernels. */
 void kiln_la_force_isa(kiln_vm_isa isa);
 
-/* KILN_NUM_THREADS: the number of threads kiln's CPU kernels may use
- * (an integer >= 1; default 1 while the cpu plan executor is single-
- * threaded; an invalid value is ignored with a warning). Read once, at the
- * first GEMM; at that moment kiln also calls openblas_set_num_threads()
- * with the same count so that kiln and OpenBLAS never oversubscribe the
- * cores. Both are process-global: the environment variable is read once
- * per process, and OpenBLAS's thread count is one setting shared by every
- * user of libopenblas in the process (the host's own BLAS calls included),
- * overriding OPENBLAS_NUM_THREADS / OMP_NUM_THREADS from then on. */
-int kiln_cpu_num_threads(void);
+/* kiln_cpu_num_threads (KILN_NUM_THREADS, OpenBLAS's thread count): pool.h. */
 
 /* C = alpha * op(A) * op(B) + beta * C, row-major, op(X) = X or X^T:
  * op(A) is M x K, op(B) is K x N, C is M x N with row stride ldc. A is
@@ -53,6 +45,40 @@ kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int6
                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 kiln_status kiln_sgemm_blas(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* ---- kiln's wide SGEMM (AVX-512 where usable; see GEMM_CONV.md) ----
+ * Goto's blocked GEMM with a 12 x 32 register tile (KC 256, MC 192,
+ * NC 2048), C split into independent blocks run on the cpu pool
+ * (pool.h). Every element of C gets the same operations in the same order
+ * whatever the split and the thread count: the results are bit-identical
+ * for any KILN_NUM_THREADS, and the AVX-512 micro-kernel equals its scalar
+ * twin bit for bit (fmaf per term in k order, then beta·C added). */
+#define KILN_SGEMM_WIDE_MR 12
+#define KILN_SGEMM_WIDE_NR 32
+/* C[0..mr)[0..nr) = acc + beta·C (beta 0: C not read), acc[r][c] = sum over
+ * k < kc of ap[k·MR + r]·bp[k·NR + c] (one fma per term, k in order). */
+typedef void (*kiln_sgemm_micro_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
+                                    float *C, int64_t ldc, int mr, int nr);
+void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                int64_t ldc, int mr, int nr);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                  int64_t ldc, int mr, int nr);
+/* The wide GEMM with the given micro-kernel (same contract as kiln_sgemm). */
+kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                            int64_t ldc);
+/* AVX-512F usable: cpuid leaf 7 EBX bit 16 (and AVX2/FMA), and the OS
+ * saves the opmask and ZMM state (XCR0 bits 1, 2, 5, 6, 7). Cached. */
+int kiln_la_cpu_has_avx512(void);
+/* Which SGEMM kiln_sgemm runs under the AVX2 setting: kiln's wide GEMM
+ * with the AVX-512 micro-kernel where AVX-512F is usable, else OpenBLAS.
+ * KILN_SGEMM=blas forces OpenBLAS (read once). */
+typedef enum { KILN_SGEMM_BLAS, KILN_SGEMM_AVX512 } kiln_sgemm_impl;
+kiln_sgemm_impl kiln_sgemm_active(void);
+/* For tests and benches: force one (-1: back to the default). Not
+ * thread-safe against running kernels; AVX512 where not usable is ignored. */
+void kiln_sgemm_force(int impl);
 
 /* The depthwise row kernel: y[i] = bias + sum_{j < nk} w[j] * src[j][i]
  * for i < n (src[j] are rows of a padded, stride-phase-split input plane,

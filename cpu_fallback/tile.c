@@ -3,6 +3,10 @@
  * buffers assigned by liveness) and running it tile by tile. */
 #include "cpu_fallback/tile.h"
 
+#include <stdatomic.h>
+
+#include "cpu_fallback/pool.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -441,5 +445,50 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
   if (stream) kiln_tile_fence_avx2();
 #endif
   kiln_free(mem);
+  return KILN_OK;
+}
+
+/* ---- the parallel pass: chunks of whole tiles on the pool ---- */
+
+enum { CHUNK = 32 * KILN_TILE_N }; /* elements per task: the partition depends on the domain only */
+
+typedef struct par_ctx {
+  const kiln_tile_prog *tp;
+  int64_t lo, hi;
+  void *const *out;
+  const float *anchor;
+  kiln_vm_isa isa;
+  atomic_int status; /* the first failure */
+} par_ctx;
+
+static void par_task(void *arg, int64_t t, int worker) {
+  (void)worker;
+  par_ctx *c = arg;
+  int64_t a = c->lo + t * CHUNK, b = a + CHUNK < c->hi ? a + CHUNK : c->hi;
+  const kiln_tile_prog *tp = c->tp;
+  void *o[KILN_TILE_PAR_STORES];
+  for (int k = 0; k < tp->n_store; k++)
+    o[k] = (char *)c->out[k] + (size_t)(a - c->lo) * (tp->store_dt[k] == KILN_F32 ? sizeof(float) : 1);
+  kiln_status s = kiln_tile_exec(tp, a, b, o, c->anchor ? c->anchor + (a - c->lo) : NULL, c->isa);
+  if (s) {
+    kiln_error_clear();
+    int zero = 0;
+    atomic_compare_exchange_strong(&c->status, &zero, (int)s);
+  }
+}
+
+kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out,
+                               const float *anchor, kiln_vm_isa isa) {
+  int64_t n_tasks = hi > lo ? (hi - lo + CHUNK - 1) / CHUNK : 0;
+  int threads = kiln_pool_threads();
+  if (n_tasks < 4 || threads < 2 || tp->n_store > KILN_TILE_PAR_STORES) /* small: waking a thread costs more */
+    return kiln_tile_exec(tp, lo, hi, out, anchor, isa);
+  par_ctx c = {tp, lo, hi, out, anchor, isa, 0};
+  atomic_init(&c.status, 0);
+  kiln_pool_for(n_tasks, threads, par_task, &c);
+  int s = atomic_load(&c.status);
+  if (s)
+    return kiln_fail((kiln_status)s, "a tile program failed on a pool thread (%s)",
+                     s == KILN_E_NOMEM ? "out of memory" : "internal error");
   return KILN_OK;
 }

@@ -51,6 +51,15 @@ void kiln_tile_unbind(kiln_tile_prog *tp);
 kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
                            kiln_vm_isa isa);
 
+/* kiln_tile_exec over [lo, hi) split into chunks of 32 tiles run on the
+ * cpu pool (cpu_fallback/pool.h; on the caller when the pool is not held,
+ * busy, or the range is under four chunks). The same results, bit for bit,
+ * as one kiln_tile_exec: every element is computed by the same ops whatever
+ * the chunk. */
+#define KILN_TILE_PAR_STORES 64
+kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out,
+                               const float *anchor, kiln_vm_isa isa);
+
 /* For anchor groups: the store that the anchor's output block may be
  * rewritten into in place (float32, the domain's size): a store of the
  * anchor's value itself when there is one, else the first float32 store;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define TILE_SUFFIX avx2
-#define TILE_VM(f) kiln_vm_##f##_avx2_fma
+#define TILE_VM(f) kiln_vm_##f /* the entry point: AVX-512F where usable (the same bits), else AVX2 */
 #include "cpu_fallback/tile_ops.inc"
 
 #define LANES 8

@@ -66,6 +66,21 @@ void kiln_vm_tanh_avx2_fma(size_t n, const float *x, float *y);
 void kiln_vm_sigmoid_avx2_fma(size_t n, const float *x, float *y);
 void kiln_vm_erf_avx2_fma(size_t n, const float *x, float *y);
 
+/* AVX-512F versions of exp, tanh and sigmoid (vmath_avx512.c), bit-identical
+ * to the AVX2 kernels. Only callable where kiln_vm_cpu_has_avx512() is
+ * true. Under the AVX2 setting the entry points (kiln_vm_exp, …) use them
+ * where the CPU has AVX-512F; kiln_vm_kernel(op, KILN_VM_ISA_AVX2) still
+ * gives the AVX2 kernels. */
+void kiln_vm_exp_avx512(size_t n, const float *x, float *y);
+void kiln_vm_tanh_avx512(size_t n, const float *x, float *y);
+void kiln_vm_sigmoid_avx512(size_t n, const float *x, float *y);
+/* The AVX-512F kernel of op, or NULL (no such kernel, or not usable here). */
+kiln_vm_fn kiln_vm_kernel_avx512(kiln_vm_op op);
+/* True when kiln_vm_cpu_has_avx2() is and the CPU has AVX-512F (cpuid leaf
+ * 7 EBX bit 16) with the opmask and ZMM state saved by the OS (XCR0 bits
+ * 5, 6, 7). Always false on non-x86 builds. */
+int kiln_vm_cpu_has_avx512(void);
+
 /* True when the CPU has AVX2 and FMA and the OS saves the YMM state
  * (cpuid leaf 7 EBX bit 5; leaf 1 ECX bits 12, 27, 28; XCR0 bits 1 and 2).
  * Always false on non-x86 builds. */

@@ -131,8 +131,11 @@ static void make_engines(void) {
                                                               : ONNXIFI_DEVICE_TYPE_CPU;
     /* one variant at the bound of a symbolic outermost dim serves every
        smaller run (opencl/engine_sym.c); graphs that cannot resize fall
-       back to a variant per input-shape set (KILN_LOG=info says why) */
-    e->capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS;
+       back to a variant per input-shape set (KILN_LOG=info says why); runs
+       on one device serialise on its slot lock (tests/stress_threads.c on
+       PoCL and rusticl) */
+    e->capabilities = ONNXIFI_CAPABILITY_THREAD_SAFE | ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE |
+                      ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS;
     e->check = kiln_cl_engine_check;
     e->prepare = cl_prepare;
     e->run = cl_run;

@@ -31,7 +31,8 @@ const kiln_engine kiln_engine_reference = {
     .device = "host CPU (scalar reference interpreter)",
     .device_type = ONNXIFI_DEVICE_TYPE_CPU,
     /* shapes are computed at each run: any dims the model's symbols allow */
-    .capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS,
+    .capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS |
+                    ONNXIFI_CAPABILITY_THREAD_SAFE, /* tests/stress_threads.c (and its TSan run) */
     .check = kiln_ref_check_graph,
     .prepare = ref_prepare,
     .run = ref_run,
@@ -80,7 +81,8 @@ const kiln_engine kiln_engine_cpu = {
     .device = "host CPU (plan executor: rewrites, views, one memory arena; AVX2/FMA kernels with scalar twins, fused tiles)",
     .device_type = ONNXIFI_DEVICE_TYPE_CPU,
     /* one plan per bound set: runs within the bounds reuse it (tests/symbolic_batch.c) */
-    .capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS,
+    .capabilities = ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE | ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS |
+                    ONNXIFI_CAPABILITY_THREAD_SAFE, /* tests/stress_threads.c (and its TSan run) */
     .check = kiln_cpu_check,
     .prepare = cpu_prepare,
     .run = cpu_run,

@@ -286,6 +286,13 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
     goto fail;
   }
+  if (pthread_mutex_init(&h->io_mu, NULL)) {
+    pthread_mutex_destroy(&h->obs_mu);
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
+    goto fail;
+  }
   kiln_log(KILN_LOG_INFO, "graph '%s' ready on %s: %d nodes, %d values, %d inputs (%u weights), %d outputs",
            g->name, b->engine->name, g->n_nodes, g->n_values, g->n_inputs, (unsigned)nweights, g->n_outputs);
   *out = h;
@@ -584,6 +591,7 @@ void kiln_graph_release(kiln_graph_handle *h) {
   pthread_cond_destroy(&h->cv);
   pthread_mutex_destroy(&h->mu);
   pthread_mutex_destroy(&h->obs_mu);
+  pthread_mutex_destroy(&h->io_mu);
   kiln_backend *b = h->backend;
   graph_free(h);
   kiln_backend_unref(b);

@@ -357,7 +357,11 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxSetGraphIO(onnxGraph graph, uint32_t i
   if ((inputsCount && !inputDescriptors) || !outputDescriptors)
     return fail(ONNXIFI_STATUS_INVALID_POINTER, "%s",
                 !outputDescriptors ? "outputDescriptors is NULL" : "inputDescriptors is NULL");
-  return kiln_graph_set_io(graph, inputsCount, inputDescriptors, outputsCount, outputDescriptors);
+  kiln_graph_handle *h = graph;
+  pthread_mutex_lock(&h->io_mu);
+  onnxStatus st = kiln_graph_set_io(h, inputsCount, inputDescriptors, outputsCount, outputDescriptors);
+  pthread_mutex_unlock(&h->io_mu);
+  return st;
 }
 
 static onnxStatus check_fence(const onnxMemoryFenceV1 *f, const char *which) {
@@ -391,7 +395,11 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxRunGraph(onnxGraph graph, const onnxMe
     return fail(ONNXIFI_STATUS_INVALID_GRAPH, "%s", "unknown or released graph");
   if (!inputFence || !outputFence)
     return fail(ONNXIFI_STATUS_INVALID_POINTER, "%s", !inputFence ? "inputFence is NULL" : "outputFence is NULL");
-  return run_graph(graph, inputFence, outputFence);
+  kiln_graph_handle *h = graph;
+  pthread_mutex_lock(&h->io_mu);
+  onnxStatus st = run_graph(graph, inputFence, outputFence);
+  pthread_mutex_unlock(&h->io_mu);
+  return st;
 }
 
 ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxReleaseGraph(onnxGraph graph) {
@@ -416,9 +424,13 @@ static onnxStatus ONNXIFI_ABI set_io_and_run(onnxGraph graph, uint32_t inputsCou
                 !outputFence ? "outputFence is NULL"
                 : !outputDescriptors ? "outputDescriptors is NULL"
                                      : "inputDescriptors is NULL");
-  onnxStatus st = kiln_graph_set_io(graph, inputsCount, inputDescriptors, outputsCount, outputDescriptors);
-  if (st) return st;
-  return run_graph(graph, NULL, outputFence);
+  /* one step under io_mu: another thread's binding cannot slip in between */
+  kiln_graph_handle *h = graph;
+  pthread_mutex_lock(&h->io_mu);
+  onnxStatus st = kiln_graph_set_io(h, inputsCount, inputDescriptors, outputsCount, outputDescriptors);
+  if (!st) st = run_graph(graph, NULL, outputFence);
+  pthread_mutex_unlock(&h->io_mu);
+  return st;
 }
 
 static onnxStatus get_last_error(const char **message) {
@@ -450,7 +462,10 @@ static onnxStatus get_graph_statistics(onnxGraph graph, kilnGraphStatistics *sta
   kiln_graph_handle *h = graph;
   memset(stats, 0, sizeof *stats);
   stats->size = sizeof *stats;
+  /* the worker holds obs_mu around each run: a plan may grow during one */
+  pthread_mutex_lock(&h->obs_mu);
   if (h->backend->engine->stats) h->backend->engine->stats(h->plan, h->g, stats);
+  pthread_mutex_unlock(&h->obs_mu);
   return ONNXIFI_STATUS_SUCCESS;
 }
 

@@ -138,6 +138,9 @@ typedef struct kiln_graph_handle {
   pthread_t worker;
   kiln_job *head, *tail;
   void **in_mem; /* per graph-input index: a device buffer bound instead of in_bind's data, or NULL */
+  /* held by onnxSetGraphIO, onnxRunGraph and onnxSetIOAndRunGraph, so that
+   * the last binds and queues as one step when threads share a graph */
+  pthread_mutex_t io_mu;
 } kiln_graph_handle;
 
 onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint32_t nweights,

@@ -4,7 +4,8 @@
  * arena-like reservation) against cblas_sgemm called directly; the conv
  * layers of bench/make_models.py's ResNet-18 and MobileNetV2 through the
  * kernel (avx2 and base versions) against the reference kernel. Best of
- * interleaved repetitions (the machine may be shared); threads as KILN_NUM_THREADS (default 1). Run by
+ * interleaved repetitions (the machine may be shared); threads as KILN_NUM_THREADS (default: all
+ * online CPUs); "openblas" runs the same kernels with KILN_SGEMM=blas. Run by
  * hand; results in cpu_fallback/GEMM_CONV.md. */
 #include <cblas.h>
 #include <math.h>
@@ -107,7 +108,8 @@ static void bench_gemm(int reps) {
   kiln_cpu_epilogue ep = {relu_apply, NULL};
   kiln_cpu_num_threads(); /* sets OpenBLAS's thread count before the direct calls too */
   double *tb = malloc(sizeof(double) * (size_t)reps), *tk = malloc(sizeof(double) * (size_t)reps),
-         *te = malloc(sizeof(double) * (size_t)reps), *tbase = malloc(sizeof(double) * (size_t)reps);
+         *te = malloc(sizeof(double) * (size_t)reps), *tbase = malloc(sizeof(double) * (size_t)reps),
+         *tbl = malloc(sizeof(double) * (size_t)reps);
   for (int r = 0; r < reps + 1; r++) {
     double t = now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a.data, (int)n, b.data,
@@ -115,6 +117,9 @@ static void bench_gemm(int reps) {
     t = now() - t;
     double k = run_once(fn, &nd, 2, in, y, cap, NULL);
     double e = run_once(fn, &nd, 2, in, y, cap, &ep);
+    kiln_sgemm_force(KILN_SGEMM_BLAS);
+    double bl = run_once(fn, &nd, 2, in, y, cap, NULL);
+    kiln_sgemm_force(-1);
     kiln_la_force_isa(KILN_VM_ISA_BASE);
     double bs = r < 3 ? run_once(fn, &nd, 2, in, y, cap, NULL) : 0;
     kiln_la_force_isa(KILN_VM_NISA);
@@ -122,21 +127,26 @@ static void bench_gemm(int reps) {
     tb[r - 1] = t;
     tk[r - 1] = k;
     te[r - 1] = e;
+    tbl[r - 1] = bl;
     tbase[r - 1] = bs;
   }
-  double mb = best(tb, reps), mk = best(tk, reps), me = best(te, reps), mbase = best(tbase, 2);
+  double mbl = best(tbl, reps), mb = best(tb, reps), mk = best(tk, reps), me = best(te, reps), mbase = best(tbase, 2);
   double fl = 2.0 * (double)(n * n * n);
-  printf("GEMM 1024^3 (%d threads, best of %d interleaved)\n", kiln_cpu_num_threads(), reps);
+  printf("GEMM 1024^3 (%d threads, best of %d interleaved; kiln SGEMM: %s)\n", kiln_pool_threads(), reps,
+         kiln_sgemm_active() == KILN_SGEMM_AVX512 ? "kiln AVX-512" : "OpenBLAS");
   printf("  cblas_sgemm direct        %8.2f ms %6.1f GFLOP/s\n", mb * 1e3, fl / mb * 1e-9);
   printf("  kiln MatMul kernel        %8.2f ms %6.1f GFLOP/s  = %.1f%% of direct\n", mk * 1e3, fl / mk * 1e-9,
          100 * mb / mk);
   printf("  kiln MatMul + relu epi.   %8.2f ms %6.1f GFLOP/s  = %.1f%% of direct\n", me * 1e3, fl / me * 1e-9,
          100 * mb / me);
+  printf("  kiln MatMul, OpenBLAS     %8.2f ms %6.1f GFLOP/s  = %.1f%% of direct\n", mbl * 1e3, fl / mbl * 1e-9,
+         100 * mb / mbl);
   printf("  kiln MatMul, base GEMM    %8.2f ms %6.1f GFLOP/s  (best of 2)\n", mbase * 1e3, fl / mbase * 1e-9);
   free(tb);
   free(tk);
   free(te);
   free(tbase);
+  free(tbl);
   free(c);
   free(y);
   kiln_tensor_release(&a);
@@ -168,7 +178,7 @@ static void bench_conv(int reps) {
   };
   kiln_cpu_kernel_fn fn = kiln_cpu_kernel_find("", "Conv")->run;
   printf("\nConv layers, batch 1 (ms; best of %d interleaved; reference: 1 run)\n", reps);
-  printf("  %-42s %9s %9s %9s %9s %7s %9s\n", "layer", "avx2", "avx2+epi", "base", "reference", "GF/s", "ref/avx2");
+  printf("  %-42s %9s %9s %9s %9s %7s %9s\n", "layer", "kiln", "kiln+epi", "openblas", "reference", "GF/s", "ref/kiln");
   for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
     const layer *y = &L[l];
     int64_t xd[4] = {1, y->C, y->HW, y->HW}, wd[4] = {y->M, y->C / y->G, y->k, y->k}, bd[1] = {y->M};
@@ -200,9 +210,9 @@ static void bench_conv(int reps) {
     for (int r = 0; r <= n; r++) {
       double a = run_once(fn, &nd, 3, in, out, cap, NULL);
       double e = run_once(fn, &nd, 3, in, out, cap, &ep);
-      kiln_la_force_isa(KILN_VM_ISA_BASE);
+      kiln_sgemm_force(KILN_SGEMM_BLAS);
       double bs = run_once(fn, &nd, 3, in, out, cap, NULL);
-      kiln_la_force_isa(KILN_VM_NISA);
+      kiln_sgemm_force(-1);
       if (r) {
         ta[r - 1] = a;
         te[r - 1] = e;
@@ -224,7 +234,9 @@ static void bench_conv(int reps) {
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 9;
   if (reps < 2) reps = 2;
+  kiln_pool_acquire(); /* KILN_NUM_THREADS threads, as a cpu plan holds them */
   if (!(argc > 2 && !strcmp(argv[2], "conv"))) bench_gemm(reps);
   bench_conv(reps);
+  kiln_pool_release();
   return 0;
 }

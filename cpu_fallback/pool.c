@@ -1,0 +1,215 @@
+/* cpu_fallback/pool: the process's thread pool, a reference-counted cache
+ * (see pool.h). */
+#include "cpu_fallback/pool.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ir/alloc.h"
+
+/* ---- the thread count ---- */
+
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int n_threads = 1;
+
+static void read_threads(void) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  n_threads = online < 1 ? 1 : online > 1024 ? 1024 : (int)online;
+  const char *env = getenv("KILN_NUM_THREADS");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > 1024)
+      fprintf(stderr, "kiln[warn]: KILN_NUM_THREADS=%s is not an integer in [1, 1024]: using %d (online CPUs)\n",
+              env, n_threads);
+    else
+      n_threads = (int)v;
+  }
+  openblas_set_num_threads(n_threads);
+}
+
+int kiln_cpu_num_threads(void) {
+  pthread_once(&threads_once, read_threads);
+  return n_threads;
+}
+
+/* ---- the pool ---- */
+
+typedef struct pool pool;
+typedef struct worker {
+  pool *p;
+  int id;
+} worker;
+
+/* A loop, on its caller's stack. Workers join it only while it is open
+ * and count themselves in and out, so the caller, once it has claimed the
+ * last task itself, waits for the workers still running tasks — never for
+ * one that has not woken up yet (on a loaded machine that can take
+ * milliseconds). */
+typedef struct loop {
+  kiln_pool_fn fn;
+  void *ctx;
+  int64_t n_tasks;
+  int workers; /* threads with an id below this take tasks */
+  atomic_llong next;
+  bool open;  /* workers may still join (under pool.mu) */
+  int inside; /* workers running its tasks (under pool.mu) */
+} loop;
+
+struct pool {
+  int n; /* threads of a loop, the caller included */
+  pthread_t *th;
+  worker *w;
+  pthread_mutex_t mu;
+  pthread_cond_t go, done;
+  unsigned long gen; /* loops started */
+  bool stop;
+  loop *cur; /* the open loop, or NULL (under mu) */
+};
+
+static pthread_mutex_t reg = PTHREAD_MUTEX_INITIALIZER; /* guards the two below */
+static pool *the_pool;
+static int refs;
+static pthread_mutex_t one_loop = PTHREAD_MUTEX_INITIALIZER; /* held by the thread running a loop on the pool */
+
+static void take_tasks(loop *l, int id) {
+  for (;;) {
+    long long t = atomic_fetch_add(&l->next, 1);
+    if (t >= l->n_tasks) break;
+    l->fn(l->ctx, (int64_t)t, id);
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  pool *p = w->p;
+  unsigned long seen = 0;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->stop && p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
+    if (p->stop) break;
+    seen = p->gen;
+    loop *l = p->cur;
+    if (!l || !l->open || w->id >= l->workers) continue;
+    l->inside++;
+    pthread_mutex_unlock(&p->mu);
+    take_tasks(l, w->id);
+    pthread_mutex_lock(&p->mu);
+    if (--l->inside == 0 && !l->open) pthread_cond_signal(&p->done);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+static void pool_stop(pool *p, int started) {
+  pthread_mutex_lock(&p->mu);
+  p->stop = true;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  for (int i = 0; i < started; i++) pthread_join(p->th[i], NULL);
+  pthread_cond_destroy(&p->go);
+  pthread_cond_destroy(&p->done);
+  pthread_mutex_destroy(&p->mu);
+  kiln_free(p->th);
+  kiln_free(p->w);
+  kiln_free(p);
+}
+
+static pool *pool_start(int n) {
+  pool *p = kiln_calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->n = n;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->go, NULL);
+  pthread_cond_init(&p->done, NULL);
+  p->th = kiln_calloc((size_t)n, sizeof *p->th);
+  p->w = kiln_calloc((size_t)n, sizeof *p->w);
+  if (!p->th || !p->w) {
+    pool_stop(p, 0);
+    return NULL;
+  }
+  for (int i = 1; i < n; i++) {
+    p->w[i - 1] = (worker){p, i};
+    if (pthread_create(&p->th[i - 1], NULL, worker_main, &p->w[i - 1])) {
+      fprintf(stderr, "kiln[warn]: could not start thread %d of the cpu pool: running single-threaded\n", i);
+      pool_stop(p, i - 1);
+      return NULL;
+    }
+  }
+  return p;
+}
+
+int kiln_pool_acquire(void) {
+  int n = kiln_cpu_num_threads();
+  pthread_mutex_lock(&reg);
+  if (!the_pool && !(the_pool = pool_start(n))) {
+    pthread_mutex_unlock(&reg);
+    return -1;
+  }
+  refs++;
+  pthread_mutex_unlock(&reg);
+  return 0;
+}
+
+void kiln_pool_release(void) {
+  pool *p = NULL;
+  pthread_mutex_lock(&reg);
+  if (refs > 0 && --refs == 0) {
+    p = the_pool;
+    the_pool = NULL;
+  }
+  pthread_mutex_unlock(&reg);
+  if (p) pool_stop(p, p->n - 1);
+}
+
+int kiln_pool_threads(void) {
+  pthread_mutex_lock(&reg);
+  int n = the_pool ? the_pool->n : 1;
+  pthread_mutex_unlock(&reg);
+  return n;
+}
+
+int64_t kiln_pool_tasks(int64_t work, int64_t grain, int64_t max_tasks) {
+  if (grain < 1) grain = 1;
+  int64_t t = work / grain;
+  if (t > max_tasks) t = max_tasks;
+  return t < 1 ? 1 : t;
+}
+
+void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx) {
+  if (n_tasks <= 0) return;
+  pool *p = NULL;
+  if (n_tasks > 1 && max_workers > 1 && pthread_mutex_trylock(&one_loop) == 0) {
+    pthread_mutex_lock(&reg);
+    if (the_pool && the_pool->n > 1) { /* pinned for the loop */
+      p = the_pool;
+      refs++;
+    }
+    pthread_mutex_unlock(&reg);
+    if (!p) pthread_mutex_unlock(&one_loop);
+  }
+  if (!p) { /* on the caller, in order */
+    for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+    return;
+  }
+  loop l = {fn, ctx, n_tasks, max_workers, 0, true, 0};
+  atomic_init(&l.next, 0);
+  pthread_mutex_lock(&p->mu);
+  p->cur = &l;
+  p->gen++;
+  pthread_cond_broadcast(&p->go);
+  pthread_mutex_unlock(&p->mu);
+  take_tasks(&l, 0);
+  pthread_mutex_lock(&p->mu); /* every task is claimed: close, wait for the workers inside */
+  l.open = false;
+  while (l.inside > 0) pthread_cond_wait(&p->done, &p->mu);
+  p->cur = NULL;
+  pthread_mutex_unlock(&p->mu);
+  pthread_mutex_unlock(&one_loop);
+  kiln_pool_release();
+}

@@ -1,0 +1,87 @@
+/* cpu_fallback/vmath_avx512: AVX-512F versions of exp, tanh and sigmoid
+ * (`kiln_vm_*_avx512`), 16 lanes at a time. Built with -mavx512f -mfma;
+ * used only where kiln_vm_cpu_has_avx512() said yes. Each lane function is
+ * vmath_avx2.c's, operation for operation (blends become mask blends, the
+ * float and/or/andnot become integer ones on the same bits), so results are
+ * bit-identical to the AVX2 kernels and to the scalar twins; the tail
+ * (n mod 16) runs the same lane function under a mask. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_fallback/vmath.h"
+
+#define SET1 _mm512_set1_ps
+#define AS_I _mm512_castps_si512
+#define AS_F _mm512_castsi512_ps
+
+static inline __m512 or_ps(__m512 a, __m512 b) { return AS_F(_mm512_or_si512(AS_I(a), AS_I(b))); }
+static inline __m512 sign_of(__m512 x) { return AS_F(_mm512_and_si512(AS_I(x), AS_I(SET1(-0.0f)))); }
+static inline __m512 abs_of(__m512 x) { return AS_F(_mm512_andnot_si512(AS_I(SET1(-0.0f)), AS_I(x))); }
+
+/* Lanes where x is NaN get x + x (a quiet NaN), like the twins. */
+static inline __m512 nan_through(__m512 x, __m512 y) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, _mm512_add_ps(x, x));
+}
+
+static inline __m512 pow2i16(__m512i n) {
+  return AS_F(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+}
+
+static inline __m512 exp16(__m512 x) {
+  __m512 c = _mm512_min_ps(_mm512_max_ps(x, SET1(KILN_VM_EXP_LO)), SET1(KILN_VM_EXP_HI));
+  __m512 fn =
+      _mm512_roundscale_ps(_mm512_mul_ps(c, SET1(KILN_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fn, SET1(KILN_VM_LN2_HI), c);
+  r = _mm512_fnmadd_ps(fn, SET1(KILN_VM_LN2_LO), r);
+  __m512 p = SET1(KILN_VM_EXP_P0);
+  p = _mm512_fmadd_ps(p, r, SET1(KILN_VM_EXP_P1));
+  p = _mm512_fmadd_ps(p, r, SET1(KILN_VM_EXP_P2));
+  p = _mm512_fmadd_ps(p, r, SET1(KILN_VM_EXP_P3));
+  p = _mm512_fmadd_ps(p, r, SET1(KILN_VM_EXP_P4));
+  p = _mm512_fmadd_ps(p, r, SET1(KILN_VM_EXP_P5));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+  p = _mm512_add_ps(p, SET1(1.0f));
+  __m512 half = _mm512_roundscale_ps(_mm512_mul_ps(fn, SET1(0.5f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512i n1 = _mm512_cvtps_epi32(half);
+  __m512i n2 = _mm512_sub_epi32(_mm512_cvtps_epi32(fn), n1);
+  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, pow2i16(n1)), pow2i16(n2));
+  return nan_through(x, y);
+}
+
+static inline __m512 tanh16(__m512 x) {
+  __m512 a = abs_of(x);
+  __m512 z = _mm512_mul_ps(x, x);
+  __m512 p = SET1(KILN_VM_TANH_P0);
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P1));
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P2));
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P3));
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P4));
+  __m512 small = or_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x), sign_of(x));
+  __m512 c = _mm512_min_ps(a, SET1(KILN_VM_TANH_CLAMP));
+  __m512 e = exp16(_mm512_add_ps(c, c));
+  __m512 big = _mm512_sub_ps(SET1(1.0f), _mm512_div_ps(SET1(2.0f), _mm512_add_ps(e, SET1(1.0f))));
+  big = or_ps(big, sign_of(x));
+  __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, SET1(KILN_VM_TANH_SPLIT), _CMP_LT_OQ), big, small);
+  return nan_through(x, r);
+}
+
+static inline __m512 sigmoid16(__m512 x) {
+  __m512 t = exp16(or_ps(x, SET1(-0.0f))); /* e^{-|x|} */
+  __m512 d = _mm512_add_ps(SET1(1.0f), t);
+  __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), t, SET1(1.0f));
+  return nan_through(x, _mm512_div_ps(num, d));
+}
+
+#define KILN_VM_AVX512(name, lane)                                                       \
+  void name(size_t n, const float *x, float *y) {                                        \
+    size_t i = 0;                                                                        \
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, lane(_mm512_loadu_ps(x + i)));  \
+    if (i < n) {                                                                         \
+      __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                                   \
+      _mm512_mask_storeu_ps(y + i, m, lane(_mm512_maskz_loadu_ps(m, x + i)));           \
+    }                                                                                    \
+  }
+KILN_VM_AVX512(kiln_vm_exp_avx512, exp16)
+KILN_VM_AVX512(kiln_vm_tanh_avx512, tanh16)
+KILN_VM_AVX512(kiln_vm_sigmoid_avx512, sigmoid16)
+#undef KILN_VM_AVX512

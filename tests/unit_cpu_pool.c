@@ -1,0 +1,455 @@
+/* tests/unit_cpu_pool: the cpu backend's thread pool (cpu_fallback/pool)
+ * and what runs on it.
+ *
+ * - the pool itself: with no reference held every loop runs on the caller
+ *   in order; held, every task runs exactly once, worker ids stay below the
+ *   caller's bound, a nested loop and a loop from a second thread while the
+ *   pool is busy run on their callers, acquire/release cycles join cleanly
+ *   (ASan/TSan);
+ * - kiln's wide SGEMM: the AVX-512 micro-kernel against its scalar twin bit
+ *   for bit (only where cpuid + XGETBV say AVX-512F is usable), the wide
+ *   GEMM with either micro-kernel bit-equal, split over the pool or not, and
+ *   close to the portable blocked GEMM;
+ * - whole graphs through the plan executor (fused tile chains, Conv general /
+ *   pointwise / depthwise with epilogues, MatMul, Gemm, pooling, softmax rows
+ *   and columns, norms, reductions): a run on the pool against a run with
+ *   every loop on one thread (the plan run inside a task of a busy pool,
+ *   where loops run serially) — bit-identical — and against the reference.
+ *
+ * KILN_NUM_THREADS is 2 unless the environment sets it (ctest also runs
+ * this with KILN_NUM_THREADS=1, where both runs are serial). */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_fallback/plan.h"
+#include "cpu_fallback/pool.h"
+#include "cpu_fallback/sgemm.h"
+#include "graphbuild.h"
+#include "ir/alloc.h"
+#include "ir/graph_edit.h"
+#include "reference/exec.h"
+
+static int passed, failed;
+#define CHECK(cond, ...)                                                                                               \
+  do {                                                                                                                 \
+    if (cond)                                                                                                          \
+      passed++;                                                                                                        \
+    else {                                                                                                             \
+      failed++;                                                                                                        \
+      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                      \
+      printf(__VA_ARGS__);                                                                                             \
+      printf("\n");                                                                                                    \
+    }                                                                                                                  \
+  } while (0)
+
+/* ---- the pool ---- */
+
+enum { NT = 1000 };
+typedef struct count_ctx {
+  atomic_int hits[NT];
+  atomic_int bad_worker, nested_done;
+  int max_workers;
+  bool nest;
+} count_ctx;
+
+static void nested_task(void *arg, int64_t t, int worker) {
+  count_ctx *c = arg;
+  (void)t;
+  if (worker != 0) atomic_fetch_add(&c->bad_worker, 1); /* nested: on its caller */
+  atomic_fetch_add(&c->nested_done, 1);
+}
+
+static void count_task(void *arg, int64_t t, int worker) {
+  count_ctx *c = arg;
+  atomic_fetch_add(&c->hits[t], 1);
+  if (worker < 0 || worker >= c->max_workers) atomic_fetch_add(&c->bad_worker, 1);
+  if (c->nest && t % 100 == 0) {
+    count_ctx *n = c; /* reuse the counters of the outer loop for the nested one */
+    kiln_pool_for(5, 2, nested_task, n);
+  }
+}
+
+static bool all_once(count_ctx *c, int n) {
+  for (int i = 0; i < n; i++)
+    if (atomic_load(&c->hits[i]) != 1) return false;
+  return true;
+}
+
+static void *second_caller(void *arg) {
+  count_ctx *c = arg;
+  kiln_pool_for(NT, c->max_workers, count_task, c);
+  return NULL;
+}
+
+static void test_pool(void) {
+  static count_ctx c;
+  memset(&c, 0, sizeof c);
+  c.max_workers = 4;
+  CHECK(kiln_pool_threads() == 1, "no reference held: 1 thread (got %d)", kiln_pool_threads());
+  kiln_pool_for(NT, 4, count_task, &c);
+  CHECK(all_once(&c, NT) && !atomic_load(&c.bad_worker), "without a pool: every task once, on the caller");
+
+  CHECK(kiln_pool_acquire() == 0, "acquire");
+  int th = kiln_pool_threads();
+  CHECK(th == kiln_cpu_num_threads(), "the pool has KILN_NUM_THREADS threads (%d, %d)", th, kiln_cpu_num_threads());
+  for (int max = 1; max <= 3; max++) {
+    memset(&c, 0, sizeof c);
+    c.max_workers = max;
+    kiln_pool_for(NT, max, count_task, &c);
+    CHECK(all_once(&c, NT) && !atomic_load(&c.bad_worker), "held, max_workers %d: every task once, ids below it", max);
+  }
+  memset(&c, 0, sizeof c);
+  c.max_workers = th;
+  c.nest = true;
+  kiln_pool_for(NT, th, count_task, &c);
+  CHECK(all_once(&c, NT) && !atomic_load(&c.bad_worker) && atomic_load(&c.nested_done) == 50,
+        "nested loops run on their callers (%d nested tasks)", atomic_load(&c.nested_done));
+
+  /* two callers at once: one gets the pool, the other runs its loop itself */
+  static count_ctx c2;
+  memset(&c, 0, sizeof c);
+  memset(&c2, 0, sizeof c2);
+  c.max_workers = c2.max_workers = th;
+  pthread_t t;
+  CHECK(!pthread_create(&t, NULL, second_caller, &c2), "second thread");
+  kiln_pool_for(NT, th, count_task, &c);
+  pthread_join(t, NULL);
+  CHECK(all_once(&c, NT) && all_once(&c2, NT) && !atomic_load(&c.bad_worker) && !atomic_load(&c2.bad_worker),
+        "two callers at once: both loops complete");
+
+  /* nested acquire/release, then the last release joins; a new pool after */
+  CHECK(kiln_pool_acquire() == 0, "second reference");
+  kiln_pool_release();
+  CHECK(kiln_pool_threads() == th, "still held after one of two releases");
+  kiln_pool_release();
+  CHECK(kiln_pool_threads() == 1, "the last release drops the pool");
+  for (int i = 0; i < 20; i++) {
+    if (kiln_pool_acquire()) break;
+    memset(&c, 0, sizeof c);
+    c.max_workers = th;
+    kiln_pool_for(50, th, count_task, &c);
+    kiln_pool_release();
+    if (!all_once(&c, 50)) break;
+    if (i == 19) CHECK(1, "20 start / loop / join cycles");
+  }
+  CHECK(kiln_pool_tasks(100, 10, 4) == 4 && kiln_pool_tasks(5, 10, 4) == 1 && kiln_pool_tasks(30, 10, 8) == 3,
+        "kiln_pool_tasks");
+}
+
+/* ---- the wide SGEMM ---- */
+
+static float *rand_buf(size_t n) {
+  float *p = malloc(n * sizeof *p + 1);
+  for (size_t i = 0; i < n; i++) p[i] = (float)rnd();
+  return p;
+}
+
+static void test_micro(void) {
+  if (!kiln_la_cpu_has_avx512()) {
+    printf("unit_cpu_pool: AVX-512F not usable on this CPU: micro-kernel twin comparison skipped\n");
+    return;
+  }
+  int bad = 0, cases = 0;
+  static const int64_t kcs[] = {1, 2, 7, 64, 257};
+  static const float betas[] = {0.0f, 1.0f, -0.75f};
+  for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+    for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr += 5)
+      for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr += (nr < 17 ? 3 : 5))
+        for (int bi = 0; bi < 3; bi++) {
+          int64_t kc = kcs[ki], ldc = 40;
+          float *ap = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_MR)), *bp = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_NR));
+          float *c1 = rand_buf((size_t)(KILN_SGEMM_WIDE_MR * ldc));
+          float *c2 = malloc((size_t)(KILN_SGEMM_WIDE_MR * ldc) * 4);
+          memcpy(c2, c1, (size_t)(KILN_SGEMM_WIDE_MR * ldc) * 4);
+          kiln_sgemm_micro_wide_base(kc, ap, bp, betas[bi], c1, ldc, mr, nr);
+          kiln_sgemm_micro_wide_avx512(kc, ap, bp, betas[bi], c2, ldc, mr, nr);
+          if (memcmp(c1, c2, (size_t)(KILN_SGEMM_WIDE_MR * ldc) * 4)) bad++;
+          cases++;
+          free(ap);
+          free(bp);
+          free(c1);
+          free(c2);
+        }
+  CHECK(!bad, "AVX-512 micro-kernel = scalar twin bit for bit, tails and beta included (%d of %d differ)", bad, cases);
+}
+
+typedef struct gemm_case {
+  bool ta, tb;
+  int64_t M, N, K;
+  float alpha, beta;
+} gemm_case;
+
+static void test_wide(void) {
+  static const gemm_case cases[] = {
+      {false, false, 1, 1, 1, 1.0f, 0.0f},     {false, false, 13, 33, 5, 1.0f, 0.0f},
+      {true, false, 37, 70, 300, 0.5f, 1.0f},  {false, true, 200, 45, 513, 1.0f, -0.5f},
+      {true, true, 97, 130, 260, 2.0f, 0.25f}, {false, false, 250, 600, 64, 1.0f, 0.0f},
+      {false, false, 4, 3000, 20, 1.0f, 1.0f},
+  };
+  bool avx512 = kiln_la_cpu_has_avx512();
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const gemm_case *k = &cases[i];
+    int64_t lda = (k->ta ? k->M : k->K) + 3, ldb = (k->tb ? k->K : k->N) + 1, ldc = k->N + 2;
+    float *A = rand_buf((size_t)((k->ta ? k->K : k->M) * lda)), *B = rand_buf((size_t)((k->tb ? k->N : k->K) * ldb));
+    size_t cn = (size_t)(k->M * ldc);
+    float *C0 = rand_buf(cn), *C[4];
+    for (int v = 0; v < 4; v++) {
+      C[v] = malloc(cn * sizeof(float));
+      memcpy(C[v], C0, cn * sizeof(float));
+    }
+    /* 0: twin, serial; 1: twin on the pool; 2: AVX-512 on the pool; 3: the portable GEMM */
+    kiln_status s = KILN_OK;
+    s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_base, k->ta, k->tb, k->M, k->N, k->K, k->alpha, A, lda, B, ldb,
+                         k->beta, C[0], ldc);
+    kiln_pool_acquire();
+    s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_base, k->ta, k->tb, k->M, k->N, k->K, k->alpha, A, lda, B, ldb,
+                         k->beta, C[1], ldc);
+    if (avx512)
+      s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_avx512, k->ta, k->tb, k->M, k->N, k->K, k->alpha, A, lda, B, ldb,
+                           k->beta, C[2], ldc);
+    kiln_pool_release();
+    s |= kiln_sgemm_base(k->ta, k->tb, k->M, k->N, k->K, k->alpha, A, lda, B, ldb, k->beta, C[3], ldc);
+    CHECK(!s, "case %zu runs", i);
+    CHECK(!memcmp(C[0], C[1], cn * sizeof(float)), "case %zu: the wide GEMM on the pool = serial, bit for bit", i);
+    if (avx512)
+      CHECK(!memcmp(C[0], C[2], cn * sizeof(float)), "case %zu: AVX-512 wide GEMM = its scalar twin, bit for bit", i);
+    double worst = 0;
+    for (int64_t r = 0; r < k->M; r++)
+      for (int64_t j = 0; j < ldc; j++) {
+        size_t e = (size_t)(r * ldc + j);
+        double d = fabs((double)C[0][e] - (double)C[3][e]);
+        if (j >= k->N) d = C[0][e] == C0[e] ? 0 : 1e9; /* the padding columns stay untouched */
+        double tol = 1e-5 * (double)(k->K + 2) * (fabs(k->alpha) + fabs(k->beta) + 1);
+        if (d / tol > worst) worst = d / tol;
+      }
+    CHECK(worst <= 1.0, "case %zu: wide GEMM within tolerance of the portable one (%.3g of it)", i, worst);
+    for (int v = 0; v < 4; v++) free(C[v]);
+    free(C0);
+    free(A);
+    free(B);
+  }
+}
+
+/* ---- graphs: pool vs one thread vs reference ---- */
+
+static int cst(kiln_graph *g, const char *name, int rank, const int64_t *dims, double lo, double scale) {
+  kiln_tensor t = {0};
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) exit(2);
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, lo + scale * rnd());
+  int v;
+  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
+  return v;
+}
+
+static int add(kiln_graph *g, const char *op, const char *ins, const char *outs) {
+  int in[16], out[16], ni = 0, no = 0;
+  char buf[512], *save;
+  snprintf(buf, sizeof buf, "%s", ins);
+  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) in[ni++] = val(g, t);
+  snprintf(buf, sizeof buf, "%s", outs);
+  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+    if (kiln_edit_add_value(g, t, &out[no++])) exit(2);
+  char name[64];
+  snprintf(name, sizeof name, "n%d", g->n_nodes);
+  int idx;
+  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, in, no, out, &idx)) exit(2);
+  return idx;
+}
+
+static void seti(kiln_graph *g, int node, const char *name, int64_t v) {
+  if (kiln_edit_set_int(&g->nodes[node], name, v)) exit(2);
+}
+static void setints(kiln_graph *g, int node, const char *name, int n, const int64_t *v) {
+  if (kiln_edit_set_ints(&g->nodes[node], name, v, (size_t)n)) exit(2);
+}
+
+typedef struct run_ctx {
+  kiln_cpu_plan *p;
+  const kiln_graph *g;
+  const kiln_tensor *const *bound;
+  kiln_tensor *outs;
+  kiln_status s;
+} run_ctx;
+
+static void run_task(void *arg, int64_t t, int worker) {
+  (void)worker;
+  run_ctx *r = arg;
+  if (t == 0) r->s = kiln_cpu_run(r->p, r->g, r->bound, r->outs);
+}
+
+/* Runs graph g (one float input x of the given shape, every output float)
+ * three ways and compares. */
+static void check_graph(const char *what, kiln_graph *g, int rank, const int64_t *dims, double rtol) {
+  int x = val(g, "x");
+  kiln_tensor xt = {0};
+  if (kiln_tensor_alloc(&xt, KILN_F32, rank, dims)) exit(2);
+  for (int64_t i = 0; i < xt.numel; i++) kiln_set_f(&xt, i, 2 * rnd());
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[x] = &xt;
+  int no = g->n_outputs;
+  kiln_tensor *par = kiln_calloc((size_t)no, sizeof *par), *ser = kiln_calloc((size_t)no, sizeof *ser),
+              *ref = kiln_calloc((size_t)no, sizeof *ref);
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "%s: prepare: %s", what, s ? kiln_last_error() : "");
+  if (!s) {
+    s = kiln_cpu_run(p, g, bound, par);
+    CHECK(!s, "%s: run on the pool: %s", what, s ? kiln_last_error() : "");
+    /* the serial run: inside task 0 of a loop that keeps the pool busy */
+    run_ctx rc = {p, g, bound, ser, KILN_OK};
+    kiln_pool_for(2, 2, run_task, &rc);
+    CHECK(!rc.s, "%s: run on one thread: %s", what, rc.s ? kiln_last_error() : "");
+    s = kiln_ref_run(g, bound, ref);
+    CHECK(!s, "%s: reference run", what);
+    for (int o = 0; o < no && !s && !rc.s; o++) {
+      bool same = par[o].numel == ser[o].numel && par[o].numel == ref[o].numel;
+      size_t bytes = (size_t)par[o].numel * sizeof(float);
+      CHECK(same && !memcmp(par[o].data, ser[o].data, bytes), "%s: output %d on %d threads = on one, bit for bit",
+            what, o, kiln_pool_threads());
+      double worst = 0;
+      for (int64_t i = 0; same && i < ref[o].numel; i++) {
+        double a = kiln_get_f(&par[o], i), b = kiln_get_f(&ref[o], i);
+        double e = fabs(a - b) / (1e-5 + rtol * fabs(b));
+        if (e > worst || isnan(e)) worst = isnan(e) ? 1e9 : e;
+      }
+      CHECK(same && worst <= 1.0, "%s: output %d within tolerance of the reference (%.3g of it)", what, o, worst);
+    }
+  }
+  for (int o = 0; o < no; o++) {
+    kiln_tensor_release(&par[o]);
+    kiln_tensor_release(&ser[o]);
+    kiln_tensor_release(&ref[o]);
+  }
+  kiln_free(par);
+  kiln_free(ser);
+  kiln_free(ref);
+  kiln_free(bound);
+  kiln_cpu_release(p);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
+static void test_graphs(void) {
+  { /* elementwise chain over 2M elements: the tile executor's chunks */
+    kiln_graph *g = new_graph(17);
+    int64_t d[2] = {512, 4096}, bd[1] = {4096};
+    input(g, "x", KILN_F32, 2, d);
+    cst(g, "b", 1, bd, 0, 1);
+    add(g, "Add", "x b", "a");
+    add(g, "Tanh", "a", "t");
+    add(g, "Sigmoid", "t", "s");
+    add(g, "Mul", "s x", "y");
+    output(g, "y");
+    check_graph("elementwise chain 512x4096", g, 2, d, 1e-5);
+  }
+  { /* Conv 3x3 + bias + Relu (epilogue) + MaxPool; 1x1 Conv; depthwise s2 + Clip */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {1, 16, 64, 64}, wd[4] = {32, 16, 3, 3}, bd[1] = {32}, pd[4] = {32, 32, 1, 1},
+            dwd[4] = {32, 1, 3, 3}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2}, k2[2] = {2, 2};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "w", 4, wd, 0, 0.3);
+    cst(g, "b", 1, bd, 0, 0.5);
+    cst(g, "pw", 4, pd, 0, 0.3);
+    cst(g, "dw", 4, dwd, 0, 0.5);
+    int c = add(g, "Conv", "x w b", "c");
+    setints(g, c, "kernel_shape", 2, k3);
+    setints(g, c, "pads", 4, p1);
+    add(g, "Relu", "c", "r");
+    int mp = add(g, "MaxPool", "r", "m");
+    setints(g, mp, "kernel_shape", 2, k2);
+    setints(g, mp, "strides", 2, k2);
+    add(g, "Conv", "r pw", "q");
+    int dc = add(g, "Conv", "q dw", "dq");
+    setints(g, dc, "kernel_shape", 2, k3);
+    setints(g, dc, "pads", 4, p1);
+    setints(g, dc, "strides", 2, s2);
+    seti(g, dc, "group", 32);
+    add(g, "Relu", "dq", "y");
+    output(g, "m");
+    output(g, "y");
+    check_graph("conv / pointwise / depthwise / maxpool", g, 4, d, 1e-4);
+  }
+  { /* MatMul + bias + Sigmoid, Gemm transB */
+    kiln_graph *g = new_graph(17);
+    int64_t d[2] = {300, 260}, wd[2] = {260, 190}, bd[1] = {190}, gd[2] = {70, 190};
+    input(g, "x", KILN_F32, 2, d);
+    cst(g, "w", 2, wd, 0, 0.1);
+    cst(g, "b", 1, bd, 0, 1);
+    cst(g, "gw", 2, gd, 0, 0.1);
+    add(g, "MatMul", "x w", "mm");
+    add(g, "Add", "mm b", "a");
+    add(g, "Sigmoid", "a", "s");
+    int ge = add(g, "Gemm", "s gw", "y");
+    seti(g, ge, "transB", 1);
+    output(g, "y");
+    check_graph("MatMul + epilogue, Gemm", g, 2, d, 1e-4);
+  }
+  { /* softmax rows and columns, LayerNorm, ReduceSum columns, ReduceMax rows */
+    kiln_graph *g = new_graph(17);
+    int64_t d[3] = {40, 100, 80}, sd[1] = {80};
+    input(g, "x", KILN_F32, 3, d);
+    cst(g, "sc", 1, sd, 1, 0.5);
+    cst(g, "sb", 1, sd, 0, 0.5);
+    add(g, "Softmax", "x", "y0");
+    int s1 = add(g, "LogSoftmax", "x", "y1");
+    seti(g, s1, "axis", 1);
+    add(g, "LayerNormalization", "x sc sb", "y2");
+    int r1 = add(g, "ReduceMax", "x", "y3");
+    int64_t ax2[1] = {2}, ax1[1] = {1};
+    setints(g, r1, "axes", 1, ax2);
+    int64_t one = 1;
+    kiln_tensor at = {0};
+    if (kiln_tensor_alloc(&at, KILN_I64, 1, &one)) exit(2);
+    ((int64_t *)at.data)[0] = ax1[0];
+    int av;
+    if (kiln_edit_add_const(g, "axes", &at, &av)) exit(2);
+    add(g, "ReduceSum", "x axes", "y4");
+    for (int i = 0; i < 5; i++) {
+      char nm[8];
+      snprintf(nm, sizeof nm, "y%d", i);
+      output(g, nm);
+    }
+    check_graph("softmax / logsoftmax cols / layernorm / reductions", g, 3, d, 1e-4);
+  }
+  { /* pooling and norms on planes */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {2, 64, 30, 30}, cd[1] = {64}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "s", 1, cd, 1, 0.5);
+    cst(g, "b", 1, cd, 0, 0.5);
+    cst(g, "m", 1, cd, 0, 0.5);
+    cst(g, "v", 1, cd, 1.5, 0.5);
+    int ap = add(g, "AveragePool", "x", "y0");
+    setints(g, ap, "kernel_shape", 2, k3);
+    setints(g, ap, "pads", 4, p1);
+    add(g, "GlobalAveragePool", "x", "y1");
+    add(g, "GlobalMaxPool", "x", "y2");
+    add(g, "BatchNormalization", "x s b m v", "y3");
+    add(g, "InstanceNormalization", "x s b", "y4");
+    for (int i = 0; i < 5; i++) {
+      char nm[8];
+      snprintf(nm, sizeof nm, "y%d", i);
+      output(g, nm);
+    }
+    check_graph("pools / batchnorm / instancenorm", g, 4, d, 1e-4);
+  }
+}
+
+int main(void) {
+  setenv("KILN_NUM_THREADS", "2", 0);
+  test_pool();
+  test_micro();
+  test_wide();
+  CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");
+  test_graphs();
+  kiln_sgemm_force(KILN_SGEMM_BLAS); /* the same graphs with OpenBLAS under the GEMMs */
+  test_graphs();
+  kiln_sgemm_force(-1);
+  kiln_pool_release();
+  printf("unit_cpu_pool (%d threads): %d passed, %d failed\n", kiln_cpu_num_threads(), passed, failed);
+  return failed ? 1 : 0;
+}
