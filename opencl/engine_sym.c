@@ -316,7 +316,8 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
       }
       bool gemm = !strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm");
       bool rowwise = !strcmp(n->op_type, "Softmax") || !strcmp(n->op_type, "LogSoftmax") ||
-                     !strcmp(n->op_type, "LayerNormalization"); /* over a later axis (node_ok) */
+                     !strcmp(n->op_type, "LayerNormalization") || /* over a later axis (node_ok) */
+                     in_list(n->op_type, reductions);              /* axis 0 kept (node_ok) */
       if (any && st->kind == KILN_CL_STEP_OP && (!(gemm || rowwise) || !kiln_cl_op_rows_ok(st->op, bound, rowwise))) {
         snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
                  n->op_type, kiln_cl_op_describe(st->op));

@@ -38,7 +38,7 @@ static int passed, failed;
   } while (0)
 
 enum { IN = 16, HID = 32, OUT = 8 };
-static float w1[IN * HID], b1[HID], w2[HID * OUT];
+static float w1[IN * HID], b1[HID], w2[HID * OUT], w3[8 * OUT];
 
 static const char *bound_text = "64";
 static double tol = 1e-5;
@@ -46,7 +46,8 @@ static double tol = 1e-5;
 /* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8]
  * (with_bound 2: -> Softmax(axis 0) -> y, rows mixed; 3: between Relu and
  * MatMul Reshape [-1,4,8] -> Softmax(axis -1) -> Transpose [0,2,1] ->
- * Flatten: every row kept apart, through copies, views and a row reduction) */
+ * Flatten: every row kept apart, through copies, views and a row reduction;
+ * 4: Relu -> Reshape [-1,4,8] -> ReduceMean(axes 1) -> MatMul(w3 [8,8])) */
 static void *make_model(int with_bound, size_t *size) {
   Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
   dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
@@ -102,7 +103,24 @@ static void *make_model(int with_bound, size_t *size) {
   Onnx__TensorProto tsh = ONNX__TENSOR_PROTO__INIT;
   tsh.name = "shp", tsh.n_dims = 1, tsh.dims = dsh, tsh.has_data_type = 1, tsh.data_type = 7, tsh.n_int64_data = 3,
   tsh.int64_data = shv;
-  Onnx__TensorProto *inits4[4] = {&t1, &tb, &t2, &tsh};
+  Onnx__TensorProto t3 = ONNX__TENSOR_PROTO__INIT;
+  int64_t d3[2] = {8, OUT};
+  t3.name = "w3", t3.n_dims = 2, t3.dims = d3, t3.has_data_type = 1, t3.data_type = 1, t3.n_float_data = 8 * OUT,
+  t3.float_data = w3;
+  Onnx__TensorProto *inits4[5] = {&t1, &tb, &t2, &tsh, &t3};
+  Onnx__NodeProto rm = ONNX__NODE_PROTO__INIT;
+  char *rmo[1] = {"r5"};
+  Onnx__AttributeProto axes = ONNX__ATTRIBUTE_PROTO__INIT, kd = axes;
+  Onnx__AttributeProto *rmattr[2] = {&axes, &kd};
+  int64_t axv[1] = {1};
+  axes.name = "axes", axes.has_type = 1, axes.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, axes.n_ints = 1,
+  axes.ints = axv;
+  kd.name = "keepdims", kd.has_type = 1, kd.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, kd.has_i = 1, kd.i = 0;
+  rm.op_type = "ReduceMean", rm.n_input = 1, rm.input = rso, rm.n_output = 1, rm.output = rmo, rm.n_attribute = 2,
+  rm.attribute = rmattr;
+  Onnx__NodeProto *nodes4[6] = {&gemm, &relu, &rs, &rm, &mm, &sig};
+  char *mi4[2] = {"r5", "w3"};
+  if (with_bound == 4) mm.input = mi4;
   Onnx__NodeProto *nodes3[8] = {&gemm, &relu, &rs, &sm2, &tr, &fl, &mm, &sig};
   if (with_bound == 3) mi[0] = "r4";
   Onnx__NodeProto *nodes[5] = {&gemm, &relu, &mm, &sig, &sm};
@@ -110,6 +128,7 @@ static void *make_model(int with_bound, size_t *size) {
   g.name = "mlp", g.n_node = with_bound == 2 ? 5 : 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
   g.n_initializer = 3, g.initializer = inits;
   if (with_bound == 3) g.n_node = 8, g.node = nodes3, g.n_initializer = 4, g.initializer = inits4;
+  if (with_bound == 4) g.n_node = 6, g.node = nodes4, g.n_initializer = 5, g.initializer = inits4;
   Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
   os.domain = "", os.has_version = 1, os.version = 13;
   Onnx__OperatorSetIdProto *oss[1] = {&os};
@@ -269,6 +288,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < IN * HID; i++) w1[i] = (float)cos(0.11 * i) * 0.3f;
   for (int i = 0; i < HID; i++) b1[i] = (float)sin(0.7 * i) * 0.1f;
   for (int i = 0; i < HID * OUT; i++) w2[i] = (float)sin(0.05 * i + 1) * 0.4f;
+  for (int i = 0; i < 8 * OUT; i++) w3[i] = (float)cos(0.3 * i + 2) * 0.5f;
   onnxGetExtensionFunctionAddressFunction get_ext =
       (onnxGetExtensionFunctionAddressFunction)dlsym(lib.handle, "onnxGetExtensionFunctionAddress");
   onnxBackendID ids[8];
@@ -320,6 +340,8 @@ int main(int argc, char **argv) {
     static const int b4s[] = {1, 7, 64, 3};
     static const uint64_t p4s[] = {1, 1, 1, 1};
     scenario(cpu, ref, 3, b4s, 4, p4s);
+    /* a row reduction (ReduceMean over an inner axis) feeding a MatMul */
+    scenario(cpu, ref, 4, b4s, 4, p4s);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
