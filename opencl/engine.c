@@ -280,6 +280,8 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   }
   kiln_graph_free(g);
   kiln_shapes_free(sh);
+  /* observing plans (mode) run exact variants: their partial buffers are sized per launch */
+  if (!all_known && !mode && (s = kiln_cl_sym_setup(p))) goto fail;
   if (all_known) {
     const kiln_tensor **in = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *in);
     kiln_tensor *fake = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *fake);
@@ -391,6 +393,11 @@ static kiln_status specialise(const kiln_cl_plan *p, const kiln_tensor *const *i
 }
 
 kiln_status kiln_cl_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out) {
+  if (p->sym) return kiln_cl_sym_variant_get(p, in, out);
+  return kiln_cl_variant_get_exact(p, in, out);
+}
+
+kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out) {
   *out = NULL;
   int64_t *key = NULL;
   int nkey = 0;
@@ -552,6 +559,7 @@ void kiln_cl_plan_release(kiln_cl_plan *p) {
   for (int i = 0; i < KILN_CL_VARIANTS; i++) kiln_cl_variant_free(p, p->var[i]);
   if (p->slot) pthread_mutex_unlock(&p->slot->mu);
   kiln_cl_obs_plan_free(p);
+  kiln_cl_sym_free(p);
   kiln_free(p->prof);
   kiln_free(p->trace_ev);
   kiln_graph_free(p->probe_g);

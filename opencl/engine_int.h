@@ -78,7 +78,21 @@ typedef struct kiln_cl_variant {
   cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
   kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
   struct kiln_cl_vobs *obs; /* observing plans: partial buffers, the record map (engine_observe.c) */
+  /* symbolic batch (opencl/engine_sym.c): compiled at bound sym_bound (0:
+     not resizable), run at sym_n rows; per value / step: scales with it */
+  bool sym_checked;
+  int64_t sym_bound, sym_n;
+  bool *sym_dep, *sym_step;
 } kiln_cl_variant;
+
+/* Value w's extent x (dim 0, or bytes) at this run's rows. */
+static inline int64_t kiln_cl_sym_at(const kiln_cl_variant *v, int w, int64_t x) {
+  return v->sym_bound && v->sym_n != v->sym_bound && v->sym_dep[w] ? x / v->sym_bound * v->sym_n : x;
+}
+/* Step k runs with fewer rows than compiled this run. */
+static inline bool kiln_cl_sym_resized(const kiln_cl_variant *v, int k) {
+  return v->sym_bound && v->sym_n != v->sym_bound && v->sym_step[k];
+}
 
 typedef struct kiln_cl_prof {
   char name[96];
@@ -120,7 +134,19 @@ struct kiln_cl_plan {
   cl_program obs_prog;
   kiln_cl_kernel obs_red[16], obs_final, obs_batch;
   kiln_obs *run_obs;
+  struct kiln_cl_sym *sym; /* symbolic batch dim (opencl/engine_sym.c); NULL: none */
 };
+
+/* ---- symbolic batch (opencl/engine_sym.c) ---- */
+/* At prepare: finds the symbolic outermost input dim and its bound
+ * (kiln.bound.<name>, else the first run's size); KILN_CL_SYMBOLIC=0 off. */
+kiln_status kiln_cl_sym_setup(kiln_cl_plan *p);
+void kiln_cl_sym_free(kiln_cl_plan *p);
+/* The variant for these inputs: the one compiled at the bound with the
+ * run's rows set, or (graphs that cannot resize) the exact one. */
+kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out);
+/* kiln_cl_variant_get without the symbolic path: keyed by exact shapes. */
+kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out);
 
 /* Rewrites g0 (constant folding with the reference kernels), checks it and
  * infers its shapes. keep_outputs: observe all (no rewrite that erases a

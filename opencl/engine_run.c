@@ -28,6 +28,7 @@ static void dims_of(const kiln_cl_variant *v, int w, int *rank, int64_t *dims) {
   *rank = x->rank;
   for (int d = 0; d < x->rank; d++)
     if (!kiln_dimx_is_const(v->sh->tab, x->dims[d], &dims[d])) dims[d] = 0;
+  if (x->rank > 0) dims[0] = kiln_cl_sym_at(v, w, dims[0]); /* this run's rows (symbolic batch) */
 }
 
 /* The buffer holding value w: the host's cl_mem bound to it for this run,
@@ -58,7 +59,7 @@ static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, i
   cl_mem m = mem_of(v, w);
   size_t n = kiln_tensor_bytes(t);
   if (!n || !m) return KILN_OK;
-  if (n != pl->bytes)
+  if (n != (size_t)kiln_cl_sym_at(v, w, (int64_t)pl->bytes))
     return kiln_fail(KILN_E_INTERNAL, "value '%s': %zu bytes made, %zu planned", v->g->values[w].name, n, pl->bytes);
   const void *src = t->data;
   kiln_tensor dense = {0};
@@ -155,6 +156,13 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
   kiln_cl_kernel *k = &v->kern[st->kern];
   size_t n = (size_t)v->sig[st->kern].n_items, local = v->sig[st->kern].local;
   if (!n) return KILN_OK;
+  /* symbolic batch, fewer rows than compiled: the run's items (rows, or a
+     work-group per row), launched exactly (the kernel's guard is the bound's) */
+  bool exact = false;
+  if (kiln_cl_sym_resized(v, (int)(st - v->steps))) {
+    n = n / (size_t)v->sym_bound * (size_t)v->sym_n;
+    exact = !local;
+  }
   if (local && !v->sig[st->kern].n_obs) { /* work-group kernels (engine_fuse reductions): groups of a power of two
                                             the kernel allows (they loop over any); observed kernels are sized
                                             by their launcher */
@@ -162,8 +170,12 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
     while (local > 1 && local > lim) local /= 2;
     n = groups * local;
   }
+  if (exact && !p->profile) {
+    cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &n, NULL, 0, NULL, NULL);
+    return e ? kiln_cl_fail(e, "launching OpenCL kernel '%s' on %s (%s)", k->name, ctx->id, ctx->name) : KILN_OK;
+  }
   if (!p->profile) return kiln_cl_launch_1d(ctx, k, n, local, NULL);
-  size_t gsz = kiln_cl_pad(n, local ? local : KILN_CL_GLOBAL_PAD);
+  size_t gsz = exact ? n : kiln_cl_pad(n, local ? local : KILN_CL_GLOBAL_PAD);
   double w0 = now_ns();
   cl_event ev = NULL;
   cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, NULL, &gsz, local ? &local : NULL, 0, NULL, &ev);
@@ -191,12 +203,13 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
   if (st->kind == KILN_CL_STEP_COPY) {
     const kiln_cl_place *b = &v->place[n->out[0]];
     cl_mem am = mem_of(v, n->in[0]), bm = mem_of(v, n->out[0]);
+    size_t bytes = (size_t)kiln_cl_sym_at(v, n->out[0], (int64_t)b->bytes);
     if (b->bytes && vin[n->in[0]]) {
       s = write_value(ctx, v, n->out[0], vin[n->in[0]]);
-    } else if (b->bytes) {
-      cl_int e = am && bm ? clEnqueueCopyBuffer(ctx->queue, am, bm, 0, 0, b->bytes, 0, NULL, NULL)
+    } else if (bytes) {
+      cl_int e = am && bm ? clEnqueueCopyBuffer(ctx->queue, am, bm, 0, 0, bytes, 0, NULL, NULL)
                           : CL_INVALID_MEM_OBJECT;
-      if (e) s = kiln_cl_fail(e, "copying %zu bytes on %s (%s)", b->bytes, ctx->id, ctx->name);
+      if (e) s = kiln_cl_fail(e, "copying %zu bytes on %s (%s)", bytes, ctx->id, ctx->name);
     }
   } else if (st->kind == KILN_CL_STEP_OP) {
     kiln_cl_arg in[64], out[64];
@@ -212,7 +225,9 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
                : v->bind && v->bind[w] ? (kiln_cl_arg){v->bind[w], 0}
                                        : (kiln_cl_arg){v->place[w].base, v->place[w].offset};
     }
-    s = kiln_cl_op_enqueue(st->op, ctx, in, out);
+    s = kiln_cl_sym_resized(v, (int)(st - v->steps))
+            ? kiln_cl_op_enqueue_rows(st->op, ctx, in, out, v->sym_n, v->sym_bound)
+            : kiln_cl_op_enqueue(st->op, ctx, in, out);
   } else {
     s = run_host(ctx, v, st->node, vin);
   }
@@ -407,6 +422,9 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   /* KILN_CL_BIND=0: the host's buffers are copied on the device, never bound */
   const char *bind_env = getenv("KILN_CL_BIND");
   bool bind_ok = !(bind_env && !strcmp(bind_env, "0"));
+  /* a run with fewer rows than compiled (symbolic batch) copies the host's
+     buffers: the binding rules speak of the bound's places */
+  if (v->sym_bound && v->sym_n != v->sym_bound) bind_ok = false;
   for (int i = 0; i < g->n_inputs && !s; i++) {
     int w = g->inputs[i];
     if (g->values[w].init) continue;
@@ -419,7 +437,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     if (m) { /* the host's device buffer: read in place of the input's own, else copied on the device */
       if (!v->place[w].mem) continue; /* no step reads it */
       size_t n = kiln_tensor_bytes(t);
-      if (n != v->place[w].bytes) {
+      if (n != (size_t)kiln_cl_sym_at(v, w, (int64_t)v->place[w].bytes)) {
         s = kiln_fail(KILN_E_INTERNAL, "input '%s': %zu bytes given, %zu planned", g->values[w].name, n,
                       v->place[w].bytes);
         break;

@@ -526,3 +526,51 @@ void kiln_cl_op_free(kiln_cl_op *op) {
   kiln_free(op->ab);
   kiln_free(op);
 }
+
+/* ---- run-time row counts (opencl/engine_sym.c) ---- */
+
+bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, bool rowwise) {
+  if (!op || bound < 1 || op->n_scr) return false;
+  size_t b = (size_t)bound;
+  for (int i = 0; i < op->n_steps; i++) {
+    const op_step *st = &op->steps[i];
+    if (st->kind == ST_GEMM) {
+      /* C[m,n] = op(A) B: A's rows are the batch-outermost rows of input 0 */
+      if (st->ta || st->a.kind != OPB_IN || st->a.idx != 0 || st->c.kind != OPB_OUT || st->c.idx != 0 ||
+          st->b.kind != OPB_IN || st->b.idx == 0 || st->aoff || st->coff || st->m % b)
+        return false;
+    } else if (st->kind == ST_KERNEL && st->groups) {
+      /* a work-group per row (rowwise: rows batch-outermost) */
+      if (!rowwise || st->groups % b) return false;
+    } else if (st->kind == ST_KERNEL) {
+      /* a 1-D kernel over the output's elements (Gemm's C broadcast), or
+         (rowwise) a work-item per row */
+      if (st->dims != 1 || st->local[0] || st->items[0] % b) return false;
+      for (int a = 0; a < st->nargs && !rowwise; a++)
+        if (st->args[a].kind == OPB_IN && st->args[a].idx == 0) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
+                                    const kiln_cl_arg *out, int64_t n, int64_t bound) {
+  if (n == bound) return kiln_cl_op_enqueue(op, ctx, in, out);
+  size_t un = (size_t)n, ub = (size_t)bound;
+  for (int i = 0; i < op->n_steps; i++) { /* the run's rows; back below */
+    op_step *st = &op->steps[i];
+    if (st->kind == ST_GEMM) st->m = st->m / ub * un;
+    else if (st->groups) st->groups = st->groups / ub * un;
+    else st->items[0] = st->items[0] / ub * un;
+  }
+  kiln_status s = kiln_cl_op_enqueue(op, ctx, in, out);
+  for (int i = 0; i < op->n_steps; i++) {
+    op_step *st = &op->steps[i];
+    if (st->kind == ST_GEMM) st->m = st->m / un * ub;
+    else if (st->groups) st->groups = st->groups / un * ub;
+    else st->items[0] = st->items[0] / un * ub;
+  }
+  return s;
+}

@@ -67,6 +67,18 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out);
 /* A short description for KILN_PROFILE / KILN_DUMP ("clblast sgemm 64x512x256"). */
 const char *kiln_cl_op_describe(const kiln_cl_op *op);
+/* The op can run with its batch-outermost rows scaled from bound to a
+ * smaller run-time count (every step a GEMM whose A and C are input 0 and
+ * output 0 with bound | m, or a 1-D kernel over the output's elements not
+ * reading input 0; no scratch; rowwise — the caller knows the op's kernels
+ * work a row at a time, rows batch-outermost (Softmax, LayerNormalization
+ * over a later axis) — also kernels with a work-item or work-group per
+ * row): kiln_cl_op_enqueue_rows may be used. */
+bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, bool rowwise);
+/* kiln_cl_op_enqueue with each step's rows (GEMM m, kernel items) scaled by
+ * n / bound for this launch (1 <= n <= bound; work-groups per row too). */
+kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
+                                    const kiln_cl_arg *out, int64_t n, int64_t bound);
 /* Releases kernels, scratch and the op (NULL-safe). */
 void kiln_cl_op_free(kiln_cl_op *op);
 

@@ -137,9 +137,13 @@ static void make_engines_locked(void) {
     e->device_type = (d->type & CL_DEVICE_TYPE_GPU)           ? ONNXIFI_DEVICE_TYPE_GPU
                      : (d->type & CL_DEVICE_TYPE_ACCELERATOR) ? ONNXIFI_DEVICE_TYPE_NPU
                                                               : ONNXIFI_DEVICE_TYPE_CPU;
-    /* a new variant per input-shape set: not SYMBOLIC_BATCH_SIZE's one plan; runs on one device serialise
-       on its slot lock (tests/stress_threads.c on PoCL and rusticl) */
-    e->capabilities = ONNXIFI_CAPABILITY_THREAD_SAFE;
+    /* one variant at the bound of a symbolic outermost dim serves every
+       smaller run (opencl/engine_sym.c); graphs that cannot resize fall
+       back to a variant per input-shape set (KILN_LOG=info says why); runs
+       on one device serialise on its slot lock (tests/stress_threads.c on
+       PoCL and rusticl) */
+    e->capabilities = ONNXIFI_CAPABILITY_THREAD_SAFE | ONNXIFI_CAPABILITY_SYMBOLIC_BATCH_SIZE |
+                      ONNXIFI_CAPABILITY_SYMBOLIC_SIZE_TENSORS;
     e->check = kiln_cl_engine_check;
     e->prepare = cl_prepare;
     e->run = cl_run;

@@ -4,13 +4,20 @@
  * more; outputs match the reference backend at every batch. A second model
  * without a bound plans at its first batch and again only when a later
  * batch exceeds it. Both backends report the symbolic-size capabilities.
- *   symbolic_batch PLUGIN */
+ * With BACKEND (kiln-opencl: the first backend whose name starts so) the
+ * same on that backend (memoryPlans = its variants), plus a model whose
+ * Softmax over the batch axis mixes rows: one variant per batch there (the
+ * fallback); --bench times batch 64 / 1000 / 4000 at the bound (4096)
+ * against the exact size, both on BACKEND.
+ *   symbolic_batch PLUGIN [BACKEND [--bench]] */
 #include <onnx/onnxifi_loader.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <stdbool.h>
 
 #include "include/kiln/kiln_ext.h"
 #include "onnx/onnx.pb-c.h"
@@ -31,9 +38,16 @@ static int passed, failed;
   } while (0)
 
 enum { IN = 16, HID = 32, OUT = 8 };
-static float w1[IN * HID], b1[HID], w2[HID * OUT];
+static float w1[IN * HID], b1[HID], w2[HID * OUT], w3[8 * OUT];
 
-/* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8] */
+static const char *bound_text = "64";
+static double tol = 1e-5;
+
+/* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8]
+ * (with_bound 2: -> Softmax(axis 0) -> y, rows mixed; 3: between Relu and
+ * MatMul Reshape [-1,4,8] -> Softmax(axis -1) -> Transpose [0,2,1] ->
+ * Flatten: every row kept apart, through copies, views and a row reduction;
+ * 4: Relu -> Reshape [-1,4,8] -> ReduceMean(axes 1) -> MatMul(w3 [8,8])) */
 static void *make_model(int with_bound, size_t *size) {
   Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
   dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
@@ -60,20 +74,66 @@ static void *make_model(int with_bound, size_t *size) {
   Onnx__TensorProto *inits[3] = {&t1, &tb, &t2};
   char *gi[3] = {"x", "w1", "b1"}, *go[1] = {"h"}, *ri[1] = {"h"}, *ro[1] = {"r"}, *mi[2] = {"r", "w2"},
        *mo[1] = {"m"}, *si[1] = {"m"}, *so[1] = {"y"};
-  Onnx__NodeProto gemm = ONNX__NODE_PROTO__INIT, relu = gemm, mm = gemm, sig = gemm;
+  Onnx__NodeProto gemm = ONNX__NODE_PROTO__INIT, relu = gemm, mm = gemm, sig = gemm, sm = gemm;
+  char *smi[1] = {"s"};
+  Onnx__AttributeProto ax = ONNX__ATTRIBUTE_PROTO__INIT;
+  Onnx__AttributeProto *axs[1] = {&ax};
+  ax.name = "axis", ax.has_type = 1, ax.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ax.has_i = 1, ax.i = 0;
   gemm.op_type = "Gemm", gemm.n_input = 3, gemm.input = gi, gemm.n_output = 1, gemm.output = go;
   relu.op_type = "Relu", relu.n_input = 1, relu.input = ri, relu.n_output = 1, relu.output = ro;
   mm.op_type = "MatMul", mm.n_input = 2, mm.input = mi, mm.n_output = 1, mm.output = mo;
   sig.op_type = "Sigmoid", sig.n_input = 1, sig.input = si, sig.n_output = 1, sig.output = so;
-  Onnx__NodeProto *nodes[4] = {&gemm, &relu, &mm, &sig};
+  sm.op_type = "Softmax", sm.n_input = 1, sm.input = so, sm.n_output = 1, sm.output = smi, sm.n_attribute = 1,
+  sm.attribute = axs;
+  if (with_bound == 2) sig.output = smi, sm.input = smi, sm.output = so, smi[0] = "s";
+  Onnx__NodeProto rs = ONNX__NODE_PROTO__INIT, sm2 = rs, tr = rs, fl = rs;
+  char *rsi[2] = {"r", "shp"}, *rso[1] = {"r1"}, *sm2o[1] = {"r2"}, *tro[1] = {"r3"}, *flo[1] = {"r4"};
+  Onnx__AttributeProto ax2 = ONNX__ATTRIBUTE_PROTO__INIT, perm = ax2;
+  Onnx__AttributeProto *ax2s[1] = {&ax2}, *perms[1] = {&perm};
+  int64_t pv[3] = {0, 2, 1}, shv[3] = {-1, 4, 8}, dsh[1] = {3};
+  ax2.name = "axis", ax2.has_type = 1, ax2.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ax2.has_i = 1, ax2.i = -1;
+  perm.name = "perm", perm.has_type = 1, perm.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, perm.n_ints = 3,
+  perm.ints = pv;
+  rs.op_type = "Reshape", rs.n_input = 2, rs.input = rsi, rs.n_output = 1, rs.output = rso;
+  sm2.op_type = "Softmax", sm2.n_input = 1, sm2.input = rso, sm2.n_output = 1, sm2.output = sm2o, sm2.n_attribute = 1,
+  sm2.attribute = ax2s;
+  tr.op_type = "Transpose", tr.n_input = 1, tr.input = sm2o, tr.n_output = 1, tr.output = tro, tr.n_attribute = 1,
+  tr.attribute = perms;
+  fl.op_type = "Flatten", fl.n_input = 1, fl.input = tro, fl.n_output = 1, fl.output = flo;
+  Onnx__TensorProto tsh = ONNX__TENSOR_PROTO__INIT;
+  tsh.name = "shp", tsh.n_dims = 1, tsh.dims = dsh, tsh.has_data_type = 1, tsh.data_type = 7, tsh.n_int64_data = 3,
+  tsh.int64_data = shv;
+  Onnx__TensorProto t3 = ONNX__TENSOR_PROTO__INIT;
+  int64_t d3[2] = {8, OUT};
+  t3.name = "w3", t3.n_dims = 2, t3.dims = d3, t3.has_data_type = 1, t3.data_type = 1, t3.n_float_data = 8 * OUT,
+  t3.float_data = w3;
+  Onnx__TensorProto *inits4[5] = {&t1, &tb, &t2, &tsh, &t3};
+  Onnx__NodeProto rm = ONNX__NODE_PROTO__INIT;
+  char *rmo[1] = {"r5"};
+  Onnx__AttributeProto axes = ONNX__ATTRIBUTE_PROTO__INIT, kd = axes;
+  Onnx__AttributeProto *rmattr[2] = {&axes, &kd};
+  int64_t axv[1] = {1};
+  axes.name = "axes", axes.has_type = 1, axes.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, axes.n_ints = 1,
+  axes.ints = axv;
+  kd.name = "keepdims", kd.has_type = 1, kd.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, kd.has_i = 1, kd.i = 0;
+  rm.op_type = "ReduceMean", rm.n_input = 1, rm.input = rso, rm.n_output = 1, rm.output = rmo, rm.n_attribute = 2,
+  rm.attribute = rmattr;
+  Onnx__NodeProto *nodes4[6] = {&gemm, &relu, &rs, &rm, &mm, &sig};
+  char *mi4[2] = {"r5", "w3"};
+  if (with_bound == 4) mm.input = mi4;
+  Onnx__NodeProto *nodes3[8] = {&gemm, &relu, &rs, &sm2, &tr, &fl, &mm, &sig};
+  if (with_bound == 3) mi[0] = "r4";
+  Onnx__NodeProto *nodes[5] = {&gemm, &relu, &mm, &sig, &sm};
   Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-  g.name = "mlp", g.n_node = 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.name = "mlp", g.n_node = with_bound == 2 ? 5 : 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
   g.n_initializer = 3, g.initializer = inits;
+  if (with_bound == 3) g.n_node = 8, g.node = nodes3, g.n_initializer = 4, g.initializer = inits4;
+  if (with_bound == 4) g.n_node = 6, g.node = nodes4, g.n_initializer = 5, g.initializer = inits4;
   Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
   os.domain = "", os.has_version = 1, os.version = 13;
   Onnx__OperatorSetIdProto *oss[1] = {&os};
   Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
-  bound.key = "kiln.bound.N", bound.value = "64";
+  bound.key = "kiln.bound.N", bound.value = (char *)bound_text;
   Onnx__StringStringEntryProto *props[1] = {&bound};
   Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
   m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
@@ -88,7 +148,8 @@ static onnxBackendID find_backend(onnxBackendID *ids, size_t n, const char *name
   for (size_t i = 0; i < n; i++) {
     char b[64];
     size_t sz = sizeof b;
-    if (!lib.onnxGetBackendInfo(ids[i], ONNXIFI_BACKEND_NAME, b, &sz) && !strcmp(b, name)) return ids[i];
+    if (!lib.onnxGetBackendInfo(ids[i], ONNXIFI_BACKEND_NAME, b, &sz) && !strncmp(b, name, strlen(name)))
+      return ids[i];
   }
   return NULL;
 }
@@ -126,6 +187,65 @@ static double max_diff(const float *a, const float *b, int n) {
   return m;
 }
 
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Batch nb on two graphs of the same model: one compiled at nb exactly
+ * (kiln.bound.N = nb), one at the bound 4096 run with nb rows; alternated
+ * run by run (after 3 warm-up runs each), median and min of 41 each; the
+ * MLP and the model with the row Softmax / Transpose (kind 3). */
+enum { BENCH_RUNS = 41 };
+static void bench(onnxBackendID id) {
+  onnxBackend be;
+  if (lib.onnxInitBackend(id, NULL, &be)) return;
+  static const int sizes[] = {64, 1000, 4000};
+  for (int kind = 1; kind <= 3; kind += 2)
+    for (int si = 0; si < 3; si++) {
+      int nb = sizes[si];
+      char exact[16];
+      snprintf(exact, sizeof exact, "%d", nb);
+      onnxGraph g[2] = {NULL, NULL};
+      for (int k = 0; k < 2; k++) {
+        size_t msize;
+        bound_text = k ? "4096" : exact;
+        void *model = make_model(kind, &msize);
+        if (lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &g[k])) g[k] = NULL;
+        free(model);
+      }
+      float *x = malloc(sizeof(float) * (size_t)nb * IN), *y = malloc(sizeof(float) * (size_t)nb * OUT);
+      for (int i = 0; i < nb * IN; i++) x[i] = (float)sin(0.37 * i);
+      double t[2][BENCH_RUNS];
+      for (int r = 0; r < BENCH_RUNS + 3 && g[0] && g[1]; r++)
+        for (int k = 0; k < 2; k++) {
+          double t0 = now_ms();
+          if (!run_sync(be, g[k], nb, x, y)) printf("bench: run failed\n");
+          if (r >= 3) t[k][r - 3] = now_ms() - t0;
+        }
+      if (g[0] && g[1]) {
+        qsort(t[0], BENCH_RUNS, sizeof(double), cmp_d);
+        qsort(t[1], BENCH_RUNS, sizeof(double), cmp_d);
+        printf("bench %s batch %4d: exact %.3f ms (min %.3f), bound 4096 %.3f ms (min %.3f): bound/exact median %.2f, "
+               "min %.2f\n",
+               kind == 1 ? "mlp " : "rows", nb, t[0][BENCH_RUNS / 2], t[0][0], t[1][BENCH_RUNS / 2], t[1][0],
+               t[1][BENCH_RUNS / 2] / t[0][BENCH_RUNS / 2], t[1][0] / t[0][0]);
+      }
+      for (int k = 0; k < 2; k++)
+        if (g[k]) lib.onnxReleaseGraph(g[k]);
+      free(x);
+      free(y);
+    }
+  bound_text = "64";
+  lib.onnxReleaseBackend(be);
+}
+
 static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound, const int *batches, int nb,
                      const uint64_t *want_plans) {
   onnxBackend cpu, ref;
@@ -142,14 +262,14 @@ static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound,
     int n = batches[k];
     for (int i = 0; i < n * IN; i++) x[i] = (float)sin(0.37 * i + n);
     memset(yc, 0xff, sizeof(float) * (size_t)n * OUT);
-    CHECK(run_sync(cpu, gc, n, x, yc), "%s bound: cpu run at batch %d", with_bound ? "with" : "without", n);
+    CHECK(run_sync(cpu, gc, n, x, yc), "%s bound: backend run at batch %d", with_bound ? "with" : "without", n);
     CHECK(run_sync(ref, gr, n, x, yr), "%s bound: reference run at batch %d", with_bound ? "with" : "without", n);
     double d = max_diff(yc, yr, n * OUT);
-    CHECK(d <= 1e-5, "%s bound, batch %d: cpu and reference differ by %g", with_bound ? "with" : "without", n, d);
+    CHECK(d <= tol, "%s bound, batch %d: backend and reference differ by %g", with_bound ? "with" : "without", n, d);
     uint64_t p = plans_of(gc);
     CHECK(p == want_plans[k], "%s bound, after batch %d: %llu memory plans, expected %llu", with_bound ? "with" : "without",
           n, (unsigned long long)p, (unsigned long long)want_plans[k]);
-    printf("%s bound: batch %2d ok (max |cpu - reference| %.2g, %llu plan(s))\n", with_bound ? "with" : "without", n, d,
+    printf("%s bound: batch %2d ok (max |backend - reference| %.2g, %llu plan(s))\n", with_bound ? "with" : "without", n, d,
            (unsigned long long)p);
   }
   free(x);
@@ -168,13 +288,23 @@ int main(int argc, char **argv) {
   for (int i = 0; i < IN * HID; i++) w1[i] = (float)cos(0.11 * i) * 0.3f;
   for (int i = 0; i < HID; i++) b1[i] = (float)sin(0.7 * i) * 0.1f;
   for (int i = 0; i < HID * OUT; i++) w2[i] = (float)sin(0.05 * i + 1) * 0.4f;
+  for (int i = 0; i < 8 * OUT; i++) w3[i] = (float)cos(0.3 * i + 2) * 0.5f;
   onnxGetExtensionFunctionAddressFunction get_ext =
       (onnxGetExtensionFunctionAddressFunction)dlsym(lib.handle, "onnxGetExtensionFunctionAddress");
   onnxBackendID ids[8];
   size_t n = 8;
   CHECK(!lib.onnxGetBackendIDs(ids, &n), "backend IDs (KILN_DEVICE=cpu,reference expected)");
-  onnxBackendID cpu = find_backend(ids, n, "kiln-cpu"), ref = find_backend(ids, n, "kiln-reference");
-  CHECK(cpu && ref, "both the cpu and the reference backend are offered");
+  const char *be_name = argc > 2 ? argv[2] : "kiln-cpu";
+  bool opencl = !strncmp(be_name, "kiln-opencl", 11);
+  if (opencl) tol = 1e-4; /* CLBlast's summation order, OpenCL's exp */
+  onnxBackendID cpu = find_backend(ids, n, be_name), ref = find_backend(ids, n, "kiln-reference");
+  CHECK(cpu && ref, "both the %s and the reference backend are offered", be_name);
+  if (opencl && argc > 3 && !strcmp(argv[3], "--bench") && cpu && ref) {
+    bench(cpu);
+    for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
+    onnxifi_unload(&lib);
+    return 0;
+  }
   onnxExtensionFunctionPointer fp;
   if (cpu && get_ext && !get_ext(cpu, "kilnGetGraphStatistics", &fp))
     graph_stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
@@ -196,6 +326,22 @@ int main(int argc, char **argv) {
     static const int b2s[] = {7, 3, 7, 9, 1};
     static const uint64_t p2s[] = {1, 1, 1, 2, 2};
     scenario(cpu, ref, 0, b2s, 5, p2s);
+  }
+  if (cpu && ref && opencl) {
+    /* rows mixed (Softmax over the batch): compiled at the bound 64 (kept
+       for batch 64), found not resizable, then a variant per batch */
+    static const int b3s[] = {1, 7, 64, 7};
+    static const uint64_t p3s[] = {2, 3, 3, 3};
+    scenario(cpu, ref, 2, b3s, 4, p3s);
+  }
+  if (cpu && ref) {
+    /* rows kept apart through a reshape, a row softmax, a transpose of the
+       inner dims and a flatten: one plan for 1, 7, 64 */
+    static const int b4s[] = {1, 7, 64, 3};
+    static const uint64_t p4s[] = {1, 1, 1, 1};
+    scenario(cpu, ref, 3, b4s, 4, p4s);
+    /* a row reduction (ReduceMean over an inner axis) feeding a MatMul */
+    scenario(cpu, ref, 4, b4s, 4, p4s);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);

@@ -1,0 +1,428 @@
+/* opencl/engine_sym: a symbolic batch dim — one variant, compiled at the
+ * dim's bound, serves every run with as many rows or fewer. The bound is
+ * the model's "kiln.bound.<name>" (metadata_props), else the first run's
+ * size; a run beyond it compiles a variant at its size, which becomes the
+ * bound. Only the outermost dim of graph inputs, one symbol: its extent
+ * then scales the outermost dim of every value that depends on it (rows
+ * stay a prefix of the bound's layout), so the bound's program and arena
+ * hold every smaller run. At run time the sizes that change are passed
+ * where they must be: generated kernels are launched over the run's items
+ * (their literal inner sizes and strides unchanged), the CLBlast GEMMs get
+ * the run's M, copies and host transfers the run's bytes. A graph that
+ * cannot be run this way (an op mixing rows, a shape folded at the bound,
+ * a host step or device op without a run-time size) falls back to today's
+ * variant per input-shape set; KILN_LOG=info and the KILN_DUMP file
+ * <graph>.opencl-sym.txt say which and why. See opencl/ENGINE.md. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "ir/dump.h"
+#include "ir/graph_edit.h"
+#include "opencl/engine_int.h"
+
+typedef struct kiln_cl_sym kiln_cl_sym;
+struct kiln_cl_sym {
+  char name[KILN_SYMDIM_MAX_NAME + 1];
+  int64_t bound; /* 0: none yet (the first run's rows) */
+  bool off;      /* declined: a variant per input-shape set */
+  bool *sym_in;  /* per input of p->orig: its dim 0 is the symbol */
+  char notes[2048]; /* what note() said (the dump file) */
+};
+
+void kiln_cl_sym_free(kiln_cl_plan *p) {
+  if (!p || !p->sym) return;
+  kiln_free(p->sym->sym_in);
+  kiln_free(p->sym);
+  p->sym = NULL;
+}
+
+/* The plan's dump note (KILN_DUMP): <graph>.opencl-sym.txt, appended. */
+static void note(const kiln_cl_plan *p, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  kiln_log(KILN_LOG_INFO, "opencl plan '%s': %s", p->orig->name ? p->orig->name : "", msg);
+  if (!p->dump_stem[0]) return;
+  char one[sizeof msg + 1];
+  char *all = p->sym ? p->sym->notes : one;
+  size_t size = p->sym ? sizeof p->sym->notes : sizeof one, len = p->sym ? strlen(all) : 0;
+  snprintf(all + len, size - len, "%s\n", msg);
+  FILE *f = NULL;
+  kiln_dump_open(p->dump_stem, "opencl-sym.txt", &f);
+  if (f) fputs(all, f);
+  kiln_dump_close(f, p->dump_stem, "opencl-sym.txt");
+}
+
+kiln_status kiln_cl_sym_setup(kiln_cl_plan *p) {
+  const kiln_graph *g = p->orig;
+  const char *env = getenv("KILN_CL_SYMBOLIC");
+  if (env && !strcmp(env, "0")) return KILN_OK;
+  const char *name = NULL, *why = NULL;
+  for (int i = 0; i < g->n_inputs && !why; i++) {
+    const kiln_value *val = &g->values[g->inputs[i]];
+    if (val->init) continue;
+    if (p->spec[i]) why = "inputs set shapes (a variant per value set)";
+    for (int d = 0; d < val->type.rank && !why; d++) {
+      const kiln_dim *x = &val->type.dims[d];
+      if (!x->param && x->value >= 0) continue;
+      if (!x->param) why = "an input dim is unknown (no dim_param)";
+      else if (d) why = "a dim_param beyond an input's outermost dim";
+      else if (name && strcmp(name, x->param)) why = "more than one dim_param";
+      else name = x->param;
+    }
+  }
+  if (!name) return KILN_OK;
+  for (int k = 0; k < g->n_nodes && !why; k++) /* a shape read at run time would be folded at the bound */
+    if (!*g->nodes[k].domain && (!strcmp(g->nodes[k].op_type, "Shape") || !strcmp(g->nodes[k].op_type, "Size")))
+      why = "the graph reads shapes (Shape/Size): they would be folded at the bound";
+  if (why) {
+    note(p, "symbolic dim %s: %s; one variant per input-shape set", name, why);
+    return KILN_OK;
+  }
+  kiln_cl_sym *y = kiln_calloc(1, sizeof *y);
+  if (y) y->sym_in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *y->sym_in);
+  if (!y || !y->sym_in) {
+    if (y) kiln_free(y);
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  }
+  snprintf(y->name, sizeof y->name, "%s", name);
+  for (int i = 0; i < g->n_inputs; i++) {
+    const kiln_value *val = &g->values[g->inputs[i]];
+    y->sym_in[i] = !val->init && val->type.rank > 0 && val->type.dims[0].param;
+  }
+  char key[KILN_SYMDIM_MAX_NAME + 16];
+  snprintf(key, sizeof key, "kiln.bound.%s", name);
+  for (int i = 0; i < g->n_props; i++)
+    if (!strcmp(g->prop_keys[i], key)) {
+      char *end = NULL;
+      long long b = strtoll(g->prop_vals[i], &end, 10);
+      if (end && !*end && b >= 1) y->bound = b; /* (ir/shape rejects a bad one at check) */
+    }
+  p->sym = y;
+  return KILN_OK;
+}
+
+/* ---- can variant v run with fewer rows? ---- */
+
+static bool in_list(const char *op, const char *const *list) {
+  for (int i = 0; list[i]; i++)
+    if (!strcmp(op, list[i])) return true;
+  return false;
+}
+
+static const char *const elementwise[] = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Exp",
+    "Log", "Sqrt", "Reciprocal", "Erf", "Clip", "LeakyRelu", "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish",
+    "Softplus", "Softsign", "Gelu", "PRelu", "ThresholdedRelu", "Mish", "Floor", "Ceil", "Round", "Sign", "Sin",
+    "Cos", "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Cast",
+    "Identity", "Dropout", "BatchNormalization", "Bernoulli", NULL};
+static const char *const reductions[] = {"ReduceSum",    "ReduceMean", "ReduceMax",       "ReduceMin",
+                                         "ReduceProd",   "ReduceL1",   "ReduceL2",        "ReduceLogSum",
+                                         "ReduceLogSumExp", "ReduceSumSquare", NULL};
+
+/* Axis attribute `name` of node n normalised to rank (def when absent). */
+static int64_t axis_of(const kiln_node *n, const char *name, int64_t def, int rank) {
+  int64_t a = kiln_attr_int(n, name, def);
+  return a < 0 ? a + rank : a;
+}
+
+/* Node n (some input or output depends on the symbol) keeps rows apart:
+ * row r of each output comes from row r of the dependent inputs. */
+static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const bool *dep, char *why, size_t wsz) {
+  const kiln_graph *g = v->g;
+  const kiln_shapes *sh = v->sh;
+  const char *op = n->op_type;
+  int orank = n->n_out > 0 && n->out[0] >= 0 ? sh->v[n->out[0]].rank : -1;
+  for (int k = 0; k < n->n_out; k++)
+    if (n->out[k] >= 0 && !dep[n->out[k]] && g->values[n->out[k]].name) {
+      bool used = false; /* an unused optional output (Dropout's mask) is fine */
+      for (int j = 0; j < g->n_nodes && !used; j++)
+        for (int i = 0; i < g->nodes[j].n_in; i++) used = used || g->nodes[j].in[i] == n->out[k];
+      for (int o = 0; o < g->n_outputs; o++) used = used || g->outputs[o] == n->out[k];
+      if (used) {
+        char lbl[128];
+        snprintf(why, wsz, "node %s (%s): output '%s' does not scale with the batch", kiln_node_label(g, n, lbl, sizeof lbl),
+                 op, g->values[n->out[k]].name);
+        return false;
+      }
+    }
+  if (*n->domain) goto no;
+  if (in_list(op, elementwise)) {
+    for (int i = 0; i < n->n_in; i++)
+      if (n->in[i] >= 0 && dep[n->in[i]] && sh->v[n->in[i]].rank != orank) goto no;
+    return true;
+  }
+  if (!strcmp(op, "MatMul"))
+    return n->in[0] >= 0 && dep[n->in[0]] && sh->v[n->in[0]].rank >= 2 && !dep[n->in[1]] && sh->v[n->in[1]].rank <= 2;
+  if (!strcmp(op, "Gemm"))
+    return !kiln_attr_int(n, "transA", 0) && dep[n->in[0]] && !dep[n->in[1]] && (n->n_in < 3 || n->in[2] < 0 || !dep[n->in[2]]);
+  if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax"))
+    return axis_of(n, "axis", n->opset < 13 ? 1 : -1, orank) != 0;
+  if (!strcmp(op, "LayerNormalization")) return axis_of(n, "axis", -1, orank) != 0;
+  if (!strcmp(op, "Transpose")) {
+    size_t np = 0;
+    const int64_t *perm = kiln_attr_ints(n, "perm", &np);
+    return perm && np > 0 && perm[0] == 0;
+  }
+  if (!strcmp(op, "Concat")) return axis_of(n, "axis", 0, orank) != 0;
+  if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))
+    return n->in[0] >= 0 && dep[n->in[0]]; /* the outputs scale (checked above): the flat order is kept */
+  if (in_list(op, reductions)) {
+    int irank = sh->v[n->in[0]].rank;
+    size_t na = 0;
+    const int64_t *axes = kiln_attr_ints(n, "axes", &na);
+    const kiln_tensor *t = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
+    if (!axes && !t) goto no;
+    int64_t cnt = axes ? (int64_t)na : t->numel;
+    for (int64_t k = 0; k < cnt; k++) {
+      int64_t a = axes ? axes[k] : kiln_get_i(t, k);
+      if (a == 0 || a == -irank) goto no;
+    }
+    return cnt > 0;
+  }
+no:
+  return false;
+}
+
+/* Values of v that scale with the symbol, from v's graph inferred again
+ * with the symbolic inputs' outermost dim as the symbol. */
+static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int64_t bound, bool *dep, char *why,
+                                  size_t wsz) {
+  kiln_graph *c = NULL;
+  kiln_shapes *sh = NULL;
+  kiln_status s = kiln_edit_clone(v->g, &c);
+  if (s) return s;
+  for (int i = 0; i < c->n_inputs; i++) {
+    kiln_value *val = &c->values[c->inputs[i]];
+    if (val->init || v->in_map[i] < 0 || !p->sym->sym_in[v->in_map[i]] || val->type.rank < 1) continue;
+    char *nm = kiln_strdup(p->sym->name);
+    if (!nm) {
+      kiln_graph_free(c);
+      return kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic batch");
+    }
+    kiln_free(val->type.dims[0].param);
+    val->type.dims[0] = (kiln_dim){-1, nm};
+  }
+  if ((s = kiln_shapes_infer(c, &sh))) {
+    snprintf(why, wsz, "shapes at a symbolic batch: %s", kiln_last_error());
+    kiln_error_clear();
+    kiln_graph_free(c);
+    return KILN_OK;
+  }
+  int sym = kiln_sym_find(sh->tab, p->sym->name);
+  int64_t pinned = 0;
+  kiln_dimx x1 = KILN_DIMX_NONE;
+  if (sym < 0) snprintf(why, wsz, "the symbol is not used");
+  else if (kiln_sym_value(sh->tab, sym, &pinned))
+    snprintf(why, wsz, "the rewritten graph fixes %s = %" PRId64 " (a shape folded at the bound)", p->sym->name, pinned);
+  else
+    s = kiln_dimx_sym(sh->tab, p->sym->name, &x1);
+  for (int w = 0; w < c->n_values && !s && !*why; w++) {
+    const kiln_vshape *a = &sh->v[w], *b = &v->sh->v[w];
+    if (a->data_dependent) {
+      snprintf(why, wsz, "value '%s' has a data-dependent shape", c->values[w].name ? c->values[w].name : "");
+      break;
+    }
+    if (a->rank < 0) continue; /* unused */
+    if (a->rank != b->rank) {
+      snprintf(why, wsz, "value '%s': rank differs at a symbolic batch", c->values[w].name ? c->values[w].name : "");
+      break;
+    }
+    for (int d = 1; d < a->rank && !*why; d++)
+      if (!kiln_dimx_is_const(sh->tab, a->dims[d], NULL))
+        snprintf(why, wsz, "value '%s': the batch reaches dim %d", c->values[w].name ? c->values[w].name : "", d);
+    if (*why || a->rank == 0 || kiln_dimx_is_const(sh->tab, a->dims[0], NULL)) continue;
+    /* dim 0 = c * N, and c * bound at the bound */
+    int64_t vals1[1] = {1}, c1 = 0, cb = 0;
+    kiln_dimx want = KILN_DIMX_NONE;
+    int ns = kiln_symtab_nsyms(sh->tab);
+    int64_t *vals = kiln_calloc((size_t)ns + 1, sizeof *vals);
+    if (!vals) {
+      s = kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic batch");
+      break;
+    }
+    for (int k = 0; k < ns; k++) vals[k] = KILN_DIM_UNSET;
+    vals[sym] = vals1[0];
+    bool ok = !kiln_dimx_eval(sh->tab, a->dims[0], vals, ns, &c1) && c1 >= 1 &&
+              !kiln_dimx_mul_const(sh->tab, x1, c1, &want) && want == a->dims[0] &&
+              kiln_dimx_is_const(v->sh->tab, b->dims[0], &cb) && cb == c1 * bound;
+    kiln_free(vals);
+    kiln_error_clear();
+    if (!ok) {
+      char e[64];
+      snprintf(why, wsz, "value '%s': dim 0 is %s, not a multiple of %s", c->values[w].name ? c->values[w].name : "",
+               kiln_dimx_str(sh->tab, a->dims[0], e, sizeof e), p->sym->name);
+      break;
+    }
+    dep[w] = true;
+  }
+  kiln_shapes_free(sh);
+  kiln_graph_free(c);
+  return s;
+}
+
+/* Decides whether v (compiled at bound) runs with fewer rows; sets
+ * v->sym_bound, sym_dep, sym_step, or leaves sym_bound 0 with why. */
+static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bound, char *why, size_t wsz) {
+  *why = 0;
+  if (v->host_only) {
+    snprintf(why, wsz, "the graph runs on the host (data-dependent shapes)");
+    return KILN_OK;
+  }
+  const kiln_graph *g = v->g;
+  bool *dep = kiln_calloc((size_t)g->n_values + 1, sizeof *dep);
+  bool *stp = kiln_calloc((size_t)v->n_steps + 1, sizeof *stp);
+  kiln_status s = dep && stp ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic batch");
+  if (!s) s = scaling_values(p, v, bound, dep, why, wsz);
+  for (int k = 0; k < g->n_nodes && !s && !*why; k++) {
+    const kiln_node *n = &g->nodes[k];
+    bool touches = false;
+    for (int i = 0; i < n->n_in; i++) touches = touches || (n->in[i] >= 0 && dep[n->in[i]]);
+    for (int i = 0; i < n->n_out; i++) touches = touches || (n->out[i] >= 0 && dep[n->out[i]]);
+    char lbl[128];
+    if (touches && !node_ok(v, n, dep, why, wsz) && !*why)
+      snprintf(why, wsz, "node %s (%s) mixes or moves the batch rows", kiln_node_label(g, n, lbl, sizeof lbl),
+               n->op_type);
+  }
+  char lbl[128];
+  for (int k = 0; k < v->n_steps && !s && !*why; k++) {
+    const kiln_cl_step *st = &v->steps[k];
+    const kiln_node *n = &g->nodes[st->node];
+    bool any = false, all = true;
+    if (st->kind == KILN_CL_STEP_GEN) {
+      const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
+      for (int a = 0; a < sig->n_args; a++) {
+        bool d = dep[sig->args[a].value];
+        any = any || d;
+        if (sig->args[a].output) all = all && d;
+      }
+      if (any && (!all || sig->n_items % bound)) {
+        snprintf(why, wsz, "kernel %s (from %s, %s) does not take the run's rows", sig->name,
+                 kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+        break;
+      }
+    } else {
+      for (int i = 0; i < n->n_in; i++) any = any || (n->in[i] >= 0 && dep[n->in[i]]);
+      for (int i = 0; i < n->n_out; i++) any = any || (n->out[i] >= 0 && dep[n->out[i]]);
+      if (any && st->kind == KILN_CL_STEP_HOST) {
+        snprintf(why, wsz, "node %s (%s) runs on the host", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+        break;
+      }
+      bool gemm = !strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm");
+      bool rowwise = !strcmp(n->op_type, "Softmax") || !strcmp(n->op_type, "LogSoftmax") ||
+                     !strcmp(n->op_type, "LayerNormalization") || /* over a later axis (node_ok) */
+                     in_list(n->op_type, reductions);              /* axis 0 kept (node_ok) */
+      if (any && st->kind == KILN_CL_STEP_OP && (!(gemm || rowwise) || !kiln_cl_op_rows_ok(st->op, bound, rowwise))) {
+        snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
+                 n->op_type, kiln_cl_op_describe(st->op));
+        break;
+      }
+      if (any && st->kind == KILN_CL_STEP_COPY && !(dep[n->in[0]] && dep[n->out[0]])) {
+        snprintf(why, wsz, "copy of node %s (%s) changes the rows", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+        break;
+      }
+    }
+    stp[k] = any;
+  }
+  if (!s && !*why) {
+    v->sym_dep = dep;
+    v->sym_step = stp;
+    v->sym_bound = v->sym_n = bound;
+    dep = NULL;
+    stp = NULL;
+  }
+  kiln_free(dep);
+  kiln_free(stp);
+  return s;
+}
+
+/* The model's kiln.bound.<name>, if any, raised to n in the plan's copy of
+ * the graph (shape inference holds the variants to it). */
+static kiln_status raise_bound(kiln_cl_plan *p, int64_t n) {
+  kiln_graph *g = p->orig;
+  char key[KILN_SYMDIM_MAX_NAME + 16], val[32];
+  snprintf(key, sizeof key, "kiln.bound.%s", p->sym->name);
+  snprintf(val, sizeof val, "%" PRId64, n);
+  for (int i = 0; i < g->n_props; i++)
+    if (!strcmp(g->prop_keys[i], key)) {
+      char *v = kiln_strdup(val);
+      if (!v) return kiln_fail(KILN_E_NOMEM, "out of memory raising a symbolic bound");
+      kiln_free(g->prop_vals[i]);
+      g->prop_vals[i] = v;
+    }
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out) {
+  kiln_cl_sym *y = p->sym;
+  const kiln_graph *g0 = p->orig;
+  *out = NULL;
+  int64_t n = -1;
+  for (int i = 0; i < g0->n_inputs; i++) {
+    if (!y->sym_in[i]) continue;
+    if (!in[i] || in[i]->rank < 1) return kiln_cl_variant_get_exact(p, in, out);
+    if (n < 0) n = in[i]->dims[0];
+    else if (n != in[i]->dims[0]) return kiln_cl_variant_get_exact(p, in, out); /* inputs disagree: shapes say why */
+  }
+  if (n < 1) return kiln_cl_variant_get_exact(p, in, out);
+  if (n > y->bound) {
+    if (y->bound)
+      kiln_log(KILN_LOG_INFO, "opencl plan '%s': %s = %" PRId64 " exceeds its bound %" PRId64 ": compiling at %" PRId64,
+               g0->name ? g0->name : "", y->name, n, y->bound, n);
+    y->bound = n;
+    kiln_status s = raise_bound(p, n);
+    if (s) return s;
+  }
+  if (y->off) return kiln_cl_variant_get_exact(p, in, out);
+  int64_t bound = y->bound;
+  const kiln_tensor **at = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *at);
+  kiln_tensor *fake = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *fake);
+  kiln_status s = at && fake ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory keying an OpenCL plan");
+  for (int i = 0; i < g0->n_inputs && !s; i++) {
+    at[i] = in[i];
+    if (!y->sym_in[i]) continue;
+    int64_t dims[KILN_MAX_RANK];
+    memcpy(dims, in[i]->dims, sizeof *dims * (size_t)in[i]->rank);
+    dims[0] = bound;
+    kiln_tensor_wrap(&fake[i], in[i]->dtype, in[i]->rank, dims, 0, NULL);
+    at[i] = &fake[i];
+  }
+  kiln_cl_variant *v = NULL;
+  if (!s) s = kiln_cl_variant_get_exact(p, at, &v);
+  kiln_free(at);
+  kiln_free(fake);
+  if (s && n != bound && s != KILN_E_NOMEM) { /* e.g. the bound's arena exceeds the device: this size alone */
+    y->off = true;
+    note(p, "symbolic dim %s: compiling at the bound %" PRId64 " failed (%s); one variant per input-shape set from now on",
+         y->name, bound, kiln_last_error());
+    kiln_error_clear();
+    return kiln_cl_variant_get_exact(p, in, out);
+  }
+  if (s) return s;
+  if (!v->sym_checked) {
+    char why[400];
+    v->sym_checked = true;
+    if ((s = check_variant(p, v, bound, why, sizeof why))) return s;
+    if (v->sym_bound) {
+      int ops = 0, kern = 0;
+      for (int k = 0; k < v->n_steps; k++)
+        if (v->sym_step[k]) ops += v->steps[k].kind != KILN_CL_STEP_GEN, kern += v->steps[k].kind == KILN_CL_STEP_GEN;
+      note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
+           " (%d kernels launched over the run's rows, %d ops/copies given them)",
+           y->name, bound, bound, kern, ops);
+    } else {
+      y->off = true;
+      note(p, "symbolic dim %s: %s; one variant per input-shape set from now on", y->name, why);
+    }
+  }
+  if (!v->sym_bound) return n == bound ? (*out = v, KILN_OK) : kiln_cl_variant_get_exact(p, in, out);
+  v->sym_n = n;
+  *out = v;
+  return KILN_OK;
+}
