@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/prepack.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 
@@ -218,7 +219,17 @@ typedef struct conv_job {
   float *col;
   kiln_la_gather_fn gather;
   atomic_int status;
+  const kiln_cpu_conv_pack *pk; /* W packed once (prepack.h) or NULL */
+  kiln_sgemm_micro_fn pmicro;   /* the micro-kernel that reads it */
 } conv_job;
+
+/* One tile's GEMM: Y = W[gi] · B, from W's pack when there is one. */
+static kiln_status tile_gemm(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sgemm_micro_fn pmicro, int64_t gi,
+                             const float *wg, int64_t Kc, int64_t tn, const float *b, int64_t ldb, float *y,
+                             int64_t ldc) {
+  if (pk) return kiln_sgemm_wide_pa(pmicro, g->Mg, tn, Kc, pk->data + gi * pk->gstride, b, ldb, 0.0f, y, ldc);
+  return kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, b, ldb, 0.0f, y, ldc);
+}
 
 static void conv_tile(void *ctx, int64_t task, int worker) {
   conv_job *j = ctx;
@@ -229,11 +240,11 @@ static void conv_tile(void *ctx, int64_t task, int worker) {
   int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
   kiln_status s;
   if (j->pw) {
-    s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, xg + t0, g->in_sp, 0.0f, j->y + yoff + t0, OSP);
+    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, j->y + yoff + t0, OSP);
   } else {
     float *col = j->col + (size_t)worker * (size_t)(Kc * j->T);
     im2col(g, xg, t0, tn, col, j->gather);
-    s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, col, tn, 0.0f, j->y + yoff + t0, OSP);
+    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, col, tn, j->y + yoff + t0, OSP);
   }
   if (!s) finish_block(j->y + yoff + t0, g->Mg, tn, OSP, j->bias ? j->bias + gi * g->Mg : NULL, yoff + t0, j->ep);
   if (s) {
@@ -244,8 +255,10 @@ static void conv_tile(void *ctx, int64_t task, int worker) {
 }
 
 static kiln_status conv_gemm(const geom *g, const float *x, const float *w, const float *bias, float *y,
-                             const kiln_cpu_epilogue *ep) {
+                             const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk) {
   bool pw = pointwise(g);
+  kiln_sgemm_micro_fn pmicro = pk ? kiln_sgemm_pack_reader() : NULL;
+  if (!pmicro) pk = NULL; /* packs are read only by the wide GEMM's micro-kernel (not under base or OpenBLAS) */
   int64_t Kc = g->Cg * g->k_sp, OSP = g->out_sp, T = OSP;
   if (!pw) {
     int64_t t = KILN_CONV_SCRATCH / ((int64_t)sizeof(float) * Kc);
@@ -271,7 +284,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
   }
   if (T < OSP && T > 16) T &= ~(int64_t)15; /* whole vectors per tile row */
   if (par) {
-    conv_job j = {g, x, w, bias, y, ep, pw, Kc, T, (OSP + T - 1) / T, NULL, kiln_la_gather(), 0};
+    conv_job j = {g, x, w, bias, y, ep, pw, Kc, T, (OSP + T - 1) / T, NULL, kiln_la_gather(), 0, pk, pmicro};
     atomic_init(&j.status, 0);
     if (!pw && !(j.col = kiln_malloc((size_t)(Kc * T) * sizeof(float) * (size_t)workers)))
       return kiln_fail(KILN_E_NOMEM, "out of memory for %d %lld x %lld im2col tiles", workers, (long long)Kc,
@@ -296,10 +309,10 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
       for (int64_t t0 = 0; t0 < OSP && !s; t0 += T) {
         int64_t tn = OSP - t0 < T ? OSP - t0 : T;
         if (pw) {
-          s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, xg + t0, g->in_sp, 0.0f, y + yoff + t0, OSP);
+          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, y + yoff + t0, OSP);
         } else {
           im2col(g, xg, t0, tn, col, gather);
-          s = kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, col, tn, 0.0f, y + yoff + t0, OSP);
+          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, y + yoff + t0, OSP);
         }
         if (!s) finish_block(y + yoff + t0, g->Mg, tn, OSP, bias ? bias + gi * g->Mg : NULL, yoff + t0, ep);
       }
@@ -441,8 +454,11 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
        so very large strides go the general way */
     if (g.G == g.C && g.Cg == 1 && g.nsp <= 2 && g.G > 1 && g.s[1] <= 8 && g.s[2] <= 8)
       s = conv_depthwise(&g, xp, wp, bias, c->out[0].data, ep);
-    else
-      s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep);
+    else {
+      const kiln_cpu_conv_pack *pk = w->strided ? NULL : kiln_cpu_conv_pack_find(c->node);
+      if (pk && (pk->src != wp || pk->G != g.G || pk->Mg != g.Mg || pk->Kc != g.Cg * g.k_sp)) pk = NULL;
+      s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
+    }
   }
   kiln_tensor_release(&xd);
   kiln_tensor_release(&wd);

@@ -40,6 +40,7 @@ static bool is_alias_view(int how) { return how != V_KERNEL && how != V_CONCAT &
 
 struct kiln_cpu_plan {
   kiln_graph *g; /* the rewritten graph */
+  kiln_cpu_conv_packs *conv_packs; /* prepack.h: constant Conv weights in SGEMM A-panel layout (registered under g's nodes) */
   kiln_shapes *sh;
   kiln_schedule *sched; /* one step per node or fused group, then one reading the outputs */
   /* fusion (fuse/): the groups, their kernel specs, and per step the tile
@@ -177,6 +178,7 @@ static void plan_concat(kiln_cpu_plan *p, int i) {
 void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
   if (p->pool_held) kiln_pool_release();
+  kiln_cpu_conv_packs_free(p->conv_packs); /* before g: registered under its nodes */
   kiln_graph_free(p->g);
   kiln_shapes_free(p->sh);
   for (int k = 0; p->tile && p->sched && k < p->sched->n_steps; k++) kiln_tile_free(p->tile[k]);
@@ -653,6 +655,11 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   kiln_graph *g = p->g;
   if ((s = kiln_cpu_pretranspose(g, NULL))) goto fail; /* prepack.h: constant Gemm B stored [K, N] once */
   if ((s = kiln_ref_check_graph(g))) goto fail;
+  {
+    size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
+    if ((s = kiln_cpu_conv_prepack(g, &p->conv_packs, &pb))) goto fail;
+    p->st.conv_pack_bytes = pb;
+  }
   if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
   int nv = g->n_values, nn = g->n_nodes;
   p->def = kiln_calloc((size_t)nn + 1, sizeof *p->def);

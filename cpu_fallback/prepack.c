@@ -1,9 +1,13 @@
 /* cpu_fallback/prepack: see prepack.h. */
 #include "cpu_fallback/prepack.h"
 
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_fallback/nn.h"
+#include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 
 /* Nodes reading value v (each input slot counts). */
@@ -50,4 +54,96 @@ kiln_status kiln_cpu_pretranspose(kiln_graph *g, int *count) {
   }
   if (count) *count = done;
   return KILN_OK;
+}
+
+/* ---- Conv weights packed once ---- */
+
+struct kiln_cpu_conv_packs {
+  const kiln_node *nodes; /* g->nodes: a node's pack is at[node - nodes] */
+  int n_nodes;
+  kiln_cpu_conv_pack *at; /* per node; data NULL: none */
+  struct kiln_cpu_conv_packs *next;
+};
+
+/* The live sets (one per plan with packs), looked up by node address. */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static kiln_cpu_conv_packs *reg_head;
+
+static bool prepack_enabled(void) {
+  const char *e = getenv("KILN_CONV_PREPACK");
+  return !(e && !strcmp(e, "0"));
+}
+
+void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
+  if (!p) return;
+  pthread_mutex_lock(&reg_mu);
+  for (kiln_cpu_conv_packs **q = &reg_head; *q; q = &(*q)->next)
+    if (*q == p) {
+      *q = p->next;
+      break;
+    }
+  pthread_mutex_unlock(&reg_mu);
+  for (int i = 0; i < p->n_nodes; i++) kiln_free(p->at[i].data);
+  kiln_free(p->at);
+  kiln_free(p);
+}
+
+kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out, size_t *bytes) {
+  *out = NULL;
+  if (bytes) *bytes = 0;
+  if (!kiln_sgemm_pack_reader() || !prepack_enabled() || g->n_nodes < 1) return KILN_OK;
+  kiln_cpu_conv_packs *p = NULL;
+  size_t total = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kiln_node *n = &g->nodes[i];
+    if (strcmp(n->op_type, "Conv") || (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 ||
+        n->in[1] < 0)
+      continue;
+    const kiln_tensor *w = g->values[n->in[1]].init;
+    if (!w || w->dtype != KILN_F32 || w->strided || w->rank < 3 || w->rank > 5 || !w->data || w->numel < 1) continue;
+    int64_t G = 1;
+    for (int a = 0; a < n->n_attrs; a++)
+      if (!strcmp(n->attrs[a].name, "group")) G = n->attrs[a].type == KILN_ATTR_INT ? n->attrs[a].i : 0;
+    if (G < 1 || w->dims[0] % G || w->dims[1] < 1 || (w->dims[1] == 1 && G > 1)) continue; /* depthwise: its own path */
+    int64_t Mg = w->dims[0] / G, Kc = w->numel / w->dims[0], gs = kiln_sgemm_wide_pack_a_floats(Mg, Kc);
+    if (!p) {
+      p = kiln_calloc(1, sizeof *p);
+      if (p) p->at = kiln_calloc((size_t)g->n_nodes, sizeof *p->at);
+      if (!p || !p->at) {
+        kiln_free(p);
+        return kiln_fail(KILN_E_NOMEM, "out of memory for the Conv weight packs");
+      }
+      p->nodes = g->nodes;
+      p->n_nodes = g->n_nodes;
+    }
+    float *d = kiln_malloc((size_t)(gs * G) * sizeof *d);
+    if (!d) {
+      kiln_cpu_conv_packs_free(p);
+      return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
+    }
+    for (int64_t gi = 0; gi < G; gi++) kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
+    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d};
+    total += (size_t)(gs * G) * sizeof *d;
+  }
+  if (p) {
+    pthread_mutex_lock(&reg_mu);
+    p->next = reg_head;
+    reg_head = p;
+    pthread_mutex_unlock(&reg_mu);
+  }
+  *out = p;
+  if (bytes) *bytes = total;
+  return KILN_OK;
+}
+
+const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n) {
+  const kiln_cpu_conv_pack *r = NULL;
+  pthread_mutex_lock(&reg_mu);
+  for (kiln_cpu_conv_packs *q = reg_head; q && !r; q = q->next)
+    if ((uintptr_t)n >= (uintptr_t)q->nodes && (uintptr_t)n < (uintptr_t)(q->nodes + q->n_nodes)) {
+      size_t i = ((uintptr_t)n - (uintptr_t)q->nodes) / sizeof *n;
+      if (q->at[i].data) r = &q->at[i];
+    }
+  pthread_mutex_unlock(&reg_mu);
+  return r;
 }

@@ -16,4 +16,32 @@
 
 kiln_status kiln_cpu_pretranspose(kiln_graph *g, int *count);
 
+/* Conv weights packed once (GEMM_CONV.md, "Conv weights packed once").
+ * kiln_cpu_conv_prepack: for every Conv node of g whose W is a float32
+ * initializer (dense, rank 3 to 5, after the rewrites' BatchNorm folding)
+ * and which the depthwise path does not take (not W.dims[1] == 1 with
+ * group > 1), W is packed per group into the wide SGEMM's A-panel layout
+ * (sgemm.h kiln_sgemm_wide_pack_a), when the SGEMM that reads those packs
+ * is the active one at plan time (kiln_sgemm_pack_reader(): AVX2 setting,
+ * AVX-512F usable, KILN_SGEMM not blas) and KILN_CONV_PREPACK is not 0.
+ * W itself stays (the reference kernel, other ISAs and observation read
+ * it): the packs cost about the weights' size again. The packs are
+ * registered under g's nodes until kiln_cpu_conv_packs_free (call it before
+ * g is freed). *out is NULL when nothing was packed; *bytes (optional) gets
+ * the packs' size. */
+typedef struct kiln_cpu_conv_packs kiln_cpu_conv_packs;
+kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out, size_t *bytes);
+void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p);
+
+/* The pack of a Conv node, or NULL: data holds G packs of Mg x Kc, one per
+ * group, gstride floats apart, made from W's data src. Valid while the plan
+ * lives. Callers check src, G, Mg and Kc against the call, and read the
+ * pack only with kiln_sgemm_pack_reader()'s micro-kernel. */
+typedef struct kiln_cpu_conv_pack {
+  const float *src;
+  int64_t G, Mg, Kc, gstride;
+  float *data;
+} kiln_cpu_conv_pack;
+const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n);
+
 #endif

@@ -270,6 +270,8 @@ typedef struct wide_job {
   int64_t tm, tn, bm, bn; /* the grid of blocks: tm x tn blocks of bm rows x bn columns */
   float **ap, **bp;       /* per worker */
   const kiln_nn_prims *P; /* the blocked transpose for a transposed B */
+  const float *apack;     /* A pre-packed (kiln_sgemm_wide_pack_a) or NULL */
+  int64_t mpad;           /* M rounded up to WMR (with apack) */
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -281,10 +283,12 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
       wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp, w->P);
       for (int64_t ic = i0; ic < i1; ic += WMC) {
         int64_t mc = i1 - ic < WMC ? i1 - ic : WMC;
-        wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap, w->P);
+        const float *apk = ap;
+        if (w->apack) apk = w->apack + p0 * w->mpad + ic * kc; /* ic is a multiple of WMR */
+        else wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap, w->P);
         for (int64_t j = 0; j < nc; j += WNR)
           for (int64_t i = 0; i < mc; i += WMR)
-            w->micro(kc, ap + i * kc, bp + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
+            w->micro(kc, apk + i * kc, bp + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
                      (int)(mc - i < WMR ? mc - i : WMR), (int)(nc - j < WNR ? nc - j : WNR));
       }
     }
@@ -299,9 +303,43 @@ static void wide_task(void *ctx, int64_t t, int worker) {
   if (i0 < i1 && j0 < j1) wide_block(w, w->ap[worker], w->bp[worker], i0, i1, j0, j1);
 }
 
+static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                            int64_t ldc, const float *apack);
+
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc) {
+  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
+                               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack);
+}
+
+int64_t kiln_sgemm_wide_pack_a_floats(int64_t M, int64_t K) { return (M + WMR - 1) / WMR * WMR * K; }
+
+void kiln_sgemm_wide_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, float *dst) {
+  int64_t mpad = (M + WMR - 1) / WMR * WMR;
+  const kiln_nn_prims *P = kiln_nn_prims_active();
+  for (int64_t p0 = 0; p0 < K; p0 += WKC) {
+    int64_t kc = K - p0 < WKC ? K - p0 : WKC;
+    wpack_a(A, lda, false, 0, M, p0, kc, 1.0f, dst + p0 * mpad, P);
+  }
+}
+
+kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() != KILN_VM_ISA_BASE && kiln_sgemm_active() == KILN_SGEMM_AVX512)
+    return kiln_sgemm_micro_wide_avx512;
+#endif
+  return NULL;
+}
+
+static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                            int64_t ldc, const float *apack) {
   if (M <= 0 || N <= 0) return KILN_OK;
   if (K <= 0) {
     for (int64_t i = 0; i < M; i++)
@@ -309,7 +347,7 @@ kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB,
     return KILN_OK;
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
-                kiln_nn_prims_active()};
+                kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR};
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~4 MFLOP each, columns first (each block packs its own B
      panel and re-packs A) */

@@ -68,6 +68,26 @@ void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const fl
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc);
+/* A pre-packed (see GEMM_CONV.md, "Conv weights packed once"): the
+ * M x K row-major A (lda >= K, alpha 1, not transposed) in the wide GEMM's
+ * A-panel layout for all of M and K at once: per KC slice p0 (kc =
+ * min(256, K - p0)), the ceil(M / 12) strips of 12 rows, each kc x 12
+ * (row k of the strip = column p0 + k of its 12 rows, rows past M zero),
+ * the slice at offset p0 · Mpad (Mpad = M rounded up to 12). The values are
+ * exactly those the GEMM packs per call (a copy), so a product from the pack
+ * is bit-identical to one from A. */
+int64_t kiln_sgemm_wide_pack_a_floats(int64_t M, int64_t K);
+void kiln_sgemm_wide_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, float *dst);
+/* The wide GEMM, C = apack · B + beta·C, A taken from a pack (B not
+ * transposed). Same results as kiln_sgemm_wide(micro, false, false, M, N, K,
+ * 1, A, ...) with the A the pack was made from. */
+kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
+                               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* The micro-kernel that reads wide A packs under the current setting: the
+ * AVX-512 one when kiln_sgemm would run kiln's wide GEMM (AVX2 setting,
+ * AVX-512F usable, KILN_SGEMM not blas), else NULL (base setting: the
+ * portable GEMM, or OpenBLAS: neither reads these packs). */
+kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void);
 /* AVX-512F usable: cpuid leaf 7 EBX bit 16 (and AVX2/FMA), and the OS
  * saves the opmask and ZMM state (XCR0 bits 1, 2, 5, 6, 7). Cached. */
 int kiln_la_cpu_has_avx512(void);
