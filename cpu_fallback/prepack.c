@@ -69,9 +69,16 @@ struct kiln_cpu_conv_packs {
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static kiln_cpu_conv_packs *reg_head;
 
-static bool prepack_enabled(void) {
+/* The largest W (bytes) packed: KILN_CONV_PREPACK (0: none, all: any, N:
+ * N MiB), default KILN_CONV_PREPACK_MAX. */
+#define KILN_CONV_PREPACK_MAX ((int64_t)2 << 20)
+static int64_t prepack_limit(void) {
   const char *e = getenv("KILN_CONV_PREPACK");
-  return !(e && !strcmp(e, "0"));
+  if (!e || !*e) return KILN_CONV_PREPACK_MAX;
+  if (!strcmp(e, "all")) return INT64_MAX;
+  char *end;
+  long long v = strtoll(e, &end, 10);
+  return *end || v < 0 ? KILN_CONV_PREPACK_MAX : v > (INT64_MAX >> 21) ? INT64_MAX : (int64_t)v << 20;
 }
 
 void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
@@ -91,7 +98,8 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
 kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out, size_t *bytes) {
   *out = NULL;
   if (bytes) *bytes = 0;
-  if (!kiln_sgemm_pack_reader() || !prepack_enabled() || g->n_nodes < 1) return KILN_OK;
+  int64_t limit = prepack_limit();
+  if (!kiln_sgemm_pack_reader() || !limit || g->n_nodes < 1) return KILN_OK;
   kiln_cpu_conv_packs *p = NULL;
   size_t total = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -100,7 +108,9 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
         n->in[1] < 0)
       continue;
     const kiln_tensor *w = g->values[n->in[1]].init;
-    if (!w || w->dtype != KILN_F32 || w->strided || w->rank < 3 || w->rank > 5 || !w->data || w->numel < 1) continue;
+    if (!w || w->dtype != KILN_F32 || w->strided || w->rank < 3 || w->rank > 5 || !w->data || w->numel < 1 ||
+        w->numel > limit / (int64_t)sizeof(float))
+      continue; /* a large W is read from memory once a run either way: packing per call costs it little */
     int64_t G = 1;
     for (int a = 0; a < n->n_attrs; a++)
       if (!strcmp(n->attrs[a].name, "group")) G = n->attrs[a].type == KILN_ATTR_INT ? n->attrs[a].i : 0;

@@ -19,11 +19,13 @@ kiln_status kiln_cpu_pretranspose(kiln_graph *g, int *count);
 /* Conv weights packed once (GEMM_CONV.md, "Conv weights packed once").
  * kiln_cpu_conv_prepack: for every Conv node of g whose W is a float32
  * initializer (dense, rank 3 to 5, after the rewrites' BatchNorm folding)
+ * of at most 2 MiB (KILN_CONV_PREPACK: 0 none, N: N MiB, all: no limit;
+ * a larger W is read from memory once a run either way, see GEMM_CONV.md)
  * and which the depthwise path does not take (not W.dims[1] == 1 with
  * group > 1), W is packed per group into the wide SGEMM's A-panel layout
  * (sgemm.h kiln_sgemm_wide_pack_a), when the SGEMM that reads those packs
  * is the active one at plan time (kiln_sgemm_pack_reader(): AVX2 setting,
- * AVX-512F usable, KILN_SGEMM not blas) and KILN_CONV_PREPACK is not 0.
+ * AVX-512F usable, KILN_SGEMM not blas).
  * W itself stays (the reference kernel, other ISAs and observation read
  * it): the packs cost about the weights' size again. The packs are
  * registered under g's nodes until kiln_cpu_conv_packs_free (call it before
