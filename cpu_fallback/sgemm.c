@@ -287,9 +287,12 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
         if (w->apack) apk = w->apack + p0 * w->mpad + ic * kc; /* ic is a multiple of WMR */
         else wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap, w->P);
         for (int64_t j = 0; j < nc; j += WNR)
-          for (int64_t i = 0; i < mc; i += WMR)
+          for (int64_t i = 0; i < mc; i += WMR) {
+            if (w->apack && j == 0) /* the pack's next strip (the bytes after this one: a hint, never a fault; also across blocks) */
+              for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
             w->micro(kc, apk + i * kc, bp + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
                      (int)(mc - i < WMR ? mc - i : WMR), (int)(nc - j < WNR ? nc - j : WNR));
+          }
       }
     }
   }
