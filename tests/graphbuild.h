@@ -7,8 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ir/graph_edit.h"
+#include "ir/tensor.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 /* xorshift64, uniform in [-1, 1) */
@@ -47,5 +49,56 @@ static inline int input(kiln_graph *g, const char *name, kiln_dtype dt, int rank
 static inline void output(kiln_graph *g, const char *name) {
   if (kiln_edit_add_output(g, val(g, name))) exit(2);
 }
+
+
+/* ---- constants and nodes (unit_fuse.c, unit_cpu_tile.c) ---- */
+
+/* A float32 constant; vals NULL fills it with lo + rnd(). */
+static inline int gb_cst(kiln_graph *g, const char *name, int rank, const int64_t *dims, const double *vals,
+                         double lo) {
+  kiln_tensor t = {0};
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) exit(2);
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, vals ? vals[i] : lo + rnd());
+  int v;
+  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
+  return v;
+}
+
+static inline int gb_cst_i64(kiln_graph *g, const char *name, int n, const int64_t *vals) {
+  kiln_tensor t = {0};
+  int64_t d = n;
+  if (kiln_tensor_alloc(&t, KILN_I64, n < 0 ? 0 : 1, &d)) exit(2);
+  for (int i = 0; i < (n < 0 ? 1 : n); i++) ((int64_t *)t.data)[i] = vals[i];
+  int v;
+  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
+  return v;
+}
+
+/* Appends op reading `ins` and writing new values `outs` (names separated
+ * by spaces, "-" for an omitted optional). Returns the node index. */
+static inline int gb_add(kiln_graph *g, const char *op, const char *ins, const char *outs) {
+  int in[16], out[16], ni = 0, no = 0;
+  char buf[512], *save;
+  snprintf(buf, sizeof buf, "%s", ins);
+  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
+    in[ni++] = strcmp(t, "-") ? val(g, t) : -1;
+  snprintf(buf, sizeof buf, "%s", outs);
+  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+    if (!strcmp(t, "-")) {
+      out[no++] = -1;
+      continue;
+    }
+    if (kiln_edit_add_value(g, t, &out[no++])) exit(2);
+  }
+  char name[64];
+  snprintf(name, sizeof name, "n%d", g->n_nodes);
+  int idx;
+  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, in, no, out, &idx)) {
+    printf("test bug: %s\n", kiln_last_error());
+    exit(2);
+  }
+  return idx;
+}
+
 
 #endif

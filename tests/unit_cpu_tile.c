@@ -43,45 +43,10 @@ static int passed, failed, verbose;
 #define RTOL 2e-5
 #define ATOL 1e-6
 
-/* ---- graphs in code (as tests/unit_fuse.c builds them) ---- */
+/* Graphs in code: tests/graphbuild.h (gb_add, gb_cst, ...). */
 
-static int cst(kiln_graph *g, const char *name, int rank, const int64_t *dims, const double *vals, double lo) {
-  kiln_tensor t = {0};
-  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) exit(2);
-  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, vals ? vals[i] : lo + rnd());
-  int v;
-  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
-  return v;
-}
 
-static int cst_i64(kiln_graph *g, const char *name, int n, const int64_t *vals) {
-  kiln_tensor t = {0};
-  int64_t d = n;
-  if (kiln_tensor_alloc(&t, KILN_I64, n < 0 ? 0 : 1, &d)) exit(2);
-  for (int i = 0; i < (n < 0 ? 1 : n); i++) ((int64_t *)t.data)[i] = vals[i];
-  int v;
-  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
-  return v;
-}
 
-static int add(kiln_graph *g, const char *op, const char *ins, const char *outs) {
-  int in[16], out[16], ni = 0, no = 0;
-  char buf[512], *save;
-  snprintf(buf, sizeof buf, "%s", ins);
-  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
-    in[ni++] = strcmp(t, "-") ? val(g, t) : -1;
-  snprintf(buf, sizeof buf, "%s", outs);
-  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
-    if (kiln_edit_add_value(g, t, &out[no++])) exit(2);
-  char name[64];
-  snprintf(name, sizeof name, "n%d", g->n_nodes);
-  int idx;
-  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, in, no, out, &idx)) {
-    printf("test bug: %s\n", kiln_last_error());
-    exit(2);
-  }
-  return idx;
-}
 
 static void seti(kiln_graph *g, int node, const char *name, int64_t v) {
   if (kiln_edit_set_int(&g->nodes[node], name, v)) exit(2);
@@ -234,18 +199,18 @@ static kiln_graph *ew_chain(int64_t rows, int64_t cols) {
   kiln_graph *g = new_graph(17);
   const int64_t dx[] = {rows, cols};
   input(g, "x", KILN_F32, 2, dx);
-  cst(g, "bias", 1, &cols, NULL, 0);
-  cst(g, "scale", 0, NULL, (const double[]){1.5}, 0);
-  cst(g, "lo", 0, NULL, (const double[]){-0.5}, 0);
-  cst(g, "hi", 0, NULL, (const double[]){0.75}, 0);
-  add(g, "Mul", "x scale", "y1");
-  add(g, "Add", "y1 bias", "y2");
-  add(g, "Sigmoid", "y2", "s");
-  add(g, "Mul", "y2 s", "y4");
-  add(g, "Tanh", "y4", "y5");
-  add(g, "Clip", "y5 lo hi", "y6");
-  add(g, "Add", "y6 x", "y7");
-  add(g, "Relu", "y7", "y");
+  gb_cst(g, "bias", 1, &cols, NULL, 0);
+  gb_cst(g, "scale", 0, NULL, (const double[]){1.5}, 0);
+  gb_cst(g, "lo", 0, NULL, (const double[]){-0.5}, 0);
+  gb_cst(g, "hi", 0, NULL, (const double[]){0.75}, 0);
+  gb_add(g, "Mul", "x scale", "y1");
+  gb_add(g, "Add", "y1 bias", "y2");
+  gb_add(g, "Sigmoid", "y2", "s");
+  gb_add(g, "Mul", "y2 s", "y4");
+  gb_add(g, "Tanh", "y4", "y5");
+  gb_add(g, "Clip", "y5 lo hi", "y6");
+  gb_add(g, "Add", "y6 x", "y7");
+  gb_add(g, "Relu", "y7", "y");
   output(g, "y");
   return g;
 }
@@ -266,17 +231,17 @@ static void test_chains(void) {
                                 "Selu", "Celu", "ThresholdedRelu", "Shrink"};
   kiln_graph *g = new_graph(17);
   input(g, "x", KILN_F32, 3, (const int64_t[]){4, 5, 6});
-  cst(g, "b", 2, (const int64_t[]){5, 1}, NULL, 0);
-  cst(g, "k", 0, NULL, (const double[]){0.25}, 0);
-  add(g, "Add", "x b", "a0");
+  gb_cst(g, "b", 2, (const int64_t[]){5, 1}, NULL, 0);
+  gb_cst(g, "k", 0, NULL, (const double[]){0.25}, 0);
+  gb_add(g, "Add", "x b", "a0");
   char prev[16] = "a0";
   for (size_t i = 0; i < sizeof unary / sizeof *unary; i++) {
     char o[16], m[16], ins[40];
     snprintf(o, sizeof o, "u%zu", i);
     snprintf(m, sizeof m, "m%zu", i);
-    add(g, unary[i], prev, o);
+    gb_add(g, unary[i], prev, o);
     snprintf(ins, sizeof ins, "%s k", o); /* keep magnitudes moderate */
-    add(g, i % 2 ? "Mul" : "Add", ins, m);
+    gb_add(g, i % 2 ? "Mul" : "Add", ins, m);
     snprintf(prev, sizeof prev, "%s", m);
   }
   output(g, prev);
@@ -288,28 +253,28 @@ static void test_chains(void) {
   input(g, "x", KILN_F32, 2, (const int64_t[]){7, 9});
   input(g, "y", KILN_F32, 2, (const int64_t[]){1, 9});
   input(g, "m", KILN_BOOL, 2, (const int64_t[]){7, 1});
-  add(g, "Sub", "x y", "d");
-  add(g, "Div", "d y", "q");
-  add(g, "Min", "q x", "mn");
-  add(g, "Max", "mn y", "mx");
-  add(g, "Pow", "mx y", "pw");
-  add(g, "PRelu", "d y", "pr");
-  add(g, "Greater", "pr x", "gt");
-  add(g, "Less", "d y", "lt");
-  add(g, "Equal", "gt lt", "eq");
-  add(g, "Xor", "eq m", "xo");
-  add(g, "And", "xo gt", "an");
-  add(g, "Or", "an m", "orr");
-  add(g, "Not", "orr", "no");
-  add(g, "Where", "no pw x", "w");
-  int ca = add(g, "Cast", "no", "nf");
+  gb_add(g, "Sub", "x y", "d");
+  gb_add(g, "Div", "d y", "q");
+  gb_add(g, "Min", "q x", "mn");
+  gb_add(g, "Max", "mn y", "mx");
+  gb_add(g, "Pow", "mx y", "pw");
+  gb_add(g, "PRelu", "d y", "pr");
+  gb_add(g, "Greater", "pr x", "gt");
+  gb_add(g, "Less", "d y", "lt");
+  gb_add(g, "Equal", "gt lt", "eq");
+  gb_add(g, "Xor", "eq m", "xo");
+  gb_add(g, "And", "xo gt", "an");
+  gb_add(g, "Or", "an m", "orr");
+  gb_add(g, "Not", "orr", "no");
+  gb_add(g, "Where", "no pw x", "w");
+  int ca = gb_add(g, "Cast", "no", "nf");
   seti(g, ca, "to", KILN_F32);
-  add(g, "Add", "w nf", "s");
-  int md = add(g, "Mod", "s y", "mo");
+  gb_add(g, "Add", "w nf", "s");
+  int md = gb_add(g, "Mod", "s y", "mo");
   seti(g, md, "fmod", 1);
-  add(g, "IsNaN", "mo", "isn");
-  add(g, "Clip", "mo", "cl");
-  add(g, "Mean", "cl x d", "z");
+  gb_add(g, "IsNaN", "mo", "isn");
+  gb_add(g, "Clip", "mo", "cl");
+  gb_add(g, "Mean", "cl x d", "z");
   output(g, "z");
   output(g, "isn");
   output(g, "lt");
@@ -321,14 +286,14 @@ static void test_views(void) {
   /* transpose of memory, a computed value reshaped, a graph-output view */
   kiln_graph *g = new_graph(17);
   input(g, "x", KILN_F32, 3, (const int64_t[]){2, 3, 4});
-  cst(g, "b", 1, (const int64_t[]){3}, NULL, 0);
-  cst(g, "c", 2, (const int64_t[]){8, 3}, NULL, 0);
-  cst_i64(g, "shp", 2, (const int64_t[]){8, 3});
-  int t = add(g, "Transpose", "x", "xt");
+  gb_cst(g, "b", 1, (const int64_t[]){3}, NULL, 0);
+  gb_cst(g, "c", 2, (const int64_t[]){8, 3}, NULL, 0);
+  gb_cst_i64(g, "shp", 2, (const int64_t[]){8, 3});
+  int t = gb_add(g, "Transpose", "x", "xt");
   setints(g, t, "perm", 3, (const int64_t[]){2, 0, 1});
-  add(g, "Add", "xt b", "a");
-  add(g, "Reshape", "a shp", "ar");
-  add(g, "Mul", "ar c", "y");
+  gb_add(g, "Add", "xt b", "a");
+  gb_add(g, "Reshape", "a shp", "ar");
+  gb_add(g, "Mul", "ar c", "y");
   output(g, "y");
   CHECK(check_graph("views", g, 1) >= 1, "views: a tile step");
   kiln_graph_free(g);
@@ -341,33 +306,33 @@ static void test_views(void) {
   input(g, "q", KILN_F32, 2, (const int64_t[]){4, 12});
   input(g, "e", KILN_F32, 2, (const int64_t[]){1, 6});
   input(g, "v", KILN_F32, 3, (const int64_t[]){5, 4, 6});
-  cst_i64(g, "pads", 4, (const int64_t[]){1, 0, 0, 2});
-  cst(g, "pv", 0, NULL, (const double[]){0.5}, 0);
-  cst_i64(g, "st", 2, (const int64_t[]){1, 7});
-  cst_i64(g, "en", 2, (const int64_t[]){5, 1});
-  cst_i64(g, "ax", 2, (const int64_t[]){0, 1});
-  cst_i64(g, "sp", 2, (const int64_t[]){1, -1});
-  cst_i64(g, "es", 2, (const int64_t[]){4, 6});
-  cst_i64(g, "gi", -1, (const int64_t[]){-2});
-  cst_i64(g, "a0", 1, (const int64_t[]){0});
-  cst_i64(g, "s46", 2, (const int64_t[]){4, 6});
-  add(g, "Pad", "z pads pv", "zp");
-  add(g, "Relu", "zp", "r");
-  add(g, "Slice", "w st en ax sp", "ws");
-  add(g, "Add", "r ws", "s1");
-  int sl = add(g, "Split", "q", "q1 q2");
+  gb_cst_i64(g, "pads", 4, (const int64_t[]){1, 0, 0, 2});
+  gb_cst(g, "pv", 0, NULL, (const double[]){0.5}, 0);
+  gb_cst_i64(g, "st", 2, (const int64_t[]){1, 7});
+  gb_cst_i64(g, "en", 2, (const int64_t[]){5, 1});
+  gb_cst_i64(g, "ax", 2, (const int64_t[]){0, 1});
+  gb_cst_i64(g, "sp", 2, (const int64_t[]){1, -1});
+  gb_cst_i64(g, "es", 2, (const int64_t[]){4, 6});
+  gb_cst_i64(g, "gi", -1, (const int64_t[]){-2});
+  gb_cst_i64(g, "a0", 1, (const int64_t[]){0});
+  gb_cst_i64(g, "s46", 2, (const int64_t[]){4, 6});
+  gb_add(g, "Pad", "z pads pv", "zp");
+  gb_add(g, "Relu", "zp", "r");
+  gb_add(g, "Slice", "w st en ax sp", "ws");
+  gb_add(g, "Add", "r ws", "s1");
+  int sl = gb_add(g, "Split", "q", "q1 q2");
   seti(g, sl, "axis", 1);
-  add(g, "Sub", "s1 q2", "s2");
-  add(g, "Expand", "e es", "ee");
-  add(g, "Mul", "s2 ee", "s3");
-  add(g, "Gather", "v gi", "vg");
-  add(g, "Unsqueeze", "vg a0", "vu");
-  add(g, "Squeeze", "vu a0", "vs");
-  add(g, "Add", "s3 vs", "s4");
-  int tq = add(g, "Transpose", "q2", "qt");
+  gb_add(g, "Sub", "s1 q2", "s2");
+  gb_add(g, "Expand", "e es", "ee");
+  gb_add(g, "Mul", "s2 ee", "s3");
+  gb_add(g, "Gather", "v gi", "vg");
+  gb_add(g, "Unsqueeze", "vg a0", "vu");
+  gb_add(g, "Squeeze", "vu a0", "vs");
+  gb_add(g, "Add", "s3 vs", "s4");
+  int tq = gb_add(g, "Transpose", "q2", "qt");
   setints(g, tq, "perm", 2, (const int64_t[]){1, 0});
-  add(g, "Reshape", "qt s46", "qr");
-  add(g, "Add", "s4 qr", "y");
+  gb_add(g, "Reshape", "qt s46", "qr");
+  gb_add(g, "Add", "s4 qr", "y");
   output(g, "y");
   CHECK(check_graph("views of memory", g, 1) >= 1, "views of memory: a tile step");
   kiln_graph_free(g);
@@ -390,17 +355,17 @@ static void test_random(void) {
       char o[16], ins[48];
       snprintf(o, sizeof o, "t%d", i);
       if (rnd() < 0) {
-        add(g, un[(int)((rnd() + 1) * 4.5) % 9], prev, o);
+        gb_add(g, un[(int)((rnd() + 1) * 4.5) % 9], prev, o);
       } else {
         char cn[16];
         int64_t cd[3];
         int rank = 1 + (int)((rnd() + 1) * 1.5) % 3;
         for (int k = 0; k < rank; k++) cd[k] = rnd() < 0 ? 1 : d[3 - rank + k];
         snprintf(cn, sizeof cn, "c%d", i);
-        cst(g, cn, rank, cd, NULL, 1.5);
+        gb_cst(g, cn, rank, cd, NULL, 1.5);
         bool swap = rnd() < 0;
         snprintf(ins, sizeof ins, "%s %s", swap ? cn : prev, swap ? prev : cn);
-        add(g, bin[(int)((rnd() + 1) * 3) % 6], ins, o);
+        gb_add(g, bin[(int)((rnd() + 1) * 3) % 6], ins, o);
       }
       snprintf(prev, sizeof prev, "%s", o);
       if (rnd() > 0.7) output(g, o); /* an intermediate that is also an output */
@@ -477,21 +442,21 @@ static void test_plan(void) {
   kiln_graph *g = new_graph(17);
   input(g, "x", KILN_F32, 3, (const int64_t[]){3, 8, 20});
   input(g, "r", KILN_F32, 3, (const int64_t[]){20, 8, 3});
-  cst(g, "b", 2, (const int64_t[]){8, 1}, NULL, 0);
-  cst(g, "s", 0, NULL, (const double[]){0.5}, 0);
-  cst_i64(g, "shp", 2, (const int64_t[]){24, 20});
-  int t = add(g, "Transpose", "r", "rt");
+  gb_cst(g, "b", 2, (const int64_t[]){8, 1}, NULL, 0);
+  gb_cst(g, "s", 0, NULL, (const double[]){0.5}, 0);
+  gb_cst_i64(g, "shp", 2, (const int64_t[]){24, 20});
+  int t = gb_add(g, "Transpose", "r", "rt");
   setints(g, t, "perm", 3, (const int64_t[]){2, 1, 0});
-  add(g, "Mul", "x s", "a1");
-  add(g, "Add", "a1 b", "a2");
-  add(g, "Tanh", "a2", "a3");
-  add(g, "Add", "a3 rt", "a4");
-  add(g, "Sigmoid", "a4", "a5");
-  add(g, "Mul", "a5 a4", "a6");
-  add(g, "Reshape", "a6 shp", "a7");
-  add(g, "Relu", "a7", "a8");
-  add(g, "Sub", "a8 s", "a9");
-  add(g, "Exp", "a9", "y");
+  gb_add(g, "Mul", "x s", "a1");
+  gb_add(g, "Add", "a1 b", "a2");
+  gb_add(g, "Tanh", "a2", "a3");
+  gb_add(g, "Add", "a3 rt", "a4");
+  gb_add(g, "Sigmoid", "a4", "a5");
+  gb_add(g, "Mul", "a5 a4", "a6");
+  gb_add(g, "Reshape", "a6 shp", "a7");
+  gb_add(g, "Relu", "a7", "a8");
+  gb_add(g, "Sub", "a8 s", "a9");
+  gb_add(g, "Exp", "a9", "y");
   output(g, "y");
   output(g, "a4");
   plan_vs_ref("chain with views", g, 1, &fused, &arena, &arena0);
@@ -509,23 +474,23 @@ static void test_plan(void) {
   const int64_t x4[] = {2, 4, 9, 9}, w4[] = {4, 4, 3, 3}, c1[] = {4}, c4[] = {4, 1, 1};
   g = new_graph(17);
   input(g, "x", KILN_F32, 4, x4);
-  cst(g, "w", 4, w4, NULL, 0);
-  cst(g, "w2", 4, w4, NULL, 0);
-  cst(g, "cb", 1, c1, NULL, 0);
-  cst(g, "b3", 3, c4, NULL, 0);
-  cst(g, "sc", 1, c1, NULL, 0);
-  cst(g, "bb", 1, c1, NULL, 0);
-  cst(g, "mu", 1, c1, NULL, 0);
-  cst(g, "va", 1, c1, NULL, 1.5);
-  int cv = add(g, "Conv", "x w", "c");
+  gb_cst(g, "w", 4, w4, NULL, 0);
+  gb_cst(g, "w2", 4, w4, NULL, 0);
+  gb_cst(g, "cb", 1, c1, NULL, 0);
+  gb_cst(g, "b3", 3, c4, NULL, 0);
+  gb_cst(g, "sc", 1, c1, NULL, 0);
+  gb_cst(g, "bb", 1, c1, NULL, 0);
+  gb_cst(g, "mu", 1, c1, NULL, 0);
+  gb_cst(g, "va", 1, c1, NULL, 1.5);
+  int cv = gb_add(g, "Conv", "x w", "c");
   setints(g, cv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
-  add(g, "Add", "c b3", "cb1");
-  add(g, "Relu", "cb1", "h");
-  cv = add(g, "Conv", "h w2 cb", "c2");
+  gb_add(g, "Add", "c b3", "cb1");
+  gb_add(g, "Relu", "cb1", "h");
+  cv = gb_add(g, "Conv", "h w2 cb", "c2");
   setints(g, cv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
-  add(g, "BatchNormalization", "c2 sc bb mu va", "n2");
-  add(g, "Add", "n2 x", "s2");
-  add(g, "Relu", "s2", "y");
+  gb_add(g, "BatchNormalization", "c2 sc bb mu va", "n2");
+  gb_add(g, "Add", "n2 x", "s2");
+  gb_add(g, "Relu", "s2", "y");
   output(g, "y");
   plan_vs_ref("conv+bias+relu, residual", g, 1, &fused, NULL, NULL);
   CHECK(fused >= 2, "conv+bias+relu, residual: %d fused groups", fused);
@@ -534,18 +499,18 @@ static void test_plan(void) {
   /* conv + bias + relu + maxpool, and a global average pool after an epilogue */
   g = new_graph(17);
   input(g, "x", KILN_F32, 4, x4);
-  cst(g, "w", 4, w4, NULL, 0);
-  cst(g, "b3", 3, c4, NULL, 0);
-  cv = add(g, "Conv", "x w", "c");
+  gb_cst(g, "w", 4, w4, NULL, 0);
+  gb_cst(g, "b3", 3, c4, NULL, 0);
+  cv = gb_add(g, "Conv", "x w", "c");
   setints(g, cv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
-  add(g, "Add", "c b3", "cb");
-  add(g, "Relu", "cb", "r");
-  int pl = add(g, "MaxPool", "r", "mp");
+  gb_add(g, "Add", "c b3", "cb");
+  gb_add(g, "Relu", "cb", "r");
+  int pl = gb_add(g, "MaxPool", "r", "mp");
   setints(g, pl, "kernel_shape", 2, (const int64_t[]){2, 2});
   setints(g, pl, "strides", 2, (const int64_t[]){2, 2});
-  cv = add(g, "Conv", "mp w", "c2");
-  add(g, "Sigmoid", "c2", "s2");
-  add(g, "GlobalAveragePool", "s2", "y");
+  cv = gb_add(g, "Conv", "mp w", "c2");
+  gb_add(g, "Sigmoid", "c2", "s2");
+  gb_add(g, "GlobalAveragePool", "s2", "y");
   output(g, "y");
   output(g, "r");
   plan_vs_ref("conv+bias+relu+maxpool", g, 1, &fused, NULL, NULL);
@@ -555,13 +520,13 @@ static void test_plan(void) {
   /* Gemm + Relu, MatMul + Tanh */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, (const int64_t[]){5, 16});
-  cst(g, "w1", 2, (const int64_t[]){16, 8}, NULL, 0);
-  cst(g, "b1", 1, (const int64_t[]){8}, NULL, 0);
-  cst(g, "w2", 2, (const int64_t[]){8, 8}, NULL, 0);
-  add(g, "Gemm", "x w1 b1", "h");
-  add(g, "Relu", "h", "hr");
-  add(g, "MatMul", "hr w2", "m");
-  add(g, "Tanh", "m", "y");
+  gb_cst(g, "w1", 2, (const int64_t[]){16, 8}, NULL, 0);
+  gb_cst(g, "b1", 1, (const int64_t[]){8}, NULL, 0);
+  gb_cst(g, "w2", 2, (const int64_t[]){8, 8}, NULL, 0);
+  gb_add(g, "Gemm", "x w1 b1", "h");
+  gb_add(g, "Relu", "h", "hr");
+  gb_add(g, "MatMul", "hr w2", "m");
+  gb_add(g, "Tanh", "m", "y");
   output(g, "y");
   output(g, "h");
   plan_vs_ref("mlp", g, 1, &fused, NULL, NULL);
@@ -573,10 +538,10 @@ static void test_plan(void) {
   int xv = input(g, "x", KILN_F32, 2, (const int64_t[]){1, 12});
   g->values[xv].type.dims[0].value = -1;
   g->values[xv].type.dims[0].param = kiln_strdup("N");
-  cst(g, "b", 1, (const int64_t[]){12}, NULL, 0);
-  add(g, "Add", "x b", "a");
-  add(g, "Sigmoid", "a", "s");
-  add(g, "Mul", "s x", "y");
+  gb_cst(g, "b", 1, (const int64_t[]){12}, NULL, 0);
+  gb_add(g, "Add", "x b", "a");
+  gb_add(g, "Sigmoid", "a", "s");
+  gb_add(g, "Mul", "s x", "y");
   output(g, "y");
   kiln_cpu_plan *p = NULL;
   kiln_status s = kiln_cpu_prepare(g, &p);

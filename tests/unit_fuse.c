@@ -45,59 +45,7 @@ static int passed, failed, verbose;
 #define RTOL 1e-6
 #define ATOL 1e-9
 
-/* ------------------------------------------------------------------ */
-/* building graphs in code                                             */
-
-
-
-
-
-
-/* A float32 constant; vals NULL fills it with lo + rnd(). */
-static int cst(kiln_graph *g, const char *name, int rank, const int64_t *dims, const double *vals, double lo) {
-  kiln_tensor t = {0};
-  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) exit(2);
-  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, vals ? vals[i] : lo + rnd());
-  int v;
-  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
-  return v;
-}
-
-static int cst_i64(kiln_graph *g, const char *name, int n, const int64_t *vals) {
-  kiln_tensor t = {0};
-  int64_t d = n;
-  if (kiln_tensor_alloc(&t, KILN_I64, n < 0 ? 0 : 1, &d)) exit(2);
-  for (int i = 0; i < (n < 0 ? 1 : n); i++) ((int64_t *)t.data)[i] = vals[i];
-  int v;
-  if (kiln_edit_add_const(g, name, &t, &v)) exit(2);
-  return v;
-}
-
-/* Appends op reading `ins` and writing new values `outs` (names separated
- * by spaces, "-" for an omitted optional). Returns the node index. */
-static int add(kiln_graph *g, const char *op, const char *ins, const char *outs) {
-  int in[16], out[16], ni = 0, no = 0;
-  char buf[512], *save;
-  snprintf(buf, sizeof buf, "%s", ins);
-  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save))
-    in[ni++] = strcmp(t, "-") ? val(g, t) : -1;
-  snprintf(buf, sizeof buf, "%s", outs);
-  for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-    if (!strcmp(t, "-")) {
-      out[no++] = -1;
-      continue;
-    }
-    if (kiln_edit_add_value(g, t, &out[no++])) exit(2);
-  }
-  char name[64];
-  snprintf(name, sizeof name, "n%d", g->n_nodes);
-  int idx;
-  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, in, no, out, &idx)) {
-    printf("test bug: %s\n", kiln_last_error());
-    exit(2);
-  }
-  return idx;
-}
+/* Graphs are built with tests/graphbuild.h (gb_add, gb_cst, ...). */
 
 static void seti(kiln_graph *g, int node, const char *name, int64_t v) {
   if (kiln_edit_set_int(&g->nodes[node], name, v)) exit(2);
@@ -379,10 +327,10 @@ static void test_predicate(void) {
   /* elementwise chain, stored-too notes, no edge, already grouped */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, d34);
-  int relu = add(g, "Relu", "x", "r");
-  int ex = add(g, "Exp", "r", "e");
-  int neg = add(g, "Neg", "r", "ng");
-  int sig = add(g, "Sigmoid", "x", "s");
+  int relu = gb_add(g, "Relu", "x", "r");
+  int ex = gb_add(g, "Exp", "r", "e");
+  int neg = gb_add(g, "Neg", "r", "ng");
+  int sig = gb_add(g, "Sigmoid", "x", "s");
   output(g, "e");
   output(g, "ng");
   output(g, "s");
@@ -400,8 +348,8 @@ static void test_predicate(void) {
   /* a graph output is stored too */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, d34);
-  relu = add(g, "Relu", "x", "r");
-  ex = add(g, "Exp", "r", "e");
+  relu = gb_add(g, "Relu", "x", "r");
+  ex = gb_add(g, "Exp", "r", "e");
   output(g, "r");
   output(g, "e");
   c = ctx_of(&f, g, NULL);
@@ -411,14 +359,14 @@ static void test_predicate(void) {
   /* data-dependent shapes, opaque ops, ops without a spec form */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, d34);
-  int nz = add(g, "NonZero", "x", "nz");
-  int cast = add(g, "Cast", "nz", "cf");
+  int nz = gb_add(g, "NonZero", "x", "nz");
+  int cast = gb_add(g, "Cast", "nz", "cf");
   seti(g, cast, "to", KILN_F32);
-  int rl2 = add(g, "Relu", "cf", "cr");
-  relu = add(g, "Relu", "x", "r");
-  cst_i64(g, "k", 1, (const int64_t[]){2});
-  int topk = add(g, "TopK", "r k", "tv ti");
-  int cc = add(g, "Concat", "r r", "cat");
+  int rl2 = gb_add(g, "Relu", "cf", "cr");
+  relu = gb_add(g, "Relu", "x", "r");
+  gb_cst_i64(g, "k", 1, (const int64_t[]){2});
+  int topk = gb_add(g, "TopK", "r k", "tv ti");
+  int cc = gb_add(g, "Concat", "r r", "cat");
   seti(g, cc, "axis", 0);
   output(g, "cr");
   output(g, "tv");
@@ -433,17 +381,17 @@ static void test_predicate(void) {
   /* anchors: a prologue is refused, an epilogue and one pooling joined, then the group ends */
   g = new_graph(17);
   input(g, "x", KILN_F32, 4, x4);
-  cst(g, "w", 4, w4, NULL, 0);
-  cst(g, "b", 3, c4, NULL, 0);
-  int pre = add(g, "Relu", "x", "xr");
-  int conv = add(g, "Conv", "xr w", "y");
-  int addb = add(g, "Add", "y b", "yb");
-  int act = add(g, "Relu", "yb", "ya");
-  int pool = add(g, "MaxPool", "ya", "p");
+  gb_cst(g, "w", 4, w4, NULL, 0);
+  gb_cst(g, "b", 3, c4, NULL, 0);
+  int pre = gb_add(g, "Relu", "x", "xr");
+  int conv = gb_add(g, "Conv", "xr w", "y");
+  int addb = gb_add(g, "Add", "y b", "yb");
+  int act = gb_add(g, "Relu", "yb", "ya");
+  int pool = gb_add(g, "MaxPool", "ya", "p");
   setints(g, pool, "kernel_shape", 2, (const int64_t[]){2, 2});
-  int post = add(g, "Relu", "p", "q");
-  int rm = add(g, "ReduceMean", "ya", "m");
-  int mp2 = add(g, "MaxPool", "xr", "p2");
+  int post = gb_add(g, "Relu", "p", "q");
+  int rm = gb_add(g, "ReduceMean", "ya", "m");
+  int mp2 = gb_add(g, "MaxPool", "xr", "p2");
   setints(g, mp2, "kernel_shape", 2, (const int64_t[]){2, 2});
   output(g, "q");
   output(g, "m");
@@ -463,19 +411,19 @@ static void test_predicate(void) {
   /* reductions: prologue, epilogue, read back, reduced twice, other axes, cap */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, d34);
-  int e0 = add(g, "Exp", "x", "ex");
-  int rs = add(g, "ReduceSum", "ex", "s"); /* all axes, keepdims */
-  int sq = add(g, "Sqrt", "s", "sq");
-  int rmax = add(g, "ReduceMax", "x", "mx");
+  int e0 = gb_add(g, "Exp", "x", "ex");
+  int rs = gb_add(g, "ReduceSum", "ex", "s"); /* all axes, keepdims */
+  int sq = gb_add(g, "Sqrt", "s", "sq");
+  int rmax = gb_add(g, "ReduceMax", "x", "mx");
   setints(g, rmax, "axes", 1, (const int64_t[]){1});
-  int sub = add(g, "Sub", "x mx", "d");
-  int rmm = add(g, "ReduceMax", "mx", "mm");
+  int sub = gb_add(g, "Sub", "x mx", "d");
+  int rmm = gb_add(g, "ReduceMax", "mx", "mm");
   setints(g, rmm, "axes", 1, (const int64_t[]){1});
-  cst_i64(g, "ax0", 1, (const int64_t[]){0});
-  int rs0 = add(g, "ReduceSum", "d ax0", "s0");
-  int sm1 = add(g, "Softmax", "x", "y1");
-  int sm2 = add(g, "Softmax", "y1", "y2");
-  int sm3 = add(g, "Softmax", "y2", "y3");
+  gb_cst_i64(g, "ax0", 1, (const int64_t[]){0});
+  int rs0 = gb_add(g, "ReduceSum", "d ax0", "s0");
+  int sm1 = gb_add(g, "Softmax", "x", "y1");
+  int sm2 = gb_add(g, "Softmax", "y1", "y2");
+  int sm3 = gb_add(g, "Softmax", "y2", "y3");
   output(g, "sq");
   output(g, "mm");
   output(g, "s0");
@@ -496,13 +444,13 @@ static void test_predicate(void) {
   /* a keepdims=0 result broadcast along the wrong axis is not read back */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, (const int64_t[]){4, 4});
-  int rk = add(g, "ReduceSum", "x", "r");
+  int rk = gb_add(g, "ReduceSum", "x", "r");
   seti(g, rk, "keepdims", 0);
-  int rk2 = add(g, "ReduceMax", "x", "r2");
+  int rk2 = gb_add(g, "ReduceMax", "x", "r2");
   setints(g, rk2, "axes", 1, (const int64_t[]){1});
   seti(g, rk2, "keepdims", 0);
-  int wrong = add(g, "Add", "x r2", "y");
-  int fine = add(g, "Mul", "x r", "z");
+  int wrong = gb_add(g, "Add", "x r2", "y");
+  int fine = gb_add(g, "Mul", "x r", "z");
   output(g, "y");
   output(g, "z");
   c = ctx_of(&f, g, NULL);
@@ -515,11 +463,11 @@ static void test_predicate(void) {
   input(g, "a", KILN_F32, 2, d14);
   input(g, "z", KILN_F32, 2, d34);
   input(g, "w", KILN_F32, 2, d52);
-  int ea = add(g, "Exp", "a", "ea");
-  int bc = add(g, "Add", "z ea", "y");
-  int rz = add(g, "Relu", "z", "rz");
-  int tw = add(g, "Transpose", "w", "wt");
-  int nw = add(g, "Neg", "wt", "nw");
+  int ea = gb_add(g, "Exp", "a", "ea");
+  int bc = gb_add(g, "Add", "z ea", "y");
+  int rz = gb_add(g, "Relu", "z", "rz");
+  int tw = gb_add(g, "Transpose", "w", "wt");
+  int nw = gb_add(g, "Neg", "wt", "nw");
   output(g, "y");
   output(g, "rz");
   output(g, "nw");
@@ -535,13 +483,13 @@ static void test_predicate(void) {
   input(g, "x", KILN_F32, 2, d26);
   input(g, "y", KILN_F32, 2, d26);
   input(g, "i", KILN_I64, 0, NULL);
-  int t0 = add(g, "Transpose", "x", "xt");
-  int ad = add(g, "Add", "xt xt", "xa");
-  relu = add(g, "Relu", "y", "r");
-  cst_i64(g, "shp", 2, (const int64_t[]){3, 4});
-  int rs2 = add(g, "Reshape", "r shp", "rr");
-  int tr = add(g, "Transpose", "r", "rt");
-  int ga = add(g, "Gather", "r i", "rg");
+  int t0 = gb_add(g, "Transpose", "x", "xt");
+  int ad = gb_add(g, "Add", "xt xt", "xa");
+  relu = gb_add(g, "Relu", "y", "r");
+  gb_cst_i64(g, "shp", 2, (const int64_t[]){3, 4});
+  int rs2 = gb_add(g, "Reshape", "r shp", "rr");
+  int tr = gb_add(g, "Transpose", "r", "rt");
+  int ga = gb_add(g, "Gather", "r i", "rg");
   output(g, "xa");
   output(g, "rr");
   output(g, "rt");
@@ -559,10 +507,10 @@ static void test_predicate(void) {
   input(g, "p", KILN_F32, 1, d4);
   input(g, "q", KILN_F32, 1, d4);
   int ch[5];
-  ch[0] = add(g, "Relu", "x", "c0");
-  ch[1] = add(g, "Add", "c0 p", "c1");
-  ch[2] = add(g, "Add", "c1 q", "c2");
-  ch[3] = add(g, "Relu", "c2", "c3");
+  ch[0] = gb_add(g, "Relu", "x", "c0");
+  ch[1] = gb_add(g, "Add", "c0 p", "c1");
+  ch[2] = gb_add(g, "Add", "c1 q", "c2");
+  ch[3] = gb_add(g, "Relu", "c2", "c3");
   output(g, "c3");
   kiln_fuse_opts o1 = {3, 0};
   c = ctx_of(&f, g, &o1);
@@ -582,9 +530,9 @@ static void test_predicate(void) {
   /* closed groups are read from memory, never fused twice */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, d34);
-  int r1 = add(g, "ReduceMean", "x", "m");
-  int o0 = add(g, "Relu", "x", "o");
-  int u1 = add(g, "Mul", "o m", "u");
+  int r1 = gb_add(g, "ReduceMean", "x", "m");
+  int o0 = gb_add(g, "Relu", "x", "o");
+  int u1 = gb_add(g, "Mul", "o m", "u");
   output(g, "u");
   c = ctx_of(&f, g, NULL);
   kiln_fuse_ctx_open(c, r1, NULL);
@@ -597,14 +545,14 @@ static void test_predicate(void) {
   g = new_graph(17);
   input(g, "x", KILN_F32, 4, x4);
   input(g, "s", KILN_F32, 1, (const int64_t[]){2});
-  cst(g, "bb", 1, (const int64_t[]){2}, NULL, 0);
-  cst(g, "mu", 1, (const int64_t[]){2}, NULL, 0);
-  cst(g, "va", 1, (const int64_t[]){2}, NULL, 1.5);
-  int ab = add(g, "Abs", "s", "sa");
-  int bn = add(g, "BatchNormalization", "x sa bb mu va", "bn");
-  int dr = add(g, "Dropout", "x", "dy dm");
-  int dn = add(g, "Neg", "x", "xn");
-  int dr2 = add(g, "Dropout", "xn", "dy2 dm2");
+  gb_cst(g, "bb", 1, (const int64_t[]){2}, NULL, 0);
+  gb_cst(g, "mu", 1, (const int64_t[]){2}, NULL, 0);
+  gb_cst(g, "va", 1, (const int64_t[]){2}, NULL, 1.5);
+  int ab = gb_add(g, "Abs", "s", "sa");
+  int bn = gb_add(g, "BatchNormalization", "x sa bb mu va", "bn");
+  int dr = gb_add(g, "Dropout", "x", "dy dm");
+  int dn = gb_add(g, "Neg", "x", "xn");
+  int dr2 = gb_add(g, "Dropout", "xn", "dy2 dm2");
   output(g, "bn");
   output(g, "dy");
   output(g, "dm2");
@@ -643,18 +591,18 @@ static kiln_graph *ew_chain(int64_t rows, int64_t cols) {
   kiln_graph *g = new_graph(17);
   const int64_t dx[] = {rows, cols};
   input(g, "x", KILN_F32, 2, dx);
-  cst(g, "bias", 1, &cols, NULL, 0);
-  cst(g, "scale", 0, NULL, (const double[]){1.5}, 0);
-  cst(g, "lo", 0, NULL, (const double[]){-0.5}, 0);
-  cst(g, "hi", 0, NULL, (const double[]){0.75}, 0);
-  add(g, "Mul", "x scale", "y1");
-  add(g, "Add", "y1 bias", "y2");
-  add(g, "Sigmoid", "y2", "s");
-  add(g, "Mul", "y2 s", "y4");
-  add(g, "Tanh", "y4", "y5");
-  add(g, "Clip", "y5 lo hi", "y6");
-  add(g, "Add", "y6 x", "y7");
-  add(g, "Relu", "y7", "y");
+  gb_cst(g, "bias", 1, &cols, NULL, 0);
+  gb_cst(g, "scale", 0, NULL, (const double[]){1.5}, 0);
+  gb_cst(g, "lo", 0, NULL, (const double[]){-0.5}, 0);
+  gb_cst(g, "hi", 0, NULL, (const double[]){0.75}, 0);
+  gb_add(g, "Mul", "x scale", "y1");
+  gb_add(g, "Add", "y1 bias", "y2");
+  gb_add(g, "Sigmoid", "y2", "s");
+  gb_add(g, "Mul", "y2 s", "y4");
+  gb_add(g, "Tanh", "y4", "y5");
+  gb_add(g, "Clip", "y5 lo hi", "y6");
+  gb_add(g, "Add", "y6 x", "y7");
+  gb_add(g, "Relu", "y7", "y");
   output(g, "y");
   return g;
 }
@@ -692,17 +640,17 @@ static void test_chain(void) {
   /* 8 unary / broadcast ops on a [4,5,6] tensor with a [5,1] bias */
   g = new_graph(17);
   input(g, "x", KILN_F32, 3, (const int64_t[]){4, 5, 6});
-  cst(g, "b", 2, (const int64_t[]){5, 1}, NULL, 0);
-  add(g, "Add", "x b", "a1");
-  int lr = add(g, "LeakyRelu", "a1", "a2");
+  gb_cst(g, "b", 2, (const int64_t[]){5, 1}, NULL, 0);
+  gb_add(g, "Add", "x b", "a1");
+  int lr = gb_add(g, "LeakyRelu", "a1", "a2");
   setf(g, lr, "alpha", 0.2f);
-  add(g, "Mul", "a2 a2", "a3");
-  add(g, "Sqrt", "a3", "a4");
-  add(g, "Sub", "a4 b", "a5");
-  int el = add(g, "Elu", "a5", "a6");
+  gb_add(g, "Mul", "a2 a2", "a3");
+  gb_add(g, "Sqrt", "a3", "a4");
+  gb_add(g, "Sub", "a4 b", "a5");
+  int el = gb_add(g, "Elu", "a5", "a6");
   setf(g, el, "alpha", 0.7f);
-  add(g, "Softsign", "a6", "a7");
-  add(g, "HardSwish", "a7", "y");
+  gb_add(g, "Softsign", "a6", "a7");
+  gb_add(g, "HardSwish", "a7", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     CHECK(groups(&f) == 1 && f.plan->spec[0]->n_nodes == 8, "8-op chain: %d groups", groups(&f));
@@ -714,14 +662,14 @@ static void test_chain(void) {
   g = new_graph(17);
   input(g, "i", KILN_I32, 2, (const int64_t[]){3, 4});
   input(g, "j", KILN_I32, 2, (const int64_t[]){3, 4});
-  add(g, "Mul", "i j", "ij");
-  add(g, "Add", "ij i", "s");
-  add(g, "Greater", "s j", "gt");
-  add(g, "Not", "gt", "ng");
-  add(g, "Where", "ng s j", "w");
-  int ca = add(g, "Cast", "w", "wf");
+  gb_add(g, "Mul", "i j", "ij");
+  gb_add(g, "Add", "ij i", "s");
+  gb_add(g, "Greater", "s j", "gt");
+  gb_add(g, "Not", "gt", "ng");
+  gb_add(g, "Where", "ng s j", "w");
+  int ca = gb_add(g, "Cast", "w", "wf");
   seti(g, ca, "to", KILN_F32);
-  add(g, "Relu", "wf", "y");
+  gb_add(g, "Relu", "wf", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     CHECK(groups(&f) == 1, "int chain: %d groups", groups(&f));
@@ -740,13 +688,13 @@ static void test_conv(void) {
   const int64_t x4[] = {1, 3, 8, 8}, w4[] = {4, 3, 3, 3}, c4[] = {4, 1, 1}, c1[] = {4};
   kiln_graph *g = new_graph(17);
   input(g, "x", KILN_F32, 4, x4);
-  cst(g, "w", 4, w4, NULL, 0);
-  cst(g, "b", 3, c4, NULL, 0);
-  int conv = add(g, "Conv", "x w", "c");
+  gb_cst(g, "w", 4, w4, NULL, 0);
+  gb_cst(g, "b", 3, c4, NULL, 0);
+  int conv = gb_add(g, "Conv", "x w", "c");
   setints(g, conv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
-  add(g, "Add", "c b", "cb");
-  add(g, "Relu", "cb", "r");
-  int pool = add(g, "MaxPool", "r", "p");
+  gb_add(g, "Add", "c b", "cb");
+  gb_add(g, "Relu", "cb", "r");
+  int pool = gb_add(g, "MaxPool", "r", "p");
   setints(g, pool, "kernel_shape", 2, (const int64_t[]){2, 2});
   setints(g, pool, "strides", 2, (const int64_t[]){2, 2});
   output(g, "p");
@@ -768,19 +716,19 @@ static void test_conv(void) {
   g = new_graph(17);
   input(g, "x", KILN_F32, 4, x4);
   input(g, "skip", KILN_F32, 4, (const int64_t[]){1, 4, 8, 8});
-  cst(g, "w", 4, w4, NULL, 0);
-  cst(g, "cb", 1, c1, NULL, 0);
-  cst(g, "sc", 1, c1, NULL, 0);
-  cst(g, "bb", 1, c1, NULL, 0);
-  cst(g, "mu", 1, c1, NULL, 0);
-  cst(g, "va", 1, c1, NULL, 1.5);
-  conv = add(g, "Conv", "x w cb", "c");
+  gb_cst(g, "w", 4, w4, NULL, 0);
+  gb_cst(g, "cb", 1, c1, NULL, 0);
+  gb_cst(g, "sc", 1, c1, NULL, 0);
+  gb_cst(g, "bb", 1, c1, NULL, 0);
+  gb_cst(g, "mu", 1, c1, NULL, 0);
+  gb_cst(g, "va", 1, c1, NULL, 1.5);
+  conv = gb_add(g, "Conv", "x w cb", "c");
   setints(g, conv, "pads", 4, (const int64_t[]){1, 1, 1, 1});
-  add(g, "BatchNormalization", "c sc bb mu va", "n");
-  add(g, "Relu", "n", "r");
-  add(g, "Add", "r skip", "s");
-  add(g, "Relu", "s", "t");
-  pool = add(g, "GlobalAveragePool", "t", "p");
+  gb_add(g, "BatchNormalization", "c sc bb mu va", "n");
+  gb_add(g, "Relu", "n", "r");
+  gb_add(g, "Add", "r skip", "s");
+  gb_add(g, "Relu", "s", "t");
+  pool = gb_add(g, "GlobalAveragePool", "t", "p");
   output(g, "p");
   if (fz_make(&f, g, true, NULL, true)) {
     dump(&f, "conv+bn+relu+residual+gap");
@@ -794,13 +742,13 @@ static void test_conv(void) {
   /* an MLP: Gemm + Relu, Gemm + Relu, Gemm */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, (const int64_t[]){4, 16});
-  cst(g, "w1", 2, (const int64_t[]){16, 8}, NULL, 0);
-  cst(g, "b1", 1, (const int64_t[]){8}, NULL, 0);
-  cst(g, "w2", 2, (const int64_t[]){8, 8}, NULL, 0);
-  add(g, "Gemm", "x w1 b1", "h");
-  add(g, "Relu", "h", "hr");
-  add(g, "MatMul", "hr w2", "m");
-  add(g, "Tanh", "m", "y");
+  gb_cst(g, "w1", 2, (const int64_t[]){16, 8}, NULL, 0);
+  gb_cst(g, "b1", 1, (const int64_t[]){8}, NULL, 0);
+  gb_cst(g, "w2", 2, (const int64_t[]){8, 8}, NULL, 0);
+  gb_add(g, "Gemm", "x w1 b1", "h");
+  gb_add(g, "Relu", "h", "hr");
+  gb_add(g, "MatMul", "hr w2", "m");
+  gb_add(g, "Tanh", "m", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     CHECK(groups(&f) == 2 && f.plan->by_kind[KILN_FUSE_G_ANCHOR] == 2, "mlp: %d groups", groups(&f));
@@ -816,13 +764,13 @@ static void test_softmax(void) {
   const int64_t dx[] = {4, 10}, dc[] = {10};
   kiln_graph *g = new_graph(17);
   input(g, "x", KILN_F32, 2, dx);
-  cst_i64(g, "ax", 1, (const int64_t[]){1});
-  int mx = add(g, "ReduceMax", "x", "m");
+  gb_cst_i64(g, "ax", 1, (const int64_t[]){1});
+  int mx = gb_add(g, "ReduceMax", "x", "m");
   setints(g, mx, "axes", 1, (const int64_t[]){1});
-  add(g, "Sub", "x m", "d");
-  add(g, "Exp", "d", "e");
-  add(g, "ReduceSum", "e ax", "s");
-  add(g, "Div", "e s", "y");
+  gb_add(g, "Sub", "x m", "d");
+  gb_add(g, "Exp", "d", "e");
+  gb_add(g, "ReduceSum", "e ax", "s");
+  gb_add(g, "Div", "e s", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     dump(&f, "softmax (decomposed)");
@@ -840,9 +788,9 @@ static void test_softmax(void) {
   for (size_t i = 0; i < sizeof sm / sizeof *sm; i++) {
     g = new_graph(sm[i].opset);
     input(g, "x", KILN_F32, sm[i].rank, (const int64_t[]){3, 5, 7});
-    int n = add(g, sm[i].op, "x", "y");
+    int n = gb_add(g, sm[i].op, "x", "y");
     seti(g, n, "axis", sm[i].axis);
-    add(g, "Relu", "y", "z");
+    gb_add(g, "Relu", "y", "z");
     output(g, "z");
     if (!fz_make(&f, g, true, NULL, true)) continue;
     const kiln_fuse_spec *sp = f.plan->spec[0];
@@ -856,21 +804,21 @@ static void test_softmax(void) {
   /* layer norm, decomposed as exporters write it */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, dx);
-  cst(g, "gamma", 1, dc, NULL, 0);
-  cst(g, "beta", 1, dc, NULL, 0);
-  cst(g, "eps", 0, NULL, (const double[]){1e-5}, 0);
-  cst(g, "two", 0, NULL, (const double[]){2}, 0);
-  int m1 = add(g, "ReduceMean", "x", "mean");
+  gb_cst(g, "gamma", 1, dc, NULL, 0);
+  gb_cst(g, "beta", 1, dc, NULL, 0);
+  gb_cst(g, "eps", 0, NULL, (const double[]){1e-5}, 0);
+  gb_cst(g, "two", 0, NULL, (const double[]){2}, 0);
+  int m1 = gb_add(g, "ReduceMean", "x", "mean");
   setints(g, m1, "axes", 1, (const int64_t[]){-1});
-  add(g, "Sub", "x mean", "d");
-  add(g, "Pow", "d two", "p");
-  int m2 = add(g, "ReduceMean", "p", "var");
+  gb_add(g, "Sub", "x mean", "d");
+  gb_add(g, "Pow", "d two", "p");
+  int m2 = gb_add(g, "ReduceMean", "p", "var");
   setints(g, m2, "axes", 1, (const int64_t[]){-1});
-  add(g, "Add", "var eps", "ve");
-  add(g, "Sqrt", "ve", "sd");
-  add(g, "Div", "d sd", "nrm");
-  add(g, "Mul", "nrm gamma", "sc");
-  add(g, "Add", "sc beta", "y");
+  gb_add(g, "Add", "var eps", "ve");
+  gb_add(g, "Sqrt", "ve", "sd");
+  gb_add(g, "Div", "d sd", "nrm");
+  gb_add(g, "Mul", "nrm gamma", "sc");
+  gb_add(g, "Add", "sc beta", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     dump(&f, "layer norm (decomposed)");
@@ -882,10 +830,10 @@ static void test_softmax(void) {
   /* LayerNormalization (with its Mean and InvStdDev outputs), InstanceNormalization */
   g = new_graph(17);
   input(g, "x", KILN_F32, 3, (const int64_t[]){2, 3, 8});
-  cst(g, "gamma", 1, (const int64_t[]){8}, NULL, 0);
-  cst(g, "beta", 1, (const int64_t[]){8}, NULL, 0);
-  add(g, "LayerNormalization", "x gamma beta", "ln mean istd");
-  add(g, "Relu", "ln", "y");
+  gb_cst(g, "gamma", 1, (const int64_t[]){8}, NULL, 0);
+  gb_cst(g, "beta", 1, (const int64_t[]){8}, NULL, 0);
+  gb_add(g, "LayerNormalization", "x gamma beta", "ln mean istd");
+  gb_add(g, "Relu", "ln", "y");
   output(g, "y");
   output(g, "mean");
   output(g, "istd");
@@ -898,9 +846,9 @@ static void test_softmax(void) {
   }
   g = new_graph(17);
   input(g, "x", KILN_F32, 4, (const int64_t[]){2, 3, 4, 5});
-  cst(g, "s", 1, (const int64_t[]){3}, NULL, 0);
-  cst(g, "b", 1, (const int64_t[]){3}, NULL, 0);
-  add(g, "InstanceNormalization", "x s b", "y");
+  gb_cst(g, "s", 1, (const int64_t[]){3}, NULL, 0);
+  gb_cst(g, "b", 1, (const int64_t[]){3}, NULL, 0);
+  gb_add(g, "InstanceNormalization", "x s b", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     CHECK(groups(&f) == 1, "InstanceNormalization: %d groups", groups(&f));
@@ -911,16 +859,16 @@ static void test_softmax(void) {
   /* reductions with prologue and epilogue, keepdims=0 read back through Unsqueeze */
   g = new_graph(17);
   input(g, "x", KILN_F32, 3, (const int64_t[]){2, 3, 4});
-  cst_i64(g, "ax", 1, (const int64_t[]){1});
-  add(g, "Abs", "x", "a");
-  int r = add(g, "ReduceL2", "a", "l2");
+  gb_cst_i64(g, "ax", 1, (const int64_t[]){1});
+  gb_add(g, "Abs", "x", "a");
+  int r = gb_add(g, "ReduceL2", "a", "l2");
   setints(g, r, "axes", 1, (const int64_t[]){1});
   seti(g, r, "keepdims", 0);
-  add(g, "Unsqueeze", "l2 ax", "u");
-  add(g, "Div", "x u", "y");
-  int lse = add(g, "ReduceLogSumExp", "x", "lse");
+  gb_add(g, "Unsqueeze", "l2 ax", "u");
+  gb_add(g, "Div", "x u", "y");
+  int lse = gb_add(g, "ReduceLogSumExp", "x", "lse");
   setints(g, lse, "axes", 2, (const int64_t[]){0, 2});
-  add(g, "Neg", "lse", "nl");
+  gb_add(g, "Neg", "lse", "nl");
   output(g, "y");
   output(g, "nl");
   if (fz_make(&f, g, true, NULL, true)) {
@@ -937,9 +885,9 @@ static void test_stored_and_dup(void) {
   /* an intermediate that is also a graph output is stored */
   kiln_graph *g = new_graph(17);
   input(g, "x", KILN_F32, 2, (const int64_t[]){3, 4});
-  add(g, "Relu", "x", "r");
-  add(g, "Exp", "r", "e");
-  add(g, "Neg", "e", "y");
+  gb_add(g, "Relu", "x", "r");
+  gb_add(g, "Exp", "r", "e");
+  gb_add(g, "Neg", "e", "y");
   output(g, "y");
   output(g, "r");
   if (fz_make(&f, g, true, NULL, true)) {
@@ -954,12 +902,12 @@ static void test_stored_and_dup(void) {
   /* a reduction feeding two consumers in different groups runs once */
   g = new_graph(17);
   input(g, "x", KILN_F32, 2, (const int64_t[]){4, 8});
-  cst(g, "w", 2, (const int64_t[]){8, 8}, NULL, 0);
-  int rm = add(g, "ReduceMean", "x", "m");
+  gb_cst(g, "w", 2, (const int64_t[]){8, 8}, NULL, 0);
+  int rm = gb_add(g, "ReduceMean", "x", "m");
   setints(g, rm, "axes", 1, (const int64_t[]){1});
-  add(g, "Sub", "x m", "a");
-  add(g, "MatMul", "a w", "mm");
-  int ad = add(g, "Add", "mm m", "y");
+  gb_add(g, "Sub", "x m", "a");
+  gb_add(g, "MatMul", "a w", "mm");
+  int ad = gb_add(g, "Add", "mm m", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     dump(&f, "shared reduction");
@@ -987,14 +935,14 @@ static void test_views(void) {
   /* transpose of memory, a computed value reshaped, a graph-output view (copied alias) */
   kiln_graph *g = new_graph(17);
   input(g, "x", KILN_F32, 3, (const int64_t[]){2, 3, 4});
-  cst(g, "b", 1, (const int64_t[]){3}, NULL, 0);
-  cst(g, "c", 2, (const int64_t[]){8, 3}, NULL, 0);
-  cst_i64(g, "shp", 2, (const int64_t[]){8, 3});
-  int t = add(g, "Transpose", "x", "xt");
+  gb_cst(g, "b", 1, (const int64_t[]){3}, NULL, 0);
+  gb_cst(g, "c", 2, (const int64_t[]){8, 3}, NULL, 0);
+  gb_cst_i64(g, "shp", 2, (const int64_t[]){8, 3});
+  int t = gb_add(g, "Transpose", "x", "xt");
   setints(g, t, "perm", 3, (const int64_t[]){2, 0, 1});
-  add(g, "Add", "xt b", "a");
-  add(g, "Reshape", "a shp", "ar");
-  add(g, "Mul", "ar c", "y");
+  gb_add(g, "Add", "xt b", "a");
+  gb_add(g, "Reshape", "a shp", "ar");
+  gb_add(g, "Mul", "ar c", "y");
   output(g, "y");
   output(g, "xt");
   if (fz_make(&f, g, true, NULL, true)) {
@@ -1013,33 +961,33 @@ static void test_views(void) {
   input(g, "q", KILN_F32, 2, (const int64_t[]){4, 12});
   input(g, "e", KILN_F32, 2, (const int64_t[]){1, 6});
   input(g, "v", KILN_F32, 3, (const int64_t[]){5, 4, 6});
-  cst_i64(g, "pads", 4, (const int64_t[]){1, 0, 0, 2});
-  cst(g, "pv", 0, NULL, (const double[]){0.5}, 0);
-  cst_i64(g, "st", 2, (const int64_t[]){1, 7});
-  cst_i64(g, "en", 2, (const int64_t[]){5, 1});
-  cst_i64(g, "ax", 2, (const int64_t[]){0, 1});
-  cst_i64(g, "sp", 2, (const int64_t[]){1, -1});
-  cst_i64(g, "es", 2, (const int64_t[]){4, 6});
-  cst_i64(g, "gi", -1, (const int64_t[]){-2});
-  cst_i64(g, "a0", 1, (const int64_t[]){0});
-  add(g, "Pad", "z pads pv", "zp");     /* [4,6] */
-  add(g, "Relu", "zp", "r");
-  add(g, "Slice", "w st en ax sp", "ws"); /* rows 1..4, cols 7..2 reversed: [4,6] */
-  add(g, "Add", "r ws", "s1");
-  int sl = add(g, "Split", "q", "q1 q2"); /* two [4,6] */
+  gb_cst_i64(g, "pads", 4, (const int64_t[]){1, 0, 0, 2});
+  gb_cst(g, "pv", 0, NULL, (const double[]){0.5}, 0);
+  gb_cst_i64(g, "st", 2, (const int64_t[]){1, 7});
+  gb_cst_i64(g, "en", 2, (const int64_t[]){5, 1});
+  gb_cst_i64(g, "ax", 2, (const int64_t[]){0, 1});
+  gb_cst_i64(g, "sp", 2, (const int64_t[]){1, -1});
+  gb_cst_i64(g, "es", 2, (const int64_t[]){4, 6});
+  gb_cst_i64(g, "gi", -1, (const int64_t[]){-2});
+  gb_cst_i64(g, "a0", 1, (const int64_t[]){0});
+  gb_add(g, "Pad", "z pads pv", "zp");     /* [4,6] */
+  gb_add(g, "Relu", "zp", "r");
+  gb_add(g, "Slice", "w st en ax sp", "ws"); /* rows 1..4, cols 7..2 reversed: [4,6] */
+  gb_add(g, "Add", "r ws", "s1");
+  int sl = gb_add(g, "Split", "q", "q1 q2"); /* two [4,6] */
   seti(g, sl, "axis", 1);
-  add(g, "Sub", "s1 q2", "s2");
-  add(g, "Expand", "e es", "ee");
-  add(g, "Mul", "s2 ee", "s3");
-  add(g, "Gather", "v gi", "vg"); /* v[-2]: [4,6] */
-  add(g, "Unsqueeze", "vg a0", "vu");
-  add(g, "Squeeze", "vu a0", "vs");
-  add(g, "Add", "s3 vs", "s4");
-  cst_i64(g, "s46", 2, (const int64_t[]){4, 6});
-  int tq = add(g, "Transpose", "q2", "qt"); /* [6,4], then reshaped: a stack of two views */
+  gb_add(g, "Sub", "s1 q2", "s2");
+  gb_add(g, "Expand", "e es", "ee");
+  gb_add(g, "Mul", "s2 ee", "s3");
+  gb_add(g, "Gather", "v gi", "vg"); /* v[-2]: [4,6] */
+  gb_add(g, "Unsqueeze", "vg a0", "vu");
+  gb_add(g, "Squeeze", "vu a0", "vs");
+  gb_add(g, "Add", "s3 vs", "s4");
+  gb_cst_i64(g, "s46", 2, (const int64_t[]){4, 6});
+  int tq = gb_add(g, "Transpose", "q2", "qt"); /* [6,4], then reshaped: a stack of two views */
   setints(g, tq, "perm", 2, (const int64_t[]){1, 0});
-  add(g, "Reshape", "qt s46", "qr");
-  add(g, "Add", "s4 qr", "y");
+  gb_add(g, "Reshape", "qt s46", "qr");
+  gb_add(g, "Add", "s4 qr", "y");
   output(g, "y");
   if (fz_make(&f, g, true, NULL, true)) {
     dump(&f, "views of memory");
@@ -1056,12 +1004,12 @@ static void test_symbolic(void) {
   int x = input(g, "x", KILN_F32, 2, (const int64_t[]){1, 8});
   g->values[x].type.dims[0].value = -1;
   g->values[x].type.dims[0].param = kiln_strdup("N");
-  cst(g, "b", 1, (const int64_t[]){8}, NULL, 0);
-  add(g, "Add", "x b", "a");
-  add(g, "Exp", "a", "e");
-  int rs = add(g, "ReduceSum", "e", "s");
+  gb_cst(g, "b", 1, (const int64_t[]){8}, NULL, 0);
+  gb_add(g, "Add", "x b", "a");
+  gb_add(g, "Exp", "a", "e");
+  int rs = gb_add(g, "ReduceSum", "e", "s");
   (void)rs;
-  add(g, "Div", "e s", "y");
+  gb_add(g, "Div", "e s", "y");
   output(g, "y");
   if (!fz_make(&f, g, true, NULL, true)) return;
   CHECK(groups(&f) == 1 && f.plan->n_unbound == 1 && !f.plan->spec[0]->bound, "symbolic: %d groups, %d unbound",
