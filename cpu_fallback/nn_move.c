@@ -173,7 +173,7 @@ kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, b
         if (dp != sp) memcpy(dp, sp, (size_t)chunk * es); /* in place: already there */
       }
     } else {
-      const char *base;
+      const char *base = NULL;
       int64_t xs[KILN_MAX_RANK], idx[KILN_MAX_RANK];
       strided_map(x, &base, xs);
       for (int64_t o = 0; o < outer; o++) {

@@ -1141,7 +1141,7 @@ static kiln_status exact_div(kiln_shape_call *c, kiln_dimx a, int64_t k, const c
 
 static kiln_status depthtospace_fn(kiln_shape_call *c) {
   const kiln_vshape *x;
-  int64_t b;
+  int64_t b = 0;
   kiln_status s = kiln_shape_in(c, 0, &x);
   if (s || (s = blocksize(c, x, &b))) return s;
   if (b > 3037000499) return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "blocksize %lld is too large", (long long)b);
@@ -1156,7 +1156,7 @@ static kiln_status depthtospace_fn(kiln_shape_call *c) {
 
 static kiln_status spacetodepth_fn(kiln_shape_call *c) {
   const kiln_vshape *x;
-  int64_t b;
+  int64_t b = 0;
   kiln_status s = kiln_shape_in(c, 0, &x);
   if (s || (s = blocksize(c, x, &b))) return s;
   if (b > 3037000499) return kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "blocksize %lld is too large", (long long)b);

@@ -940,7 +940,7 @@ kiln_status kiln_dimx_sym(kiln_symtab *t, const char *name, kiln_dimx *out) {
   bool fresh = s < 0;
   if (fresh) s = t->n_syms;
   int64_t p = s, a1;
-  int32_t atom, mono;
+  int32_t atom = 0, mono = 0;
   kiln_status st = intern(t, K_SYM, &p, 1, 1, (ivl){1, PINF}, &atom);
   if (st) return st;
   a1 = atom;

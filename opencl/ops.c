@@ -200,7 +200,7 @@ kiln_status kiln_clop_step_add(kiln_cl_op *op, op_step_kind kind, op_step **st) 
 }
 
 kiln_status kiln_clop_launch(kiln_cl_op *op, int k, size_t n, int nargs, const opb *args) {
-  op_step *st;
+  op_step *st = NULL;
   kiln_status s = kiln_clop_step_add(op, ST_KERNEL, &st);
   if (s) return s;
   st->kernel = k;

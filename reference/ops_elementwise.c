@@ -777,7 +777,7 @@ static kiln_status run_cast(const kiln_op_call *c) {
   kiln_status s = chk_cast(c->graph, c->node);
   if (!s) s = need_type(c, 0, KILN_TS_ALL);
   if (s) return s;
-  kiln_dtype to;
+  kiln_dtype to = KILN_F32;
   if ((s = cast_target(kiln_attr_int(c->node, "to", 0), &to))) return s;
   const kiln_tensor *x = c->in[0];
   s = kiln_tensor_alloc(&c->out[0], to, x->rank, x->dims);

@@ -213,7 +213,7 @@ static int oracle(int i, const int64_t *v, int64_t *out) {
   const ex *e = &pool[i];
   if (e->op == E_CONST) return *out = e->k, O_OK;
   if (e->op == E_SYM) return *out = v[e->sym], O_OK;
-  int64_t a, b;
+  int64_t a = 0, b = 0;
   int ra = oracle(e->a, v, &a), rb = oracle(e->b, v, &b);
   if (ra) return ra;
   if (rb) return rb;
