@@ -234,11 +234,23 @@ static bool close_to(double a, double b, double scale) {
 
 static const double scale_of_run[3] = {1.0, 1.5, -0.5};
 
-/* The three runs' inputs (the data set's, ×1.5, ×-0.5 for float inputs). */
+/* Whether run 1's float inputs carry NaN and ±inf (not with histograms,
+ * whose bins need finite ranges). */
+static bool nonfinite_run1;
+
+/* The three runs' inputs (the data set's, ×1.5, ×-0.5 for float inputs);
+ * with nonfinite_run1, run 1 also has NaN, +inf and -inf scattered through
+ * each float input (so the totals count them: the reductions' NaN/inf paths
+ * at every position of their chunks and vectors). */
 static void make_inputs(kiln_tensor *ins, const kiln_tensor *base, int nin, int run) {
   for (int i = 0; i < nin; i++)
     if (kiln_dtype_is_float(base[i].dtype))
-      for (int64_t j = 0; j < base[i].numel; j++) kiln_set_f(&ins[i], j, kiln_get_f(&base[i], j) * scale_of_run[run]);
+      for (int64_t j = 0; j < base[i].numel; j++) {
+        double x = kiln_get_f(&base[i], j) * scale_of_run[run];
+        if (run == 1 && nonfinite_run1)
+          x = j % 29 == 3 ? NAN : j % 31 == 5 ? INFINITY : j % 37 == 7 ? -INFINITY : x;
+        kiln_set_f(&ins[i], j, x);
+      }
 }
 
 /* One model: dir holds model.onnx (or is the .onnx's stem) and
@@ -261,6 +273,7 @@ static void check_model(const char *model_rel, const char *data_rel, bool observ
   char path[1024], what[256], sfx[32];
   snprintf(sfx, sizeof sfx, "%s%s", observe_all ? "_all" : "", nbins ? "_h" : "");
   snprintf(what, sizeof what, "%s%s%s", model_rel, observe_all ? " (observe all)" : "", nbins ? " (histograms)" : "");
+  nonfinite_run1 = nbins == 0;
   source_path(path, sizeof path, model_rel);
   size_t size;
   void *bytes = tu_read_file(path, &size);
