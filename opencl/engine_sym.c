@@ -122,6 +122,9 @@ static const char *const elementwise[] = {
     "Softplus", "Softsign", "Gelu", "PRelu", "ThresholdedRelu", "Mish", "Floor", "Ceil", "Round", "Sign", "Sin",
     "Cos", "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Cast",
     "Identity", "Dropout", "BatchNormalization", "Bernoulli", NULL};
+/* ops whose every output image comes from the same image of input 0 (the
+ * batch is dim 0 of NCHW), their other inputs (weights, bias) fixed */
+static const char *const images[] = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", NULL};
 static const char *const reductions[] = {"ReduceSum",    "ReduceMean", "ReduceMax",       "ReduceMin",
                                          "ReduceProd",   "ReduceL1",   "ReduceL2",        "ReduceLogSum",
                                          "ReduceLogSumExp", "ReduceSumSquare", NULL};
@@ -171,6 +174,11 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const bool *de
     return perm && np > 0 && perm[0] == 0;
   }
   if (!strcmp(op, "Concat")) return axis_of(n, "axis", 0, orank) != 0;
+  if (in_list(op, images)) { /* NCHW: image n of the output from image n of input 0 only */
+    for (int i = 1; i < n->n_in; i++)
+      if (n->in[i] >= 0 && dep[n->in[i]]) goto no;
+    return n->in[0] >= 0 && dep[n->in[0]] && sh->v[n->in[0]].rank >= 3;
+  }
   if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))
     return n->in[0] >= 0 && dep[n->in[0]]; /* the outputs scale (checked above): the flat order is kept */
   if (in_list(op, reductions)) {
@@ -318,7 +326,10 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
       bool rowwise = !strcmp(n->op_type, "Softmax") || !strcmp(n->op_type, "LogSoftmax") ||
                      !strcmp(n->op_type, "LayerNormalization") || /* over a later axis (node_ok) */
                      in_list(n->op_type, reductions);              /* axis 0 kept (node_ok) */
-      if (any && st->kind == KILN_CL_STEP_OP && (!(gemm || rowwise) || !kiln_cl_op_rows_ok(st->op, bound, rowwise))) {
+      bool image = in_list(n->op_type, images);
+      kiln_cl_rows_kind rk = image ? KILN_CL_ROWS_IMAGES : rowwise ? KILN_CL_ROWS_ROWWISE : KILN_CL_ROWS_GEMM;
+      if (any && st->kind == KILN_CL_STEP_OP &&
+          (!(gemm || rowwise || image) || !kiln_cl_op_rows_ok(st->op, bound, rk))) {
         snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
                  n->op_type, kiln_cl_op_describe(st->op));
         break;

@@ -529,14 +529,18 @@ void kiln_cl_op_free(kiln_cl_op *op) {
 
 /* ---- run-time row counts (opencl/engine_sym.c) ---- */
 
-bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, bool rowwise) {
-  if (!op || bound < 1 || op->n_scr) return false;
+bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, kiln_cl_rows_kind kind) {
+  bool images = kind == KILN_CL_ROWS_IMAGES, rowwise = kind != KILN_CL_ROWS_GEMM;
+  if (!op || bound < 1 || (op->n_scr && !images)) return false;
   size_t b = (size_t)bound;
   for (int i = 0; i < op->n_steps; i++) {
     const op_step *st = &op->steps[i];
-    if (st->kind == ST_GEMM) {
+    if (st->kind == ST_GEMM_BATCHED) {
+      /* one GEMM per image (and group), images outermost (ops_gemm.c conv_gemm) */
+      if (!images || st->batch % b) return false;
+    } else if (st->kind == ST_GEMM) {
       /* C[m,n] = op(A) B: A's rows are the batch-outermost rows of input 0 */
-      if (st->ta || st->a.kind != OPB_IN || st->a.idx != 0 || st->c.kind != OPB_OUT || st->c.idx != 0 ||
+      if (images || st->ta || st->a.kind != OPB_IN || st->a.idx != 0 || st->c.kind != OPB_OUT || st->c.idx != 0 ||
           st->b.kind != OPB_IN || st->b.idx == 0 || st->aoff || st->coff || st->m % b)
         return false;
     } else if (st->kind == ST_KERNEL && st->groups) {
@@ -544,7 +548,7 @@ bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, bool rowwise) {
       if (!rowwise || st->groups % b) return false;
     } else if (st->kind == ST_KERNEL) {
       /* a 1-D kernel over the output's elements (Gemm's C broadcast), or
-         (rowwise) a work-item per row */
+         (rowwise) a work-item per row, or (images) per output element */
       if (st->dims != 1 || st->local[0] || st->items[0] % b) return false;
       for (int a = 0; a < st->nargs && !rowwise; a++)
         if (st->args[a].kind == OPB_IN && st->args[a].idx == 0) return false;
@@ -562,6 +566,7 @@ kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const 
   for (int i = 0; i < op->n_steps; i++) { /* the run's rows; back below */
     op_step *st = &op->steps[i];
     if (st->kind == ST_GEMM) st->m = st->m / ub * un;
+    else if (st->kind == ST_GEMM_BATCHED) st->batch = st->batch / ub * un;
     else if (st->groups) st->groups = st->groups / ub * un;
     else st->items[0] = st->items[0] / ub * un;
   }
@@ -569,6 +574,7 @@ kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const 
   for (int i = 0; i < op->n_steps; i++) {
     op_step *st = &op->steps[i];
     if (st->kind == ST_GEMM) st->m = st->m / un * ub;
+    else if (st->kind == ST_GEMM_BATCHED) st->batch = st->batch / un * ub;
     else if (st->groups) st->groups = st->groups / un * ub;
     else st->items[0] = st->items[0] / un * ub;
   }

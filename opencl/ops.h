@@ -67,16 +67,26 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out);
 /* A short description for KILN_PROFILE / KILN_DUMP ("clblast sgemm 64x512x256"). */
 const char *kiln_cl_op_describe(const kiln_cl_op *op);
+/* What the caller knows of a device op's rows (opencl/engine_sym.c). */
+typedef enum kiln_cl_rows_kind {
+  KILN_CL_ROWS_GEMM,    /* MatMul / Gemm: the GEMMs' A rows are input 0's batch-outermost rows */
+  KILN_CL_ROWS_ROWWISE, /* Softmax, LayerNormalization over a later axis, Reduce* keeping axis 0: the
+                           kernels work a row at a time, rows batch-outermost */
+  KILN_CL_ROWS_IMAGES,  /* Conv, pools (NCHW): every step works image by image, images outermost (kernels
+                           over output elements, per-image batched GEMMs, per-image scratch) */
+} kiln_cl_rows_kind;
 /* The op can run with its batch-outermost rows scaled from bound to a
- * smaller run-time count (every step a GEMM whose A and C are input 0 and
- * output 0 with bound | m, or a 1-D kernel over the output's elements not
- * reading input 0; no scratch; rowwise — the caller knows the op's kernels
- * work a row at a time, rows batch-outermost (Softmax, LayerNormalization
- * over a later axis) — also kernels with a work-item or work-group per
- * row): kiln_cl_op_enqueue_rows may be used. */
-bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, bool rowwise);
-/* kiln_cl_op_enqueue with each step's rows (GEMM m, kernel items) scaled by
- * n / bound for this launch (1 <= n <= bound; work-groups per row too). */
+ * smaller run-time count: GEMM — every step a GEMM whose A and C are input
+ * 0 and output 0 with bound | m, or a 1-D kernel over the output's elements
+ * not reading input 0; no scratch; ROWWISE — also kernels with a work-item
+ * or work-group per row; IMAGES — 1-D kernels (NULL local size) or
+ * work-group-per-row kernels whose counts bound divides, batched GEMMs
+ * whose batch count bound divides; scratch allowed (laid out image by
+ * image). kiln_cl_op_enqueue_rows may be used. */
+bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, kiln_cl_rows_kind kind);
+/* kiln_cl_op_enqueue with each step's rows (GEMM m, batched GEMM count,
+ * kernel items) scaled by n / bound for this launch (1 <= n <= bound;
+ * work-groups per row too). */
 kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
                                     const kiln_cl_arg *out, int64_t n, int64_t bound);
 /* Releases kernels, scratch and the op (NULL-safe). */

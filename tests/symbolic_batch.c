@@ -7,7 +7,8 @@
  * With BACKEND (kiln-opencl: the first backend whose name starts so) the
  * same on that backend (memoryPlans = its variants), plus a model whose
  * Softmax over the batch axis mixes rows: one variant per batch there (the
- * fallback); --bench times batch 64 / 1000 / 4000 at the bound (4096)
+ * fallback), and a CNN (Conv, MaxPool, GlobalAveragePool: one plan on
+ * every backend); --bench times batch 64 / 1000 / 4000 at the bound (4096)
  * against the exact size, both on BACKEND.
  *   symbolic_batch PLUGIN [BACKEND [--bench]] */
 #include <onnx/onnxifi_loader.h>
@@ -39,6 +40,8 @@ static int passed, failed;
 
 enum { IN = 16, HID = 32, OUT = 8 };
 static float w1[IN * HID], b1[HID], w2[HID * OUT], w3[8 * OUT];
+
+static float cw1[32 * 9], cb1[32], cw2[16 * 32 * 9], w4[16 * OUT];
 
 static const char *bound_text = "64";
 static double tol = 1e-5;
@@ -203,11 +206,13 @@ static int cmp_d(const void *a, const void *b) {
  * run by run (after 3 warm-up runs each), median and min of 41 each; the
  * MLP and the model with the row Softmax / Transpose (kind 3). */
 enum { BENCH_RUNS = 41 };
+static void *make_cnn(size_t *size);
+
 static void bench(onnxBackendID id) {
   onnxBackend be;
   if (lib.onnxInitBackend(id, NULL, &be)) return;
   static const int sizes[] = {64, 1000, 4000};
-  for (int kind = 1; kind <= 3; kind += 2)
+  for (int kind = 1; kind <= 5; kind += 2)
     for (int si = 0; si < 3; si++) {
       int nb = sizes[si];
       char exact[16];
@@ -216,7 +221,7 @@ static void bench(onnxBackendID id) {
       for (int k = 0; k < 2; k++) {
         size_t msize;
         bound_text = k ? "4096" : exact;
-        void *model = make_model(kind, &msize);
+        void *model = kind == 5 ? make_cnn(&msize) : make_model(kind, &msize);
         if (lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &g[k])) g[k] = NULL;
         free(model);
       }
@@ -234,7 +239,7 @@ static void bench(onnxBackendID id) {
         qsort(t[1], BENCH_RUNS, sizeof(double), cmp_d);
         printf("bench %s batch %4d: exact %.3f ms (min %.3f), bound 4096 %.3f ms (min %.3f): bound/exact median %.2f, "
                "min %.2f\n",
-               kind == 1 ? "mlp " : "rows", nb, t[0][BENCH_RUNS / 2], t[0][0], t[1][BENCH_RUNS / 2], t[1][0],
+               kind == 1 ? "mlp " : kind == 3 ? "rows" : "cnn ", nb, t[0][BENCH_RUNS / 2], t[0][0], t[1][BENCH_RUNS / 2], t[1][0],
                t[1][BENCH_RUNS / 2] / t[0][BENCH_RUNS / 2], t[1][0] / t[0][0]);
       }
       for (int k = 0; k < 2; k++)
@@ -246,12 +251,95 @@ static void bench(onnxBackendID id) {
   lib.onnxReleaseBackend(be);
 }
 
+static Onnx__AttributeProto ints_attr(const char *name, int64_t *v, size_t n) {
+  Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT;
+  a.name = (char *)name, a.has_type = 1, a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, a.n_ints = n, a.ints = v;
+  return a;
+}
+
+static Onnx__TensorProto float_init(const char *name, int64_t *dims, size_t nd, float *data) {
+  Onnx__TensorProto t = ONNX__TENSOR_PROTO__INIT;
+  size_t n = 1;
+  for (size_t d = 0; d < nd; d++) n *= (size_t)dims[d];
+  t.name = (char *)name, t.n_dims = nd, t.dims = dims, t.has_data_type = 1, t.data_type = 1, t.n_float_data = n,
+  t.float_data = data;
+  return t;
+}
+
+/* A CNN over the same x[N,16] and y[N,8]: Reshape [-1,1,4,4] -> Conv 1->32
+ * 3x3 pad 1 (+bias) -> Relu -> Conv 32->16 3x3 pad 1 (a reduction of 288:
+ * im2col + CLBlast on opencl) -> MaxPool 2x2 -> GlobalAveragePool ->
+ * Flatten -> MatMul [16,8] -> Sigmoid: every op keeps the images apart. */
+static void *make_cnn(size_t *size) {
+  Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
+  dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
+  di.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, di.dim_value = IN;
+  dout.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, dout.dim_value = OUT;
+  Onnx__TensorShapeProto__Dimension *xd[2] = {&dn, &di}, *yd[2] = {&dn, &dout};
+  Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT, ys = xs;
+  xs.n_dim = 2, xs.dim = xd, ys.n_dim = 2, ys.dim = yd;
+  Onnx__TypeProto__Tensor xt = ONNX__TYPE_PROTO__TENSOR__INIT, yt = xt;
+  xt.has_elem_type = yt.has_elem_type = 1, xt.elem_type = yt.elem_type = 1, xt.shape = &xs, yt.shape = &ys;
+  Onnx__TypeProto xty = ONNX__TYPE_PROTO__INIT, yty = xty;
+  xty.value_case = yty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, xty.tensor_type = &xt, yty.tensor_type = &yt;
+  Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = x;
+  x.name = "x", x.type = &xty, y.name = "y", y.type = &yty;
+  Onnx__ValueInfoProto *ins[1] = {&x}, *outs[1] = {&y};
+  int64_t shv[4] = {-1, 1, 4, 4}, dsh[1] = {4}, dw1[4] = {32, 1, 3, 3}, db1[1] = {32}, dw2[4] = {16, 32, 3, 3},
+          dw4[2] = {16, OUT};
+  Onnx__TensorProto tsh = ONNX__TENSOR_PROTO__INIT;
+  tsh.name = "shp", tsh.n_dims = 1, tsh.dims = dsh, tsh.has_data_type = 1, tsh.data_type = 7, tsh.n_int64_data = 4,
+  tsh.int64_data = shv;
+  Onnx__TensorProto t1 = float_init("cw1", dw1, 4, cw1), t2 = float_init("cb1", db1, 1, cb1),
+                    t3 = float_init("cw2", dw2, 4, cw2), t4 = float_init("w4", dw4, 2, w4);
+  Onnx__TensorProto *inits[5] = {&tsh, &t1, &t2, &t3, &t4};
+  int64_t pads[4] = {1, 1, 1, 1}, k2[2] = {2, 2};
+  Onnx__AttributeProto ap = ints_attr("pads", pads, 4), ak = ints_attr("kernel_shape", k2, 2),
+                       as = ints_attr("strides", k2, 2);
+  Onnx__AttributeProto *conv_at[1] = {&ap}, *pool_at[2] = {&ak, &as};
+  char *rsi[2] = {"x", "shp"}, *rso[1] = {"a"}, *c1i[3] = {"a", "cw1", "cb1"}, *c1o[1] = {"b"}, *rlo[1] = {"c"},
+       *c2i[2] = {"c", "cw2"}, *c2o[1] = {"d"}, *mpo[1] = {"e"}, *gpo[1] = {"f"}, *flo[1] = {"g"},
+       *mmi[2] = {"g", "w4"}, *mmo[1] = {"h"}, *sgo[1] = {"y"};
+  Onnx__NodeProto nd[9];
+  for (int k = 0; k < 9; k++) nd[k] = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+  nd[0].op_type = "Reshape", nd[0].n_input = 2, nd[0].input = rsi, nd[0].n_output = 1, nd[0].output = rso;
+  nd[1].op_type = "Conv", nd[1].n_input = 3, nd[1].input = c1i, nd[1].n_output = 1, nd[1].output = c1o;
+  nd[1].n_attribute = 1, nd[1].attribute = conv_at;
+  nd[2].op_type = "Relu", nd[2].n_input = 1, nd[2].input = c1o, nd[2].n_output = 1, nd[2].output = rlo;
+  nd[3].op_type = "Conv", nd[3].n_input = 2, nd[3].input = c2i, nd[3].n_output = 1, nd[3].output = c2o;
+  nd[3].n_attribute = 1, nd[3].attribute = conv_at;
+  nd[4].op_type = "MaxPool", nd[4].n_input = 1, nd[4].input = c2o, nd[4].n_output = 1, nd[4].output = mpo;
+  nd[4].n_attribute = 2, nd[4].attribute = pool_at;
+  nd[5].op_type = "GlobalAveragePool", nd[5].n_input = 1, nd[5].input = mpo, nd[5].n_output = 1, nd[5].output = gpo;
+  nd[6].op_type = "Flatten", nd[6].n_input = 1, nd[6].input = gpo, nd[6].n_output = 1, nd[6].output = flo;
+  nd[7].op_type = "MatMul", nd[7].n_input = 2, nd[7].input = mmi, nd[7].n_output = 1, nd[7].output = mmo;
+  nd[8].op_type = "Sigmoid", nd[8].n_input = 1, nd[8].input = mmo, nd[8].n_output = 1, nd[8].output = sgo;
+  Onnx__NodeProto *nodes[9];
+  for (int k = 0; k < 9; k++) nodes[k] = &nd[k];
+  Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+  g.name = "cnn", g.n_node = 9, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.n_initializer = 5, g.initializer = inits;
+  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  os.domain = "", os.has_version = 1, os.version = 13;
+  Onnx__OperatorSetIdProto *oss[1] = {&os};
+  Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+  bound.key = "kiln.bound.N", bound.value = (char *)bound_text;
+  Onnx__StringStringEntryProto *props[1] = {&bound};
+  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+  m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
+  m.n_metadata_props = 1, m.metadata_props = props;
+  *size = onnx__model_proto__get_packed_size(&m);
+  void *buf = malloc(*size);
+  onnx__model_proto__pack(&m, buf);
+  return buf;
+}
+
 static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound, const int *batches, int nb,
                      const uint64_t *want_plans) {
   onnxBackend cpu, ref;
   onnxGraph gc = NULL, gr = NULL;
   size_t msize;
-  void *model = make_model(with_bound, &msize);
+  void *model = with_bound == 5 ? make_cnn(&msize) : make_model(with_bound, &msize);
   CHECK(!lib.onnxInitBackend(cpu_id, NULL, &cpu) && !lib.onnxInitBackend(ref_id, NULL, &ref), "init backends");
   CHECK(!lib.onnxInitGraph(cpu, NULL, msize, model, 0, NULL, &gc), "init graph on cpu");
   CHECK(!lib.onnxInitGraph(ref, NULL, msize, model, 0, NULL, &gr), "init graph on reference");
@@ -289,6 +377,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < HID; i++) b1[i] = (float)sin(0.7 * i) * 0.1f;
   for (int i = 0; i < HID * OUT; i++) w2[i] = (float)sin(0.05 * i + 1) * 0.4f;
   for (int i = 0; i < 8 * OUT; i++) w3[i] = (float)cos(0.3 * i + 2) * 0.5f;
+  for (int i = 0; i < 32 * 9; i++) cw1[i] = (float)sin(0.21 * i + 0.5) * 0.4f;
+  for (int i = 0; i < 32; i++) cb1[i] = (float)cos(0.9 * i) * 0.1f;
+  for (int i = 0; i < 16 * 32 * 9; i++) cw2[i] = (float)cos(0.013 * i + 0.3) * 0.08f;
+  for (int i = 0; i < 16 * OUT; i++) w4[i] = (float)sin(0.17 * i + 1.5) * 0.5f;
   onnxGetExtensionFunctionAddressFunction get_ext =
       (onnxGetExtensionFunctionAddressFunction)dlsym(lib.handle, "onnxGetExtensionFunctionAddress");
   onnxBackendID ids[8];
@@ -342,6 +434,8 @@ int main(int argc, char **argv) {
     scenario(cpu, ref, 3, b4s, 4, p4s);
     /* a row reduction (ReduceMean over an inner axis) feeding a MatMul */
     scenario(cpu, ref, 4, b4s, 4, p4s);
+    /* a CNN: Conv (direct and im2col + GEMM), MaxPool, GlobalAveragePool */
+    scenario(cpu, ref, 5, b4s, 4, p4s);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
