@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/prepack.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 
@@ -93,12 +94,18 @@ static kiln_status gemm_panels(bool ta, bool tb, int64_t rows, int64_t N, int64_
                                int64_t lda, const float *B, int64_t ldb, float *Y, int64_t y0, fill_fn fill,
                                const void *fctx, const kiln_cpu_epilogue *ep) {
   int64_t pr = ep ? panel_rows(rows, N) : rows;
+  /* a constant B packed when the plan was made (prepack.h), read by the
+     micro-kernel it was packed for */
+  kiln_sgemm_micro_fn micro = tb ? NULL : kiln_sgemm_pack_reader();
+  const float *bpack = micro ? kiln_cpu_gemm_pack_find(B, K, N, ldb) : NULL;
   for (int64_t r0 = 0; r0 < rows; r0 += pr) {
     int64_t r = rows - r0 < pr ? rows - r0 : pr;
     float *y = Y + r0 * N;
     if (fill) fill(fctx, r0, r, y);
-    kiln_status s = kiln_sgemm(ta, tb, r, N, K, alpha, A + r0 * (ta ? 1 : lda), lda, B, ldb, fill ? 1.0f : 0.0f, y,
-                               N);
+    kiln_status s = bpack ? kiln_sgemm_wide_pb(micro, ta, r, N, K, alpha, A + r0 * (ta ? 1 : lda), lda, bpack,
+                                               fill ? 1.0f : 0.0f, y, N)
+                          : kiln_sgemm(ta, tb, r, N, K, alpha, A + r0 * (ta ? 1 : lda), lda, B, ldb,
+                                       fill ? 1.0f : 0.0f, y, N);
     if (s) return s;
     if (ep && r * N > 0) ep->apply(ep->ctx, y0 + r0 * N, r * N, y);
   }

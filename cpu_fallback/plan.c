@@ -41,6 +41,7 @@ static bool is_alias_view(int how) { return how != V_KERNEL && how != V_CONCAT &
 struct kiln_cpu_plan {
   kiln_graph *g; /* the rewritten graph */
   kiln_cpu_conv_packs *conv_packs; /* prepack.h: constant Conv weights in SGEMM A-panel layout (registered under g's nodes) */
+  kiln_cpu_gemm_packs *gemm_packs; /* prepack.h: constant MatMul / Gemm B in SGEMM B-panel layout (registered by B's data) */
   kiln_shapes *sh;
   kiln_schedule *sched; /* one step per node or fused group, then one reading the outputs */
   /* fusion (fuse/): the groups, their kernel specs, and per step the tile
@@ -179,6 +180,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
   if (p->pool_held) kiln_pool_release();
   kiln_cpu_conv_packs_free(p->conv_packs); /* before g: registered under its nodes */
+  kiln_cpu_gemm_packs_free(p->gemm_packs); /* before g: registered by its weights' data */
   kiln_graph_free(p->g);
   kiln_shapes_free(p->sh);
   for (int k = 0; p->tile && p->sched && k < p->sched->n_steps; k++) kiln_tile_free(p->tile[k]);
@@ -659,6 +661,8 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
     if ((s = kiln_cpu_conv_prepack(g, &p->conv_packs, &pb))) goto fail;
     p->st.conv_pack_bytes = pb;
+    if ((s = kiln_cpu_gemm_prepack(g, &p->gemm_packs, &pb))) goto fail; /* constant MatMul / Gemm B, likewise */
+    p->st.gemm_pack_bytes = pb;
   }
   if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
   int nv = g->n_values, nn = g->n_nodes;

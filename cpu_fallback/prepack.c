@@ -157,3 +157,107 @@ const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n) {
   pthread_mutex_unlock(&reg_mu);
   return r;
 }
+
+/* ---- Gemm / MatMul B packed once ---- */
+
+struct kiln_cpu_gemm_packs {
+  int n;
+  kiln_cpu_gemm_pack *at;
+  struct kiln_cpu_gemm_packs *next;
+};
+
+static kiln_cpu_gemm_packs *greg_head; /* under reg_mu */
+
+/* The largest B (bytes) packed: KILN_GEMM_PREPACK (0: none, all: any, N:
+ * N MiB), default KILN_GEMM_PREPACK_MAX. */
+#define KILN_GEMM_PREPACK_MAX ((int64_t)16 << 20)
+static int64_t gemm_prepack_limit(void) {
+  const char *e = getenv("KILN_GEMM_PREPACK");
+  if (!e || !*e) return KILN_GEMM_PREPACK_MAX;
+  if (!strcmp(e, "all")) return INT64_MAX;
+  char *end;
+  long long v = strtoll(e, &end, 10);
+  return *end || v < 0 ? KILN_GEMM_PREPACK_MAX : v > (INT64_MAX >> 21) ? INT64_MAX : (int64_t)v << 20;
+}
+
+void kiln_cpu_gemm_packs_free(kiln_cpu_gemm_packs *p) {
+  if (!p) return;
+  pthread_mutex_lock(&reg_mu);
+  for (kiln_cpu_gemm_packs **q = &greg_head; *q; q = &(*q)->next)
+    if (*q == p) {
+      *q = p->next;
+      break;
+    }
+  pthread_mutex_unlock(&reg_mu);
+  for (int i = 0; i < p->n; i++) kiln_free(p->at[i].data);
+  kiln_free(p->at);
+  kiln_free(p);
+}
+
+/* The B of node n that the GEMM would read untransposed from a constant:
+ * MatMul's 2-D B, Gemm's B with transB = 0 (kiln_cpu_pretranspose turned
+ * most transB = 1 ones). NULL otherwise. */
+static const kiln_tensor *const_b(const kiln_graph *g, const kiln_node *n) {
+  if ((n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 || n->in[1] < 0) return NULL;
+  bool mm = !strcmp(n->op_type, "MatMul");
+  if (!mm && strcmp(n->op_type, "Gemm")) return NULL;
+  for (int a = 0; !mm && a < n->n_attrs; a++)
+    if (!strcmp(n->attrs[a].name, "transB") && (n->attrs[a].type != KILN_ATTR_INT || n->attrs[a].i != 0)) return NULL;
+  const kiln_tensor *b = g->values[n->in[1]].init;
+  if (!b || b->dtype != KILN_F32 || b->strided || b->rank != 2 || !b->data || b->dims[0] < 1 || b->dims[1] < 1)
+    return NULL;
+  return b;
+}
+
+kiln_status kiln_cpu_gemm_prepack(const kiln_graph *g, kiln_cpu_gemm_packs **out, size_t *bytes) {
+  *out = NULL;
+  if (bytes) *bytes = 0;
+  int64_t limit = gemm_prepack_limit();
+  if (!kiln_sgemm_pack_reader() || !limit || g->n_nodes < 1) return KILN_OK;
+  kiln_cpu_gemm_packs *p = NULL;
+  size_t total = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kiln_tensor *b = const_b(g, &g->nodes[i]);
+    if (!b || b->numel > limit / (int64_t)sizeof(float)) continue;
+    bool have = false; /* one pack per B, whichever nodes read it */
+    for (int k = 0; p && k < p->n && !have; k++) have = p->at[k].src == (const float *)b->data;
+    if (have) continue;
+    if (!p && !(p = kiln_calloc(1, sizeof *p))) return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM weight packs");
+    kiln_cpu_gemm_pack *q = kiln_realloc(p->at, sizeof *q * (size_t)(p->n + 1));
+    if (!q) {
+      kiln_cpu_gemm_packs_free(p);
+      return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM weight packs");
+    }
+    p->at = q;
+    int64_t K = b->dims[0], N = b->dims[1], nf = kiln_sgemm_wide_pack_b_floats(K, N);
+    float *d = kiln_malloc((size_t)nf * sizeof *d);
+    if (!d) {
+      kiln_cpu_gemm_packs_free(p);
+      return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of %s node '%s'", g->nodes[i].op_type,
+                       g->nodes[i].name ? g->nodes[i].name : "");
+    }
+    kiln_sgemm_wide_pack_b((const float *)b->data, N, K, N, d);
+    p->at[p->n++] = (kiln_cpu_gemm_pack){(const float *)b->data, K, N, d};
+    total += (size_t)nf * sizeof *d;
+  }
+  if (p) {
+    pthread_mutex_lock(&reg_mu);
+    p->next = greg_head;
+    greg_head = p;
+    pthread_mutex_unlock(&reg_mu);
+  }
+  *out = p;
+  if (bytes) *bytes = total;
+  return KILN_OK;
+}
+
+const float *kiln_cpu_gemm_pack_find(const float *b, int64_t K, int64_t N, int64_t ldb) {
+  const float *r = NULL;
+  if (ldb != N) return NULL;
+  pthread_mutex_lock(&reg_mu);
+  for (kiln_cpu_gemm_packs *q = greg_head; q && !r; q = q->next)
+    for (int i = 0; i < q->n && !r; i++)
+      if (q->at[i].src == b && q->at[i].K == K && q->at[i].N == N) r = q->at[i].data;
+  pthread_mutex_unlock(&reg_mu);
+  return r;
+}

@@ -46,4 +46,26 @@ typedef struct kiln_cpu_conv_pack {
 } kiln_cpu_conv_pack;
 const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n);
 
+/* Gemm / MatMul weights packed once (GEMM_CONV.md, "GEMM weights packed
+ * once"). kiln_cpu_gemm_prepack: for every MatMul whose B is a 2-D float32
+ * initializer and every Gemm whose B is one with transB = 0 (after
+ * kiln_cpu_pretranspose), dense, of at most 16 MiB (KILN_GEMM_PREPACK: 0
+ * none, N: N MiB, all: no limit), B is packed into the wide SGEMM's B-panel
+ * layout (sgemm.h kiln_sgemm_wide_pack_b), when kiln_sgemm_pack_reader() is
+ * set at plan time; one pack per B whatever nodes read it. B stays (the
+ * same readers as Conv's W). The packs are registered by B's data pointer
+ * until kiln_cpu_gemm_packs_free. */
+typedef struct kiln_cpu_gemm_packs kiln_cpu_gemm_packs;
+kiln_status kiln_cpu_gemm_prepack(const kiln_graph *g, kiln_cpu_gemm_packs **out, size_t *bytes);
+void kiln_cpu_gemm_packs_free(kiln_cpu_gemm_packs *p);
+typedef struct kiln_cpu_gemm_pack {
+  const float *src;
+  int64_t K, N;
+  float *data;
+} kiln_cpu_gemm_pack;
+/* The pack made from B data b (K x N, leading dimension ldb == N), or
+ * NULL. Valid while the plan that made it lives; read it only with
+ * kiln_sgemm_pack_reader()'s micro-kernel (kiln_sgemm_wide_pb). */
+const float *kiln_cpu_gemm_pack_find(const float *b, int64_t K, int64_t N, int64_t ldb);
+
 #endif

@@ -83,6 +83,18 @@ void kiln_sgemm_wide_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, f
  * 1, A, ...) with the A the pack was made from. */
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* B packed once for the wide GEMM: B (K x N, not transposed, leading
+ * dimension ldb) in the B-panel layout — per KC slice of 256 rows, the
+ * 32-column strips (columns past N zero), the slice at offset p0 · Npad
+ * (Npad = N rounded up to 32). The values are exactly those the GEMM packs
+ * per call, so a product from the pack is bit-identical to one from B. */
+int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N);
+void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, float *dst);
+/* The wide GEMM, C = alpha·op(A)·bpack + beta·C, B taken from a pack. Same
+ * results as kiln_sgemm_wide(micro, transA, false, ...) with the B the pack
+ * was made from. */
+kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, bool transA, int64_t M, int64_t N, int64_t K, float alpha,
+                               const float *A, int64_t lda, const float *bpack, float beta, float *C, int64_t ldc);
 /* The micro-kernel that reads wide A packs under the current setting: the
  * AVX-512 one when kiln_sgemm would run kiln's wide GEMM (AVX2 setting,
  * AVX-512F usable, KILN_SGEMM not blas), else NULL (base setting: the

@@ -10,6 +10,10 @@
  *    general, pointwise, grouped and 1-D/3-D shapes, with bias; and under
  *    the base setting (KILN_CPU_ISA=base forced) a pack made for the wide
  *    GEMM is not read (the result equals base without a pack).
+ * 3. The same for B packed once (kiln_sgemm_wide_pack_b / kiln_sgemm_wide_pb,
+ *    kiln_cpu_gemm_prepack): the GEMM on awkward sizes (N past one NC
+ *    block, A transposed, alpha and beta), and MatMul / Gemm nodes run with
+ *    and without the pack.
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +86,133 @@ static void test_gemm(void) {
         for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
           gemm_case(micro, v ? "avx512" : "base", Ms[a], Ns[b], Ks[c], Ks[c] + (int64_t)(a % 2) * 3);
   }
+}
+
+/* The wide GEMM from a pre-packed B equals the wide GEMM packing B per
+ * call, bit for bit (A plain or transposed, alpha and beta). */
+static void gemm_case_b(kiln_sgemm_micro_fn micro, const char *mname, int64_t M, int64_t N, int64_t K, bool ta) {
+  int64_t lda = ta ? M + 2 : K + 1;
+  float *A = rand_buf((ta ? K : M) * lda), *B = rand_buf(K * N), *C1 = malloc((size_t)(M * N) * sizeof(float)),
+        *C2 = malloc((size_t)(M * N) * sizeof(float));
+  int64_t np = kiln_sgemm_wide_pack_b_floats(K, N);
+  float *pk = malloc((size_t)np * sizeof(float));
+  for (int64_t i = 0; i < M * N; i++) C1[i] = C2[i] = frand();
+  kiln_sgemm_wide_pack_b(B, N, K, N, pk);
+  float beta = (M + K) % 2 ? 0.0f : 0.5f, alpha = ta ? 0.75f : 1.0f;
+  kiln_status s1 = kiln_sgemm_wide(micro, ta, false, M, N, K, alpha, A, lda, B, N, beta, C1, N);
+  kiln_status s2 = kiln_sgemm_wide_pb(micro, ta, M, N, K, alpha, A, lda, pk, beta, C2, N);
+  CHECK(!s1 && !s2 && !memcmp(C1, C2, (size_t)(M * N) * sizeof(float)),
+        "wide GEMM (%s) M %lld N %lld K %lld transA %d: packed B differs", mname, (long long)M, (long long)N,
+        (long long)K, ta);
+  free(A);
+  free(B);
+  free(C1);
+  free(C2);
+  free(pk);
+}
+
+static void test_gemm_b(void) {
+  /* N past one NC block (2048) and N tails; K tails past KC (256) */
+  static const int64_t Ms[] = {1, 13, 64, 205}, Ns[] = {1, 31, 33, 2100}, Ks[] = {1, 7, 257, 600};
+  for (int v = 0; v < 2; v++) {
+    kiln_sgemm_micro_fn micro = v ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base;
+    if (v && !kiln_la_cpu_has_avx512()) continue;
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+      for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
+          gemm_case_b(micro, v ? "avx512" : "base", Ms[a], Ns[b], Ks[c], (a + b + c) % 2);
+  }
+}
+
+/* MatMul and Gemm nodes whose B is a constant: the kernel run with the
+ * plan's B pack (kiln_cpu_gemm_prepack) equals the run without, bit for
+ * bit; the pack is read (spoiling it changes the result); freed, it is no
+ * longer found; under the base setting it is not read. */
+static kiln_status run_node(const kiln_graph *g, const kiln_tensor *const *in, int n_in, kiln_tensor *y) {
+  const kiln_node *n = &g->nodes[0];
+  const kiln_cpu_kernel_def *k = kiln_cpu_kernel_find("", n->op_type);
+  bool used = true, declined = false;
+  memset(y, 0, sizeof *y);
+  kiln_op_call c = {g, n, 13, n_in, in, 1, y, &used};
+  kiln_status s = k ? k->run(&c, NULL, &declined) : KILN_E_UNSUPPORTED_OP;
+  return s ? s : declined ? KILN_E_UNSUPPORTED_OP : KILN_OK;
+}
+
+static void gemm_node_case(const char *op, int64_t M, int64_t K, int64_t N, bool with_c) {
+  int64_t ad[2] = {M, K}, bd[2] = {K, N}, cd[1] = {N};
+  kiln_tensor a = {0}, b = {0}, cc = {0};
+  kiln_tensor_alloc(&a, KILN_F32, 2, ad);
+  kiln_tensor_alloc(&b, KILN_F32, 2, bd);
+  kiln_tensor_alloc(&cc, KILN_F32, 1, cd);
+  for (int64_t i = 0; i < a.numel; i++) ((float *)a.data)[i] = frand();
+  for (int64_t i = 0; i < b.numel; i++) ((float *)b.data)[i] = frand();
+  for (int64_t i = 0; i < cc.numel; i++) ((float *)cc.data)[i] = frand();
+  kiln_attr at[1];
+  memset(at, 0, sizeof at);
+  at[0] = (kiln_attr){.name = (char *)"alpha", .type = KILN_ATTR_FLOAT, .f = 0.5f};
+  bool gemm = !strcmp(op, "Gemm");
+  int n_in = gemm && with_c ? 3 : 2, ins[3] = {0, 1, 2}, outs[1] = {3};
+  kiln_node node = {(char *)"g0", (char *)op, (char *)"", 13, n_in, 1, gemm ? 1 : 0, ins, outs, gemm ? at : NULL};
+  kiln_value vals[4];
+  memset(vals, 0, sizeof vals);
+  for (int i = 0; i < 4; i++) vals[i].producer = -1;
+  vals[1].init = &b;
+  vals[3].producer = 0;
+  kiln_graph g;
+  memset(&g, 0, sizeof g);
+  g.n_values = 4;
+  g.values = vals;
+  g.n_nodes = 1;
+  g.nodes = &node;
+  const kiln_tensor *in[3] = {&a, &b, &cc};
+  char what[96];
+  snprintf(what, sizeof what, "%s %lldx%lldx%lld%s", op, (long long)M, (long long)K, (long long)N, n_in > 2 ? " +C" : "");
+  kiln_tensor y0, y1, y2, y3;
+  kiln_status s0 = run_node(&g, in, n_in, &y0); /* no pack */
+  kiln_cpu_gemm_packs *pk = NULL;
+  size_t bytes = 0;
+  kiln_status sp = kiln_cpu_gemm_prepack(&g, &pk, &bytes);
+  CHECK(!s0 && !sp, "%s: run %d, prepack %d", what, (int)s0, (int)sp);
+  bool reader = kiln_sgemm_pack_reader() != NULL;
+  CHECK(reader == (pk != NULL), "%s: a pack made (%d) where the wide GEMM reads packs (%d)", what, pk != NULL, reader);
+  const float *q = kiln_cpu_gemm_pack_find(b.data, K, N, N);
+  if (pk)
+    CHECK(q && bytes == (size_t)kiln_sgemm_wide_pack_b_floats(K, N) * sizeof(float), "%s: pack of %zu bytes", what,
+          bytes);
+  kiln_status s1 = run_node(&g, in, n_in, &y1); /* with the pack */
+  CHECK(!s1 && y0.numel == y1.numel && !memcmp(y0.data, y1.data, (size_t)y0.numel * sizeof(float)),
+        "%s: packed and unpacked B differ", what);
+  if (q) { /* the pack is what the kernel reads */
+    float *d = (float *)q, keep = d[0];
+    d[0] = 1e30f;
+    kiln_tensor yz;
+    kiln_status sz = run_node(&g, in, n_in, &yz);
+    CHECK(!sz && memcmp(y0.data, yz.data, (size_t)y0.numel * sizeof(float)), "%s: the pack was not read", what);
+    d[0] = keep;
+    kiln_tensor_release(&yz);
+  }
+  kiln_la_force_isa(KILN_VM_ISA_BASE);
+  kiln_status s2 = run_node(&g, in, n_in, &y2);
+  kiln_cpu_gemm_packs_free(pk);
+  CHECK(!kiln_cpu_gemm_pack_find(b.data, K, N, N), "%s: pack still registered after free", what);
+  kiln_status s3 = run_node(&g, in, n_in, &y3);
+  kiln_la_force_isa(KILN_VM_NISA);
+  CHECK(!s2 && !s3 && !memcmp(y2.data, y3.data, (size_t)y2.numel * sizeof(float)),
+        "%s: base setting with a pack made differs from base without", what);
+  kiln_tensor_release(&y0);
+  kiln_tensor_release(&y1);
+  kiln_tensor_release(&y2);
+  kiln_tensor_release(&y3);
+  kiln_tensor_release(&a);
+  kiln_tensor_release(&b);
+  kiln_tensor_release(&cc);
+}
+
+static void test_gemm_nodes(void) {
+  gemm_node_case("MatMul", 64, 300, 70, false);
+  gemm_node_case("MatMul", 5, 33, 2100, false);
+  gemm_node_case("Gemm", 64, 257, 45, true);
+  gemm_node_case("Gemm", 13, 16, 31, false);
 }
 
 /* ---- 2. the Conv kernel ---- */
@@ -210,7 +341,9 @@ int main(void) {
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
          kiln_sgemm_pack_reader() ? "read (AVX-512)" : "not read here (base setting, OpenBLAS or no AVX-512F)");
   test_gemm();
+  test_gemm_b();
   test_conv();
+  test_gemm_nodes();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
