@@ -205,8 +205,8 @@ static const kiln_vm_fn avx2_fns[KILN_VM_NOPS] = {
 #ifdef KILN_VM_HAVE_AVX512
 /* the AVX2 setting on a CPU with AVX-512F: the same results, 16 lanes */
 static const kiln_vm_fn avx512_fns[KILN_VM_NOPS] = {
-    kiln_vm_exp_avx512, kiln_vm_log_avx2_fma, kiln_vm_tanh_avx512, kiln_vm_sigmoid_avx512, kiln_vm_erf_avx2_fma};
-static const bool avx512_has[KILN_VM_NOPS] = {true, false, true, true, false};
+    kiln_vm_exp_avx512, kiln_vm_log_avx2_fma, kiln_vm_tanh_avx512, kiln_vm_sigmoid_avx512, kiln_vm_erf_avx512};
+static const bool avx512_has[KILN_VM_NOPS] = {true, false, true, true, true};
 #endif
 
 /* The process's one piece of global state: what the CPU has and the ISA

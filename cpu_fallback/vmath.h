@@ -66,7 +66,7 @@ void kiln_vm_tanh_avx2_fma(size_t n, const float *x, float *y);
 void kiln_vm_sigmoid_avx2_fma(size_t n, const float *x, float *y);
 void kiln_vm_erf_avx2_fma(size_t n, const float *x, float *y);
 
-/* AVX-512F versions of exp, tanh and sigmoid (vmath_avx512.c), bit-identical
+/* AVX-512F versions of exp, tanh, sigmoid and erf (vmath_avx512.c), bit-identical
  * to the AVX2 kernels. Only callable where kiln_vm_cpu_has_avx512() is
  * true. Under the AVX2 setting the entry points (kiln_vm_exp, …) use them
  * where the CPU has AVX-512F; kiln_vm_kernel(op, KILN_VM_ISA_AVX2) still
@@ -74,6 +74,7 @@ void kiln_vm_erf_avx2_fma(size_t n, const float *x, float *y);
 void kiln_vm_exp_avx512(size_t n, const float *x, float *y);
 void kiln_vm_tanh_avx512(size_t n, const float *x, float *y);
 void kiln_vm_sigmoid_avx512(size_t n, const float *x, float *y);
+void kiln_vm_erf_avx512(size_t n, const float *x, float *y);
 /* The AVX-512F kernel of op, or NULL (no such kernel, or not usable here). */
 kiln_vm_fn kiln_vm_kernel_avx512(kiln_vm_op op);
 /* True when kiln_vm_cpu_has_avx2() is and the CPU has AVX-512F (cpuid leaf

@@ -1,4 +1,4 @@
-/* cpu_fallback/vmath_avx512: AVX-512F versions of exp, tanh and sigmoid
+/* cpu_fallback/vmath_avx512: AVX-512F versions of exp, tanh, sigmoid and erf
  * (`kiln_vm_*_avx512`), 16 lanes at a time. Built with -mavx512f -mfma;
  * used only where kiln_vm_cpu_has_avx512() said yes. Each lane function is
  * vmath_avx2.c's, operation for operation (blends become mask blends, the
@@ -72,6 +72,31 @@ static inline __m512 sigmoid16(__m512 x) {
   return nan_through(x, _mm512_div_ps(num, d));
 }
 
+/* erf x (vmath_avx2.c erf8, operation for operation): both branches, blended. */
+static inline __m512 erf16(__m512 x) {
+  __m512 a = abs_of(x);
+  __m512 s = _mm512_mul_ps(x, x);
+  __m512 r = SET1(KILN_VM_ERF_S0);
+  r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S1));
+  r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S2));
+  r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S3));
+  r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S4));
+  r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S5));
+  __m512 small = _mm512_fmadd_ps(r, x, x);
+  __m512 t = _mm512_min_ps(a, SET1(KILN_VM_ERF_CLAMP));
+  __m512 t2 = _mm512_mul_ps(t, t);
+  __m512 q = _mm512_fmadd_ps(SET1(KILN_VM_ERF_L0), t, SET1(KILN_VM_ERF_L1));
+  __m512 u = _mm512_fmadd_ps(SET1(KILN_VM_ERF_L2), t, SET1(KILN_VM_ERF_L3));
+  q = _mm512_fmadd_ps(q, t2, u);
+  q = _mm512_fmadd_ps(q, t, SET1(KILN_VM_ERF_L4));
+  q = _mm512_fmadd_ps(q, t, SET1(KILN_VM_ERF_L5));
+  q = _mm512_fmadd_ps(q, t, SET1(KILN_VM_ERF_L6));
+  q = _mm512_fmsub_ps(q, t, t);
+  __m512 big = or_ps(_mm512_sub_ps(SET1(1.0f), exp16(q)), sign_of(x));
+  r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, SET1(KILN_VM_ERF_SPLIT), _CMP_LE_OQ), big, small);
+  return nan_through(x, r);
+}
+
 #define KILN_VM_AVX512(name, lane)                                                       \
   void name(size_t n, const float *x, float *y) {                                        \
     size_t i = 0;                                                                        \
@@ -84,4 +109,5 @@ static inline __m512 sigmoid16(__m512 x) {
 KILN_VM_AVX512(kiln_vm_exp_avx512, exp16)
 KILN_VM_AVX512(kiln_vm_tanh_avx512, tanh16)
 KILN_VM_AVX512(kiln_vm_sigmoid_avx512, sigmoid16)
+KILN_VM_AVX512(kiln_vm_erf_avx512, erf16)
 #undef KILN_VM_AVX512

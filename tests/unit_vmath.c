@@ -209,7 +209,7 @@ static void test_twins(void) {
       diff = 0;
       for (size_t i = 0; i < n; i++) diff += !same(in[2 + i], yb[3 + i]);
       CHECK(diff == 0, "%s n=%zu in place: %zu lanes differ", kiln_vm_op_name((kiln_vm_op)op), n, diff);
-      /* the AVX-512F version (exp, tanh, sigmoid), where the CPU has it */
+      /* the AVX-512F version (exp, tanh, sigmoid, erf), where the CPU has it */
       kiln_vm_fn w = kiln_vm_kernel_avx512((kiln_vm_op)op);
       if (w) {
         for (size_t i = 0; i < n + 16; i++) ya[i] = sentinel;
