@@ -95,15 +95,15 @@ static kiln_status gemm_panels(bool ta, bool tb, int64_t rows, int64_t N, int64_
                                const void *fctx, const kiln_cpu_epilogue *ep) {
   int64_t pr = ep ? panel_rows(rows, N) : rows;
   /* a constant B packed when the plan was made (prepack.h), read by the
-     micro-kernel it was packed for */
-  kiln_sgemm_micro_fn micro = tb ? NULL : kiln_sgemm_pack_reader();
+     micro-kernel it was packed for (A plain, alpha 1: the pack path's form) */
+  kiln_sgemm_micro_fn micro = tb || ta || alpha != 1.0f ? NULL : kiln_sgemm_pack_reader();
   const float *bpack = micro ? kiln_cpu_gemm_pack_find(B, K, N, ldb) : NULL;
   for (int64_t r0 = 0; r0 < rows; r0 += pr) {
     int64_t r = rows - r0 < pr ? rows - r0 : pr;
     float *y = Y + r0 * N;
     if (fill) fill(fctx, r0, r, y);
-    kiln_status s = bpack ? kiln_sgemm_wide_pb(micro, ta, r, N, K, alpha, A + r0 * (ta ? 1 : lda), lda, bpack,
-                                               fill ? 1.0f : 0.0f, y, N)
+    kiln_status s = bpack ? kiln_sgemm_wide_pb(micro, r, N, K, A + r0 * lda, lda, NULL, bpack, fill ? 1.0f : 0.0f, y,
+                                               N)
                           : kiln_sgemm(ta, tb, r, N, K, alpha, A + r0 * (ta ? 1 : lda), lda, B, ldb,
                                        fill ? 1.0f : 0.0f, y, N);
     if (s) return s;

@@ -325,9 +325,10 @@ kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, 
   return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL);
 }
 
-kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, bool transA, int64_t M, int64_t N, int64_t K, float alpha,
-                               const float *A, int64_t lda, const float *bpack, float beta, float *C, int64_t ldc) {
-  return wide_run(micro, transA, false, M, N, K, alpha, A, lda, NULL, N, beta, C, ldc, NULL, bpack);
+kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                               int64_t lda, const float *apack, const float *bpack, float beta, float *C,
+                               int64_t ldc) {
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack);
 }
 
 int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N) { return (N + WNR - 1) / WNR * WNR * K; }

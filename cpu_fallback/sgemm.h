@@ -90,11 +90,12 @@ kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, 
  * per call, so a product from the pack is bit-identical to one from B. */
 int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N);
 void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, float *dst);
-/* The wide GEMM, C = alpha·op(A)·bpack + beta·C, B taken from a pack. Same
- * results as kiln_sgemm_wide(micro, transA, false, ...) with the B the pack
- * was made from. */
-kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, bool transA, int64_t M, int64_t N, int64_t K, float alpha,
-                               const float *A, int64_t lda, const float *bpack, float beta, float *C, int64_t ldc);
+/* The wide GEMM, C = A · bpack + beta·C: B from a pack, A from apack when
+ * not NULL, else row-major A (lda, alpha 1, not transposed). Same results
+ * as kiln_sgemm_wide with the A and B the packs were made from. */
+kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                               int64_t lda, const float *apack, const float *bpack, float beta, float *C,
+                               int64_t ldc);
 /* The micro-kernel that reads wide A packs under the current setting: the
  * AVX-512 one when kiln_sgemm would run kiln's wide GEMM (AVX2 setting,
  * AVX-512F usable, KILN_SGEMM not blas), else NULL (base setting: the
