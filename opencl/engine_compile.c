@@ -459,7 +459,10 @@ static kiln_status build(cstate *c) {
     v->prog_key = kiln_cl_program_key(c->p->dev, c->src.text, c->src.len, opts);
     void *bin = NULL;
     size_t len = 0;
-    if (binary_cache_enabled() && kiln_cl_cache_get(v->prog_key, &bin, &len)) {
+    if (kiln_cl_context_program_get(ctx, v->prog_key.hi, v->prog_key.lo, &v->prog)) { /* built in this process */
+      v->from_cache = true;
+      v->from_process = true;
+    } else if (binary_cache_enabled() && kiln_cl_cache_get(v->prog_key, &bin, &len)) {
       if (kiln_cl_program_from_binary(ctx, bin, len, opts, &v->prog)) {
         kiln_log(KILN_LOG_INFO, "opencl: cached binary rejected (%s): building from source", kiln_last_error());
         kiln_error_clear();
@@ -486,6 +489,7 @@ static kiln_status build(cstate *c) {
     } else {
       v->from_cache = true;
     }
+    if (!v->from_process) kiln_cl_context_program_put(ctx, v->prog_key.hi, v->prog_key.lo, v->prog);
   }
   struct timespec tb0, tb1, tb2;
   clock_gettime(CLOCK_MONOTONIC, &tb0);
@@ -640,7 +644,8 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     ms[k] = (double)(tc[k + 1].tv_sec - tc[k].tv_sec) * 1e3 + (double)(tc[k + 1].tv_nsec - tc[k].tv_nsec) / 1e6;
   kiln_log(KILN_LOG_INFO,
            "opencl plan '%s': rewrite+shapes %.1f ms, fusion+codegen+ops %.1f ms, memory %.1f ms, program %.1f ms (%s)",
-           g->name ? g->name : "", ms[0], ms[1], ms[2], ms[3], v->from_cache ? "kiln cache" : "source");
+           g->name ? g->name : "", ms[0], ms[1], ms[2], ms[3],
+           v->from_process ? "built earlier in this process" : v->from_cache ? "kiln cache" : "source");
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
   v->sched = c.ms; /* kept: a run binding the host's buffers checks its accesses */

@@ -73,7 +73,8 @@ typedef struct kiln_cl_variant {
   uint64_t arena_bytes;
   bool ran;
   int runs;         /* successful runs */
-  bool from_cache;  /* the program came from the kiln cache (a device binary) */
+  bool from_cache;  /* the program came from the kiln cache (a device binary) or the context's kept programs */
+  bool from_process; /* ... from the context's kept programs (built earlier in this process) */
   double build_ms;  /* clBuildProgram from source (0: from the cache) */
   cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
   kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */

@@ -581,7 +581,10 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   }
   if (!v->ran && v->prog)
     kiln_log(KILN_LOG_INFO, "opencl: program of '%s': %s, first run %.1f ms", g->name ? g->name : "",
-             v->from_cache ? "from the kiln cache" : "built from source", (t2 - t_start) / 1e6);
+             v->from_process ? "built earlier in this process"
+             : v->from_cache ? "from the kiln cache"
+                             : "built from source",
+             (t2 - t_start) / 1e6);
   if (v->runs == store_at && v->store_binary && v->prog)
     kiln_log(KILN_LOG_INFO, "opencl: program of '%s': binary stored in %.1f ms", g->name ? g->name : "",
              (now_ns() - t2) / 1e6);

@@ -9,6 +9,9 @@
 
 #include "ir/alloc.h"
 
+/* The kept programs' lock; false (nothing kept) when it cannot be made. */
+static void kept_init(kiln_cl_context *c) { c->kept_mu_ok = pthread_mutex_init(&c->kept_mu, NULL) == 0; }
+
 /* Driver notifications (asynchronous errors, lost devices) go to the log. */
 static void CL_CALLBACK context_notify(const char *info, const void *priv, size_t cb, void *user) {
   (void)priv;
@@ -24,6 +27,7 @@ kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **
     kiln_free(c);
     return kiln_fail(KILN_E_NOMEM, "out of memory creating an OpenCL context");
   }
+  kept_init(c);
   c->device = dev->device;
   snprintf(c->id, sizeof c->id, "%s", dev->id);
   c->max_work_group_size = dev->max_work_group_size;
@@ -58,12 +62,59 @@ kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **
   return KILN_OK;
 }
 
+static bool kept_enabled(void) {
+  const char *e = getenv("KILN_CL_PROGRAM_CACHE");
+  return !(e && !strcmp(e, "0"));
+}
+
+bool kiln_cl_context_program_get(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program *out) {
+  *out = NULL;
+  if (!c || !c->kept_mu_ok || !kept_enabled()) return false;
+  pthread_mutex_lock(&c->kept_mu);
+  for (int i = 0; i < KILN_CL_PROGRAMS_KEPT && !*out; i++) {
+    kiln_cl_kept_program *k = &c->kept[i];
+    if (k->prog && k->hi == hi && k->lo == lo && clRetainProgram(k->prog) == CL_SUCCESS) {
+      k->used = ++c->clock;
+      *out = k->prog;
+    }
+  }
+  pthread_mutex_unlock(&c->kept_mu);
+  return *out != NULL;
+}
+
+void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program p) {
+  if (!c || !p || !c->kept_mu_ok || !kept_enabled()) return;
+  pthread_mutex_lock(&c->kept_mu);
+  kiln_cl_kept_program *slot = NULL;
+  for (int i = 0; i < KILN_CL_PROGRAMS_KEPT; i++) {
+    kiln_cl_kept_program *k = &c->kept[i];
+    if (k->prog && k->hi == hi && k->lo == lo) { /* kept already (built twice at once) */
+      k->used = ++c->clock;
+      goto out;
+    }
+    if (!k->prog) { /* the first free slot */
+      if (!slot || slot->prog) slot = k;
+    } else if (!slot || (slot->prog && k->used < slot->used)) { /* else the least recently used */
+      slot = k;
+    }
+  }
+  if (slot && clRetainProgram(p) == CL_SUCCESS) {
+    if (slot->prog) clReleaseProgram(slot->prog);
+    *slot = (kiln_cl_kept_program){hi, lo, ++c->clock, p};
+  }
+out:
+  pthread_mutex_unlock(&c->kept_mu);
+}
+
 void kiln_cl_context_free(kiln_cl_context *c) {
   if (!c) return;
   if (c->queue) {
     clFinish(c->queue);
     clReleaseCommandQueue(c->queue);
   }
+  for (int i = 0; i < KILN_CL_PROGRAMS_KEPT; i++)
+    if (c->kept[i].prog) clReleaseProgram(c->kept[i].prog);
+  if (c->kept_mu_ok) pthread_mutex_destroy(&c->kept_mu);
   if (c->ctx) clReleaseContext(c->ctx);
   kiln_free(c->name);
   kiln_free(c);
@@ -318,6 +369,7 @@ kiln_status kiln_cl_context_wrap(const kiln_cl_device *dev, cl_context host, kil
     kiln_free(c);
     return kiln_fail(KILN_E_NOMEM, "out of memory wrapping an OpenCL context");
   }
+  kept_init(c);
   c->device = dev->device;
   snprintf(c->id, sizeof c->id, "%s", dev->id);
   c->max_work_group_size = dev->max_work_group_size;

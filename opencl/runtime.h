@@ -4,7 +4,10 @@
 #ifndef KILN_OPENCL_RUNTIME_H
 #define KILN_OPENCL_RUNTIME_H
 #include <CL/cl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ir/status.h"
 #include "opencl/device.h"
@@ -18,6 +21,14 @@
 /* One device's context and in-order queue, with the limits launches and
  * allocations are checked against. One thread at a time per context (the
  * kernels' arguments are set on shared cl_kernel objects). */
+/* Built programs the context keeps for the process (kiln_cl_context_program_get/put). */
+#define KILN_CL_PROGRAMS_KEPT 32
+typedef struct kiln_cl_kept_program {
+  uint64_t hi, lo; /* the program's key (opencl/cache.h kiln_cl_program_key) */
+  uint64_t used;   /* the context's clock at the last get or put: the least recent goes first */
+  cl_program prog; /* one reference held by the context; NULL: a free slot */
+} kiln_cl_kept_program;
+
 typedef struct kiln_cl_context {
   cl_context ctx;
   cl_command_queue queue;
@@ -26,6 +37,10 @@ typedef struct kiln_cl_context {
   char *name;   /* the device's name, for messages */
   size_t max_work_group_size, max_work_item_size0;
   cl_ulong max_mem_alloc_size, global_mem_size, local_mem_size;
+  pthread_mutex_t kept_mu; /* guards kept and clock (graphs compile from several threads) */
+  bool kept_mu_ok;
+  uint64_t clock;
+  kiln_cl_kept_program kept[KILN_CL_PROGRAMS_KEPT];
 } kiln_cl_context;
 
 /* Creates a context and an in-order queue on dev (which may be freed
@@ -39,8 +54,21 @@ kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **
  * device (or cannot be queried); nothing is retained on failure. */
 kiln_status kiln_cl_context_wrap(const kiln_cl_device *dev, cl_context host, kiln_cl_context **out);
 
-/* Waits for queued work (errors ignored), then releases everything. NULL-safe. */
+/* Waits for queued work (errors ignored), then releases everything (the
+ * kept programs too). NULL-safe. */
 void kiln_cl_context_free(kiln_cl_context *c);
+
+/* The context's per-process program cache: the last KILN_CL_PROGRAMS_KEPT
+ * programs built on it, by key (the kiln cache's program key: source,
+ * options, device, driver), so that a graph compiled again in the same
+ * process (a second onnxInitGraph of the same model, a variant of the same
+ * code) creates its kernels from the program already built instead of
+ * building it again. get: true with *out retained (the caller releases it
+ * as any program) on a hit. put: the context retains p; the least recently
+ * used entry is released when all are taken. KILN_CL_PROGRAM_CACHE=0 turns
+ * it off (get misses, put keeps nothing). Thread-safe. */
+bool kiln_cl_context_program_get(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program *out);
+void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program p);
 
 /* Waits until all queued work finished; a failed kernel shows up here. */
 kiln_status kiln_cl_finish(kiln_cl_context *c);

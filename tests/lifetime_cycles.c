@@ -18,7 +18,7 @@
  *    cycles): RSS alone misses a small leak that fills free heap holes;
  *  - open file descriptors (/proc/self/fd) before and after: equal;
  *  - live OpenCL objects (contexts, queues, buffers and sub-buffers,
- *    programs, kernels, events), counted by wrappers of the OpenCL entry
+ *    programs — references: clRetainProgram counts —, kernels, events), counted by wrappers of the OpenCL entry
  *    points that this executable exports (-rdynamic: the plugin's and
  *    CLBlast's calls resolve here first and are forwarded to the ICD
  *    loader's functions): before and after, equal.
@@ -127,6 +127,12 @@ WRAP cl_program clCreateProgramWithBinary(cl_context c, cl_uint n, const cl_devi
   cl_program r = next_clCreateProgramWithBinary(c, n, d, l, b, bs, e);
   CREATE(CL_PROG, r);
   return r;
+}
+WRAP cl_int clRetainProgram(cl_program p) { /* the context's kept programs: references count as objects */
+  NEXT(clRetainProgram);
+  cl_int st = next_clRetainProgram(p);
+  CREATE(CL_PROG, st == CL_SUCCESS);
+  return st;
 }
 WRAP cl_int clReleaseProgram(cl_program p) {
   NEXT(clReleaseProgram);
