@@ -317,10 +317,12 @@ static void put_map(gen *g, const kiln_views *m, const char *pre, const char *f,
  * output), each work item CL_TILE^2 / local of them in a loop (measured
  * on PoCL: faster than the same loop with a literal trip count or unrolled
  * 32x8 rows, and than 16x16 tiles of one element per item; larger tiles
- * did not help). The group count is fixed: n_items = groups * local. A launch with
- * a smaller local size (the launcher lowers sig->local to the kernel's
- * limit) takes the kernel's untiled branch instead (put_tile_open).
- * KILN_CL_TILE=0 prints the one-element-per-item form alone. */
+ * did not help). The group count is fixed: n_items = groups * local; any
+ * local size computes the same. The source also holds the untiled kernel
+ * as the tiled one's twin (kiln_cl_kernel_sig.twin), launched instead where
+ * the kernel takes fewer than `local` items per group (rusticl's llvmpipe:
+ * 32 for every kernel; there a kernel with a barrier ran 3-5x slower than
+ * the untiled one). KILN_CL_TILE=0 prints the untiled form alone. */
 #define CL_TILE 32
 #define CL_TILE_WG 256 /* PoCL compiles a kernel per local size: NULL or >= 256 */
 /* Where tiling pays (measured on PoCL, opencl/ENGINE.md): an input stride
@@ -385,32 +387,16 @@ static bool tile_plan(const kiln_views *m, size_t esize, const kiln_cl_device_in
   return true;
 }
 
-/* Opens the tile kernel: its local array, then the branch for a launch
- * with fewer items per group than printed (a driver whose kernels take
- * smaller work-groups: rusticl's llvmpipe reports 32 for every kernel; the
- * launcher lowers the local size to that): a loop over the elements the
- * launched groups cover, one at a time, reading through the map as the
- * untiled kernel does; `gid` is the element. put_tile_mid closes it. */
-static void put_tile_open(gen *g, const cl_tile *t, const char *ty, int64_t numel) {
-  sbuf *b = &g->b;
-  sb_put(b, "  __local %s kiln_tile[%d][%d]; /* padded: the transposed reads hit distinct banks */\n", ty, CL_TILE,
-         CL_TILE + 1);
-  /* the launched groups' elements: all of them, or a symbolic batch's rows */
-  sb_put(b,
-         "  if (get_local_size(0) != %zu) { /* untiled */\n"
-         "    const long klim = (long)get_num_groups(0) * %" PRId64 "L / %" PRId64 "L;\n"
-         "    for (%s gid = (%s)get_global_id(0); gid < klim; gid += (%s)get_global_size(0)) {\n",
-         t->local, numel, t->groups, g->ity, g->ity, g->ity);
-}
-
-/* Closes the untiled branch and prints the tiled path: the group's tile,
- * the load of input `a<acc>` into it along q and the barrier, then opens
- * the loop over the group's output elements along j: inside it `gid` is
- * the element's flat index and KT_ELEM its input value. */
-static void put_tile_mid(gen *g, const cl_tile *t, int acc) {
+/* Prints the tile kernel's head: the local array, the group's tile, the
+ * load of input `a<acc>` (element type ty) into it along q and the
+ * barrier, then opens the loop over the group's output elements along j:
+ * inside it `gid` is the element's flat index and KT_ELEM its input value.
+ * The caller prints the element and closes the loop and the kernel. */
+static void put_tile_head(gen *g, const cl_tile *t, int acc, const char *ty) {
   sbuf *b = &g->b;
   const char *I = g->ity;
-  sb_put(b, "    }\n    return;\n  }\n");
+  sb_put(b, "  __local %s kiln_tile[%d][%d]; /* padded: the transposed reads hit distinct banks */\n", ty, CL_TILE,
+         CL_TILE + 1);
   sb_put(b, "  const %s kg = (%s)get_group_id(0);\n  const uint kl = get_local_id(0), kls = get_local_size(0);\n", I, I);
   sb_put(b, "  const %s ktj = kg %% %" PRId64 ", ktq = kg / %" PRId64 " %% %" PRId64 ", kr = kg / %" PRId64 ";\n", I,
          t->tj, t->tj, t->tq, t->tj * t->tq);
@@ -437,7 +423,17 @@ static void put_tile_mid(gen *g, const cl_tile *t, int acc) {
          CL_TILE * CL_TILE, I, CL_TILE, CL_TILE, CL_TILE, CL_TILE, t->shape[t->q], t->shape[t->j], I, t->ys[t->q]);
 }
 
-/* The tiled element of the loop put_tile_mid opened. */
+/* Appends the untiled twin `twin` (its source, taken) of a tiled kernel
+ * and names it in sig (see kiln_cl_kernel_sig.twin). */
+static kiln_status put_twin(gen *g, char *twin, const kiln_cl_kernel_sig *tsig, kiln_cl_kernel_sig *sig) {
+  sb_put(&g->b, "%s", twin);
+  kiln_free(twin);
+  snprintf(sig->twin, sizeof sig->twin, "%s", tsig->name);
+  sig->twin_items = tsig->n_items;
+  return g->b.oom ? kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel") : KILN_OK;
+}
+
+/* The tiled element of the loop put_tile_head opened. */
 _Static_assert(CL_TILE == 32, "KT_ELEM spells the tile size");
 #define KT_ELEM "kiln_tile[e % 32][e / 32]"
 
@@ -873,11 +869,12 @@ static kiln_status put_body(gen *g) {
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig);
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
+                           kiln_cl_kernel_sig *sig);
 
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig) {
-  return codegen(spec, dev, name, NULL, NULL, 0, source, sig);
+  return codegen(spec, dev, name, NULL, NULL, 0, true, source, sig);
 }
 
 kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
@@ -888,11 +885,12 @@ kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_d
     if (obs_expr[j] < 0 || obs_expr[j] >= spec->n_expr || spec->expr[obs_expr[j]].dtype != KILN_F32 ||
         spec->expr[obs_expr[j]].reduced)
       return kiln_fail(KILN_E_INTERNAL, "opencl codegen: observed expression %d is not float32", obs_expr[j]);
-  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, source, sig);
+  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, false, source, sig);
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig) {
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
+                           kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -907,7 +905,16 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
   g.ity = small ? "int" : "long";
   g.isuf = small ? "" : "L";
   cl_tile tp;
-  g.tiled = n_obs ? 0 : tiled_access(spec, dev, &tp) + 1;
+  g.tiled = n_obs || !tile_ok ? 0 : tiled_access(spec, dev, &tp) + 1;
+  char *twin = NULL;
+  kiln_cl_kernel_sig tsig;
+  if (g.tiled) { /* the untiled twin first (see put_twin) */
+    char tname[72];
+    snprintf(tname, sizeof tname, "%su", name);
+    if (strlen(tname) >= sizeof sig->name) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+    s = codegen(spec, dev, tname, NULL, NULL, 0, false, &twin, &tsig);
+    if (s) return s;
+  }
   if (!g.tiled && !n_obs && vec4_ok(spec)) return codegen_vec4(&g, name, source, sig);
   const cl_dialect *d = &opencl12;
   sbuf *b = &g.b;
@@ -947,14 +954,9 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
       sb_put(b, "  float kiln_mn%d = INFINITY, kiln_mx%d = -INFINITY;\n  uint kiln_nan%d = 0, kiln_pi%d = 0, kiln_ni%d = 0;\n",
              j, j, j, j, j);
     sb_put(b, "  if (%s < %" PRId64 ") {\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity, d->gid);
-  } else if (g.tiled) { /* the untiled loop, then the tiled one (put_tile_open) */
+  } else if (g.tiled) {
     sb_put(b, ") {\n");
-    put_tile_open(&g, &tp, ctype(spec->sh->v[spec->access[g.tiled - 1].value].dtype), spec->numel);
-    int ta = g.tiled;
-    g.tiled = 0;
-    s = put_body(&g);
-    g.tiled = ta;
-    put_tile_mid(&g, &tp, ta - 1);
+    put_tile_head(&g, &tp, g.tiled - 1, ctype(spec->sh->v[spec->access[g.tiled - 1].value].dtype));
     sig->n_items = tp.groups * (int64_t)tp.local;
     sig->local = tp.local;
   } else {
@@ -1001,6 +1003,12 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
   }
   if (g.tiled) sb_put(b, "  }\n"); /* the tile's loop */
   sb_put(b, "}\n");
+  if (g.tiled) {
+    kiln_status st = put_twin(&g, twin, &tsig, sig);
+    twin = NULL;
+    if (!s) s = st;
+  }
+  kiln_free(twin);
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
   if (s) {
     kiln_free(b->p);
@@ -1042,8 +1050,16 @@ static kiln_status alias_done(sbuf *b, char **source, kiln_cl_kernel_sig *sig) {
   return KILN_OK;
 }
 
+static kiln_status alias_copy(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev, const char *name,
+                              bool tile_ok, char **source, kiln_cl_kernel_sig *sig);
+
 kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev,
                                   const char *name, char **source, kiln_cl_kernel_sig *sig) {
+  return alias_copy(spec, alias, dev, name, true, source, sig);
+}
+
+static kiln_status alias_copy(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev, const char *name,
+                              bool tile_ok, char **source, kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -1077,16 +1093,24 @@ kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const k
   sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, 0, al->value, t, top->numel};
   if (sig->uses_fp64) sb_put(b, "%s", d->fp64_pragma);
   cl_tile tp;
-  if (!masked && tile_plan(&ac->map, kiln_dtype_size(t), dev, &tp)) {
+  if (tile_ok && !masked && tile_plan(&ac->map, kiln_dtype_size(t), dev, &tp)) {
+    char tname[72], *twin = NULL;
+    kiln_cl_kernel_sig tsig;
+    snprintf(tname, sizeof tname, "%su", name);
+    if (strlen(tname) >= sizeof sig->name) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+    kiln_status s = alias_copy(spec, alias, dev, tname, false, &twin, &tsig);
+    if (s) return s;
     sig->n_items = tp.groups * (int64_t)tp.local;
     sig->local = tp.local;
     sb_put(b, "%s %s(%s const %s *restrict a0, %s %s *s0) {\n", d->kernel, name, d->global, ty, d->global, ty);
-    bool m2;
-    put_tile_open(&g, &tp, ty, top->numel);
-    put_map(&g, &ac->map, "a0", "gid", &m2);
-    sb_put(b, "  s0[gid] = a0[a0o0];\n");
-    put_tile_mid(&g, &tp, 0);
+    put_tile_head(&g, &tp, 0, ty);
     sb_put(b, "    s0[gid] = %s;\n  }\n}\n", KT_ELEM);
+    s = put_twin(&g, twin, &tsig, sig);
+    if (s) {
+      kiln_free(b->p);
+      memset(sig, 0, sizeof *sig);
+      return s;
+    }
     return alias_done(b, source, sig);
   }
   sb_put(b, "%s %s(%s const %s *restrict a0, %s %s *s0) {\n", d->kernel, name, d->global, ty, d->global, ty);

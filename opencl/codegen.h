@@ -42,6 +42,13 @@ typedef struct kiln_cl_kernel_sig {
      the launcher; one more argument after args: the partials buffer).
      0: the driver's. */
   size_t local;
+  /* a kernel tiled through local memory (local > 0): the same computation
+     untiled, in the same source, named twin, launched over twin_items with
+     the driver's local size where the tiled kernel takes fewer than `local`
+     items per group (CL_KERNEL_WORK_GROUP_SIZE; the launcher swaps them at
+     bind); "" for other kernels */
+  char twin[64];
+  int64_t twin_items;
   int n_obs;
   int obs_value[16];  /* the values reduced, in partial order */
   int64_t obs_numel;  /* elements of the domain */
