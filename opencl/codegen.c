@@ -308,8 +308,8 @@ static void put_map(gen *g, const kiln_views *m, const char *pre, const char *f,
 /* transposed reads tiled through local memory                         */
 
 /* A read whose map walks the output's innermost dim with a large stride
- * (a transpose of the innermost dims) costs 25-35x a contiguous one on
- * PoCL. Such a read is tiled: one work-group per CL_TILE x CL_TILE tile of
+ * (a transpose of the innermost dims) costs 11-58x a copy on PoCL
+ * (opencl/ENGINE.md). Where that pays, such a read is tiled: one work-group per CL_TILE x CL_TILE tile of
  * the plane (q, j) — j the output's innermost dim, q the dim the input
  * walks with stride 1 — and per index `r` of the remaining dims; the group
  * reads the tile along q (contiguous in the input) into a padded __local
