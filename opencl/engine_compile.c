@@ -496,6 +496,8 @@ static kiln_status build(cstate *c) {
     if ((s = kiln_cl_kernel_create(ctx, v->prog, sig->name, &v->kern[k]))) break;
     if (sig->twin[0] && v->kern[k].wg_size < sig->local) { /* a tiled kernel: its untiled twin (codegen.h) */
       kiln_cl_kernel_sig *w = &v->sig[k];
+      kiln_log(KILN_LOG_INFO, "opencl: kernel %s takes %zu items per group, its tiles %zu: its untiled twin %s",
+               w->name, v->kern[k].wg_size, w->local, w->twin);
       kiln_cl_kernel_free(&v->kern[k]);
       memcpy(w->name, w->twin, sizeof w->name);
       w->n_items = w->twin_items;
