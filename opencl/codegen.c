@@ -321,17 +321,20 @@ static void put_map(gen *g, const kiln_views *m, const char *pre, const char *f,
  * local size computes the same. The source also holds the untiled kernel
  * as the tiled one's twin (kiln_cl_kernel_sig.twin), launched instead where
  * the kernel takes fewer than `local` items per group (rusticl's llvmpipe:
- * 32 for every kernel; there a kernel with a barrier ran 3-5x slower than
- * the untiled one). KILN_CL_TILE=0 prints the untiled form alone. */
+ * 32 for every kernel; there the tiled kernel at 32 ran 1.1-3x slower than
+ * the untiled one, and an untiled branch inside the tiled kernel, tried
+ * first, 3-5x: the barrier's cost). KILN_CL_TILE=0 prints the untiled form
+ * alone. */
 #define CL_TILE 32
 #define CL_TILE_WG 256 /* PoCL compiles a kernel per local size: NULL or >= 256 */
-/* Where tiling pays (measured on PoCL, opencl/ENGINE.md): an input stride
- * along j of at least a page (4 KiB: at 2 KiB the tiles cost 1.05-1.2x the
- * strided reads), j at least 1024 wide (the strided reads keep j streams
- * in the caches: at 256 the tiles cost 1.5x, at 7-64 3-7x) and q at least
- * 32 wide (16: even; 4-8: the tiles cost 3-6x). KILN_CL_TILE=all takes
- * every transposed read with a 32-byte stride and 4-wide planes (the tests
- * run odd sizes through the tiles that way). */
+/* Where tiling pays (PoCL, opencl/ENGINE.md; speed-up = untiled time /
+ * tiled time): an input stride along j of at least a page (4 KiB; at 2 KiB
+ * 0.77-0.84), j at least 1024 wide (the strided reads keep j streams in
+ * the caches; 256 wide: 0.54-1.10, 7-64 wide: 0.10-0.36) and q at least 32
+ * wide (16: 0.64-1.02, 4-8: 0.11-0.34); 1024 and more on both: 2.3-3.5,
+ * 3.6-6.3 fused. KILN_CL_TILE=all takes every transposed read with a
+ * 32-byte stride and 4-wide planes (the tests run odd sizes through the
+ * tiles that way). */
 #define CL_TILE_MIN_STRIDE_BYTES 4096
 #define CL_TILE_MIN_J 1024
 #define CL_TILE_MIN_Q 32
