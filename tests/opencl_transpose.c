@@ -6,9 +6,8 @@
  * input); the kernel is printed tiled and untiled (KILN_CL_TILE=0), both
  * are run — the tiled one with its own local size and with a smaller one,
  * and its untiled twin — and compared with the reference backend (bit for
- * bit: the kernels move
- * or add values, as the reference does), and whether the tiled form was
- * printed is asserted. Exits 77 (skip) when no device is found.
+ * bit: the kernels move or add values, as the reference does), and whether
+ * the tiled form was printed is asserted. Exits 77 (skip) when no device is found.
  *   opencl_transpose [-v] [--bench]
  * --bench: the bench shapes, tiled vs untiled vs a plain copy kernel of
  * the same bytes, timed side by side (opencl/ENGINE.md has the numbers). */

@@ -5,7 +5,7 @@ codegen.c, tile_plan), in the ONNX node-test layout (model.onnx and
 test_data_set_0/input_K.pb / output_K.pb), expected outputs from numpy.
 Run through tests/tile_opencl_check.sh (ctest tile_suite_opencl_*).
 
-    /usr/bin/python3 tests/tile/make_tile.py   # python3-onnx, python3-numpy
+    PYTHON tests/tile/make_tile.py   # any Python with onnx and numpy, e.g. build/bench/venv
 
 Seeded and pinned to IR version 8: the files are the same bytes each run.
 """
