@@ -251,6 +251,7 @@ typedef struct gen {
   const char *isuf;
   bool fp64;
   kiln_dtype pool_dtype; /* anchor printers: the type of the pooled store's buffer */
+  int tiled;             /* the accessor read from the local tile, plus 1 (0: none; see tile_plan) */
 } gen;
 
 /* Prints the storage offset of view level `lvl` of map m at flat index
@@ -304,6 +305,161 @@ static void put_map(gen *g, const kiln_views *m, const char *pre, const char *f,
 }
 
 /* ------------------------------------------------------------------ */
+/* transposed reads tiled through local memory                         */
+
+/* A read whose map walks the output's innermost dim with a large stride
+ * (a transpose of the innermost dims) costs 11-58x a copy on PoCL
+ * (opencl/ENGINE.md). Where that pays, such a read is tiled: one work-group per CL_TILE x CL_TILE tile of
+ * the plane (q, j) — j the output's innermost dim, q the dim the input
+ * walks with stride 1 — and per index `r` of the remaining dims; the group
+ * reads the tile along q (contiguous in the input) into a padded __local
+ * array, waits at a barrier and writes along j (contiguous in the
+ * output), each work item CL_TILE^2 / local of them in a loop (measured
+ * on PoCL: faster than the same loop with a literal trip count or unrolled
+ * 32x8 rows, and than 16x16 tiles of one element per item; larger tiles
+ * did not help). The group count is fixed: n_items = groups * local; any
+ * local size computes the same. The source also holds the untiled kernel
+ * as the tiled one's twin (kiln_cl_kernel_sig.twin), launched instead where
+ * the kernel takes fewer than `local` items per group (rusticl's llvmpipe:
+ * 32 for every kernel; there the tiled kernel at 32 ran 1.1-3x slower than
+ * the untiled one, and an untiled branch inside the tiled kernel, tried
+ * first, 3-5x: the barrier's cost). KILN_CL_TILE=0 prints the untiled form
+ * alone. */
+#define CL_TILE 32
+#define CL_TILE_WG 256 /* PoCL compiles a kernel per local size: NULL or >= 256 */
+/* Where tiling pays (PoCL, opencl/ENGINE.md; speed-up = untiled time /
+ * tiled time): an input stride along j of at least a page (4 KiB; at 2 KiB
+ * 0.77-0.84), j at least 1024 wide (the strided reads keep j streams in
+ * the caches; 256 wide: 0.54-1.10, 7-64 wide: 0.10-0.36) and q at least 32
+ * wide (16: 0.64-1.02, 4-8: 0.11-0.34); 1024 and more on both: 2.3-3.5,
+ * 3.6-6.3 fused. KILN_CL_TILE=all takes every transposed read with a
+ * 32-byte stride and 4-wide planes (the tests run odd sizes through the
+ * tiles that way). */
+#define CL_TILE_MIN_STRIDE_BYTES 4096
+#define CL_TILE_MIN_J 1024
+#define CL_TILE_MIN_Q 32
+#define CL_TILE_ALL_STRIDE_BYTES 32
+#define CL_TILE_ALL_EXTENT 4
+
+typedef struct cl_tile {
+  int rank; /* the compacted map's dims; the output is row-major over shape */
+  int64_t shape[KILN_MAX_RANK], xs[KILN_MAX_RANK], ys[KILN_MAX_RANK], offset;
+  int q, j;
+  int64_t tq, tj, rest, groups;
+  size_t local;
+} cl_tile;
+
+/* Whether map m (the top view over the output, read for each element of
+ * a dense output of esize-byte elements) is worth tiling on dev; fills t. */
+static bool tile_plan(const kiln_views *m, size_t esize, const kiln_cl_device_info *dev, cl_tile *t) {
+  const char *e = getenv("KILN_CL_TILE");
+  if ((e && !strcmp(e, "0")) || m->depth != 1 || m->v[0].has_mask) return false;
+  kiln_view v;
+  kiln_view_compact(&m->v[0], &v);
+  if (v.has_mask || v.rank < 2) return false;
+  memset(t, 0, sizeof *t);
+  t->rank = v.rank;
+  t->j = v.rank - 1;
+  t->q = -1;
+  for (int d = 0; d < v.rank - 1; d++)
+    if (v.strides[d] == 1) t->q = d;
+  bool all = e && !strcmp(e, "all");
+  if (t->q < 0 || v.strides[t->j] <= 1 ||
+      (size_t)v.strides[t->j] * esize < (all ? CL_TILE_ALL_STRIDE_BYTES : CL_TILE_MIN_STRIDE_BYTES) ||
+      v.shape[t->q] < (all ? CL_TILE_ALL_EXTENT : CL_TILE_MIN_Q) ||
+      v.shape[t->j] < (all ? CL_TILE_ALL_EXTENT : CL_TILE_MIN_J))
+    return false;
+  size_t local = CL_TILE_WG;
+  while (local > 32 && ((dev->max_work_group_size && local > dev->max_work_group_size) ||
+                        (dev->max_work_item_size0 && local > dev->max_work_item_size0)))
+    local /= 2;
+  if (dev->local_mem_size && (cl_ulong)(CL_TILE * (CL_TILE + 1)) * esize > dev->local_mem_size) return false;
+  int64_t ys = 1;
+  for (int d = v.rank - 1; d >= 0; d--) {
+    t->shape[d] = v.shape[d];
+    t->xs[d] = v.strides[d];
+    t->ys[d] = ys;
+    ys *= v.shape[d];
+  }
+  t->offset = v.offset;
+  t->tq = (v.shape[t->q] + CL_TILE - 1) / CL_TILE;
+  t->tj = (v.shape[t->j] + CL_TILE - 1) / CL_TILE;
+  t->rest = v.numel / (v.shape[t->q] * v.shape[t->j]);
+  t->groups = t->tq * t->tj * t->rest;
+  t->local = local;
+  return true;
+}
+
+/* Prints the tile kernel's head: the local array, the group's tile, the
+ * load of input `a<acc>` (element type ty) into it along q and the
+ * barrier, then opens the loop over the group's output elements along j:
+ * inside it `gid` is the element's flat index and KT_ELEM its input value.
+ * The caller prints the element and closes the loop and the kernel. */
+static void put_tile_head(gen *g, const cl_tile *t, int acc, const char *ty) {
+  sbuf *b = &g->b;
+  const char *I = g->ity;
+  sb_put(b, "  __local %s kiln_tile[%d][%d]; /* padded: the transposed reads hit distinct banks */\n", ty, CL_TILE,
+         CL_TILE + 1);
+  sb_put(b, "  const %s kg = (%s)get_group_id(0);\n  const uint kl = get_local_id(0), kls = get_local_size(0);\n", I, I);
+  sb_put(b, "  const %s ktj = kg %% %" PRId64 ", ktq = kg / %" PRId64 " %% %" PRId64 ", kr = kg / %" PRId64 ";\n", I,
+         t->tj, t->tj, t->tq, t->tj * t->tq);
+  sb_put(b, "  %s kxb = %" PRId64 "%s, kyb = 0;\n", I, t->offset, g->isuf);
+  int64_t span = 1;
+  for (int d = t->rank - 1; d >= 0; d--) { /* the rest dims, row-major in kr */
+    if (d == t->q || d == t->j) continue;
+    sb_put(b, "  { const %s i = kr / %" PRId64 " %% %" PRId64 "; kxb += i * %" PRId64 "; kyb += i * %" PRId64 "; }\n",
+           I, span, t->shape[d], t->xs[d], t->ys[d]);
+    span *= t->shape[d];
+  }
+  sb_put(b,
+         "  for (uint e = kl; e < %d; e += kls) { /* along q: contiguous in the input */\n"
+         "    const %s qc = ktq * %d + e %% %d, jc = ktj * %d + e / %d;\n"
+         "    if (qc < %" PRId64 " && jc < %" PRId64 ") kiln_tile[e / %d][e %% %d] = a%d[kxb + qc + jc * %" PRId64 "];\n"
+         "  }\n  barrier(CLK_LOCAL_MEM_FENCE);\n",
+         CL_TILE * CL_TILE, I, CL_TILE, CL_TILE, CL_TILE, CL_TILE, t->shape[t->q], t->shape[t->j], CL_TILE, CL_TILE, acc,
+         t->xs[t->j]);
+  sb_put(b,
+         "  for (uint e = kl; e < %d; e += kls) { /* along j: contiguous in the output */\n"
+         "    const %s qc = ktq * %d + e / %d, jc = ktj * %d + e %% %d;\n"
+         "    if (qc >= %" PRId64 " || jc >= %" PRId64 ") continue;\n"
+         "    const %s gid = kyb + jc + qc * %" PRId64 ";\n",
+         CL_TILE * CL_TILE, I, CL_TILE, CL_TILE, CL_TILE, CL_TILE, t->shape[t->q], t->shape[t->j], I, t->ys[t->q]);
+}
+
+/* Appends the untiled twin `twin` (its source, taken) of a tiled kernel
+ * and names it in sig (see kiln_cl_kernel_sig.twin). */
+static kiln_status put_twin(gen *g, char *twin, const kiln_cl_kernel_sig *tsig, kiln_cl_kernel_sig *sig) {
+  sb_put(&g->b, "%s", twin);
+  kiln_free(twin);
+  snprintf(sig->twin, sizeof sig->twin, "%s", tsig->name);
+  sig->twin_items = tsig->n_items;
+  return g->b.oom ? kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel") : KILN_OK;
+}
+
+/* The tiled element of the loop put_tile_head opened. */
+_Static_assert(CL_TILE == 32, "KT_ELEM spells the tile size");
+#define KT_ELEM "kiln_tile[e % 32][e / 32]"
+
+/* The accessor of elementwise spec sp to tile (tile_plan), or -1: the
+ * group's only transposed read, and every store a dense row-major write of
+ * the domain (the tile's output order). Two transposed reads are not tiled
+ * (one local array per group; such groups keep the strided reads). */
+static int tiled_access(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev, cl_tile *t) {
+  int found = -1;
+  for (int k = 0; k < sp->n_store; k++)
+    if (sp->store[k].map.depth != 1 || !sp->store[k].map.v[0].contiguous) return -1;
+  for (int a = 0; a < sp->n_access; a++) {
+    cl_tile ta;
+    const kiln_fuse_access *ac = &sp->access[a];
+    if (ac->reduced || !tile_plan(&ac->map, kiln_dtype_size(sp->sh->v[ac->value].dtype), dev, &ta)) continue;
+    if (found >= 0) return -1;
+    found = a;
+    *t = ta;
+  }
+  return found;
+}
+
+/* ------------------------------------------------------------------ */
 /* expressions                                                         */
 
 /* Prints template t with arguments args (domain type ty, expression e). */
@@ -351,7 +507,8 @@ static kiln_status put_expr(gen *g, int i) {
     bool masked = false;
     for (int k = 0; k < a->map.depth; k++) masked |= a->map.v[k].has_mask;
     snprintf(src, sizeof src, "a%d[a%do0]", e->ref, e->ref);
-    if (masked) {
+    if (g->tiled == e->ref + 1) snprintf(src, sizeof src, "%s", KT_ELEM); /* unmasked (tile_plan) */
+    else if (masked) {
       sbuf pad = {0};
       if (kiln_dtype_is_float(bt)) put_float(&pad, bt, a->pad);
       else put_int(&pad, bt, (int64_t)a->pad);
@@ -685,12 +842,42 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
   *source = b->p;
   return KILN_OK;
 }
+/* One element of an elementwise spec at flat index `gid`: the accessor
+ * maps (not the tiled one's), the expressions and the stores. */
+static kiln_status put_body(gen *g) {
+  const kiln_fuse_spec *spec = g->sp;
+  sbuf *b = &g->b;
+  kiln_status s = KILN_OK;
+  for (int a = 0; a < spec->n_access; a++) {
+    char pre[16];
+    bool masked;
+    if (g->tiled == a + 1) continue;
+    snprintf(pre, sizeof pre, "a%d", a);
+    put_map(g, &spec->access[a].map, pre, "gid", &masked);
+  }
+  for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr(g, i);
+  for (int k = 0; k < spec->n_store && !s; k++) {
+    const kiln_fuse_store *st = &spec->store[k];
+    char pre[16], v[32];
+    bool masked;
+    snprintf(pre, sizeof pre, "s%d", k);
+    put_map(g, &st->map, pre, "gid", &masked);
+    snprintf(v, sizeof v, "v%d", st->expr);
+    if (masked) sb_put(b, "  if (s%dm) s%d[s%do0] = ", k, k, k);
+    else sb_put(b, "  s%d[s%do0] = ", k, k);
+    put_convert(b, spec->expr[st->expr].dtype, spec->sh->v[st->value].dtype, v);
+    sb_put(b, ";\n");
+  }
+  return s;
+}
+
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig);
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
+                           kiln_cl_kernel_sig *sig);
 
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig) {
-  return codegen(spec, dev, name, NULL, NULL, 0, source, sig);
+  return codegen(spec, dev, name, NULL, NULL, 0, true, source, sig);
 }
 
 kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
@@ -701,11 +888,12 @@ kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_d
     if (obs_expr[j] < 0 || obs_expr[j] >= spec->n_expr || spec->expr[obs_expr[j]].dtype != KILN_F32 ||
         spec->expr[obs_expr[j]].reduced)
       return kiln_fail(KILN_E_INTERNAL, "opencl codegen: observed expression %d is not float32", obs_expr[j]);
-  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, source, sig);
+  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, false, source, sig);
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, char **source, kiln_cl_kernel_sig *sig) {
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
+                           kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -719,7 +907,18 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
   bool small = fits_int(spec);
   g.ity = small ? "int" : "long";
   g.isuf = small ? "" : "L";
-  if (!n_obs && vec4_ok(spec)) return codegen_vec4(&g, name, source, sig);
+  cl_tile tp;
+  g.tiled = n_obs || !tile_ok ? 0 : tiled_access(spec, dev, &tp) + 1;
+  char *twin = NULL;
+  kiln_cl_kernel_sig tsig;
+  if (g.tiled) { /* the untiled twin first (see put_twin) */
+    char tname[72];
+    snprintf(tname, sizeof tname, "%su", name);
+    if (strlen(tname) >= sizeof sig->name) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+    s = codegen(spec, dev, tname, NULL, NULL, 0, false, &twin, &tsig);
+    if (s) return s;
+  }
+  if (!g.tiled && !n_obs && vec4_ok(spec)) return codegen_vec4(&g, name, source, sig);
   const cl_dialect *d = &opencl12;
   sbuf *b = &g.b;
   snprintf(sig->name, sizeof sig->name, "%s", name);
@@ -758,29 +957,16 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
       sb_put(b, "  float kiln_mn%d = INFINITY, kiln_mx%d = -INFINITY;\n  uint kiln_nan%d = 0, kiln_pi%d = 0, kiln_ni%d = 0;\n",
              j, j, j, j, j);
     sb_put(b, "  if (%s < %" PRId64 ") {\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity, d->gid);
+  } else if (g.tiled) {
+    sb_put(b, ") {\n");
+    put_tile_head(&g, &tp, g.tiled - 1, ctype(spec->sh->v[spec->access[g.tiled - 1].value].dtype));
+    sig->n_items = tp.groups * (int64_t)tp.local;
+    sig->local = tp.local;
   } else {
     sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, spec->numel, g.ity, g.ity,
            d->gid);
   }
-  for (int a = 0; a < spec->n_access; a++) {
-    char pre[16];
-    bool masked;
-    snprintf(pre, sizeof pre, "a%d", a);
-    put_map(&g, &spec->access[a].map, pre, "gid", &masked);
-  }
-  for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr(&g, i);
-  for (int k = 0; k < spec->n_store && !s; k++) {
-    const kiln_fuse_store *st = &spec->store[k];
-    char pre[16], v[32];
-    bool masked;
-    snprintf(pre, sizeof pre, "s%d", k);
-    put_map(&g, &st->map, pre, "gid", &masked);
-    snprintf(v, sizeof v, "v%d", st->expr);
-    if (masked) sb_put(b, "  if (s%dm) s%d[s%do0] = ", k, k, k);
-    else sb_put(b, "  s%d[s%do0] = ", k, k);
-    put_convert(b, spec->expr[st->expr].dtype, spec->sh->v[st->value].dtype, v);
-    sb_put(b, ";\n");
-  }
+  if (!s) s = put_body(&g);
   if (n_obs) { /* fold this element; after the loop, the work-group reduction */
     for (int j = 0; j < n_obs; j++)
       sb_put(b, "  kiln_mn%d = fmin(kiln_mn%d, v%d); kiln_mx%d = fmax(kiln_mx%d, v%d);\n"
@@ -818,7 +1004,14 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
               "    }\n",
            wg, n_obs, wg, n_obs, n_obs, wg);
   }
+  if (g.tiled) sb_put(b, "  }\n"); /* the tile's loop */
   sb_put(b, "}\n");
+  if (g.tiled) {
+    kiln_status st = put_twin(&g, twin, &tsig, sig);
+    twin = NULL;
+    if (!s) s = st;
+  }
+  kiln_free(twin);
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
   if (s) {
     kiln_free(b->p);
@@ -849,8 +1042,27 @@ static const char *bits_type(kiln_dtype t) {
   }
 }
 
+/* Hands the printed copy kernel over (or fails on out of memory). */
+static kiln_status alias_done(sbuf *b, char **source, kiln_cl_kernel_sig *sig) {
+  if (b->oom) {
+    kiln_free(b->p);
+    memset(sig, 0, sizeof *sig);
+    return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
+  }
+  *source = b->p;
+  return KILN_OK;
+}
+
+static kiln_status alias_copy(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev, const char *name,
+                              bool tile_ok, char **source, kiln_cl_kernel_sig *sig);
+
 kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev,
                                   const char *name, char **source, kiln_cl_kernel_sig *sig) {
+  return alias_copy(spec, alias, dev, name, true, source, sig);
+}
+
+static kiln_status alias_copy(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev, const char *name,
+                              bool tile_ok, char **source, kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -883,6 +1095,27 @@ kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const k
   sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, al->access, ac->value, t, ac->numel};
   sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, 0, al->value, t, top->numel};
   if (sig->uses_fp64) sb_put(b, "%s", d->fp64_pragma);
+  cl_tile tp;
+  if (tile_ok && !masked && tile_plan(&ac->map, kiln_dtype_size(t), dev, &tp)) {
+    char tname[72], *twin = NULL;
+    kiln_cl_kernel_sig tsig;
+    snprintf(tname, sizeof tname, "%su", name);
+    if (strlen(tname) >= sizeof sig->name) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
+    kiln_status s = alias_copy(spec, alias, dev, tname, false, &twin, &tsig);
+    if (s) return s;
+    sig->n_items = tp.groups * (int64_t)tp.local;
+    sig->local = tp.local;
+    sb_put(b, "%s %s(%s const %s *restrict a0, %s %s *s0) {\n", d->kernel, name, d->global, ty, d->global, ty);
+    put_tile_head(&g, &tp, 0, ty);
+    sb_put(b, "    s0[gid] = %s;\n  }\n}\n", KT_ELEM);
+    s = put_twin(&g, twin, &tsig, sig);
+    if (s) {
+      kiln_free(b->p);
+      memset(sig, 0, sizeof *sig);
+      return s;
+    }
+    return alias_done(b, source, sig);
+  }
   sb_put(b, "%s %s(%s const %s *restrict a0, %s %s *s0) {\n", d->kernel, name, d->global, ty, d->global, ty);
   sb_put(b, "  if (%s >= %" PRId64 ") return;\n  const %s gid = (%s)%s;\n", d->gid, top->numel, g.ity, g.ity, d->gid);
   bool m2;
@@ -895,13 +1128,7 @@ kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const k
   } else {
     sb_put(b, "  s0[gid] = a0[a0o0];\n}\n");
   }
-  if (b->oom) {
-    kiln_free(b->p);
-    memset(sig, 0, sizeof *sig);
-    return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
-  }
-  *source = b->p;
-  return KILN_OK;
+  return alias_done(b, source, sig);
 }
 
 /* ------------------------------------------------------------------ */

@@ -39,9 +39,17 @@ typedef struct kiln_cl_kernel_sig {
      reductions: n_items is a multiple of it, and the launcher may lower it
      to what the kernel allows) and observed kernels
      (kiln_cl_codegen_observed: n_items = obs_groups * local, as set by
-     the launcher; one more argument after args: the partials buffer).
-     0: the driver's. */
+     the launcher; one more argument after args: the partials buffer) and
+     tiled kernels (n_items = groups x local; any local size computes the
+     same over the same number of groups). 0: the driver's. */
   size_t local;
+  /* a kernel tiled through local memory (local > 0): the same computation
+     untiled, in the same source, named twin, launched over twin_items with
+     the driver's local size where the tiled kernel takes fewer than `local`
+     items per group (CL_KERNEL_WORK_GROUP_SIZE; the launcher swaps them at
+     bind); "" for other kernels */
+  char twin[64];
+  int64_t twin_items;
   int n_obs;
   int obs_value[16];  /* the values reduced, in partial order */
   int64_t obs_numel;  /* elements of the domain */
@@ -87,7 +95,10 @@ kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_d
  * graph output) dense: one work-item per element of the alias value, read
  * through its accessor's map (masked elements read the pad value), bit
  * patterns moved in an unsigned type of the element's size where no mask
- * needs the value. sig: the base buffer, then the alias value's buffer. */
+ * needs the value. sig: the base buffer, then the alias value's buffer.
+ * A transposed read worth it is tiled through local memory (sig->local,
+ * sig->twin: see there and opencl/ENGINE.md); kiln_cl_codegen_named does
+ * the same for an elementwise spec's one transposed input. */
 kiln_status kiln_cl_codegen_alias(const kiln_fuse_spec *spec, int alias, const kiln_cl_device_info *dev,
                                   const char *name, char **source, kiln_cl_kernel_sig *sig);
 

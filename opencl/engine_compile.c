@@ -498,6 +498,17 @@ static kiln_status build(cstate *c) {
   for (int k = 0; k < v->n_kern && !s; k++) {
     const kiln_cl_kernel_sig *sig = &v->sig[k];
     if ((s = kiln_cl_kernel_create(ctx, v->prog, sig->name, &v->kern[k]))) break;
+    if (sig->twin[0] && v->kern[k].wg_size < sig->local) { /* a tiled kernel: its untiled twin (codegen.h) */
+      kiln_cl_kernel_sig *w = &v->sig[k];
+      kiln_log(KILN_LOG_INFO, "opencl: kernel %s takes %zu items per group, its tiles %zu: its untiled twin %s",
+               w->name, v->kern[k].wg_size, w->local, w->twin);
+      kiln_cl_kernel_free(&v->kern[k]);
+      memcpy(w->name, w->twin, sizeof w->name);
+      w->n_items = w->twin_items;
+      w->local = 0;
+      w->twin[0] = 0;
+      if ((s = kiln_cl_kernel_create(ctx, v->prog, w->name, &v->kern[k]))) break;
+    }
     for (int a = 0; a < sig->n_args && !s; a++) {
       cl_mem m = v->place[sig->args[a].value].mem;
       if (!m) s = kiln_fail(KILN_E_INTERNAL, "kernel %s: value '%s' has no device buffer", sig->name,

@@ -146,7 +146,8 @@ static kiln_status transpose(const op_ctx *c, kiln_cl_op **out) {
   if (s) return s;
   int k = 0;
   kiln_cl_src *src = c->src;
-  if (cr == 0 || as[cr - 1] == 1) {
+  /* a device whose work-groups hold fewer than TILE x TILE items gets the gather copy */
+  if (cr == 0 || as[cr - 1] == 1 || c->dev->max_work_group_size < TILE * TILE) {
     /* the innermost run is contiguous on both sides: a gather copy */
     s = kiln_clop_kernel(op, "transpose", &k);
     if (!s)
