@@ -134,6 +134,33 @@ kiln_status kiln_nn_transpose(const kiln_op_call *c, const kiln_cpu_epilogue *ep
 
 /* ---- Concat ---- */
 
+#define INTERLEAVE_MAX 8
+
+/* Concat of up to INTERLEAVE_MAX dense inputs with 4 bytes each per outer
+ * index (the columns of an [n, k] float32 or int32 output): one pass that
+ * writes each output row whole, instead of one pass per input over the
+ * whole output. False when the case is not that one. */
+static bool interleave4(const kiln_op_call *c, int ax, int64_t inner, size_t es, int64_t outer, char *y) {
+  int k = c->n_in;
+  if (k < 2 || k > INTERLEAVE_MAX) return false;
+  const uint32_t *src[INTERLEAVE_MAX];
+  for (int i = 0; i < k; i++) {
+    const kiln_tensor *x = c->in[i];
+    if (x->strided || (size_t)(x->dims[ax] * inner) * es != 4 || (char *)x->data == y + 4 * i) return false;
+    src[i] = x->data;
+  }
+  uint32_t *out = (uint32_t *)(void *)y;
+  if (k == 4)
+    for (int64_t o = 0; o < outer; o++) {
+      uint32_t a = src[0][o], b = src[1][o], d = src[2][o], e = src[3][o];
+      out[4 * o] = a, out[4 * o + 1] = b, out[4 * o + 2] = d, out[4 * o + 3] = e;
+    }
+  else
+    for (int64_t o = 0; o < outer; o++)
+      for (int i = 0; i < k; i++) out[o * k + i] = src[i][o];
+  return true;
+}
+
 kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
   (void)ep;
   const kiln_attr *aa = kiln_node_attr(c->node, "axis");
@@ -162,6 +189,7 @@ kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, b
   for (int d = 0; d < ax; d++) outer *= dims[d];
   for (int d = ax + 1; d < r; d++) inner *= dims[d];
   char *y = c->out[0].data;
+  if (interleave4(c, ax, inner, es, outer, y)) return KILN_OK;
   for (int i = 0; i < c->n_in; i++) {
     const kiln_tensor *x = c->in[i];
     int64_t chunk = x->dims[ax] * inner; /* elements of x per outer index */

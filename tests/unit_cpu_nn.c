@@ -35,7 +35,7 @@ static int nisa; /* 1: base only, 2: base and avx2 */
 
 /* ---- a test case: one node, its inputs, run on the reference and ours ---- */
 
-enum { MAXIO = 6 };
+enum { MAXIO = 10 };
 typedef struct tc {
   kiln_graph *g;
   kiln_node *n;
@@ -702,6 +702,13 @@ static void test_move(void) {
     for (int k = 0; k < 3; k++) tc_f32(&t, k, 2, D(37, widths[w]), 1);
     kiln_edit_set_int(t.n, "axis", 1);
     tc_run(&t, "Concat of narrow columns", OWN, 0, 0);
+    tc_end(&t);
+  }
+  for (int k = 2; k <= 9; k++) { /* the one-pass interleave of 4-byte columns (up to 8), then the general copy */
+    tc_begin(&t, 13, "Concat", k, 1);
+    for (int i = 0; i < k; i++) tc_f32(&t, i, 2, D(29, 1), 1);
+    kiln_edit_set_int(t.n, "axis", -1);
+    tc_run(&t, "Concat of k one-float columns", OWN, 0, 0);
     tc_end(&t);
   }
 }
