@@ -5,6 +5,7 @@
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/pool.h"
 #include "cpu_fallback/plan_observe.h"
+#include "cpu_fallback/plan_profile.h"
 #include "cpu_fallback/prepack.h"
 #include "cpu_fallback/tile.h"
 #include "cpu_fallback/vmath.h"
@@ -63,6 +64,7 @@ struct kiln_cpu_plan {
   unsigned char *how;   /* per node: V_* */
   int *alias_of;        /* per value: the value whose storage a view reads, or -1 */
   int *concat_into;     /* per value: the in-place Concat node whose output it is a slice of, or -1 */
+  int64_t *concat_pitch; /* per value: 0, or (a column of an interleaved in-place Concat) the elements between its elements there */
   int *last_use;        /* per value: last node reading it, -1 if none */
   int *free_after;      /* per value: last node reading it or a view of it */
   int nsym;
@@ -103,6 +105,9 @@ struct kiln_cpu_plan {
   int obs_mode;
   kiln_cpu_obs *ostate;
   kiln_obs *run_obs;
+  /* KILN_PROFILE (plan_profile.h): per-step times, made at the first run */
+  kiln_cpu_prof *prof;
+  bool prof_checked;
 };
 
 /* ---- compile ---- */
@@ -133,11 +138,27 @@ static int how_to_run(const kiln_shapes *sh, const kiln_node *n) {
   return V_KERNEL;
 }
 
+/* Whether value u is a float32 store of an elementwise tile step (no
+ * anchor, no pooling), which can write it with an element stride. */
+static bool tile_column(const kiln_cpu_plan *p, int u) {
+  int prod = p->g->values[u].producer;
+  if (prod < 0 || p->sh->v[u].dtype != KILN_F32 || p->obs_mode) return false;
+  int k = p->step_of[prod];
+  const kiln_fuse_spec *sp = p->tile[k] ? p->sched->steps[k].user : NULL;
+  if (!sp || sp->kind != KILN_FUSE_G_ELEMWISE || sp->anchor >= 0) return false;
+  for (int j = 0; j < sp->n_store; j++)
+    if (sp->store[j].value == u && !sp->store[j].pool) return true;
+  return false;
+}
+
 /* Concat in place: when every input of Concat node i is made by a kernel
  * for this Concat alone and the inputs' slices of the output are contiguous
  * (the output's dims before the axis are all 1), each producer writes
- * straight into its slice and the Concat runs nothing. The inputs become
- * views of the output's storage for the memory planner. */
+ * straight into its slice and the Concat runs nothing. Likewise when every
+ * input is one element per outer index (the [n, 1] columns of an [n, k]
+ * output) stored by an elementwise tile step: each store writes its column
+ * with a stride of k elements (concat_pitch). The inputs become views of
+ * the output's storage for the memory planner. */
 static void plan_concat(kiln_cpu_plan *p, int i) {
   const kiln_graph *g = p->g;
   const kiln_node *n = &g->nodes[i];
@@ -150,17 +171,27 @@ static void plan_concat(kiln_cpu_plan *p, int i) {
     kiln_error_clear();
     return;
   }
+  bool contiguous = true, columns = n->n_in > 1;
   for (int d = 0; d < axis; d++) {
     int64_t one;
-    if (!kiln_dimx_is_const(p->sh->tab, y->dims[d], &one) || one != 1) return;
+    if (!kiln_dimx_is_const(p->sh->tab, y->dims[d], &one) || one != 1) contiguous = false;
   }
+  for (int k = 0; k < n->n_in && columns; k++) { /* each input: one element per outer index */
+    const kiln_vshape *x = n->in[k] >= 0 ? &p->sh->v[n->in[k]] : NULL;
+    for (int d = axis; x && d < x->rank && columns; d++) {
+      int64_t one;
+      columns = kiln_dimx_is_const(p->sh->tab, x->dims[d], &one) && one == 1;
+    }
+    columns = columns && x && x->rank == y->rank && tile_column(p, n->in[k]);
+  }
+  if (!contiguous && !columns) return;
   for (int k = 0; k < n->n_in; k++) {
     int u = n->in[k];
     if (u < 0 || g->values[u].init || g->values[u].is_input || g->values[u].is_output || p->sh->v[u].data_dependent ||
         p->sh->v[u].dtype != y->dtype || p->concat_into[u] >= 0)
       return;
     int prod = g->values[u].producer;
-    if (prod < 0 || p->how[prod] != V_KERNEL || p->last_use[u] != i) return;
+    if (prod < 0 || (p->how[prod] != V_KERNEL && !(columns && p->how[prod] == V_FUSED)) || p->last_use[u] != i) return;
     for (int j = 0; j < g->n_nodes; j++) /* read by this Concat alone, once */
       for (int q = 0; q < g->nodes[j].n_in; q++)
         if (g->nodes[j].in[q] == u && (j != i || q != k)) return;
@@ -171,12 +202,34 @@ static void plan_concat(kiln_cpu_plan *p, int i) {
   p->st.concats_in_place++;
   for (int k = 0; k < n->n_in; k++) {
     p->concat_into[n->in[k]] = i;
+    p->concat_pitch[n->in[k]] = contiguous ? 0 : n->n_in;
     p->alias_of[n->in[k]] = w;
   }
 }
 
+/* What each step is, for the KILN_PROFILE table. */
+static void print_profile(kiln_cpu_plan *p) {
+  if (!p->prof) return;
+  const char **how = kiln_calloc((size_t)p->sched->n_steps + 1, sizeof *how);
+  for (int k = 0; how && k < p->sched->n_steps; k++) {
+    const kiln_step *st = &p->sched->steps[k];
+    int i = st->n_nodes ? st->nodes[0] : -1;
+    how[k] = p->tile[k]                                 ? "tile"
+             : i < 0                                    ? ""
+             : st->n_nodes > 1                          ? "nodes"
+             : p->how[i] == V_CONCAT                    ? "concat"
+             : p->how[i] != V_KERNEL                    ? "view"
+             : p->own[i]                                ? "kernel"
+                                                        : "ref";
+  }
+  kiln_cpu_prof_print_free(p->prof, p->g, p->sched, how); /* how NULL (out of memory): no column */
+  kiln_free(how);
+  p->prof = NULL;
+}
+
 void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
+  print_profile(p);
   if (p->pool_held) kiln_pool_release();
   kiln_cpu_conv_packs_free(p->conv_packs); /* before g: registered under its nodes */
   kiln_graph_free(p->g);
@@ -201,6 +254,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->how);
   kiln_free(p->alias_of);
   kiln_free(p->concat_into);
+  kiln_free(p->concat_pitch);
   kiln_free(p->last_use);
   kiln_free(p->free_after);
   kiln_free(p->bound);
@@ -668,6 +722,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   p->inplace = kiln_calloc((size_t)nn + 1, sizeof *p->inplace);
   p->alias_of = kiln_calloc((size_t)nv + 1, sizeof *p->alias_of);
   p->concat_into = kiln_calloc((size_t)nv + 1, sizeof *p->concat_into);
+  p->concat_pitch = kiln_calloc((size_t)nv + 1, sizeof *p->concat_pitch);
   p->last_use = kiln_calloc((size_t)nv + 1, sizeof *p->last_use);
   p->free_after = kiln_calloc((size_t)nv + 1, sizeof *p->free_after);
   p->size = kiln_calloc((size_t)nv + 1, sizeof *p->size);
@@ -676,7 +731,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   p->nsym = kiln_symtab_nsyms(p->sh->tab);
   p->bound = kiln_calloc((size_t)p->nsym + 1, sizeof *p->bound);
   p->vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->vals);
-  if (!p->def || !p->own || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
+  if (!p->def || !p->own || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->concat_pitch || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
       !p->bound || !p->vals) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
     goto fail;
@@ -1105,6 +1160,10 @@ static uint64_t concat_offset(const kiln_cpu_plan *p, int w, const kiln_tensor *
   if (c < 0) return 0;
   const kiln_node *n = &p->g->nodes[c];
   uint64_t off = 0;
+  if (p->concat_pitch[w]) { /* a column of an interleaved Concat: its index among the inputs */
+    for (int k = 0; k < n->n_in && n->in[k] != w; k++) off += kiln_dtype_size(p->sh->v[w].dtype);
+    return off;
+  }
   for (int k = 0; k < n->n_in && n->in[k] != w; k++) off += kiln_tensor_bytes(&slot[n->in[k]]);
   return off;
 }
@@ -1368,7 +1427,15 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     for (int d = 0; d < x->rank; d++) numel *= dims[d];
     esize[j] = kiln_dtype_size(x->dtype);
     if (numel != sp->numel) return kiln_fail(KILN_E_INTERNAL, "a fused store does not cover the domain");
-    if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE) {
+    kiln_tile_set_store_stride(tp, j, p->concat_pitch[w] ? p->concat_pitch[w] : 1);
+    if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE && p->concat_pitch[w]) { /* a column */
+      kiln_tensor base = {0}, *b = &base;
+      int64_t st[KILN_MAX_RANK];
+      kiln_tensor_wrap(b, x->dtype, x->rank, dims, numel, p->arena + p->mp->offset[w]);
+      kiln_strides(x->rank, dims, st);
+      for (int d = 0; d < x->rank; d++) st[d] *= p->concat_pitch[w];
+      kiln_tensor_view(&slot[w], b, x->rank, dims, st, (int64_t)(concat_offset(p, w, slot) / esize[j]));
+    } else if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE) {
       kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel,
                        p->arena + p->mp->offset[w] + concat_offset(p, w, slot));
     } else if (p->direct[w] && p->direct_cap[w] >= esize[j] * (size_t)numel) { /* a graph output, in place */
@@ -1380,7 +1447,7 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
       kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, data);
       slot[w].owns = true;
     }
-    out[j] = slot[w].data;
+    out[j] = (char *)slot[w].data + (slot[w].strided ? slot[w].offset * (int64_t)esize[j] : 0);
   }
   if (!s) s = kiln_tile_bind(tp, slot, &p->st.materialized);
   kiln_vm_isa isa = kiln_vm_isa_active();
@@ -1519,6 +1586,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     if ((s = variant_for(p, g0, bound, &v))) return s;
     if (v) return kiln_cpu_run(v, g0, bound, outs);
   }
+  if (!p->prof_checked) { /* KILN_PROFILE */
+    p->prof = kiln_cpu_prof_new(p->sched->n_steps);
+    p->prof_checked = true;
+  }
+  double t_run = p->prof ? kiln_cpu_prof_now() : 0;
   kiln_graph *g = p->g;
   const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
   kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
@@ -1559,6 +1631,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     kiln_cpu_obs_constants(p->ostate, obs, g);
   }
   if (s) goto done;
+  double t_step = p->prof ? kiln_cpu_prof_now() : 0;
   for (int k = 0; k < p->sched->n_steps && !s; k++) {
     const kiln_step *st = &p->sched->steps[k];
     char lbl[256];
@@ -1594,6 +1667,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
           kiln_tensor_release(&slot[v]);
       }
     }
+    if (p->prof) {
+      double t = kiln_cpu_prof_now();
+      kiln_cpu_prof_add(p->prof, k, t - t_step);
+      t_step = t;
+    }
   }
   /* the outputs: an owned dense result moves to the caller, others are copied */
   for (int o = 0; o < g->n_outputs && !s; o++) {
@@ -1613,6 +1691,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   }
   if (s)
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
+  if (p->prof && !s) {
+    double t = kiln_cpu_prof_now();
+    kiln_cpu_prof_add(p->prof, p->sched->n_steps, t - t_step);
+    kiln_cpu_prof_run(p->prof, t - t_run);
+  }
 done:
   p->run_obs = NULL;
   if (slot)

@@ -118,6 +118,44 @@ static void test_concat_in_place(void) {
   kiln_graph_free(g);
 }
 
+/* Columns of x [70000] (Relu, Sigmoid, Neg, Abs chained: k of them, one tile step)
+ * unsqueezed to [1500, 1] and concatenated on axis 1 in the given order,
+ * then scaled: the tile step writes each column with a stride of k into
+ * the Concat's output (row by row when the stores come in column order,
+ * else element by element), and the Concat runs nothing. */
+static void test_concat_columns(int k, const int *order) {
+  static const char *const ops[] = {"Relu", "Sigmoid", "Neg", "Abs"};
+  kiln_graph *g;
+  int64_t d[1] = {70000}, one[1] = {1}; /* over 4 chunks of the pool: split on 2 threads */
+  int x, cols[4], in[4];
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 1, d, &x);
+  int axes = const_i64(g, 1, one, one);
+  for (int j = 0, prev = x; j < k; j++) { /* a chain: one fused group with k stores */
+    int c = node(g, ops[j], 1, &prev, NULL), ua[2] = {c, axes};
+    cols[j] = node(g, "Unsqueeze", 2, ua, NULL);
+    prev = c;
+  }
+  for (int j = 0; j < k; j++) in[j] = cols[order[j]];
+  kiln_node *cn;
+  int c = node(g, "Concat", k, in, &cn);
+  kiln_edit_set_int(cn, "axis", 1);
+  float two = 2;
+  int kc = const_f32(g, 1, one, &two), ck[2] = {c, kc};
+  int y = node(g, "Mul", 2, ck, NULL);
+  kiln_edit_add_output(g, y);
+  kiln_tensor xt = input(1, d);
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  char what[64];
+  snprintf(what, sizeof what, "concat of %d columns (order %d%d..)", k, order[0], order[1]);
+  compare(what, g, &xt, &st);
+  CHECK(st.concats_in_place == 1, "%s: the Concat is written in place by the tile step (%d)", what,
+        st.concats_in_place);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 /* [2,3] -> Relu -> Transpose -> Reshape [6] -> Relu: the reshape of the
  * transpose is not one strided map: it becomes a stack of two views that
  * the next kernel reads through, nothing is copied; and
@@ -300,6 +338,10 @@ int main(void) {
   test_specialise();
   test_pretranspose();
   test_concat_in_place();
+  test_concat_columns(4, (const int[]){0, 1, 2, 3});
+  test_concat_columns(3, (const int[]){0, 1, 2});
+  test_concat_columns(4, (const int[]){3, 1, 0, 2});
+  test_concat_columns(2, (const int[]){1, 0});
   test_views();
   test_scatter(0);
   test_scatter(1);
