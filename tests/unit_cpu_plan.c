@@ -6,7 +6,9 @@
  * reference interpreter and against the plan's statistics. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_fallback/plan.h"
 #include "cpu_fallback/prepack.h"
@@ -334,6 +336,54 @@ static void test_pretranspose(void) {
   kiln_graph_free(g);
 }
 
+/* KILN_PROFILE=1: releasing a plan run 3 times prints its steps' table
+ * to stderr (captured here in a temporary file): the run count, the tile
+ * step and the kernel node by name. */
+static void test_profile(void) {
+  kiln_graph *g;
+  int64_t d[2] = {4, 4}, idd[2] = {1, 1}, idx[1] = {2}, ud[2] = {1, 4};
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int r = node(g, "Relu", 1, &x, NULL);
+  float upd[4] = {1, 2, 3, 4};
+  int sin3[3] = {r, const_i64(g, 2, idd, idx), const_f32(g, 2, ud, upd)};
+  int y = node(g, "ScatterND", 3, sin3, NULL);
+  kiln_edit_add_output(g, y);
+  kiln_tensor xt = input(2, d);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = &xt;
+  FILE *cap = tmpfile();
+  int saved = dup(2);
+  setenv("KILN_PROFILE", "1", 1);
+  kiln_cpu_plan *p = NULL;
+  bool ok = cap && saved >= 0 && !kiln_cpu_prepare(g, &p);
+  for (int run = 0; run < 3 && ok; run++) {
+    kiln_tensor out = {0};
+    ok = !kiln_cpu_run(p, g, bound, &out);
+    kiln_tensor_release(&out);
+  }
+  fflush(stderr);
+  if (cap && saved >= 0) dup2(fileno(cap), 2);
+  kiln_cpu_release(p);
+  fflush(stderr);
+  if (saved >= 0) dup2(saved, 2), close(saved);
+  unsetenv("KILN_PROFILE");
+  char text[4096] = "";
+  if (cap) {
+    rewind(cap);
+    text[fread(text, 1, sizeof text - 1, cap)] = 0;
+    fclose(cap);
+  }
+  CHECK(ok, "profile: runs failed: %s", kiln_last_error());
+  CHECK(strstr(text, "3 runs") && strstr(text, "(Relu)") && strstr(text, "(ScatterND)") && strstr(text, "tile") &&
+            strstr(text, "kernel") && strstr(text, "graph outputs to the caller"),
+        "profile: the table lacks something:\n%s", text);
+  kiln_free(bound);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   test_specialise();
   test_pretranspose();
@@ -345,6 +395,7 @@ int main(void) {
   test_views();
   test_scatter(0);
   test_scatter(1);
+  test_profile();
   printf("unit_cpu_plan: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
