@@ -77,6 +77,9 @@ struct kiln_cpu_plan {
   bool *dynamic;        /* per value: size unbounded (data-dependent): heap */
   bool *external;
   bool *inplace;        /* per node: output 0 written over input 0 */
+  int *out_over;        /* per value: for a graph output whose kernel may run in place over its input 0,
+                           that input's arena storage (which then lives in the caller's output memory), else -1 */
+  unsigned char **redir; /* per storage (this run): the caller's output memory it lives in, or NULL: the arena */
   unsigned char *arena;
   int *in_map;          /* per graph input: the caller's value of that name */
   /* specialisation on shape-setting inputs: when some shapes depend on the
@@ -263,6 +266,8 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->dynamic);
   kiln_free(p->external);
   kiln_free(p->inplace);
+  kiln_free(p->out_over);
+  kiln_free(p->redir);
   kiln_free(p->arena);
   kiln_free(p->in_map);
   kiln_graph_free(p->orig);
@@ -355,6 +360,9 @@ static void dump_plan(const kiln_cpu_plan *p) {
       fprintf(f, p->sched->steps[p->step_of[i]].n_nodes > 1 ? ", fused in step %d (tile program)" : ", tile program",
               p->step_of[i]);
     if (p->inplace[i]) fprintf(f, ", in place over %s", g->values[n->in[0]].name);
+    if (n->n_out > 0 && n->out[0] >= 0 && p->out_over[n->out[0]] >= 0)
+      fprintf(f, ", in place over %s in the caller's output memory (when given: storage %s moves there)",
+              g->values[n->in[0]].name, g->values[p->out_over[n->out[0]]].name);
     for (int k = 0; p->tile[p->step_of[i]] && k < p->mp->n_inplace; k++) /* a tile step's store */
       for (int q = 0; q < n->n_out; q++)
         if (p->mp->inplace[k].step == p->step_of[i] && n->out[q] >= 0 && p->mp->inplace[k].out == n->out[q])
@@ -720,6 +728,8 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   p->own = kiln_calloc((size_t)nn + 1, sizeof *p->own);
   p->how = kiln_calloc((size_t)nn + 1, 1);
   p->inplace = kiln_calloc((size_t)nn + 1, sizeof *p->inplace);
+  p->out_over = kiln_calloc((size_t)nv + 1, sizeof *p->out_over);
+  p->redir = kiln_calloc((size_t)nv + 1, sizeof *p->redir);
   p->alias_of = kiln_calloc((size_t)nv + 1, sizeof *p->alias_of);
   p->concat_into = kiln_calloc((size_t)nv + 1, sizeof *p->concat_into);
   p->concat_pitch = kiln_calloc((size_t)nv + 1, sizeof *p->concat_pitch);
@@ -731,7 +741,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   p->nsym = kiln_symtab_nsyms(p->sh->tab);
   p->bound = kiln_calloc((size_t)p->nsym + 1, sizeof *p->bound);
   p->vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->vals);
-  if (!p->def || !p->own || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->concat_pitch || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
+  if (!p->def || !p->own || !p->how || !p->inplace || !p->out_over || !p->redir || !p->alias_of || !p->concat_into || !p->concat_pitch || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
       !p->bound || !p->vals) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
     goto fail;
@@ -789,6 +799,41 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
 fail:
   kiln_cpu_release(p);
   return s;
+}
+
+/* In place over a graph output: when the kernel node making graph output w
+ * may write over its input 0 (kiln_ref_op_inplace), and that input's arena
+ * storage S has the output's size and nothing in S is read after that node
+ * or is a graph output, then a run whose caller gave memory for w keeps S
+ * there instead of in the arena (redir): the producers of S write into the
+ * caller's memory and the node runs in place, saving the copy of S into
+ * the output. out_over[w] = S, else -1. */
+static void plan_out_over(kiln_cpu_plan *p) {
+  const kiln_graph *g = p->g;
+  for (int v = 0; v < g->n_values; v++) p->out_over[v] = -1;
+  for (int o = 0; o < g->n_outputs; o++) {
+    int w = g->outputs[o], i = w >= 0 ? g->values[w].producer : -1;
+    if (i < 0) continue;
+    const kiln_node *n = &g->nodes[i];
+    int k = p->step_of[i];
+    if (p->tile[k] || p->sched->steps[k].n_nodes != 1 || p->how[i] != V_KERNEL || !p->def[i] ||
+        !kiln_ref_op_inplace(p->def[i]) || n->n_in < 1 || n->n_out < 1 || n->out[0] != w || n->in[0] < 0)
+      continue;
+    int u = n->in[0], S = p->mp->storage[u];
+    if (p->dynamic[w] || p->dynamic[u] || S < 0 || p->mp->offset[u] == KILN_MEMPLAN_NONE || p->size[u] != p->size[w] ||
+        p->size[S] != p->size[w] || g->values[u].init || g->values[u].is_input)
+      continue;
+    bool ok = true;
+    for (int q = 1; q < n->n_in && ok; q++) /* the node reads S through input 0 only */
+      ok = n->in[q] < 0 || p->mp->storage[n->in[q]] != S;
+    for (int v = 0; v < g->n_values && ok; v++) {
+      if (p->mp->storage[v] != S) continue;
+      int last = p->free_after[v];
+      ok = !g->values[v].is_output && !p->external[v] && (last < 0 || p->step_of[last] <= k);
+    }
+    for (int o2 = 0; o2 < g->n_outputs && ok; o2++) ok = o2 == o || g->outputs[o2] != w; /* one output slot */
+    if (ok) p->out_over[w] = S;
+  }
 }
 
 /* Plans the arena at the current bounds. */
@@ -885,6 +930,7 @@ static kiln_status specialize(kiln_cpu_plan *p) {
     const kiln_step *st = &p->sched->steps[p->mp->inplace[k].step];
     if (!p->tile[p->mp->inplace[k].step] && st->n_nodes == 1) p->inplace[st->nodes[0]] = true;
   }
+  plan_out_over(p);
   if (p->mp->arena_size > KILN_MAX_ALLOC) /* limit (README "Limits"): never ask malloc for it */
     return kiln_fail(KILN_E_NOMEM, "the memory plan needs a %llu-byte arena, more than kiln's limit of %llu bytes",
                      (unsigned long long)p->mp->arena_size, (unsigned long long)KILN_MAX_ALLOC);
@@ -905,6 +951,13 @@ static kiln_status specialize(kiln_cpu_plan *p) {
 }
 
 /* ---- run ---- */
+
+/* The memory of arena value v this run: its arena slot, or the caller's
+ * output memory its storage was moved to (plan_out_over). */
+static unsigned char *arena_at(const kiln_cpu_plan *p, int v) {
+  int S = p->mp->storage[v];
+  return S >= 0 && p->redir[S] ? p->redir[S] : p->arena + p->mp->offset[v];
+}
 
 /* Binds the symbols of the graph inputs' shapes to this run's dims, and
  * re-plans when a symbol exceeds its bound (or has none yet). */
@@ -1104,7 +1157,7 @@ static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot, kiln_vie
     if (!dims_now(p, w, dims)) return kiln_fail(KILN_E_INTERNAL, "in-place Concat output has no size");
     int64_t numel = 1;
     for (int d = 0; d < p->sh->v[w].rank; d++) numel *= dims[d];
-    kiln_tensor_wrap(&slot[w], p->sh->v[w].dtype, p->sh->v[w].rank, dims, numel, p->arena + p->mp->offset[w]);
+    kiln_tensor_wrap(&slot[w], p->sh->v[w].dtype, p->sh->v[w].rank, dims, numel, arena_at(p, w));
     return KILN_OK;
   }
   kiln_views base;
@@ -1206,10 +1259,12 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
     if (w >= 0 && p->direct[w] && p->mp->offset[w] == KILN_MEMPLAN_NONE) { /* a graph output: the caller's memory */
       res[k].data = p->direct[w];
       res[k].capacity = p->direct_cap[w];
+      res[k].keep = k == 0 && p->out_over[w] >= 0 && p->redir[p->out_over[w]]; /* in place: input 0 is there */
+      p->st.outputs_in_place += res[k].keep;
       continue;
     }
     if (w < 0 || p->dynamic[w] || p->mp->offset[w] == KILN_MEMPLAN_NONE) continue;
-    res[k].data = p->arena + p->mp->offset[w] + concat_offset(p, w, slot);
+    res[k].data = arena_at(p, w) + concat_offset(p, w, slot);
     res[k].capacity = p->size[w];
     res[k].keep = k == 0 && p->inplace[i];
   }
@@ -1263,10 +1318,10 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
           res[k] = at;
         }
       }
-      if (!s && p->concat_into[w] >= 0 && res[k].data != p->arena + p->mp->offset[w] + concat_offset(p, w, slot)) {
+      if (!s && p->concat_into[w] >= 0 && res[k].data != arena_at(p, w) + concat_offset(p, w, slot)) {
         /* the kernel did not write into its slice: move it there */
         kiln_tensor at = {0};
-        at.data = p->arena + p->mp->offset[w] + concat_offset(p, w, slot);
+        at.data = arena_at(p, w) + concat_offset(p, w, slot);
         at.capacity = p->size[w];
         if (!(s = kiln_tensor_copy(&at, &res[k]))) {
           kiln_tensor_release(&res[k]);
@@ -1336,6 +1391,10 @@ static kiln_status bind_outputs(kiln_cpu_plan *p, const kiln_tensor *outs, const
     if (overlap) continue;
     p->direct[w] = outs[o].data;
     p->direct_cap[w] = outs[o].capacity;
+  }
+  for (int o = 0; o < g->n_outputs; o++) { /* storages moved into the caller's output memory */
+    int w = g->outputs[o], S = p->out_over[w];
+    if (S >= 0) p->redir[S] = p->direct[w] && p->direct_cap[w] >= p->size[S] ? p->direct[w] : NULL;
   }
   return KILN_OK;
 }
@@ -1431,13 +1490,12 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE && p->concat_pitch[w]) { /* a column */
       kiln_tensor base = {0}, *b = &base;
       int64_t st[KILN_MAX_RANK];
-      kiln_tensor_wrap(b, x->dtype, x->rank, dims, numel, p->arena + p->mp->offset[w]);
+      kiln_tensor_wrap(b, x->dtype, x->rank, dims, numel, arena_at(p, w));
       kiln_strides(x->rank, dims, st);
       for (int d = 0; d < x->rank; d++) st[d] *= p->concat_pitch[w];
       kiln_tensor_view(&slot[w], b, x->rank, dims, st, (int64_t)(concat_offset(p, w, slot) / esize[j]));
     } else if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE) {
-      kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel,
-                       p->arena + p->mp->offset[w] + concat_offset(p, w, slot));
+      kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, arena_at(p, w) + concat_offset(p, w, slot));
     } else if (p->direct[w] && p->direct_cap[w] >= esize[j] * (size_t)numel) { /* a graph output, in place */
       kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, p->direct[w]);
     } else { /* heap: a graph output (no zeroing: every element is written) */
@@ -1721,5 +1779,6 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       st->epilogues_fused += p->var[k].plan->st.epilogues_fused;
       st->epilogues_separate += p->var[k].plan->st.epilogues_separate;
       st->ref_calls += p->var[k].plan->st.ref_calls;
+      st->outputs_in_place += p->var[k].plan->st.outputs_in_place;
     }
 }

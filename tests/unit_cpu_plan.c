@@ -2,8 +2,10 @@
  * that exercise its decisions — views as aliases, a reshape of a transpose
  * that must be materialised, Concat written in place by its producers,
  * ScatterND writing into its dead data tensor, and the write-after-read
- * case where that in-place write must be refused — each checked against the
- * reference interpreter and against the plan's statistics. */
+ * case where that in-place write must be refused, a scatter that makes a
+ * graph output running in place in the caller's output memory, Concats of
+ * [n,1] columns stored with a stride, the KILN_PROFILE table — each checked
+ * against the reference interpreter and against the plan's statistics. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +244,72 @@ static void test_scatter(int read_after) {
   kiln_graph_free(g);
 }
 
+/* x [64,4] -> Relu -> ScatterND or ScatterElements (rows 5 and 60) ->
+ * graph output y, run with
+ * the caller's memory for y (a reservation full of garbage, as the plugin
+ * passes it): Relu writes straight into it and the scatter runs there in
+ * place (no copy). With read_after, a Slice of the Relu output is read
+ * after the scatter (a second output): the storage must stay in the arena. */
+static void test_scatter_into_output(int read_after, bool elements) {
+  kiln_graph *g;
+  int64_t d[2] = {64, 4}, idd[2] = {2, 1}, idx[8] = {5, 60}, ud[2] = {2, 4};
+  if (elements) { /* ScatterElements (the reference kernel) along axis 0: the same rows */
+    idd[1] = 4;
+    for (int i = 0; i < 8; i++) idx[i] = i < 4 ? 5 : 60;
+  }
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int r = node(g, "Relu", 1, &x, NULL);
+  float upd[8] = {-1, -2, -3, -4, -5, -6, -7, -8};
+  int sin3[3] = {r, const_i64(g, 2, idd, idx), const_f32(g, 2, ud, upd)};
+  int y = node(g, elements ? "ScatterElements" : "ScatterND", 3, sin3, NULL);
+  kiln_edit_add_output(g, y);
+  if (read_after) {
+    int64_t one[1] = {1}, st0[1] = {0}, en[1] = {8};
+    int sl_in[3] = {r, const_i64(g, 1, one, st0), const_i64(g, 1, one, en)};
+    int sl = node(g, "Slice", 3, sl_in, NULL);
+    kiln_edit_add_output(g, node(g, "Neg", 1, &sl, NULL));
+  }
+  kiln_tensor xt = input(2, d);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = &xt;
+  const char *what = read_after ? (elements ? "ScatterElements into the output, input read later"
+                                            : "ScatterND into the output, input read later")
+                                 : (elements ? "ScatterElements into the output" : "ScatterND into the output");
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  static float mem[2][256 + 64];
+  for (int run = 0; run < 2 && !s; run++) {
+    kiln_tensor oc[2] = {{0}}, orf[2] = {{0}};
+    for (int o = 0; o < g->n_outputs; o++) {
+      memset(mem[o], 0xff, sizeof mem[o]);
+      oc[o].data = mem[o];
+      oc[o].capacity = sizeof mem[o];
+    }
+    s = kiln_cpu_run(p, g, bound, oc);
+    CHECK(!s, "%s: cpu run %d: %s", what, run, kiln_last_error());
+    CHECK(!kiln_ref_run(g, bound, orf), "%s: reference run: %s", what, kiln_last_error());
+    for (int o = 0; o < g->n_outputs && !s; o++) {
+      bool same = oc[o].numel == orf[o].numel && oc[o].data == mem[o];
+      for (int64_t i = 0; same && i < oc[o].numel; i++) same = kiln_get_f(&oc[o], i) == kiln_get_f(&orf[o], i);
+      CHECK(same, "%s: output %d differs from the reference or is not in the caller's memory (run %d)", what, o, run);
+      if (oc[o].owns) kiln_tensor_release(&oc[o]);
+      kiln_tensor_release(&orf[o]);
+    }
+  }
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  if (p) kiln_cpu_plan_stats(p, &st);
+  CHECK(st.outputs_in_place == (read_after ? 0 : 2), "%s: %ld runs in place in the output, expected %d", what,
+        st.outputs_in_place, read_after ? 0 : 2);
+  kiln_cpu_release(p);
+  kiln_free(bound);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 /* A Reshape whose shape is a graph input: each new value of it gets a plan
  * of its own (compiled once, then reused), with the Relu's output planned
  * in the arena instead of on the heap. */
@@ -395,6 +463,10 @@ int main(void) {
   test_views();
   test_scatter(0);
   test_scatter(1);
+  test_scatter_into_output(0, false);
+  test_scatter_into_output(1, false);
+  test_scatter_into_output(0, true);
+  test_scatter_into_output(1, true);
   test_profile();
   printf("unit_cpu_plan: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
