@@ -404,6 +404,84 @@ static void test_pretranspose(void) {
   kiln_graph_free(g);
 }
 
+/* The embedding bag: table [50,8] (a constant), indices [6,5] and a 0/1
+ * mask [6,5,1] (graph inputs): Gather -> Mul -> ReduceSum(axis 1) runs as
+ * one SparseLengthsWeightedSum (bags.h) with negative indices wrapped as
+ * Gather wraps them, against the reference on the graph as given. Not
+ * rewritten when the Gather's rows are also a graph output (keep); a bad
+ * index gives Gather's error either way. */
+static void test_bags(bool keep) {
+  kiln_graph *g;
+  int64_t td[2] = {50, 8}, id[2] = {6, 5}, md[3] = {6, 5, 1}, one[1] = {1};
+  float tab[400];
+  for (int i = 0; i < 400; i++) tab[i] = (float)sin(0.37 * i);
+  int idx, mask;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "idx", KILN_I64, 2, id, &idx);
+  kiln_edit_add_input(g, "mask", KILN_F32, 3, md, &mask);
+  int t = const_f32(g, 2, td, tab), gin[2] = {t, idx};
+  int rows = node(g, "Gather", 2, gin, NULL), min[2] = {rows, mask};
+  int masked = node(g, "Mul", 2, min, NULL), rin[2] = {masked, const_i64(g, 1, one, one)};
+  kiln_node *rs;
+  int y = node(g, "ReduceSum", 2, rin, &rs);
+  kiln_edit_set_int(rs, "keepdims", 0);
+  kiln_edit_add_output(g, y);
+  if (keep) kiln_edit_add_output(g, rows);
+  int64_t iv[30], bad[30];
+  kiln_tensor ti = {0}, tb = {0}, tm = {0};
+  kiln_tensor_alloc(&ti, KILN_I64, 2, id);
+  kiln_tensor_alloc(&tb, KILN_I64, 2, id);
+  kiln_tensor_alloc(&tm, KILN_F32, 3, md);
+  for (int i = 0; i < 30; i++) {
+    iv[i] = (i * 17) % 100 - 50; /* -50 .. 49 */
+    bad[i] = i == 13 ? 50 : iv[i];
+    ((float *)tm.data)[i] = i % 5 < 1 + i / 5 % 5 ? 1.0f : 0.0f;
+  }
+  memcpy(ti.data, iv, sizeof iv);
+  memcpy(tb.data, bad, sizeof bad);
+  const char *what = keep ? "bags, Gather rows kept as an output" : "bags";
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[mask] = &tm;
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  for (int run = 0; run < 2 && !s; run++) {
+    bound[idx] = run ? &tb : &ti;
+    kiln_tensor oc[2] = {{0}}, orf[2] = {{0}};
+    kiln_error_clear();
+    kiln_status cs = kiln_cpu_run(p, g, bound, oc);
+    char cmsg[512];
+    snprintf(cmsg, sizeof cmsg, "%s", kiln_last_error());
+    kiln_error_clear();
+    kiln_status rs2 = kiln_ref_run(g, bound, orf);
+    if (run) {
+      CHECK(cs == KILN_E_INVALID_VALUE && rs2 == cs && strstr(cmsg, "index 50 is out of range for a dimension of size 50"),
+            "%s: a bad index: status %d (reference %d), '%s'", what, (int)cs, (int)rs2, cmsg);
+    } else {
+      CHECK(!cs && !rs2, "%s: runs: %s", what, cmsg);
+      for (int o = 0; o < g->n_outputs && !cs && !rs2; o++) {
+        bool same = oc[o].numel == orf[o].numel && oc[o].rank == orf[o].rank;
+        for (int64_t i = 0; same && i < oc[o].numel; i++) {
+          double a = kiln_get_f(&oc[o], i), b = kiln_get_f(&orf[o], i);
+          same = fabs(a - b) <= 1e-6 + 1e-5 * fabs(b);
+        }
+        CHECK(same, "%s: output %d differs from the reference", what, o);
+      }
+    }
+    for (int o = 0; o < 2; o++) kiln_tensor_release(&oc[o]), kiln_tensor_release(&orf[o]);
+  }
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  if (p) kiln_cpu_plan_stats(p, &st);
+  CHECK(st.bags == (keep ? 0 : 1), "%s: %d bags rewritten, expected %d", what, st.bags, keep ? 0 : 1);
+  kiln_cpu_release(p);
+  kiln_free(bound);
+  kiln_tensor_release(&ti);
+  kiln_tensor_release(&tb);
+  kiln_tensor_release(&tm);
+  kiln_graph_free(g);
+}
+
 /* KILN_PROFILE=1: releasing a plan run 3 times prints its steps' table
  * to stderr (captured here in a temporary file): the run count, the tile
  * step and the kernel node by name. */
@@ -467,6 +545,8 @@ int main(void) {
   test_scatter_into_output(1, false);
   test_scatter_into_output(0, true);
   test_scatter_into_output(1, true);
+  test_bags(false);
+  test_bags(true);
   test_profile();
   printf("unit_cpu_plan: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
