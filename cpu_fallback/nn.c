@@ -888,6 +888,7 @@ const kiln_cpu_kernel_def kiln_cpu_kernels_nn[] = {
     {"Concat", NULL, kiln_nn_concat, false},
     {"Tile", NULL, kiln_nn_tile, false},
     {"Gather", NULL, kiln_nn_gather, false},
+    {"ScatterND", NULL, kiln_nn_scatternd, false},
     {"Transpose", NULL, kiln_nn_transpose, false},
     {NULL, NULL, NULL, false},
 };

@@ -67,6 +67,7 @@ kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, b
 kiln_status kiln_nn_gather(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
 kiln_status kiln_nn_transpose(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
 kiln_status kiln_nn_tile(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
+kiln_status kiln_nn_scatternd(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
 
 /* Copies the strided source (element size es, base pointer src, element
  * strides sstr of the destination's shape) into the dense row-major dst of

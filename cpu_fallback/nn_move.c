@@ -5,6 +5,7 @@
  * single strided map are read through it, stacked views (t->stack) and
  * anything malformed are declined (the reference kernel then runs and
  * reports). */
+#include <math.h>
 #include <string.h>
 
 #include "cpu_fallback/nn.h"
@@ -133,6 +134,33 @@ kiln_status kiln_nn_transpose(const kiln_op_call *c, const kiln_cpu_epilogue *ep
 
 /* ---- Concat ---- */
 
+#define INTERLEAVE_MAX 8
+
+/* Concat of up to INTERLEAVE_MAX dense inputs with 4 bytes each per outer
+ * index (the columns of an [n, k] float32 or int32 output): one pass that
+ * writes each output row whole, instead of one pass per input over the
+ * whole output. False when the case is not that one. */
+static bool interleave4(const kiln_op_call *c, int ax, int64_t inner, size_t es, int64_t outer, char *y) {
+  int k = c->n_in;
+  if (k < 2 || k > INTERLEAVE_MAX) return false;
+  const uint32_t *src[INTERLEAVE_MAX];
+  for (int i = 0; i < k; i++) {
+    const kiln_tensor *x = c->in[i];
+    if (x->strided || (size_t)(x->dims[ax] * inner) * es != 4 || (char *)x->data == y + 4 * i) return false;
+    src[i] = x->data;
+  }
+  uint32_t *out = (uint32_t *)(void *)y;
+  if (k == 4)
+    for (int64_t o = 0; o < outer; o++) {
+      uint32_t a = src[0][o], b = src[1][o], d = src[2][o], e = src[3][o];
+      out[4 * o] = a, out[4 * o + 1] = b, out[4 * o + 2] = d, out[4 * o + 3] = e;
+    }
+  else
+    for (int64_t o = 0; o < outer; o++)
+      for (int i = 0; i < k; i++) out[o * k + i] = src[i][o];
+  return true;
+}
+
 kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
   (void)ep;
   const kiln_attr *aa = kiln_node_attr(c->node, "axis");
@@ -161,16 +189,25 @@ kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, b
   for (int d = 0; d < ax; d++) outer *= dims[d];
   for (int d = ax + 1; d < r; d++) inner *= dims[d];
   char *y = c->out[0].data;
+  if (interleave4(c, ax, inner, es, outer, y)) return KILN_OK;
   for (int i = 0; i < c->n_in; i++) {
     const kiln_tensor *x = c->in[i];
     int64_t chunk = x->dims[ax] * inner; /* elements of x per outer index */
     if (!chunk || !outer) continue;
     if (!x->strided) {
       const char *xs = x->data;
-      for (int64_t o = 0; o < outer; o++) {
-        char *dp = y + ((o * dims[ax] + at) * inner) * (int64_t)es;
-        const char *sp = xs + o * chunk * (int64_t)es;
-        if (dp != sp) memcpy(dp, sp, (size_t)chunk * es); /* in place: already there */
+      size_t bytes = (size_t)chunk * es;
+      int64_t pitch = dims[ax] * inner * (int64_t)es; /* bytes between output rows */
+      char *y0 = y + at * inner * (int64_t)es;
+      if (y0 == xs) { /* in place: already there */
+      } else if (bytes == 4) { /* narrow slices (columns of an [n, k] output): fixed-size copies */
+        for (int64_t o = 0; o < outer; o++) memcpy(y0 + o * pitch, xs + 4 * o, 4);
+      } else if (bytes == 8) {
+        for (int64_t o = 0; o < outer; o++) memcpy(y0 + o * pitch, xs + 8 * o, 8);
+      } else if (bytes == 16) {
+        for (int64_t o = 0; o < outer; o++) memcpy(y0 + o * pitch, xs + 16 * o, 16);
+      } else {
+        for (int64_t o = 0; o < outer; o++) memcpy(y0 + o * pitch, xs + o * (int64_t)bytes, bytes);
       }
     } else {
       const char *base = NULL;
@@ -186,6 +223,104 @@ kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, b
     }
     at += x->dims[ax];
   }
+  return KILN_OK;
+}
+
+/* ---- ScatterND ---- */
+
+typedef enum { SC_NONE, SC_ADD, SC_MUL, SC_MAX, SC_MIN } sc_red;
+
+/* The float32 reductions, in index order as the reference applies them:
+ * float add and mul give the reference's double-then-round result exactly;
+ * a NaN on either side of max/min wins. */
+static void scatter_f32(float *y, const float *u, int64_t n, sc_red r) {
+  switch (r) {
+  case SC_ADD:
+    for (int64_t e = 0; e < n; e++) y[e] += u[e];
+    break;
+  case SC_MUL:
+    for (int64_t e = 0; e < n; e++) y[e] *= u[e];
+    break;
+  case SC_MAX:
+    for (int64_t e = 0; e < n; e++) y[e] = y[e] > u[e] || isnan(y[e]) ? y[e] : u[e];
+    break;
+  case SC_MIN:
+    for (int64_t e = 0; e < n; e++) y[e] = y[e] < u[e] || isnan(y[e]) ? y[e] : u[e];
+    break;
+  default:
+    memcpy(y, u, (size_t)n * sizeof *y);
+    break;
+  }
+}
+
+/* ScatterND (opsets 11-18): the data copied to the output unless the plan
+ * runs it in place (the output reservation is the data's own memory), then
+ * each index tuple's slice written or reduced in index order. reduction
+ * none moves any dtype by element size; add/mul/max/min take float32.
+ * Indices are checked before anything is written (the reference's error and
+ * message); dense inputs only. */
+kiln_status kiln_nn_scatternd(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
+  (void)ep;
+  if (c->n_in < 3 || !c->in[0] || !c->in[1] || !c->in[2]) DECLINE();
+  const kiln_tensor *x = c->in[0], *ind = c->in[1], *upd = c->in[2];
+  const kiln_attr *ra = kiln_node_attr(c->node, "reduction");
+  sc_red red = SC_NONE;
+  if (ra) {
+    if (ra->type != KILN_ATTR_STRING || !ra->s || c->opset < 16) DECLINE();
+    static const char *const names[] = {"none", "add", "mul", "max", "min"};
+    red = (sc_red)-1;
+    for (int k = 0; k < 5; k++)
+      if (!strcmp(ra->s, names[k])) red = (sc_red)k;
+    if ((int)red < 0 || (red >= SC_MAX && c->opset < 18)) DECLINE();
+  }
+  if (x->strided || ind->strided || upd->strided || !x->data || upd->dtype != x->dtype) DECLINE();
+  if ((ind->dtype != KILN_I32 && ind->dtype != KILN_I64) || (red != SC_NONE && x->dtype != KILN_F32)) DECLINE();
+  int r = x->rank, q = ind->rank;
+  if (r < 1 || q < 1) DECLINE();
+  int64_t k = ind->dims[q - 1];
+  if (k < 1 || k > r || upd->rank != q - 1 + r - (int)k) DECLINE();
+  for (int d = 0; d < q - 1; d++)
+    if (upd->dims[d] != ind->dims[d]) DECLINE();
+  for (int d = (int)k; d < r; d++)
+    if (upd->dims[q - 1 + d - k] != x->dims[d]) DECLINE();
+  int64_t m = 1, slice = 1, xstr[KILN_MAX_RANK];
+  for (int d = 0; d < q - 1; d++) m *= ind->dims[d];
+  for (int d = (int)k; d < r; d++) slice *= x->dims[d];
+  kiln_strides(r, x->dims, xstr);
+  /* each tuple's element offset, checked, before anything is written */
+  int64_t *off = kiln_malloc((size_t)(m ? m : 1) * sizeof *off);
+  if (!off) return kiln_fail(KILN_E_NOMEM, "out of memory in ScatterND");
+  for (int64_t t = 0; t < m; t++) {
+    int64_t o = 0;
+    for (int64_t j = 0; j < k; j++) {
+      int64_t v = ind->dtype == KILN_I64 ? ((const int64_t *)ind->data)[t * k + j]
+                                         : ((const int32_t *)ind->data)[t * k + j];
+      int64_t n = x->dims[j];
+      if (v < -n || v >= n) {
+        kiln_free(off);
+        return kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld",
+                         (long long)v, (long long)n);
+      }
+      o += (v < 0 ? v + n : v) * xstr[j];
+    }
+    off[t] = o;
+  }
+  kiln_status s = kiln_nn_alloc(&c->out[0], x->dtype, r, x->dims);
+  if (s) {
+    kiln_free(off);
+    return s;
+  }
+  size_t es = kiln_dtype_size(x->dtype), row = (size_t)slice * es;
+  char *y = c->out[0].data;
+  const char *u = upd->data;
+  if (y != x->data && x->numel) memcpy(y, x->data, (size_t)x->numel * es); /* in place: the data is there */
+  for (int64_t t = 0; t < m && row; t++) {
+    if (red == SC_NONE)
+      memcpy(y + (size_t)off[t] * es, u + (size_t)t * row, row);
+    else
+      scatter_f32((float *)y + off[t], (const float *)u + t * slice, slice, red);
+  }
+  kiln_free(off);
   return KILN_OK;
 }
 

@@ -2,9 +2,11 @@
  * plan) and run. */
 #include "cpu_fallback/plan.h"
 
+#include "cpu_fallback/bags.h"
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/pool.h"
 #include "cpu_fallback/plan_observe.h"
+#include "cpu_fallback/plan_profile.h"
 #include "cpu_fallback/prepack.h"
 #include "cpu_fallback/tile.h"
 #include "cpu_fallback/vmath.h"
@@ -64,6 +66,7 @@ struct kiln_cpu_plan {
   unsigned char *how;   /* per node: V_* */
   int *alias_of;        /* per value: the value whose storage a view reads, or -1 */
   int *concat_into;     /* per value: the in-place Concat node whose output it is a slice of, or -1 */
+  int64_t *concat_pitch; /* per value: 0, or (a column of an interleaved in-place Concat) the elements between its elements there */
   int *last_use;        /* per value: last node reading it, -1 if none */
   int *free_after;      /* per value: last node reading it or a view of it */
   int nsym;
@@ -76,6 +79,9 @@ struct kiln_cpu_plan {
   bool *dynamic;        /* per value: size unbounded (data-dependent): heap */
   bool *external;
   bool *inplace;        /* per node: output 0 written over input 0 */
+  int *out_over;        /* per value: for a graph output whose kernel may run in place over its input 0,
+                           that input's arena storage (which then lives in the caller's output memory), else -1 */
+  unsigned char **redir; /* per storage (this run): the caller's output memory it lives in, or NULL: the arena */
   unsigned char *arena;
   int *in_map;          /* per graph input: the caller's value of that name */
   /* specialisation on shape-setting inputs: when some shapes depend on the
@@ -104,6 +110,9 @@ struct kiln_cpu_plan {
   int obs_mode;
   kiln_cpu_obs *ostate;
   kiln_obs *run_obs;
+  /* KILN_PROFILE (plan_profile.h): per-step times, made at the first run */
+  kiln_cpu_prof *prof;
+  bool prof_checked;
 };
 
 /* ---- compile ---- */
@@ -134,11 +143,27 @@ static int how_to_run(const kiln_shapes *sh, const kiln_node *n) {
   return V_KERNEL;
 }
 
+/* Whether value u is a float32 store of an elementwise tile step (no
+ * anchor, no pooling), which can write it with an element stride. */
+static bool tile_column(const kiln_cpu_plan *p, int u) {
+  int prod = p->g->values[u].producer;
+  if (prod < 0 || p->sh->v[u].dtype != KILN_F32 || p->obs_mode) return false;
+  int k = p->step_of[prod];
+  const kiln_fuse_spec *sp = p->tile[k] ? p->sched->steps[k].user : NULL;
+  if (!sp || sp->kind != KILN_FUSE_G_ELEMWISE || sp->anchor >= 0) return false;
+  for (int j = 0; j < sp->n_store; j++)
+    if (sp->store[j].value == u && !sp->store[j].pool) return true;
+  return false;
+}
+
 /* Concat in place: when every input of Concat node i is made by a kernel
  * for this Concat alone and the inputs' slices of the output are contiguous
  * (the output's dims before the axis are all 1), each producer writes
- * straight into its slice and the Concat runs nothing. The inputs become
- * views of the output's storage for the memory planner. */
+ * straight into its slice and the Concat runs nothing. Likewise when every
+ * input is one element per outer index (the [n, 1] columns of an [n, k]
+ * output) stored by an elementwise tile step: each store writes its column
+ * with a stride of k elements (concat_pitch). The inputs become views of
+ * the output's storage for the memory planner. */
 static void plan_concat(kiln_cpu_plan *p, int i) {
   const kiln_graph *g = p->g;
   const kiln_node *n = &g->nodes[i];
@@ -151,17 +176,27 @@ static void plan_concat(kiln_cpu_plan *p, int i) {
     kiln_error_clear();
     return;
   }
+  bool contiguous = true, columns = n->n_in > 1;
   for (int d = 0; d < axis; d++) {
     int64_t one;
-    if (!kiln_dimx_is_const(p->sh->tab, y->dims[d], &one) || one != 1) return;
+    if (!kiln_dimx_is_const(p->sh->tab, y->dims[d], &one) || one != 1) contiguous = false;
   }
+  for (int k = 0; k < n->n_in && columns; k++) { /* each input: one element per outer index */
+    const kiln_vshape *x = n->in[k] >= 0 ? &p->sh->v[n->in[k]] : NULL;
+    for (int d = axis; x && d < x->rank && columns; d++) {
+      int64_t one;
+      columns = kiln_dimx_is_const(p->sh->tab, x->dims[d], &one) && one == 1;
+    }
+    columns = columns && x && x->rank == y->rank && tile_column(p, n->in[k]);
+  }
+  if (!contiguous && !columns) return;
   for (int k = 0; k < n->n_in; k++) {
     int u = n->in[k];
     if (u < 0 || g->values[u].init || g->values[u].is_input || g->values[u].is_output || p->sh->v[u].data_dependent ||
         p->sh->v[u].dtype != y->dtype || p->concat_into[u] >= 0)
       return;
     int prod = g->values[u].producer;
-    if (prod < 0 || p->how[prod] != V_KERNEL || p->last_use[u] != i) return;
+    if (prod < 0 || (p->how[prod] != V_KERNEL && !(columns && p->how[prod] == V_FUSED)) || p->last_use[u] != i) return;
     for (int j = 0; j < g->n_nodes; j++) /* read by this Concat alone, once */
       for (int q = 0; q < g->nodes[j].n_in; q++)
         if (g->nodes[j].in[q] == u && (j != i || q != k)) return;
@@ -172,12 +207,34 @@ static void plan_concat(kiln_cpu_plan *p, int i) {
   p->st.concats_in_place++;
   for (int k = 0; k < n->n_in; k++) {
     p->concat_into[n->in[k]] = i;
+    p->concat_pitch[n->in[k]] = contiguous ? 0 : n->n_in;
     p->alias_of[n->in[k]] = w;
   }
 }
 
+/* What each step is, for the KILN_PROFILE table. */
+static void print_profile(kiln_cpu_plan *p) {
+  if (!p->prof) return;
+  const char **how = kiln_calloc((size_t)p->sched->n_steps + 1, sizeof *how);
+  for (int k = 0; how && k < p->sched->n_steps; k++) {
+    const kiln_step *st = &p->sched->steps[k];
+    int i = st->n_nodes ? st->nodes[0] : -1;
+    how[k] = p->tile[k]                                 ? "tile"
+             : i < 0                                    ? ""
+             : st->n_nodes > 1                          ? "nodes"
+             : p->how[i] == V_CONCAT                    ? "concat"
+             : p->how[i] != V_KERNEL                    ? "view"
+             : p->own[i]                                ? "kernel"
+                                                        : "ref";
+  }
+  kiln_cpu_prof_print_free(p->prof, p->g, p->sched, how); /* how NULL (out of memory): no column */
+  kiln_free(how);
+  p->prof = NULL;
+}
+
 void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
+  print_profile(p);
   if (p->pool_held) kiln_pool_release();
   kiln_cpu_conv_packs_free(p->conv_packs); /* before g: registered under its nodes */
   kiln_cpu_gemm_packs_free(p->gemm_packs); /* before g: registered by its weights' data */
@@ -203,6 +260,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->how);
   kiln_free(p->alias_of);
   kiln_free(p->concat_into);
+  kiln_free(p->concat_pitch);
   kiln_free(p->last_use);
   kiln_free(p->free_after);
   kiln_free(p->bound);
@@ -211,6 +269,8 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->dynamic);
   kiln_free(p->external);
   kiln_free(p->inplace);
+  kiln_free(p->out_over);
+  kiln_free(p->redir);
   kiln_free(p->arena);
   kiln_free(p->in_map);
   kiln_graph_free(p->orig);
@@ -303,6 +363,9 @@ static void dump_plan(const kiln_cpu_plan *p) {
       fprintf(f, p->sched->steps[p->step_of[i]].n_nodes > 1 ? ", fused in step %d (tile program)" : ", tile program",
               p->step_of[i]);
     if (p->inplace[i]) fprintf(f, ", in place over %s", g->values[n->in[0]].name);
+    if (n->n_out > 0 && n->out[0] >= 0 && p->out_over[n->out[0]] >= 0)
+      fprintf(f, ", in place over %s in the caller's output memory (when given: storage %s moves there)",
+              g->values[n->in[0]].name, g->values[p->out_over[n->out[0]]].name);
     for (int k = 0; p->tile[p->step_of[i]] && k < p->mp->n_inplace; k++) /* a tile step's store */
       for (int q = 0; q < n->n_out; q++)
         if (p->mp->inplace[k].step == p->step_of[i] && n->out[q] >= 0 && p->mp->inplace[k].out == n->out[q])
@@ -656,6 +719,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
   kiln_graph *g = p->g;
   if ((s = kiln_cpu_pretranspose(g, NULL))) goto fail; /* prepack.h: constant Gemm B stored [K, N] once */
+  if (!obs_mode && (s = kiln_cpu_embedding_bags(g, &p->st.bags))) goto fail; /* bags.h: Gather-Mul-ReduceSum as one */
   if ((s = kiln_ref_check_graph(g))) goto fail;
   {
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
@@ -670,8 +734,11 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   p->own = kiln_calloc((size_t)nn + 1, sizeof *p->own);
   p->how = kiln_calloc((size_t)nn + 1, 1);
   p->inplace = kiln_calloc((size_t)nn + 1, sizeof *p->inplace);
+  p->out_over = kiln_calloc((size_t)nv + 1, sizeof *p->out_over);
+  p->redir = kiln_calloc((size_t)nv + 1, sizeof *p->redir);
   p->alias_of = kiln_calloc((size_t)nv + 1, sizeof *p->alias_of);
   p->concat_into = kiln_calloc((size_t)nv + 1, sizeof *p->concat_into);
+  p->concat_pitch = kiln_calloc((size_t)nv + 1, sizeof *p->concat_pitch);
   p->last_use = kiln_calloc((size_t)nv + 1, sizeof *p->last_use);
   p->free_after = kiln_calloc((size_t)nv + 1, sizeof *p->free_after);
   p->size = kiln_calloc((size_t)nv + 1, sizeof *p->size);
@@ -680,7 +747,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   p->nsym = kiln_symtab_nsyms(p->sh->tab);
   p->bound = kiln_calloc((size_t)p->nsym + 1, sizeof *p->bound);
   p->vals = kiln_calloc((size_t)p->nsym + 1, sizeof *p->vals);
-  if (!p->def || !p->own || !p->how || !p->inplace || !p->alias_of || !p->concat_into || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
+  if (!p->def || !p->own || !p->how || !p->inplace || !p->out_over || !p->redir || !p->alias_of || !p->concat_into || !p->concat_pitch || !p->free_after || !p->last_use || !p->size || !p->dynamic || !p->external ||
       !p->bound || !p->vals) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
     goto fail;
@@ -738,6 +805,41 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
 fail:
   kiln_cpu_release(p);
   return s;
+}
+
+/* In place over a graph output: when the kernel node making graph output w
+ * may write over its input 0 (kiln_ref_op_inplace), and that input's arena
+ * storage S has the output's size and nothing in S is read after that node
+ * or is a graph output, then a run whose caller gave memory for w keeps S
+ * there instead of in the arena (redir): the producers of S write into the
+ * caller's memory and the node runs in place, saving the copy of S into
+ * the output. out_over[w] = S, else -1. */
+static void plan_out_over(kiln_cpu_plan *p) {
+  const kiln_graph *g = p->g;
+  for (int v = 0; v < g->n_values; v++) p->out_over[v] = -1;
+  for (int o = 0; o < g->n_outputs; o++) {
+    int w = g->outputs[o], i = w >= 0 ? g->values[w].producer : -1;
+    if (i < 0) continue;
+    const kiln_node *n = &g->nodes[i];
+    int k = p->step_of[i];
+    if (p->tile[k] || p->sched->steps[k].n_nodes != 1 || p->how[i] != V_KERNEL || !p->def[i] ||
+        !kiln_ref_op_inplace(p->def[i]) || n->n_in < 1 || n->n_out < 1 || n->out[0] != w || n->in[0] < 0)
+      continue;
+    int u = n->in[0], S = p->mp->storage[u];
+    if (p->dynamic[w] || p->dynamic[u] || S < 0 || p->mp->offset[u] == KILN_MEMPLAN_NONE || p->size[u] != p->size[w] ||
+        p->size[S] != p->size[w] || g->values[u].init || g->values[u].is_input)
+      continue;
+    bool ok = true;
+    for (int q = 1; q < n->n_in && ok; q++) /* the node reads S through input 0 only */
+      ok = n->in[q] < 0 || p->mp->storage[n->in[q]] != S;
+    for (int v = 0; v < g->n_values && ok; v++) {
+      if (p->mp->storage[v] != S) continue;
+      int last = p->free_after[v];
+      ok = !g->values[v].is_output && !p->external[v] && (last < 0 || p->step_of[last] <= k);
+    }
+    for (int o2 = 0; o2 < g->n_outputs && ok; o2++) ok = o2 == o || g->outputs[o2] != w; /* one output slot */
+    if (ok) p->out_over[w] = S;
+  }
 }
 
 /* Plans the arena at the current bounds. */
@@ -834,6 +936,7 @@ static kiln_status specialize(kiln_cpu_plan *p) {
     const kiln_step *st = &p->sched->steps[p->mp->inplace[k].step];
     if (!p->tile[p->mp->inplace[k].step] && st->n_nodes == 1) p->inplace[st->nodes[0]] = true;
   }
+  plan_out_over(p);
   if (p->mp->arena_size > KILN_MAX_ALLOC) /* limit (README "Limits"): never ask malloc for it */
     return kiln_fail(KILN_E_NOMEM, "the memory plan needs a %llu-byte arena, more than kiln's limit of %llu bytes",
                      (unsigned long long)p->mp->arena_size, (unsigned long long)KILN_MAX_ALLOC);
@@ -854,6 +957,13 @@ static kiln_status specialize(kiln_cpu_plan *p) {
 }
 
 /* ---- run ---- */
+
+/* The memory of arena value v this run: its arena slot, or the caller's
+ * output memory its storage was moved to (plan_out_over). */
+static unsigned char *arena_at(const kiln_cpu_plan *p, int v) {
+  int S = p->mp->storage[v];
+  return S >= 0 && p->redir[S] ? p->redir[S] : p->arena + p->mp->offset[v];
+}
 
 /* Binds the symbols of the graph inputs' shapes to this run's dims, and
  * re-plans when a symbol exceeds its bound (or has none yet). */
@@ -1053,7 +1163,7 @@ static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot, kiln_vie
     if (!dims_now(p, w, dims)) return kiln_fail(KILN_E_INTERNAL, "in-place Concat output has no size");
     int64_t numel = 1;
     for (int d = 0; d < p->sh->v[w].rank; d++) numel *= dims[d];
-    kiln_tensor_wrap(&slot[w], p->sh->v[w].dtype, p->sh->v[w].rank, dims, numel, p->arena + p->mp->offset[w]);
+    kiln_tensor_wrap(&slot[w], p->sh->v[w].dtype, p->sh->v[w].rank, dims, numel, arena_at(p, w));
     return KILN_OK;
   }
   kiln_views base;
@@ -1109,6 +1219,10 @@ static uint64_t concat_offset(const kiln_cpu_plan *p, int w, const kiln_tensor *
   if (c < 0) return 0;
   const kiln_node *n = &p->g->nodes[c];
   uint64_t off = 0;
+  if (p->concat_pitch[w]) { /* a column of an interleaved Concat: its index among the inputs */
+    for (int k = 0; k < n->n_in && n->in[k] != w; k++) off += kiln_dtype_size(p->sh->v[w].dtype);
+    return off;
+  }
   for (int k = 0; k < n->n_in && n->in[k] != w; k++) off += kiln_tensor_bytes(&slot[n->in[k]]);
   return off;
 }
@@ -1151,10 +1265,12 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
     if (w >= 0 && p->direct[w] && p->mp->offset[w] == KILN_MEMPLAN_NONE) { /* a graph output: the caller's memory */
       res[k].data = p->direct[w];
       res[k].capacity = p->direct_cap[w];
+      res[k].keep = k == 0 && p->out_over[w] >= 0 && p->redir[p->out_over[w]]; /* in place: input 0 is there */
+      p->st.outputs_in_place += res[k].keep;
       continue;
     }
     if (w < 0 || p->dynamic[w] || p->mp->offset[w] == KILN_MEMPLAN_NONE) continue;
-    res[k].data = p->arena + p->mp->offset[w] + concat_offset(p, w, slot);
+    res[k].data = arena_at(p, w) + concat_offset(p, w, slot);
     res[k].capacity = p->size[w];
     res[k].keep = k == 0 && p->inplace[i];
   }
@@ -1208,10 +1324,10 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
           res[k] = at;
         }
       }
-      if (!s && p->concat_into[w] >= 0 && res[k].data != p->arena + p->mp->offset[w] + concat_offset(p, w, slot)) {
+      if (!s && p->concat_into[w] >= 0 && res[k].data != arena_at(p, w) + concat_offset(p, w, slot)) {
         /* the kernel did not write into its slice: move it there */
         kiln_tensor at = {0};
-        at.data = p->arena + p->mp->offset[w] + concat_offset(p, w, slot);
+        at.data = arena_at(p, w) + concat_offset(p, w, slot);
         at.capacity = p->size[w];
         if (!(s = kiln_tensor_copy(&at, &res[k]))) {
           kiln_tensor_release(&res[k]);
@@ -1281,6 +1397,10 @@ static kiln_status bind_outputs(kiln_cpu_plan *p, const kiln_tensor *outs, const
     if (overlap) continue;
     p->direct[w] = outs[o].data;
     p->direct_cap[w] = outs[o].capacity;
+  }
+  for (int o = 0; o < g->n_outputs; o++) { /* storages moved into the caller's output memory */
+    int w = g->outputs[o], S = p->out_over[w];
+    if (S >= 0) p->redir[S] = p->direct[w] && p->direct_cap[w] >= p->size[S] ? p->direct[w] : NULL;
   }
   return KILN_OK;
 }
@@ -1372,9 +1492,16 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     for (int d = 0; d < x->rank; d++) numel *= dims[d];
     esize[j] = kiln_dtype_size(x->dtype);
     if (numel != sp->numel) return kiln_fail(KILN_E_INTERNAL, "a fused store does not cover the domain");
-    if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE) {
-      kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel,
-                       p->arena + p->mp->offset[w] + concat_offset(p, w, slot));
+    kiln_tile_set_store_stride(tp, j, p->concat_pitch[w] ? p->concat_pitch[w] : 1);
+    if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE && p->concat_pitch[w]) { /* a column */
+      kiln_tensor base = {0}, *b = &base;
+      int64_t st[KILN_MAX_RANK];
+      kiln_tensor_wrap(b, x->dtype, x->rank, dims, numel, arena_at(p, w));
+      kiln_strides(x->rank, dims, st);
+      for (int d = 0; d < x->rank; d++) st[d] *= p->concat_pitch[w];
+      kiln_tensor_view(&slot[w], b, x->rank, dims, st, (int64_t)(concat_offset(p, w, slot) / esize[j]));
+    } else if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE) {
+      kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, arena_at(p, w) + concat_offset(p, w, slot));
     } else if (p->direct[w] && p->direct_cap[w] >= esize[j] * (size_t)numel) { /* a graph output, in place */
       kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, p->direct[w]);
     } else { /* heap: a graph output (no zeroing: every element is written) */
@@ -1384,7 +1511,7 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
       kiln_tensor_wrap(&slot[w], x->dtype, x->rank, dims, numel, data);
       slot[w].owns = true;
     }
-    out[j] = slot[w].data;
+    out[j] = (char *)slot[w].data + (slot[w].strided ? slot[w].offset * (int64_t)esize[j] : 0);
   }
   if (!s) s = kiln_tile_bind(tp, slot, &p->st.materialized);
   kiln_vm_isa isa = kiln_vm_isa_active();
@@ -1523,6 +1650,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     if ((s = variant_for(p, g0, bound, &v))) return s;
     if (v) return kiln_cpu_run(v, g0, bound, outs);
   }
+  if (!p->prof_checked) { /* KILN_PROFILE */
+    p->prof = kiln_cpu_prof_new(p->sched->n_steps);
+    p->prof_checked = true;
+  }
+  double t_run = p->prof ? kiln_cpu_prof_now() : 0;
   kiln_graph *g = p->g;
   const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
   kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
@@ -1563,6 +1695,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     kiln_cpu_obs_constants(p->ostate, obs, g);
   }
   if (s) goto done;
+  double t_step = p->prof ? kiln_cpu_prof_now() : 0;
   for (int k = 0; k < p->sched->n_steps && !s; k++) {
     const kiln_step *st = &p->sched->steps[k];
     char lbl[256];
@@ -1598,6 +1731,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
           kiln_tensor_release(&slot[v]);
       }
     }
+    if (p->prof) {
+      double t = kiln_cpu_prof_now();
+      kiln_cpu_prof_add(p->prof, k, t - t_step);
+      t_step = t;
+    }
   }
   /* the outputs: an owned dense result moves to the caller, others are copied */
   for (int o = 0; o < g->n_outputs && !s; o++) {
@@ -1617,6 +1755,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   }
   if (s)
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
+  if (p->prof && !s) {
+    double t = kiln_cpu_prof_now();
+    kiln_cpu_prof_add(p->prof, p->sched->n_steps, t - t_step);
+    kiln_cpu_prof_run(p->prof, t - t_run);
+  }
 done:
   p->run_obs = NULL;
   if (slot)
@@ -1642,5 +1785,6 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       st->epilogues_fused += p->var[k].plan->st.epilogues_fused;
       st->epilogues_separate += p->var[k].plan->st.epilogues_separate;
       st->ref_calls += p->var[k].plan->st.ref_calls;
+      st->outputs_in_place += p->var[k].plan->st.outputs_in_place;
     }
 }

@@ -40,6 +40,9 @@ typedef struct kiln_cpu_stats {
   long epilogues_separate;   /* anchor groups run as the anchor, then one tile pass, over all runs */
   uint64_t conv_pack_bytes;  /* Conv weights packed once for the wide SGEMM (prepack.h), besides the weights */
   uint64_t gemm_pack_bytes;  /* MatMul / Gemm B packed once for the wide SGEMM (prepack.h), besides the weights */
+  int bags;                  /* Gather -> Mul(mask) -> ReduceSum patterns run as one SparseLengthsWeightedSum (bags.h) */
+  long outputs_in_place;     /* graph outputs whose kernel ran in place over its input, that input's storage moved
+                                into the caller's output memory (no copy into it), over all runs */
 } kiln_cpu_stats;
 
 /* Checks that the cpu backend can run g (every op has a kernel and a shape

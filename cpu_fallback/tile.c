@@ -52,6 +52,7 @@ struct kiln_tile_prog {
   tacc *acc;
   int *store_expr;      /* per store: its expression */
   kiln_dtype *store_dt; /* per store: the value's dtype (F32 or BOOL) */
+  int64_t *store_stride; /* per store: elements between consecutive elements in memory (1: dense) */
   int n_buf;            /* tile buffers of the binding */
   bool bound;
   bool stream;          /* large outputs: non-temporal stores */
@@ -80,6 +81,7 @@ void kiln_tile_free(kiln_tile_prog *tp) {
   kiln_free(tp->acc);
   kiln_free(tp->store_expr);
   kiln_free(tp->store_dt);
+  kiln_free(tp->store_stride);
   kiln_free(tp);
 }
 
@@ -129,7 +131,8 @@ kiln_status kiln_tile_compile(const kiln_fuse_spec *sp, kiln_tile_prog **out, ch
   tp->acc = kiln_calloc((size_t)sp->n_access + 1, sizeof *tp->acc);
   tp->store_expr = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_expr);
   tp->store_dt = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_dt);
-  if (!tp->e || !tp->acc || !tp->store_expr || !tp->store_dt) {
+  tp->store_stride = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_stride);
+  if (!tp->e || !tp->acc || !tp->store_expr || !tp->store_dt || !tp->store_stride) {
     kiln_tile_free(tp);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling a tile program");
   }
@@ -153,9 +156,15 @@ kiln_status kiln_tile_compile(const kiln_fuse_spec *sp, kiln_tile_prog **out, ch
     tp->store_expr[k] = sp->store[k].expr;
     /* a pool store writes the pooled argument (float32) over the domain */
     tp->store_dt[k] = sp->store[k].pool ? KILN_F32 : sp->sh->v[sp->store[k].value].dtype;
+    tp->store_stride[k] = 1;
   }
   *out = tp;
   return KILN_OK;
+}
+
+void kiln_tile_set_store_stride(kiln_tile_prog *tp, int store, int64_t stride) {
+  if (store >= 0 && store < tp->n_store && tp->store_dt[store] == KILN_F32 && stride >= 1)
+    tp->store_stride[store] = stride;
 }
 
 int kiln_tile_anchor_target(const kiln_tile_prog *tp) {
@@ -324,6 +333,10 @@ static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t
     if (stride == 1) memcpy(dst, s, sizeof *dst * (size_t)n);
     else if (stride == 0)
       for (int64_t i = 0; i < n; i++) dst[i] = s[0];
+    else if (stride == 4) /* a column of an [n, 4] tensor (boxes): a constant stride the compiler vectorises */
+      for (int64_t i = 0; i < n; i++) dst[i] = s[4 * i];
+    else if (stride == 2)
+      for (int64_t i = 0; i < n; i++) dst[i] = s[2 * i];
     else
       for (int64_t i = 0; i < n; i++) dst[i] = s[i * stride];
   } else {
@@ -370,6 +383,42 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf) {
     }
     return buf;
   }
+}
+
+/* Finds the groups of strided stores that write all the columns of one
+ * interleaved output: stores k .. k + p - 1 of stride p, 2 <= p <= 8, each
+ * one float after the previous. lead[k] = p at a group's first store, -1
+ * at its others, 0 elsewhere. False when there is no group. */
+static bool row_groups(const kiln_tile_prog *tp, void *const *out, int *lead) {
+  bool any = false;
+  for (int k = 0; k < tp->n_store; k++) lead[k] = 0;
+  for (int k = 0; k < tp->n_store; k++) {
+    int64_t p = tp->store_stride[k];
+    if (p < 2 || p > 8 || k + p > tp->n_store || lead[k]) continue;
+    bool ok = true;
+    for (int j = 1; j < p && ok; j++)
+      ok = tp->store_stride[k + j] == p && !lead[k + j] && (float *)out[k + j] == (float *)out[k] + j;
+    if (!ok) continue;
+    lead[k] = (int)p;
+    for (int j = 1; j < p; j++) lead[k + j] = -1;
+    any = true;
+  }
+  return any;
+}
+
+/* Writes n rows of p floats at d: column j from the tile of expression
+ * ex[j]. */
+static void store_rows(float *d, const float *const *ptr, const int *ex, int p, int n) {
+  if (p == 4) {
+    const float *a = ptr[ex[0]], *b = ptr[ex[1]], *c = ptr[ex[2]], *e = ptr[ex[3]];
+    for (int i = 0; i < n; i++) {
+      float *r = d + 4 * i;
+      r[0] = a[i], r[1] = b[i], r[2] = c[i], r[3] = e[i];
+    }
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < p; j++) d[p * i + j] = ptr[ex[j]][i];
 }
 
 /* The uniform value of accessor r. */
@@ -441,6 +490,11 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
     ptr[i] = b;
   }
   bool stream = tp->stream && avx2;
+  /* strided stores that are all the columns of one interleaved output
+     (out[k + j] one float after out[k], stride = their count): written row
+     by row; lead[k] = the group's size at its first store, -1 inside */
+  int lead[KILN_TILE_ROW_GROUPS_MAX];
+  bool rows = tp->n_store <= KILN_TILE_ROW_GROUPS_MAX && row_groups(tp, out, lead);
   for (int64_t f0 = lo; f0 < hi; f0 += KILN_TILE_N) {
     int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
     for (int i = 0; i < n_expr; i++) {
@@ -462,7 +516,16 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       if (tp->e[i].uniform && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n);
     for (int k = 0; k < tp->n_store; k++) {
       const float *src = ptr[tp->store_expr[k]];
-      if (tp->store_dt[k] == KILN_F32) {
+      int64_t st = tp->store_stride[k];
+      if (rows && lead[k] < 0) continue; /* written with its group */
+      if (rows && lead[k] > 0) {
+        store_rows((float *)out[k] + (f0 - lo) * st, ptr, tp->store_expr + k, lead[k], n);
+        continue;
+      }
+      if (st != 1) { /* a column of an interleaved output (a Concat of such columns) */
+        float *d = (float *)out[k] + (f0 - lo) * st;
+        for (int j = 0; j < n; j++) d[j * st] = src[j];
+      } else if (tp->store_dt[k] == KILN_F32) {
         store((float *)out[k] + (f0 - lo), src, n, stream);
       } else {
         unsigned char *d = (unsigned char *)out[k] + (f0 - lo);
@@ -497,7 +560,8 @@ static void par_task(void *arg, int64_t t, int worker) {
   const kiln_tile_prog *tp = c->tp;
   void *o[KILN_TILE_PAR_STORES];
   for (int k = 0; k < tp->n_store; k++)
-    o[k] = (char *)c->out[k] + (size_t)(a - c->lo) * (tp->store_dt[k] == KILN_F32 ? sizeof(float) : 1);
+    o[k] = (char *)c->out[k] + (size_t)(a - c->lo) * (size_t)tp->store_stride[k] *
+                                   (tp->store_dt[k] == KILN_F32 ? sizeof(float) : 1);
   kiln_status s = kiln_tile_exec(tp, a, b, o, c->anchor ? c->anchor + (a - c->lo) : NULL, c->isa);
   if (s) {
     kiln_error_clear();

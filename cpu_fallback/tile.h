@@ -58,6 +58,8 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
  * as one kiln_tile_exec: every element is computed by the same ops whatever
  * the chunk. */
 #define KILN_TILE_PAR_STORES 64
+/* Programs with at most this many stores look for interleaved column groups (kiln_tile_set_store_stride). */
+#define KILN_TILE_ROW_GROUPS_MAX 64
 kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out,
                                const float *anchor, kiln_vm_isa isa);
 
@@ -77,6 +79,12 @@ typedef struct kiln_tile_obs {
 /* kiln_tile_exec, folding the observed expressions (ob NULL: none). */
 kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
                                kiln_vm_isa isa, const kiln_tile_obs *ob);
+
+/* Makes float32 store k write element i of the domain at out[k][i * stride]
+ * instead of out[k][i] (a column of an interleaved output: the plan's
+ * in-place Concat of [n, 1] slices). Elementwise groups only: an anchor's
+ * epilogue blocks assume dense stores. Out-of-range calls are ignored. */
+void kiln_tile_set_store_stride(kiln_tile_prog *tp, int store, int64_t stride);
 
 /* For anchor groups: the store that the anchor's output block may be
  * rewritten into in place (float32, the domain's size): a store of the

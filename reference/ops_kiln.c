@@ -138,12 +138,33 @@ kiln_status kiln_sls_decode(const kiln_op_call *c, kiln_sls_spec *sp) {
     return s;
   }
   sp->start[sp->m] = sp->n;
+  if (kiln_attr_int(c->node, "negative_indices", 0) != 0) { /* Gather's indices: [-rows, 0) count from the end */
+    int64_t nd[1] = {sp->n};
+    if ((s = kiln_tensor_alloc(&sp->wrapped, KILN_I64, 1, nd))) {
+      kiln_sls_spec_free(sp);
+      return s;
+    }
+    int64_t *w = sp->wrapped.data;
+    for (int64_t j = 0; j < sp->n && !s; j++) {
+      int64_t v = kiln_get_i(idx, j);
+      if (v < -sp->rows || v >= sp->rows)
+        s = kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld", (long long)v,
+                      (long long)sp->rows);
+      w[j] = v < 0 ? v + sp->rows : v;
+    }
+    if (s) {
+      kiln_sls_spec_free(sp);
+      return s;
+    }
+    sp->indices = &sp->wrapped;
+  }
   return KILN_OK;
 }
 
 void kiln_sls_spec_free(kiln_sls_spec *sp) {
   kiln_free(sp->start);
   sp->start = NULL;
+  kiln_tensor_release(&sp->wrapped);
 }
 
 kiln_status kiln_sls_bad_index(const kiln_sls_spec *sp, int64_t j, int64_t idx) {
@@ -263,6 +284,7 @@ static kiln_status chk_flag(const kiln_node *n, const char *name) {
 static kiln_status chk_sls(const kiln_graph *g, const kiln_node *n) {
   (void)g;
   TRY(chk_flag(n, "offsets"));
+  TRY(chk_flag(n, "negative_indices"));
   return chk_flag(n, "positional");
 }
 
@@ -362,12 +384,12 @@ static kiln_status chk_lstmu(const kiln_graph *g, const kiln_node *n) {
 #define T_TABLE (KILN_T(KILN_F32) | KILN_T(KILN_F16) | KILN_T(KILN_U8))
 
 const kiln_op_def kiln_ref_ops_kiln[] = {
-    {"SparseLengthsSum", 3, 3, 1, 1, "offsets", T_TABLE, run_sls, chk_sls},
-    {"SparseLengthsWeightedSum", 4, 4, 1, 1, "offsets positional", T_TABLE, run_sls, chk_sls},
-    {"SparseLengthsMean", 3, 3, 1, 1, "offsets", T_TABLE, run_sls, chk_sls},
-    {"SparseLengthsSumFused8BitRowwise", 3, 3, 1, 1, "offsets", KILN_T(KILN_U8), run_sls, chk_sls},
-    {"SparseLengthsWeightedSumFused8BitRowwise", 4, 4, 1, 1, "offsets positional", KILN_T(KILN_U8), run_sls, chk_sls},
-    {"SparseLengthsMeanFused8BitRowwise", 3, 3, 1, 1, "offsets", KILN_T(KILN_U8), run_sls, chk_sls},
+    {"SparseLengthsSum", 3, 3, 1, 1, "offsets negative_indices", T_TABLE, run_sls, chk_sls},
+    {"SparseLengthsWeightedSum", 4, 4, 1, 1, "offsets positional negative_indices", T_TABLE, run_sls, chk_sls},
+    {"SparseLengthsMean", 3, 3, 1, 1, "offsets negative_indices", T_TABLE, run_sls, chk_sls},
+    {"SparseLengthsSumFused8BitRowwise", 3, 3, 1, 1, "offsets negative_indices", KILN_T(KILN_U8), run_sls, chk_sls},
+    {"SparseLengthsWeightedSumFused8BitRowwise", 4, 4, 1, 1, "offsets positional negative_indices", KILN_T(KILN_U8), run_sls, chk_sls},
+    {"SparseLengthsMeanFused8BitRowwise", 3, 3, 1, 1, "offsets negative_indices", KILN_T(KILN_U8), run_sls, chk_sls},
     {"FloatToFused8BitRowwiseQuantized", 1, 1, 1, 1, "", KILN_T(KILN_F32) | KILN_T(KILN_F16), run_quant, NULL},
     {"Fused8BitRowwiseQuantizedToFloat", 1, 1, 1, 1, "", KILN_T(KILN_U8), run_dequant, NULL},
     {"LSTMUnit", 3, 5, 2, 2, "forget_bias sequence_lengths drop_states", KILN_T(KILN_F32), run_lstmu, chk_lstmu},

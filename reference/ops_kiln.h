@@ -32,6 +32,7 @@ typedef struct kiln_sls_spec {
   int64_t *start;    /* m + 1 segment boundaries into indices (owned) */
   bool positional;   /* weight of the j-th index of a segment: weights[j] */
   bool mean;         /* divide each segment by its length (empty: zeros) */
+  kiln_tensor wrapped; /* negative_indices = 1: the indices, int64, each in [0, rows) (indices points here) */
   int out_rank;
   int64_t out_dims[KILN_MAX_RANK]; /* [m, D] or [m, d1..dk]; float32 */
 } kiln_sls_spec;

@@ -123,32 +123,47 @@ static kiln_status copy_reshaped(const kiln_op_call *c, const kiln_tensor *in, i
   return KILN_OK;
 }
 
-/* Reduction of Scatter* ops. */
-typedef enum { RED_NONE, RED_ADD, RED_MUL } red_kind;
+/* Reduction of Scatter* ops: none, add, mul (opset 16), max, min (opset 18). */
+typedef enum { RED_NONE, RED_ADD, RED_MUL, RED_MAX, RED_MIN } red_kind;
 
 static kiln_status check_reduction(const kiln_node *n) {
   kiln_status s = attr_opsets(n, "reduction", 16, INT_MAX);
   if (s) return s;
   if ((s = attr_type(n, "reduction", KILN_ATTR_STRING, false))) return s;
   const char *r = kiln_attr_string(n, "reduction", "none");
-  if (strcmp(r, "none") && strcmp(r, "add") && strcmp(r, "mul"))
-    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "reduction '%s' is not supported (none, add, mul)", r);
+  if ((!strcmp(r, "max") || !strcmp(r, "min")) && n->opset < 18)
+    return kiln_fail(KILN_E_MODEL, "reduction '%s' is not part of %s-%d (opset 18)", r, n->op_type, n->opset);
+  if (strcmp(r, "none") && strcmp(r, "add") && strcmp(r, "mul") && strcmp(r, "max") && strcmp(r, "min"))
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "reduction '%s' is not supported (none, add, mul, max, min)", r);
   return KILN_OK;
 }
 
 static red_kind get_reduction(const kiln_node *n) {
   const char *r = kiln_attr_string(n, "reduction", "none");
-  return !strcmp(r, "add") ? RED_ADD : !strcmp(r, "mul") ? RED_MUL : RED_NONE;
+  return !strcmp(r, "add") ? RED_ADD
+         : !strcmp(r, "mul") ? RED_MUL
+         : !strcmp(r, "max") ? RED_MAX
+         : !strcmp(r, "min") ? RED_MIN
+                             : RED_NONE;
 }
 
-/* dst[di] = src[si] (none), dst[di] + src[si] (add) or dst[di] * src[si]
- * (mul); same dtype. Integers wrap; bool add is or, mul is and. */
+/* dst[di] = src[si] (none), dst[di] + src[si] (add), dst[di] * src[si]
+ * (mul), the larger (max) or smaller (min) of the two; same dtype. Integers
+ * wrap; bool add is or, mul is and; a NaN on either side of max/min wins
+ * (numpy's maximum/minimum, which ONNX's reference implementation uses). */
 static void reduce_elem(kiln_tensor *dst, int64_t di, const kiln_tensor *src, int64_t si, red_kind r) {
   if (r == RED_NONE) {
     kiln_copy_elem(dst, di, src, si);
   } else if (kiln_dtype_is_float(dst->dtype)) {
     double a = kiln_get_f(dst, di), b = kiln_get_f(src, si);
-    kiln_set_f(dst, di, r == RED_ADD ? a + b : a * b);
+    double v = r == RED_ADD ? a + b
+               : r == RED_MUL ? a * b
+               : r == RED_MAX ? (a > b || isnan(a) ? a : b)
+                              : (a < b || isnan(a) ? a : b);
+    kiln_set_f(dst, di, v);
+  } else if (r == RED_MAX || r == RED_MIN) {
+    int64_t a = kiln_get_i(dst, di), b = kiln_get_i(src, si);
+    kiln_set_i(dst, di, (r == RED_MAX) == (a > b) ? a : b);
   } else {
     uint64_t a = (uint64_t)kiln_get_i(dst, di), b = (uint64_t)kiln_get_i(src, si);
     kiln_set_i(dst, di, (int64_t)(r == RED_ADD ? a + b : a * b));

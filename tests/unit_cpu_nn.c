@@ -35,7 +35,7 @@ static int nisa; /* 1: base only, 2: base and avx2 */
 
 /* ---- a test case: one node, its inputs, run on the reference and ours ---- */
 
-enum { MAXIO = 6 };
+enum { MAXIO = 10 };
 typedef struct tc {
   kiln_graph *g;
   kiln_node *n;
@@ -694,6 +694,118 @@ static void test_move(void) {
   kiln_edit_set_ints(t.n, "perm", I(0, 0));
   tc_run(&t, "Transpose bad perm", DECLINE, 0, 0);
   tc_end(&t);
+
+  /* Concat of narrow slices (the 4-, 8- and 16-byte row copies) */
+  static const int64_t widths[] = {1, 2, 4, 3};
+  for (size_t w = 0; w < sizeof widths / sizeof *widths; w++) {
+    tc_begin(&t, 13, "Concat", 3, 1);
+    for (int k = 0; k < 3; k++) tc_f32(&t, k, 2, D(37, widths[w]), 1);
+    kiln_edit_set_int(t.n, "axis", 1);
+    tc_run(&t, "Concat of narrow columns", OWN, 0, 0);
+    tc_end(&t);
+  }
+  for (int k = 2; k <= 9; k++) { /* the one-pass interleave of 4-byte columns (up to 8), then the general copy */
+    tc_begin(&t, 13, "Concat", k, 1);
+    for (int i = 0; i < k; i++) tc_f32(&t, i, 2, D(29, 1), 1);
+    kiln_edit_set_int(t.n, "axis", -1);
+    tc_run(&t, "Concat of k one-float columns", OWN, 0, 0);
+    tc_end(&t);
+  }
+}
+
+/* ---- ScatterND ---- */
+
+static void test_scatternd(void) {
+  tc t;
+  /* whole rows and single elements (duplicates: the last one wins), any dtype */
+  static const kiln_dtype dts[] = {KILN_F32, KILN_I64, KILN_U8, KILN_F16};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+    tc_begin(&t, 11, "ScatterND", 3, 1);
+    tc_typed(&t, 0, dts[d], 2, D(10, 4));
+    tc_ints(&t, 1, KILN_I64, 2, D(3, 1), D(7, -1, 0));
+    tc_typed(&t, 2, dts[d], 2, D(3, 4));
+    tc_run(&t, "ScatterND rows", OWN, 0, 0);
+    tc_end(&t);
+    tc_begin(&t, 13, "ScatterND", 3, 1);
+    tc_typed(&t, 0, dts[d], 2, D(10, 4));
+    tc_ints(&t, 1, KILN_I32, 2, D(4, 2), D(1, 2, -3, -1, 1, 2, 9, 0));
+    tc_typed(&t, 2, dts[d], 1, D(4));
+    tc_run(&t, "ScatterND elements, duplicate, int32 indices", OWN, 0, 0);
+    tc_end(&t);
+  }
+  /* the reductions, float32, duplicates accumulate in index order, NaN */
+  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+  for (int r = 0; r < 5; r++) {
+    tc_begin(&t, 18, "ScatterND", 3, 1);
+    kiln_tensor *x = tc_f32(&t, 0, 3, D(4, 3, 5), 1);
+    ((float *)x->data)[5] = NAN;
+    tc_ints(&t, 1, KILN_I64, 3, D(2, 3, 2), D(0, 1, 3, 2, 0, 1, 1, 0, 0, 1, 2, 2));
+    kiln_tensor *u = tc_f32(&t, 2, 3, D(2, 3, 5), 2);
+    ((float *)u->data)[12] = NAN;
+    kiln_edit_set_string(t.n, "reduction", reds[r]);
+    tc_run(&t, reds[r], OWN, 0, 0);
+    tc_end(&t);
+  }
+  tc_begin(&t, 16, "ScatterND", 3, 1);
+  tc_ints(&t, 0, KILN_I64, 1, D(5), D(1, 2, 3, 4, 5));
+  tc_ints(&t, 1, KILN_I64, 2, D(2, 1), D(1, 1));
+  tc_ints(&t, 2, KILN_I64, 1, D(2), D(7, 8));
+  kiln_edit_set_string(t.n, "reduction", "add");
+  tc_run(&t, "ScatterND add on int64", DECLINE, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 16, "ScatterND", 3, 1);
+  tc_f32(&t, 0, 1, D(5), 1);
+  tc_ints(&t, 1, KILN_I64, 2, D(1, 1), D(0));
+  tc_f32(&t, 2, 1, D(1), 1);
+  kiln_edit_set_string(t.n, "reduction", "max");
+  tc_run(&t, "ScatterND max before opset 18", DECLINE, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "ScatterND", 3, 1);
+  tc_f32(&t, 0, 2, D(6, 2), 1);
+  tc_ints(&t, 1, KILN_I64, 2, D(2, 1), D(2, 6));
+  tc_f32(&t, 2, 2, D(2, 2), 1);
+  tc_run(&t, "ScatterND index out of range", OWN, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "ScatterND", 3, 1);
+  tc_f32(&t, 0, 2, D(6, 2), 1);
+  tc_ints(&t, 1, KILN_I64, 2, D(2, 1), D(2, 3));
+  tc_f32(&t, 2, 2, D(3, 2), 1);
+  tc_run(&t, "ScatterND updates of the wrong shape", DECLINE, 0, 0);
+  tc_end(&t);
+  tc_begin(&t, 13, "ScatterND", 3, 1);
+  tc_view_t(&t, 0, KILN_F32, 2, D(4, 6));
+  tc_ints(&t, 1, KILN_I64, 2, D(1, 1), D(1));
+  tc_f32(&t, 2, 2, D(1, 6), 1);
+  tc_run(&t, "ScatterND into a view", DECLINE, 0, 0);
+  tc_end(&t);
+
+  /* in place, as the plan runs it: the output reservation is the data's
+     memory (keep), the result the reference's */
+  for (int r = 0; r < 2; r++) {
+    tc_begin(&t, 16, "ScatterND", 3, 1);
+    tc_f32(&t, 0, 2, D(50, 4), 1);
+    tc_ints(&t, 1, KILN_I64, 2, D(3, 2), D(4, 0, 49, 3, 4, 0));
+    tc_f32(&t, 2, 1, D(3), 1);
+    kiln_edit_set_string(t.n, "reduction", reds[r]);
+    kiln_tensor ref = {0}, own = {0}, buf = {0};
+    kiln_op_call rc = {t.g, t.n, t.n->opset, 3, t.inp, 1, &ref, t.used};
+    CHECK(!kiln_ref_find_op("", "ScatterND")->run(&rc), "ScatterND in place: reference failed");
+    if (kiln_tensor_copy(&buf, &t.in[0])) exit(2);
+    const kiln_tensor *ins[3] = {&buf, t.inp[1], t.inp[2]};
+    own.data = buf.data;
+    own.capacity = kiln_tensor_bytes(&buf);
+    own.keep = true;
+    kiln_op_call oc = {t.g, t.n, t.n->opset, 3, ins, 1, &own, t.used};
+    bool declined = false;
+    kiln_status s = kiln_cpu_kernel_find("", "ScatterND")->run(&oc, NULL, &declined);
+    CHECK(!s && !declined && own.data == buf.data && !own.owns, "ScatterND in place: status %s declined %d moved %d",
+          kiln_status_name(s), declined, own.data != buf.data);
+    CHECK(!s && !memcmp(own.data, ref.data, kiln_tensor_bytes(&ref)), "ScatterND in place (%s): result differs",
+          reds[r]);
+    kiln_tensor_release(&buf);
+    kiln_tensor_release(&ref);
+    tc_end(&t);
+  }
 }
 
 /* ---- the primitives, base against AVX2 ---- */
@@ -778,6 +890,7 @@ int main(void) {
   test_reduce();
   test_arg();
   test_move();
+  test_scatternd();
   printf("unit_cpu_nn: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

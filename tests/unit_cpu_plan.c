@@ -2,11 +2,15 @@
  * that exercise its decisions — views as aliases, a reshape of a transpose
  * that must be materialised, Concat written in place by its producers,
  * ScatterND writing into its dead data tensor, and the write-after-read
- * case where that in-place write must be refused — each checked against the
- * reference interpreter and against the plan's statistics. */
+ * case where that in-place write must be refused, a scatter that makes a
+ * graph output running in place in the caller's output memory, Concats of
+ * [n,1] columns stored with a stride, the KILN_PROFILE table — each checked
+ * against the reference interpreter and against the plan's statistics. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_fallback/plan.h"
 #include "cpu_fallback/prepack.h"
@@ -118,6 +122,44 @@ static void test_concat_in_place(void) {
   kiln_graph_free(g);
 }
 
+/* Columns of x [70000] (Relu, Sigmoid, Neg, Abs chained: k of them, one tile step)
+ * unsqueezed to [1500, 1] and concatenated on axis 1 in the given order,
+ * then scaled: the tile step writes each column with a stride of k into
+ * the Concat's output (row by row when the stores come in column order,
+ * else element by element), and the Concat runs nothing. */
+static void test_concat_columns(int k, const int *order) {
+  static const char *const ops[] = {"Relu", "Sigmoid", "Neg", "Abs"};
+  kiln_graph *g;
+  int64_t d[1] = {70000}, one[1] = {1}; /* over 4 chunks of the pool: split on 2 threads */
+  int x, cols[4], in[4];
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 1, d, &x);
+  int axes = const_i64(g, 1, one, one);
+  for (int j = 0, prev = x; j < k; j++) { /* a chain: one fused group with k stores */
+    int c = node(g, ops[j], 1, &prev, NULL), ua[2] = {c, axes};
+    cols[j] = node(g, "Unsqueeze", 2, ua, NULL);
+    prev = c;
+  }
+  for (int j = 0; j < k; j++) in[j] = cols[order[j]];
+  kiln_node *cn;
+  int c = node(g, "Concat", k, in, &cn);
+  kiln_edit_set_int(cn, "axis", 1);
+  float two = 2;
+  int kc = const_f32(g, 1, one, &two), ck[2] = {c, kc};
+  int y = node(g, "Mul", 2, ck, NULL);
+  kiln_edit_add_output(g, y);
+  kiln_tensor xt = input(1, d);
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  char what[64];
+  snprintf(what, sizeof what, "concat of %d columns (order %d%d..)", k, order[0], order[1]);
+  compare(what, g, &xt, &st);
+  CHECK(st.concats_in_place == 1, "%s: the Concat is written in place by the tile step (%d)", what,
+        st.concats_in_place);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 /* [2,3] -> Relu -> Transpose -> Reshape [6] -> Relu: the reshape of the
  * transpose is not one strided map: it becomes a stack of two views that
  * the next kernel reads through, nothing is copied; and
@@ -198,6 +240,72 @@ static void test_scatter(int read_after) {
   CHECK(st.inplace == (read_after ? 0 : 1), "%s: %d in-place steps, expected %d",
         read_after ? "the scatter must copy (r is read later)" : "the scatter writes into r", st.inplace,
         read_after ? 0 : 1);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
+/* x [64,4] -> Relu -> ScatterND or ScatterElements (rows 5 and 60) ->
+ * graph output y, run with
+ * the caller's memory for y (a reservation full of garbage, as the plugin
+ * passes it): Relu writes straight into it and the scatter runs there in
+ * place (no copy). With read_after, a Slice of the Relu output is read
+ * after the scatter (a second output): the storage must stay in the arena. */
+static void test_scatter_into_output(int read_after, bool elements) {
+  kiln_graph *g;
+  int64_t d[2] = {64, 4}, idd[2] = {2, 1}, idx[8] = {5, 60}, ud[2] = {2, 4};
+  if (elements) { /* ScatterElements (the reference kernel) along axis 0: the same rows */
+    idd[1] = 4;
+    for (int i = 0; i < 8; i++) idx[i] = i < 4 ? 5 : 60;
+  }
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int r = node(g, "Relu", 1, &x, NULL);
+  float upd[8] = {-1, -2, -3, -4, -5, -6, -7, -8};
+  int sin3[3] = {r, const_i64(g, 2, idd, idx), const_f32(g, 2, ud, upd)};
+  int y = node(g, elements ? "ScatterElements" : "ScatterND", 3, sin3, NULL);
+  kiln_edit_add_output(g, y);
+  if (read_after) {
+    int64_t one[1] = {1}, st0[1] = {0}, en[1] = {8};
+    int sl_in[3] = {r, const_i64(g, 1, one, st0), const_i64(g, 1, one, en)};
+    int sl = node(g, "Slice", 3, sl_in, NULL);
+    kiln_edit_add_output(g, node(g, "Neg", 1, &sl, NULL));
+  }
+  kiln_tensor xt = input(2, d);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = &xt;
+  const char *what = read_after ? (elements ? "ScatterElements into the output, input read later"
+                                            : "ScatterND into the output, input read later")
+                                 : (elements ? "ScatterElements into the output" : "ScatterND into the output");
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  static float mem[2][256 + 64];
+  for (int run = 0; run < 2 && !s; run++) {
+    kiln_tensor oc[2] = {{0}}, orf[2] = {{0}};
+    for (int o = 0; o < g->n_outputs; o++) {
+      memset(mem[o], 0xff, sizeof mem[o]);
+      oc[o].data = mem[o];
+      oc[o].capacity = sizeof mem[o];
+    }
+    s = kiln_cpu_run(p, g, bound, oc);
+    CHECK(!s, "%s: cpu run %d: %s", what, run, kiln_last_error());
+    CHECK(!kiln_ref_run(g, bound, orf), "%s: reference run: %s", what, kiln_last_error());
+    for (int o = 0; o < g->n_outputs && !s; o++) {
+      bool same = oc[o].numel == orf[o].numel && oc[o].data == mem[o];
+      for (int64_t i = 0; same && i < oc[o].numel; i++) same = kiln_get_f(&oc[o], i) == kiln_get_f(&orf[o], i);
+      CHECK(same, "%s: output %d differs from the reference or is not in the caller's memory (run %d)", what, o, run);
+      if (oc[o].owns) kiln_tensor_release(&oc[o]);
+      kiln_tensor_release(&orf[o]);
+    }
+  }
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  if (p) kiln_cpu_plan_stats(p, &st);
+  CHECK(st.outputs_in_place == (read_after ? 0 : 2), "%s: %ld runs in place in the output, expected %d", what,
+        st.outputs_in_place, read_after ? 0 : 2);
+  kiln_cpu_release(p);
+  kiln_free(bound);
   kiln_tensor_release(&xt);
   kiln_graph_free(g);
 }
@@ -296,13 +404,150 @@ static void test_pretranspose(void) {
   kiln_graph_free(g);
 }
 
+/* The embedding bag: table [50,8] (a constant), indices [6,5] and a 0/1
+ * mask [6,5,1] (graph inputs): Gather -> Mul -> ReduceSum(axis 1) runs as
+ * one SparseLengthsWeightedSum (bags.h) with negative indices wrapped as
+ * Gather wraps them, against the reference on the graph as given. Not
+ * rewritten when the Gather's rows are also a graph output (keep); a bad
+ * index gives Gather's error either way. */
+static void test_bags(bool keep) {
+  kiln_graph *g;
+  int64_t td[2] = {50, 8}, id[2] = {6, 5}, md[3] = {6, 5, 1}, one[1] = {1};
+  float tab[400];
+  for (int i = 0; i < 400; i++) tab[i] = (float)sin(0.37 * i);
+  int idx, mask;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "idx", KILN_I64, 2, id, &idx);
+  kiln_edit_add_input(g, "mask", KILN_F32, 3, md, &mask);
+  int t = const_f32(g, 2, td, tab), gin[2] = {t, idx};
+  int rows = node(g, "Gather", 2, gin, NULL), min[2] = {rows, mask};
+  int masked = node(g, "Mul", 2, min, NULL), rin[2] = {masked, const_i64(g, 1, one, one)};
+  kiln_node *rs;
+  int y = node(g, "ReduceSum", 2, rin, &rs);
+  kiln_edit_set_int(rs, "keepdims", 0);
+  kiln_edit_add_output(g, y);
+  if (keep) kiln_edit_add_output(g, rows);
+  int64_t iv[30], bad[30];
+  kiln_tensor ti = {0}, tb = {0}, tm = {0};
+  kiln_tensor_alloc(&ti, KILN_I64, 2, id);
+  kiln_tensor_alloc(&tb, KILN_I64, 2, id);
+  kiln_tensor_alloc(&tm, KILN_F32, 3, md);
+  for (int i = 0; i < 30; i++) {
+    iv[i] = (i * 17) % 100 - 50; /* -50 .. 49 */
+    bad[i] = i == 13 ? 50 : iv[i];
+    ((float *)tm.data)[i] = i % 5 < 1 + i / 5 % 5 ? 1.0f : 0.0f;
+  }
+  memcpy(ti.data, iv, sizeof iv);
+  memcpy(tb.data, bad, sizeof bad);
+  const char *what = keep ? "bags, Gather rows kept as an output" : "bags";
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[mask] = &tm;
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  for (int run = 0; run < 2 && !s; run++) {
+    bound[idx] = run ? &tb : &ti;
+    kiln_tensor oc[2] = {{0}}, orf[2] = {{0}};
+    kiln_error_clear();
+    kiln_status cs = kiln_cpu_run(p, g, bound, oc);
+    char cmsg[512];
+    snprintf(cmsg, sizeof cmsg, "%s", kiln_last_error());
+    kiln_error_clear();
+    kiln_status rs2 = kiln_ref_run(g, bound, orf);
+    if (run) {
+      CHECK(cs == KILN_E_INVALID_VALUE && rs2 == cs && strstr(cmsg, "index 50 is out of range for a dimension of size 50"),
+            "%s: a bad index: status %d (reference %d), '%s'", what, (int)cs, (int)rs2, cmsg);
+    } else {
+      CHECK(!cs && !rs2, "%s: runs: %s", what, cmsg);
+      for (int o = 0; o < g->n_outputs && !cs && !rs2; o++) {
+        bool same = oc[o].numel == orf[o].numel && oc[o].rank == orf[o].rank;
+        for (int64_t i = 0; same && i < oc[o].numel; i++) {
+          double a = kiln_get_f(&oc[o], i), b = kiln_get_f(&orf[o], i);
+          same = fabs(a - b) <= 1e-6 + 1e-5 * fabs(b);
+        }
+        CHECK(same, "%s: output %d differs from the reference", what, o);
+      }
+    }
+    for (int o = 0; o < 2; o++) kiln_tensor_release(&oc[o]), kiln_tensor_release(&orf[o]);
+  }
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  if (p) kiln_cpu_plan_stats(p, &st);
+  CHECK(st.bags == (keep ? 0 : 1), "%s: %d bags rewritten, expected %d", what, st.bags, keep ? 0 : 1);
+  kiln_cpu_release(p);
+  kiln_free(bound);
+  kiln_tensor_release(&ti);
+  kiln_tensor_release(&tb);
+  kiln_tensor_release(&tm);
+  kiln_graph_free(g);
+}
+
+/* KILN_PROFILE=1: releasing a plan run 3 times prints its steps' table
+ * to stderr (captured here in a temporary file): the run count, the tile
+ * step and the kernel node by name. */
+static void test_profile(void) {
+  kiln_graph *g;
+  int64_t d[2] = {4, 4}, idd[2] = {1, 1}, idx[1] = {2}, ud[2] = {1, 4};
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int r = node(g, "Relu", 1, &x, NULL);
+  float upd[4] = {1, 2, 3, 4};
+  int sin3[3] = {r, const_i64(g, 2, idd, idx), const_f32(g, 2, ud, upd)};
+  int y = node(g, "ScatterND", 3, sin3, NULL);
+  kiln_edit_add_output(g, y);
+  kiln_tensor xt = input(2, d);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = &xt;
+  FILE *cap = tmpfile();
+  int saved = dup(2);
+  setenv("KILN_PROFILE", "1", 1);
+  kiln_cpu_plan *p = NULL;
+  bool ok = cap && saved >= 0 && !kiln_cpu_prepare(g, &p);
+  for (int run = 0; run < 3 && ok; run++) {
+    kiln_tensor out = {0};
+    ok = !kiln_cpu_run(p, g, bound, &out);
+    kiln_tensor_release(&out);
+  }
+  fflush(stderr);
+  if (cap && saved >= 0) dup2(fileno(cap), 2);
+  kiln_cpu_release(p);
+  fflush(stderr);
+  if (saved >= 0) dup2(saved, 2), close(saved);
+  unsetenv("KILN_PROFILE");
+  char text[4096] = "";
+  if (cap) {
+    rewind(cap);
+    text[fread(text, 1, sizeof text - 1, cap)] = 0;
+    fclose(cap);
+  }
+  CHECK(ok, "profile: runs failed: %s", kiln_last_error());
+  CHECK(strstr(text, "3 runs") && strstr(text, "(Relu)") && strstr(text, "(ScatterND)") && strstr(text, "tile") &&
+            strstr(text, "kernel") && strstr(text, "graph outputs to the caller"),
+        "profile: the table lacks something:\n%s", text);
+  kiln_free(bound);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   test_specialise();
   test_pretranspose();
   test_concat_in_place();
+  test_concat_columns(4, (const int[]){0, 1, 2, 3});
+  test_concat_columns(3, (const int[]){0, 1, 2});
+  test_concat_columns(4, (const int[]){3, 1, 0, 2});
+  test_concat_columns(2, (const int[]){1, 0});
   test_views();
   test_scatter(0);
   test_scatter(1);
+  test_scatter_into_output(0, false);
+  test_scatter_into_output(1, false);
+  test_scatter_into_output(0, true);
+  test_scatter_into_output(1, true);
+  test_bags(false);
+  test_bags(true);
+  test_profile();
   printf("unit_cpu_plan: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

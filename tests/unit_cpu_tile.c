@@ -336,6 +336,31 @@ static void test_views(void) {
   output(g, "y");
   CHECK(check_graph("views of memory", g, 1) >= 1, "views of memory: a tile step");
   kiln_graph_free(g);
+
+  /* columns of [n, 4] boxes as step-4 and step-2 Slices of the flat view
+     (the constant-stride loads), over several tiles */
+  g = new_graph(17);
+  input(g, "bx", KILN_F32, 2, (const int64_t[]){700, 4});
+  gb_cst_i64(g, "flat", 1, (const int64_t[]){-1});
+  gb_cst_i64(g, "s0", 1, (const int64_t[]){0});
+  gb_cst_i64(g, "s1", 1, (const int64_t[]){1});
+  gb_cst_i64(g, "s3", 1, (const int64_t[]){3});
+  gb_cst_i64(g, "end", 1, (const int64_t[]){2800});
+  gb_cst_i64(g, "ax0", 1, (const int64_t[]){0});
+  gb_cst_i64(g, "st4", 1, (const int64_t[]){4});
+  gb_cst_i64(g, "st2", 1, (const int64_t[]){2});
+  gb_add(g, "Reshape", "bx flat", "bf");
+  gb_add(g, "Slice", "bf s0 end ax0 st4", "c0");
+  gb_add(g, "Slice", "bf s1 end ax0 st4", "c1");
+  gb_add(g, "Slice", "bf s3 end ax0 st4", "c3");
+  gb_add(g, "Mul", "c0 c1", "m");
+  gb_add(g, "Add", "m c3", "yc");
+  gb_add(g, "Slice", "bf s1 end ax0 st2", "h");
+  gb_add(g, "Neg", "h", "yh");
+  output(g, "yc");
+  output(g, "yh");
+  CHECK(check_graph("box columns", g, 1) >= 1, "box columns: tile steps");
+  kiln_graph_free(g);
 }
 
 /* Random chains: unary ops and binary ops with broadcast operands of

@@ -492,6 +492,51 @@ static void test_sls_errors(void) {
   expect_invalid("positional weights too short", idx, 5, off, 3, true, true, 2, "positional");
 }
 
+/* negative_indices = 1 (the cpu plan's embedding-bag rewrite, Gather's
+ * indices): an index in [-rows, 0) counts from the end, on every backend and
+ * table kind; one outside [-rows, rows) gives Gather's error. */
+static void test_sls_negative(void) {
+  const int64_t m = 3, rows = 7, n = 6;
+  int64_t idx[6] = {-1, 0, 3, -7, 6, -3}, wrapped[6] = {6, 0, 3, 0, 6, 4}, lens[3] = {2, 3, 1}, start[4] = {0, 2, 5, 6};
+  float w[6];
+  for (int k = 0; k < n; k++) w[k] = (float)rnd();
+  for (int kind = 0; kind < 3; kind++)
+    for (int b = 0; b < NB; b++) {
+      if (!backend_ok(b)) continue;
+      kiln_tensor t = table((kiln_sls_table)kind, rows, 9), ti = vec_i(KILN_I32, n, idx), tl = vec_i(KILN_I64, m, lens);
+      kiln_tensor tw = make(KILN_F32, 1, &n);
+      memcpy(tw.data, w, sizeof w);
+      kiln_tensor *in4[4] = {&t, &tw, &ti, &tl};
+      attrs a = {1, {"negative_indices"}, {1}, false, 0};
+      kiln_graph *g = one_node("SparseLengthsWeightedSum", 4, in4, 1, &a, 1);
+      kiln_tensor out = {0};
+      kiln_status s = run_on(b, g, in4, 4, &out);
+      double want[3 * 9], tol[3 * 9];
+      expect_sls(&t, (kiln_sls_table)kind, 9, wrapped, start, m, w, false, false, want, tol);
+      int64_t at = 0;
+      CHECK(!s && out.numel == m * 9 && close_all(out.data, want, tol, m * 9, &at),
+            "negative_indices on %s, %s table: %s (element %lld)", bname[b], kind_name[kind],
+            s ? kiln_last_error() : "wrong values", (long long)at);
+      kiln_tensor_release(&out);
+      kiln_graph_free(g);
+      kiln_tensor_release(&ti);
+      ti = vec_i(KILN_I64, n, (int64_t[]){0, 1, -8, 2, 3, 4});
+      g = one_node("SparseLengthsWeightedSum", 4, in4, 1, &a, 1);
+      kiln_error_clear();
+      s = run_on(b, g, in4, 4, &out);
+      const char *msg = kiln_last_error();
+      CHECK(s == KILN_E_INVALID_VALUE && msg && strstr(msg, "index -8 is out of range for a dimension of size 7"),
+            "negative_indices, index -8 on %s (%s table): status %d, message '%s'", bname[b], kind_name[kind], (int)s,
+            msg ? msg : "");
+      kiln_tensor_release(&out);
+      kiln_graph_free(g);
+      kiln_tensor_release(&t);
+      kiln_tensor_release(&ti);
+      kiln_tensor_release(&tl);
+      kiln_tensor_release(&tw);
+    }
+}
+
 static double sigm(double x) { return 1 / (1 + exp(-x)); }
 
 static void test_lstm_unit(void) {
@@ -624,6 +669,7 @@ int main(void) {
   test_sls_ops();
   test_sls_view_input();
   test_sls_errors();
+  test_sls_negative();
   test_lstm_unit();
   test_quant_ops();
   test_checks();

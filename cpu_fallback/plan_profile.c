@@ -1,0 +1,86 @@
+/* cpu_fallback/plan_profile: per-step wall times of a cpu plan (KILN_PROFILE). */
+#include "cpu_fallback/plan_profile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ir/alloc.h"
+
+struct kiln_cpu_prof {
+  int n_steps;
+  long runs;
+  double run_s;  /* whole runs */
+  double *s;     /* per step, then the output copy */
+};
+
+kiln_cpu_prof *kiln_cpu_prof_new(int n_steps) {
+  const char *e = getenv("KILN_PROFILE");
+  if (!e || !*e || !strcmp(e, "0") || n_steps < 0) return NULL;
+  kiln_cpu_prof *pf = kiln_calloc(1, sizeof *pf);
+  if (pf && !(pf->s = kiln_calloc((size_t)n_steps + 1, sizeof *pf->s))) {
+    kiln_free(pf);
+    pf = NULL;
+  }
+  if (pf) pf->n_steps = n_steps;
+  return pf;
+}
+
+double kiln_cpu_prof_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void kiln_cpu_prof_add(kiln_cpu_prof *pf, int k, double seconds) {
+  if (pf && k >= 0 && k <= pf->n_steps) pf->s[k] += seconds;
+}
+
+void kiln_cpu_prof_run(kiln_cpu_prof *pf, double seconds) {
+  if (!pf) return;
+  pf->runs++;
+  pf->run_s += seconds;
+}
+
+static const double *sort_s; /* the qsort key (printing is single-threaded, at release) */
+static int by_time(const void *a, const void *b) {
+  double x = sort_s[*(const int *)a], y = sort_s[*(const int *)b];
+  return x < y ? 1 : x > y ? -1 : *(const int *)a - *(const int *)b;
+}
+
+void kiln_cpu_prof_print_free(kiln_cpu_prof *pf, const kiln_graph *g, const kiln_schedule *s,
+                              const char *const *how) {
+  if (!pf) return;
+  int n = pf->n_steps + 1, *order = kiln_calloc((size_t)n, sizeof *order);
+  if (pf->runs && order) {
+    double runs = (double)pf->runs, all = 0;
+    for (int k = 0; k < n; k++) all += pf->s[k], order[k] = k;
+    sort_s = pf->s;
+    qsort(order, (size_t)n, sizeof *order, by_time);
+    fprintf(stderr, "kiln cpu profile of graph '%s': %ld runs, %.4f ms a run: steps and output copy %.4f ms, the rest (binding the run, freeing) %.4f ms\n",
+            g->name ? g->name : "", pf->runs, 1e3 * pf->run_s / runs, 1e3 * all / runs,
+            1e3 * (pf->run_s - all) / runs);
+    fprintf(stderr, "%5s %6s %-7s %-40s %10s %7s\n", "step", "nodes", "how", "first node (op)", "ms/run", "share");
+    for (int j = 0; j < n; j++) {
+      int k = order[j];
+      double ms = 1e3 * pf->s[k] / runs, share = pf->run_s > 0 ? 100 * pf->s[k] / pf->run_s : 0;
+      char lbl[200], name[260];
+      if (k == pf->n_steps) {
+        fprintf(stderr, "%5s %6s %-7s %-40s %10.4f %6.1f%%\n", "out", "", "copy", "graph outputs to the caller", ms, share);
+        continue;
+      }
+      const kiln_step *st = &s->steps[k];
+      if (st->n_nodes) {
+        const kiln_node *nd = &g->nodes[st->nodes[0]];
+        snprintf(name, sizeof name, "%s (%s)", kiln_node_label(g, nd, lbl, sizeof lbl), nd->op_type);
+      } else {
+        snprintf(name, sizeof name, "(no node)");
+      }
+      fprintf(stderr, "%5d %6d %-7s %-40.40s %10.4f %6.1f%%\n", k, st->n_nodes, how && how[k] ? how[k] : "", name, ms, share);
+    }
+  }
+  kiln_free(order);
+  kiln_free(pf->s);
+  kiln_free(pf);
+}
