@@ -268,7 +268,8 @@ static Onnx__TensorProto float_init(const char *name, int64_t *dims, size_t nd, 
 
 /* A CNN over the same x[N,16] and y[N,8]: Reshape [-1,1,4,4] -> Conv 1->32
  * 3x3 pad 1 (+bias) -> Relu -> Conv 32->16 3x3 pad 1 (a reduction of 288:
- * im2col + CLBlast on opencl) -> MaxPool 2x2 -> GlobalAveragePool ->
+ * im2col + CLBlast on opencl, then its Relu as an epilogue kernel) -> Relu
+ * -> MaxPool 2x2 -> GlobalAveragePool ->
  * Flatten -> MatMul [16,8] -> Sigmoid: every op keeps the images apart. */
 static void *make_cnn(size_t *size) {
   Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
@@ -298,10 +299,10 @@ static void *make_cnn(size_t *size) {
                        as = ints_attr("strides", k2, 2);
   Onnx__AttributeProto *conv_at[1] = {&ap}, *pool_at[2] = {&ak, &as};
   char *rsi[2] = {"x", "shp"}, *rso[1] = {"a"}, *c1i[3] = {"a", "cw1", "cb1"}, *c1o[1] = {"b"}, *rlo[1] = {"c"},
-       *c2i[2] = {"c", "cw2"}, *c2o[1] = {"d"}, *mpo[1] = {"e"}, *gpo[1] = {"f"}, *flo[1] = {"g"},
+       *c2i[2] = {"c", "cw2"}, *c2o[1] = {"d0"}, *r2o[1] = {"d"}, *mpo[1] = {"e"}, *gpo[1] = {"f"}, *flo[1] = {"g"},
        *mmi[2] = {"g", "w4"}, *mmo[1] = {"h"}, *sgo[1] = {"y"};
-  Onnx__NodeProto nd[9];
-  for (int k = 0; k < 9; k++) nd[k] = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+  Onnx__NodeProto nd[10];
+  for (int k = 0; k < 10; k++) nd[k] = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
   nd[0].op_type = "Reshape", nd[0].n_input = 2, nd[0].input = rsi, nd[0].n_output = 1, nd[0].output = rso;
   nd[1].op_type = "Conv", nd[1].n_input = 3, nd[1].input = c1i, nd[1].n_output = 1, nd[1].output = c1o;
   nd[1].n_attribute = 1, nd[1].attribute = conv_at;
@@ -314,10 +315,10 @@ static void *make_cnn(size_t *size) {
   nd[6].op_type = "Flatten", nd[6].n_input = 1, nd[6].input = gpo, nd[6].n_output = 1, nd[6].output = flo;
   nd[7].op_type = "MatMul", nd[7].n_input = 2, nd[7].input = mmi, nd[7].n_output = 1, nd[7].output = mmo;
   nd[8].op_type = "Sigmoid", nd[8].n_input = 1, nd[8].input = mmo, nd[8].n_output = 1, nd[8].output = sgo;
-  Onnx__NodeProto *nodes[9];
-  for (int k = 0; k < 9; k++) nodes[k] = &nd[k];
+  nd[9].op_type = "Relu", nd[9].n_input = 1, nd[9].input = c2o, nd[9].n_output = 1, nd[9].output = r2o;
+  Onnx__NodeProto *nodes[10] = {&nd[0], &nd[1], &nd[2], &nd[3], &nd[9], &nd[4], &nd[5], &nd[6], &nd[7], &nd[8]};
   Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-  g.name = "cnn", g.n_node = 9, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.name = "cnn", g.n_node = 10, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
   g.n_initializer = 5, g.initializer = inits;
   Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
   os.domain = "", os.has_version = 1, os.version = 13;
