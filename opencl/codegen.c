@@ -36,8 +36,10 @@ static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(
 /* exp, tanh, sigmoid and erf of float and floatW as straight-line code:
  * the clamps, range reductions and polynomials of the CPU's vmath
  * (cpu_fallback/VMATH.md; the coefficients are vmath.h's), every branch a
- * select. The built-ins are libm-quality calls that PoCL and llvmpipe run
- * lane by lane; these vectorise. NaN in gives NaN out (x + x), ±inf and
+ * select, so that they vectorise where the built-ins did not (PoCL's
+ * float4 exp/tanh composed in one kernel cost more than apart). Rounding
+ * to an integer adds 1.5 * 2^23 (PoCL's rint is a scalar call per lane);
+ * multiply-adds are KILN_MAD. NaN in gives NaN out (x + x), ±inf and
  * the overflow / underflow edges give what the built-ins give (exp: +inf,
  * +0; tanh, erf: ±1; sigmoid: 1, 0), ±0 keeps its sign where the built-in
  * does. Measured error against double (opencl/ENGINE.md): the CPU's
@@ -46,67 +48,68 @@ static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(
 #define KILN_S_(x) #x
 #define KILN_S(x) KILN_S_(x)
 #define KILN_K(T, c) "(" #T ")(" KILN_S(c) ")"
-#define CL_MATH(T, I)                                                                                            \
-  "/* kiln's " #T " math (cpu_fallback/VMATH.md; KILN_CL_MATH=builtin: the built-ins) */\n"                     \
-  "/* e^x of a non-NaN x: clamped to [" KILN_S(KILN_VM_EXP_LO) ", " KILN_S(KILN_VM_EXP_HI) "], x = n ln2 + r, "   \
-  "e^r = 1 + r + r^2 P(r), times 2^(n/2) 2^(n - n/2) */\n"                                                       \
-  "inline " #T " kiln_expc_" #T "(" #T " x) {\n"                                                                 \
-  "  const " #T " c = fmin(fmax(x, " KILN_K(T, KILN_VM_EXP_LO) "), " KILN_K(T, KILN_VM_EXP_HI) ");\n"            \
-  "  const " #T " t = KILN_MAD(c, " KILN_K(T, KILN_VM_LOG2E) ", " KILN_K(T, 0x1.8p23f) "), fn = t - " KILN_K(T, 0x1.8p23f) ";\n" \
-  "  const " #T " r = KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_LO) ", KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_HI) ", c));\n"    \
-  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_EXP_P0) ", r, " KILN_K(T, KILN_VM_EXP_P1) ");\n"                         \
-  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P2) ");\n"                                                            \
-  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P3) ");\n"                                                            \
-  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P4) ");\n"                                                            \
-  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P5) ");\n"                                                            \
-  "  p = KILN_MAD(p, r * r, r) + (" #T ")(1.0f);\n"                                                                   \
-  "  const " #I " n = as_" #I "(t) - as_" #I "(" KILN_K(T, 0x1.8p23f) "), n1 = n >> 1, n2 = n - n1;\n"              \
-  "  return p * as_" #T "((n1 + 127) << 23) * as_" #T "((n2 + 127) << 23);\n"                                    \
-  "}\n"                                                                                                          \
-  "inline " #T " kiln_exp_" #T "(" #T " x) { return select(kiln_expc_" #T "(x), x + x, isnan(x)); }\n"           \
-  "/* |x| < " KILN_S(KILN_VM_TANH_SPLIT) ": x + x z P(z), z = x^2; else 1 - 2 / (e^2|x| + 1), |x| <= "            \
-  KILN_S(KILN_VM_TANH_CLAMP) "; the sign of x */\n"                                                              \
-  "inline " #T " kiln_tanh_" #T "(" #T " x) {\n"                                                                 \
-  "  const " #T " a = fabs(x), z = x * x;\n"                                                                     \
-  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_TANH_P0) ", z, " KILN_K(T, KILN_VM_TANH_P1) ");\n"                       \
-  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P2) ");\n"                                                           \
-  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P3) ");\n"                                                           \
-  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P4) ");\n"                                                           \
-  "  const " #T " c = fmin(a, " KILN_K(T, KILN_VM_TANH_CLAMP) "), e = kiln_expc_" #T "(c + c);\n"              \
-  "  const " #T " big = (" #T ")(1.0f) - (" #T ")(2.0f) / (e + (" #T ")(1.0f));\n"                               \
+#define CL_MATH(T, I)                                                                                                  \
+  "/* kiln's " #T " math (cpu_fallback/VMATH.md; KILN_CL_MATH=builtin: the built-ins) */\n"                            \
+  "/* e^x of a non-NaN x: clamped to [" KILN_S(KILN_VM_EXP_LO) ", " KILN_S(KILN_VM_EXP_HI) "], x = n ln2 + r, "        \
+  "e^r = 1 + r + r^2 P(r), times 2^(n/2) 2^(n - n/2) */\n"                                                             \
+  "inline " #T " kiln_expc_" #T "(" #T " x) {\n"                                                                       \
+  "  const " #T " c = fmin(fmax(x, " KILN_K(T, KILN_VM_EXP_LO) "), " KILN_K(T, KILN_VM_EXP_HI) ");\n"                  \
+  "  const " #T " t = KILN_MAD(c, " KILN_K(T, KILN_VM_LOG2E) ", " KILN_K(T, 0x1.8p23f) ");\n"                       \
+  "  const " #T " fn = t - " KILN_K(T, 0x1.8p23f) ";\n"                                                               \
+  "  const " #T " r = KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_LO) ", KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_HI) ", c));\n" \
+  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_EXP_P0) ", r, " KILN_K(T, KILN_VM_EXP_P1) ");\n"                          \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P2) ");\n"                                                             \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P3) ");\n"                                                             \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P4) ");\n"                                                             \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P5) ");\n"                                                             \
+  "  p = KILN_MAD(p, r * r, r) + (" #T ")(1.0f);\n"                                                                    \
+  "  const " #I " n = as_" #I "(t) - as_" #I "(" KILN_K(T, 0x1.8p23f) "), n1 = n >> 1, n2 = n - n1;\n"                 \
+  "  return p * as_" #T "((n1 + 127) << 23) * as_" #T "((n2 + 127) << 23);\n"                                          \
+  "}\n"                                                                                                                \
+  "inline " #T " kiln_exp_" #T "(" #T " x) { return select(kiln_expc_" #T "(x), x + x, isnan(x)); }\n"                 \
+  "/* |x| < " KILN_S(KILN_VM_TANH_SPLIT) ": x + x z P(z), z = x^2; else 1 - 2 / (e^2|x| + 1), |x| <= "                 \
+  KILN_S(KILN_VM_TANH_CLAMP) "; the sign of x */\n"                                                                    \
+  "inline " #T " kiln_tanh_" #T "(" #T " x) {\n"                                                                       \
+  "  const " #T " a = fabs(x), z = x * x;\n"                                                                           \
+  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_TANH_P0) ", z, " KILN_K(T, KILN_VM_TANH_P1) ");\n"                        \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P2) ");\n"                                                            \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P3) ");\n"                                                            \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P4) ");\n"                                                            \
+  "  const " #T " c = fmin(a, " KILN_K(T, KILN_VM_TANH_CLAMP) "), e = kiln_expc_" #T "(c + c);\n"                      \
+  "  const " #T " big = (" #T ")(1.0f) - (" #T ")(2.0f) / (e + (" #T ")(1.0f));\n"                                     \
   "  const " #T " y = copysign(select(big, KILN_MAD(p * z, x, x), isless(a, " KILN_K(T, KILN_VM_TANH_SPLIT) ")), x);\n" \
-  "  return select(y, x + x, isnan(x));\n"                                                                       \
-  "}\n"                                                                                                          \
-  "/* t = e^-|x|: 1 / (1 + t) for x >= 0, t / (1 + t) below (no overflow) */\n"                                  \
-  "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                              \
-  "  const " #T " t = kiln_expc_" #T "(-fabs(x));\n"                                                             \
-  "  const " #T " y = select(t, (" #T ")(1.0f), isgreaterequal(x, (" #T ")(0.0f))) / ((" #T ")(1.0f) + t);\n"    \
-  "  return select(y, x + x, isnan(x));\n"                                                                       \
-  "}\n"                                                                                                          \
-  "/* |x| <= " KILN_S(KILN_VM_ERF_SPLIT) ": x + x P(x^2); else 1 - e^Q(|x|), |x| <= " KILN_S(KILN_VM_ERF_CLAMP)  \
-  "; the sign of x */\n"                                                                                         \
-  "inline " #T " kiln_erf_" #T "(" #T " x) {\n"                                                                  \
-  "  const " #T " a = fabs(x), s = x * x, t = fmin(a, " KILN_K(T, KILN_VM_ERF_CLAMP) ");\n"                      \
-  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_ERF_S0) ", s, " KILN_K(T, KILN_VM_ERF_S1) ");\n"                         \
-  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S2) ");\n"                                                            \
-  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S3) ");\n"                                                            \
-  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S4) ");\n"                                                            \
-  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S5) ");\n"                                                            \
-  "  " #T " q = KILN_MAD(" KILN_K(T, KILN_VM_ERF_L0) ", t, " KILN_K(T, KILN_VM_ERF_L1) ");\n"                         \
-  "  q = KILN_MAD(q, t * t, KILN_MAD(" KILN_K(T, KILN_VM_ERF_L2) ", t, " KILN_K(T, KILN_VM_ERF_L3) "));\n"                 \
-  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L4) ");\n"                                                            \
-  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L5) ");\n"                                                            \
-  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L6) ");\n"                                                            \
-  "  const " #T " big = copysign((" #T ")(1.0f) - kiln_expc_" #T "(KILN_MAD(q, t, -t)), x);\n"                        \
-  "  const " #T " y = select(big, KILN_MAD(p, x, x), islessequal(a, " KILN_K(T, KILN_VM_ERF_SPLIT) "));\n"            \
-  "  return select(y, x + x, isnan(x));\n"                                                                       \
+  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "}\n"                                                                                                                \
+  "/* t = e^-|x|: 1 / (1 + t) for x >= 0, t / (1 + t) below (no overflow) */\n"                                        \
+  "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                                    \
+  "  const " #T " t = kiln_expc_" #T "(-fabs(x));\n"                                                                   \
+  "  const " #T " y = select(t, (" #T ")(1.0f), isgreaterequal(x, (" #T ")(0.0f))) / ((" #T ")(1.0f) + t);\n"          \
+  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "}\n"                                                                                                                \
+  "/* |x| <= " KILN_S(KILN_VM_ERF_SPLIT) ": x + x P(x^2); else 1 - e^Q(|x|), |x| <= " KILN_S(KILN_VM_ERF_CLAMP)        \
+  "; the sign of x */\n"                                                                                               \
+  "inline " #T " kiln_erf_" #T "(" #T " x) {\n"                                                                        \
+  "  const " #T " a = fabs(x), s = x * x, t = fmin(a, " KILN_K(T, KILN_VM_ERF_CLAMP) ");\n"                            \
+  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_ERF_S0) ", s, " KILN_K(T, KILN_VM_ERF_S1) ");\n"                          \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S2) ");\n"                                                             \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S3) ");\n"                                                             \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S4) ");\n"                                                             \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S5) ");\n"                                                             \
+  "  " #T " q = KILN_MAD(" KILN_K(T, KILN_VM_ERF_L0) ", t, " KILN_K(T, KILN_VM_ERF_L1) ");\n"                          \
+  "  q = KILN_MAD(q, t * t, KILN_MAD(" KILN_K(T, KILN_VM_ERF_L2) ", t, " KILN_K(T, KILN_VM_ERF_L3) "));\n"             \
+  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L4) ");\n"                                                             \
+  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L5) ");\n"                                                             \
+  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L6) ");\n"                                                             \
+  "  const " #T " big = copysign((" #T ")(1.0f) - kiln_expc_" #T "(KILN_MAD(q, t, -t)), x);\n"                         \
+  "  const " #T " y = select(big, KILN_MAD(p, x, x), islessequal(a, " KILN_K(T, KILN_VM_ERF_SPLIT) "));\n"             \
+  "  return select(y, x + x, isnan(x));\n"                                                                             \
   "}\n"
 
 /* The built-ins under kiln's names (KILN_CL_MATH=builtin: the code before
  * kiln's own math, sigmoid with the reference's two branches and one exp). */
-#define CL_MATH_BUILTIN(T)                                                                                       \
-  "inline " #T " kiln_exp_" #T "(" #T " x) { return exp(x); }\n"                                                 \
-  "inline " #T " kiln_tanh_" #T "(" #T " x) { return tanh(x); }\n"                                               \
+#define CL_MATH_BUILTIN(T)                                                                                             \
+  "inline " #T " kiln_exp_" #T "(" #T " x) { return exp(x); }\n"                                                       \
+  "inline " #T " kiln_tanh_" #T "(" #T " x) { return tanh(x); }\n"                                                     \
   "inline " #T " kiln_erf_" #T "(" #T " x) { return erf(x); }\n"
 
 /* Helpers every program gets once (guarded so that kernels concatenate). */
@@ -640,7 +643,8 @@ static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
     if (sp->sh->v[sp->access[a].value].dtype != KILN_F32) return 0;
   for (int k = 0; k < sp->n_store; k++)
     if (sp->sh->v[sp->store[k].value].dtype != KILN_F32) return 0;
-  int w = force == 4 || force == 8 || force == 16 ? force : dev->pref_vec_float >= 16 ? 16 : dev->pref_vec_float >= 8 ? 8 : 4;
+  int w = dev->pref_vec_float >= 16 ? 16 : dev->pref_vec_float >= 8 ? 8 : 4;
+  if (force == 4 || force == 8 || force == 16) w = force;
   for (; w > 4; w /= 2) {
     bool same = sp->numel % w == 0;
     for (int a = 0; a < sp->n_access && same; a++)
@@ -651,14 +655,14 @@ static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
   return w;
 }
 
-#define CL_SIGMOID_BUILTIN(T)                                                                                    \
-  "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                               \
-  "  const " #T " e = exp(-fabs(x));\n"                                                                           \
-  "  return select(e, (" #T ")1.0f, isgreaterequal(x, (" #T ")0.0f)) / (1.0f + e);\n"                             \
+#define CL_SIGMOID_BUILTIN(T)                                                                                          \
+  "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                                    \
+  "  const " #T " e = exp(-fabs(x));\n"                                                                                \
+  "  return select(e, (" #T ")1.0f, isgreaterequal(x, (" #T ")0.0f)) / (1.0f + e);\n"                                  \
   "}\n"
-#define CL_VEC_PRELUDES(W)                                                                                        \
-  {"#ifndef KILN_CL_PRELUDE_V" #W "\n#define KILN_CL_PRELUDE_V" #W "\n" CL_MATH(float##W, int##W) "#endif\n",      \
-   "#ifndef KILN_CL_PRELUDE_V" #W "\n#define KILN_CL_PRELUDE_V" #W "\n" CL_SIGMOID_BUILTIN(float##W)                \
+#define CL_VEC_PRELUDES(W)                                                                                             \
+  {"#ifndef KILN_CL_PRELUDE_V" #W "\n#define KILN_CL_PRELUDE_V" #W "\n" CL_MATH(float##W, int##W) "#endif\n",          \
+   "#ifndef KILN_CL_PRELUDE_V" #W "\n#define KILN_CL_PRELUDE_V" #W "\n" CL_SIGMOID_BUILTIN(float##W)                   \
    CL_MATH_BUILTIN(float##W) "#endif\n"}
 /* [4, 8, 16 lanes][kiln's math, the built-ins] */
 static const char *const vec_prelude[3][2] = {CL_VEC_PRELUDES(4), CL_VEC_PRELUDES(8), CL_VEC_PRELUDES(16)};

@@ -731,7 +731,8 @@ static void test_cl_math(kiln_cl_context *c) {
     x[i] = i < nsp ? special[i] : i >= 1 << 20 ? special[(i - (1 << 20)) % nsp] : v;
   }
   if (kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p) || kiln_cl_buffer_create(c, sizeof *x * (size_t)N, &bx) ||
-      kiln_cl_buffer_create(c, sizeof *y * 4 * (size_t)N, &by) || kiln_cl_buffer_write(c, &bx, 0, x, sizeof *x * (size_t)N)) {
+      kiln_cl_buffer_create(c, sizeof *y * 4 * (size_t)N, &by) ||
+      kiln_cl_buffer_write(c, &bx, 0, x, sizeof *x * (size_t)N)) {
     CHECK(0, "cl math: %s", kiln_last_error());
     goto done;
   }
@@ -774,7 +775,8 @@ static void test_cl_math(kiln_cl_context *c) {
       printf("  %-7s %-3s max %.0f ulp (x = %a), max rel %.2g\n", fname[fn], v ? kname[v] : "builtin", worst, worst_x,
              worst_rel);
       if (v) {
-        CHECK(worst <= bound[fn], "cl math %s %s: %.0f ulp at %a > %.0f", fname[fn], kname[v], worst, worst_x, bound[fn]);
+        CHECK(worst <= bound[fn], "cl math %s %s: %.0f ulp at %a > %.0f", fname[fn], kname[v], worst, worst_x,
+              bound[fn]);
         CHECK(bad_special == 0, "cl math %s %s: %d special results differ from the built-in's", fname[fn], kname[v],
               bad_special);
       }
