@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/vmath.h" /* the coefficients of exp, tanh, sigmoid, erf */
 #include "ir/alloc.h"
 #include "ir/views.h"
 
@@ -29,23 +30,118 @@ typedef struct cl_dialect {
 static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(0)",
                                     "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"};
 
+/* ------------------------------------------------------------------ */
+/* kiln's float math (default; KILN_CL_MATH=builtin: the built-ins)    */
+
+/* exp, tanh, sigmoid and erf of float and floatW as straight-line code:
+ * the clamps, range reductions and polynomials of the CPU's vmath
+ * (cpu_fallback/VMATH.md; the coefficients are vmath.h's), every branch a
+ * select, so that they vectorise where the built-ins did not (PoCL's
+ * float4 exp/tanh composed in one kernel cost more than apart). Rounding
+ * to an integer adds 1.5 * 2^23 (PoCL's rint is a scalar call per lane);
+ * multiply-adds are KILN_MAD. NaN in gives NaN out (x + x), ±inf and
+ * the overflow / underflow edges give what the built-ins give (exp: +inf,
+ * +0; tanh, erf: ±1; sigmoid: 1, 0), ±0 keeps its sign where the built-in
+ * does. Measured error against double (opencl/ENGINE.md): the CPU's
+ * bounds, exp/tanh/erf 1 ulp, sigmoid 2. Printed once per element type
+ * T with I the integer type of its shape. */
+#define KILN_S_(x) #x
+#define KILN_S(x) KILN_S_(x)
+#define KILN_K(T, c) "(" #T ")(" KILN_S(c) ")"
+#define CL_MATH(T, I)                                                                                                  \
+  "/* kiln's " #T " math (cpu_fallback/VMATH.md; KILN_CL_MATH=builtin: the built-ins) */\n"                            \
+  "/* e^x of a non-NaN x: clamped to [" KILN_S(KILN_VM_EXP_LO) ", " KILN_S(KILN_VM_EXP_HI) "], x = n ln2 + r, "        \
+  "e^r = 1 + r + r^2 P(r), times 2^(n/2) 2^(n - n/2) */\n"                                                             \
+  "inline " #T " kiln_expc_" #T "(" #T " x) {\n"                                                                       \
+  "  const " #T " c = fmin(fmax(x, " KILN_K(T, KILN_VM_EXP_LO) "), " KILN_K(T, KILN_VM_EXP_HI) ");\n"                  \
+  "  const " #T " t = KILN_MAD(c, " KILN_K(T, KILN_VM_LOG2E) ", " KILN_K(T, 0x1.8p23f) ");\n"                       \
+  "  const " #T " fn = t - " KILN_K(T, 0x1.8p23f) ";\n"                                                               \
+  "  const " #T " r = KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_LO) ", KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_HI) ", c));\n" \
+  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_EXP_P0) ", r, " KILN_K(T, KILN_VM_EXP_P1) ");\n"                          \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P2) ");\n"                                                             \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P3) ");\n"                                                             \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P4) ");\n"                                                             \
+  "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P5) ");\n"                                                             \
+  "  p = KILN_MAD(p, r * r, r) + (" #T ")(1.0f);\n"                                                                    \
+  "  const " #I " n = as_" #I "(t) - as_" #I "(" KILN_K(T, 0x1.8p23f) "), n1 = n >> 1, n2 = n - n1;\n"                 \
+  "  return p * as_" #T "((n1 + 127) << 23) * as_" #T "((n2 + 127) << 23);\n"                                          \
+  "}\n"                                                                                                                \
+  "inline " #T " kiln_exp_" #T "(" #T " x) { return select(kiln_expc_" #T "(x), x + x, isnan(x)); }\n"                 \
+  "/* |x| < " KILN_S(KILN_VM_TANH_SPLIT) ": x + x z P(z), z = x^2; else 1 - 2 / (e^2|x| + 1), |x| <= "                 \
+  KILN_S(KILN_VM_TANH_CLAMP) "; the sign of x */\n"                                                                    \
+  "inline " #T " kiln_tanh_" #T "(" #T " x) {\n"                                                                       \
+  "  const " #T " a = fabs(x), z = x * x;\n"                                                                           \
+  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_TANH_P0) ", z, " KILN_K(T, KILN_VM_TANH_P1) ");\n"                        \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P2) ");\n"                                                            \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P3) ");\n"                                                            \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P4) ");\n"                                                            \
+  "  const " #T " c = fmin(a, " KILN_K(T, KILN_VM_TANH_CLAMP) "), e = kiln_expc_" #T "(c + c);\n"                      \
+  "  const " #T " big = (" #T ")(1.0f) - (" #T ")(2.0f) / (e + (" #T ")(1.0f));\n"                                     \
+  "  const " #T " y = copysign(select(big, KILN_MAD(p * z, x, x), isless(a, " KILN_K(T, KILN_VM_TANH_SPLIT) ")), x);\n" \
+  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "}\n"                                                                                                                \
+  "/* t = e^-|x|: 1 / (1 + t) for x >= 0, t / (1 + t) below (no overflow) */\n"                                        \
+  "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                                    \
+  "  const " #T " t = kiln_expc_" #T "(-fabs(x));\n"                                                                   \
+  "  const " #T " y = select(t, (" #T ")(1.0f), isgreaterequal(x, (" #T ")(0.0f))) / ((" #T ")(1.0f) + t);\n"          \
+  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "}\n"                                                                                                                \
+  "/* |x| <= " KILN_S(KILN_VM_ERF_SPLIT) ": x + x P(x^2); else 1 - e^Q(|x|), |x| <= " KILN_S(KILN_VM_ERF_CLAMP)        \
+  "; the sign of x */\n"                                                                                               \
+  "inline " #T " kiln_erf_" #T "(" #T " x) {\n"                                                                        \
+  "  const " #T " a = fabs(x), s = x * x, t = fmin(a, " KILN_K(T, KILN_VM_ERF_CLAMP) ");\n"                            \
+  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_ERF_S0) ", s, " KILN_K(T, KILN_VM_ERF_S1) ");\n"                          \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S2) ");\n"                                                             \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S3) ");\n"                                                             \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S4) ");\n"                                                             \
+  "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S5) ");\n"                                                             \
+  "  " #T " q = KILN_MAD(" KILN_K(T, KILN_VM_ERF_L0) ", t, " KILN_K(T, KILN_VM_ERF_L1) ");\n"                          \
+  "  q = KILN_MAD(q, t * t, KILN_MAD(" KILN_K(T, KILN_VM_ERF_L2) ", t, " KILN_K(T, KILN_VM_ERF_L3) "));\n"             \
+  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L4) ");\n"                                                             \
+  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L5) ");\n"                                                             \
+  "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L6) ");\n"                                                             \
+  "  const " #T " big = copysign((" #T ")(1.0f) - kiln_expc_" #T "(KILN_MAD(q, t, -t)), x);\n"                         \
+  "  const " #T " y = select(big, KILN_MAD(p, x, x), islessequal(a, " KILN_K(T, KILN_VM_ERF_SPLIT) "));\n"             \
+  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "}\n"
+
+/* The built-ins under kiln's names (KILN_CL_MATH=builtin: the code before
+ * kiln's own math, sigmoid with the reference's two branches and one exp). */
+#define CL_MATH_BUILTIN(T)                                                                                             \
+  "inline " #T " kiln_exp_" #T "(" #T " x) { return exp(x); }\n"                                                       \
+  "inline " #T " kiln_tanh_" #T "(" #T " x) { return tanh(x); }\n"                                                     \
+  "inline " #T " kiln_erf_" #T "(" #T " x) { return erf(x); }\n"
+
 /* Helpers every program gets once (guarded so that kernels concatenate). */
-static const char prelude[] = "#ifndef KILN_CL_PRELUDE\n"
-                              "#define KILN_CL_PRELUDE\n"
-                              "#define KILN_CLAMP01(v) ((v) < 0 ? 0 : (v) > 1 ? 1 : (v))\n"
-                              "/* the reference's two branches with one exp: e = exp(-|x|) */\n"
-                              "inline float kiln_sigmoid_float(float x) {\n"
-                              "  const float e = exp(-fabs(x));\n"
-                              "  return (x >= 0 ? 1.0f : e) / (1.0f + e);\n"
-                              "}\n"
-                              "#endif\n";
+static const char prelude_kiln[] = "#ifndef KILN_CL_PRELUDE\n"
+                                   "#define KILN_CL_PRELUDE\n"
+                                   "#define KILN_CLAMP01(v) ((v) < 0 ? 0 : (v) > 1 ? 1 : (v))\n"
+                                   "/* a multiply-add the compiler may contract (FP_CONTRACT is on by default);\n"
+                                   "   not fma(), which llvmpipe computes in software (8x slower) */\n"
+                                   "#define KILN_MAD(a, b, c) ((a) * (b) + (c))\n" CL_MATH(float, int)
+                                   "#endif\n";
+static const char prelude_builtin[] = "#ifndef KILN_CL_PRELUDE\n"
+                                      "#define KILN_CL_PRELUDE\n"
+                                      "#define KILN_CLAMP01(v) ((v) < 0 ? 0 : (v) > 1 ? 1 : (v))\n"
+                                      "/* the reference's two branches with one exp: e = exp(-|x|) */\n"
+                                      "inline float kiln_sigmoid_float(float x) {\n"
+                                      "  const float e = exp(-fabs(x));\n"
+                                      "  return (x >= 0 ? 1.0f : e) / (1.0f + e);\n"
+                                      "}\n" CL_MATH_BUILTIN(float) "#endif\n";
 static const char prelude64[] = "#ifndef KILN_CL_PRELUDE64\n"
                                 "#define KILN_CL_PRELUDE64\n"
                                 "inline double kiln_sigmoid_double(double x) {\n"
                                 "  const double e = exp(-fabs(x));\n"
                                 "  return (x >= 0 ? 1.0 : e) / (1.0 + e);\n"
-                                "}\n"
-                                "#endif\n";
+                                "}\n" CL_MATH_BUILTIN(double) "#endif\n";
+
+/* KILN_CL_MATH=builtin: the OpenCL built-ins for exp, tanh, sigmoid, erf. */
+static bool builtin_math(void) {
+  const char *e = getenv("KILN_CL_MATH");
+  return e && !strcmp(e, "builtin");
+}
+
+static const char *prelude(void) { return builtin_math() ? prelude_builtin : prelude_kiln; }
 
 /* ------------------------------------------------------------------ */
 /* the op table                                                        */
@@ -67,7 +163,7 @@ static const cl_op_fmt op_table[] = {
     {KILN_FUSE_ABS, "fabs($0)", "($0 < 0 ? -$0 : $0)", "$0", 0},
     {KILN_FUSE_NEG, "(-$0)", "(-$0)", NULL, 0},
     {KILN_FUSE_SQRT, "sqrt($0)", NULL, NULL, ULP4},
-    {KILN_FUSE_EXP, "exp($0)", NULL, NULL, ULP4},
+    {KILN_FUSE_EXP, "kiln_exp_$T($0)", NULL, NULL, ULP4},
     {KILN_FUSE_LOG, "log($0)", NULL, NULL, ULP4},
     {KILN_FUSE_RECIP, "(($T)1 / $0)", NULL, NULL, ULP4},
     {KILN_FUSE_FLOOR, "floor($0)", NULL, NULL, 0},
@@ -78,9 +174,9 @@ static const cl_op_fmt op_table[] = {
     {KILN_FUSE_SELU, "($0 > 0 ? $p2 * $0 : $p2 * ($p0 * exp($0) - $p0))", NULL, NULL, 2 * ULP4},
     {KILN_FUSE_SIGMOID, "kiln_sigmoid_$T($0)", NULL, NULL, 2 * ULP4},
     {KILN_FUSE_HARD_SIGMOID, "KILN_CLAMP01($p0 * $0 + $p1)", NULL, NULL, ULP4},
-    {KILN_FUSE_TANH, "tanh($0)", NULL, NULL, 2 * ULP4},
+    {KILN_FUSE_TANH, "kiln_tanh_$T($0)", NULL, NULL, 2 * ULP4},
     {KILN_FUSE_SOFTPLUS, "($0 > 0 ? $0 + log1p(exp(-$0)) : log1p(exp($0)))", NULL, NULL, 2 * ULP4},
-    {KILN_FUSE_ERF, "erf($0)", NULL, NULL, 4 * ULP4},
+    {KILN_FUSE_ERF, "kiln_erf_$T($0)", NULL, NULL, 4 * ULP4},
     {KILN_FUSE_SIGN, "($0 > 0 ? ($T)1 : $0 < 0 ? ($T)-1 : $0)", "(($T)($0 > 0) - ($T)($0 < 0))", "($0 != 0)", 0},
     {KILN_FUSE_SOFTSIGN, "($0 / (($T)1 + fabs($0)))", NULL, NULL, ULP4},
     {KILN_FUSE_HARD_SWISH, "($0 * KILN_CLAMP01($0 / ($T)6 + ($T)0.5f))", NULL, NULL, ULP4},
@@ -252,6 +348,7 @@ typedef struct gen {
   bool fp64;
   kiln_dtype pool_dtype; /* anchor printers: the type of the pooled store's buffer */
   int tiled;             /* the accessor read from the local tile, plus 1 (0: none; see tile_plan) */
+  int vw;                /* the vector printer: lanes per work item (4, 8 or 16) */
 } gen;
 
 /* Prints the storage offset of view level `lvl` of map m at flat index
@@ -642,17 +739,17 @@ static kiln_status check_spec(const kiln_fuse_spec *sp, const kiln_cl_device_inf
 }
 
 /* ------------------------------------------------------------------ */
-/* float4: four elements per work item                                 */
+/* vectors: 4, 8 or 16 elements per work item                         */
 
 /* A float32 spec whose element count is a multiple of 4 and whose ops all
- * have a float4 form (the same built-ins, element by element) is printed
- * with four elements per work item: contiguous accessors and stores as
- * vload4/vstore4, accessors broadcast along the innermost dim as one
- * scalar load, any other map (views, masks) as four scalar accesses.
- * Measured on the bench chain (16M floats, exp + tanh): PoCL 5x faster
- * than one element per work item (its work-group vectoriser leaves the
- * scalar libm calls alone; the float4 built-ins are vector code), rusticl
- * 2x. KILN_CL_VEC=0 prints the scalar form. */
+ * have a vector form (the same built-ins, element by element) is printed
+ * with w elements per work item (vec_width): contiguous accessors and
+ * stores as vloadW/vstoreW, accessors broadcast along the innermost dim as
+ * one scalar load, any other map (views, masks) as w scalar accesses.
+ * Measured on the bench chain (16M floats, exp + tanh, built-in math):
+ * float4 PoCL 5x faster than one element per work item (its work-group
+ * vectoriser leaves scalar code scalar; the vector built-ins are vector
+ * code), rusticl 2x. KILN_CL_VEC=0 prints the scalar form. */
 static bool vec4_op(kiln_fuse_op op) {
   switch (op) {
   case KILN_FUSE_LOAD: case KILN_FUSE_CONST: case KILN_FUSE_ABS: case KILN_FUSE_NEG: case KILN_FUSE_SQRT:
@@ -669,64 +766,87 @@ static bool vec4_op(kiln_fuse_op op) {
   }
 }
 
-static bool vec4_ok(const kiln_fuse_spec *sp) {
-  const char *e = getenv("KILN_CL_VEC");
-  if (e && !strcmp(e, "0")) return false;
-  if (sp->numel < 4 || sp->numel % 4) return false;
-  for (int i = 0; i < sp->n_expr; i++)
-    if (sp->expr[i].dtype != KILN_F32 || !vec4_op(sp->expr[i].op)) return false;
-  for (int a = 0; a < sp->n_access; a++)
-    if (sp->sh->v[sp->access[a].value].dtype != KILN_F32) return false;
-  for (int k = 0; k < sp->n_store; k++)
-    if (sp->sh->v[sp->store[k].value].dtype != KILN_F32) return false;
-  return true;
-}
-
 enum { VEC_GATHER, VEC_CONTIG, VEC_BCAST };
 
-/* How the four lanes of map m read memory (see vec4_ok). */
-static int vec4_kind(const kiln_views *m) {
+/* How the w lanes of map m read memory (see vec_width). */
+static int vec_kind(const kiln_views *m, int w) {
   if (m->depth != 1 || m->v[0].has_mask) return VEC_GATHER;
   kiln_view v;
   kiln_view_compact(&m->v[0], &v);
   if (v.has_mask) return VEC_GATHER;
   if (v.rank == 0) return VEC_BCAST;
-  if (v.shape[v.rank - 1] % 4) return VEC_GATHER;
+  if (v.shape[v.rank - 1] % w) return VEC_GATHER;
   if (v.strides[v.rank - 1] == 1) return VEC_CONTIG;
   if (v.strides[v.rank - 1] == 0) return VEC_BCAST;
   return VEC_GATHER;
 }
 
-static const char vec4_prelude[] = "#ifndef KILN_CL_PRELUDE_V4\n"
-                                   "#define KILN_CL_PRELUDE_V4\n"
-                                   "inline float4 kiln_sigmoid_float4(float4 x) {\n"
-                                   "  const float4 e = exp(-fabs(x));\n"
-                                   "  return select(e, (float4)1.0f, isgreaterequal(x, (float4)0.0f)) / (1.0f + e);\n"
-                                   "}\n"
-                                   "#endif\n";
+/* Lanes per work item for spec sp on dev, 0: one element per work item.
+ * 4 (float4), or 8 / 16 where the device prefers float vectors that wide
+ * and every map reads w lanes the way it reads 4: PoCL (preferred width 16
+ * with AVX-512) runs one work item's vector as one vector, it does not
+ * vectorise across work items, so float16 is 3.7-5x faster than float4 on
+ * the bench chain; llvmpipe (preferred width 1) vectorises across
+ * invocations, and wider vectors measured no faster there. KILN_CL_VEC=0:
+ * one element per work item; =4, 8, 16: that width where the spec allows. */
+static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
+  const char *e = getenv("KILN_CL_VEC");
+  int force = e && *e ? atoi(e) : -1;
+  if (force == 0) return 0;
+  if (sp->numel < 4 || sp->numel % 4) return 0;
+  for (int i = 0; i < sp->n_expr; i++)
+    if (sp->expr[i].dtype != KILN_F32 || !vec4_op(sp->expr[i].op)) return 0;
+  for (int a = 0; a < sp->n_access; a++)
+    if (sp->sh->v[sp->access[a].value].dtype != KILN_F32) return 0;
+  for (int k = 0; k < sp->n_store; k++)
+    if (sp->sh->v[sp->store[k].value].dtype != KILN_F32) return 0;
+  int w = dev->pref_vec_float >= 16 ? 16 : dev->pref_vec_float >= 8 ? 8 : 4;
+  if (force == 4 || force == 8 || force == 16) w = force;
+  for (; w > 4; w /= 2) {
+    bool same = sp->numel % w == 0;
+    for (int a = 0; a < sp->n_access && same; a++)
+      same = vec_kind(&sp->access[a].map, w) == vec_kind(&sp->access[a].map, 4);
+    for (int k = 0; k < sp->n_store && same; k++) same = vec_kind(&sp->store[k].map, w) == vec_kind(&sp->store[k].map, 4);
+    if (same) break;
+  }
+  return w;
+}
 
-/* Prints `const float4 v<i> = ...;` for expression i (lane loads precomputed). */
+#define CL_SIGMOID_BUILTIN(T)                                                                                          \
+  "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                                    \
+  "  const " #T " e = exp(-fabs(x));\n"                                                                                \
+  "  return select(e, (" #T ")1.0f, isgreaterequal(x, (" #T ")0.0f)) / (1.0f + e);\n"                                  \
+  "}\n"
+#define CL_VEC_PRELUDES(W)                                                                                             \
+  {"#ifndef KILN_CL_PRELUDE_V" #W "\n#define KILN_CL_PRELUDE_V" #W "\n" CL_MATH(float##W, int##W) "#endif\n",          \
+   "#ifndef KILN_CL_PRELUDE_V" #W "\n#define KILN_CL_PRELUDE_V" #W "\n" CL_SIGMOID_BUILTIN(float##W)                   \
+   CL_MATH_BUILTIN(float##W) "#endif\n"}
+/* [4, 8, 16 lanes][kiln's math, the built-ins] */
+static const char *const vec_prelude[3][2] = {CL_VEC_PRELUDES(4), CL_VEC_PRELUDES(8), CL_VEC_PRELUDES(16)};
+
+/* Prints `const floatW v<i> = ...;` for expression i (lane loads precomputed). */
 static kiln_status put_expr_vec4(gen *g, int i) {
   const kiln_fuse_spec *sp = g->sp;
   const kiln_fuse_expr *e = &sp->expr[i];
   sbuf *b = &g->b;
-  sb_put(b, "  const float4 v%d = ", i);
+  const int w = g->vw;
+  sb_put(b, "  const float%d v%d = ", w, i);
   if (e->op == KILN_FUSE_LOAD) {
     int a = e->ref;
     const kiln_fuse_access *ac = &sp->access[a];
-    int kind = vec4_kind(&ac->map);
+    int kind = vec_kind(&ac->map, w);
     if (kind == VEC_CONTIG) {
-      sb_put(b, "vload4(0, a%d + a%do0)", a, a);
+      sb_put(b, "vload%d(0, a%d + a%do0)", w, a, a);
     } else if (kind == VEC_BCAST) {
-      sb_put(b, "(float4)(a%d[a%do0])", a, a);
+      sb_put(b, "(float%d)(a%d[a%do0])", w, a, a);
     } else {
       bool masked = false;
       for (int k = 0; k < ac->map.depth; k++) masked |= ac->map.v[k].has_mask;
       sbuf pad = {0};
       if (masked) put_float(&pad, KILN_F32, ac->pad);
       if (pad.oom) return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
-      sb_put(b, "(float4)(");
-      for (int j = 0; j < 4; j++) {
+      sb_put(b, "(float%d)(", w);
+      for (int j = 0; j < w; j++) {
         if (masked) sb_put(b, "%s(a%dl%dm ? a%d[a%dl%do0] : %s)", j ? ", " : "", a, j, a, a, j, pad.p);
         else sb_put(b, "%sa%d[a%dl%do0]", j ? ", " : "", a, a, j);
       }
@@ -734,7 +854,7 @@ static kiln_status put_expr_vec4(gen *g, int i) {
       kiln_free(pad.p);
     }
   } else if (e->op == KILN_FUSE_CONST) {
-    sb_put(b, "(float4)(");
+    sb_put(b, "(float%d)(", w);
     put_float(b, KILN_F32, e->f[0]);
     sb_put(b, ")");
   } else {
@@ -743,7 +863,7 @@ static kiln_status put_expr_vec4(gen *g, int i) {
     if (!f || !f->f || ar < 1 || ar > 3 || e->n_args != ar)
       return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: op %s is not supported", kiln_fuse_op_name(e->op));
     const char *t = f->f;
-    for (const char *p = t; *p; p++) { /* the float template with $T = float4 */
+    for (const char *p = t; *p; p++) { /* the float template with $T = floatW */
       if (*p != '$') {
         sb_put(b, "%c", *p);
         continue;
@@ -753,7 +873,7 @@ static kiln_status put_expr_vec4(gen *g, int i) {
         sb_put(b, "v%d", e->args[c - '0']);
         p++;
       } else if (c == 'T') {
-        sb_put(b, "float4");
+        sb_put(b, "float%d", w);
         p++;
       } else if (c == 'p' && p[2] >= '0' && p[2] <= '2') {
         put_float(b, KILN_F32, e->f[p[2] - '0']);
@@ -771,11 +891,11 @@ static kiln_status put_expr_vec4(gen *g, int i) {
  * `<pre>l<j>o0` (and masks) at q + j. */
 static void put_map_vec4(gen *g, const kiln_views *m, const char *pre) {
   bool masked;
-  if (vec4_kind(m) != VEC_GATHER) {
+  if (vec_kind(m, g->vw) != VEC_GATHER) {
     put_map(g, m, pre, "q", &masked);
     return;
   }
-  for (int j = 0; j < 4; j++) {
+  for (int j = 0; j < g->vw; j++) {
     char lp[24], f[24];
     snprintf(lp, sizeof lp, "%sl%d", pre, j);
     snprintf(f, sizeof f, "(q + %d)", j);
@@ -789,10 +909,11 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
   sbuf *b = &g->b;
   kiln_status s = KILN_OK;
   snprintf(sig->name, sizeof sig->name, "%s", name);
-  sig->n_items = spec->numel / 4;
+  const int w = g->vw;
+  sig->n_items = spec->numel / w;
   sig->uses_fp64 = false;
-  sb_put(b, "%s%s", prelude, vec4_prelude);
-  sb_put(b, "/* float4: 4 elements per work item */\n%s %s(", d->kernel, name);
+  sb_put(b, "%s%s", prelude(), vec_prelude[w == 4 ? 0 : w == 8 ? 1 : 2][builtin_math()]);
+  sb_put(b, "/* float%d: %d elements per work item */\n%s %s(", w, w, d->kernel, name);
   for (int a = 0; a < spec->n_access; a++) {
     const kiln_fuse_access *ac = &spec->access[a];
     sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, a, ac->value, KILN_F32, ac->numel};
@@ -805,8 +926,8 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
     sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, k, st->value, KILN_F32, n};
     sb_put(b, "%s%s float *s%d", sig->n_args > 1 ? ", " : "", d->global, k);
   }
-  sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * 4;\n", d->gid, spec->numel / 4, g->ity,
-         g->ity, d->gid);
+  sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * %d;\n", d->gid, spec->numel / w, g->ity,
+         g->ity, d->gid, w);
   for (int a = 0; a < spec->n_access; a++) {
     char pre[16];
     snprintf(pre, sizeof pre, "a%d", a);
@@ -820,15 +941,15 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
     put_map_vec4(g, &st->map, pre);
     bool masked = false;
     for (int l = 0; l < st->map.depth; l++) masked |= st->map.v[l].has_mask;
-    int kind = vec4_kind(&st->map);
+    int kind = vec_kind(&st->map, w);
     if (kind == VEC_CONTIG) {
-      sb_put(b, "  vstore4(v%d, 0, s%d + s%do0);\n", st->expr, k, k);
+      sb_put(b, "  vstore%d(v%d, 0, s%d + s%do0);\n", w, st->expr, k, k);
     } else if (kind == VEC_BCAST) { /* every lane writes one element: the last lane's value, as in order */
-      sb_put(b, "  s%d[s%do0] = v%d.s3;\n", k, k, st->expr);
+      sb_put(b, "  s%d[s%do0] = v%d.s%x;\n", k, k, st->expr, w - 1);
     } else {
-      for (int j = 0; j < 4; j++) {
-        if (masked) sb_put(b, "  if (s%dl%dm) s%d[s%dl%do0] = v%d.s%d;\n", k, j, k, k, j, st->expr, j);
-        else sb_put(b, "  s%d[s%dl%do0] = v%d.s%d;\n", k, k, j, st->expr, j);
+      for (int j = 0; j < w; j++) { /* lane j is .s<j in hex> */
+        if (masked) sb_put(b, "  if (s%dl%dm) s%d[s%dl%do0] = v%d.s%x;\n", k, j, k, k, j, st->expr, j);
+        else sb_put(b, "  s%d[s%dl%do0] = v%d.s%x;\n", k, k, j, st->expr, j);
       }
     }
   }
@@ -918,14 +1039,14 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
     s = codegen(spec, dev, tname, NULL, NULL, 0, false, &twin, &tsig);
     if (s) return s;
   }
-  if (!g.tiled && !n_obs && vec4_ok(spec)) return codegen_vec4(&g, name, source, sig);
+  if (!g.tiled && !n_obs && (g.vw = vec_width(spec, dev)) > 0) return codegen_vec4(&g, name, source, sig);
   const cl_dialect *d = &opencl12;
   sbuf *b = &g.b;
   snprintf(sig->name, sizeof sig->name, "%s", name);
   sig->n_items = spec->numel;
   sig->uses_fp64 = g.fp64;
   if (g.fp64) sb_put(b, "%s", d->fp64_pragma);
-  sb_put(b, "%s", prelude);
+  sb_put(b, "%s", prelude());
   if (g.fp64) sb_put(b, "%s", prelude64);
   int wg = KILN_CL_OBS_WG; /* local arrays of at most 16 KiB */
   if (n_obs) {
@@ -1330,7 +1451,7 @@ kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_d
   sig->uses_fp64 = fp64;
   sbuf *b = &g.b;
   if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
-  sb_put(b, "%s", prelude);
+  sb_put(b, "%s", prelude());
   if (fp64) sb_put(b, "%s", prelude64);
   sb_put(b, "__kernel void %s(__global const float *restrict anc_, ", name);
   sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, -1, anchor_value, KILN_F32, spec->numel};
@@ -1453,7 +1574,7 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   sig->uses_fp64 = fp64;
   sbuf *b = &g.b;
   if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
-  sb_put(b, "%s", prelude);
+  sb_put(b, "%s", prelude());
   if (fp64) sb_put(b, "%s", prelude64);
   sb_put(b, "__kernel void %s(", name);
   put_params(&g, st, ns, -1, sig, true);
@@ -1563,4 +1684,8 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   return gen_finish(&g, s, source, sig);
 }
 
-const char *kiln_cl_codegen_prelude(void) { return prelude; }
+const char *kiln_cl_codegen_prelude(void) { return prelude(); }
+
+const char *kiln_cl_codegen_vec_prelude(int w) {
+  return w == 4 || w == 8 || w == 16 ? vec_prelude[w == 4 ? 0 : w == 8 ? 1 : 2][builtin_math()] : NULL;
+}

@@ -148,4 +148,10 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
  * program); for kernels that embed kiln_cl_codegen_epilogue_parts. */
 const char *kiln_cl_codegen_prelude(void);
 
+/* The helpers of the w-lane vector kernels (w = 4, 8, 16; else NULL),
+ * kiln_exp_floatW, kiln_tanh_floatW, ...; they need kiln_cl_codegen_prelude
+ * before them. KILN_CL_MATH=builtin: the OpenCL built-ins under the same
+ * names (both preludes). */
+const char *kiln_cl_codegen_vec_prelude(int w);
+
 #endif

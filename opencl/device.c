@@ -138,6 +138,8 @@ static cl_int device_query(kiln_cl_device *dev, cl_device_id d, const char **wha
   Q(device_value(d, CL_DEVICE_COMPILER_AVAILABLE, &compiler, sizeof compiler), "CL_DEVICE_COMPILER_AVAILABLE");
   Q(device_value(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, &dev->max_work_group_size, sizeof(size_t)),
     "CL_DEVICE_MAX_WORK_GROUP_SIZE");
+  if (device_value(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &dev->pref_vec_float, sizeof(cl_uint)))
+    dev->pref_vec_float = 0; /* only a hint for the code generator */
   /* the array has CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS (>= 3) entries */
   *what = "CL_DEVICE_MAX_WORK_ITEM_SIZES";
   {

@@ -24,6 +24,7 @@ typedef struct kiln_cl_device {
   cl_device_type type;
   bool has_fp64, has_fp16; /* cl_khr_fp64 / cl_khr_fp16 listed */
   size_t max_work_group_size;
+  cl_uint pref_vec_float; /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT (0: not reported) */
   size_t max_work_item_size0; /* CL_DEVICE_MAX_WORK_ITEM_SIZES[0]: the 1-D local limit */
   cl_uint compute_units;
   cl_ulong global_mem_size, local_mem_size, max_mem_alloc_size;

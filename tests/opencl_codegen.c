@@ -2,11 +2,15 @@
  * ICD the environment selects (ctest runs it under PoCL and under rusticl).
  * Every ONNX node test whose graph fuses into one elementwise group is
  * printed, built (all kernels batched into one program), run and compared
- * with the reference backend; then the bench elementwise chain on 1M floats,
+ * with the reference backend; kiln's exp / tanh / sigmoid / erf (scalar,
+ * float4, float16) against double and the built-ins on a dense sample; then
+ * the bench elementwise chain on 1M floats,
  * fused vs a plain copy kernel of the same bytes. Exits 77 (skip) with the
  * reason when no usable device is found.
  *   opencl_codegen [-v] [--chain-rows N] [--chain-only] [NODE_TEST_ROOT] */
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -594,6 +598,36 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
       kiln_tensor_release(&yv);
       kiln_cl_kernel_free(&kv);
     }
+    /* the generated kernel as it was before kiln's math and wider vectors
+       (KILN_CL_MATH=builtin KILN_CL_VEC=4), and kiln's math at float4 */
+    static const char *const old_env[][3] = {{"builtin", "4", "builtin float4"}, {"", "4", "kiln float4"}};
+    for (int k = 0; chain_only && k < 2; k++) {
+      char *osrc = NULL, *both2 = NULL;
+      kiln_cl_kernel_sig osig;
+      cl_program op = NULL;
+      kiln_cl_kernel ko = {0};
+      setenv("KILN_CL_MATH", old_env[k][0], 1);
+      setenv("KILN_CL_VEC", old_env[k][1], 1);
+      kiln_status so = kiln_cl_codegen(sp, dev, &osrc, &osig);
+      unsetenv("KILN_CL_MATH");
+      unsetenv("KILN_CL_VEC");
+      if (!so && !(both2 = kiln_malloc(l0 + strlen(osrc) + 1))) so = kiln_fail(KILN_E_NOMEM, "out of memory");
+      if (!so) {
+        memcpy(both2, def, l0);
+        memcpy(both2 + l0, osrc, strlen(osrc) + 1);
+        so = kiln_cl_program_build(c, both2, "-cl-std=CL1.2", &op);
+      }
+      if (!so) so = kiln_cl_kernel_create(c, op, osig.name, &ko);
+      for (int a = 0; a < osig.n_args && !so; a++) so = kiln_cl_kernel_arg_buffer(&ko, (cl_uint)a, &bufs[a]);
+      double to = so ? 0 : time_kernel(c, &ko, (size_t)osig.n_items);
+      printf("  generated, %-14s %8.3f ms: /copy %.2f, /fused %.2f\n", old_env[k][2], to, tc > 0 ? to / tc : 0,
+             tf > 0 ? to / tf : 0);
+      CHECK(!so, "generated chain (%s): %s", old_env[k][2], so ? kiln_last_error() : "");
+      kiln_cl_kernel_free(&ko);
+      kiln_cl_program_free(op);
+      kiln_free(both2);
+      kiln_free(osrc);
+    }
   } else {
     CHECK(0, "bench chain timing setup: %s", kiln_last_error());
   }
@@ -613,6 +647,149 @@ done:
   kiln_free(src);
   fz_free(&f);
   kiln_graph_free(g);
+}
+
+/* ------------------------------------------------------------------ */
+/* kiln's OpenCL math against double                                  */
+
+/* Distance in representable floats (the sign folded into one order). */
+static double ulp_dist(float a, float b) {
+  int32_t ia, ib;
+  memcpy(&ia, &a, 4);
+  memcpy(&ib, &b, 4);
+  if (ia < 0) ia = INT32_MIN - ia;
+  if (ib < 0) ib = INT32_MIN - ib;
+  return fabs((double)ia - (double)ib);
+}
+
+static double math_ref(int fn, double x) {
+  switch (fn) {
+  case 0: return exp(x);
+  case 1: return tanh(x);
+  case 2: return 1 / (1 + exp(-x));
+  default: return erf(x);
+  }
+}
+
+/* exp, tanh, sigmoid, erf of the generated code (scalar, float4, float16)
+ * and of the OpenCL built-ins on a dense sample (2^20 bit patterns: every
+ * 4096th, the low 12 bits varied) plus the special values: the error
+ * against the correctly rounded double result within the conformance
+ * tolerance of each op (opencl/codegen.c's table: exp 4 ulp, tanh and
+ * sigmoid 8, erf 16), and NaN / ±inf / ±0 / saturation / overflow and
+ * underflow results the same as the built-ins'. */
+static void test_cl_math(kiln_cl_context *c) {
+  static const char *const fname[] = {"exp", "tanh", "sigmoid", "erf"};
+  static const double bound[] = {4, 8, 8, 16};
+  static const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
+                                  1e-45f, -1e-45f, 88.72f, 88.73f, 89.5f, -87.3f, -103.9f, -104.5f, 0.625f, -0.625f,
+                                  0.927734375f, 4.0f, -4.5f, 9.0f, -10.5f, 20.0f, -20.0f};
+  const int nsp = (int)(sizeof special / sizeof *special), N = (1 << 20) + 32; /* KILN_N: a multiple of 16 */
+  /* the launch may round the global size up: each kernel checks its bound */
+  const char *kern = "__kernel void m1(__global const float *x, __global float *y) {\n"
+                     "  const size_t i = get_global_id(0), n = KILN_N;\n"
+                     "  if (i >= n) return;\n"
+                     "  y[i] = kiln_exp_float(x[i]); y[n + i] = kiln_tanh_float(x[i]);\n"
+                     "  y[2 * n + i] = kiln_sigmoid_float(x[i]); y[3 * n + i] = kiln_erf_float(x[i]);\n"
+                     "}\n"
+                     "#define MW(W) __kernel void m##W(__global const float *x, __global float *y) { \\\n"
+                     "  const size_t i = get_global_id(0) * W, n = KILN_N; \\\n"
+                     "  if (i >= n) return; \\\n"
+                     "  const float##W v = vload##W(0, x + i); \\\n"
+                     "  vstore##W(kiln_exp_float##W(v), 0, y + i); vstore##W(kiln_tanh_float##W(v), 0, y + n + i); \\\n"
+                     "  vstore##W(kiln_sigmoid_float##W(v), 0, y + 2 * n + i); \\\n"
+                     "  vstore##W(kiln_erf_float##W(v), 0, y + 3 * n + i); }\n"
+                     "MW(4)\nMW(16)\n"
+                     "__kernel void mb(__global const float *x, __global float *y) {\n"
+                     "  const size_t i = get_global_id(0), n = KILN_N;\n"
+                     "  if (i >= n) return;\n"
+                     "  const float e = exp(-fabs(x[i]));\n"
+                     "  y[i] = exp(x[i]); y[n + i] = tanh(x[i]);\n"
+                     "  y[2 * n + i] = (x[i] >= 0 ? 1.0f : e) / (1.0f + e); y[3 * n + i] = erf(x[i]);\n"
+                     "}\n";
+  const char *parts[] = {kiln_cl_codegen_prelude(), kiln_cl_codegen_vec_prelude(4), kiln_cl_codegen_vec_prelude(16),
+                         kern};
+  char def[32];
+  snprintf(def, sizeof def, "#define KILN_N %d\n", N);
+  size_t len = strlen(def) + 1;
+  for (int k = 0; k < 4; k++) len += strlen(parts[k]);
+  char *src = kiln_malloc(len);
+  float *x = kiln_malloc(sizeof *x * (size_t)N), *y = kiln_malloc(sizeof *y * 4 * (size_t)N),
+        *yb = kiln_malloc(sizeof *yb * 4 * (size_t)N);
+  cl_program p = NULL;
+  kiln_cl_buffer bx = {0}, by = {0};
+  if (!src || !x || !y || !yb) {
+    CHECK(0, "cl math: out of memory");
+    goto done;
+  }
+  strcpy(src, def);
+  for (int k = 0; k < 4; k++) strcat(src, parts[k]);
+  for (int i = 0; i < N; i++) {
+    uint32_t k = (uint32_t)i, b = (k << 12) | ((k * 2654435761u) >> 20);
+    float v;
+    memcpy(&v, &b, 4);
+    x[i] = i < nsp ? special[i] : i >= 1 << 20 ? special[(i - (1 << 20)) % nsp] : v;
+  }
+  if (kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p) || kiln_cl_buffer_create(c, sizeof *x * (size_t)N, &bx) ||
+      kiln_cl_buffer_create(c, sizeof *y * 4 * (size_t)N, &by) ||
+      kiln_cl_buffer_write(c, &bx, 0, x, sizeof *x * (size_t)N)) {
+    CHECK(0, "cl math: %s", kiln_last_error());
+    goto done;
+  }
+  static const char *const kname[] = {"mb", "m1", "m4", "m16"};
+  static const int kw[] = {1, 1, 4, 16};
+  for (int v = 0; v < 4; v++) {
+    kiln_cl_kernel k = {0};
+    kiln_status s = kiln_cl_kernel_create(c, p, kname[v], &k);
+    if (!s) s = kiln_cl_kernel_arg_buffer(&k, 0, &bx);
+    if (!s) s = kiln_cl_kernel_arg_buffer(&k, 1, &by);
+    if (!s) s = kiln_cl_launch_1d(c, &k, (size_t)N / (size_t)kw[v], 0, NULL);
+    if (!s) s = kiln_cl_finish(c);
+    if (!s) s = kiln_cl_buffer_read(c, &by, 0, v ? y : yb, sizeof *y * 4 * (size_t)N);
+    kiln_cl_kernel_free(&k);
+    if (s) {
+      CHECK(0, "cl math %s: %s", kname[v], kiln_last_error());
+      continue;
+    }
+    for (int fn = 0; fn < 4; fn++) {
+      const float *r = (v ? y : yb) + (size_t)fn * (size_t)N;
+      double worst = 0, worst_x = 0, worst_rel = 0;
+      int bad_special = 0;
+      for (int i = 0; i < N; i++) {
+        double ref = math_ref(fn, (double)x[i]);
+        if (isnan(x[i])) {
+          bad_special += !isnan(r[i]);
+          continue;
+        }
+        float rf = (float)ref, b = yb[(size_t)fn * (size_t)N + i];
+        /* where the built-in gives the correctly rounded 0, ±1 or ±inf, the same, sign included
+           (llvmpipe's exp gives 0 for e^x = 2^-149 near x = -103.9: kiln's gives 2^-149) */
+        if (v && (b == 0 || b == 1 || b == -1 || isinf(b)) && (r[i] != b || signbit(r[i]) != signbit(b)) && b == rf)
+          bad_special++, verbose && printf("    %s %s(%a) = %a, built-in %a\n", kname[v], fname[fn], x[i], r[i], b);
+        if (fabs(ref) < FLT_MIN) continue; /* denormal results: the device may flush them */
+        double d = ulp_dist(r[i], rf);
+        if (d > worst) worst = d, worst_x = x[i];
+        double rel = isinf(rf) ? 0 : fabs(r[i] - ref) / fabs(ref);
+        if (rel > worst_rel) worst_rel = rel;
+      }
+      printf("  %-7s %-3s max %.0f ulp (x = %a), max rel %.2g\n", fname[fn], v ? kname[v] : "builtin", worst, worst_x,
+             worst_rel);
+      if (v) {
+        CHECK(worst <= bound[fn], "cl math %s %s: %.0f ulp at %a > %.0f", fname[fn], kname[v], worst, worst_x,
+              bound[fn]);
+        CHECK(bad_special == 0, "cl math %s %s: %d special results differ from the built-in's", fname[fn], kname[v],
+              bad_special);
+      }
+    }
+  }
+done:
+  kiln_cl_buffer_free(&bx);
+  kiln_cl_buffer_free(&by);
+  kiln_cl_program_free(p);
+  kiln_free(src);
+  kiln_free(x);
+  kiln_free(y);
+  kiln_free(yb);
 }
 
 int main(int argc, char **argv) {
@@ -648,6 +825,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!chain_only) {
+    printf("math:\n");
+    test_cl_math(c);
     printf("refusals:\n");
     test_refusals(dev);
     printf("node tests:\n");
