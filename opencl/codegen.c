@@ -896,7 +896,7 @@ static void put_map_vec4(gen *g, const kiln_views *m, const char *pre) {
     return;
   }
   for (int j = 0; j < g->vw; j++) {
-    char lp[24], f[24];
+    char lp[48], f[24];
     snprintf(lp, sizeof lp, "%sl%d", pre, j);
     snprintf(f, sizeof f, "(q + %d)", j);
     put_map(g, m, lp, f, &masked);
