@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/alloc.h"
 #include "ir/dump.h"
@@ -103,6 +104,11 @@ struct kiln_cpu_plan {
   int obs_mode;
   kiln_cpu_obs *ostate;
   kiln_obs *run_obs;
+  /* KILN_CPU_PROFILE=1: the calling thread's CPU time per step, summed over
+     runs, printed to stderr when the plan is released */
+  double *prof_ns;
+  int prof_n;
+  long prof_runs;
 };
 
 /* ---- compile ---- */
@@ -175,8 +181,49 @@ static void plan_concat(kiln_cpu_plan *p, int i) {
   }
 }
 
+/* ---- KILN_CPU_PROFILE=1: per-step CPU time (opt-in, for tuning) ---- */
+
+static bool prof_enabled(void) {
+  static int on = -1; /* read once per process */
+  if (on < 0) {
+    const char *e = getenv("KILN_CPU_PROFILE");
+    on = e && *e && strcmp(e, "0");
+  }
+  return on;
+}
+
+/* The calling thread's CPU time: at KILN_NUM_THREADS=1 all of a step's
+ * work, and other processes' time slices do not count. */
+static double prof_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* One line per step: mean microseconds per run, share, its nodes' ops. */
+static void prof_print(const kiln_cpu_plan *p) {
+  if (!p->prof_ns || !p->prof_runs || !p->sched || p->prof_n != p->sched->n_steps) return;
+  double total = 0;
+  for (int k = 0; k < p->prof_n; k++) total += p->prof_ns[k];
+  fprintf(stderr, "kiln cpu profile: %ld runs, %.1f us per run (calling thread's CPU time)\n", p->prof_runs,
+          total / 1e3 / (double)p->prof_runs);
+  for (int k = 0; k < p->prof_n; k++) {
+    const kiln_step *st = &p->sched->steps[k];
+    if (!st->n_nodes) continue;
+    char lbl[128], ops[160] = "";
+    size_t used = 0;
+    for (int j = 0; j < st->n_nodes && used + 1 < sizeof ops; j++)
+      used += (size_t)snprintf(ops + used, sizeof ops - used, "%s%s", j ? "+" : "",
+                               p->g->nodes[st->nodes[j]].op_type);
+    fprintf(stderr, "  step %3d %9.1f us %5.1f%%  %s%s [%s]\n", k, p->prof_ns[k] / 1e3 / (double)p->prof_runs,
+            total > 0 ? 100.0 * p->prof_ns[k] / total : 0.0, p->tile[k] ? "tile " : "",
+            kiln_node_label(p->g, &p->g->nodes[st->nodes[0]], lbl, sizeof lbl), ops);
+  }
+}
+
 void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
+  prof_print(p);
   if (p->pool_held) kiln_pool_release();
   kiln_cpu_conv_packs_free(p->conv_packs); /* before g: registered under its nodes */
   kiln_graph_free(p->g);
@@ -211,6 +258,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->inplace);
   kiln_free(p->arena);
   kiln_free(p->in_map);
+  kiln_free(p->prof_ns);
   kiln_graph_free(p->orig);
   kiln_free(p->spec);
   for (int k = 0; k < KILN_CPU_VARIANTS; k++) {
@@ -1559,9 +1607,17 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     kiln_cpu_obs_constants(p->ostate, obs, g);
   }
   if (s) goto done;
+  if (prof_enabled() && p->prof_n != p->sched->n_steps) { /* a new plan: start over */
+    kiln_free(p->prof_ns);
+    p->prof_runs = 0;
+    p->prof_n = (p->prof_ns = kiln_calloc((size_t)p->sched->n_steps + 1, sizeof *p->prof_ns)) ? p->sched->n_steps : 0;
+  }
+  bool prof = prof_enabled() && p->prof_ns;
+  if (prof) p->prof_runs++;
   for (int k = 0; k < p->sched->n_steps && !s; k++) {
     const kiln_step *st = &p->sched->steps[k];
     char lbl[256];
+    double t0 = prof ? prof_now() : 0;
     if (p->tile[k]) {
       s = run_tile_step(p, k, slot, stacks);
       if (s) {
@@ -1581,6 +1637,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
       if (s) kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
       else if (p->run_obs) kiln_cpu_obs_node(p->ostate, p->run_obs, n, slot); /* before anything writes over it */
     }
+    if (prof) p->prof_ns[k] += prof_now() - t0;
     if (s) break;
     /* free heap intermediates after the last reader of them or of a view
        of them (arena slots and views themselves own nothing) */
