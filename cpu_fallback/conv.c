@@ -323,105 +323,153 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
 
 /* ---- the depthwise path (group == C, nsp <= 2) ---- */
 
-/* Channels of the depthwise path as pool tasks: task (n, c) with a padded
- * plane and tap pointers per worker. */
+/* Channels of the depthwise path as pool tasks: task t is the block of
+ * channels [t % blocks · cb, +cb) of image t / blocks, with a padded plane,
+ * tap pointers and a flat output buffer per worker. The epilogue is applied
+ * once per block (its output channels are contiguous): per channel it cost
+ * more than the convolution on 7x7 planes. */
 typedef struct dw_job {
   const geom *g;
   const float *x, *w, *bias;
   float *y;
   const kiln_cpu_epilogue *ep;
-  float *planes;
+  float *planes, *flats;
   const float **srcs;
-  size_t plane_size;
+  const int64_t *tapoff; /* per tap: where it reads for output (0, 0) (dw_shape) */
+  size_t plane_size, flat_size;
+  int64_t cb, blocks;
+  bool flat; /* the whole plane in one row-kernel call (dw_shape) */
   kiln_dw_row_fn row;
   kiln_la_gather_fn gather;
 } dw_job;
 
-static void dw_channel(void *ctx, int64_t task, int worker) {
-  const dw_job *j = ctx;
-  const geom *g = j->g;
-  const float *x = j->x, *w = j->w, *bias = j->bias;
-  float *y = j->y;
-  const kiln_cpu_epilogue *ep = j->ep;
-  int64_t H = g->in[1], W = g->in[2], KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
-  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], pt = g->pb[1], pl = g->pb[2];
-  int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
-  int64_t Wq = (Wp + sw - 1) / sw, mult = g->M / g->C, nk = KH * KW;
-  float *plane = j->planes + (size_t)worker * j->plane_size;
-  const float **src = j->srcs + (size_t)worker * (size_t)nk;
-  kiln_dw_row_fn row = j->row;
-  kiln_la_gather_fn gather = j->gather;
-  int64_t n = task / g->C, c = task % g->C;
-  {
-    {
-      const float *xc = x + (n * g->C + c) * g->in_sp;
-      /* plane[(py·sw + ph)·Wq + q] = padded input (py, q·sw + ph) */
-      for (int64_t py = 0; py < Hp; py++) {
-        int64_t iy = py - pt;
-        float *pr = plane + py * sw * Wq;
-        if (iy < 0 || iy >= H) {
-          memset(pr, 0, (size_t)(sw * Wq) * sizeof *pr);
-          continue;
-        }
-        const float *xr = xc + iy * W;
-        if (sw == 1) {
-          int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
-          memset(pr, 0, (size_t)lo * sizeof *pr);
-          if (hi > lo) memcpy(pr + lo, xr, (size_t)(hi - lo) * sizeof *pr);
-          if (Wp > hi) memset(pr + hi, 0, (size_t)(Wp - hi) * sizeof *pr);
-        } else {
-          for (int64_t ph = 0; ph < sw; ph++) {
-            /* q in [0, nq): px = q·sw + ph < Wp; inside the input for q in [lo, hi) */
-            float *pp = pr + ph * Wq;
-            int64_t nq = ph < Wp ? (Wp - ph + sw - 1) / sw : 0;
-            int64_t lo = pl > ph ? (pl - ph + sw - 1) / sw : 0, hi = pl + W > ph ? (pl + W - ph + sw - 1) / sw : 0;
-            if (lo > nq) lo = nq;
-            if (hi > nq) hi = nq;
-            if (hi < lo) hi = lo;
-            for (int64_t q = 0; q < lo; q++) pp[q] = 0.0f;
-            if (hi > lo) gather(pp + lo, xr + lo * sw + ph - pl, hi - lo, sw);
-            for (int64_t q = hi; q < nq; q++) pp[q] = 0.0f;
-          }
-        }
-      }
-      for (int64_t mm = 0; mm < mult; mm++) {
-        int64_t m = c * mult + mm;
-        const float *wm = w + m * nk;
-        float *ym = y + (n * g->M + m) * g->out_sp, bm = bias ? bias[m] : 0.0f;
-        for (int64_t oy = 0; oy < OH; oy++) {
-          for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-              int64_t off = kx * dw;
-              src[ky * KW + kx] = plane + ((oy * sh + ky * dh) * sw + off % sw) * Wq + off / sw;
-            }
-          row(ym + oy * OW, OW, src, wm, (int)nk, bm);
-        }
-        if (ep) ep->apply(ep->ctx, (n * g->M + m) * g->out_sp, g->out_sp, ym);
-      }
+/* The padded input plane of one channel split by stride phase in both
+ * dims: padded element (py, px) is at plane[((py % sh · sw + px % sw) · Hq
+ * + py / sh) · Wq + px / sw]. Tap (ky, kx) of output (oy, ox) then reads
+ * tapoff[tap] + oy · Wq + ox: every output row is a contiguous run, and so is
+ * the whole output plane with Wq - OW columns computed in between and
+ * dropped (the flat form). */
+typedef struct dw_shape {
+  int64_t Hp, Wp, Hq, Wq, size;
+} dw_shape;
+
+static dw_shape dw_shape_of(const geom *g) {
+  dw_shape d;
+  d.Hp = (g->out[1] - 1) * g->s[1] + (g->k[1] - 1) * g->d[1] + 1;
+  d.Wp = (g->out[2] - 1) * g->s[2] + (g->k[2] - 1) * g->d[2] + 1;
+  d.Hq = (d.Hp + g->s[1] - 1) / g->s[1];
+  d.Wq = (d.Wp + g->s[2] - 1) / g->s[2];
+  d.size = g->s[1] * g->s[2] * d.Hq * d.Wq;
+  return d;
+}
+
+/* Copies channel xc's input into its plane. Only the input's elements are
+ * written: the padding is the same for every channel, zeroed once when the
+ * plane was allocated. */
+static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, kiln_la_gather_fn gather) {
+  int64_t H = g->in[1], W = g->in[2], sh = g->s[1], sw = g->s[2], pt = g->pb[1], pl = g->pb[2];
+  int64_t Wp = d->Wp, py1 = pt + H < d->Hp ? pt + H : d->Hp; /* padded rows inside the input: [pt, py1) */
+  for (int64_t py = pt; py < py1; py++) {
+    const float *xr = xc + (py - pt) * W;
+    float *pr = plane + ((py % sh) * sw * d->Hq + py / sh) * d->Wq; /* column phase 0 */
+    if (sw == 1) {
+      int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
+      if (hi > lo) memcpy(pr + lo, xr, (size_t)(hi - lo) * sizeof *pr);
+      continue;
+    }
+    for (int64_t ph = 0; ph < sw; ph++) {
+      /* q in [0, nq): px = q·sw + ph < Wp; inside the input for q in [lo, hi) */
+      int64_t nq = ph < Wp ? (Wp - ph + sw - 1) / sw : 0;
+      int64_t lo = pl > ph ? (pl - ph + sw - 1) / sw : 0, hi = pl + W > ph ? (pl + W - ph + sw - 1) / sw : 0;
+      if (lo > nq) lo = nq;
+      if (hi > nq) hi = nq;
+      if (hi > lo) gather(pr + ph * d->Hq * d->Wq + lo, xr + lo * sw + ph - pl, hi - lo, sw);
     }
   }
 }
 
+static void dw_channels(void *ctx, int64_t task, int worker) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  dw_shape d = dw_shape_of(g);
+  int64_t OH = g->out[1], OW = g->out[2], Wq = d.Wq, mult = g->M / g->C, nk = g->k[1] * g->k[2];
+  float *plane = j->planes + (size_t)worker * j->plane_size, *flat = j->flats + (size_t)worker * j->flat_size;
+  const float **src = j->srcs + (size_t)worker * (size_t)nk;
+  int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
+  for (int64_t c = c0; c < c1; c++) {
+    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j->gather);
+    for (int64_t mm = 0; mm < mult; mm++) {
+      int64_t m = c * mult + mm;
+      const float *wm = j->w + m * nk;
+      float *ym = j->y + (n * g->M + m) * g->out_sp, bm = j->bias ? j->bias[m] : 0.0f;
+      if (j->flat) { /* output (oy, ox) at flat[oy·Wq + ox] */
+        for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
+        j->row(flat, (OH - 1) * Wq + OW, src, wm, (int)nk, bm);
+        for (int64_t oy = 0; oy < OH; oy++) memcpy(ym + oy * OW, flat + oy * Wq, (size_t)OW * sizeof *ym);
+        continue;
+      }
+      for (int64_t oy = 0; oy < OH; oy++) {
+        for (int64_t t = 0; t < nk; t++) src[t] = plane + oy * Wq + j->tapoff[t];
+        j->row(ym + oy * OW, OW, src, wm, (int)nk, bm);
+      }
+    }
+  }
+  if (j->ep) {
+    int64_t m0 = n * g->M + c0 * mult;
+    j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
+  }
+}
+
+/* Output rows narrower than this take the flat form (one row-kernel call
+ * per plane instead of one per row, Wq - OW wasted columns per row); wider
+ * ones fill the kernel's vectors well by rows. */
+#define KILN_DW_FLAT_WIDTH 32
+/* Output elements per depthwise task and epilogue call (when channels are
+ * that small): enough to amortise the epilogue call, small enough to stay
+ * in L1/L2. */
+#define KILN_DW_BLOCK 4096
+
 static kiln_status conv_depthwise(const geom *g, const float *x, const float *w, const float *bias, float *y,
                                   const kiln_cpu_epilogue *ep) {
+  dw_shape d = dw_shape_of(g);
   int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
-  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2];
-  int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
-  int64_t Wq = (Wp + sw - 1) / sw, nk = KH * KW, tasks = g->N * g->C;
+  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], nk = KH * KW, mult = g->M / g->C;
+  int64_t cb = KILN_DW_BLOCK / (g->out_sp * mult);
+  if (cb < 1) cb = 1;
+  if (cb > g->C) cb = g->C;
+  int64_t blocks = (g->C + cb - 1) / cb, tasks = g->N * blocks;
   int workers = kiln_pool_threads();
-  if (tasks < 2 || tasks * g->out_sp * (g->M / g->C) * nk < ((int64_t)1 << 18)) workers = 1;
-  size_t plane_size = (size_t)(Hp * sw * Wq);
+  if (tasks < 2 || g->N * g->C * g->out_sp * mult * nk < ((int64_t)1 << 18)) workers = 1;
+  if (workers > 1 && tasks < 4 * (int64_t)workers && cb > 1) { /* keep about 4 tasks per thread */
+    cb = (g->N * g->C + 4 * workers - 1) / (4 * workers) / g->N;
+    if (cb < 1) cb = 1;
+    blocks = (g->C + cb - 1) / cb;
+    tasks = g->N * blocks;
+  }
+  bool flat = OW < KILN_DW_FLAT_WIDTH;
+  size_t plane_size = (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
+  int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff);
+  for (int64_t ky = 0; ky < KH && tapoff; ky++)
+    for (int64_t kx = 0; kx < KW; kx++) {
+      int64_t ty = ky * dh, tx = kx * dw; /* the tap's padded position for output (0, 0) */
+      tapoff[ky * KW + kx] = ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
+    }
   dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
-              kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), plane_size, kiln_dw_row(),
-              kiln_la_gather()};
-  if (!j.planes || !j.srcs) {
+              flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
+              kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
+              blocks, flat, kiln_dw_row(), kiln_la_gather()};
+  if (!j.planes || !j.srcs || (flat && !j.flats) || !tapoff) {
+    kiln_free(tapoff);
     kiln_free(j.planes);
+    kiln_free(j.flats);
     kiln_free(j.srcs);
     return kiln_fail(KILN_E_NOMEM, "out of memory for a depthwise convolution plane");
   }
-  kiln_pool_for(tasks, workers, dw_channel, &j);
+  kiln_pool_for(tasks, workers, dw_channels, &j);
   kiln_free(j.planes);
+  kiln_free(j.flats);
   kiln_free(j.srcs);
+  kiln_free(tapoff);
   return KILN_OK;
 }
 

@@ -568,6 +568,9 @@ static void test_conv(void) {
       {"depthwise 5x5 dilation 2 SAME_UPPER", 2, 1, 4, 4, 4, {13, 21}, {5, 5}, {0}, {2, 2}, {-1}, "SAME_UPPER", 1},
       {"depthwise width 1", 2, 1, 3, 3, 3, {5, 1}, {3, 1}, {0}, {0}, {1, 0, 1, 0}, NULL, 1},
       {"depthwise wide rows (tails of 16 and 8)", 2, 1, 2, 2, 2, {3, 61}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise 7x7 planes, 200 channels (channel blocks, flat plane)", 2, 2, 200, 200, 200, {7, 7}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise multiplier 3 stride (2,3) dilation (2,1) (phases in both dims, flat)", 2, 1, 90, 270, 90, {15, 14}, {3, 3}, {2, 3}, {2, 1}, {1, 0, 2, 1}, NULL, 1},
+      {"depthwise stride (3,2) wide rows (phases in both dims, by rows)", 2, 1, 3, 3, 3, {20, 90}, {3, 3}, {3, 2}, {0}, {1, 1, 1, 1}, NULL, 1},
       {"depthwise stride 9 (the general path)", 2, 1, 2, 2, 2, {10, 20}, {2, 3}, {9, 9}, {0}, {0, 1, 0, 1}, NULL, 1},
       {"1-D k3 stride 2 pad 1", 1, 2, 3, 4, 1, {17}, {3}, {2}, {0}, {1, 1}, NULL, 1},
       {"1-D depthwise dilation 3", 1, 1, 4, 4, 4, {29}, {3}, {0}, {3}, {2, 2}, NULL, 1},
@@ -656,15 +659,16 @@ static void test_dw_rows(void) {
   CHECK(!bad, "depthwise row twins differ in %d cases", bad);
 }
 
-/* The strided gathers: equal, and no read past the last element (the
- * source is allocated to exactly its size, for ASan). */
+/* The strided gathers: equal, and no read past the last element of the
+ * source nor write past the last of the destination (both allocated to
+ * exactly their size, for ASan; the stride-2 tail is masked). */
 static void test_gather(void) {
   if (nisa < 2) return;
   int bad = 0;
   for (int64_t st = 1; st <= 3; st++)
     for (int64_t n = 1; n <= 40; n++) {
       int64_t len = (n - 1) * st + 1;
-      float *src = malloc(sizeof(float) * (size_t)len), d1[40], d2[40];
+      float *src = malloc(sizeof(float) * (size_t)len), d1[40], *d2 = malloc(sizeof(float) * (size_t)n);
       for (int64_t i = 0; i < len; i++) src[i] = frand();
       kiln_la_gather_base(d1, src, n, st);
       kiln_la_gather_avx2(d2, src, n, st);
@@ -672,6 +676,7 @@ static void test_gather(void) {
       for (int64_t i = 0; i < n; i++)
         if (d1[i] != src[i * st]) bad++;
       free(src);
+      free(d2);
     }
   CHECK(!bad, "strided gathers: %d mismatches", bad);
 }
