@@ -181,7 +181,7 @@ kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int6
 
 /* ---- the wide blocked SGEMM ---- */
 
-enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WKC = 256, WMC = 16 * WMR, WNC = 2048 };
+enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WKC = KILN_SGEMM_WIDE_KC, WMC = 16 * WMR, WNC = 2048 };
 
 void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                 int64_t ldc, int mr, int nr) {
@@ -202,6 +202,26 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
         *y = acc[r][c] + t;
       }
     }
+}
+
+void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc) {
+  (void)acc;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = j0; j < j1; j++)
+      for (int64_t p0 = 0; p0 < K; p0 += WKC) {
+        int64_t kc = K - p0 < WKC ? K - p0 : WKC;
+        float acc = 0.0f, *y = &C[i * ldc + j], b = p0 == 0 ? beta : 1.0f;
+        for (int64_t k = p0; k < p0 + kc; k++) {
+          float a = transA ? A[k * lda + i] : A[i * lda + k];
+          acc = fmaf(alpha != 1.0f ? alpha * a : a, B[k * ldb + j], acc);
+        }
+        if (b == 0) *y = acc;
+        else {
+          float t = b * *y;
+          *y = acc + t;
+        }
+      }
 }
 
 static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
@@ -340,6 +360,43 @@ kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void) {
   return NULL;
 }
 
+/* The few-rows kernel over column blocks of 64 on the pool (each element
+ * gets the same operations whichever block holds it). */
+typedef struct rows_job {
+  kiln_sgemm_rows_fn rows;
+  bool transA;
+  int64_t M, N, K, bn;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  int64_t lda, ldb, ldc;
+  float *acc; /* M x bn per worker */
+} rows_job;
+
+static void rows_task(void *ctx, int64_t t, int worker) {
+  const rows_job *r = ctx;
+  int64_t j0 = t * r->bn, j1 = j0 + r->bn < r->N ? j0 + r->bn : r->N;
+  r->rows(r->transA, r->M, j0, j1, r->K, r->alpha, r->A, r->lda, r->B, r->ldb, r->beta, r->C, r->ldc,
+          r->acc + (size_t)worker * (size_t)(r->M * r->bn));
+}
+
+static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int64_t N, int64_t K, float alpha,
+                            const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                            int64_t ldc) {
+  int threads = kiln_pool_threads();
+  double work = (double)M * (double)N * (double)K;
+  int64_t blocks = (N + 63) / 64;
+  int64_t tasks = threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 19, 4 * (int64_t)threads) : 1;
+  if (tasks > blocks) tasks = blocks;
+  int workers = tasks > 1 ? threads : 1;
+  rows_job r = {rows, transA, M, N, K, (blocks + tasks - 1) / tasks * 64, alpha, beta, A, B, C, lda, ldb, ldc, NULL};
+  if (!(r.acc = kiln_malloc((size_t)(M * r.bn) * sizeof(float) * (size_t)workers)))
+    return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM's accumulators");
+  kiln_pool_for((N + r.bn - 1) / r.bn, workers, rows_task, &r);
+  kiln_free(r.acc);
+  return KILN_OK;
+}
+
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc, const float *apack) {
@@ -348,6 +405,13 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
     return KILN_OK;
+  }
+  if (!apack && !transB && M <= KILN_SGEMM_ROWS_MAX) {
+    kiln_sgemm_rows_fn rows = micro == kiln_sgemm_micro_wide_base ? kiln_sgemm_rows_base : NULL;
+#ifdef KILN_LA_HAVE_AVX512
+    if (micro == kiln_sgemm_micro_wide_avx512) rows = kiln_sgemm_rows_avx512;
+#endif
+    if (rows) return rows_run(rows, transA, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
                 kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR};

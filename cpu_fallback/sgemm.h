@@ -64,7 +64,28 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr);
-/* The wide GEMM with the given micro-kernel (same contract as kiln_sgemm). */
+#define KILN_SGEMM_WIDE_KC 256
+/* The few-rows kernel the wide GEMM runs instead of packing when M <=
+ * KILN_SGEMM_ROWS_MAX and B is not transposed (a Gemm or MatMul on one
+ * vector, Flatten + Gemm heads): columns [j0, j1) of C = alpha·op(A)·B +
+ * beta·C, B read in place, no packing. Each element gets exactly the wide
+ * GEMM's operations (per KC slice: fma per term in k order from zero, alpha
+ * folded into A as the packing does, then acc + beta·C at the first slice
+ * and acc + C after), so results equal the packed path's bit for bit.
+ * acc: scratch of M · (j1 - j0) floats (the AVX-512 version's accumulators
+ * when the block is wider than 64 columns). */
+#define KILN_SGEMM_ROWS_MAX 4
+typedef void (*kiln_sgemm_rows_fn)(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha,
+                                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                   int64_t ldc, float *acc);
+void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
+                            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc);
+/* The wide GEMM with the given micro-kernel (same contract as kiln_sgemm);
+ * with few rows, the rows kernel of the same family (the base twin for
+ * kiln_sgemm_micro_wide_base). */
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc);

@@ -234,6 +234,59 @@ static void test_wide(void) {
   }
 }
 
+/* The few-rows kernel (M <= KILN_SGEMM_ROWS_MAX, B not transposed): its
+ * rows bit-equal to the same rows of a product of KILN_SGEMM_WIDE_MR more
+ * rows (the packed path: row r of C depends only on row r of op(A)), the
+ * AVX-512 version to its twin, on the pool to serial; columns past N
+ * untouched. */
+static void test_rows(void) {
+  static const int64_t Ns[] = {1, 10, 17, 64, 65, 200}, Ks[] = {1, 255, 257, 600};
+  static const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.75f};
+  bool avx512 = kiln_la_cpu_has_avx512();
+  int bad_packed = 0, bad_twin = 0, bad_pool = 0, bad_pad = 0, cases = 0;
+  for (int64_t M = 1; M <= KILN_SGEMM_ROWS_MAX; M++)
+    for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+      for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+        for (int ta = 0; ta < 2; ta++) {
+          int64_t N = Ns[ni], K = Ks[ki], Mb = M + KILN_SGEMM_WIDE_MR;
+          int64_t lda = (ta ? Mb : K) + 3, ldb = N + 5, ldc = N + 2;
+          float alpha = alphas[(ni + ki) % 2], beta = betas[(ni + ki + (size_t)M) % 3];
+          float *A = rand_buf((size_t)((ta ? K : Mb) * lda)), *B = rand_buf((size_t)(K * ldb));
+          size_t cn = (size_t)(Mb * ldc);
+          float *C0 = rand_buf(cn), *C[4];
+          for (int v = 0; v < 4; v++) {
+            C[v] = malloc(cn * sizeof(float));
+            memcpy(C[v], C0, cn * sizeof(float));
+          }
+          /* 0: packed twin (Mb rows); 1: rows twin; 2: rows AVX-512 on the pool; 3: rows twin on the pool */
+          kiln_status s = kiln_sgemm_wide(kiln_sgemm_micro_wide_base, ta, false, Mb, N, K, alpha, A, lda, B, ldb,
+                                          beta, C[0], ldc);
+          s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_base, ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C[1], ldc);
+          kiln_pool_acquire();
+          if (avx512)
+            s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_avx512, ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C[2],
+                                 ldc);
+          s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_base, ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C[3], ldc);
+          kiln_pool_release();
+          CHECK(!s, "rows case M %lld N %lld K %lld runs", (long long)M, (long long)N, (long long)K);
+          size_t rn = (size_t)(M * ldc) * sizeof(float);
+          for (int64_t r = 0; r < M; r++) /* C[0]'s padding columns of these rows as they were */
+            for (int64_t j = N; j < ldc; j++) bad_pad += C[1][r * ldc + j] != C0[r * ldc + j];
+          bad_packed += memcmp(C[0], C[1], rn) != 0;
+          bad_twin += avx512 && memcmp(C[1], C[2], rn) != 0;
+          bad_pool += memcmp(C[1], C[3], rn) != 0;
+          cases++;
+          for (int v = 0; v < 4; v++) free(C[v]);
+          free(C0);
+          free(A);
+          free(B);
+        }
+  CHECK(!bad_packed, "few-rows kernel = the packed wide GEMM's rows, bit for bit (%d of %d differ)", bad_packed, cases);
+  CHECK(!bad_twin, "few-rows AVX-512 kernel = its scalar twin, bit for bit (%d of %d differ)", bad_twin, cases);
+  CHECK(!bad_pool, "few-rows kernel on the pool = serial, bit for bit (%d of %d differ)", bad_pool, cases);
+  CHECK(!bad_pad, "few-rows kernel leaves the columns past N alone (%d elements changed)", bad_pad);
+}
+
 /* ---- graphs: pool vs one thread vs reference ---- */
 
 static int cst(kiln_graph *g, const char *name, int rank, const int64_t *dims, double lo, double scale) {
@@ -444,6 +497,7 @@ int main(void) {
   test_pool();
   test_micro();
   test_wide();
+  test_rows();
   CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");
   test_graphs();
   kiln_sgemm_force(KILN_SGEMM_BLAS); /* the same graphs with OpenBLAS under the GEMMs */
