@@ -120,8 +120,40 @@ static inline __attribute__((always_inline)) void rows_stream(int MR, bool trans
     }
 }
 
+/* One row, one vector of columns: four KC slices summed at once (four
+ * independent fma chains instead of one: a GEMV like 8192 x 10 is bound by
+ * the chain's latency), then added to C in slice order. */
+static void rows_one_vector(bool transA, int64_t j, int64_t n, int64_t K, float alpha, const float *A, int64_t lda,
+                            const float *B, int64_t ldb, float beta, float *C) {
+  enum { KC = KILN_SGEMM_WIDE_KC };
+  __mmask16 m = mask_of((int)n);
+  for (int64_t p0 = 0; p0 < K; p0 += 4 * KC) {
+    int ns = (int)((K - p0 + KC - 1) / KC < 4 ? (K - p0 + KC - 1) / KC : 4);
+    int64_t kl = K - (p0 + (ns - 1) * KC); /* the last slice's length; the others have KC */
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t k = 0; k < KC; k++)
+      for (int s = 0; s < ns; s++) {
+        if (s == ns - 1 && k >= kl) break;
+        int64_t kk = p0 + s * KC + k;
+        float a = transA ? A[kk * lda] : A[kk];
+        acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(alpha != 1.0f ? alpha * a : a),
+                                 _mm512_maskz_loadu_ps(m, B + kk * ldb + j), acc[s]);
+      }
+    for (int s = 0; s < ns; s++) {
+      __m512 r = acc[s];
+      float b = p0 == 0 && s == 0 ? beta : 1.0f;
+      if (b != 0) r = _mm512_add_ps(r, _mm512_mul_ps(_mm512_set1_ps(b), _mm512_maskz_loadu_ps(m, C + j)));
+      _mm512_mask_storeu_ps(C + j, m, r);
+    }
+  }
+}
+
 void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc) {
+  if (M == 1 && j1 - j0 <= 16 && K > KILN_SGEMM_WIDE_KC) {
+    rows_one_vector(transA, j0, j1 - j0, K, alpha, A, lda, B, ldb, beta, C);
+    return;
+  }
   if (j1 - j0 > 64) {
     for (int64_t p0 = 0; p0 < K; p0 += KILN_SGEMM_WIDE_KC) {
       int64_t kc = K - p0 < KILN_SGEMM_WIDE_KC ? K - p0 : KILN_SGEMM_WIDE_KC, n = j1 - j0;

@@ -240,7 +240,7 @@ static void test_wide(void) {
  * AVX-512 version to its twin, on the pool to serial; columns past N
  * untouched. */
 static void test_rows(void) {
-  static const int64_t Ns[] = {1, 10, 17, 64, 65, 200}, Ks[] = {1, 255, 257, 600};
+  static const int64_t Ns[] = {1, 10, 17, 64, 65, 200}, Ks[] = {1, 255, 257, 600, 1100};
   static const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.75f};
   bool avx512 = kiln_la_cpu_has_avx512();
   int bad_packed = 0, bad_twin = 0, bad_pool = 0, bad_pad = 0, cases = 0;
