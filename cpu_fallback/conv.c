@@ -179,6 +179,63 @@ static void im2col(const geom *g, const float *x, int64_t t0, int64_t T, float *
         }
 }
 
+/* The same columns as im2col, written straight into the wide GEMM's
+ * B-panel layout (sgemm.h kiln_sgemm_wide_pack_b: per KC slice, strips of
+ * 32 columns, kc x 32 each; columns T..Tpad zero), so the GEMM reads them
+ * without packing them again. */
+static void im2col_packed(const geom *g, const float *x, int64_t t0, int64_t T, float *bp, kiln_la_gather_fn gather) {
+  enum { KC = KILN_SGEMM_WIDE_KC, NR = KILN_SGEMM_WIDE_NR };
+  int64_t o1 = g->out[1], o2 = g->out[2], Kc = g->Cg * g->k_sp, Tpad = (T + NR - 1) / NR * NR;
+  int64_t sd = t0 / (o1 * o2), sh = t0 / o2 % o1, sw = t0 % o2; /* position of t0 */
+  int64_t r = 0;                                              /* the tap: row of B */
+  for (int64_t c = 0; c < g->Cg; c++)
+    for (int64_t kd = 0; kd < g->k[0]; kd++)
+      for (int64_t kh = 0; kh < g->k[1]; kh++)
+        for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
+          int64_t p0 = r / KC * KC, kc = Kc - p0 < KC ? Kc - p0 : KC;
+          float *row = bp + p0 * Tpad + (r - p0) * NR; /* column j at row[(j / NR)·kc·NR + j % NR] */
+          const float *xc = x + c * g->in_sp;
+          int64_t od = sd, oh = sh, ow = sw;
+          for (int64_t done = 0; done < T;) {
+            int64_t run = T - done < o2 - ow ? T - done : o2 - ow;
+            int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0], ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
+            int64_t lo = 0, hi = 0, s2 = g->s[2], iw0 = ow * s2 - g->pb[2] + kw * g->d[2];
+            const float *src = NULL;
+            if (id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1]) {
+              src = xc + (id * g->in[1] + ih) * g->in[2];
+              int64_t iw = g->in[2];
+              lo = iw0 >= 0 ? 0 : (-iw0 + s2 - 1) / s2; /* first j with iw0 + j·s2 >= 0 */
+              hi = iw0 < iw ? (iw - 1 - iw0) / s2 + 1 : 0; /* first j with iw0 + j·s2 >= iw */
+              if (lo > run) lo = run;
+              if (hi > run) hi = run;
+              if (hi < lo) hi = lo;
+            }
+            for (int64_t j = 0; j < run;) { /* pieces that stay inside one strip */
+              int64_t col = done + j, n = NR - col % NR < run - j ? NR - col % NR : run - j;
+              float *dst = row + col / NR * kc * NR + col % NR;
+              int64_t a = lo > j ? (lo < j + n ? lo : j + n) : j, b = hi < j + n ? (hi > a ? hi : a) : j + n;
+              for (int64_t q = j; q < a; q++) dst[q - j] = 0.0f; /* [j, a): left padding */
+              if (b > a) {
+                if (s2 == 1) memcpy(dst + a - j, src + iw0 + a, (size_t)(b - a) * sizeof *dst);
+                else gather(dst + a - j, src + iw0 + a * s2, b - a, s2);
+              }
+              for (int64_t q = b; q < j + n; q++) dst[q - j] = 0.0f; /* [b, j + n): right padding */
+              j += n;
+            }
+            done += run;
+            ow += run;
+            if (ow == o2) {
+              ow = 0;
+              if (++oh == o1) {
+                oh = 0;
+                od++;
+              }
+            }
+          }
+          for (int64_t col = T; col < Tpad; col++) row[col / NR * kc * NR + col % NR] = 0.0f;
+        }
+}
+
 static bool pointwise(const geom *g) {
   for (int i = 0; i < 3; i++)
     if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] != 0 || g->out[i] != g->in[i]) return false;
@@ -220,16 +277,35 @@ typedef struct conv_job {
   kiln_la_gather_fn gather;
   atomic_int status;
   const kiln_cpu_conv_pack *pk; /* W packed once (prepack.h) or NULL */
-  kiln_sgemm_micro_fn pmicro;   /* the micro-kernel that reads it */
+  kiln_sgemm_micro_fn pmicro;   /* the wide GEMM's micro-kernel when it runs: im2col then packs B for it */
 } conv_job;
 
-/* One tile's GEMM: Y = W[gi] · B, from W's pack when there is one. */
+/* One tile's GEMM: Y = W[gi] · B, from W's pack when there is one; B
+ * packed already (im2col_packed) when bpacked. */
 static kiln_status tile_gemm(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sgemm_micro_fn pmicro, int64_t gi,
-                             const float *wg, int64_t Kc, int64_t tn, const float *b, int64_t ldb, float *y,
-                             int64_t ldc) {
-  if (pk) return kiln_sgemm_wide_pa(pmicro, g->Mg, tn, Kc, pk->data + gi * pk->gstride, b, ldb, 0.0f, y, ldc);
+                             const float *wg, int64_t Kc, int64_t tn, const float *b, int64_t ldb, bool bpacked,
+                             float *y, int64_t ldc) {
+  const float *ap = pk ? pk->data + gi * pk->gstride : NULL;
+  if (bpacked) return kiln_sgemm_wide_pb(pmicro, g->Mg, tn, Kc, wg, Kc, ap, b, 0.0f, y, ldc);
+  if (pk) return kiln_sgemm_wide_pa(pmicro, g->Mg, tn, Kc, ap, b, ldb, 0.0f, y, ldc);
   return kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, b, ldb, 0.0f, y, ldc);
 }
+
+/* One tile of the general path: its columns (im2col), then the GEMM. */
+static kiln_status col_tile(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sgemm_micro_fn pmicro, int64_t gi,
+                            const float *xg, const float *wg, int64_t Kc, int64_t t0, int64_t tn, float *col,
+                            kiln_la_gather_fn gather, float *y, int64_t ldc) {
+  if (pmicro) {
+    im2col_packed(g, xg, t0, tn, col, gather);
+    return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, true, y, ldc);
+  }
+  im2col(g, xg, t0, tn, col, gather);
+  return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, false, y, ldc);
+}
+
+/* Columns of an im2col buffer for T: rounded up to the GEMM's strips (the
+ * packed layout's padding). */
+static int64_t tile_cols(int64_t T) { return (T + KILN_SGEMM_WIDE_NR - 1) / KILN_SGEMM_WIDE_NR * KILN_SGEMM_WIDE_NR; }
 
 static void conv_tile(void *ctx, int64_t task, int worker) {
   conv_job *j = ctx;
@@ -240,11 +316,10 @@ static void conv_tile(void *ctx, int64_t task, int worker) {
   int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
   kiln_status s;
   if (j->pw) {
-    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, j->y + yoff + t0, OSP);
+    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, j->y + yoff + t0, OSP);
   } else {
-    float *col = j->col + (size_t)worker * (size_t)(Kc * j->T);
-    im2col(g, xg, t0, tn, col, j->gather);
-    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, col, tn, j->y + yoff + t0, OSP);
+    float *col = j->col + (size_t)worker * (size_t)(Kc * tile_cols(j->T));
+    s = col_tile(g, j->pk, j->pmicro, gi, xg, wg, Kc, t0, tn, col, j->gather, j->y + yoff + t0, OSP);
   }
   if (!s) finish_block(j->y + yoff + t0, g->Mg, tn, OSP, j->bias ? j->bias + gi * g->Mg : NULL, yoff + t0, j->ep);
   if (s) {
@@ -257,7 +332,7 @@ static void conv_tile(void *ctx, int64_t task, int worker) {
 static kiln_status conv_gemm(const geom *g, const float *x, const float *w, const float *bias, float *y,
                              const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk) {
   bool pw = pointwise(g);
-  kiln_sgemm_micro_fn pmicro = pk ? kiln_sgemm_pack_reader() : NULL;
+  kiln_sgemm_micro_fn pmicro = kiln_sgemm_pack_reader();
   if (!pmicro) pk = NULL; /* packs are read only by the wide GEMM's micro-kernel (not under base or OpenBLAS) */
   int64_t Kc = g->Cg * g->k_sp, OSP = g->out_sp, T = OSP;
   if (!pw) {
@@ -286,7 +361,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
   if (par) {
     conv_job j = {g, x, w, bias, y, ep, pw, Kc, T, (OSP + T - 1) / T, NULL, kiln_la_gather(), 0, pk, pmicro};
     atomic_init(&j.status, 0);
-    if (!pw && !(j.col = kiln_malloc((size_t)(Kc * T) * sizeof(float) * (size_t)workers)))
+    if (!pw && !(j.col = kiln_malloc((size_t)(Kc * tile_cols(T)) * sizeof(float) * (size_t)workers)))
       return kiln_fail(KILN_E_NOMEM, "out of memory for %d %lld x %lld im2col tiles", workers, (long long)Kc,
                        (long long)T);
     kiln_pool_for(g->N * g->G * j.tiles, workers, conv_tile, &j);
@@ -296,7 +371,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
   }
   float *col = NULL;
   if (!pw) {
-    col = kiln_malloc((size_t)(Kc * T) * sizeof *col);
+    col = kiln_malloc((size_t)(Kc * tile_cols(T)) * sizeof *col);
     if (!col)
       return kiln_fail(KILN_E_NOMEM, "out of memory for a %lld x %lld im2col tile", (long long)Kc, (long long)T);
   }
@@ -308,12 +383,8 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
       int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
       for (int64_t t0 = 0; t0 < OSP && !s; t0 += T) {
         int64_t tn = OSP - t0 < T ? OSP - t0 : T;
-        if (pw) {
-          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, y + yoff + t0, OSP);
-        } else {
-          im2col(g, xg, t0, tn, col, gather);
-          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, y + yoff + t0, OSP);
-        }
+        if (pw) s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, y + yoff + t0, OSP);
+        else s = col_tile(g, pk, pmicro, gi, xg, wg, Kc, t0, tn, col, gather, y + yoff + t0, OSP);
         if (!s) finish_block(y + yoff + t0, g->Mg, tn, OSP, bias ? bias + gi * g->Mg : NULL, yoff + t0, ep);
       }
     }

@@ -292,6 +292,8 @@ typedef struct wide_job {
   const kiln_nn_prims *P; /* the blocked transpose for a transposed B */
   const float *apack;     /* A pre-packed (kiln_sgemm_wide_pack_a) or NULL */
   int64_t mpad;           /* M rounded up to WMR (with apack) */
+  const float *bpack;     /* B pre-packed (kiln_sgemm_wide_pack_b layout) or NULL */
+  int64_t npad;           /* N rounded up to WNR (with bpack) */
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -300,7 +302,9 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
     for (int64_t p0 = 0; p0 < w->K; p0 += WKC) {
       int64_t kc = w->K - p0 < WKC ? w->K - p0 : WKC;
       float b = p0 == 0 ? w->beta : 1.0f;
-      wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp, w->P);
+      const float *bpk = bp;
+      if (w->bpack) bpk = w->bpack + p0 * w->npad + jc * kc; /* jc is a multiple of WNR */
+      else wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp, w->P);
       for (int64_t ic = i0; ic < i1; ic += WMC) {
         int64_t mc = i1 - ic < WMC ? i1 - ic : WMC;
         const float *apk = ap;
@@ -310,7 +314,7 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
           for (int64_t i = 0; i < mc; i += WMR) {
             if (w->apack && j == 0) /* the pack's next strip (the bytes after this one: a hint, never a fault; also across blocks) */
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
-            w->micro(kc, apk + i * kc, bp + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
+            w->micro(kc, apk + i * kc, bpk + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
                      (int)(mc - i < WMR ? mc - i : WMR), (int)(nc - j < WNR ? nc - j : WNR));
           }
       }
@@ -328,17 +332,34 @@ static void wide_task(void *ctx, int64_t t, int worker) {
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack);
+                            int64_t ldc, const float *apack, const float *bpack);
 
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc) {
-  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
+  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
 }
 
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack);
+  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL);
+}
+
+kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                               int64_t lda, const float *apack, const float *bpack, float beta, float *C,
+                               int64_t ldc) {
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack);
+}
+
+int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N) { return (N + WNR - 1) / WNR * WNR * K; }
+
+void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, float *dst) {
+  int64_t npad = (N + WNR - 1) / WNR * WNR;
+  for (int64_t p0 = 0; p0 < K; p0 += WKC) {
+    int64_t kc = K - p0 < WKC ? K - p0 : WKC;
+    float *d = dst + p0 * npad;
+    wpack_b(B, ldb, false, p0, kc, 0, N, d, NULL); /* zeroes the last strip's columns past N */
+  }
 }
 
 int64_t kiln_sgemm_wide_pack_a_floats(int64_t M, int64_t K) { return (M + WMR - 1) / WMR * WMR * K; }
@@ -399,14 +420,14 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack) {
+                            int64_t ldc, const float *apack, const float *bpack) {
   if (M <= 0 || N <= 0) return KILN_OK;
   if (K <= 0) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
     return KILN_OK;
   }
-  if (!apack && !transB && M <= KILN_SGEMM_ROWS_MAX) {
+  if (!apack && !bpack && !transB && M <= KILN_SGEMM_ROWS_MAX) {
     kiln_sgemm_rows_fn rows = micro == kiln_sgemm_micro_wide_base ? kiln_sgemm_rows_base : NULL;
 #ifdef KILN_LA_HAVE_AVX512
     if (micro == kiln_sgemm_micro_wide_avx512) rows = kiln_sgemm_rows_avx512;
@@ -414,7 +435,7 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
     if (rows) return rows_run(rows, transA, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
-                kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR};
+                kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR};
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~4 MFLOP each, columns first (each block packs its own B
      panel and re-packs A) */

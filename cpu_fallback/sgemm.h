@@ -104,6 +104,19 @@ void kiln_sgemm_wide_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, f
  * 1, A, ...) with the A the pack was made from. */
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* B pre-packed: the K x N row-major B in the wide GEMM's B-panel layout
+ * for all of K and N: per KC slice p0 (kc = min(256, K - p0)), at offset
+ * p0 · Npad (Npad = N rounded up to 32), the Npad / 32 strips of 32
+ * columns, each kc x 32 (element (p0 + k, 32s + c) at s·kc·32 + k·32 + c;
+ * columns past N zero). The values the GEMM packs per call, so a product
+ * from it is bit-identical. conv.c's im2col writes this layout directly. */
+int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N);
+void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, float *dst);
+/* The wide GEMM, C = A · bpack + beta·C: B from a pack, A from apack when
+ * not NULL, else row-major A (lda, alpha 1, not transposed). */
+kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                               int64_t lda, const float *apack, const float *bpack, float beta, float *C,
+                               int64_t ldc);
 /* The micro-kernel that reads wide A packs under the current setting: the
  * AVX-512 one when kiln_sgemm would run kiln's wide GEMM (AVX2 setting,
  * AVX-512F usable, KILN_SGEMM not blas), else NULL (base setting: the

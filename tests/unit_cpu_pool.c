@@ -188,7 +188,7 @@ static void test_wide(void) {
       {false, false, 1, 1, 1, 1.0f, 0.0f},     {false, false, 13, 33, 5, 1.0f, 0.0f},
       {true, false, 37, 70, 300, 0.5f, 1.0f},  {false, true, 200, 45, 513, 1.0f, -0.5f},
       {true, true, 97, 130, 260, 2.0f, 0.25f}, {false, false, 250, 600, 64, 1.0f, 0.0f},
-      {false, false, 4, 3000, 20, 1.0f, 1.0f},
+      {false, false, 4, 3000, 20, 1.0f, 1.0f},  {false, false, 30, 2100, 600, 1.0f, -1.0f},
   };
   bool avx512 = kiln_la_cpu_has_avx512();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -217,6 +217,20 @@ static void test_wide(void) {
     CHECK(!memcmp(C[0], C[1], cn * sizeof(float)), "case %zu: the wide GEMM on the pool = serial, bit for bit", i);
     if (avx512)
       CHECK(!memcmp(C[0], C[2], cn * sizeof(float)), "case %zu: AVX-512 wide GEMM = its scalar twin, bit for bit", i);
+    if (!k->ta && !k->tb && k->alpha == 1.0f) { /* B packed beforehand (conv's im2col layout): the same bits */
+      float *bpk = malloc((size_t)kiln_sgemm_wide_pack_b_floats(k->K, k->N) * sizeof(float) + 1);
+      float *Cp = malloc(cn * sizeof(float));
+      kiln_sgemm_wide_pack_b(B, ldb, k->K, k->N, bpk);
+      for (int mi = 0; mi < (avx512 ? 2 : 1); mi++) {
+        memcpy(Cp, C0, cn * sizeof(float));
+        s = kiln_sgemm_wide_pb(mi ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base, k->M, k->N, k->K, A,
+                               lda, NULL, bpk, k->beta, Cp, ldc);
+        CHECK(!s && !memcmp(Cp, C[0], cn * sizeof(float)), "case %zu: wide GEMM from a packed B (%s) = packing per call",
+              i, mi ? "AVX-512" : "twin");
+      }
+      free(bpk);
+      free(Cp);
+    }
     double worst = 0;
     for (int64_t r = 0; r < k->M; r++)
       for (int64_t j = 0; j < ldc; j++) {
