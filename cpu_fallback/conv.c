@@ -247,6 +247,10 @@ static bool pointwise(const geom *g) {
  * contiguous (T == ld). flat0: flat index of the block's first element. */
 static void finish_block(float *y, int64_t rows, int64_t T, int64_t ld, const float *bias, int64_t flat0,
                          const kiln_cpu_epilogue *ep) {
+  if (ep && ep->clamp) { /* bias and the clamp in one pass, no epilogue call */
+    for (int64_t m = 0; m < rows; m++) kiln_cpu_clamp(y + m * ld, T, bias ? bias + m : NULL, ep->lo, ep->hi);
+    return;
+  }
   for (int64_t m = 0; m < rows; m++) {
     float *yr = y + m * ld, bm = bias ? bias[m] : 0.0f;
     if (bias) {
@@ -487,7 +491,8 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   }
   if (j->ep) {
     int64_t m0 = n * g->M + c0 * mult;
-    j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
+    if (j->ep->clamp) kiln_cpu_clamp(j->y + m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, NULL, j->ep->lo, j->ep->hi);
+    else j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
   }
 }
 

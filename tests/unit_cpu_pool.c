@@ -440,6 +440,33 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("conv / pointwise / depthwise / maxpool", g, 4, d, 1e-4);
   }
+  { /* an inverted residual (MobileNetV2): 1x1 + Clip(0, 6) from scalar initializers, depthwise 3x3 on 14x14
+       (flat planes) + Clip, 1x1 + Relu: the epilogues the convolutions clamp themselves (kiln_tile_clamp) */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {1, 16, 14, 14}, ed[4] = {96, 16, 1, 1}, bd[1] = {96}, dwd[4] = {96, 1, 3, 3},
+            pd[4] = {24, 96, 1, 1}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "ew", 4, ed, 0, 0.4);
+    cst(g, "eb", 1, bd, 0, 1);
+    cst(g, "dw", 4, dwd, 0, 0.5);
+    cst(g, "db", 1, bd, -0.5, 1);
+    cst(g, "pw", 4, pd, 0, 0.3);
+    cst(g, "lo", 0, NULL, 0, 0);
+    cst(g, "hi", 0, NULL, 6, 0);
+    cst(g, "lo2", 0, NULL, -0.25, 0);
+    cst(g, "hi2", 0, NULL, 0.5, 0);
+    add(g, "Conv", "x ew eb", "e");
+    add(g, "Clip", "e lo hi", "ec");
+    int dc = add(g, "Conv", "ec dw db", "dq");
+    setints(g, dc, "kernel_shape", 2, k3);
+    setints(g, dc, "pads", 4, p1);
+    seti(g, dc, "group", 96);
+    add(g, "Clip", "dq lo2 hi2", "dc");
+    add(g, "Conv", "dc pw", "p");
+    add(g, "Relu", "p", "y");
+    output(g, "y");
+    check_graph("inverted residual: conv + Clip / depthwise + Clip / conv + Relu", g, 4, d, 1e-4);
+  }
   { /* MatMul + bias + Sigmoid, Gemm transB */
     kiln_graph *g = new_graph(17);
     int64_t d[2] = {300, 260}, wd[2] = {260, 190}, bd[1] = {190}, gd[2] = {70, 190};
