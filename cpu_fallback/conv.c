@@ -285,26 +285,41 @@ typedef struct conv_job {
 } conv_job;
 
 /* One tile's GEMM: Y = W[gi] · B, from W's pack when there is one; B
- * packed already (im2col_packed) when bpacked. */
+ * packed already (im2col_packed) when bpacked. Where the wide GEMM runs
+ * (pmicro), it also adds the bias and clamps (ep->clamp) each tile of Y
+ * while it is in L1 (kiln_sgemm_post): *post_done says so. */
 static kiln_status tile_gemm(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sgemm_micro_fn pmicro, int64_t gi,
                              const float *wg, int64_t Kc, int64_t tn, const float *b, int64_t ldb, bool bpacked,
-                             float *y, int64_t ldc) {
-  const float *ap = pk ? pk->data + gi * pk->gstride : NULL;
-  if (bpacked) return kiln_sgemm_wide_pb(pmicro, g->Mg, tn, Kc, wg, Kc, ap, b, 0.0f, y, ldc);
-  if (pk) return kiln_sgemm_wide_pa(pmicro, g->Mg, tn, Kc, ap, b, ldb, 0.0f, y, ldc);
-  return kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, b, ldb, 0.0f, y, ldc);
+                             const float *bias, const kiln_cpu_epilogue *ep, float *y, int64_t ldc,
+                             bool *post_done) {
+  *post_done = false;
+  if (!pmicro) return kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, b, ldb, 0.0f, y, ldc);
+  kiln_sgemm_post post = {bias, ep && ep->clamp, ep ? ep->lo : 0.0f, ep ? ep->hi : 0.0f};
+  bool any = bias || post.clamp;
+  *post_done = any;
+  return kiln_sgemm_wide_post(pmicro, g->Mg, tn, Kc, wg, Kc, pk ? pk->data + gi * pk->gstride : NULL,
+                              bpacked ? NULL : b, ldb, bpacked ? b : NULL, 0.0f, y, ldc, any ? &post : NULL);
 }
 
 /* One tile of the general path: its columns (im2col), then the GEMM. */
 static kiln_status col_tile(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sgemm_micro_fn pmicro, int64_t gi,
                             const float *xg, const float *wg, int64_t Kc, int64_t t0, int64_t tn, float *col,
-                            kiln_la_gather_fn gather, float *y, int64_t ldc) {
+                            kiln_la_gather_fn gather, const float *bias, const kiln_cpu_epilogue *ep, float *y,
+                            int64_t ldc, bool *post_done) {
   if (pmicro) {
     im2col_packed(g, xg, t0, tn, col, gather);
-    return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, true, y, ldc);
+    return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, true, bias, ep, y, ldc, post_done);
   }
   im2col(g, xg, t0, tn, col, gather);
-  return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, false, y, ldc);
+  return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, false, bias, ep, y, ldc, post_done);
+}
+
+/* What is left of a tile after its GEMM: the bias and the epilogue, unless
+ * the GEMM did them (post_done: the bias; the epilogue too when a clamp). */
+static void tile_finish(float *y, int64_t rows, int64_t T, int64_t ld, const float *bias, int64_t flat0,
+                        const kiln_cpu_epilogue *ep, bool post_done) {
+  if (!post_done) finish_block(y, rows, T, ld, bias, flat0, ep);
+  else if (ep && !ep->clamp) finish_block(y, rows, T, ld, NULL, flat0, ep);
 }
 
 /* Columns of an im2col buffer for T: rounded up to the GEMM's strips (the
@@ -319,13 +334,17 @@ static void conv_tile(void *ctx, int64_t task, int worker) {
   const float *xg = j->x + (n * g->C + gi * g->Cg) * g->in_sp, *wg = j->w + gi * g->Mg * Kc;
   int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
   kiln_status s;
+  const float *bg = j->bias ? j->bias + gi * g->Mg : NULL;
+  bool post_done;
   if (j->pw) {
-    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, j->y + yoff + t0, OSP);
+    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, bg, j->ep, j->y + yoff + t0, OSP,
+                  &post_done);
   } else {
     float *col = j->col + (size_t)worker * (size_t)(Kc * tile_cols(j->T));
-    s = col_tile(g, j->pk, j->pmicro, gi, xg, wg, Kc, t0, tn, col, j->gather, j->y + yoff + t0, OSP);
+    s = col_tile(g, j->pk, j->pmicro, gi, xg, wg, Kc, t0, tn, col, j->gather, bg, j->ep, j->y + yoff + t0, OSP,
+                 &post_done);
   }
-  if (!s) finish_block(j->y + yoff + t0, g->Mg, tn, OSP, j->bias ? j->bias + gi * g->Mg : NULL, yoff + t0, j->ep);
+  if (!s) tile_finish(j->y + yoff + t0, g->Mg, tn, OSP, bg, yoff + t0, j->ep, post_done);
   if (s) {
     kiln_error_clear();
     int zero = 0;
@@ -387,9 +406,14 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
       int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
       for (int64_t t0 = 0; t0 < OSP && !s; t0 += T) {
         int64_t tn = OSP - t0 < T ? OSP - t0 : T;
-        if (pw) s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, y + yoff + t0, OSP);
-        else s = col_tile(g, pk, pmicro, gi, xg, wg, Kc, t0, tn, col, gather, y + yoff + t0, OSP);
-        if (!s) finish_block(y + yoff + t0, g->Mg, tn, OSP, bias ? bias + gi * g->Mg : NULL, yoff + t0, ep);
+        const float *bg = bias ? bias + gi * g->Mg : NULL;
+        bool post_done;
+        if (pw)
+          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, bg, ep, y + yoff + t0, OSP,
+                        &post_done);
+        else
+          s = col_tile(g, pk, pmicro, gi, xg, wg, Kc, t0, tn, col, gather, bg, ep, y + yoff + t0, OSP, &post_done);
+        if (!s) tile_finish(y + yoff + t0, g->Mg, tn, OSP, bg, yoff + t0, ep, post_done);
       }
     }
   kiln_free(col);

@@ -294,6 +294,8 @@ typedef struct wide_job {
   int64_t mpad;           /* M rounded up to WMR (with apack) */
   const float *bpack;     /* B pre-packed (kiln_sgemm_wide_pack_b layout) or NULL */
   int64_t npad;           /* N rounded up to WNR (with bpack) */
+  const kiln_sgemm_post *post; /* after the last KC slice of each tile, or NULL */
+  kiln_sgemm_post_fn post_fn;
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -314,8 +316,12 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
           for (int64_t i = 0; i < mc; i += WMR) {
             if (w->apack && j == 0) /* the pack's next strip (the bytes after this one: a hint, never a fault; also across blocks) */
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
-            w->micro(kc, apk + i * kc, bpk + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
-                     (int)(mc - i < WMR ? mc - i : WMR), (int)(nc - j < WNR ? nc - j : WNR));
+            float *c = w->C + (ic + i) * w->ldc + jc + j;
+            int mr = (int)(mc - i < WMR ? mc - i : WMR), nr = (int)(nc - j < WNR ? nc - j : WNR);
+            w->micro(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr);
+            if (w->post && p0 + kc == w->K)
+              w->post_fn(c, w->ldc, mr, nr, w->post->bias ? w->post->bias + ic + i : NULL, w->post->clamp,
+                         w->post->lo, w->post->hi);
           }
       }
     }
@@ -332,23 +338,42 @@ static void wide_task(void *ctx, int64_t t, int worker) {
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack, const float *bpack);
+                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post);
 
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc) {
-  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
+  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL, NULL);
 }
 
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL);
+  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL, NULL);
+}
+
+kiln_status kiln_sgemm_wide_post(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                                 int64_t lda, const float *apack, const float *B, int64_t ldb, const float *bpack,
+                                 float beta, float *C, int64_t ldc, const kiln_sgemm_post *post) {
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, apack, bpack, post);
+}
+
+void kiln_sgemm_post_base(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
+  for (int r = 0; r < mr; r++)
+    for (int c = 0; c < nr; c++) {
+      float v = C[r * ldc + c];
+      if (bias) v = v + bias[r];
+      if (clamp) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
+      C[r * ldc + c] = v;
+    }
 }
 
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack);
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack, NULL);
 }
 
 int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N) { return (N + WNR - 1) / WNR * WNR * K; }
@@ -420,14 +445,14 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack, const float *bpack) {
+                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post) {
   if (M <= 0 || N <= 0) return KILN_OK;
   if (K <= 0) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
     return KILN_OK;
   }
-  if (!apack && !bpack && !transB && M <= KILN_SGEMM_ROWS_MAX) {
+  if (!apack && !bpack && !post && !transB && M <= KILN_SGEMM_ROWS_MAX) {
     kiln_sgemm_rows_fn rows = micro == kiln_sgemm_micro_wide_base ? kiln_sgemm_rows_base : NULL;
 #ifdef KILN_LA_HAVE_AVX512
     if (micro == kiln_sgemm_micro_wide_avx512) rows = kiln_sgemm_rows_avx512;
@@ -435,7 +460,11 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
     if (rows) return rows_run(rows, transA, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
-                kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR};
+                kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR, post,
+                kiln_sgemm_post_base};
+#ifdef KILN_LA_HAVE_AVX512
+  if (micro == kiln_sgemm_micro_wide_avx512) w.post_fn = kiln_sgemm_post_avx512;
+#endif
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~4 MFLOP each, columns first (each block packs its own B
      panel and re-packs A) */

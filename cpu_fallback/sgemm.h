@@ -117,6 +117,29 @@ void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, f
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc);
+/* What the wide GEMM may do to each 12 x 32 tile of C right after its last
+ * KC slice, while the tile is in L1 (Conv's bias and a Relu/Clip epilogue,
+ * instead of a pass over the output): y = C + bias[row] (bias NULL: no
+ * addition), then with clamp y = (y < lo ? lo : y), y = (y > hi ? hi : y)
+ * (NaN stays): the operations of conv.c's bias pass and kiln_cpu_clamp, so
+ * the values are the same. */
+typedef struct kiln_sgemm_post {
+  const float *bias; /* per row of C, or NULL */
+  bool clamp;
+  float lo, hi;
+} kiln_sgemm_post;
+typedef void (*kiln_sgemm_post_fn)(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
+                                   float hi);
+void kiln_sgemm_post_base(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_sgemm_post_avx512(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+/* The wide GEMM from packs, C = A · B + beta·C, then post (NULL: none): A
+ * from apack when not NULL, else row-major A (lda, not transposed); B from
+ * bpack when not NULL, else row-major B (ldb). The post version follows
+ * micro (the twin with the twin). */
+kiln_status kiln_sgemm_wide_post(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                                 int64_t lda, const float *apack, const float *B, int64_t ldb, const float *bpack,
+                                 float beta, float *C, int64_t ldc, const kiln_sgemm_post *post);
 /* The micro-kernel that reads wide A packs under the current setting: the
  * AVX-512 one when kiln_sgemm would run kiln's wide GEMM (AVX2 setting,
  * AVX-512F usable, KILN_SGEMM not blas), else NULL (base setting: the

@@ -47,6 +47,27 @@ void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const fl
   }
 }
 
+void kiln_sgemm_post_avx512(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
+                            float hi) {
+  __mmask16 m0 = mask_of(nr), m1 = mask_of(nr - 16);
+  __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (int r = 0; r < mr; r++) {
+    float *y = C + r * ldc;
+    __m512 a = _mm512_maskz_loadu_ps(m0, y), b = _mm512_maskz_loadu_ps(m1, y + 16);
+    if (bias) {
+      __m512 vb = _mm512_set1_ps(bias[r]);
+      a = _mm512_add_ps(a, vb);
+      b = _mm512_add_ps(b, vb);
+    }
+    if (clamp) { /* max(lo, v) = lo > v ? lo : v and min(hi, v) = hi < v ? hi : v: v stays when NaN */
+      a = _mm512_min_ps(vhi, _mm512_max_ps(vlo, a));
+      b = _mm512_min_ps(vhi, _mm512_max_ps(vlo, b));
+    }
+    _mm512_mask_storeu_ps(y, m0, a);
+    _mm512_mask_storeu_ps(y + 16, m1, b);
+  }
+}
+
 /* The few-rows kernel (sgemm.h kiln_sgemm_rows_fn). Every element gets the
  * wide GEMM's operations: per KC slice, fmas in k order from zero, then
  * acc + beta·C at the first slice and acc + C after. Two loop orders:

@@ -177,6 +177,28 @@ static void test_micro(void) {
   CHECK(!bad, "AVX-512 micro-kernel = scalar twin bit for bit, tails and beta included (%d of %d differ)", bad, cases);
 }
 
+/* The post-op on one tile: AVX-512 = twin bit for bit, NaN and -0 in C,
+ * every row and column tail, with and without bias and clamp. */
+static void test_post(void) {
+  if (!kiln_la_cpu_has_avx512()) return;
+  int bad = 0;
+  float bias[KILN_SGEMM_WIDE_MR];
+  for (int r = 0; r < KILN_SGEMM_WIDE_MR; r++) bias[r] = r == 3 ? -0.0f : (float)(rnd() - 0.5);
+  for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr++)
+    for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr++)
+      for (int v = 0; v < 4; v++) {
+        enum { LD = 40 };
+        float c1[KILN_SGEMM_WIDE_MR * LD], c2[KILN_SGEMM_WIDE_MR * LD];
+        for (int q = 0; q < KILN_SGEMM_WIDE_MR * LD; q++)
+          c1[q] = q % 13 == 4 ? NAN : q % 11 == 2 ? -0.0f : q % 7 == 1 ? 0.0f : (float)(rnd() * 2 - 1);
+        memcpy(c2, c1, sizeof c1);
+        kiln_sgemm_post_base(c1, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f, 0.5f);
+        kiln_sgemm_post_avx512(c2, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f, 0.5f);
+        bad += memcmp(c1, c2, sizeof c1) != 0;
+      }
+  CHECK(!bad, "GEMM post-op: AVX-512 = scalar twin bit for bit (%d cases differ)", bad);
+}
+
 typedef struct gemm_case {
   bool ta, tb;
   int64_t M, N, K;
@@ -228,6 +250,20 @@ static void test_wide(void) {
         CHECK(!s && !memcmp(Cp, C[0], cn * sizeof(float)), "case %zu: wide GEMM from a packed B (%s) = packing per call",
               i, mi ? "AVX-512" : "twin");
       }
+      /* the post-op (bias per row, clamp) inside the GEMM = the GEMM, then the bias and clamp over C */
+      float *bias = rand_buf((size_t)k->M), *Cq = malloc(cn * sizeof(float));
+      memcpy(Cq, C[0], cn * sizeof(float));
+      for (int64_t r = 0; r < k->M; r++) kiln_sgemm_post_base(Cq + r * ldc, ldc, 1, (int)k->N, bias + r, true, -0.3f, 0.4f);
+      kiln_sgemm_post post = {bias, true, -0.3f, 0.4f};
+      for (int v = 0; v < (avx512 ? 4 : 2); v++) { /* micro x (B packed or not) */
+        memcpy(Cp, C0, cn * sizeof(float));
+        s = kiln_sgemm_wide_post(v & 2 ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base, k->M, k->N, k->K,
+                                 A, lda, NULL, v & 1 ? NULL : B, ldb, v & 1 ? bpk : NULL, k->beta, Cp, ldc, &post);
+        CHECK(!s && !memcmp(Cp, Cq, cn * sizeof(float)), "case %zu: GEMM + bias + clamp in the tiles (%s%s) = after it",
+              i, v & 2 ? "AVX-512" : "twin", v & 1 ? ", B packed" : "");
+      }
+      free(bias);
+      free(Cq);
       free(bpk);
       free(Cp);
     }
@@ -538,6 +574,7 @@ int main(void) {
   test_pool();
   test_micro();
   test_wide();
+  test_post();
   test_rows();
   CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");
   test_graphs();
