@@ -30,6 +30,14 @@
 #define KILN_CONV_SCRATCH (1024 * 1024)
 #define KILN_CONV_MIN_TILE 256
 
+/* im2col writes the wide GEMM's packed B directly (im2col_packed) only for
+ * stride-1 rows and K up to this: measured (1 thread, CPU time, ABBA
+ * against onnxruntime in one process) it made small_cnn 6 % faster (K 27,
+ * 288) but ResNet-18 2-3 % slower (K >= 576: more, shorter pieces than
+ * im2col + packing per KC slice) and MobileNetV2's stride-2 stem 2 %
+ * slower (a gather call per piece of at most 32). */
+#define KILN_CONV_PACKED_MAX_K 320
+
 /* The geometry, always in 3 spatial dims (1-D and 2-D convolutions get
  * leading dims of size 1). */
 typedef struct geom {
@@ -182,58 +190,66 @@ static void im2col(const geom *g, const float *x, int64_t t0, int64_t T, float *
 /* The same columns as im2col, written straight into the wide GEMM's
  * B-panel layout (sgemm.h kiln_sgemm_wide_pack_b: per KC slice, strips of
  * 32 columns, kc x 32 each; columns T..Tpad zero), so the GEMM reads them
- * without packing them again. */
+ * without packing them again. Strip by strip, and in a strip tap by tap:
+ * the writes are sequential (tap by tap across all strips, the strips
+ * kc·32 floats apart, wrote into the same few L1 sets: ResNet-18 ran 8 %
+ * slower than with im2col + packing). */
 static void im2col_packed(const geom *g, const float *x, int64_t t0, int64_t T, float *bp, kiln_la_gather_fn gather) {
   enum { KC = KILN_SGEMM_WIDE_KC, NR = KILN_SGEMM_WIDE_NR };
   int64_t o1 = g->out[1], o2 = g->out[2], Kc = g->Cg * g->k_sp, Tpad = (T + NR - 1) / NR * NR;
-  int64_t sd = t0 / (o1 * o2), sh = t0 / o2 % o1, sw = t0 % o2; /* position of t0 */
-  int64_t r = 0;                                              /* the tap: row of B */
-  for (int64_t c = 0; c < g->Cg; c++)
-    for (int64_t kd = 0; kd < g->k[0]; kd++)
-      for (int64_t kh = 0; kh < g->k[1]; kh++)
-        for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
-          int64_t p0 = r / KC * KC, kc = Kc - p0 < KC ? Kc - p0 : KC;
-          float *row = bp + p0 * Tpad + (r - p0) * NR; /* column j at row[(j / NR)·kc·NR + j % NR] */
-          const float *xc = x + c * g->in_sp;
-          int64_t od = sd, oh = sh, ow = sw;
-          for (int64_t done = 0; done < T;) {
-            int64_t run = T - done < o2 - ow ? T - done : o2 - ow;
-            int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0], ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
-            int64_t lo = 0, hi = 0, s2 = g->s[2], iw0 = ow * s2 - g->pb[2] + kw * g->d[2];
-            const float *src = NULL;
-            if (id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1]) {
-              src = xc + (id * g->in[1] + ih) * g->in[2];
-              int64_t iw = g->in[2];
-              lo = iw0 >= 0 ? 0 : (-iw0 + s2 - 1) / s2; /* first j with iw0 + j·s2 >= 0 */
-              hi = iw0 < iw ? (iw - 1 - iw0) / s2 + 1 : 0; /* first j with iw0 + j·s2 >= iw */
-              if (lo > run) lo = run;
-              if (hi > run) hi = run;
-              if (hi < lo) hi = lo;
-            }
-            for (int64_t j = 0; j < run;) { /* pieces that stay inside one strip */
-              int64_t col = done + j, n = NR - col % NR < run - j ? NR - col % NR : run - j;
-              float *dst = row + col / NR * kc * NR + col % NR;
-              int64_t a = lo > j ? (lo < j + n ? lo : j + n) : j, b = hi < j + n ? (hi > a ? hi : a) : j + n;
-              for (int64_t q = j; q < a; q++) dst[q - j] = 0.0f; /* [j, a): left padding */
-              if (b > a) {
-                if (s2 == 1) memcpy(dst + a - j, src + iw0 + a, (size_t)(b - a) * sizeof *dst);
-                else gather(dst + a - j, src + iw0 + a * s2, b - a, s2);
+  for (int64_t c0 = 0; c0 < Tpad; c0 += NR) {
+    int64_t cn = T - c0 < NR ? T - c0 : NR, t = t0 + c0;
+    int64_t sd = t / (o1 * o2), sh = t / o2 % o1, sw = t % o2; /* position of the strip's first column */
+    int64_t r = 0;                                          /* the tap: row of B */
+    for (int64_t c = 0; c < g->Cg; c++)
+      for (int64_t kd = 0; kd < g->k[0]; kd++)
+        for (int64_t kh = 0; kh < g->k[1]; kh++)
+          for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
+            int64_t p0 = r / KC * KC, kc = Kc - p0 < KC ? Kc - p0 : KC;
+            float *dst = bp + p0 * Tpad + c0 * kc + (r - p0) * NR;
+            const float *xc = x + c * g->in_sp;
+            int64_t od = sd, oh = sh, ow = sw, done = 0;
+            while (done < cn) { /* runs along one output row */
+              int64_t run = cn - done < o2 - ow ? cn - done : o2 - ow;
+              int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0], ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
+              int64_t s2 = g->s[2], iw0 = ow * s2 - g->pb[2] + kw * g->d[2], iw = g->in[2], lo = run, hi = run;
+              float *d = dst + done;
+              const float *src = NULL; /* at output column 0 of the run; read only in [lo, hi) */
+              if (id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1]) {
+                src = xc + (id * g->in[1] + ih) * iw;
+                if (s2 == 1) { /* no divisions: they were a good part of the cost */
+                  lo = iw0 >= 0 ? 0 : -iw0;
+                  hi = iw - iw0 > 0 ? iw - iw0 : 0;
+                } else {
+                  lo = iw0 >= 0 ? 0 : (-iw0 + s2 - 1) / s2; /* first j with iw0 + j·s2 >= 0 */
+                  hi = iw0 < iw ? (iw - 1 - iw0) / s2 + 1 : 0; /* first j with iw0 + j·s2 >= iw */
+                }
+                if (lo > run) lo = run;
+                if (hi > run) hi = run;
+                if (hi < lo) hi = lo;
               }
-              for (int64_t q = b; q < j + n; q++) dst[q - j] = 0.0f; /* [b, j + n): right padding */
-              j += n;
-            }
-            done += run;
-            ow += run;
-            if (ow == o2) {
-              ow = 0;
-              if (++oh == o1) {
-                oh = 0;
-                od++;
+              for (int64_t j = 0; j < lo; j++) d[j] = 0.0f;
+              if (hi - lo == NR && s2 == 1) memcpy(d, src + iw0, NR * sizeof *d); /* fixed size: vector moves */
+              else if (hi - lo >= 8 && s2 == 1)
+                memcpy(d + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof *d);
+              else if (hi > lo && s2 == 1)
+                for (int64_t j = lo; j < hi; j++) d[j] = src[iw0 + j];
+              else if (hi > lo)
+                gather(d + lo, src + iw0 + lo * s2, hi - lo, s2);
+              for (int64_t j = hi; j < run; j++) d[j] = 0.0f;
+              done += run;
+              ow += run;
+              if (ow == o2) {
+                ow = 0;
+                if (++oh == o1) {
+                  oh = 0;
+                  od++;
+                }
               }
             }
+            for (int64_t j = cn; j < NR; j++) dst[j] = 0.0f;
           }
-          for (int64_t col = T; col < Tpad; col++) row[col / NR * kc * NR + col % NR] = 0.0f;
-        }
+  }
 }
 
 static bool pointwise(const geom *g) {
@@ -306,7 +322,7 @@ static kiln_status col_tile(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sg
                             const float *xg, const float *wg, int64_t Kc, int64_t t0, int64_t tn, float *col,
                             kiln_la_gather_fn gather, const float *bias, const kiln_cpu_epilogue *ep, float *y,
                             int64_t ldc, bool *post_done) {
-  if (pmicro) {
+  if (pmicro && g->s[2] == 1 && Kc <= KILN_CONV_PACKED_MAX_K) {
     im2col_packed(g, xg, t0, tn, col, gather);
     return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, true, bias, ep, y, ldc, post_done);
   }
