@@ -1,19 +1,22 @@
 /* cpu_fallback/conv: Conv over float32 (1-D, 2-D, 3-D; group; strides,
  * dilations, pads, auto_pad; optional bias), three paths:
  *   depthwise (group == C_in, 1-D/2-D, any channel multiplier, strides up
- *     to 8): direct, per
- *     channel plane: the input plane is copied once into a zero-padded,
- *     stride-phase-split buffer, so every kernel tap reads a contiguous row
- *     and the row kernel (sgemm.h kiln_dw_row: AVX2/FMA or its scalar twin)
- *     needs no bounds checks;
+ *     to 8): direct, per channel: the input plane is copied once into a
+ *     zero-padded buffer split by stride phase in both dims, so every
+ *     kernel tap reads a contiguous run (a whole small plane at once: the
+ *     flat form) and the row kernel (sgemm.h kiln_dw_row: AVX2/FMA or its
+ *     scalar twin) needs no bounds checks; channels in blocks;
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
  *     from NCHW, no copy;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
- *     that is bigger), then one GEMM per tile.
+ *     that is bigger; in the wide GEMM's packed B layout for small K), then
+ *     one GEMM per tile.
  * Bias is added, and the epilogue applied, right after each output block is
  * computed: per channel run of a tile (per channel plane, or per group block
- * when a tile spans the whole image). Calls the reference kernel would reject
+ * when a tile spans the whole image), per channel block (depthwise); a
+ * Relu/Clip epilogue (kiln_cpu_epilogue.clamp) with the bias in one pass, or
+ * inside the wide GEMM's tiles. Calls the reference kernel would reject
  * (dtype, shapes, attributes) and empty tensors are declined. Strided inputs
  * are copied densely first (X, W) or read element by element (B). */
 #include <stdatomic.h>
