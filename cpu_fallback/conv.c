@@ -1,19 +1,22 @@
 /* cpu_fallback/conv: Conv over float32 (1-D, 2-D, 3-D; group; strides,
  * dilations, pads, auto_pad; optional bias), three paths:
  *   depthwise (group == C_in, 1-D/2-D, any channel multiplier, strides up
- *     to 8): direct, per
- *     channel plane: the input plane is copied once into a zero-padded,
- *     stride-phase-split buffer, so every kernel tap reads a contiguous row
- *     and the row kernel (sgemm.h kiln_dw_row: AVX2/FMA or its scalar twin)
- *     needs no bounds checks;
+ *     to 8): direct, per channel: the input plane is copied once into a
+ *     zero-padded buffer split by stride phase in both dims, so every
+ *     kernel tap reads a contiguous run (a whole small plane at once: the
+ *     flat form) and the row kernel (sgemm.h kiln_dw_row: AVX2/FMA or its
+ *     scalar twin) needs no bounds checks; channels in blocks;
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
  *     from NCHW, no copy;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
- *     that is bigger), then one GEMM per tile.
+ *     that is bigger; in the wide GEMM's packed B layout for small K), then
+ *     one GEMM per tile.
  * Bias is added, and the epilogue applied, right after each output block is
  * computed: per channel run of a tile (per channel plane, or per group block
- * when a tile spans the whole image). Calls the reference kernel would reject
+ * when a tile spans the whole image), per channel block (depthwise); a
+ * Relu/Clip epilogue (kiln_cpu_epilogue.clamp) with the bias in one pass, or
+ * inside the wide GEMM's tiles. Calls the reference kernel would reject
  * (dtype, shapes, attributes) and empty tensors are declined. Strided inputs
  * are copied densely first (X, W) or read element by element (B). */
 #include <stdatomic.h>
@@ -29,6 +32,14 @@
  * efficiency and repack W once per tile. */
 #define KILN_CONV_SCRATCH (1024 * 1024)
 #define KILN_CONV_MIN_TILE 256
+
+/* im2col writes the wide GEMM's packed B directly (im2col_packed) only for
+ * stride-1 rows and K up to this: measured (1 thread, CPU time, ABBA
+ * against onnxruntime in one process) it made small_cnn 6 % faster (K 27,
+ * 288) but ResNet-18 2-3 % slower (K >= 576: more, shorter pieces than
+ * im2col + packing per KC slice) and MobileNetV2's stride-2 stem 2 %
+ * slower (a gather call per piece of at most 32). */
+#define KILN_CONV_PACKED_MAX_K 320
 
 /* The geometry, always in 3 spatial dims (1-D and 2-D convolutions get
  * leading dims of size 1). */
@@ -179,6 +190,71 @@ static void im2col(const geom *g, const float *x, int64_t t0, int64_t T, float *
         }
 }
 
+/* The same columns as im2col, written straight into the wide GEMM's
+ * B-panel layout (sgemm.h kiln_sgemm_wide_pack_b: per KC slice, strips of
+ * 32 columns, kc x 32 each; columns T..Tpad zero), so the GEMM reads them
+ * without packing them again. Strip by strip, and in a strip tap by tap:
+ * the writes are sequential (tap by tap across all strips, the strips
+ * kc·32 floats apart, wrote into the same few L1 sets: ResNet-18 ran 8 %
+ * slower than with im2col + packing). */
+static void im2col_packed(const geom *g, const float *x, int64_t t0, int64_t T, float *bp, kiln_la_gather_fn gather) {
+  enum { KC = KILN_SGEMM_WIDE_KC, NR = KILN_SGEMM_WIDE_NR };
+  int64_t o1 = g->out[1], o2 = g->out[2], Kc = g->Cg * g->k_sp, Tpad = (T + NR - 1) / NR * NR;
+  for (int64_t c0 = 0; c0 < Tpad; c0 += NR) {
+    int64_t cn = T - c0 < NR ? T - c0 : NR, t = t0 + c0;
+    int64_t sd = t / (o1 * o2), sh = t / o2 % o1, sw = t % o2; /* position of the strip's first column */
+    int64_t r = 0;                                          /* the tap: row of B */
+    for (int64_t c = 0; c < g->Cg; c++)
+      for (int64_t kd = 0; kd < g->k[0]; kd++)
+        for (int64_t kh = 0; kh < g->k[1]; kh++)
+          for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
+            int64_t p0 = r / KC * KC, kc = Kc - p0 < KC ? Kc - p0 : KC;
+            float *dst = bp + p0 * Tpad + c0 * kc + (r - p0) * NR;
+            const float *xc = x + c * g->in_sp;
+            int64_t od = sd, oh = sh, ow = sw, done = 0;
+            while (done < cn) { /* runs along one output row */
+              int64_t run = cn - done < o2 - ow ? cn - done : o2 - ow;
+              int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0], ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
+              int64_t s2 = g->s[2], iw0 = ow * s2 - g->pb[2] + kw * g->d[2], iw = g->in[2], lo = run, hi = run;
+              float *d = dst + done;
+              const float *src = NULL; /* at output column 0 of the run; read only in [lo, hi) */
+              if (id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1]) {
+                src = xc + (id * g->in[1] + ih) * iw;
+                if (s2 == 1) { /* no divisions: they were a good part of the cost */
+                  lo = iw0 >= 0 ? 0 : -iw0;
+                  hi = iw - iw0 > 0 ? iw - iw0 : 0;
+                } else {
+                  lo = iw0 >= 0 ? 0 : (-iw0 + s2 - 1) / s2; /* first j with iw0 + j·s2 >= 0 */
+                  hi = iw0 < iw ? (iw - 1 - iw0) / s2 + 1 : 0; /* first j with iw0 + j·s2 >= iw */
+                }
+                if (lo > run) lo = run;
+                if (hi > run) hi = run;
+                if (hi < lo) hi = lo;
+              }
+              for (int64_t j = 0; j < lo; j++) d[j] = 0.0f;
+              if (hi - lo == NR && s2 == 1) memcpy(d, src + iw0, NR * sizeof *d); /* fixed size: vector moves */
+              else if (hi - lo >= 8 && s2 == 1)
+                memcpy(d + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof *d);
+              else if (hi > lo && s2 == 1)
+                for (int64_t j = lo; j < hi; j++) d[j] = src[iw0 + j];
+              else if (hi > lo)
+                gather(d + lo, src + iw0 + lo * s2, hi - lo, s2);
+              for (int64_t j = hi; j < run; j++) d[j] = 0.0f;
+              done += run;
+              ow += run;
+              if (ow == o2) {
+                ow = 0;
+                if (++oh == o1) {
+                  oh = 0;
+                  od++;
+                }
+              }
+            }
+            for (int64_t j = cn; j < NR; j++) dst[j] = 0.0f;
+          }
+  }
+}
+
 static bool pointwise(const geom *g) {
   for (int i = 0; i < 3; i++)
     if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] != 0 || g->out[i] != g->in[i]) return false;
@@ -190,6 +266,10 @@ static bool pointwise(const geom *g) {
  * contiguous (T == ld). flat0: flat index of the block's first element. */
 static void finish_block(float *y, int64_t rows, int64_t T, int64_t ld, const float *bias, int64_t flat0,
                          const kiln_cpu_epilogue *ep) {
+  if (ep && ep->clamp) { /* bias and the clamp in one pass, no epilogue call */
+    for (int64_t m = 0; m < rows; m++) kiln_cpu_clamp(y + m * ld, T, bias ? bias + m : NULL, ep->lo, ep->hi);
+    return;
+  }
   for (int64_t m = 0; m < rows; m++) {
     float *yr = y + m * ld, bm = bias ? bias[m] : 0.0f;
     if (bias) {
@@ -220,16 +300,50 @@ typedef struct conv_job {
   kiln_la_gather_fn gather;
   atomic_int status;
   const kiln_cpu_conv_pack *pk; /* W packed once (prepack.h) or NULL */
-  kiln_sgemm_micro_fn pmicro;   /* the micro-kernel that reads it */
+  kiln_sgemm_micro_fn pmicro;   /* the wide GEMM's micro-kernel when it runs: im2col then packs B for it */
 } conv_job;
 
-/* One tile's GEMM: Y = W[gi] · B, from W's pack when there is one. */
+/* One tile's GEMM: Y = W[gi] · B, from W's pack when there is one; B
+ * packed already (im2col_packed) when bpacked. Where the wide GEMM runs
+ * (pmicro), it also adds the bias and clamps (ep->clamp) each tile of Y
+ * while it is in L1 (kiln_sgemm_post): *post_done says so. */
 static kiln_status tile_gemm(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sgemm_micro_fn pmicro, int64_t gi,
-                             const float *wg, int64_t Kc, int64_t tn, const float *b, int64_t ldb, float *y,
-                             int64_t ldc) {
-  if (pk) return kiln_sgemm_wide_pa(pmicro, g->Mg, tn, Kc, pk->data + gi * pk->gstride, b, ldb, 0.0f, y, ldc);
-  return kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, b, ldb, 0.0f, y, ldc);
+                             const float *wg, int64_t Kc, int64_t tn, const float *b, int64_t ldb, bool bpacked,
+                             const float *bias, const kiln_cpu_epilogue *ep, float *y, int64_t ldc,
+                             bool *post_done) {
+  *post_done = false;
+  if (!pmicro) return kiln_sgemm(false, false, g->Mg, tn, Kc, 1.0f, wg, Kc, b, ldb, 0.0f, y, ldc);
+  kiln_sgemm_post post = {bias, ep && ep->clamp, ep ? ep->lo : 0.0f, ep ? ep->hi : 0.0f};
+  bool any = bias || post.clamp;
+  *post_done = any;
+  return kiln_sgemm_wide_post(pmicro, g->Mg, tn, Kc, wg, Kc, pk ? pk->data + gi * pk->gstride : NULL,
+                              bpacked ? NULL : b, ldb, bpacked ? b : NULL, 0.0f, y, ldc, any ? &post : NULL);
 }
+
+/* One tile of the general path: its columns (im2col), then the GEMM. */
+static kiln_status col_tile(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sgemm_micro_fn pmicro, int64_t gi,
+                            const float *xg, const float *wg, int64_t Kc, int64_t t0, int64_t tn, float *col,
+                            kiln_la_gather_fn gather, const float *bias, const kiln_cpu_epilogue *ep, float *y,
+                            int64_t ldc, bool *post_done) {
+  if (pmicro && g->s[2] == 1 && Kc <= KILN_CONV_PACKED_MAX_K) {
+    im2col_packed(g, xg, t0, tn, col, gather);
+    return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, true, bias, ep, y, ldc, post_done);
+  }
+  im2col(g, xg, t0, tn, col, gather);
+  return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, false, bias, ep, y, ldc, post_done);
+}
+
+/* What is left of a tile after its GEMM: the bias and the epilogue, unless
+ * the GEMM did them (post_done: the bias; the epilogue too when a clamp). */
+static void tile_finish(float *y, int64_t rows, int64_t T, int64_t ld, const float *bias, int64_t flat0,
+                        const kiln_cpu_epilogue *ep, bool post_done) {
+  if (!post_done) finish_block(y, rows, T, ld, bias, flat0, ep);
+  else if (ep && !ep->clamp) finish_block(y, rows, T, ld, NULL, flat0, ep);
+}
+
+/* Columns of an im2col buffer for T: rounded up to the GEMM's strips (the
+ * packed layout's padding). */
+static int64_t tile_cols(int64_t T) { return (T + KILN_SGEMM_WIDE_NR - 1) / KILN_SGEMM_WIDE_NR * KILN_SGEMM_WIDE_NR; }
 
 static void conv_tile(void *ctx, int64_t task, int worker) {
   conv_job *j = ctx;
@@ -239,14 +353,17 @@ static void conv_tile(void *ctx, int64_t task, int worker) {
   const float *xg = j->x + (n * g->C + gi * g->Cg) * g->in_sp, *wg = j->w + gi * g->Mg * Kc;
   int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
   kiln_status s;
+  const float *bg = j->bias ? j->bias + gi * g->Mg : NULL;
+  bool post_done;
   if (j->pw) {
-    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, j->y + yoff + t0, OSP);
+    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, bg, j->ep, j->y + yoff + t0, OSP,
+                  &post_done);
   } else {
-    float *col = j->col + (size_t)worker * (size_t)(Kc * j->T);
-    im2col(g, xg, t0, tn, col, j->gather);
-    s = tile_gemm(g, j->pk, j->pmicro, gi, wg, Kc, tn, col, tn, j->y + yoff + t0, OSP);
+    float *col = j->col + (size_t)worker * (size_t)(Kc * tile_cols(j->T));
+    s = col_tile(g, j->pk, j->pmicro, gi, xg, wg, Kc, t0, tn, col, j->gather, bg, j->ep, j->y + yoff + t0, OSP,
+                 &post_done);
   }
-  if (!s) finish_block(j->y + yoff + t0, g->Mg, tn, OSP, j->bias ? j->bias + gi * g->Mg : NULL, yoff + t0, j->ep);
+  if (!s) tile_finish(j->y + yoff + t0, g->Mg, tn, OSP, bg, yoff + t0, j->ep, post_done);
   if (s) {
     kiln_error_clear();
     int zero = 0;
@@ -257,7 +374,7 @@ static void conv_tile(void *ctx, int64_t task, int worker) {
 static kiln_status conv_gemm(const geom *g, const float *x, const float *w, const float *bias, float *y,
                              const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk) {
   bool pw = pointwise(g);
-  kiln_sgemm_micro_fn pmicro = pk ? kiln_sgemm_pack_reader() : NULL;
+  kiln_sgemm_micro_fn pmicro = kiln_sgemm_pack_reader();
   if (!pmicro) pk = NULL; /* packs are read only by the wide GEMM's micro-kernel (not under base or OpenBLAS) */
   int64_t Kc = g->Cg * g->k_sp, OSP = g->out_sp, T = OSP;
   if (!pw) {
@@ -286,7 +403,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
   if (par) {
     conv_job j = {g, x, w, bias, y, ep, pw, Kc, T, (OSP + T - 1) / T, NULL, kiln_la_gather(), 0, pk, pmicro};
     atomic_init(&j.status, 0);
-    if (!pw && !(j.col = kiln_malloc((size_t)(Kc * T) * sizeof(float) * (size_t)workers)))
+    if (!pw && !(j.col = kiln_malloc((size_t)(Kc * tile_cols(T)) * sizeof(float) * (size_t)workers)))
       return kiln_fail(KILN_E_NOMEM, "out of memory for %d %lld x %lld im2col tiles", workers, (long long)Kc,
                        (long long)T);
     kiln_pool_for(g->N * g->G * j.tiles, workers, conv_tile, &j);
@@ -296,7 +413,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
   }
   float *col = NULL;
   if (!pw) {
-    col = kiln_malloc((size_t)(Kc * T) * sizeof *col);
+    col = kiln_malloc((size_t)(Kc * tile_cols(T)) * sizeof *col);
     if (!col)
       return kiln_fail(KILN_E_NOMEM, "out of memory for a %lld x %lld im2col tile", (long long)Kc, (long long)T);
   }
@@ -308,13 +425,14 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
       int64_t yoff = (n * g->M + gi * g->Mg) * OSP;
       for (int64_t t0 = 0; t0 < OSP && !s; t0 += T) {
         int64_t tn = OSP - t0 < T ? OSP - t0 : T;
-        if (pw) {
-          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, y + yoff + t0, OSP);
-        } else {
-          im2col(g, xg, t0, tn, col, gather);
-          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, y + yoff + t0, OSP);
-        }
-        if (!s) finish_block(y + yoff + t0, g->Mg, tn, OSP, bias ? bias + gi * g->Mg : NULL, yoff + t0, ep);
+        const float *bg = bias ? bias + gi * g->Mg : NULL;
+        bool post_done;
+        if (pw)
+          s = tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, xg + t0, g->in_sp, false, bg, ep, y + yoff + t0, OSP,
+                        &post_done);
+        else
+          s = col_tile(g, pk, pmicro, gi, xg, wg, Kc, t0, tn, col, gather, bg, ep, y + yoff + t0, OSP, &post_done);
+        if (!s) tile_finish(y + yoff + t0, g->Mg, tn, OSP, bg, yoff + t0, ep, post_done);
       }
     }
   kiln_free(col);
@@ -323,105 +441,154 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
 
 /* ---- the depthwise path (group == C, nsp <= 2) ---- */
 
-/* Channels of the depthwise path as pool tasks: task (n, c) with a padded
- * plane and tap pointers per worker. */
+/* Channels of the depthwise path as pool tasks: task t is the block of
+ * channels [t % blocks · cb, +cb) of image t / blocks, with a padded plane,
+ * tap pointers and a flat output buffer per worker. The epilogue is applied
+ * once per block (its output channels are contiguous): per channel it cost
+ * more than the convolution on 7x7 planes. */
 typedef struct dw_job {
   const geom *g;
   const float *x, *w, *bias;
   float *y;
   const kiln_cpu_epilogue *ep;
-  float *planes;
+  float *planes, *flats;
   const float **srcs;
-  size_t plane_size;
+  const int64_t *tapoff; /* per tap: where it reads for output (0, 0) (dw_shape) */
+  size_t plane_size, flat_size;
+  int64_t cb, blocks;
+  bool flat; /* the whole plane in one row-kernel call (dw_shape) */
   kiln_dw_row_fn row;
   kiln_la_gather_fn gather;
 } dw_job;
 
-static void dw_channel(void *ctx, int64_t task, int worker) {
-  const dw_job *j = ctx;
-  const geom *g = j->g;
-  const float *x = j->x, *w = j->w, *bias = j->bias;
-  float *y = j->y;
-  const kiln_cpu_epilogue *ep = j->ep;
-  int64_t H = g->in[1], W = g->in[2], KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
-  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], pt = g->pb[1], pl = g->pb[2];
-  int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
-  int64_t Wq = (Wp + sw - 1) / sw, mult = g->M / g->C, nk = KH * KW;
-  float *plane = j->planes + (size_t)worker * j->plane_size;
-  const float **src = j->srcs + (size_t)worker * (size_t)nk;
-  kiln_dw_row_fn row = j->row;
-  kiln_la_gather_fn gather = j->gather;
-  int64_t n = task / g->C, c = task % g->C;
-  {
-    {
-      const float *xc = x + (n * g->C + c) * g->in_sp;
-      /* plane[(py·sw + ph)·Wq + q] = padded input (py, q·sw + ph) */
-      for (int64_t py = 0; py < Hp; py++) {
-        int64_t iy = py - pt;
-        float *pr = plane + py * sw * Wq;
-        if (iy < 0 || iy >= H) {
-          memset(pr, 0, (size_t)(sw * Wq) * sizeof *pr);
-          continue;
-        }
-        const float *xr = xc + iy * W;
-        if (sw == 1) {
-          int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
-          memset(pr, 0, (size_t)lo * sizeof *pr);
-          if (hi > lo) memcpy(pr + lo, xr, (size_t)(hi - lo) * sizeof *pr);
-          if (Wp > hi) memset(pr + hi, 0, (size_t)(Wp - hi) * sizeof *pr);
-        } else {
-          for (int64_t ph = 0; ph < sw; ph++) {
-            /* q in [0, nq): px = q·sw + ph < Wp; inside the input for q in [lo, hi) */
-            float *pp = pr + ph * Wq;
-            int64_t nq = ph < Wp ? (Wp - ph + sw - 1) / sw : 0;
-            int64_t lo = pl > ph ? (pl - ph + sw - 1) / sw : 0, hi = pl + W > ph ? (pl + W - ph + sw - 1) / sw : 0;
-            if (lo > nq) lo = nq;
-            if (hi > nq) hi = nq;
-            if (hi < lo) hi = lo;
-            for (int64_t q = 0; q < lo; q++) pp[q] = 0.0f;
-            if (hi > lo) gather(pp + lo, xr + lo * sw + ph - pl, hi - lo, sw);
-            for (int64_t q = hi; q < nq; q++) pp[q] = 0.0f;
-          }
-        }
-      }
-      for (int64_t mm = 0; mm < mult; mm++) {
-        int64_t m = c * mult + mm;
-        const float *wm = w + m * nk;
-        float *ym = y + (n * g->M + m) * g->out_sp, bm = bias ? bias[m] : 0.0f;
-        for (int64_t oy = 0; oy < OH; oy++) {
-          for (int64_t ky = 0; ky < KH; ky++)
-            for (int64_t kx = 0; kx < KW; kx++) {
-              int64_t off = kx * dw;
-              src[ky * KW + kx] = plane + ((oy * sh + ky * dh) * sw + off % sw) * Wq + off / sw;
-            }
-          row(ym + oy * OW, OW, src, wm, (int)nk, bm);
-        }
-        if (ep) ep->apply(ep->ctx, (n * g->M + m) * g->out_sp, g->out_sp, ym);
-      }
+/* The padded input plane of one channel split by stride phase in both
+ * dims: padded element (py, px) is at plane[((py % sh · sw + px % sw) · Hq
+ * + py / sh) · Wq + px / sw]. Tap (ky, kx) of output (oy, ox) then reads
+ * tapoff[tap] + oy · Wq + ox: every output row is a contiguous run, and so is
+ * the whole output plane with Wq - OW columns computed in between and
+ * dropped (the flat form). */
+typedef struct dw_shape {
+  int64_t Hp, Wp, Hq, Wq, size;
+} dw_shape;
+
+static dw_shape dw_shape_of(const geom *g) {
+  dw_shape d;
+  d.Hp = (g->out[1] - 1) * g->s[1] + (g->k[1] - 1) * g->d[1] + 1;
+  d.Wp = (g->out[2] - 1) * g->s[2] + (g->k[2] - 1) * g->d[2] + 1;
+  d.Hq = (d.Hp + g->s[1] - 1) / g->s[1];
+  d.Wq = (d.Wp + g->s[2] - 1) / g->s[2];
+  d.size = g->s[1] * g->s[2] * d.Hq * d.Wq;
+  return d;
+}
+
+/* Copies channel xc's input into its plane. Only the input's elements are
+ * written: the padding is the same for every channel, zeroed once when the
+ * plane was allocated. */
+static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, kiln_la_gather_fn gather) {
+  int64_t H = g->in[1], W = g->in[2], sh = g->s[1], sw = g->s[2], pt = g->pb[1], pl = g->pb[2];
+  int64_t Wp = d->Wp, py1 = pt + H < d->Hp ? pt + H : d->Hp; /* padded rows inside the input: [pt, py1) */
+  for (int64_t py = pt; py < py1; py++) {
+    const float *xr = xc + (py - pt) * W;
+    float *pr = plane + ((py % sh) * sw * d->Hq + py / sh) * d->Wq; /* column phase 0 */
+    if (sw == 1) {
+      int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
+      if (hi > lo) memcpy(pr + lo, xr, (size_t)(hi - lo) * sizeof *pr);
+      continue;
+    }
+    for (int64_t ph = 0; ph < sw; ph++) {
+      /* q in [0, nq): px = q·sw + ph < Wp; inside the input for q in [lo, hi) */
+      int64_t nq = ph < Wp ? (Wp - ph + sw - 1) / sw : 0;
+      int64_t lo = pl > ph ? (pl - ph + sw - 1) / sw : 0, hi = pl + W > ph ? (pl + W - ph + sw - 1) / sw : 0;
+      if (lo > nq) lo = nq;
+      if (hi > nq) hi = nq;
+      if (hi > lo) gather(pr + ph * d->Hq * d->Wq + lo, xr + lo * sw + ph - pl, hi - lo, sw);
     }
   }
 }
 
+static void dw_channels(void *ctx, int64_t task, int worker) {
+  const dw_job *j = ctx;
+  const geom *g = j->g;
+  dw_shape d = dw_shape_of(g);
+  int64_t OH = g->out[1], OW = g->out[2], Wq = d.Wq, mult = g->M / g->C, nk = g->k[1] * g->k[2];
+  float *plane = j->planes + (size_t)worker * j->plane_size, *flat = j->flats + (size_t)worker * j->flat_size;
+  const float **src = j->srcs + (size_t)worker * (size_t)nk;
+  int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
+  for (int64_t c = c0; c < c1; c++) {
+    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j->gather);
+    for (int64_t mm = 0; mm < mult; mm++) {
+      int64_t m = c * mult + mm;
+      const float *wm = j->w + m * nk;
+      float *ym = j->y + (n * g->M + m) * g->out_sp, bm = j->bias ? j->bias[m] : 0.0f;
+      if (j->flat) { /* output (oy, ox) at flat[oy·Wq + ox] */
+        for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
+        j->row(flat, (OH - 1) * Wq + OW, src, wm, (int)nk, bm);
+        for (int64_t oy = 0; oy < OH; oy++) memcpy(ym + oy * OW, flat + oy * Wq, (size_t)OW * sizeof *ym);
+        continue;
+      }
+      for (int64_t oy = 0; oy < OH; oy++) {
+        for (int64_t t = 0; t < nk; t++) src[t] = plane + oy * Wq + j->tapoff[t];
+        j->row(ym + oy * OW, OW, src, wm, (int)nk, bm);
+      }
+    }
+  }
+  if (j->ep) {
+    int64_t m0 = n * g->M + c0 * mult;
+    if (j->ep->clamp) kiln_cpu_clamp(j->y + m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, NULL, j->ep->lo, j->ep->hi);
+    else j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
+  }
+}
+
+/* Output rows narrower than this take the flat form (one row-kernel call
+ * per plane instead of one per row, Wq - OW wasted columns per row); wider
+ * ones fill the kernel's vectors well by rows. */
+#define KILN_DW_FLAT_WIDTH 32
+/* Output elements per depthwise task and epilogue call (when channels are
+ * that small): enough to amortise the epilogue call, small enough to stay
+ * in L1/L2. */
+#define KILN_DW_BLOCK 4096
+
 static kiln_status conv_depthwise(const geom *g, const float *x, const float *w, const float *bias, float *y,
                                   const kiln_cpu_epilogue *ep) {
+  dw_shape d = dw_shape_of(g);
   int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
-  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2];
-  int64_t Hp = (OH - 1) * sh + (KH - 1) * dh + 1, Wp = (OW - 1) * sw + (KW - 1) * dw + 1;
-  int64_t Wq = (Wp + sw - 1) / sw, nk = KH * KW, tasks = g->N * g->C;
+  int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], nk = KH * KW, mult = g->M / g->C;
+  int64_t cb = KILN_DW_BLOCK / (g->out_sp * mult);
+  if (cb < 1) cb = 1;
+  if (cb > g->C) cb = g->C;
+  int64_t blocks = (g->C + cb - 1) / cb, tasks = g->N * blocks;
   int workers = kiln_pool_threads();
-  if (tasks < 2 || tasks * g->out_sp * (g->M / g->C) * nk < ((int64_t)1 << 18)) workers = 1;
-  size_t plane_size = (size_t)(Hp * sw * Wq);
+  if (tasks < 2 || g->N * g->C * g->out_sp * mult * nk < ((int64_t)1 << 18)) workers = 1;
+  if (workers > 1 && tasks < 4 * (int64_t)workers && cb > 1) { /* keep about 4 tasks per thread */
+    cb = (g->N * g->C + 4 * workers - 1) / (4 * workers) / g->N;
+    if (cb < 1) cb = 1;
+    blocks = (g->C + cb - 1) / cb;
+    tasks = g->N * blocks;
+  }
+  bool flat = OW < KILN_DW_FLAT_WIDTH;
+  size_t plane_size = (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
+  int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff);
+  for (int64_t ky = 0; ky < KH && tapoff; ky++)
+    for (int64_t kx = 0; kx < KW; kx++) {
+      int64_t ty = ky * dh, tx = kx * dw; /* the tap's padded position for output (0, 0) */
+      tapoff[ky * KW + kx] = ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
+    }
   dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
-              kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), plane_size, kiln_dw_row(),
-              kiln_la_gather()};
-  if (!j.planes || !j.srcs) {
+              flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
+              kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
+              blocks, flat, kiln_dw_row(), kiln_la_gather()};
+  if (!j.planes || !j.srcs || (flat && !j.flats) || !tapoff) {
+    kiln_free(tapoff);
     kiln_free(j.planes);
+    kiln_free(j.flats);
     kiln_free(j.srcs);
     return kiln_fail(KILN_E_NOMEM, "out of memory for a depthwise convolution plane");
   }
-  kiln_pool_for(tasks, workers, dw_channel, &j);
+  kiln_pool_for(tasks, workers, dw_channels, &j);
   kiln_free(j.planes);
+  kiln_free(j.flats);
   kiln_free(j.srcs);
+  kiln_free(tapoff);
   return KILN_OK;
 }
 

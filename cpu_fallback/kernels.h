@@ -34,7 +34,18 @@
 typedef struct kiln_cpu_epilogue {
   void (*apply)(void *ctx, int64_t start, int64_t n, float *y);
   void *ctx;
+  /* clamp: the epilogue is exactly y = clip(y, lo, hi) in place with the
+   * tile ops' rules (v < lo ? lo : v, then v > hi ? hi : v; NaN stays;
+   * Relu is lo 0, hi +inf). A kernel may then clamp its blocks itself (in
+   * the pass that adds the bias, say) instead of calling apply: the same
+   * values. kiln_cpu_clamp does it. */
+  bool clamp;
+  float lo, hi;
 } kiln_cpu_epilogue;
+
+/* y[i] = clip(y[i] + *bias, lo, hi) for i < n, with the rules above
+ * (bias NULL: the clip alone, no addition). */
+void kiln_cpu_clamp(float *y, int64_t n, const float *bias, float lo, float hi);
 
 /* A kernel: see the calling convention above. ep is NULL except for
  * kernels whose table entry says takes_epilogue. */

@@ -241,6 +241,7 @@ typedef struct pool_job {
   bool include_pad;
   int64_t *cw; /* AveragePool: per output column, the taps counted; then per worker OW floats */
   int64_t cols[2 * POOL_MAX_KW]; /* per kw: the output columns [lo, hi) its tap reads inside the input */
+  bool plane2x2;                 /* MaxPool 2x2 stride 2 whose windows all lie inside the input: max2x2s2 */
 } pool_job;
 
 static void pool_planes(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
@@ -257,6 +258,10 @@ static void pool_planes(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
   int64_t dv_ch = -1; /* the ch that dv holds */
   for (int64_t p = lo_p; p < hi_p; p++) {
     const float *xp = xd + p * H * W;
+    if (j->plane2x2) { /* MaxPool 2x2 stride 2 inside the input: one call per plane */
+      P->max2x2s2((size_t)OH, (size_t)OW, xp, (size_t)W, yd + p * OH * OW);
+      continue;
+    }
     for (int64_t oh = 0; oh < OH; oh++) {
       float *row = yd + (p * OH + oh) * OW;
       float init = kind == POOL_MAX ? -INFINITY : 0.0f;
@@ -322,7 +327,9 @@ static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
     kiln_free(cw);
     return s;
   }
-  pool_job j = {kiln_nn_prims_active(), &g, x->data, c->out[0].data, kind, include_pad, cw, {0}};
+  pool_job j = {kiln_nn_prims_active(), &g, x->data, c->out[0].data, kind, include_pad, cw, {0}, false};
+  j.plane2x2 = kind == POOL_MAX && x->rank == 4 && g.k[0] == 2 && g.k[1] == 2 && g.s[0] == 2 && g.s[1] == 2 &&
+               g.d[0] == 1 && g.d[1] == 1 && g.pb[0] == 0 && g.pb[1] == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
   int64_t W = g.W, OW = g.OW;
   for (int64_t kw = 0; kw < g.k[1]; kw++)
     valid_cols(OW, W, g.s[1], kw * g.d[1] - g.pb[1], &j.cols[2 * kw], &j.cols[2 * kw + 1]);

@@ -32,6 +32,11 @@ typedef struct kiln_nn_prims {
   void (*acc_addsq)(size_t n, float *acc, const float *x, size_t stride);
   void (*acc_max)(size_t n, float *acc, const float *x, size_t stride);
   void (*acc_min)(size_t n, float *acc, const float *x, size_t stride);
+  /* MaxPool 2x2, stride 2, no padding or dilation over one plane: y[r·ow
+   * + i] = the max (acc_max's rules, taps in the order (0,0) (0,1) (1,0)
+   * (1,1) from -inf) of x[2r·ldx + 2i + {0, 1}] and x[(2r + 1)·ldx + 2i +
+   * {0, 1}], r < oh, i < ow (ldx >= 2·ow). */
+  void (*max2x2s2)(size_t oh, size_t ow, const float *x, size_t ldx, float *y);
   /* y[i] = x[i] * a + b (a multiply then an add, not an fma). */
   void (*affine)(size_t n, const float *x, float a, float b, float *y);
   /* y[i] = x[i] - m[i] (y may be x). */

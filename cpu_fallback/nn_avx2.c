@@ -142,6 +142,39 @@ static void acc_addsq_avx2(size_t n, float *acc, const float *x, size_t stride) 
   acc_avx2(n, acc, x, stride, ACC_ADDSQ);
 }
 static void acc_max_avx2(size_t n, float *acc, const float *x, size_t stride) { acc_avx2(n, acc, x, stride, ACC_MAX); }
+/* even and odd elements of a|b (16 floats) */
+static inline void deinterleave(__m256 a, __m256 b, __m256 *even, __m256 *odd) {
+  __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* 8 outputs from 16 floats of each row; the tail (r < 8 outputs) reads
+ * 2r floats of each with masked loads and writes r */
+static void max2x2s2_avx2(size_t oh, size_t ow, const float *x, size_t ldx, float *y) {
+  __m256 ninf = _mm256_set1_ps(-INFINITY);
+  size_t r = ow % 8;
+  __m256i ma = tail_mask(2 * r < 8 ? 2 * r : 8), mb = tail_mask(2 * r > 8 ? 2 * r - 8 : 0), my = tail_mask(r);
+  for (size_t row = 0; row < oh; row++) {
+    const float *r0 = x + 2 * row * ldx, *r1 = r0 + ldx;
+    float *yr = y + row * ow;
+    size_t i = 0;
+    __m256 e0, o0, e1, o1;
+    for (; i + 8 <= ow; i += 8) {
+      deinterleave(_mm256_loadu_ps(r0 + 2 * i), _mm256_loadu_ps(r0 + 2 * i + 8), &e0, &o0);
+      deinterleave(_mm256_loadu_ps(r1 + 2 * i), _mm256_loadu_ps(r1 + 2 * i + 8), &e1, &o1);
+      __m256 a = acc_op(acc_op(acc_op(acc_op(ninf, e0, ACC_MAX), o0, ACC_MAX), e1, ACC_MAX), o1, ACC_MAX);
+      _mm256_storeu_ps(yr + i, a);
+    }
+    if (r) {
+      deinterleave(_mm256_maskload_ps(r0 + 2 * i, ma), _mm256_maskload_ps(r0 + 2 * i + 8, mb), &e0, &o0);
+      deinterleave(_mm256_maskload_ps(r1 + 2 * i, ma), _mm256_maskload_ps(r1 + 2 * i + 8, mb), &e1, &o1);
+      __m256 a = acc_op(acc_op(acc_op(acc_op(ninf, e0, ACC_MAX), o0, ACC_MAX), e1, ACC_MAX), o1, ACC_MAX);
+      _mm256_maskstore_ps(yr + i, my, a);
+    }
+  }
+}
+
 static void acc_min_avx2(size_t n, float *acc, const float *x, size_t stride) { acc_avx2(n, acc, x, stride, ACC_MIN); }
 
 static void affine_avx2(size_t n, const float *x, float a, float b, float *y) {
@@ -261,6 +294,7 @@ const kiln_nn_prims kiln_nn_prims_avx2 = {
     .acc_add = acc_add_avx2,
     .acc_addsq = acc_addsq_avx2,
     .acc_max = acc_max_avx2,
+    .max2x2s2 = max2x2s2_avx2,
     .acc_min = acc_min_avx2,
     .affine = affine_avx2,
     .sub = sub_avx2,

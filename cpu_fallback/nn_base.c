@@ -66,6 +66,18 @@ static void acc_max_base(size_t n, float *acc, const float *x, size_t stride) {
   }
 }
 
+static void max2x2s2_base(size_t oh, size_t ow, const float *x, size_t ldx, float *y) {
+  for (size_t r = 0; r < oh; r++) {
+    const float *r0 = x + 2 * r * ldx, *r1 = r0 + ldx;
+    for (size_t i = 0; i < ow; i++) {
+      float a = -INFINITY, v[4] = {r0[2 * i], r0[2 * i + 1], r1[2 * i], r1[2 * i + 1]};
+      for (int t = 0; t < 4; t++)
+        if (v[t] > a || v[t] != v[t]) a = v[t];
+      y[r * ow + i] = a;
+    }
+  }
+}
+
 static void acc_min_base(size_t n, float *acc, const float *x, size_t stride) {
   for (size_t i = 0; i < n; i++) {
     float v = x[i * stride];
@@ -118,6 +130,7 @@ const kiln_nn_prims kiln_nn_prims_base = {
     .acc_add = acc_add_base,
     .acc_addsq = acc_addsq_base,
     .acc_max = acc_max_base,
+    .max2x2s2 = max2x2s2_base,
     .acc_min = acc_min_base,
     .affine = affine_base,
     .sub = sub_base,

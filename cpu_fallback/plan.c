@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/alloc.h"
 #include "ir/dump.h"
@@ -1520,7 +1521,8 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   if (!s && sp->anchor >= 0) {
     int target = kiln_tile_anchor_target(tp);
     ep_ctx c = {tp, out, esize, sp->n_store, target, isa, 0, ob, &ob_mu};
-    kiln_cpu_epilogue ep = {ep_apply, &c};
+    kiln_cpu_epilogue ep = {ep_apply, &c, false, 0.0f, 0.0f};
+    ep.clamp = !ob && kiln_tile_clamp(tp, &ep.lo, &ep.hi); /* observed runs fold tile by tile: apply */
     anchor_io ax = {out[target], esize[target] * (size_t)sp->numel, &ep, false};
     /* the anchor's value may be a store on the heap: run_kernel rebinds its
        slot to the same memory, the slot keeps owning it */

@@ -181,7 +181,7 @@ kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int6
 
 /* ---- the wide blocked SGEMM ---- */
 
-enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WKC = 256, WMC = 16 * WMR, WNC = 2048 };
+enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WKC = KILN_SGEMM_WIDE_KC, WMC = 16 * WMR, WNC = 2048 };
 
 void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                 int64_t ldc, int mr, int nr) {
@@ -202,6 +202,26 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
         *y = acc[r][c] + t;
       }
     }
+}
+
+void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc) {
+  (void)acc;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = j0; j < j1; j++)
+      for (int64_t p0 = 0; p0 < K; p0 += WKC) {
+        int64_t kc = K - p0 < WKC ? K - p0 : WKC;
+        float acc = 0.0f, *y = &C[i * ldc + j], b = p0 == 0 ? beta : 1.0f;
+        for (int64_t k = p0; k < p0 + kc; k++) {
+          float a = transA ? A[k * lda + i] : A[i * lda + k];
+          acc = fmaf(alpha != 1.0f ? alpha * a : a, B[k * ldb + j], acc);
+        }
+        if (b == 0) *y = acc;
+        else {
+          float t = b * *y;
+          *y = acc + t;
+        }
+      }
 }
 
 static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
@@ -272,8 +292,10 @@ typedef struct wide_job {
   const kiln_nn_prims *P; /* the blocked transpose for a transposed B */
   const float *apack;     /* A pre-packed (kiln_sgemm_wide_pack_a) or NULL */
   int64_t mpad;           /* M rounded up to WMR (with apack) */
-  const float *bpack;     /* B pre-packed (kiln_sgemm_wide_pack_b) or NULL */
+  const float *bpack;     /* B pre-packed (kiln_sgemm_wide_pack_b layout) or NULL */
   int64_t npad;           /* N rounded up to WNR (with bpack) */
+  const kiln_sgemm_post *post; /* after the last KC slice of each tile, or NULL */
+  kiln_sgemm_post_fn post_fn;
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -282,8 +304,8 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
     for (int64_t p0 = 0; p0 < w->K; p0 += WKC) {
       int64_t kc = w->K - p0 < WKC ? w->K - p0 : WKC;
       float b = p0 == 0 ? w->beta : 1.0f;
-      const float *bpk = bp; /* the block's strips: packed here, or in the pack (jc is a multiple of WNR) */
-      if (w->bpack) bpk = w->bpack + p0 * w->npad + jc * kc;
+      const float *bpk = bp;
+      if (w->bpack) bpk = w->bpack + p0 * w->npad + jc * kc; /* jc is a multiple of WNR */
       else wpack_b(w->B, w->ldb, w->transB, p0, kc, jc, nc, bp, w->P);
       for (int64_t ic = i0; ic < i1; ic += WMC) {
         int64_t mc = i1 - ic < WMC ? i1 - ic : WMC;
@@ -294,8 +316,12 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
           for (int64_t i = 0; i < mc; i += WMR) {
             if (w->apack && j == 0) /* the pack's next strip (the bytes after this one: a hint, never a fault; also across blocks) */
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
-            w->micro(kc, apk + i * kc, bpk + j * kc, b, w->C + (ic + i) * w->ldc + jc + j, w->ldc,
-                     (int)(mc - i < WMR ? mc - i : WMR), (int)(nc - j < WNR ? nc - j : WNR));
+            float *c = w->C + (ic + i) * w->ldc + jc + j;
+            int mr = (int)(mc - i < WMR ? mc - i : WMR), nr = (int)(nc - j < WNR ? nc - j : WNR);
+            w->micro(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr);
+            if (w->post && p0 + kc == w->K)
+              w->post_fn(c, w->ldc, mr, nr, w->post->bias ? w->post->bias + ic + i : NULL, w->post->clamp,
+                         w->post->lo, w->post->hi);
           }
       }
     }
@@ -312,33 +338,52 @@ static void wide_task(void *ctx, int64_t t, int worker) {
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack, const float *bpack);
+                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post);
 
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc) {
-  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
+  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL, NULL);
 }
 
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL);
+  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL, NULL);
+}
+
+kiln_status kiln_sgemm_wide_post(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                                 int64_t lda, const float *apack, const float *B, int64_t ldb, const float *bpack,
+                                 float beta, float *C, int64_t ldc, const kiln_sgemm_post *post) {
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, apack, bpack, post);
+}
+
+void kiln_sgemm_post_base(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
+  for (int r = 0; r < mr; r++)
+    for (int c = 0; c < nr; c++) {
+      float v = C[r * ldc + c];
+      if (bias) v = v + bias[r];
+      if (clamp) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
+      C[r * ldc + c] = v;
+    }
 }
 
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack);
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack, NULL);
 }
 
 int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N) { return (N + WNR - 1) / WNR * WNR * K; }
 
 void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, float *dst) {
   int64_t npad = (N + WNR - 1) / WNR * WNR;
-  const kiln_nn_prims *P = kiln_nn_prims_active();
   for (int64_t p0 = 0; p0 < K; p0 += WKC) {
     int64_t kc = K - p0 < WKC ? K - p0 : WKC;
-    wpack_b(B, ldb, false, p0, kc, 0, N, dst + p0 * npad, P);
+    float *d = dst + p0 * npad;
+    wpack_b(B, ldb, false, p0, kc, 0, N, d, NULL); /* zeroes the last strip's columns past N */
   }
 }
 
@@ -361,17 +406,65 @@ kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void) {
   return NULL;
 }
 
+/* The few-rows kernel over column blocks of 64 on the pool (each element
+ * gets the same operations whichever block holds it). */
+typedef struct rows_job {
+  kiln_sgemm_rows_fn rows;
+  bool transA;
+  int64_t M, N, K, bn;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+  int64_t lda, ldb, ldc;
+  float *acc; /* M x bn per worker */
+} rows_job;
+
+static void rows_task(void *ctx, int64_t t, int worker) {
+  const rows_job *r = ctx;
+  int64_t j0 = t * r->bn, j1 = j0 + r->bn < r->N ? j0 + r->bn : r->N;
+  r->rows(r->transA, r->M, j0, j1, r->K, r->alpha, r->A, r->lda, r->B, r->ldb, r->beta, r->C, r->ldc,
+          r->acc + (size_t)worker * (size_t)(r->M * r->bn));
+}
+
+static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int64_t N, int64_t K, float alpha,
+                            const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                            int64_t ldc) {
+  int threads = kiln_pool_threads();
+  double work = (double)M * (double)N * (double)K;
+  int64_t blocks = (N + 63) / 64;
+  int64_t tasks = threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 19, 4 * (int64_t)threads) : 1;
+  if (tasks > blocks) tasks = blocks;
+  int workers = tasks > 1 ? threads : 1;
+  rows_job r = {rows, transA, M, N, K, (blocks + tasks - 1) / tasks * 64, alpha, beta, A, B, C, lda, ldb, ldc, NULL};
+  if (!(r.acc = kiln_malloc((size_t)(M * r.bn) * sizeof(float) * (size_t)workers)))
+    return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM's accumulators");
+  kiln_pool_for((N + r.bn - 1) / r.bn, workers, rows_task, &r);
+  kiln_free(r.acc);
+  return KILN_OK;
+}
+
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack, const float *bpack) {
+                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post) {
   if (M <= 0 || N <= 0) return KILN_OK;
   if (K <= 0) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
     return KILN_OK;
   }
+  if (!apack && !bpack && !post && !transB && M <= KILN_SGEMM_ROWS_MAX) {
+    kiln_sgemm_rows_fn rows = micro == kiln_sgemm_micro_wide_base ? kiln_sgemm_rows_base : NULL;
+#ifdef KILN_LA_HAVE_AVX512
+    if (micro == kiln_sgemm_micro_wide_avx512) rows = kiln_sgemm_rows_avx512;
+#endif
+    if (rows) return rows_run(rows, transA, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
-                kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR};
+                kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR, post,
+                kiln_sgemm_post_base};
+#ifdef KILN_LA_HAVE_AVX512
+  if (micro == kiln_sgemm_micro_wide_avx512) w.post_fn = kiln_sgemm_post_avx512;
+#endif
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~4 MFLOP each, columns first (each block packs its own B
      panel and re-packs A) */

@@ -64,7 +64,28 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr);
-/* The wide GEMM with the given micro-kernel (same contract as kiln_sgemm). */
+#define KILN_SGEMM_WIDE_KC 256
+/* The few-rows kernel the wide GEMM runs instead of packing when M <=
+ * KILN_SGEMM_ROWS_MAX and B is not transposed (a Gemm or MatMul on one
+ * vector, Flatten + Gemm heads): columns [j0, j1) of C = alpha·op(A)·B +
+ * beta·C, B read in place, no packing. Each element gets exactly the wide
+ * GEMM's operations (per KC slice: fma per term in k order from zero, alpha
+ * folded into A as the packing does, then acc + beta·C at the first slice
+ * and acc + C after), so results equal the packed path's bit for bit.
+ * acc: scratch of M · (j1 - j0) floats (the AVX-512 version's accumulators
+ * when the block is wider than 64 columns). */
+#define KILN_SGEMM_ROWS_MAX 4
+typedef void (*kiln_sgemm_rows_fn)(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha,
+                                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                                   int64_t ldc, float *acc);
+void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
+                          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
+                            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc);
+/* The wide GEMM with the given micro-kernel (same contract as kiln_sgemm);
+ * with few rows, the rows kernel of the same family (the base twin for
+ * kiln_sgemm_micro_wide_base). */
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc);
@@ -83,19 +104,42 @@ void kiln_sgemm_wide_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, f
  * 1, A, ...) with the A the pack was made from. */
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-/* B packed once for the wide GEMM: B (K x N, not transposed, leading
- * dimension ldb) in the B-panel layout — per KC slice of 256 rows, the
- * 32-column strips (columns past N zero), the slice at offset p0 · Npad
- * (Npad = N rounded up to 32). The values are exactly those the GEMM packs
- * per call, so a product from the pack is bit-identical to one from B. */
+/* B pre-packed: the K x N row-major B in the wide GEMM's B-panel layout
+ * for all of K and N: per KC slice p0 (kc = min(256, K - p0)), at offset
+ * p0 · Npad (Npad = N rounded up to 32), the Npad / 32 strips of 32
+ * columns, each kc x 32 (element (p0 + k, 32s + c) at s·kc·32 + k·32 + c;
+ * columns past N zero). The values the GEMM packs per call, so a product
+ * from it is bit-identical. conv.c's im2col writes this layout directly. */
 int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N);
 void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, float *dst);
 /* The wide GEMM, C = A · bpack + beta·C: B from a pack, A from apack when
- * not NULL, else row-major A (lda, alpha 1, not transposed). Same results
- * as kiln_sgemm_wide with the A and B the packs were made from. */
+ * not NULL, else row-major A (lda, alpha 1, not transposed). */
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc);
+/* What the wide GEMM may do to each 12 x 32 tile of C right after its last
+ * KC slice, while the tile is in L1 (Conv's bias and a Relu/Clip epilogue,
+ * instead of a pass over the output): y = C + bias[row] (bias NULL: no
+ * addition), then with clamp y = (y < lo ? lo : y), y = (y > hi ? hi : y)
+ * (NaN stays): the operations of conv.c's bias pass and kiln_cpu_clamp, so
+ * the values are the same. */
+typedef struct kiln_sgemm_post {
+  const float *bias; /* per row of C, or NULL */
+  bool clamp;
+  float lo, hi;
+} kiln_sgemm_post;
+typedef void (*kiln_sgemm_post_fn)(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
+                                   float hi);
+void kiln_sgemm_post_base(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_sgemm_post_avx512(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+/* The wide GEMM from packs, C = A · B + beta·C, then post (NULL: none): A
+ * from apack when not NULL, else row-major A (lda, not transposed); B from
+ * bpack when not NULL, else row-major B (ldb). The post version follows
+ * micro (the twin with the twin). */
+kiln_status kiln_sgemm_wide_post(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                                 int64_t lda, const float *apack, const float *B, int64_t ldb, const float *bpack,
+                                 float beta, float *C, int64_t ldc, const kiln_sgemm_post *post);
 /* The micro-kernel that reads wide A packs under the current setting: the
  * AVX-512 one when kiln_sgemm would run kiln's wide GEMM (AVX2 setting,
  * AVX-512F usable, KILN_SGEMM not blas), else NULL (base setting: the

@@ -84,5 +84,14 @@ void kiln_la_gather_avx2(float *dst, const float *src, int64_t n, int64_t stride
       __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
       _mm256_storeu_ps(dst + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
     }
+  if (stride == 2 && i < n) { /* the last 1..8: masked loads of src[2i .. 2(n - 1)], a masked store */
+    int64_t r = n - i;
+    __m256 a = _mm256_maskload_ps(src + 2 * i, lanes_below(2 * r - 1));
+    __m256 b = _mm256_maskload_ps(src + 2 * i + 8, lanes_below(2 * r - 9));
+    __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    _mm256_maskstore_ps(dst + i, lanes_below(r),
+                        _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0))));
+    return;
+  }
   for (; i < n; i++) dst[i] = src[i * stride];
 }

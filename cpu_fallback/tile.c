@@ -7,6 +7,7 @@
 
 #include "cpu_fallback/pool.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -426,6 +427,29 @@ static float uniform_value(const tacc *r) {
   if (r->v.rank == 0 && r->kind == R_UNIFORM && kiln_views_top(&r->map)->all_masked) return r->pad;
   int64_t off = r->v.offset;
   return r->dtype == KILN_F32 ? ((const float *)r->base)[off] : (((const unsigned char *)r->base)[off] ? 1.0f : 0.0f);
+}
+
+/* The value of expression i when it is the same at every element of the
+ * bound program: a constant or a load of a uniform accessor. */
+static bool uniform_expr(const kiln_tile_prog *tp, int i, float *v) {
+  const texpr *t = &tp->e[i];
+  if (t->kind == E_CONST) *v = t->cst;
+  else if (t->kind == E_LOAD && tp->acc[t->acc].kind == R_UNIFORM && tp->acc[t->acc].dtype == KILN_F32)
+    *v = uniform_value(&tp->acc[t->acc]);
+  else return false;
+  return true;
+}
+
+bool kiln_tile_clamp(const kiln_tile_prog *tp, float *lo, float *hi) {
+  if (!tp->bound || tp->sp->kind != KILN_FUSE_G_ANCHOR || tp->n_store != 1 || tp->store_dt[0] != KILN_F32) return false;
+  const texpr *e = &tp->e[tp->store_expr[0]];
+  if (e->kind != E_OP || e->n_args < 1 || tp->e[e->args[0]].kind != E_ANCHOR) return false;
+  if (e->op.op == KILN_FUSE_RELU && e->n_args == 1) {
+    *lo = 0.0f, *hi = INFINITY;
+    return true;
+  }
+  return e->op.op == KILN_FUSE_CLIP && e->n_args == 3 && uniform_expr(tp, e->args[1], lo) &&
+         uniform_expr(tp, e->args[2], hi);
 }
 
 kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,

@@ -92,6 +92,13 @@ void kiln_tile_set_store_stride(kiln_tile_prog *tp, int store, int64_t stride);
  * -1 when none. */
 int kiln_tile_anchor_target(const kiln_tile_prog *tp);
 
+/* For anchor groups, once bound: true when the program is exactly one
+ * float32 store of Relu(anchor) (lo 0, hi +inf) or Clip(anchor, lo, hi)
+ * with bounds the same at every element (constants, or scalar tensors such
+ * as Clip's min/max initializers): a kernel may then clamp its output
+ * blocks itself
+ * (kiln_cpu_epilogue.clamp) with the tile ops' rules, the same values. */
+bool kiln_tile_clamp(const kiln_tile_prog *tp, float *lo, float *hi);
 /* True when store k reads accessor a's memory only at the element it
  * writes (every load of a is an identity map of the domain): the store may
  * then go in place over a's value. */

@@ -863,6 +863,30 @@ static void test_prims(void) {
     bad += !isnan(a1[p]) + !isnan(a0[p]);
   }
   CHECK(bad == 0, "primitives: %d differences between base and avx2", bad);
+  /* max2x2s2 on planes of 1..3 x 1..20 outputs (tails of 1..7, rows with
+   * and without a spare column), sources of exactly their size (ASan), some
+   * NaN and ties of -0/+0: base = avx2 = the plain max */
+  int pbad = 0;
+  for (size_t oh = 1; oh <= 3; oh++)
+    for (size_t ow = 1; ow <= 20; ow++) {
+      size_t ldx = 2 * ow + ow % 2, nx = 2 * oh * ldx - (ldx - 2 * ow); /* the last row ends at its last tap */
+      float *xs = malloc(nx * sizeof *xs), *p0 = malloc(oh * ow * sizeof *p0), *p1 = malloc(oh * ow * sizeof *p1);
+      for (size_t i = 0; i < nx; i++) xs[i] = i % 11 == 5 ? NAN : i % 7 == 3 ? -0.0f : (float)(rnd() * 4 - 2);
+      B->max2x2s2(oh, ow, xs, ldx, p0);
+      A->max2x2s2(oh, ow, xs, ldx, p1);
+      for (size_t r = 0; r < oh; r++)
+        for (size_t i = 0; i < ow; i++) {
+          const float *q = xs + 2 * r * ldx + 2 * i;
+          float want = fmaxf(fmaxf(q[0], q[1]), fmaxf(q[ldx], q[ldx + 1]));
+          if (isnan(q[0]) || isnan(q[1]) || isnan(q[ldx]) || isnan(q[ldx + 1])) want = NAN;
+          pbad += !same(p0[r * ow + i], want) + !same(p1[r * ow + i], p0[r * ow + i]) +
+                  (signbit(p1[r * ow + i]) != signbit(p0[r * ow + i]));
+        }
+      free(xs);
+      free(p0);
+      free(p1);
+    }
+  CHECK(pbad == 0, "max2x2s2: %d wrong outputs (base vs avx2 vs the plain max)", pbad);
   /* transpose32 on sizes around the 8x8 and 32x32 blocks */
   static const size_t sz[] = {1, 3, 8, 9, 31, 32, 33, 70};
   uint32_t src[70 * 75], d0[70 * 72], d1[70 * 72];

@@ -177,6 +177,28 @@ static void test_micro(void) {
   CHECK(!bad, "AVX-512 micro-kernel = scalar twin bit for bit, tails and beta included (%d of %d differ)", bad, cases);
 }
 
+/* The post-op on one tile: AVX-512 = twin bit for bit, NaN and -0 in C,
+ * every row and column tail, with and without bias and clamp. */
+static void test_post(void) {
+  if (!kiln_la_cpu_has_avx512()) return;
+  int bad = 0;
+  float bias[KILN_SGEMM_WIDE_MR];
+  for (int r = 0; r < KILN_SGEMM_WIDE_MR; r++) bias[r] = r == 3 ? -0.0f : (float)(rnd() - 0.5);
+  for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr++)
+    for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr++)
+      for (int v = 0; v < 4; v++) {
+        enum { LD = 40 };
+        float c1[KILN_SGEMM_WIDE_MR * LD], c2[KILN_SGEMM_WIDE_MR * LD];
+        for (int q = 0; q < KILN_SGEMM_WIDE_MR * LD; q++)
+          c1[q] = q % 13 == 4 ? NAN : q % 11 == 2 ? -0.0f : q % 7 == 1 ? 0.0f : (float)(rnd() * 2 - 1);
+        memcpy(c2, c1, sizeof c1);
+        kiln_sgemm_post_base(c1, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f, 0.5f);
+        kiln_sgemm_post_avx512(c2, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f, 0.5f);
+        bad += memcmp(c1, c2, sizeof c1) != 0;
+      }
+  CHECK(!bad, "GEMM post-op: AVX-512 = scalar twin bit for bit (%d cases differ)", bad);
+}
+
 typedef struct gemm_case {
   bool ta, tb;
   int64_t M, N, K;
@@ -188,7 +210,7 @@ static void test_wide(void) {
       {false, false, 1, 1, 1, 1.0f, 0.0f},     {false, false, 13, 33, 5, 1.0f, 0.0f},
       {true, false, 37, 70, 300, 0.5f, 1.0f},  {false, true, 200, 45, 513, 1.0f, -0.5f},
       {true, true, 97, 130, 260, 2.0f, 0.25f}, {false, false, 250, 600, 64, 1.0f, 0.0f},
-      {false, false, 4, 3000, 20, 1.0f, 1.0f},
+      {false, false, 4, 3000, 20, 1.0f, 1.0f},  {false, false, 30, 2100, 600, 1.0f, -1.0f},
   };
   bool avx512 = kiln_la_cpu_has_avx512();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -217,6 +239,34 @@ static void test_wide(void) {
     CHECK(!memcmp(C[0], C[1], cn * sizeof(float)), "case %zu: the wide GEMM on the pool = serial, bit for bit", i);
     if (avx512)
       CHECK(!memcmp(C[0], C[2], cn * sizeof(float)), "case %zu: AVX-512 wide GEMM = its scalar twin, bit for bit", i);
+    if (!k->ta && !k->tb && k->alpha == 1.0f) { /* B packed beforehand (conv's im2col layout): the same bits */
+      float *bpk = malloc((size_t)kiln_sgemm_wide_pack_b_floats(k->K, k->N) * sizeof(float) + 1);
+      float *Cp = malloc(cn * sizeof(float));
+      kiln_sgemm_wide_pack_b(B, ldb, k->K, k->N, bpk);
+      for (int mi = 0; mi < (avx512 ? 2 : 1); mi++) {
+        memcpy(Cp, C0, cn * sizeof(float));
+        s = kiln_sgemm_wide_pb(mi ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base, k->M, k->N, k->K, A,
+                               lda, NULL, bpk, k->beta, Cp, ldc);
+        CHECK(!s && !memcmp(Cp, C[0], cn * sizeof(float)), "case %zu: wide GEMM from a packed B (%s) = packing per call",
+              i, mi ? "AVX-512" : "twin");
+      }
+      /* the post-op (bias per row, clamp) inside the GEMM = the GEMM, then the bias and clamp over C */
+      float *bias = rand_buf((size_t)k->M), *Cq = malloc(cn * sizeof(float));
+      memcpy(Cq, C[0], cn * sizeof(float));
+      for (int64_t r = 0; r < k->M; r++) kiln_sgemm_post_base(Cq + r * ldc, ldc, 1, (int)k->N, bias + r, true, -0.3f, 0.4f);
+      kiln_sgemm_post post = {bias, true, -0.3f, 0.4f};
+      for (int v = 0; v < (avx512 ? 4 : 2); v++) { /* micro x (B packed or not) */
+        memcpy(Cp, C0, cn * sizeof(float));
+        s = kiln_sgemm_wide_post(v & 2 ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base, k->M, k->N, k->K,
+                                 A, lda, NULL, v & 1 ? NULL : B, ldb, v & 1 ? bpk : NULL, k->beta, Cp, ldc, &post);
+        CHECK(!s && !memcmp(Cp, Cq, cn * sizeof(float)), "case %zu: GEMM + bias + clamp in the tiles (%s%s) = after it",
+              i, v & 2 ? "AVX-512" : "twin", v & 1 ? ", B packed" : "");
+      }
+      free(bias);
+      free(Cq);
+      free(bpk);
+      free(Cp);
+    }
     double worst = 0;
     for (int64_t r = 0; r < k->M; r++)
       for (int64_t j = 0; j < ldc; j++) {
@@ -232,6 +282,59 @@ static void test_wide(void) {
     free(A);
     free(B);
   }
+}
+
+/* The few-rows kernel (M <= KILN_SGEMM_ROWS_MAX, B not transposed): its
+ * rows bit-equal to the same rows of a product of KILN_SGEMM_WIDE_MR more
+ * rows (the packed path: row r of C depends only on row r of op(A)), the
+ * AVX-512 version to its twin, on the pool to serial; columns past N
+ * untouched. */
+static void test_rows(void) {
+  static const int64_t Ns[] = {1, 10, 17, 64, 65, 200}, Ks[] = {1, 255, 257, 600, 1100};
+  static const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.75f};
+  bool avx512 = kiln_la_cpu_has_avx512();
+  int bad_packed = 0, bad_twin = 0, bad_pool = 0, bad_pad = 0, cases = 0;
+  for (int64_t M = 1; M <= KILN_SGEMM_ROWS_MAX; M++)
+    for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+      for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+        for (int ta = 0; ta < 2; ta++) {
+          int64_t N = Ns[ni], K = Ks[ki], Mb = M + KILN_SGEMM_WIDE_MR;
+          int64_t lda = (ta ? Mb : K) + 3, ldb = N + 5, ldc = N + 2;
+          float alpha = alphas[(ni + ki) % 2], beta = betas[(ni + ki + (size_t)M) % 3];
+          float *A = rand_buf((size_t)((ta ? K : Mb) * lda)), *B = rand_buf((size_t)(K * ldb));
+          size_t cn = (size_t)(Mb * ldc);
+          float *C0 = rand_buf(cn), *C[4];
+          for (int v = 0; v < 4; v++) {
+            C[v] = malloc(cn * sizeof(float));
+            memcpy(C[v], C0, cn * sizeof(float));
+          }
+          /* 0: packed twin (Mb rows); 1: rows twin; 2: rows AVX-512 on the pool; 3: rows twin on the pool */
+          kiln_status s = kiln_sgemm_wide(kiln_sgemm_micro_wide_base, ta, false, Mb, N, K, alpha, A, lda, B, ldb,
+                                          beta, C[0], ldc);
+          s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_base, ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C[1], ldc);
+          kiln_pool_acquire();
+          if (avx512)
+            s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_avx512, ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C[2],
+                                 ldc);
+          s |= kiln_sgemm_wide(kiln_sgemm_micro_wide_base, ta, false, M, N, K, alpha, A, lda, B, ldb, beta, C[3], ldc);
+          kiln_pool_release();
+          CHECK(!s, "rows case M %lld N %lld K %lld runs", (long long)M, (long long)N, (long long)K);
+          size_t rn = (size_t)(M * ldc) * sizeof(float);
+          for (int64_t r = 0; r < M; r++) /* C[0]'s padding columns of these rows as they were */
+            for (int64_t j = N; j < ldc; j++) bad_pad += C[1][r * ldc + j] != C0[r * ldc + j];
+          bad_packed += memcmp(C[0], C[1], rn) != 0;
+          bad_twin += avx512 && memcmp(C[1], C[2], rn) != 0;
+          bad_pool += memcmp(C[1], C[3], rn) != 0;
+          cases++;
+          for (int v = 0; v < 4; v++) free(C[v]);
+          free(C0);
+          free(A);
+          free(B);
+        }
+  CHECK(!bad_packed, "few-rows kernel = the packed wide GEMM's rows, bit for bit (%d of %d differ)", bad_packed, cases);
+  CHECK(!bad_twin, "few-rows AVX-512 kernel = its scalar twin, bit for bit (%d of %d differ)", bad_twin, cases);
+  CHECK(!bad_pool, "few-rows kernel on the pool = serial, bit for bit (%d of %d differ)", bad_pool, cases);
+  CHECK(!bad_pad, "few-rows kernel leaves the columns past N alone (%d elements changed)", bad_pad);
 }
 
 /* ---- graphs: pool vs one thread vs reference ---- */
@@ -373,6 +476,33 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("conv / pointwise / depthwise / maxpool", g, 4, d, 1e-4);
   }
+  { /* an inverted residual (MobileNetV2): 1x1 + Clip(0, 6) from scalar initializers, depthwise 3x3 on 14x14
+       (flat planes) + Clip, 1x1 + Relu: the epilogues the convolutions clamp themselves (kiln_tile_clamp) */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {1, 16, 14, 14}, ed[4] = {96, 16, 1, 1}, bd[1] = {96}, dwd[4] = {96, 1, 3, 3},
+            pd[4] = {24, 96, 1, 1}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "ew", 4, ed, 0, 0.4);
+    cst(g, "eb", 1, bd, 0, 1);
+    cst(g, "dw", 4, dwd, 0, 0.5);
+    cst(g, "db", 1, bd, -0.5, 1);
+    cst(g, "pw", 4, pd, 0, 0.3);
+    cst(g, "lo", 0, NULL, 0, 0);
+    cst(g, "hi", 0, NULL, 6, 0);
+    cst(g, "lo2", 0, NULL, -0.25, 0);
+    cst(g, "hi2", 0, NULL, 0.5, 0);
+    add(g, "Conv", "x ew eb", "e");
+    add(g, "Clip", "e lo hi", "ec");
+    int dc = add(g, "Conv", "ec dw db", "dq");
+    setints(g, dc, "kernel_shape", 2, k3);
+    setints(g, dc, "pads", 4, p1);
+    seti(g, dc, "group", 96);
+    add(g, "Clip", "dq lo2 hi2", "dc");
+    add(g, "Conv", "dc pw", "p");
+    add(g, "Relu", "p", "y");
+    output(g, "y");
+    check_graph("inverted residual: conv + Clip / depthwise + Clip / conv + Relu", g, 4, d, 1e-4);
+  }
   { /* MatMul + bias + Sigmoid, Gemm transB */
     kiln_graph *g = new_graph(17);
     int64_t d[2] = {300, 260}, wd[2] = {260, 190}, bd[1] = {190}, gd[2] = {70, 190};
@@ -444,6 +574,8 @@ int main(void) {
   test_pool();
   test_micro();
   test_wide();
+  test_post();
+  test_rows();
   CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");
   test_graphs();
   kiln_sgemm_force(KILN_SGEMM_BLAS); /* the same graphs with OpenBLAS under the GEMMs */
