@@ -1,8 +1,10 @@
 /* opencl/codegen: the OpenCL C printer of kernel specs (prefix kiln_cl_) —
- * one work-item per element of a bound elementwise/broadcast/injective spec,
- * index maps baked in as literals, the expression DAG printed from a per-op
- * format table (tinygrad's cstyle renderer). Standalone: not yet wired into
- * the plugin. */
+ * a bound elementwise/broadcast/injective spec as one kernel (one element,
+ * or a float4/8/16 vector of them, per work-item; a transposed read through
+ * a local-memory tile), index maps baked in as literals, the expression DAG
+ * printed from a per-op format table; also the observed, epilogue, reduction
+ * and alias-copy forms below. The OpenCL engine (opencl/engine_compile.c)
+ * lowers fused groups through it. */
 #ifndef KILN_OPENCL_CODEGEN_H
 #define KILN_OPENCL_CODEGEN_H
 #include <stdint.h>
