@@ -331,6 +331,16 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
 
 /* ---- running ---- */
 
+#ifdef KILN_TILE_HAVE_AVX2
+/* kiln_vm_cpu_has_avx512(), asked once (cpuid exits the VM on some hosts). */
+static bool has_avx512(void) {
+  static atomic_int known = -1; /* -1: not asked yet; a race only asks twice */
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k < 0) atomic_store_explicit(&known, k = kiln_vm_cpu_has_avx512() != 0, memory_order_relaxed);
+  return k > 0;
+}
+#endif
+
 static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t off, int64_t stride, int64_t n) {
   if (dt == KILN_F32) {
     const float *s = (const float *)base + off;
@@ -479,7 +489,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   if (lo == hi) return KILN_OK;
 #ifdef KILN_TILE_HAVE_AVX2
   bool avx2 = isa == KILN_VM_ISA_AVX2 && kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL; /* cached cpuid */
-  kiln_tile_op_fn eval = avx2 ? kiln_tile_eval_avx2 : kiln_tile_eval_base;
+  kiln_tile_op_fn eval = !avx2 ? kiln_tile_eval_base : has_avx512() ? kiln_tile_eval_avx512 : kiln_tile_eval_avx2;
   void (*store)(float *, const float *, int, bool) = avx2 ? kiln_tile_store_avx2 : kiln_tile_store_base;
 #else
   bool avx2 = false;

@@ -130,6 +130,10 @@ typedef void (*kiln_tile_op_fn)(const kiln_tile_op *op, int n, const float *a, c
                                 float *y);
 void kiln_tile_eval_base(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
 void kiln_tile_eval_avx2(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
+/* add/sub/mul/div/min/max/relu/clip on 16 lanes (tile_avx512.c), the rest
+ * by kiln_tile_eval_avx2: the same bits. Only where kiln_vm_cpu_has_avx512()
+ * is true; the tile executor uses it under the AVX2 setting there. */
+void kiln_tile_eval_avx512(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
 /* Copies n floats to dst; stream: with non-temporal stores where the ISA has
  * them (large outputs that would only evict the working set). */
 void kiln_tile_store_base(float *dst, const float *src, int n, bool stream);
