@@ -515,7 +515,11 @@ static kiln_status plan_fusion(kiln_cpu_plan *p) {
     kiln_free(single);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
   }
-  kiln_fuse_opts o = {0};
+  /* twice the OpenCL engine's cap: a tile program's cost per element does
+     not grow with the group, and the view nodes of a constant output kept
+     unfolded (kiln_rewrite_opts.keep_output_views: detection_post's Reshape
+     and four step-4 Slices of its anchors) count as nodes */
+  kiln_fuse_opts o = {.max_nodes = 2 * KILN_FUSE_DEFAULT_MAX_NODES};
   if (!fusion_enabled() || (p->obs_mode & KILN_CPU_OBS_UNFUSED)) o.max_nodes = 1;
   s = kiln_fuse_ctx_new(g, p->sh, &o, &p->fctx);
   if (!s) s = kiln_fuse_ctx_bind(p->fctx, p->bound, p->nsym);
@@ -715,6 +719,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
   ro.keep_outputs = (obs_mode & KILN_CPU_OBS_KEEP) != 0;
+  ro.keep_output_views = true; /* a strided Slice of a constant output: read in place, not a second copy */
   ro.dump_stem = p->dump_stem[0] ? p->dump_stem : NULL; /* KILN_DUMP: after each pass */
   kiln_rewrite_stats rst;
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
@@ -964,6 +969,28 @@ static kiln_status specialize(kiln_cpu_plan *p) {
 static unsigned char *arena_at(const kiln_cpu_plan *p, int v) {
   int S = p->mp->storage[v];
   return S >= 0 && p->redir[S] ? p->redir[S] : p->arena + p->mp->offset[v];
+}
+
+/* Whether ptr lies in this run's caller memory for a graph output. */
+static bool in_caller_memory(const kiln_cpu_plan *p, const void *ptr) {
+  for (int o = 0; o < p->g->n_outputs; o++) {
+    int w = p->g->outputs[o];
+    const char *d = p->direct[w];
+    if (d && (const char *)ptr >= d && (const char *)ptr < d + p->direct_cap[w]) return true;
+  }
+  return false;
+}
+
+/* kiln_tensor_copy of a graph output into the caller's tensor; a dense
+ * float32 one of at least KILN_TILE_STREAM_OUT_BYTES with non-temporal
+ * stores under AVX2 (a constant output, say: the run does not read the
+ * copy, so it need not pull the destination into the caches). */
+static kiln_status copy_out(kiln_tensor *dst, const kiln_tensor *src) {
+  if (src->dtype != KILN_F32 || src->strided || kiln_tensor_bytes(src) < KILN_TILE_STREAM_OUT_BYTES)
+    return kiln_tensor_copy(dst, src);
+  kiln_status s = kiln_tensor_alloc(dst, src->dtype, src->rank, src->dims);
+  if (!s && dst->data != src->data) kiln_tile_copy_stream(dst->data, src->data, src->numel, kiln_vm_isa_active());
+  return s;
 }
 
 /* Binds the symbols of the graph inputs' shapes to this run's dims, and
@@ -1369,6 +1396,43 @@ static kiln_status bind_specs(kiln_cpu_plan *p) {
   return KILN_OK;
 }
 
+/* Whether the caller's reservation for output o overlaps an input's data
+ * or another output's reservation. */
+static bool overlaps(const kiln_graph *g, const kiln_tensor *outs, const kiln_tensor *const *in, int o) {
+  const char *lo = outs[o].data, *hi = lo + outs[o].capacity;
+  for (int i = 0; i < g->n_inputs; i++) {
+    if (!in[i] || !in[i]->data) continue;
+    const char *a = in[i]->data, *b = a + kiln_tensor_bytes(in[i]);
+    if (a < hi && lo < b) return true;
+  }
+  for (int o2 = 0; o2 < g->n_outputs; o2++) {
+    const char *a = outs[o2].data, *b = a ? a + outs[o2].capacity : NULL;
+    if (o2 != o && a && a < hi && lo < b) return true;
+  }
+  return false;
+}
+
+/* Copies the large constant graph outputs (dense float32, at least
+ * KILN_TILE_STREAM_OUT_BYTES) into the caller's reservations before the
+ * steps run (early[o] set), instead of after: a step reading the constant
+ * (detection_post's tile step reads its anchors through strided views)
+ * then finds it in the caches the copy just filled. */
+static kiln_status copy_constants_early(kiln_cpu_plan *p, kiln_tensor *outs, const kiln_tensor *const *in,
+                                        bool *early) {
+  const kiln_graph *g = p->g;
+  kiln_status s = KILN_OK;
+  for (int o = 0; o < g->n_outputs && !s; o++) {
+    const kiln_tensor *t = g->values[g->outputs[o]].init;
+    early[o] = false;
+    if (!t || t->dtype != KILN_F32 || t->strided || kiln_tensor_bytes(t) < KILN_TILE_STREAM_OUT_BYTES ||
+        !outs[o].data || outs[o].owns || outs[o].capacity < kiln_tensor_bytes(t) || overlaps(g, outs, in, o))
+      continue;
+    s = copy_out(&outs[o], t);
+    early[o] = !s;
+  }
+  return s;
+}
+
 /* Takes the caller's reservations in outs (data and capacity preset, as
  * the plugin passes its output buffers) as the memory of the graph
  * outputs, unless a buffer overlaps an input's. */
@@ -1382,20 +1446,10 @@ static kiln_status bind_outputs(kiln_cpu_plan *p, const kiln_tensor *outs, const
   for (int o = 0; o < g->n_outputs; o++) p->direct[g->outputs[o]] = NULL;
   for (int o = 0; o < g->n_outputs; o++) {
     int w = g->outputs[o];
-    const char *lo = outs[o].data, *hi = lo + outs[o].capacity;
+    const char *lo = outs[o].data;
     if (!lo || outs[o].owns || !outs[o].capacity || p->direct[w] || g->values[w].init || g->values[w].is_input)
       continue;
-    bool overlap = false;
-    for (int i = 0; i < g->n_inputs && !overlap; i++) {
-      if (!in[i] || !in[i]->data) continue;
-      const char *a = in[i]->data, *b = a + kiln_tensor_bytes(in[i]);
-      overlap = a < hi && lo < b;
-    }
-    for (int o2 = 0; o2 < g->n_outputs && !overlap; o2++) {
-      const char *a = outs[o2].data, *b = a ? a + outs[o2].capacity : NULL;
-      overlap = o2 != o && a && a < hi && lo < b;
-    }
-    if (overlap) continue;
+    if (overlaps(g, outs, in, o)) continue;
     p->direct[w] = outs[o].data;
     p->direct_cap[w] = outs[o].capacity;
   }
@@ -1473,6 +1527,7 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   }
   void *out[64];
   size_t esize[64];
+  size_t to_caller = 0; /* bytes stored into the caller's output memory */
   for (int j = 0; j < sp->n_store && !s; j++) {
     int w = sp->store[j].value;
     const kiln_vshape *x = &p->sh->v[w];
@@ -1513,7 +1568,10 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
       slot[w].owns = true;
     }
     out[j] = (char *)slot[w].data + (slot[w].strided ? slot[w].offset * (int64_t)esize[j] : 0);
+    if (x->dtype == KILN_F32 && in_caller_memory(p, out[j])) to_caller += esize[j] * (size_t)numel;
   }
+  /* written once, read by the caller after the run: around the caches */
+  kiln_tile_set_stream(tp, sp->anchor < 0 && to_caller >= KILN_TILE_STREAM_OUT_BYTES);
   if (!s) s = kiln_tile_bind(tp, slot, &p->st.materialized);
   kiln_vm_isa isa = kiln_vm_isa_active();
   const kiln_tile_obs *ob = p->run_obs ? kiln_cpu_obs_step_begin(p->ostate, k) : NULL;
@@ -1660,6 +1718,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   kiln_graph *g = p->g;
   const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
   kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
+  bool *early = NULL; /* per output: a constant copied before the steps */
   kiln_views **stacks = kiln_calloc((size_t)g->n_values + 1, sizeof *stacks);
   if (!in || !slot || !stacks) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
@@ -1691,6 +1750,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   if ((s = bind_inputs(p, in))) goto done;
   if ((s = bind_specs(p))) goto done;
   if ((s = bind_outputs(p, outs, in))) goto done;
+  if (!(early = kiln_calloc((size_t)g->n_outputs + 1, sizeof *early))) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+    goto done;
+  }
+  if ((s = copy_constants_early(p, outs, in, early))) goto done;
   p->run_obs = NULL;
   if (obs && !(s = kiln_cpu_obs_bind(&p->ostate, obs, g, p->sh, p->vals, p->nsym, p->sched, p->tile))) {
     p->run_obs = obs;
@@ -1744,6 +1808,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     int w = g->outputs[o];
     bool again = false;
     for (int o2 = o + 1; o2 < g->n_outputs; o2++) again = again || g->outputs[o2] == w;
+    if (early[o]) continue; /* a constant, copied before the steps */
     if (p->direct[w] && slot[w].data == outs[o].data && !slot[w].strided) { /* computed in the caller's memory */
       size_t cap = outs[o].capacity;
       kiln_tensor_wrap(&outs[o], slot[w].dtype, slot[w].rank, slot[w].dims, slot[w].numel, slot[w].data);
@@ -1752,7 +1817,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
       outs[o] = slot[w];
       memset(&slot[w], 0, sizeof slot[w]);
     } else {
-      s = kiln_tensor_copy(&outs[o], &slot[w]);
+      s = copy_out(&outs[o], &slot[w]);
     }
   }
   if (s)
@@ -1769,6 +1834,7 @@ done:
       if (slot[v].owns) kiln_tensor_release(&slot[v]);
   kiln_free(slot);
   kiln_free(in);
+  kiln_free(early);
   if (stacks)
     for (int v = 0; v < g->n_values; v++) kiln_free(stacks[v]);
   kiln_free(stacks);

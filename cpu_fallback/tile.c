@@ -57,6 +57,7 @@ struct kiln_tile_prog {
   int n_buf;            /* tile buffers of the binding */
   bool bound;
   bool stream;          /* large outputs: non-temporal stores */
+  bool stream_out;      /* kiln_tile_set_stream: non-temporal whatever the size */
   int64_t numel;
 };
 
@@ -167,6 +168,8 @@ void kiln_tile_set_store_stride(kiln_tile_prog *tp, int store, int64_t stride) {
   if (store >= 0 && store < tp->n_store && tp->store_dt[store] == KILN_F32 && stride >= 1)
     tp->store_stride[store] = stride;
 }
+
+void kiln_tile_set_stream(kiln_tile_prog *tp, bool on) { tp->stream_out = on; }
 
 int kiln_tile_anchor_target(const kiln_tile_prog *tp) {
   int first = -1;
@@ -328,14 +331,27 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
 
 /* ---- running ---- */
 
+#ifdef KILN_TILE_HAVE_AVX2
+/* kiln_vm_cpu_has_avx512(), asked once (cpuid exits the VM on some hosts). */
+static bool has_avx512(void) {
+  static atomic_int known = -1; /* -1: not asked yet; a race only asks twice */
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k < 0) atomic_store_explicit(&known, k = kiln_vm_cpu_has_avx512() != 0, memory_order_relaxed);
+  return k > 0;
+}
+#endif
+
 static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t off, int64_t stride, int64_t n) {
   if (dt == KILN_F32) {
     const float *s = (const float *)base + off;
     if (stride == 1) memcpy(dst, s, sizeof *dst * (size_t)n);
     else if (stride == 0)
       for (int64_t i = 0; i < n; i++) dst[i] = s[0];
-    else if (stride == 4) /* a column of an [n, 4] tensor (boxes): a constant stride the compiler vectorises */
+    else if (stride == 4) { /* a column of an [n, 4] tensor (boxes): a constant stride the compiler vectorises */
+      if (off % 4 == 0) /* column 0: fetch the next tile's rows of all the columns ahead */
+        for (int64_t i = 0; i < 4 * n; i += 16) __builtin_prefetch(s + 4 * n + i);
       for (int64_t i = 0; i < n; i++) dst[i] = s[4 * i];
+    }
     else if (stride == 2)
       for (int64_t i = 0; i < n; i++) dst[i] = s[2 * i];
     else
@@ -408,18 +424,22 @@ static bool row_groups(const kiln_tile_prog *tp, void *const *out, int *lead) {
 }
 
 /* Writes n rows of p floats at d: column j from the tile of expression
- * ex[j]. */
-static void store_rows(float *d, const float *const *ptr, const int *ex, int p, int n) {
+ * ex[j]. With a staging buffer rows (p * n floats), the rows are
+ * interleaved there first and copied out by store (non-temporal). */
+static void store_rows(float *d, const float *const *ptr, const int *ex, int p, int n, float *rows,
+                       void (*store)(float *, const float *, int, bool)) {
+  float *r0 = rows ? rows : d;
   if (p == 4) {
     const float *a = ptr[ex[0]], *b = ptr[ex[1]], *c = ptr[ex[2]], *e = ptr[ex[3]];
     for (int i = 0; i < n; i++) {
-      float *r = d + 4 * i;
+      float *r = r0 + 4 * i;
       r[0] = a[i], r[1] = b[i], r[2] = c[i], r[3] = e[i];
     }
-    return;
+  } else {
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < p; j++) r0[p * i + j] = ptr[ex[j]][i];
   }
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < p; j++) d[p * i + j] = ptr[ex[j]][i];
+  if (rows) store(d, rows, p * n, true);
 }
 
 /* The uniform value of accessor r. */
@@ -469,7 +489,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   if (lo == hi) return KILN_OK;
 #ifdef KILN_TILE_HAVE_AVX2
   bool avx2 = isa == KILN_VM_ISA_AVX2 && kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL; /* cached cpuid */
-  kiln_tile_op_fn eval = avx2 ? kiln_tile_eval_avx2 : kiln_tile_eval_base;
+  kiln_tile_op_fn eval = !avx2 ? kiln_tile_eval_base : has_avx512() ? kiln_tile_eval_avx512 : kiln_tile_eval_avx2;
   void (*store)(float *, const float *, int, bool) = avx2 ? kiln_tile_store_avx2 : kiln_tile_store_base;
 #else
   bool avx2 = false;
@@ -480,8 +500,15 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   int n_expr = tp->n_expr;
   size_t tile_bytes = sizeof(float) * KILN_TILE_N;
   int n_ob = ob ? ob->n : 0;
+  bool stream = (tp->stream || tp->stream_out) && avx2;
+  /* strided stores that are all the columns of one interleaved output
+     (out[k + j] one float after out[k], stride = their count): written row
+     by row; lead[k] = the group's size at its first store, -1 inside */
+  int lead[KILN_TILE_ROW_GROUPS_MAX];
+  bool rows = tp->n_store <= KILN_TILE_ROW_GROUPS_MAX && row_groups(tp, out, lead);
+  size_t rows_bytes = rows && stream ? tile_bytes * 8 : 0; /* streamed rows are staged: p <= 8 columns */
   char *mem = kiln_malloc(tile_bytes * (size_t)tp->n_buf + sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
-                          sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0));
+                          sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0) + rows_bytes);
   if (!mem) return kiln_fail(KILN_E_NOMEM, "out of memory running a tile program");
   /* observed expressions: first[i] -> entries chained by next[] */
   int *first = NULL, *next = NULL;
@@ -513,12 +540,10 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
     }
     ptr[i] = b;
   }
-  bool stream = tp->stream && avx2;
-  /* strided stores that are all the columns of one interleaved output
-     (out[k + j] one float after out[k], stride = their count): written row
-     by row; lead[k] = the group's size at its first store, -1 inside */
-  int lead[KILN_TILE_ROW_GROUPS_MAX];
-  bool rows = tp->n_store <= KILN_TILE_ROW_GROUPS_MAX && row_groups(tp, out, lead);
+  float *staged = rows_bytes ? (float *)(void *)(mem + tile_bytes * (size_t)tp->n_buf +
+                                                 sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
+                                                 sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
+                            : NULL; /* after the observers' lists */
   for (int64_t f0 = lo; f0 < hi; f0 += KILN_TILE_N) {
     int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
     for (int i = 0; i < n_expr; i++) {
@@ -543,7 +568,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       int64_t st = tp->store_stride[k];
       if (rows && lead[k] < 0) continue; /* written with its group */
       if (rows && lead[k] > 0) {
-        store_rows((float *)out[k] + (f0 - lo) * st, ptr, tp->store_expr + k, lead[k], n);
+        store_rows((float *)out[k] + (f0 - lo) * st, ptr, tp->store_expr + k, lead[k], n, staged, store);
         continue;
       }
       if (st != 1) { /* a column of an interleaved output (a Concat of such columns) */
@@ -562,6 +587,19 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
 #endif
   kiln_free(mem);
   return KILN_OK;
+}
+
+void kiln_tile_copy_stream(float *dst, const float *src, int64_t n, kiln_vm_isa isa) {
+#ifdef KILN_TILE_HAVE_AVX2
+  if (isa == KILN_VM_ISA_AVX2 && kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL) { /* cached cpuid */
+    const int64_t chunk = (int64_t)1 << 20;
+    for (int64_t i = 0; i < n; i += chunk) kiln_tile_store_avx2(dst + i, src + i, (int)(n - i < chunk ? n - i : chunk), true);
+    kiln_tile_fence_avx2();
+    return;
+  }
+#endif
+  (void)isa;
+  if (n > 0) memcpy(dst, src, sizeof *dst * (size_t)n);
 }
 
 /* ---- the parallel pass: chunks of whole tiles on the pool ---- */

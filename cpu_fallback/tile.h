@@ -86,6 +86,18 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
  * epilogue blocks assume dense stores. Out-of-range calls are ignored. */
 void kiln_tile_set_store_stride(kiln_tile_prog *tp, int store, int64_t stride);
 
+/* Makes the program's float32 stores non-temporal whatever their size
+ * (they always are from 16 MiB of output on). The plan sets it for steps
+ * writing at least 1 MiB into the caller's output memory, which the run
+ * does not read back in bulk: the stores then skip the read for ownership
+ * and leave the caches to the inputs. AVX2 only; the results are the same. */
+void kiln_tile_set_stream(kiln_tile_prog *tp, bool on);
+#define KILN_TILE_STREAM_OUT_BYTES ((size_t)1 << 20)
+
+/* Copies n floats from src to dst (not overlapping), with non-temporal
+ * stores under AVX2 (isa), with memcpy otherwise. */
+void kiln_tile_copy_stream(float *dst, const float *src, int64_t n, kiln_vm_isa isa);
+
 /* For anchor groups: the store that the anchor's output block may be
  * rewritten into in place (float32, the domain's size): a store of the
  * anchor's value itself when there is one, else the first float32 store;
@@ -118,6 +130,10 @@ typedef void (*kiln_tile_op_fn)(const kiln_tile_op *op, int n, const float *a, c
                                 float *y);
 void kiln_tile_eval_base(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
 void kiln_tile_eval_avx2(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
+/* add/sub/mul/div/min/max/relu/clip on 16 lanes (tile_avx512.c), the rest
+ * by kiln_tile_eval_avx2: the same bits. Only where kiln_vm_cpu_has_avx512()
+ * is true; the tile executor uses it under the AVX2 setting there. */
+void kiln_tile_eval_avx512(const kiln_tile_op *op, int n, const float *a, const float *b, const float *c, float *y);
 /* Copies n floats to dst; stream: with non-temporal stores where the ISA has
  * them (large outputs that would only evict the working set). */
 void kiln_tile_store_base(float *dst, const float *src, int n, bool stream);

@@ -224,9 +224,10 @@ kiln_status kiln_rewrite_run(const kiln_graph *g, const kiln_rewrite_opts *opts,
     }                                                                           \
   } while (0)
     PASS(round == 0 && (o.passes & KILN_RW_DCE), "dce", kiln_rewrite_dce(w, &S));
-    if ((o.passes & KILN_RW_FOLD_CONST) && o.eval) S.fold_too_big = S.fold_declined = 0; /* last run only */
+    if ((o.passes & KILN_RW_FOLD_CONST) && o.eval) /* last run only */
+      S.fold_too_big = S.fold_declined = S.fold_views_kept = 0;
     PASS((o.passes & KILN_RW_FOLD_CONST) && o.eval, "fold",
-         kiln_rewrite_fold_constants(w, o.eval, o.eval_ctx, o.fold_max_bytes, &S));
+         kiln_rw_fold(w, o.eval, o.eval_ctx, o.fold_max_bytes, o.keep_output_views, &S));
     PASS(o.passes & KILN_RW_NOOPS, "noops", kiln_rewrite_noops(w, &S));
     PASS(o.passes & KILN_RW_TRANSPOSE, "transposes", kiln_rewrite_transposes(w, &S));
     PASS(o.passes & KILN_RW_FOLD_BN, "fold-bn", kiln_rewrite_fold_bn(w, &S));

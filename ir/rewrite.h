@@ -35,6 +35,8 @@ typedef struct kiln_rewrite_stats {
   /* Nodes with constant inputs left alone in the last folding run: */
   int fold_too_big;       /* the result would exceed the size cap */
   int fold_declined;      /* the evaluator failed or does not know the op */
+  int fold_views_kept;    /* its result would be a view of a constant graph
+                             output (kiln_rewrite_opts.keep_output_views) */
   int rounds;             /* driver rounds run */
 } kiln_rewrite_stats;
 
@@ -76,6 +78,12 @@ typedef struct kiln_rewrite_opts {
                                  time — every pass does (DCE, folding, no-op
                                  removal, CSE, Transpose merging, BN folding),
                                  so the driver only copies and checks the graph */
+  bool keep_output_views;     /* folding leaves alone a node whose result would
+                                 be a view of a constant graph output (a
+                                 Reshape, a strided Slice of it): that output's
+                                 data is kept anyway, and a dense copy would
+                                 double the bytes a run reads (the cpu plan
+                                 reads the view in place) */
 } kiln_rewrite_opts;
 
 /* The driver. Copies g, runs the selected passes in rounds (DCE, constant

@@ -231,12 +231,29 @@ static kiln_status install(kiln_graph *g, const kiln_node *n, kiln_tensor *res) 
   return KILN_OK;
 }
 
+/* Whether node n only rearranges elements of its input 0 (the cpu plan
+ * runs it as a view) and that input is a constant float graph output of at
+ * least 64 KiB (small ones, shapes among them, still fold). */
+static bool views_output(const kiln_graph *g, const kiln_node *n) {
+  static const char *const ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Transpose"};
+  int v = n->n_in > 0 ? n->in[0] : -1;
+  const kiln_tensor *t = v >= 0 ? g->values[v].init : NULL;
+  if (!t || !g->values[v].is_output || t->dtype != KILN_F32 || kiln_tensor_bytes(t) < ((size_t)64 << 10)) return false;
+  for (size_t k = 0; k < sizeof ops / sizeof *ops; k++)
+    if (kiln_rw_is(n, ops[k])) return true;
+  return false;
+}
+
 /* Evaluates node i; *folded tells whether it was replaced. */
 static kiln_status fold_node(kiln_rw_pass *p, int i, kiln_rewrite_eval_fn eval, void *ctx, double cap,
-                             bool *folded) {
+                             bool keep_views, bool *folded) {
   kiln_graph *g = p->g;
   const kiln_node *n = &g->nodes[i];
   *folded = false;
+  if (keep_views && views_output(g, n)) {
+    if (p->st) p->st->fold_views_kept++;
+    return KILN_OK;
+  }
   if (declared_bytes(g, n) > cap || expanding_bytes(g, n) > cap) {
     if (p->st) p->st->fold_too_big++;
     return KILN_OK;
@@ -284,6 +301,11 @@ static kiln_status fold_node(kiln_rw_pass *p, int i, kiln_rewrite_eval_fn eval, 
 
 kiln_status kiln_rewrite_fold_constants(kiln_graph *g, kiln_rewrite_eval_fn eval, void *ctx, size_t max_bytes,
                                         kiln_rewrite_stats *st) {
+  return kiln_rw_fold(g, eval, ctx, max_bytes, false, st);
+}
+
+kiln_status kiln_rw_fold(kiln_graph *g, kiln_rewrite_eval_fn eval, void *ctx, size_t max_bytes, bool keep_output_views,
+                         kiln_rewrite_stats *st) {
   if (!eval) return kiln_fail(KILN_E_INTERNAL, "constant folding needs an evaluator");
   if (kiln_rw_has_subgraphs(g)) return KILN_OK;
   double cap = (double)(max_bytes ? max_bytes : KILN_REWRITE_FOLD_MAX_BYTES);
@@ -293,7 +315,7 @@ kiln_status kiln_rewrite_fold_constants(kiln_graph *g, kiln_rewrite_eval_fn eval
   for (int i = 0; i < g->n_nodes && !s; i++) {
     if (!foldable(g, &g->nodes[i])) continue;
     bool folded;
-    s = fold_node(&p, i, eval, ctx, cap, &folded);
+    s = fold_node(&p, i, eval, ctx, cap, keep_output_views, &folded);
     if (!s && folded && st) st->folded++;
   }
   return kiln_rw_end(&p, s);

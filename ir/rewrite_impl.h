@@ -47,6 +47,10 @@ bool kiln_rw_forward(kiln_rw_pass *p, int i, int x, int y);
  * every pass leaves such a graph as it is. */
 bool kiln_rw_has_subgraphs(const kiln_graph *g);
 
+/* kiln_rewrite_fold_constants; keep_output_views: kiln_rewrite_opts's. */
+kiln_status kiln_rw_fold(kiln_graph *g, kiln_rewrite_eval_fn eval, void *ctx, size_t max_bytes, bool keep_output_views,
+                         kiln_rewrite_stats *st);
+
 /* True when n is op_type of the default domain. */
 bool kiln_rw_is(const kiln_node *n, const char *op_type);
 /* True for a Dropout known to run in inference mode (a copy of its input,

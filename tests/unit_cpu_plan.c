@@ -310,6 +310,80 @@ static void test_scatter_into_output(int read_after, bool elements) {
   kiln_graph_free(g);
 }
 
+/* Stores around the caches (detection_post's shape, > 1 MiB each): x [n]
+ * -> Relu -> Neg -> Abs -> Floor, each a column -> Concat [n,4] -> ScatterND
+ * (rows 5 and n-1) -> graph output y in the caller's memory, and a constant
+ * [n,4] graph output k. The tile step writes y's rows with non-temporal
+ * stores (kiln_tile_set_stream) and k is copied with them
+ * (kiln_tile_copy_stream) under AVX2; the results must be the reference's
+ * bit for bit, at both ends of the buffers included. */
+static void test_stream_into_output(void) {
+  static const char *const ops[] = {"Relu", "Neg", "Abs", "Floor"};
+  enum { N = 70001 }; /* 1.07 MiB per output, an odd row count: a partial last tile */
+  kiln_graph *g;
+  int64_t d[1] = {N}, one[1] = {1}, d4[2] = {N, 4}, idd[2] = {2, 1}, idx[2] = {5, N - 1}, ud[2] = {2, 4};
+  int x, in[4];
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 1, d, &x);
+  int axes = const_i64(g, 1, one, one);
+  for (int j = 0, prev = x; j < 4; j++) { /* a chain: one fused group with 4 stores */
+    int c = node(g, ops[j], 1, &prev, NULL), ua[2] = {c, axes};
+    in[j] = node(g, "Unsqueeze", 2, ua, NULL);
+    prev = c;
+  }
+  kiln_node *cn;
+  int c = node(g, "Concat", 4, in, &cn);
+  kiln_edit_set_int(cn, "axis", 1);
+  float upd[8] = {-1, -2, -3, -4, -5, -6, -7, -8};
+  int sin3[3] = {c, const_i64(g, 2, idd, idx), const_f32(g, 2, ud, upd)};
+  kiln_edit_add_output(g, node(g, "ScatterND", 3, sin3, NULL));
+  float *kv = kiln_malloc(sizeof *kv * 4 * N);
+  for (int64_t i = 0; kv && i < 4 * N; i++) kv[i] = (float)i * 0.25f - 7.0f;
+  kiln_edit_add_output(g, kv ? const_f32(g, 2, d4, kv) : -1);
+  kiln_free(kv);
+  kiln_tensor xt = input(1, d);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = &xt;
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "stream into the output: prepare: %s", kiln_last_error());
+  size_t cap = sizeof(float) * (4 * N + 3); /* room past the end: must stay untouched */
+  float *mem[2] = {kiln_malloc(cap + 4), kiln_malloc(cap + 4)};
+  for (int run = 0; run < 2 && !s && mem[0] && mem[1]; run++) {
+    kiln_tensor oc[2] = {{0}}, orf[2] = {{0}};
+    for (int o = 0; o < 2; o++) {
+      memset(mem[o], 0xff, cap);
+      oc[o].data = (char *)mem[o] + 4 * run; /* aligned to 16 bytes, then not */
+      oc[o].capacity = cap - 4 * (size_t)run;
+    }
+    s = kiln_cpu_run(p, g, bound, oc);
+    CHECK(!s, "stream into the output: cpu run %d: %s", run, kiln_last_error());
+    CHECK(!kiln_ref_run(g, bound, orf), "stream into the output: reference run: %s", kiln_last_error());
+    for (int o = 0; o < 2 && !s; o++) {
+      bool same = oc[o].numel == orf[o].numel && oc[o].data == (char *)mem[o] + 4 * run;
+      for (int64_t i = 0; same && i < oc[o].numel; i++) same = kiln_get_f(&oc[o], i) == kiln_get_f(&orf[o], i);
+      const unsigned char *past = (const unsigned char *)oc[o].data + sizeof(float) * 4 * N;
+      for (const unsigned char *q = past; same && q < (const unsigned char *)mem[o] + cap; q++) same = *q == 0xff;
+      CHECK(same, "stream into the output: output %d differs from the reference, is not in the caller's memory or "
+                  "wrote past its end (run %d)", o, run);
+      if (oc[o].owns) kiln_tensor_release(&oc[o]);
+      kiln_tensor_release(&orf[o]);
+    }
+  }
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  if (p) kiln_cpu_plan_stats(p, &st);
+  CHECK(st.concats_in_place == 1 && st.outputs_in_place == 2,
+        "stream into the output: the columns are written in place in the output (%d concats, %ld runs in place)",
+        st.concats_in_place, st.outputs_in_place);
+  kiln_free(mem[0]);
+  kiln_free(mem[1]);
+  kiln_cpu_release(p);
+  kiln_free(bound);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 /* A Reshape whose shape is a graph input: each new value of it gets a plan
  * of its own (compiled once, then reused), with the Relu's output planned
  * in the arena instead of on the heap. */
@@ -545,6 +619,7 @@ int main(void) {
   test_scatter_into_output(1, false);
   test_scatter_into_output(0, true);
   test_scatter_into_output(1, true);
+  test_stream_into_output();
   test_bags(false);
   test_bags(true);
   test_profile();

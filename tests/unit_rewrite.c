@@ -941,7 +941,7 @@ static void test_driver(void) {
   output(g, "y");
   int nodes0 = g->n_nodes, values0 = g->n_values;
   eval_ctx ec = {0};
-  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, &ec, 0, 0, NULL, false};
+  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, &ec, 0, 0, NULL, false, false};
   kiln_rewrite_stats st;
   kiln_graph *r;
   CHECK(kiln_rewrite_run(g, &o, &r, &st) == KILN_OK && r, "driver: %s", kiln_last_error());
@@ -959,7 +959,7 @@ static void test_driver(void) {
   kiln_graph_free(r);
 
   /* passes can be selected; max_rounds caps the rounds */
-  kiln_rewrite_opts o2 = {KILN_RW_NOOPS, NULL, NULL, 0, 1, NULL, false};
+  kiln_rewrite_opts o2 = {KILN_RW_NOOPS, NULL, NULL, 0, 1, NULL, false, false};
   CHECK(kiln_rewrite_run(g, &o2, &r, &st) == KILN_OK && st.rounds == 1 && st.identities == 1 && st.dropouts == 1 &&
             st.dead_nodes == 0 && st.bn_conv == 0 && r->n_nodes == nodes0 - 2,
         "Identity/Dropout only: %s", kiln_rewrite_stats_str(&st, buf, sizeof buf));
@@ -985,7 +985,7 @@ static void test_driver(void) {
   iff->attrs[0].type = iff->attrs[1].type = KILN_ATTR_GRAPH;
   output(g, "y");
   output(g, "xi");
-  kiln_rewrite_opts o3 = {0, ref_eval, NULL, 0, 0, NULL, false};
+  kiln_rewrite_opts o3 = {0, ref_eval, NULL, 0, 0, NULL, false, false};
   CHECK(kiln_rewrite_run(g, &o3, &r, &st) == KILN_OK && r->n_nodes == 3 && st.dead_nodes == 0 &&
             st.identities == 0 && st.rounds == 1,
         "a graph with subgraphs is left as it is: %s", kiln_rewrite_stats_str(&st, buf, sizeof buf));
@@ -1017,7 +1017,7 @@ static void test_cnn(void) {
   CHECK(kiln_onnx_import(bytes, n, &g) == KILN_OK, "import cnn.onnx: %s", kiln_last_error());
   free(bytes);
   if (!g) return;
-  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false};
+  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, false};
   kiln_rewrite_stats st;
   CHECK(kiln_rewrite_run(g, &o, &r, &st) == KILN_OK, "rewrite cnn: %s", kiln_last_error());
   char buf[400];
@@ -1232,7 +1232,7 @@ static void suite_case(tu_case *c, suite_totals *tot) {
     return;
   }
   tot->cases++;
-  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false};
+  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, false};
   kiln_rewrite_stats st;
   kiln_graph *r = NULL;
   kiln_status s = kiln_rewrite_run(g, &o, &r, &st);
@@ -1344,6 +1344,42 @@ static void test_suite(const char *root) {
   CHECK(tot.cases > 500, "most node tests are supported (%d)", tot.cases);
 }
 
+/* keep_output_views: a Reshape and a strided Slice of a constant float
+ * graph output of 64 KiB or more stay nodes (views of the output's data,
+ * counted in fold_views_kept); without the option, or for a smaller output,
+ * they fold. The results agree either way. */
+static void test_keep_output_views(void) {
+  for (int big = 0; big < 2; big++)
+    for (int keep = 0; keep < 2; keep++) {
+      int64_t n = big ? 16384 : 1024, d[2] = {n, 4}; /* 256 KiB or 16 KiB */
+      kiln_graph *g = new_graph(13);
+      input(g, "x", KILN_F32, 1, (const int64_t[]){n});
+      cst(g, "k", KILN_F32, 2, d, NULL, -0.5);
+      cst_i64(g, "flat", 1, (const int64_t[]){-1});
+      cst_i64(g, "s0", 1, (const int64_t[]){1});
+      cst_i64(g, "e0", 1, (const int64_t[]){4 * n});
+      cst_i64(g, "a0", 1, (const int64_t[]){0});
+      cst_i64(g, "st4", 1, (const int64_t[]){4});
+      add(g, "Reshape", "k flat", "kf");
+      add(g, "Slice", "kf s0 e0 a0 st4", "col1");
+      add(g, "Add", "x col1", "y");
+      output(g, "y");
+      output(g, "k");
+      kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, keep != 0};
+      kiln_rewrite_stats st;
+      kiln_graph *r = NULL;
+      char m[256] = "";
+      CHECK(kiln_rewrite_run(g, &o, &r, &st) == KILN_OK, "keep_output_views: %s", kiln_last_error());
+      bool kept = keep && big;
+      CHECK(r && count_op(r, "Reshape") == kept && count_op(r, "Slice") == kept && st.fold_views_kept == kept,
+            "keep_output_views %d, %s output: Reshape and Slice %s (views kept %d)", keep, big ? "large" : "small",
+            kept ? "stay" : "fold", st.fold_views_kept);
+      CHECK(r && valid(r) && agree(g, r, 0, 0, m, sizeof m), "keep_output_views %d: results agree: %s", keep, m);
+      kiln_graph_free(r);
+      kiln_graph_free(g);
+    }
+}
+
 int main(int argc, char **argv) {
   const char *root = KILN_NODE_TEST_DIR;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1359,6 +1395,7 @@ int main(int argc, char **argv) {
   test_fold_bn();
   test_fold_constants();
   test_driver();
+  test_keep_output_views();
   test_cnn();
   test_suite(root);
   printf("unit_rewrite: %d passed, %d failed\n", passed, failed);
