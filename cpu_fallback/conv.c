@@ -33,13 +33,14 @@
 #define KILN_CONV_SCRATCH (1024 * 1024)
 #define KILN_CONV_MIN_TILE 256
 
-/* im2col writes the wide GEMM's packed B directly (im2col_packed) only for
- * stride-1 rows and K up to this: measured (1 thread, CPU time, ABBA
- * against onnxruntime in one process) it made small_cnn 6 % faster (K 27,
- * 288) but ResNet-18 2-3 % slower (K >= 576: more, shorter pieces than
- * im2col + packing per KC slice) and MobileNetV2's stride-2 stem 2 %
- * slower (a gather call per piece of at most 32). */
-#define KILN_CONV_PACKED_MAX_K 320
+/* im2col writes the wide GEMM's packed B directly (im2col_packed) for
+ * stride-1 rows, whatever K. Measured (1 thread, CPU time, ABBA against
+ * onnxruntime in one process): first for K <= 320 only, small_cnn 6 %
+ * faster (K 27, 288), ResNet-18 2-3 % slower at K >= 576 and MobileNetV2's
+ * stride-2 stem 2 % slower (a gather call per piece); with the strip's runs
+ * computed once and fixed-size copies (GEMM_CONV.md, issue 6 follow-up),
+ * every K: small_cnn another 6 % faster (conv3, K 576), ResNet-18 within
+ * the noise. Stride-2 rows keep im2col + packing. */
 
 /* The geometry, always in 3 spatial dims (1-D and 2-D convolutions get
  * leading dims of size 1). */
@@ -331,7 +332,7 @@ static kiln_status col_tile(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sg
                             const float *xg, const float *wg, int64_t Kc, int64_t t0, int64_t tn, float *col,
                             kiln_la_gather_fn gather, const float *bias, const kiln_cpu_epilogue *ep, float *y,
                             int64_t ldc, bool *post_done) {
-  if (pmicro && g->s[2] == 1 && Kc <= KILN_CONV_PACKED_MAX_K) {
+  if (pmicro && g->s[2] == 1) {
     im2col_packed(g, xg, t0, tn, col);
     return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, true, bias, ep, y, ldc, post_done);
   }
