@@ -17,9 +17,10 @@ static __mmask16 mask_of(int n) { return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xfff
  * accumulators before the store (the operations of kiln_sgemm_post_base on
  * the stored values: a float's store and reload are exact, so the bits are
  * those of the store, then the post-op over the tile). */
-static inline __attribute__((always_inline)) void micro(int64_t kc, const float *restrict ap, const float *restrict bp,
-                                                         float beta, float *C, int64_t ldc, int mr, int nr, bool post,
-                                                         const float *bias, bool clamp, float lo, float hi) {
+static inline __attribute__((always_inline)) void micro_rows(int R, int64_t kc, const float *restrict ap,
+                                                              const float *restrict bp, float beta, float *C,
+                                                              int64_t ldc, int mr, int nr, bool post,
+                                                              const float *bias, bool clamp, float lo, float hi) {
   __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a;
   __m512 c4a = c0a, c4b = c0a, c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
   __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
@@ -27,9 +28,11 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
     __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
     __m512 a;
 #define ROW(r, x, y)                  \
-  a = _mm512_set1_ps(ap[r]);          \
-  x = _mm512_fmadd_ps(a, b0, x);      \
-  y = _mm512_fmadd_ps(a, b1, y);
+  if (r < R) {                        \
+    a = _mm512_set1_ps(ap[r]);        \
+    x = _mm512_fmadd_ps(a, b0, x);    \
+    y = _mm512_fmadd_ps(a, b1, y);    \
+  }
     ROW(0, c0a, c0b) ROW(1, c1a, c1b) ROW(2, c2a, c2b) ROW(3, c3a, c3b) ROW(4, c4a, c4b) ROW(5, c5a, c5b)
     ROW(6, c6a, c6b) ROW(7, c7a, c7b) ROW(8, c8a, c8b) ROW(9, c9a, c9b) ROW(10, cAa, cAb) ROW(11, cBa, cBb)
 #undef ROW
@@ -59,6 +62,18 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
     _mm512_mask_storeu_ps(y, m0, l);
     _mm512_mask_storeu_ps(y + 16, m1, h);
   }
+}
+
+/* The strip's rows past mr are zero (or not needed): a tile of at most 4
+ * or 8 rows (M 64 = 5 x 12 + 4, M 32 = 2 x 12 + 8) computes only those
+ * accumulators, a third or two thirds of the fmas. Each element's
+ * operations are the same whatever R. */
+static inline __attribute__((always_inline)) void micro(int64_t kc, const float *restrict ap, const float *restrict bp,
+                                                         float beta, float *C, int64_t ldc, int mr, int nr, bool post,
+                                                         const float *bias, bool clamp, float lo, float hi) {
+  if (mr <= 4) micro_rows(4, kc, ap, bp, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+  else if (mr <= 8) micro_rows(8, kc, ap, bp, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+  else micro_rows(KILN_SGEMM_WIDE_MR, kc, ap, bp, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
 }
 
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
