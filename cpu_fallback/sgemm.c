@@ -181,7 +181,7 @@ kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int6
 
 /* ---- the wide blocked SGEMM ---- */
 
-enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WKC = KILN_SGEMM_WIDE_KC, WMC = 16 * WMR, WNC = 2048 };
+enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WMC = 16 * WMR, WNC = 2048 };
 
 void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                 int64_t ldc, int mr, int nr) {
