@@ -33,13 +33,14 @@
 #define KILN_CONV_SCRATCH (1024 * 1024)
 #define KILN_CONV_MIN_TILE 256
 
-/* im2col writes the wide GEMM's packed B directly (im2col_packed) only for
- * stride-1 rows and K up to this: measured (1 thread, CPU time, ABBA
- * against onnxruntime in one process) it made small_cnn 6 % faster (K 27,
- * 288) but ResNet-18 2-3 % slower (K >= 576: more, shorter pieces than
- * im2col + packing per KC slice) and MobileNetV2's stride-2 stem 2 %
- * slower (a gather call per piece of at most 32). */
-#define KILN_CONV_PACKED_MAX_K 320
+/* im2col writes the wide GEMM's packed B directly (im2col_packed) for
+ * stride-1 rows, whatever K. Measured (1 thread, CPU time, ABBA against
+ * onnxruntime in one process): first for K <= 320 only, small_cnn 6 %
+ * faster (K 27, 288), ResNet-18 2-3 % slower at K >= 576 and MobileNetV2's
+ * stride-2 stem 2 % slower (a gather call per piece); with the strip's runs
+ * computed once and fixed-size copies (GEMM_CONV.md, issue 6 follow-up),
+ * every K: small_cnn another 6 % faster (conv3, K 576), ResNet-18 within
+ * the noise. Stride-2 rows keep im2col + packing. */
 
 /* The geometry, always in 3 spatial dims (1-D and 2-D convolutions get
  * leading dims of size 1). */
@@ -197,58 +198,64 @@ static void im2col(const geom *g, const float *x, int64_t t0, int64_t T, float *
  * the writes are sequential (tap by tap across all strips, the strips
  * kc·32 floats apart, wrote into the same few L1 sets: ResNet-18 ran 8 %
  * slower than with im2col + packing). */
-static void im2col_packed(const geom *g, const float *x, int64_t t0, int64_t T, float *bp, kiln_la_gather_fn gather) {
-  enum { KC = KILN_SGEMM_WIDE_KC, NR = KILN_SGEMM_WIDE_NR };
+static void im2col_packed(const geom *g, const float *x, int64_t t0, int64_t T, float *bp) {
+  enum { NR = KILN_SGEMM_WIDE_NR };
   int64_t o1 = g->out[1], o2 = g->out[2], Kc = g->Cg * g->k_sp, Tpad = (T + NR - 1) / NR * NR;
+  int64_t in0 = g->in[0], in1 = g->in[1], iw = g->in[2];
   for (int64_t c0 = 0; c0 < Tpad; c0 += NR) {
     int64_t cn = T - c0 < NR ? T - c0 : NR, t = t0 + c0;
-    int64_t sd = t / (o1 * o2), sh = t / o2 % o1, sw = t % o2; /* position of the strip's first column */
-    int64_t r = 0;                                          /* the tap: row of B */
+    /* the strip's runs along output rows, once per strip: where each starts
+       in the strip, its length, and the input position of its first column
+       at tap (0, 0, 0) */
+    int64_t rat[NR], rlen[NR], rid[NR], rih[NR], riw[NR];
+    int nrun = 0;
+    int64_t od = t / (o1 * o2), oh = t / o2 % o1, ow = t % o2;
+    for (int64_t done = 0; done < cn; nrun++) {
+      int64_t run = cn - done < o2 - ow ? cn - done : o2 - ow;
+      rat[nrun] = done, rlen[nrun] = run;
+      rid[nrun] = od * g->s[0] - g->pb[0], rih[nrun] = oh * g->s[1] - g->pb[1], riw[nrun] = ow - g->pb[2];
+      done += run;
+      ow += run;
+      if (ow == o2) {
+        ow = 0;
+        if (++oh == o1) {
+          oh = 0;
+          od++;
+        }
+      }
+    }
+    int64_t r = 0, p0 = 0, kc = kiln_sgemm_wide_kc(Kc, 0); /* the tap (row of B) and its KC slice */
     for (int64_t c = 0; c < g->Cg; c++)
       for (int64_t kd = 0; kd < g->k[0]; kd++)
         for (int64_t kh = 0; kh < g->k[1]; kh++)
           for (int64_t kw = 0; kw < g->k[2]; kw++, r++) {
-            int64_t p0 = r / KC * KC, kc = Kc - p0 < KC ? Kc - p0 : KC;
+            if (r == p0 + kc) {
+              p0 += kc;
+              kc = kiln_sgemm_wide_kc(Kc, p0);
+            }
             float *dst = bp + p0 * Tpad + c0 * kc + (r - p0) * NR;
             const float *xc = x + c * g->in_sp;
-            int64_t od = sd, oh = sh, ow = sw, done = 0;
-            while (done < cn) { /* runs along one output row */
-              int64_t run = cn - done < o2 - ow ? cn - done : o2 - ow;
-              int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0], ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
-              int64_t s2 = g->s[2], iw0 = ow * s2 - g->pb[2] + kw * g->d[2], iw = g->in[2], lo = run, hi = run;
-              float *d = dst + done;
-              const float *src = NULL; /* at output column 0 of the run; read only in [lo, hi) */
-              if (id >= 0 && id < g->in[0] && ih >= 0 && ih < g->in[1]) {
-                src = xc + (id * g->in[1] + ih) * iw;
-                if (s2 == 1) { /* no divisions: they were a good part of the cost */
-                  lo = iw0 >= 0 ? 0 : -iw0;
-                  hi = iw - iw0 > 0 ? iw - iw0 : 0;
-                } else {
-                  lo = iw0 >= 0 ? 0 : (-iw0 + s2 - 1) / s2; /* first j with iw0 + j·s2 >= 0 */
-                  hi = iw0 < iw ? (iw - 1 - iw0) / s2 + 1 : 0; /* first j with iw0 + j·s2 >= iw */
-                }
-                if (lo > run) lo = run;
-                if (hi > run) hi = run;
-                if (hi < lo) hi = lo;
+            int64_t dd = kd * g->d[0], dh = kh * g->d[1], dw = kw * g->d[2];
+            for (int q = 0; q < nrun; q++) {
+              float *d = dst + rat[q];
+              int64_t run = rlen[q], id = rid[q] + dd, ih = rih[q] + dh, iw0 = riw[q] + dw;
+              int64_t lo = iw0 >= 0 ? 0 : -iw0, hi = iw - iw0; /* the run's columns inside the input row */
+              if (id < 0 || id >= in0 || ih < 0 || ih >= in1) lo = hi = run;
+              if (lo > run) lo = run;
+              if (hi > run) hi = run;
+              if (hi < lo) hi = lo;
+              if (hi == lo) { /* all padding */
+                memset(d, 0, (size_t)run * sizeof *d);
+                continue;
               }
+              const float *src = xc + (id * in1 + ih) * iw + (iw0 + lo); /* column lo of the run */
+              if (hi - lo == NR) memcpy(d, src, NR * sizeof *d); /* fixed sizes: vector moves, no call */
+              else if (hi - lo == 16) memcpy(d + lo, src, 16 * sizeof *d);
+              else if (hi - lo >= 8) memcpy(d + lo, src, (size_t)(hi - lo) * sizeof *d);
+              else
+                for (int64_t j = lo; j < hi; j++) d[j] = src[j - lo];
               for (int64_t j = 0; j < lo; j++) d[j] = 0.0f;
-              if (hi - lo == NR && s2 == 1) memcpy(d, src + iw0, NR * sizeof *d); /* fixed size: vector moves */
-              else if (hi - lo >= 8 && s2 == 1)
-                memcpy(d + lo, src + iw0 + lo, (size_t)(hi - lo) * sizeof *d);
-              else if (hi > lo && s2 == 1)
-                for (int64_t j = lo; j < hi; j++) d[j] = src[iw0 + j];
-              else if (hi > lo)
-                gather(d + lo, src + iw0 + lo * s2, hi - lo, s2);
               for (int64_t j = hi; j < run; j++) d[j] = 0.0f;
-              done += run;
-              ow += run;
-              if (ow == o2) {
-                ow = 0;
-                if (++oh == o1) {
-                  oh = 0;
-                  od++;
-                }
-              }
             }
             for (int64_t j = cn; j < NR; j++) dst[j] = 0.0f;
           }
@@ -325,8 +332,8 @@ static kiln_status col_tile(const geom *g, const kiln_cpu_conv_pack *pk, kiln_sg
                             const float *xg, const float *wg, int64_t Kc, int64_t t0, int64_t tn, float *col,
                             kiln_la_gather_fn gather, const float *bias, const kiln_cpu_epilogue *ep, float *y,
                             int64_t ldc, bool *post_done) {
-  if (pmicro && g->s[2] == 1 && Kc <= KILN_CONV_PACKED_MAX_K) {
-    im2col_packed(g, xg, t0, tn, col, gather);
+  if (pmicro && g->s[2] == 1) {
+    im2col_packed(g, xg, t0, tn, col);
     return tile_gemm(g, pk, pmicro, gi, wg, Kc, tn, col, tn, true, bias, ep, y, ldc, post_done);
   }
   im2col(g, xg, t0, tn, col, gather);

@@ -181,7 +181,7 @@ kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int6
 
 /* ---- the wide blocked SGEMM ---- */
 
-enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WKC = KILN_SGEMM_WIDE_KC, WMC = 16 * WMR, WNC = 2048 };
+enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WMC = 16 * WMR, WNC = 2048 };
 
 void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                 int64_t ldc, int mr, int nr) {
@@ -209,8 +209,8 @@ void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_
   (void)acc;
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = j0; j < j1; j++)
-      for (int64_t p0 = 0; p0 < K; p0 += WKC) {
-        int64_t kc = K - p0 < WKC ? K - p0 : WKC;
+      for (int64_t p0 = 0, kc; p0 < K; p0 += kc) {
+        kc = kiln_sgemm_wide_kc(K, p0);
         float acc = 0.0f, *y = &C[i * ldc + j], b = p0 == 0 ? beta : 1.0f;
         for (int64_t k = p0; k < p0 + kc; k++) {
           float a = transA ? A[k * lda + i] : A[i * lda + k];
@@ -278,7 +278,7 @@ static void wpack_b(const float *B, int64_t ldb, bool trans, int64_t p0, int64_t
 }
 
 /* One block of C: rows [i0, i1), columns [j0, j1), all of K, into the
- * packing buffers ap (WMC x WKC) and bp (WKC x WNC). */
+ * packing buffers ap (WMC x KC) and bp (KC x WNC), KC up to KILN_SGEMM_WIDE_KC_LAST. */
 typedef struct wide_job {
   kiln_sgemm_micro_fn micro;
   bool transA, transB;
@@ -294,15 +294,15 @@ typedef struct wide_job {
   int64_t mpad;           /* M rounded up to WMR (with apack) */
   const float *bpack;     /* B pre-packed (kiln_sgemm_wide_pack_b layout) or NULL */
   int64_t npad;           /* N rounded up to WNR (with bpack) */
-  const kiln_sgemm_post *post; /* after the last KC slice of each tile, or NULL */
-  kiln_sgemm_post_fn post_fn;
+  const kiln_sgemm_post *post; /* at the last KC slice of each tile, or NULL */
+  kiln_sgemm_micro_post_fn micro_post;
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   for (int64_t jc = j0; jc < j1; jc += WNC) {
     int64_t nc = j1 - jc < WNC ? j1 - jc : WNC;
-    for (int64_t p0 = 0; p0 < w->K; p0 += WKC) {
-      int64_t kc = w->K - p0 < WKC ? w->K - p0 : WKC;
+    for (int64_t p0 = 0, kc; p0 < w->K; p0 += kc) {
+      kc = kiln_sgemm_wide_kc(w->K, p0);
       float b = p0 == 0 ? w->beta : 1.0f;
       const float *bpk = bp;
       if (w->bpack) bpk = w->bpack + p0 * w->npad + jc * kc; /* jc is a multiple of WNR */
@@ -318,10 +318,10 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
             float *c = w->C + (ic + i) * w->ldc + jc + j;
             int mr = (int)(mc - i < WMR ? mc - i : WMR), nr = (int)(nc - j < WNR ? nc - j : WNR);
-            w->micro(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr);
             if (w->post && p0 + kc == w->K)
-              w->post_fn(c, w->ldc, mr, nr, w->post->bias ? w->post->bias + ic + i : NULL, w->post->clamp,
-                         w->post->lo, w->post->hi);
+              w->micro_post(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr,
+                            w->post->bias ? w->post->bias + ic + i : NULL, w->post->clamp, w->post->lo, w->post->hi);
+            else w->micro(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr);
           }
       }
     }
@@ -370,6 +370,12 @@ void kiln_sgemm_post_base(float *C, int64_t ldc, int mr, int nr, const float *bi
     }
 }
 
+void kiln_sgemm_micro_post_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
+  kiln_sgemm_micro_wide_base(kc, ap, bp, beta, C, ldc, mr, nr);
+  kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
+}
+
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc) {
@@ -380,8 +386,8 @@ int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N) { return (N + WNR - 
 
 void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, float *dst) {
   int64_t npad = (N + WNR - 1) / WNR * WNR;
-  for (int64_t p0 = 0; p0 < K; p0 += WKC) {
-    int64_t kc = K - p0 < WKC ? K - p0 : WKC;
+  for (int64_t p0 = 0, kc; p0 < K; p0 += kc) {
+    kc = kiln_sgemm_wide_kc(K, p0);
     float *d = dst + p0 * npad;
     wpack_b(B, ldb, false, p0, kc, 0, N, d, NULL); /* zeroes the last strip's columns past N */
   }
@@ -392,8 +398,8 @@ int64_t kiln_sgemm_wide_pack_a_floats(int64_t M, int64_t K) { return (M + WMR - 
 void kiln_sgemm_wide_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, float *dst) {
   int64_t mpad = (M + WMR - 1) / WMR * WMR;
   const kiln_nn_prims *P = kiln_nn_prims_active();
-  for (int64_t p0 = 0; p0 < K; p0 += WKC) {
-    int64_t kc = K - p0 < WKC ? K - p0 : WKC;
+  for (int64_t p0 = 0, kc; p0 < K; p0 += kc) {
+    kc = kiln_sgemm_wide_kc(K, p0);
     wpack_a(A, lda, false, 0, M, p0, kc, 1.0f, dst + p0 * mpad, P);
   }
 }
@@ -461,9 +467,9 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
                 kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR, post,
-                kiln_sgemm_post_base};
+                kiln_sgemm_micro_post_base};
 #ifdef KILN_LA_HAVE_AVX512
-  if (micro == kiln_sgemm_micro_wide_avx512) w.post_fn = kiln_sgemm_post_avx512;
+  if (micro == kiln_sgemm_micro_wide_avx512) w.micro_post = kiln_sgemm_micro_post_avx512;
 #endif
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~4 MFLOP each, columns first (each block packs its own B
@@ -481,7 +487,7 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   w.tn = (N + w.bn - 1) / w.bn;
   w.tm = (M + w.bm - 1) / w.bm;
   int workers = w.tm * w.tn > 1 ? threads : 1;
-  int64_t kcap = K < WKC ? K : WKC, ncap = w.bn < WNC ? w.bn : WNC, mcap = w.bm < WMC ? w.bm : WMC;
+  int64_t kcap = K < KILN_SGEMM_WIDE_KC_LAST ? K : KILN_SGEMM_WIDE_KC_LAST, ncap = w.bn < WNC ? w.bn : WNC, mcap = w.bm < WMC ? w.bm : WMC;
   size_t abytes = (size_t)((mcap + WMR) * kcap) * sizeof(float), bbytes = (size_t)((ncap + WNR) * kcap) * sizeof(float);
   float *ptrs[2 * 1024];
   char *mem = kiln_malloc((abytes + bbytes + 128) * (size_t)workers);

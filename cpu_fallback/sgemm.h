@@ -47,7 +47,7 @@ kiln_status kiln_sgemm_blas(bool transA, bool transB, int64_t M, int64_t N, int6
                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* ---- kiln's wide SGEMM (AVX-512 where usable; see GEMM_CONV.md) ----
- * Goto's blocked GEMM with a 12 x 32 register tile (KC 256, MC 192,
+ * Goto's blocked GEMM with a 12 x 32 register tile (KC 256 or a last slice of up to 320, MC 192,
  * NC 2048), C split into independent blocks run on the cpu pool
  * (pool.h). Every element of C gets the same operations in the same order
  * whatever the split and the thread count: the results are bit-identical
@@ -65,6 +65,24 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr);
 #define KILN_SGEMM_WIDE_KC 256
+/* The KC slices of a depth K: 256 rows each, except that the rest from
+ * the last slice's start on is one slice when it is at most 320 rows (K =
+ * 288, a 3x3 conv over 32 channels: one slice, not 256 + 32 with C stored
+ * and reloaded). kiln_sgemm_wide_kc: the length of the slice starting at
+ * p0; kiln_sgemm_wide_slice: the start of the slice holding row r. Every
+ * path of the wide GEMM (packs, the few-rows kernel, conv's im2col into
+ * the B-panel layout) slices K this way. */
+#define KILN_SGEMM_WIDE_KC_LAST 320
+static inline int64_t kiln_sgemm_wide_kc(int64_t K, int64_t p0) {
+  return K - p0 <= KILN_SGEMM_WIDE_KC_LAST ? K - p0 : KILN_SGEMM_WIDE_KC;
+}
+static inline int64_t kiln_sgemm_wide_slice(int64_t K, int64_t r) {
+  int64_t last = K <= KILN_SGEMM_WIDE_KC_LAST
+                     ? 0
+                     : (K - KILN_SGEMM_WIDE_KC_LAST + KILN_SGEMM_WIDE_KC - 1) / KILN_SGEMM_WIDE_KC * KILN_SGEMM_WIDE_KC;
+  int64_t p0 = r / KILN_SGEMM_WIDE_KC * KILN_SGEMM_WIDE_KC;
+  return p0 < last ? p0 : last;
+}
 /* The few-rows kernel the wide GEMM runs instead of packing when M <=
  * KILN_SGEMM_ROWS_MAX and B is not transposed (a Gemm or MatMul on one
  * vector, Flatten + Gemm heads): columns [j0, j1) of C = alpha·op(A)·B +
@@ -92,7 +110,7 @@ kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB,
 /* A pre-packed (see GEMM_CONV.md, "Conv weights packed once"): the
  * M x K row-major A (lda >= K, alpha 1, not transposed) in the wide GEMM's
  * A-panel layout for all of M and K at once: per KC slice p0 (kc =
- * min(256, K - p0)), the ceil(M / 12) strips of 12 rows, each kc x 12
+ * kiln_sgemm_wide_kc(K, p0)), the ceil(M / 12) strips of 12 rows, each kc x 12
  * (row k of the strip = column p0 + k of its 12 rows, rows past M zero),
  * the slice at offset p0 · Mpad (Mpad = M rounded up to 12). The values are
  * exactly those the GEMM packs per call (a copy), so a product from the pack
@@ -105,7 +123,7 @@ void kiln_sgemm_wide_pack_a(const float *A, int64_t lda, int64_t M, int64_t K, f
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 /* B pre-packed: the K x N row-major B in the wide GEMM's B-panel layout
- * for all of K and N: per KC slice p0 (kc = min(256, K - p0)), at offset
+ * for all of K and N: per KC slice p0 (kc = kiln_sgemm_wide_kc(K, p0)), at offset
  * p0 · Npad (Npad = N rounded up to 32), the Npad / 32 strips of 32
  * columns, each kc x 32 (element (p0 + k, 32s + c) at s·kc·32 + k·32 + c;
  * columns past N zero). The values the GEMM packs per call, so a product
@@ -128,11 +146,20 @@ typedef struct kiln_sgemm_post {
   bool clamp;
   float lo, hi;
 } kiln_sgemm_post;
-typedef void (*kiln_sgemm_post_fn)(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
-                                   float hi);
 void kiln_sgemm_post_base(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+/* The micro-kernel of a tile's last KC slice with the post-op: the
+ * micro-kernel's store, then kiln_sgemm_post_base on the tile. The AVX-512
+ * version applies the bias and clamp to the accumulators before the store
+ * (no reload of the tile; the same bits); the base one is the twin's store
+ * followed by kiln_sgemm_post_base. */
+typedef void (*kiln_sgemm_micro_post_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
+                                         float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp,
+                                         float lo, float hi);
+void kiln_sgemm_micro_post_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
-void kiln_sgemm_post_avx512(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+void kiln_sgemm_micro_post_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                  int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
 /* The wide GEMM from packs, C = A · B + beta·C, then post (NULL: none): A
  * from apack when not NULL, else row-major A (lda, not transposed); B from
  * bpack when not NULL, else row-major B (ldb). The post version follows

@@ -13,8 +13,14 @@
 
 static __mmask16 mask_of(int n) { return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1u); }
 
-void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
-                                  int64_t ldc, int mr, int nr) {
+/* The micro-kernel; with post, the bias and clamp are applied to the
+ * accumulators before the store (the operations of kiln_sgemm_post_base on
+ * the stored values: a float's store and reload are exact, so the bits are
+ * those of the store, then the post-op over the tile). */
+static inline __attribute__((always_inline)) void micro_rows(int R, int64_t kc, const float *restrict ap,
+                                                              const float *restrict bp, float beta, float *C,
+                                                              int64_t ldc, int mr, int nr, bool post,
+                                                              const float *bias, bool clamp, float lo, float hi) {
   __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a;
   __m512 c4a = c0a, c4b = c0a, c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
   __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
@@ -22,9 +28,11 @@ void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const fl
     __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
     __m512 a;
 #define ROW(r, x, y)                  \
-  a = _mm512_set1_ps(ap[r]);          \
-  x = _mm512_fmadd_ps(a, b0, x);      \
-  y = _mm512_fmadd_ps(a, b1, y);
+  if (r < R) {                        \
+    a = _mm512_set1_ps(ap[r]);        \
+    x = _mm512_fmadd_ps(a, b0, x);    \
+    y = _mm512_fmadd_ps(a, b1, y);    \
+  }
     ROW(0, c0a, c0b) ROW(1, c1a, c1b) ROW(2, c2a, c2b) ROW(3, c3a, c3b) ROW(4, c4a, c4b) ROW(5, c5a, c5b)
     ROW(6, c6a, c6b) ROW(7, c7a, c7b) ROW(8, c8a, c8b) ROW(9, c9a, c9b) ROW(10, cAa, cAb) ROW(11, cBa, cBb)
 #undef ROW
@@ -34,38 +42,48 @@ void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const fl
   __m512 acc[KILN_SGEMM_WIDE_MR][2] = {{c0a, c0b}, {c1a, c1b}, {c2a, c2b}, {c3a, c3b}, {c4a, c4b}, {c5a, c5b},
                                        {c6a, c6b}, {c7a, c7b}, {c8a, c8b}, {c9a, c9b}, {cAa, cAb}, {cBa, cBb}};
   __mmask16 m0 = mask_of(nr), m1 = mask_of(nr - 16);
-  __m512 vb = _mm512_set1_ps(beta);
+  __m512 vb = _mm512_set1_ps(beta), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int r = 0; r < mr; r++) {
     float *y = C + r * ldc;
-    __m512 lo = acc[r][0], hi = acc[r][1];
+    __m512 l = acc[r][0], h = acc[r][1];
     if (beta != 0) {
-      lo = _mm512_add_ps(lo, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, y)));
-      hi = _mm512_add_ps(hi, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, y + 16)));
+      l = _mm512_add_ps(l, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, y)));
+      h = _mm512_add_ps(h, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, y + 16)));
     }
-    _mm512_mask_storeu_ps(y, m0, lo);
-    _mm512_mask_storeu_ps(y + 16, m1, hi);
+    if (post && bias) {
+      __m512 vr = _mm512_set1_ps(bias[r]);
+      l = _mm512_add_ps(l, vr);
+      h = _mm512_add_ps(h, vr);
+    }
+    if (post && clamp) { /* max(lo, v) = lo > v ? lo : v and min(hi, v) = hi < v ? hi : v: v stays when NaN */
+      l = _mm512_min_ps(vhi, _mm512_max_ps(vlo, l));
+      h = _mm512_min_ps(vhi, _mm512_max_ps(vlo, h));
+    }
+    _mm512_mask_storeu_ps(y, m0, l);
+    _mm512_mask_storeu_ps(y + 16, m1, h);
   }
 }
 
-void kiln_sgemm_post_avx512(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
-                            float hi) {
-  __mmask16 m0 = mask_of(nr), m1 = mask_of(nr - 16);
-  __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-  for (int r = 0; r < mr; r++) {
-    float *y = C + r * ldc;
-    __m512 a = _mm512_maskz_loadu_ps(m0, y), b = _mm512_maskz_loadu_ps(m1, y + 16);
-    if (bias) {
-      __m512 vb = _mm512_set1_ps(bias[r]);
-      a = _mm512_add_ps(a, vb);
-      b = _mm512_add_ps(b, vb);
-    }
-    if (clamp) { /* max(lo, v) = lo > v ? lo : v and min(hi, v) = hi < v ? hi : v: v stays when NaN */
-      a = _mm512_min_ps(vhi, _mm512_max_ps(vlo, a));
-      b = _mm512_min_ps(vhi, _mm512_max_ps(vlo, b));
-    }
-    _mm512_mask_storeu_ps(y, m0, a);
-    _mm512_mask_storeu_ps(y + 16, m1, b);
-  }
+/* The strip's rows past mr are zero (or not needed): a tile of at most 4
+ * or 8 rows (M 64 = 5 x 12 + 4, M 32 = 2 x 12 + 8) computes only those
+ * accumulators, a third or two thirds of the fmas. Each element's
+ * operations are the same whatever R. */
+static inline __attribute__((always_inline)) void micro(int64_t kc, const float *restrict ap, const float *restrict bp,
+                                                         float beta, float *C, int64_t ldc, int mr, int nr, bool post,
+                                                         const float *bias, bool clamp, float lo, float hi) {
+  if (mr <= 4) micro_rows(4, kc, ap, bp, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+  else if (mr <= 8) micro_rows(8, kc, ap, bp, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+  else micro_rows(KILN_SGEMM_WIDE_MR, kc, ap, bp, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+}
+
+void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                  int64_t ldc, int mr, int nr) {
+  micro(kc, ap, bp, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f);
+}
+
+void kiln_sgemm_micro_post_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
+                                  int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
+  micro(kc, ap, bp, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi);
 }
 
 /* The few-rows kernel (sgemm.h kiln_sgemm_rows_fn). Every element gets the
@@ -146,23 +164,28 @@ static inline __attribute__((always_inline)) void rows_stream(int MR, bool trans
  * the chain's latency), then added to C in slice order. */
 static void rows_one_vector(bool transA, int64_t j, int64_t n, int64_t K, float alpha, const float *A, int64_t lda,
                             const float *B, int64_t ldb, float beta, float *C) {
-  enum { KC = KILN_SGEMM_WIDE_KC };
   __mmask16 m = mask_of((int)n);
-  for (int64_t p0 = 0; p0 < K; p0 += 4 * KC) {
-    int ns = (int)((K - p0 + KC - 1) / KC < 4 ? (K - p0 + KC - 1) / KC : 4);
-    int64_t kl = K - (p0 + (ns - 1) * KC); /* the last slice's length; the others have KC */
+  for (int64_t p0 = 0; p0 < K;) {
+    int64_t start[4], len[4], longest = 0; /* up to four slices (kiln_sgemm_wide_kc) */
+    int ns = 0;
+    while (ns < 4 && p0 < K) {
+      start[ns] = p0;
+      len[ns] = kiln_sgemm_wide_kc(K, p0);
+      if (len[ns] > longest) longest = len[ns];
+      p0 += len[ns++];
+    }
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t k = 0; k < KC; k++)
+    for (int64_t k = 0; k < longest; k++)
       for (int s = 0; s < ns; s++) {
-        if (s == ns - 1 && k >= kl) break;
-        int64_t kk = p0 + s * KC + k;
+        if (k >= len[s]) continue;
+        int64_t kk = start[s] + k;
         float a = transA ? A[kk * lda] : A[kk];
         acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(alpha != 1.0f ? alpha * a : a),
                                  _mm512_maskz_loadu_ps(m, B + kk * ldb + j), acc[s]);
       }
     for (int s = 0; s < ns; s++) {
       __m512 r = acc[s];
-      float b = p0 == 0 && s == 0 ? beta : 1.0f;
+      float b = start[s] == 0 ? beta : 1.0f;
       if (b != 0) r = _mm512_add_ps(r, _mm512_mul_ps(_mm512_set1_ps(b), _mm512_maskz_loadu_ps(m, C + j)));
       _mm512_mask_storeu_ps(C + j, m, r);
     }
@@ -171,13 +194,13 @@ static void rows_one_vector(bool transA, int64_t j, int64_t n, int64_t K, float 
 
 void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
                             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc, float *acc) {
-  if (M == 1 && j1 - j0 <= 16 && K > KILN_SGEMM_WIDE_KC) {
+  if (M == 1 && j1 - j0 <= 16 && K > KILN_SGEMM_WIDE_KC_LAST) {
     rows_one_vector(transA, j0, j1 - j0, K, alpha, A, lda, B, ldb, beta, C);
     return;
   }
   if (j1 - j0 > 64) {
-    for (int64_t p0 = 0; p0 < K; p0 += KILN_SGEMM_WIDE_KC) {
-      int64_t kc = K - p0 < KILN_SGEMM_WIDE_KC ? K - p0 : KILN_SGEMM_WIDE_KC, n = j1 - j0;
+    for (int64_t p0 = 0, kc, n = j1 - j0; p0 < K; p0 += kc) {
+      kc = kiln_sgemm_wide_kc(K, p0);
       switch (M) {
       case 1: rows_stream(1, transA, j0, n, p0, kc, alpha, A, lda, B, ldb, beta, C, ldc, acc); break;
       case 2: rows_stream(2, transA, j0, n, p0, kc, alpha, A, lda, B, ldb, beta, C, ldc, acc); break;
@@ -187,8 +210,8 @@ void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int6
     }
     return;
   }
-  for (int64_t p0 = 0; p0 < K; p0 += KILN_SGEMM_WIDE_KC) {
-    int64_t kc = K - p0 < KILN_SGEMM_WIDE_KC ? K - p0 : KILN_SGEMM_WIDE_KC;
+  for (int64_t p0 = 0, kc; p0 < K; p0 += kc) {
+    kc = kiln_sgemm_wide_kc(K, p0);
     for (int64_t j = j0; j < j1; j += 64) {
       int r = j1 - j < 64 ? (int)(j1 - j) : 64;
       __mmask16 m[4] = {mask_of(r), mask_of(r - 16), mask_of(r - 32), mask_of(r - 48)};

@@ -157,8 +157,8 @@ static void test_micro(void) {
   static const int64_t kcs[] = {1, 2, 7, 64, 257};
   static const float betas[] = {0.0f, 1.0f, -0.75f};
   for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
-    for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr += 5)
-      for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr += (nr < 17 ? 3 : 5))
+    for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr++) /* every row count: the kernel keeps 4, 8 or 12 rows */
+      for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr++)
         for (int bi = 0; bi < 3; bi++) {
           int64_t kc = kcs[ki], ldc = 40;
           float *ap = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_MR)), *bp = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_NR));
@@ -177,26 +177,64 @@ static void test_micro(void) {
   CHECK(!bad, "AVX-512 micro-kernel = scalar twin bit for bit, tails and beta included (%d of %d differ)", bad, cases);
 }
 
-/* The post-op on one tile: AVX-512 = twin bit for bit, NaN and -0 in C,
- * every row and column tail, with and without bias and clamp. */
+/* The KC slicing every wide-GEMM path shares (sgemm.h): slices tile [0, K)
+ * in order, 256 rows each but a last one of at most 320 (K 257..320 is one
+ * slice, K 288 no longer 256 + 32), and kiln_sgemm_wide_slice finds the
+ * slice holding any row. */
+static void test_slices(void) {
+  int bad = 0;
+  for (int64_t K = 1; K <= 2100; K++) {
+    int64_t p0 = 0, n = 0;
+    while (p0 < K) {
+      int64_t kc = kiln_sgemm_wide_kc(K, p0);
+      bool last = p0 + kc == K;
+      if (kc <= 0 || p0 + kc > K || (!last && kc != KILN_SGEMM_WIDE_KC) || kc > KILN_SGEMM_WIDE_KC_LAST) bad++;
+      if (last && K - p0 > KILN_SGEMM_WIDE_KC && kc != K - p0) bad++;
+      for (int64_t r = p0; r < p0 + kc; r++) bad += kiln_sgemm_wide_slice(K, r) != p0;
+      p0 += kc;
+      n++;
+    }
+    if (n != (K <= KILN_SGEMM_WIDE_KC_LAST ? 1 : 1 + (K - KILN_SGEMM_WIDE_KC_LAST + KILN_SGEMM_WIDE_KC - 1) / KILN_SGEMM_WIDE_KC))
+      bad++;
+  }
+  CHECK(!bad && kiln_sgemm_wide_kc(288, 0) == 288 && kiln_sgemm_wide_kc(576, 256) == 320 &&
+            kiln_sgemm_wide_kc(600, 512) == 88,
+        "KC slices: 256 each, the last up to 320, rows found in their slice (%d faults)", bad);
+}
+
+/* The micro-kernel with the post-op on one tile: AVX-512 (bias and clamp in
+ * the accumulators) = twin (store, then kiln_sgemm_post_base) bit for bit,
+ * NaN and -0 in C and the bias (beta 1 and -0.75 carry them in), every row
+ * and column tail, with and without bias and clamp. */
 static void test_post(void) {
   if (!kiln_la_cpu_has_avx512()) return;
-  int bad = 0;
+  int bad = 0, cases = 0;
+  static const int64_t kcs[] = {1, 5, 33};
+  static const float betas[] = {0.0f, 1.0f, -0.75f};
   float bias[KILN_SGEMM_WIDE_MR];
-  for (int r = 0; r < KILN_SGEMM_WIDE_MR; r++) bias[r] = r == 3 ? -0.0f : (float)(rnd() - 0.5);
-  for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr++)
-    for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr++)
-      for (int v = 0; v < 4; v++) {
-        enum { LD = 40 };
-        float c1[KILN_SGEMM_WIDE_MR * LD], c2[KILN_SGEMM_WIDE_MR * LD];
-        for (int q = 0; q < KILN_SGEMM_WIDE_MR * LD; q++)
-          c1[q] = q % 13 == 4 ? NAN : q % 11 == 2 ? -0.0f : q % 7 == 1 ? 0.0f : (float)(rnd() * 2 - 1);
-        memcpy(c2, c1, sizeof c1);
-        kiln_sgemm_post_base(c1, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f, 0.5f);
-        kiln_sgemm_post_avx512(c2, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f, 0.5f);
-        bad += memcmp(c1, c2, sizeof c1) != 0;
-      }
-  CHECK(!bad, "GEMM post-op: AVX-512 = scalar twin bit for bit (%d cases differ)", bad);
+  for (int r = 0; r < KILN_SGEMM_WIDE_MR; r++) bias[r] = r == 3 ? -0.0f : r == 7 ? NAN : (float)(rnd() - 0.5);
+  for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+    for (int bi = 0; bi < 3; bi++)
+      for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr++)
+        for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr++)
+          for (int v = 0; v < 4; v++) {
+            enum { LD = 40 };
+            int64_t kc = kcs[ki];
+            float c1[KILN_SGEMM_WIDE_MR * LD], c2[KILN_SGEMM_WIDE_MR * LD];
+            float *ap = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_MR)), *bp = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_NR));
+            for (int64_t q = 0; q < kc * KILN_SGEMM_WIDE_MR; q++) ap[q] = q % 9 == 2 ? -0.0f : ap[q] - 0.5f;
+            for (int q = 0; q < KILN_SGEMM_WIDE_MR * LD; q++)
+              c1[q] = q % 13 == 4 ? NAN : q % 11 == 2 ? -0.0f : q % 7 == 1 ? 0.0f : (float)(rnd() * 2 - 1);
+            memcpy(c2, c1, sizeof c1);
+            kiln_sgemm_micro_post_base(kc, ap, bp, betas[bi], c1, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f, 0.5f);
+            kiln_sgemm_micro_post_avx512(kc, ap, bp, betas[bi], c2, LD, mr, nr, v & 1 ? bias : NULL, v & 2, 0.0f,
+                                         0.5f);
+            bad += memcmp(c1, c2, sizeof c1) != 0;
+            cases++;
+            free(ap);
+            free(bp);
+          }
+  CHECK(!bad, "micro-kernel with the post-op: AVX-512 = scalar twin bit for bit (%d of %d cases differ)", bad, cases);
 }
 
 typedef struct gemm_case {
@@ -574,6 +612,7 @@ int main(void) {
   test_pool();
   test_micro();
   test_wide();
+  test_slices();
   test_post();
   test_rows();
   CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");

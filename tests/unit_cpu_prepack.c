@@ -326,7 +326,8 @@ static void test_conv(void) {
   static const conv_case cases[] = {
       {"2-D 3x3 pad 1, M 13 (not a multiple of 12)", 2, 2, 5, 13, 1, {9, 11}, {3, 3}, 1, 1},
       {"2-D 3x3 K tail (C 31: K 279), M 40, stride 2", 2, 1, 31, 40, 1, {17, 15}, {3, 3}, 2, 1},
-      {"2-D 3x3 K 576 (two KC slices and a tail), M 64, 28x28 (pool tiles)", 2, 1, 64, 64, 1, {28, 28}, {3, 3}, 1, 1},
+      {"2-D 3x3 K 576 (KC slices 256 + 320), M 64, 28x28 (pool tiles)", 2, 1, 64, 64, 1, {28, 28}, {3, 3}, 1, 1},
+      {"2-D 3x3 K 639 (KC slices 256, 256, 127), M 24, 10x13", 2, 1, 71, 24, 1, {10, 13}, {3, 3}, 1, 1},
       {"2-D M 200 (past one MC block) 1x1 pointwise", 2, 1, 24, 200, 1, {7, 9}, {1, 1}, 1, 0},
       {"2-D group 2, M 26, 3x3", 2, 2, 6, 26, 2, {8, 7}, {3, 3}, 1, 1},
       {"2-D group 4 pointwise, Mg 5", 2, 1, 16, 20, 4, {6, 6}, {1, 1}, 1, 0},
