@@ -1,5 +1,5 @@
 /* cpu_fallback/conv: Conv over float32 (1-D, 2-D, 3-D; group; strides,
- * dilations, pads, auto_pad; optional bias), three paths:
+ * dilations, pads, auto_pad; optional bias), four paths:
  *   depthwise (group == C_in, 1-D/2-D, any channel multiplier, strides up
  *     to 8): direct, per channel: the input plane is copied once into a
  *     zero-padded buffer split by stride phase in both dims, so every
@@ -8,6 +8,11 @@
  *     scalar twin) needs no bounds checks; channels in blocks;
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
  *     from NCHW, no copy;
+ *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
+ *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
+ *     reading the taps' rows straight from padded, stride-phase-split
+ *     input planes (the depthwise path's), W from its pack; the same bits
+ *     as the general path;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
  *     that is bigger; in the wide GEMM's packed B layout for small K), then
@@ -20,6 +25,7 @@
  * (dtype, shapes, attributes) and empty tensors are declined. Strided inputs
  * are copied densely first (X, W) or read element by element (B). */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_fallback/kernels.h"
@@ -599,6 +605,147 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   return KILN_OK;
 }
 
+/* ---- the direct path (1-D/2-D, strides up to 8, not pointwise) ----
+ * No im2col: each input channel is copied once into the depthwise path's
+ * zero-padded plane split by stride phase (dw_shape, dw_plane: Hq x Wq per
+ * phase), and output (oh, ow) is indexed q = oh·Wq + ow, so tap (c, kh, kw)
+ * of output q reads plane element off[tap] + q, off[tap] = c·size +
+ * dw_shape's offset of the tap (its phase plane, row kh·dh / sh, column
+ * kw·dw / sw): 32 consecutive q are 32 consecutive floats for every tap
+ * (the Wq - OW columns between output rows are computed and dropped). The
+ * micro-kernel (sgemm.h kiln_conv_direct_fn) is the wide GEMM's 12 x 32
+ * tile reading those rows in place, W from its pack (prepack.c) or packed
+ * strip by strip: per KC slice the same fmas as the GEMM on the im2col, so
+ * the output is the GEMM path's bit for bit. */
+
+/* -1: not read yet (KILN_CONV_DIRECT); -2: the rule of direct_wanted; 0:
+ * never; 1: always where it applies, the AVX-512 kernel; 2: always, its
+ * scalar twin (tests). */
+static _Atomic int direct_mode = -1; /* atomic: plans may run on several threads */
+void kiln_conv_direct_force(int mode) { direct_mode = mode < 0 ? -2 : mode; }
+
+typedef struct direct_job {
+  const geom *g;
+  const float *xp, *apk, *bias; /* padded planes (per image and group), W's packs (per group) or NULL, bias */
+  const float *w;                /* W, packed strip by strip into wbuf when apk is NULL */
+  float *wbuf;                   /* 12 x Kc floats per worker */
+  float *y;
+  const kiln_cpu_epilogue *ep;
+  const int64_t *off;
+  int64_t P, Wq, apk_g, strips, rows, chunks; /* P: floats per channel; chunks of `rows` output rows per task */
+  kiln_conv_direct_fn micro;
+} direct_job;
+
+static void direct_task(void *ctx, int64_t task, int worker) {
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  const direct_job *j = ctx;
+  const geom *g = j->g;
+  int64_t OH = g->out[1], OW = g->out[2], Wp = j->Wq, Kc = g->Cg * g->k_sp, OSP = g->out_sp;
+  int64_t ch = task % j->chunks, s = task / j->chunks % j->strips, ng = task / j->chunks / j->strips;
+  int64_t n = ng / g->G, gi = ng % g->G, m0 = s * MR, mr = g->Mg - m0 < MR ? g->Mg - m0 : MR;
+  int64_t oh0 = ch * j->rows, oh1 = oh0 + j->rows < OH ? oh0 + j->rows : OH, mpad = (g->Mg + MR - 1) / MR * MR;
+  const float *x = j->xp + ng * g->Cg * j->P, *a;
+  int64_t astride = mpad, aoff = s * MR; /* slice p0 of the strip at a + p0·astride + aoff·kc */
+  if (j->apk) {
+    a = j->apk + gi * j->apk_g;
+  } else { /* W not packed once: this strip's rows, packed here (the layout of a 12-row M) */
+    float *buf = j->wbuf + (size_t)worker * (size_t)(MR * Kc);
+    kiln_sgemm_wide_pack_a(j->w + (gi * g->Mg + m0) * Kc, Kc, mr, Kc, buf);
+    a = buf, astride = MR, aoff = 0;
+  }
+  const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
+  bool clamp = j->ep && j->ep->clamp;
+  float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
+  float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
+  float tile[MR * NR];
+  for (int64_t q0 = oh0 * Wp, q1 = (oh1 - 1) * Wp + OW; q0 < q1; q0 += NR) {
+    int nr = q1 - q0 < NR ? (int)(q1 - q0) : NR;
+    for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+      kc = kiln_sgemm_wide_kc(Kc, p0);
+      bool last = p0 + kc == Kc;
+      j->micro(kc, a + p0 * astride + aoff * kc, x + q0, j->off + p0, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
+               last ? bias : NULL, last && clamp, lo, hi);
+    }
+    for (int64_t c = 0; c < nr;) { /* the tile's runs along output rows */
+      int64_t q = q0 + c, oh = q / Wp, ow = q % Wp, run = OW - ow < nr - c ? OW - ow : nr - c;
+      if (ow >= OW) { /* a column between rows */
+        c += Wp - ow < nr - c ? Wp - ow : nr - c;
+        continue;
+      }
+      for (int64_t r = 0; r < mr; r++) memcpy(y + r * OSP + oh * OW + ow, tile + r * NR + c, (size_t)run * sizeof *y);
+      c += run;
+    }
+  }
+  if (j->ep && !clamp)
+    for (int64_t r = 0; r < mr; r++) {
+      int64_t at = r * OSP + oh0 * OW;
+      j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + at, (oh1 - oh0) * OW, y + at);
+    }
+}
+
+/* The direct path applies: at most 2 spatial dims and strides of at most 8
+ * (dw_plane's phase planes), not pointwise (its own path: no copy at all),
+ * the AVX-512 micro-kernel. */
+static bool direct_applies(const geom *g) { return g->nsp <= 2 && g->s[1] <= 8 && g->s[2] <= 8 && !pointwise(g); }
+
+/* The direct path reads W's pack (prepack.c) when W has at most this many
+ * floats (2 MiB, the default pack limit), and a larger W it packs strip by
+ * strip in each task (12 rows x Kc, in L2). */
+#define KILN_CONV_DIRECT_PACK_MAX (512 * 1024)
+
+/* Where it beats im2col + GEMM (GEMM_CONV.md "Direct convolution";
+ * measured on 3x3 and 7x7, stride 1 and 2: 0.61-0.96 of the GEMM path's
+ * time): every kernel wider than 1x1, except a W over 2 MiB packed once
+ * (KILN_CONV_PREPACK=all: the GEMM reads that pack with a prefetch of the
+ * next strip and was faster on ResNet-18's 9.4 MB l4 weights, direct
+ * 1.04x). A strided 1x1 (ResNet-18's downsampling) keeps the GEMM path:
+ * its phase planes copy the whole input to read a quarter of it (1.4-1.6x). */
+static bool direct_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
+  return g->k_sp > 1 && (!pk || g->M * g->Cg * g->k_sp <= KILN_CONV_DIRECT_PACK_MAX);
+}
+
+static kiln_status conv_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
+                               const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk, kiln_conv_direct_fn micro) {
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  dw_shape d = dw_shape_of(g);
+  int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
+  float *xp = kiln_malloc((size_t)(planes * P + NR) * sizeof *xp); /* NR: the last tile's reads past the plane */
+  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
+  int workers = kiln_pool_threads();
+  if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
+  float *wbuf = pk ? NULL : kiln_malloc((size_t)(MR * Kc * workers) * sizeof *wbuf);
+  if (!xp || !off || (!pk && !wbuf)) {
+    kiln_free(xp);
+    kiln_free(off);
+    kiln_free(wbuf);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
+  }
+  int64_t sh = g->s[1], sw = g->s[2];
+  for (int64_t c = 0, k = 0; c < g->Cg; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++, k++) {
+        int64_t ty = kh * g->d[1], tx = kw * g->d[2]; /* the tap's padded position for output (0, 0) */
+        off[k] = c * P + ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
+      }
+  memset(xp, 0, (size_t)(planes * P + NR) * sizeof *xp); /* the padding (dw_plane writes the input's elements) */
+  kiln_la_gather_fn gather = kiln_la_gather();
+  for (int64_t i = 0; i < planes; i++) dw_plane(g, &d, x + i * g->in_sp, xp + i * P, gather);
+  int64_t strips = (g->Mg + MR - 1) / MR, chunks = 1;
+  if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers) {
+    chunks = (4 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
+    if (chunks > OH) chunks = OH;
+  }
+  int64_t rows = (OH + chunks - 1) / chunks;
+  chunks = (OH + rows - 1) / rows;
+  direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, wbuf, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
+                  rows, chunks, micro};
+  kiln_pool_for(g->N * g->G * strips * chunks, workers, direct_task, &j);
+  kiln_free(xp);
+  kiln_free(off);
+  kiln_free(wbuf);
+  return KILN_OK;
+}
+
 /* ---- the kernel ---- */
 
 static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
@@ -631,7 +778,17 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
     else {
       const kiln_cpu_conv_pack *pk = w->strided ? NULL : kiln_cpu_conv_pack_find(c->node);
       if (pk && (pk->src != wp || pk->G != g.G || pk->Mg != g.Mg || pk->Kc != g.Cg * g.k_sp)) pk = NULL;
-      s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
+      if (direct_mode == -1) { /* KILN_CONV_DIRECT=0|1 (benches): the same as kiln_conv_direct_force */
+        const char *e = getenv("KILN_CONV_DIRECT");
+        direct_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
+      }
+      kiln_conv_direct_fn dmicro = direct_mode == 2 ? kiln_conv_direct_micro_base : kiln_conv_direct_micro();
+      const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
+      if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
+        s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep,
+                        g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL, dmicro);
+      else
+        s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
     }
   }
   kiln_tensor_release(&xd);

@@ -47,6 +47,12 @@ typedef struct kiln_cpu_epilogue {
  * (bias NULL: the clip alone, no addition). */
 void kiln_cpu_clamp(float *y, int64_t n, const float *bias, float lo, float hi);
 
+/* For tests and benches (conv.c, GEMM_CONV.md "Direct convolution"): -1 the
+ * default rule, 0 never the direct path, 1 the direct path wherever it
+ * applies (AVX-512 kernel, where usable), 2 the same with its scalar twin
+ * (any setting). Not thread-safe against running kernels. */
+void kiln_conv_direct_force(int mode);
+
 /* A kernel: see the calling convention above. ep is NULL except for
  * kernels whose table entry says takes_epilogue. */
 typedef kiln_status (*kiln_cpu_kernel_fn)(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);

@@ -376,6 +376,36 @@ void kiln_sgemm_micro_post_base(int64_t kc, const float *restrict ap, const floa
   kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
+void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const float *x, const int64_t *off, float beta,
+                                 float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
+                                 float hi) {
+  float acc[WMR][WNR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t k = 0; k < kc; k++) {
+    const float *bp = x + off[k];
+    for (int r = 0; r < WMR; r++)
+      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(ap[r], bp[c], acc[r][c]);
+    ap += WMR;
+  }
+  for (int r = 0; r < mr; r++)
+    for (int c = 0; c < nr; c++) {
+      float *y = &C[r * ldc + c];
+      if (beta == 0) *y = acc[r][c];
+      else {
+        float t = beta * *y;
+        *y = acc[r][c] + t;
+      }
+    }
+  kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
+}
+
+kiln_conv_direct_fn kiln_conv_direct_micro(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_sgemm_pack_reader() == kiln_sgemm_micro_wide_avx512) return kiln_conv_direct_micro_avx512;
+#endif
+  return NULL;
+}
+
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc) {

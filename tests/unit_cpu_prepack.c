@@ -14,7 +14,15 @@
  *    kiln_cpu_gemm_prepack): the GEMM on awkward sizes (N past one NC
  *    block, beta), and MatMul / Gemm nodes run with and without the pack
  *    (a Gemm with alpha 0.5 packs per call: the pack made, not read).
+ * 4. The direct convolution (conv.c, stride 1, no im2col): its AVX-512
+ *    kernel equals the GEMM path (kiln_conv_direct_force 0) and its scalar
+ *    twin (force 2) bit for bit, with and without a pack, bias, a clamp
+ *    epilogue and a counted apply epilogue, on awkward sizes (C_in 1, 3,
+ *    17; C_out not a multiple of 12 or 16; row tails; asymmetric pads,
+ *    dilation, 1-D, 5x5, 1x3, groups, batch 2); where it cannot run (no
+ *    AVX-512F, base setting) the twin is within tolerance of the GEMM path.
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,6 +346,162 @@ static void test_conv(void) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) conv_case_run(&cases[i]);
 }
 
+
+/* ---- 4. the direct convolution ---- */
+
+typedef struct direct_case {
+  const char *name;
+  int nsp;
+  int64_t N, C, M, G, H, W, KH, KW, pads[4], dil; /* pads: top, left, bottom, right (1-D: left, right) */
+  int64_t sh, sw;                                  /* strides (0: 1) */
+} direct_case;
+
+typedef struct count_ep {
+  int64_t n, calls;
+  int64_t *seen; /* per output element: times apply saw it */
+} count_ep;
+
+static void count_apply(void *ctx, int64_t start, int64_t n, float *y) {
+  count_ep *c = ctx;
+  c->calls++;
+  for (int64_t i = 0; i < n; i++) {
+    if (start + i >= 0 && start + i < c->n) c->seen[start + i]++;
+    y[i] = y[i] * 0.5f + 0.25f;
+  }
+}
+
+static kiln_status run_conv_ep(const kiln_graph *g, const kiln_tensor *x, const kiln_tensor *w, const kiln_tensor *b,
+                               kiln_tensor *y, const kiln_cpu_epilogue *ep) {
+  const kiln_cpu_kernel_def *k = kiln_cpu_kernel_find("", "Conv");
+  bool used = true, declined = false;
+  const kiln_tensor *in[3] = {x, w, b};
+  memset(y, 0, sizeof *y);
+  kiln_op_call c = {g, &g->nodes[0], 11, 3, in, 1, y, &used};
+  kiln_status s = k->run(&c, ep, &declined);
+  return s ? s : declined ? KILN_E_UNSUPPORTED_OP : KILN_OK;
+}
+
+static void direct_case_run(const direct_case *dc) {
+  int nsp = dc->nsp, r = nsp + 2;
+  int64_t xd[4] = {dc->N, dc->C, nsp == 2 ? dc->H : dc->W, dc->W}, wd[4] = {dc->M, dc->C / dc->G},
+          bd[1] = {dc->M};
+  int64_t ks[2], dl[2] = {dc->dil, dc->dil}, pads[4], st[2] = {dc->sh ? dc->sh : 1, dc->sw ? dc->sw : 1};
+  if (nsp == 2) {
+    wd[2] = ks[0] = dc->KH, wd[3] = ks[1] = dc->KW;
+    for (int i = 0; i < 4; i++) pads[i] = dc->pads[i];
+  } else {
+    wd[2] = ks[0] = dc->KW;
+    pads[0] = dc->pads[1], pads[1] = dc->pads[3];
+    st[0] = st[1];
+  }
+  kiln_tensor x = {0}, w = {0}, b = {0};
+  kiln_tensor_alloc(&x, KILN_F32, r, xd);
+  kiln_tensor_alloc(&w, KILN_F32, r, wd);
+  kiln_tensor_alloc(&b, KILN_F32, 1, bd);
+  for (int64_t i = 0; i < x.numel; i++) ((float *)x.data)[i] = frand();
+  for (int64_t i = 0; i < w.numel; i++) ((float *)w.data)[i] = frand();
+  for (int64_t i = 0; i < b.numel; i++) ((float *)b.data)[i] = frand();
+  kiln_attr at[5];
+  memset(at, 0, sizeof at);
+  at[4] = (kiln_attr){.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = st};
+  at[0] = (kiln_attr){.name = (char *)"group", .type = KILN_ATTR_INT, .i = dc->G};
+  at[1] = (kiln_attr){.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = ks};
+  at[2] = (kiln_attr){.name = (char *)"dilations", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = dl};
+  at[3] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 2 * (size_t)nsp, .ints = pads};
+  int ins[3] = {0, 1, 2}, outs[1] = {3};
+  kiln_node node = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 5, ins, outs, at};
+  kiln_value vals[4];
+  memset(vals, 0, sizeof vals);
+  for (int i = 0; i < 4; i++) vals[i].producer = -1;
+  vals[1].init = &w;
+  vals[3].producer = 0;
+  kiln_graph g;
+  memset(&g, 0, sizeof g);
+  g.n_values = 4;
+  g.values = vals;
+  g.n_nodes = 1;
+  g.nodes = &node;
+  bool avx512 = kiln_conv_direct_micro() != NULL;
+  int64_t Kc = w.numel / dc->M;
+  for (int packed = 0; packed < 2; packed++) {
+    kiln_cpu_conv_packs *pk = NULL;
+    if (packed) CHECK(!kiln_cpu_conv_prepack(&g, &pk, NULL), "%s: prepack", dc->name);
+    for (int e = 0; e < 3; e++) { /* no epilogue, a clamp, a counted apply */
+      kiln_tensor y[3];
+      count_ep cnt[3];
+      kiln_status st[3];
+      for (int mode = 0; mode < 3; mode++) {
+        kiln_cpu_epilogue ep = {count_apply, &cnt[mode], e == 1, -0.5f, 0.75f};
+        memset(&cnt[mode], 0, sizeof cnt[mode]);
+        kiln_conv_direct_force(mode);
+        st[mode] = run_conv_ep(&g, &x, &w, &b, &y[mode], e ? &ep : NULL);
+        if (!st[mode] && e == 2) { /* every element passed to apply exactly once */
+          cnt[mode].n = y[mode].numel;
+          cnt[mode].seen = calloc((size_t)y[mode].numel, sizeof(int64_t));
+          kiln_tensor_release(&y[mode]);
+          st[mode] = run_conv_ep(&g, &x, &w, &b, &y[mode], &ep);
+          int64_t bad = 0;
+          for (int64_t i = 0; i < cnt[mode].n; i++) bad += cnt[mode].seen[i] != 1;
+          CHECK(!bad, "%s: mode %d: %lld elements not applied exactly once", dc->name, mode, (long long)bad);
+          free(cnt[mode].seen);
+        }
+        if (e == 1) CHECK(cnt[mode].calls == 0, "%s: mode %d: apply called with a clamp", dc->name, mode);
+      }
+      kiln_conv_direct_force(-1);
+      CHECK(!st[0] && !st[1] && !st[2], "%s: run %d %d %d", dc->name, (int)st[0], (int)st[1], (int)st[2]);
+      if (st[0] || st[1] || st[2]) continue;
+      size_t bytes = (size_t)y[0].numel * sizeof(float);
+      if (avx512) { /* mode 1 ran the GEMM path too where the AVX-512 kernel is not usable */
+        CHECK(!memcmp(y[1].data, y[2].data, bytes), "%s (pack %d, epilogue %d): direct AVX-512 != its twin",
+              dc->name, packed, e);
+        CHECK(!memcmp(y[0].data, y[1].data, bytes), "%s (pack %d, epilogue %d): direct != the GEMM path", dc->name,
+              packed, e);
+      } else { /* the GEMM path is another GEMM here: within tolerance (|x|, |w|, |b| <= 1) */
+        float worst = 0;
+        for (int64_t i = 0; i < y[0].numel; i++) {
+          float d = fabsf(((float *)y[0].data)[i] - ((float *)y[2].data)[i]);
+          if (d > worst) worst = d;
+        }
+        CHECK(worst <= 1e-5f * (float)(Kc + 1), "%s (pack %d, epilogue %d): twin vs GEMM path %g", dc->name, packed,
+              e, (double)worst);
+      }
+      for (int mode = 0; mode < 3; mode++) kiln_tensor_release(&y[mode]);
+    }
+    kiln_cpu_conv_packs_free(pk);
+  }
+  kiln_tensor_release(&x);
+  kiln_tensor_release(&w);
+  kiln_tensor_release(&b);
+}
+
+static void test_direct(void) {
+  static const direct_case cases[] = {
+      {"C 1, M 7, 3x3 pad 1, 5x37", 2, 1, 1, 7, 1, 5, 37, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"C 3, M 32, 3x3 pad 1, 32x32 (small_cnn conv1)", 2, 1, 3, 32, 1, 32, 32, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"C 17, M 20, 3x3 asymmetric pads, batch 2", 2, 2, 17, 20, 1, 9, 11, 3, 3, {0, 2, 1, 0}, 1, 1, 1},
+      {"C 32, M 64, 3x3 pad 1, 16x16 (K 288, one slice)", 2, 1, 32, 64, 1, 16, 16, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"C 64, M 13, 3x3, 7x7 (K 576: slices 256 + 320), no pads", 2, 2, 64, 13, 1, 7, 7, 3, 3, {0, 0, 0, 0}, 1, 1, 1},
+      {"C 71, M 24, 3x3 (K 639: 3 slices), 10x13", 2, 1, 71, 24, 1, 10, 13, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"C 5, M 17, 5x5 pad 2, dilation 2, 12x40", 2, 1, 5, 17, 1, 12, 40, 5, 5, {2, 2, 2, 2}, 2, 1, 1},
+      {"C 6, M 9, 1x3 pad (0,1), 4x70 (row tails)", 2, 2, 6, 9, 1, 4, 70, 1, 3, {0, 1, 0, 1}, 1, 1, 1},
+      {"group 2, C 6, M 26, 3x3", 2, 1, 6, 26, 2, 8, 7, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"1-D k3 pad (2, 0), C 17, M 33, width 50", 1, 2, 17, 33, 1, 1, 50, 1, 3, {0, 2, 0, 0}, 1, 1, 1},
+      {"C 8, M 12, 3x3 pad 1, 1x1 plane", 2, 1, 8, 12, 1, 1, 1, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"stride 2, C 3, M 32, 3x3 pad 1, 33x30 (odd height)", 2, 2, 3, 32, 1, 33, 30, 3, 3, {1, 1, 1, 1}, 1, 2, 2},
+      {"stride 2, C 19, M 14, 3x3 pads (0, 1, 1, 0), 14x14", 2, 1, 19, 14, 1, 14, 14, 3, 3, {0, 1, 1, 0}, 1, 2, 2},
+      {"stride 2, 1x1 (strided pointwise), C 17, M 25, 13x16", 2, 1, 17, 25, 1, 13, 16, 1, 1, {0, 0, 0, 0}, 1, 2, 2},
+      {"stride 2, C 3, M 20, 7x7 pad 3, 23x23", 2, 1, 3, 20, 1, 23, 23, 7, 7, {3, 3, 3, 3}, 1, 2, 2},
+      {"strides (3, 2), dilation 2, C 4, M 13, 3x3 pad 2, 20x21", 2, 2, 4, 13, 1, 20, 21, 3, 3, {2, 2, 2, 2}, 2, 3, 2},
+      {"1-D stride 2, C 5, M 7, k 4, width 31", 1, 1, 5, 7, 1, 1, 31, 1, 4, {0, 1, 0, 2}, 1, 1, 2},
+      {"C 32, M 40, 3x3 pad 1, 40x40 (row chunks on the pool)", 2, 1, 32, 40, 1, 40, 40, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
+  kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
+  direct_case_run(&cases[2]);
+  direct_case_run(&cases[5]);
+  kiln_la_force_isa(KILN_VM_NISA);
+}
+
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
@@ -346,6 +510,7 @@ int main(void) {
   test_gemm_b();
   test_conv();
   test_gemm_nodes();
+  test_direct();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/prepack.h"
 #include "cpu_fallback/sgemm.h"
 
 static double now(void) {
@@ -231,12 +232,100 @@ static void bench_conv(int reps) {
   }
 }
 
+/* `gemm-conv-bench REPS direct`: the conv layers of small_cnn, ResNet-18
+ * and MobileNetV2's stem (not the pointwise or depthwise ones), the direct path (conv.c) against im2col + GEMM, both with W
+ * packed once as a plan packs it (kiln_cpu_conv_prepack, no size limit
+ * unless KILN_CONV_PREPACK says),
+ * bias and a Relu clamp; medians and bests of REPS interleaved runs. */
+static void bench_direct(int reps) {
+  static const layer L[] = {
+      {"small_cnn conv1 3x3 3->32 @32", 3, 32, 32, 3, 1, 1},
+      {"small_cnn conv2 3x3 32->64 @32", 32, 64, 32, 3, 1, 1},
+      {"small_cnn conv3 3x3 64->128 @16", 64, 128, 16, 3, 1, 1},
+      {"resnet18 l1 3x3 64->64 @56", 64, 64, 56, 3, 1, 1},
+      {"resnet18 l2 3x3 128->128 @28", 128, 128, 28, 3, 1, 1},
+      {"resnet18 l3 3x3 256->256 @14", 256, 256, 14, 3, 1, 1},
+      {"resnet18 l4 3x3 512->512 @7", 512, 512, 7, 3, 1, 1},
+      {"3x3 128->128 @14", 128, 128, 14, 3, 1, 1},
+      {"3x3 256->256 @7", 256, 256, 7, 3, 1, 1},
+      {"3x3 64->64 @28", 64, 64, 28, 3, 1, 1},
+      {"resnet18 conv1 7x7/2 3->64 @224", 3, 64, 224, 7, 2, 1},
+      {"resnet18 l2.0.conv1 3x3/2 64->128 @56", 64, 128, 56, 3, 2, 1},
+      {"resnet18 l3.0.conv1 3x3/2 128->256 @28", 128, 256, 28, 3, 2, 1},
+      {"resnet18 l4.0.conv1 3x3/2 256->512 @14", 256, 512, 14, 3, 2, 1},
+      {"resnet18 l2.0.down 1x1/2 64->128 @56", 64, 128, 56, 1, 2, 1},
+      {"resnet18 l4.0.down 1x1/2 256->512 @14", 256, 512, 14, 1, 2, 1},
+      {"mobilenetv2 stem 3x3/2 3->32 @224", 3, 32, 224, 3, 2, 1},
+  };
+  setenv("KILN_CONV_PREPACK", "all", 0); /* KILN_CONV_PREPACK=2: the default limit */
+  kiln_cpu_kernel_fn fn = kiln_cpu_kernel_find("", "Conv")->run;
+  printf("\nDirect conv vs im2col + GEMM, W packed, bias + relu clamp (ms; %d interleaved runs)\n", reps);
+  printf("  %-36s %9s %9s %9s %9s %8s\n", "layer", "gemm med", "dir med", "gemm best", "dir best", "dir/gemm");
+  for (size_t l = 0; l < sizeof L / sizeof *L; l++) {
+    const layer *y = &L[l];
+    int64_t xd[4] = {1, y->C, y->HW, y->HW}, wd[4] = {y->M, y->C, y->k, y->k}, bd[1] = {y->M};
+    kiln_tensor x, w, b;
+    fill(&x, 4, xd);
+    fill(&w, 4, wd);
+    fill(&b, 1, bd);
+    int64_t pad = y->k / 2, o = (y->HW + 2 * pad - y->k) / y->s + 1;
+    size_t cap = (size_t)(y->M * o * o) * sizeof(float);
+    float *out = malloc(cap);
+    kiln_attr at[3];
+    int64_t ks[2] = {y->k, y->k}, pads[4] = {pad, pad, pad, pad}, st[2] = {y->s, y->s};
+    memset(at, 0, sizeof at);
+    at[0] = (kiln_attr){.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks};
+    at[1] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads};
+    at[2] = (kiln_attr){.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = st};
+    int ins[3] = {0, 1, 2}, outs[1] = {3};
+    kiln_node nd = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 3, ins, outs, at};
+    kiln_value vals[4];
+    memset(vals, 0, sizeof vals);
+    for (int i = 0; i < 4; i++) vals[i].producer = -1;
+    vals[1].init = &w;
+    vals[3].producer = 0;
+    kiln_graph g;
+    memset(&g, 0, sizeof g);
+    g.n_values = 4, g.values = vals, g.n_nodes = 1, g.nodes = &nd;
+    kiln_cpu_conv_packs *pk = NULL;
+    kiln_cpu_conv_prepack(&g, &pk, NULL);
+    const kiln_tensor *in[3] = {&x, &w, &b};
+    kiln_cpu_epilogue ep = {relu_apply, NULL, true, 0.0f, INFINITY};
+    double tg[64], td[64];
+    int n = reps < 64 ? reps : 64;
+    for (int r = 0; r <= n; r++) {
+      kiln_conv_direct_force(r % 2 ? 0 : 1); /* ABBA-ish: alternate which goes first */
+      double a = run_once(fn, &nd, 3, in, out, cap, &ep);
+      kiln_conv_direct_force(r % 2 ? 1 : 0);
+      double d = run_once(fn, &nd, 3, in, out, cap, &ep);
+      if (r) {
+        tg[r - 1] = r % 2 ? a : d;
+        td[r - 1] = r % 2 ? d : a;
+      }
+    }
+    kiln_conv_direct_force(-1);
+    double bg = best(tg, n), bd2 = best(td, n);
+    qsort(tg, (size_t)n, sizeof *tg, cmpd);
+    qsort(td, (size_t)n, sizeof *td, cmpd);
+    printf("  %-36s %9.3f %9.3f %9.3f %9.3f %8.2f\n", y->name, tg[n / 2] * 1e3, td[n / 2] * 1e3, bg * 1e3, bd2 * 1e3,
+           td[n / 2] / tg[n / 2]);
+    kiln_cpu_conv_packs_free(pk);
+    free(out);
+    kiln_tensor_release(&x);
+    kiln_tensor_release(&w);
+    kiln_tensor_release(&b);
+  }
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 9;
   if (reps < 2) reps = 2;
   kiln_pool_acquire(); /* KILN_NUM_THREADS threads, as a cpu plan holds them */
-  if (!(argc > 2 && !strcmp(argv[2], "conv"))) bench_gemm(reps);
-  bench_conv(reps);
+  if (argc > 2 && !strcmp(argv[2], "direct")) bench_direct(reps);
+  else {
+    if (!(argc > 2 && !strcmp(argv[2], "conv"))) bench_gemm(reps);
+    bench_conv(reps);
+  }
   kiln_pool_release();
   return 0;
 }
