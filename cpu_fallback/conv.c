@@ -4,8 +4,9 @@
  *     to 8): direct, per channel: the input plane is copied once into a
  *     zero-padded buffer split by stride phase in both dims, so every
  *     kernel tap reads a contiguous run (a whole small plane at once: the
- *     flat form) and the row kernel (sgemm.h kiln_dw_row: AVX2/FMA or its
- *     scalar twin) needs no bounds checks; channels in blocks;
+ *     flat form) and the row kernel (sgemm.h kiln_dw_row: AVX-512F,
+ *     AVX2/FMA or their scalar twin; a Relu/Clip epilogue clamped on its
+ *     accumulators) needs no bounds checks; channels in blocks;
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
  *     from NCHW, no copy;
  *   general: im2col of one tile of output positions at a time into a
@@ -19,6 +20,7 @@
  * inside the wide GEMM's tiles. Calls the reference kernel would reject
  * (dtype, shapes, attributes) and empty tensors are declined. Strided inputs
  * are copied densely first (X, W) or read element by element (B). */
+#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -443,9 +445,10 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
 
 /* Channels of the depthwise path as pool tasks: task t is the block of
  * channels [t % blocks · cb, +cb) of image t / blocks, with a padded plane,
- * tap pointers and a flat output buffer per worker. The epilogue is applied
- * once per block (its output channels are contiguous): per channel it cost
- * more than the convolution on 7x7 planes. */
+ * tap pointers and a flat output buffer per worker. A clamp epilogue is
+ * done by the row kernel on its accumulators; any other is applied once per
+ * block (its output channels are contiguous): per channel it cost more than
+ * the convolution on 7x7 planes. */
 typedef struct dw_job {
   const geom *g;
   const float *x, *w, *bias;
@@ -512,6 +515,8 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   dw_shape d = dw_shape_of(g);
   int64_t OH = g->out[1], OW = g->out[2], Wq = d.Wq, mult = g->M / g->C, nk = g->k[1] * g->k[2];
   float *plane = j->planes + (size_t)worker * j->plane_size, *flat = j->flats + (size_t)worker * j->flat_size;
+  bool cl = j->ep && j->ep->clamp;
+  float lo = cl ? j->ep->lo : -INFINITY, hi = cl ? j->ep->hi : INFINITY;
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
   for (int64_t c = c0; c < c1; c++) {
@@ -522,20 +527,19 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       float *ym = j->y + (n * g->M + m) * g->out_sp, bm = j->bias ? j->bias[m] : 0.0f;
       if (j->flat) { /* output (oy, ox) at flat[oy·Wq + ox] */
         for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
-        j->row(flat, (OH - 1) * Wq + OW, src, wm, (int)nk, bm);
+        j->row(flat, (OH - 1) * Wq + OW, src, wm, (int)nk, bm, lo, hi);
         for (int64_t oy = 0; oy < OH; oy++) memcpy(ym + oy * OW, flat + oy * Wq, (size_t)OW * sizeof *ym);
         continue;
       }
       for (int64_t oy = 0; oy < OH; oy++) {
         for (int64_t t = 0; t < nk; t++) src[t] = plane + oy * Wq + j->tapoff[t];
-        j->row(ym + oy * OW, OW, src, wm, (int)nk, bm);
+        j->row(ym + oy * OW, OW, src, wm, (int)nk, bm, lo, hi);
       }
     }
   }
-  if (j->ep) {
+  if (j->ep && !j->ep->clamp) { /* a clamp was done by the row kernel */
     int64_t m0 = n * g->M + c0 * mult;
-    if (j->ep->clamp) kiln_cpu_clamp(j->y + m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, NULL, j->ep->lo, j->ep->hi);
-    else j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
+    j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
   }
 }
 

@@ -501,11 +501,13 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
 
 /* ---- depthwise rows: the scalar twin ---- */
 
-void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias) {
+void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
+                      float hi) {
   for (int64_t i = 0; i < n; i++) {
     float acc = bias;
     for (int j = 0; j < nk; j++) acc = fmaf(w[j], src[j][i], acc);
-    y[i] = acc;
+    acc = acc < lo ? lo : acc;
+    y[i] = acc > hi ? hi : acc;
   }
 }
 
@@ -521,6 +523,9 @@ kiln_la_gather_fn kiln_la_gather(void) {
 }
 
 kiln_dw_row_fn kiln_dw_row(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_dw_row_avx512;
+#endif
 #ifdef KILN_LA_HAVE_AVX2
   if (kiln_la_isa() == KILN_VM_ISA_AVX2) return kiln_dw_row_avx2_fma;
 #endif

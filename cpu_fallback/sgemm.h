@@ -157,15 +157,24 @@ kiln_sgemm_impl kiln_sgemm_active(void);
  * thread-safe against running kernels; AVX512 where not usable is ignored. */
 void kiln_sgemm_force(int impl);
 
-/* The depthwise row kernel: y[i] = bias + sum_{j < nk} w[j] * src[j][i]
- * for i < n (src[j] are rows of a padded, stride-phase-split input plane,
- * see conv.c). Sums in j order, one fused multiply-add per term in both
- * versions. */
-typedef void (*kiln_dw_row_fn)(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
-void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
+/* The depthwise row kernel: y[i] = clamp(bias + sum_{j < nk} w[j] *
+ * src[j][i], lo, hi) for i < n (src[j] are rows of a padded,
+ * stride-phase-split input plane, see conv.c). Sums in j order from bias,
+ * one fused multiply-add per term, then v < lo ? lo : v and v > hi ? hi : v
+ * (NaN kept; -inf, +inf: no clamp) in every version, so all give the same
+ * bits. */
+typedef void (*kiln_dw_row_fn)(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias,
+                               float lo, float hi);
+void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
+                      float hi);
 /* Only callable where kiln_vm_cpu_has_avx2() is true. */
-void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
-/* The version for kiln_la_isa(). */
+void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
+                          float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_dw_row_avx512(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
+                        float hi);
+/* The version for kiln_la_isa(): under the AVX2 setting the AVX-512F one
+ * where it is usable. */
 kiln_dw_row_fn kiln_dw_row(void);
 
 #endif

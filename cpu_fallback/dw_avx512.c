@@ -1,0 +1,85 @@
+/* cpu_fallback/dw_avx512: the AVX-512F depthwise row kernel (sgemm.h
+ * kiln_dw_row; its scalar twin is in sgemm.c, its AVX2 sibling in
+ * sgemm_avx2.c). Built with -mavx512f -mfma; called only where
+ * kiln_la_cpu_has_avx512() (cpuid + XGETBV) said AVX-512F is usable.
+ *
+ * The AVX2 kernel's scheme with 16 lanes: each output is a chain of nk
+ * dependent fmas, so eight 16-lane chains are kept in flight (128 outputs
+ * per pass), and the rest of the row (1..127 outputs) takes one more pass
+ * with as many chains as it needs, the last one by opmask (a masked load
+ * reads and faults on no lane outside the mask). The clamp is applied to the
+ * accumulators before the store. */
+#include <immintrin.h>
+
+#include "cpu_fallback/sgemm.h"
+
+/* v < lo ? lo : v, then v > hi ? hi : v, NaN kept (the tile ops' clamp):
+ * max_ps(a, b) is a > b ? a : b, min_ps(a, b) a < b ? a : b, each b when
+ * unordered. */
+static inline __m512 clamp16(__m512 v, __m512 lo, __m512 hi) { return _mm512_min_ps(hi, _mm512_max_ps(lo, v)); }
+
+void kiln_dw_row_avx512(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
+                        float hi) {
+  __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  int64_t i = 0;
+#define DW_FULL(k) a##k = _mm512_fmadd_ps(wj, _mm512_loadu_ps(s + 16 * (k)), a##k)
+#define DW_STORE(k) _mm512_storeu_ps(y + i + 16 * (k), clamp16(a##k, vlo, vhi))
+  for (; i + 128 <= n; i += 128) {
+    __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int j = 0; j < nk; j++) {
+      __m512 wj = _mm512_set1_ps(w[j]);
+      const float *s = src[j] + i;
+      DW_FULL(0);
+      DW_FULL(1);
+      DW_FULL(2);
+      DW_FULL(3);
+      DW_FULL(4);
+      DW_FULL(5);
+      DW_FULL(6);
+      DW_FULL(7);
+    }
+    DW_STORE(0);
+    DW_STORE(1);
+    DW_STORE(2);
+    DW_STORE(3);
+    DW_STORE(4);
+    DW_STORE(5);
+    DW_STORE(6);
+    DW_STORE(7);
+  }
+#undef DW_FULL
+#undef DW_STORE
+  if (i == n) return;
+  /* 1..127 outputs: chains 0..nv-1, chain nv-1 masked to its r - 16(nv-1) lanes */
+  int64_t r = n - i;
+  int nv = (int)((r + 15) / 16);
+  __mmask16 last = (__mmask16)(0xffffu >> (16 * nv - r));
+  __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+#define DW_PART(k)                                                                                                   \
+  if (nv > (k))                                                                                                      \
+  a##k = _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps(nv > (k) + 1 ? (__mmask16)0xffff : last, s + 16 * (k)), a##k)
+  for (int j = 0; j < nk; j++) {
+    __m512 wj = _mm512_set1_ps(w[j]);
+    const float *s = src[j] + i;
+    DW_PART(0);
+    DW_PART(1);
+    DW_PART(2);
+    DW_PART(3);
+    DW_PART(4);
+    DW_PART(5);
+    DW_PART(6);
+    DW_PART(7);
+  }
+#undef DW_PART
+#define DW_STORE(k)   \
+  if (nv > (k)) _mm512_mask_storeu_ps(y + i + 16 * (k), nv > (k) + 1 ? (__mmask16)0xffff : last, clamp16(a##k, vlo, vhi))
+  DW_STORE(0);
+  DW_STORE(1);
+  DW_STORE(2);
+  DW_STORE(3);
+  DW_STORE(4);
+  DW_STORE(5);
+  DW_STORE(6);
+  DW_STORE(7);
+#undef DW_STORE
+}
