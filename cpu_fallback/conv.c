@@ -462,6 +462,7 @@ typedef struct dw_job {
   bool flat; /* the whole plane in one row-kernel call (dw_shape) */
   kiln_dw_row_fn row;
   kiln_la_gather_fn gather;
+  kiln_la_split2_fn split2; /* NULL: stride-2 rows gathered phase by phase */
 } dw_job;
 
 /* The padded input plane of one channel split by stride phase in both
@@ -487,7 +488,8 @@ static dw_shape dw_shape_of(const geom *g) {
 /* Copies channel xc's input into its plane. Only the input's elements are
  * written: the padding is the same for every channel, zeroed once when the
  * plane was allocated. */
-static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, kiln_la_gather_fn gather) {
+static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, kiln_la_gather_fn gather,
+                     kiln_la_split2_fn split2) {
   int64_t H = g->in[1], W = g->in[2], sh = g->s[1], sw = g->s[2], pt = g->pb[1], pl = g->pb[2];
   int64_t Wp = d->Wp, py1 = pt + H < d->Hp ? pt + H : d->Hp; /* padded rows inside the input: [pt, py1) */
   for (int64_t py = pt; py < py1; py++) {
@@ -496,6 +498,12 @@ static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *p
     if (sw == 1) {
       int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
       if (hi > lo) memcpy(pr + lo, xr, (size_t)(hi - lo) * sizeof *pr);
+      continue;
+    }
+    if (sw == 2 && split2) {
+      /* both phases in one pass: input column x is padded px = x + pl (< Wp), phase px % 2, at q = px / 2 */
+      int64_t nx = pl + W < Wp ? W : Wp - pl, pq = d->Hq * d->Wq;
+      if (nx > 0) split2(pr + (pl % 2) * pq + pl / 2, pr + ((pl + 1) % 2) * pq + (pl + 1) / 2, xr, nx);
       continue;
     }
     for (int64_t ph = 0; ph < sw; ph++) {
@@ -520,7 +528,7 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
   for (int64_t c = c0; c < c1; c++) {
-    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j->gather);
+    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j->gather, j->split2);
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
       const float *wm = j->w + m * nk;
@@ -580,7 +588,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, kiln_dw_row(), kiln_la_gather()};
+              blocks, flat, kiln_dw_row(), kiln_la_gather(), kiln_la_split2()};
   if (!j.planes || !j.srcs || (flat && !j.flats) || !tapoff) {
     kiln_free(tapoff);
     kiln_free(j.planes);

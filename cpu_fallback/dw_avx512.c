@@ -8,7 +8,10 @@
  * per pass), and the rest of the row (1..127 outputs) takes one more pass
  * with as many chains as it needs, the last one by opmask (a masked load
  * reads and faults on no lane outside the mask). The clamp is applied to the
- * accumulators before the store. */
+ * accumulators before the store.
+ *
+ * Also the stride-2 split of a row into its even and odd elements in one
+ * pass (both phases of a stride-2 depthwise plane's row; twin in sgemm.c). */
 #include <immintrin.h>
 
 #include "cpu_fallback/sgemm.h"
@@ -82,4 +85,24 @@ void kiln_dw_row_avx512(float *y, int64_t n, const float *const *src, const floa
   DW_STORE(6);
   DW_STORE(7);
 #undef DW_STORE
+}
+
+/* Even elements 0, 2, .. of a 32-float pair (a, b) and odd ones 1, 3, .. */
+static const int32_t split_even[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+static const int32_t split_odd[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+
+void kiln_la_split2_avx512(float *even, float *odd, const float *src, int64_t n) {
+  __m512i ie = _mm512_loadu_si512(split_even), io = _mm512_loadu_si512(split_odd);
+  int64_t t = 0; /* outputs done per phase; src[2t..] next */
+  for (; 2 * t + 32 <= n; t += 16) {
+    __m512 a = _mm512_loadu_ps(src + 2 * t), b = _mm512_loadu_ps(src + 2 * t + 16);
+    _mm512_storeu_ps(even + t, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_storeu_ps(odd + t, _mm512_permutex2var_ps(a, io, b));
+  }
+  int64_t r = n - 2 * t; /* 0..31 left: loads and stores by opmask */
+  if (r <= 0) return;
+  __mmask16 ma = (__mmask16)(r >= 16 ? 0xffffu : (1u << r) - 1), mb = (__mmask16)(r > 16 ? (1u << (r - 16)) - 1 : 0);
+  __m512 a = _mm512_maskz_loadu_ps(ma, src + 2 * t), b = _mm512_maskz_loadu_ps(mb, src + 2 * t + 16);
+  _mm512_mask_storeu_ps(even + t, (__mmask16)((1u << ((r + 1) / 2)) - 1), _mm512_permutex2var_ps(a, ie, b));
+  _mm512_mask_storeu_ps(odd + t, (__mmask16)((1u << (r / 2)) - 1), _mm512_permutex2var_ps(a, io, b));
 }

@@ -515,6 +515,21 @@ void kiln_la_gather_base(float *dst, const float *src, int64_t n, int64_t stride
   for (int64_t i = 0; i < n; i++) dst[i] = src[i * stride];
 }
 
+void kiln_la_split2_base(float *even, float *odd, const float *src, int64_t n) {
+  for (int64_t i = 0; i + 1 < n; i += 2) {
+    even[i / 2] = src[i];
+    odd[i / 2] = src[i + 1];
+  }
+  if (n % 2) even[n / 2] = src[n - 1];
+}
+
+kiln_la_split2_fn kiln_la_split2(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_la_split2_avx512;
+#endif
+  return NULL;
+}
+
 kiln_la_gather_fn kiln_la_gather(void) {
 #ifdef KILN_LA_HAVE_AVX2
   if (kiln_la_isa() == KILN_VM_ISA_AVX2) return kiln_la_gather_avx2;

@@ -187,6 +187,17 @@ void kiln_la_gather_base(float *dst, const float *src, int64_t n, int64_t stride
 void kiln_la_gather_avx2(float *dst, const float *src, int64_t n, int64_t stride);
 kiln_la_gather_fn kiln_la_gather(void);
 
+/* Stride-2 split: even[t] = src[2t] for t < (n + 1) / 2, odd[t] =
+ * src[2t + 1] for t < n / 2, in one pass; reads src[0 .. n) and writes
+ * nothing else. */
+typedef void (*kiln_la_split2_fn)(float *even, float *odd, const float *src, int64_t n);
+void kiln_la_split2_base(float *even, float *odd, const float *src, int64_t n);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_la_split2_avx512(float *even, float *odd, const float *src, int64_t n);
+/* The AVX-512F one under the AVX2 setting where it is usable, else NULL
+ * (callers then gather each phase: kiln_la_gather). */
+kiln_la_split2_fn kiln_la_split2(void);
+
 /* ---- helpers the gemm/conv kernels share ---- */
 
 /* Gives output t dtype float32 and shape (rank, dims), like

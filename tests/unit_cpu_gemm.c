@@ -577,6 +577,8 @@ static void test_conv(void) {
       {"depthwise 7x7 planes, 200 channels (channel blocks, flat plane)", 2, 2, 200, 200, 200, {7, 7}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
       {"depthwise multiplier 3 stride (2,3) dilation (2,1) (phases in both dims, flat)", 2, 1, 90, 270, 90, {15, 14}, {3, 3}, {2, 3}, {2, 1}, {1, 0, 2, 1}, NULL, 1},
       {"depthwise stride (3,2) wide rows (phases in both dims, by rows)", 2, 1, 3, 3, 3, {20, 90}, {3, 3}, {3, 2}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise stride 2 no pads, last column unread (split clipped)", 2, 1, 3, 3, 3, {9, 20}, {3, 3}, {2, 2}, {0}, {-1}, NULL, 1},
+      {"depthwise 5x5 stride 2 pads (2,3,1,0), wide rows (split clipped, phases swapped)", 2, 1, 3, 3, 3, {6, 77}, {5, 5}, {2, 2}, {0}, {2, 3, 1, 0}, NULL, 1},
       {"depthwise stride 9 (the general path)", 2, 1, 2, 2, 2, {10, 20}, {2, 3}, {9, 9}, {0}, {0, 1, 0, 1}, NULL, 1},
       {"1-D k3 stride 2 pad 1", 1, 2, 3, 4, 1, {17}, {3}, {2}, {0}, {1, 1}, NULL, 1},
       {"1-D depthwise dilation 3", 1, 1, 4, 4, 4, {29}, {3}, {0}, {3}, {2, 2}, NULL, 1},
@@ -709,12 +711,39 @@ static void test_gather(void) {
   CHECK(!bad, "strided gathers: %d mismatches", bad);
 }
 
+/* The stride-2 split: the AVX-512 one equal to its twin and to the
+ * definition on n = 0..100 (every tail of its 32-element steps), source and
+ * both destinations allocated to exactly their size (ASan: no read or
+ * write outside them). */
+static void test_split2(void) {
+  if (nisa < 2 || !kiln_la_cpu_has_avx512()) return;
+  int bad = 0;
+  for (int64_t n = 0; n <= 100; n++) {
+    int64_t ne = (n + 1) / 2, no = n / 2;
+    float *src = malloc(sizeof(float) * (size_t)n), e1[50], o1[50];
+    float *e2 = malloc(sizeof(float) * (size_t)ne), *o2 = malloc(sizeof(float) * (size_t)no);
+    for (int64_t i = 0; i < n; i++) src[i] = frand();
+    kiln_la_split2_base(e1, o1, src, n);
+    kiln_la_split2_avx512(e2, o2, src, n);
+    if (memcmp(e1, e2, (size_t)ne * sizeof(float)) || memcmp(o1, o2, (size_t)no * sizeof(float))) bad++;
+    for (int64_t t = 0; t < ne; t++)
+      if (e1[t] != src[2 * t]) bad++;
+    for (int64_t t = 0; t < no; t++)
+      if (o1[t] != src[2 * t + 1]) bad++;
+    free(src);
+    free(e2);
+    free(o2);
+  }
+  CHECK(!bad, "stride-2 split: %d mismatches", bad);
+}
+
 int main(void) {
   nisa = kiln_vm_cpu_has_avx2() ? 2 : 1;
   if (nisa < 2) printf("unit_cpu_gemm: no AVX2 on this CPU: base version only\n");
   test_sgemm_raw();
   test_dw_rows();
   test_gather();
+  test_split2();
   test_matmul();
   test_stacked();
   test_gemm();
