@@ -463,6 +463,7 @@ typedef struct dw_job {
   kiln_dw_row_fn row;
   kiln_la_gather_fn gather;
   kiln_la_split2_fn split2; /* NULL: stride-2 rows gathered phase by phase */
+  kiln_la_copy_rows_fn copy_rows;
 } dw_job;
 
 /* The padded input plane of one channel split by stride phase in both
@@ -488,10 +489,16 @@ static dw_shape dw_shape_of(const geom *g) {
 /* Copies channel xc's input into its plane. Only the input's elements are
  * written: the padding is the same for every channel, zeroed once when the
  * plane was allocated. */
-static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, kiln_la_gather_fn gather,
-                     kiln_la_split2_fn split2) {
+static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, const dw_job *j) {
   int64_t H = g->in[1], W = g->in[2], sh = g->s[1], sw = g->s[2], pt = g->pb[1], pl = g->pb[2];
   int64_t Wp = d->Wp, py1 = pt + H < d->Hp ? pt + H : d->Hp; /* padded rows inside the input: [pt, py1) */
+  kiln_la_gather_fn gather = j->gather;
+  kiln_la_split2_fn split2 = j->split2;
+  if (sh == 1 && sw == 1) { /* one phase: padded rows [pt, py1), columns [lo, hi) */
+    int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
+    if (hi > lo && py1 > pt) j->copy_rows(plane + pt * d->Wq + lo, d->Wq, xc, W, py1 - pt, hi - lo);
+    return;
+  }
   for (int64_t py = pt; py < py1; py++) {
     const float *xr = xc + (py - pt) * W;
     float *pr = plane + ((py % sh) * sw * d->Hq + py / sh) * d->Wq; /* column phase 0 */
@@ -528,7 +535,7 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
   for (int64_t c = c0; c < c1; c++) {
-    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j->gather, j->split2);
+    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j);
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
       const float *wm = j->w + m * nk;
@@ -536,7 +543,7 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       if (j->flat) { /* output (oy, ox) at flat[oy·Wq + ox] */
         for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
         j->row(flat, (OH - 1) * Wq + OW, src, wm, (int)nk, bm, lo, hi);
-        for (int64_t oy = 0; oy < OH; oy++) memcpy(ym + oy * OW, flat + oy * Wq, (size_t)OW * sizeof *ym);
+        j->copy_rows(ym, OW, flat, Wq, OH, OW);
         continue;
       }
       for (int64_t oy = 0; oy < OH; oy++) {
@@ -588,7 +595,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, kiln_dw_row(), kiln_la_gather(), kiln_la_split2()};
+              blocks, flat, kiln_dw_row(), kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows()};
   if (!j.planes || !j.srcs || (flat && !j.flats) || !tapoff) {
     kiln_free(tapoff);
     kiln_free(j.planes);

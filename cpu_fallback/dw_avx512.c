@@ -10,8 +10,11 @@
  * reads and faults on no lane outside the mask). The clamp is applied to the
  * accumulators before the store.
  *
- * Also the stride-2 split of a row into its even and odd elements in one
- * pass (both phases of a stride-2 depthwise plane's row; twin in sgemm.c). */
+ * Also the two copies around it (twins in sgemm.c): the stride-2 split of a
+ * row into its even and odd elements in one pass (both phases of a stride-2
+ * depthwise plane's row), and a copy of short rows between strides (the
+ * input into a padded plane, the flat form's output out of its scratch)
+ * without a memcpy call per row. */
 #include <immintrin.h>
 
 #include "cpu_fallback/sgemm.h"
@@ -74,8 +77,9 @@ void kiln_dw_row_avx512(float *y, int64_t n, const float *const *src, const floa
     DW_PART(7);
   }
 #undef DW_PART
-#define DW_STORE(k)   \
-  if (nv > (k)) _mm512_mask_storeu_ps(y + i + 16 * (k), nv > (k) + 1 ? (__mmask16)0xffff : last, clamp16(a##k, vlo, vhi))
+#define DW_STORE(k) \
+  if (nv > (k))     \
+  _mm512_mask_storeu_ps(y + i + 16 * (k), nv > (k) + 1 ? (__mmask16)0xffff : last, clamp16(a##k, vlo, vhi))
   DW_STORE(0);
   DW_STORE(1);
   DW_STORE(2);
@@ -105,4 +109,14 @@ void kiln_la_split2_avx512(float *even, float *odd, const float *src, int64_t n)
   __m512 a = _mm512_maskz_loadu_ps(ma, src + 2 * t), b = _mm512_maskz_loadu_ps(mb, src + 2 * t + 16);
   _mm512_mask_storeu_ps(even + t, (__mmask16)((1u << ((r + 1) / 2)) - 1), _mm512_permutex2var_ps(a, ie, b));
   _mm512_mask_storeu_ps(odd + t, (__mmask16)((1u << (r / 2)) - 1), _mm512_permutex2var_ps(a, io, b));
+}
+
+void kiln_la_copy_rows_avx512(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                              int64_t n) {
+  __mmask16 tail = (__mmask16)((1u << (n % 16)) - 1);
+  for (int64_t r = 0; r < rows; r++, dst += dst_stride, src += src_stride) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
+    if (i < n) _mm512_mask_storeu_ps(dst + i, tail, _mm512_maskz_loadu_ps(tail, src + i));
+  }
 }

@@ -523,6 +523,18 @@ void kiln_la_split2_base(float *even, float *odd, const float *src, int64_t n) {
   if (n % 2) even[n / 2] = src[n - 1];
 }
 
+void kiln_la_copy_rows_base(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                            int64_t n) {
+  for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_stride, src + r * src_stride, (size_t)n * sizeof *dst);
+}
+
+kiln_la_copy_rows_fn kiln_la_copy_rows(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_la_copy_rows_avx512;
+#endif
+  return kiln_la_copy_rows_base;
+}
+
 kiln_la_split2_fn kiln_la_split2(void) {
 #ifdef KILN_LA_HAVE_AVX512
   if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_la_split2_avx512;

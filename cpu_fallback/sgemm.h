@@ -198,6 +198,21 @@ void kiln_la_split2_avx512(float *even, float *odd, const float *src, int64_t n)
  * (callers then gather each phase: kiln_la_gather). */
 kiln_la_split2_fn kiln_la_split2(void);
 
+/* Row copy: dst[r · dst_stride + i] = src[r · src_stride + i] for r < rows,
+ * i < n (n >= 0; rows must not overlap); touches nothing else. The
+ * AVX-512F one copies by vectors and an opmask tail, no call per row (rows
+ * of 7..56 floats in the depthwise path). */
+typedef void (*kiln_la_copy_rows_fn)(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+                                     int64_t rows, int64_t n);
+void kiln_la_copy_rows_base(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                            int64_t n);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_la_copy_rows_avx512(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                              int64_t n);
+/* The AVX-512F one under the AVX2 setting where it is usable, else the
+ * twin (a memcpy per row). */
+kiln_la_copy_rows_fn kiln_la_copy_rows(void);
+
 /* ---- helpers the gemm/conv kernels share ---- */
 
 /* Gives output t dtype float32 and shape (rank, dims), like

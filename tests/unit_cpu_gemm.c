@@ -737,6 +737,34 @@ static void test_split2(void) {
   CHECK(!bad, "stride-2 split: %d mismatches", bad);
 }
 
+/* The row copy: the AVX-512 one equal to its twin on n = 0..50 (every tail
+ * of 16), 1..3 rows, dense and padded strides on either side, source and
+ * destination allocated to exactly the elements a copy may touch (ASan),
+ * destination gaps left alone. */
+static void test_copy_rows(void) {
+  if (nisa < 2 || !kiln_la_cpu_has_avx512()) return;
+  int bad = 0;
+  for (int64_t n = 0; n <= 50; n++)
+    for (int64_t rows = 1; rows <= 3; rows++)
+      for (int64_t gap = 0; gap <= 3; gap += 3) {
+        int64_t ss = n + gap, ds = n + 3 - gap, sl = (rows - 1) * ss + n, dl = (rows - 1) * ds + n;
+        float *src = malloc(sizeof(float) * (size_t)(sl ? sl : 1));
+        float *d1 = malloc(sizeof(float) * (size_t)(dl ? dl : 1)), *d2 = malloc(sizeof(float) * (size_t)(dl ? dl : 1));
+        for (int64_t i = 0; i < sl; i++) src[i] = frand();
+        for (int64_t i = 0; i < dl; i++) d1[i] = d2[i] = 42.0f;
+        kiln_la_copy_rows_base(d1, ds, src, ss, rows, n);
+        kiln_la_copy_rows_avx512(d2, ds, src, ss, rows, n);
+        if (memcmp(d1, d2, (size_t)dl * sizeof(float))) bad++;
+        for (int64_t r = 0; r < rows; r++)
+          for (int64_t i = 0; i < ds && r * ds + i < dl; i++)
+            if (d1[r * ds + i] != (i < n ? src[r * ss + i] : 42.0f)) bad++;
+        free(src);
+        free(d1);
+        free(d2);
+      }
+  CHECK(!bad, "row copies: %d mismatches", bad);
+}
+
 int main(void) {
   nisa = kiln_vm_cpu_has_avx2() ? 2 : 1;
   if (nisa < 2) printf("unit_cpu_gemm: no AVX2 on this CPU: base version only\n");
@@ -744,6 +772,7 @@ int main(void) {
   test_dw_rows();
   test_gather();
   test_split2();
+  test_copy_rows();
   test_matmul();
   test_stacked();
   test_gemm();
