@@ -460,7 +460,7 @@ typedef struct dw_job {
   size_t plane_size, flat_size;
   int64_t cb, blocks;
   bool flat; /* the whole plane in one row-kernel call (dw_shape) */
-  kiln_dw_row_fn row;
+  kiln_dw_rows_fn rows;
   kiln_la_gather_fn gather;
   kiln_la_split2_fn split2; /* NULL: stride-2 rows gathered phase by phase */
   kiln_la_copy_rows_fn copy_rows;
@@ -536,19 +536,16 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
   for (int64_t c = c0; c < c1; c++) {
     dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j);
+    for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
       const float *wm = j->w + m * nk;
       float *ym = j->y + (n * g->M + m) * g->out_sp, bm = j->bias ? j->bias[m] : 0.0f;
       if (j->flat) { /* output (oy, ox) at flat[oy·Wq + ox] */
-        for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
-        j->row(flat, (OH - 1) * Wq + OW, src, wm, (int)nk, bm, lo, hi);
+        j->rows(flat, 0, src, 0, 1, (OH - 1) * Wq + OW, wm, (int)nk, bm, lo, hi);
         j->copy_rows(ym, OW, flat, Wq, OH, OW);
-        continue;
-      }
-      for (int64_t oy = 0; oy < OH; oy++) {
-        for (int64_t t = 0; t < nk; t++) src[t] = plane + oy * Wq + j->tapoff[t];
-        j->row(ym + oy * OW, OW, src, wm, (int)nk, bm, lo, hi);
+      } else {
+        j->rows(ym, OW, src, Wq, OH, OW, wm, (int)nk, bm, lo, hi);
       }
     }
   }
@@ -584,7 +581,9 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
     blocks = (g->C + cb - 1) / cb;
     tasks = g->N * blocks;
   }
-  bool flat = OW < KILN_DW_FLAT_WIDTH;
+  bool across;
+  kiln_dw_rows_fn rows = kiln_dw_rows(&across);
+  bool flat = OW < KILN_DW_FLAT_WIDTH && !across;
   size_t plane_size = (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
   int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff);
   for (int64_t ky = 0; ky < KH && tapoff; ky++)
@@ -595,7 +594,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, kiln_dw_row(), kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows()};
+              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows()};
   if (!j.planes || !j.srcs || (flat && !j.flats) || !tapoff) {
     kiln_free(tapoff);
     kiln_free(j.planes);

@@ -157,25 +157,28 @@ kiln_sgemm_impl kiln_sgemm_active(void);
  * thread-safe against running kernels; AVX512 where not usable is ignored. */
 void kiln_sgemm_force(int impl);
 
-/* The depthwise row kernel: y[i] = clamp(bias + sum_{j < nk} w[j] *
- * src[j][i], lo, hi) for i < n (src[j] are rows of a padded,
- * stride-phase-split input plane, see conv.c). Sums in j order from bias,
- * one fused multiply-add per term, then v < lo ? lo : v and v > hi ? hi : v
- * (NaN kept; -inf, +inf: no clamp) in every version, so all give the same
- * bits. */
-typedef void (*kiln_dw_row_fn)(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias,
-                               float lo, float hi);
-void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
-                      float hi);
-/* Only callable where kiln_vm_cpu_has_avx2() is true. */
-void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
-                          float hi);
-/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
-void kiln_dw_row_avx512(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
-                        float hi);
+/* The depthwise rows kernel: y[r · ys + i] = clamp(bias + sum_{j < nk}
+ * w[j] * src[j][r · ss + i], lo, hi) for r < rows, i < n (src[j] are rows
+ * of a padded, stride-phase-split input plane, see conv.c). Sums in j
+ * order from bias, one fused multiply-add per term, then v < lo ? lo : v and
+ * v > hi ? hi : v (NaN kept; -inf, +inf: no clamp) in every version, so all
+ * give the same bits. */
+typedef void (*kiln_dw_rows_fn)(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                                const float *w, int nk, float bias, float lo, float hi);
+void kiln_dw_rows_base(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                       const float *w, int nk, float bias, float lo, float hi);
+/* Only callable where kiln_vm_cpu_has_avx2() is true; row by row (eight
+ * 8-lane chains within a row). */
+void kiln_dw_rows_avx2_fma(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                           const float *w, int nk, float bias, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c);
+ * eight 16-lane chains taken across rows. */
+void kiln_dw_rows_avx512(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                         const float *w, int nk, float bias, float lo, float hi);
 /* The version for kiln_la_isa(): under the AVX2 setting the AVX-512F one
- * where it is usable. */
-kiln_dw_row_fn kiln_dw_row(void);
+ * where it is usable. *across: whether it fills its chains across rows
+ * (short rows then need no flat form). */
+kiln_dw_rows_fn kiln_dw_rows(bool *across);
 
 #endif
 

@@ -21,8 +21,9 @@ static __m256i lanes_below(int64_t r) { /* lanes l with l < r */
  * unordered. */
 static inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, v)); }
 
-void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias, float lo,
-                          float hi) {
+/* One row: y[i] from src[j][off + i]. */
+static void dw_row(float *y, int64_t n, const float *const *src, int64_t off, const float *w, int nk, float bias,
+                   float lo, float hi) {
   __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   int64_t i = 0;
 #define DW_FULL(k) a##k = _mm256_fmadd_ps(wj, _mm256_loadu_ps(s + 8 * (k)), a##k)
@@ -30,7 +31,7 @@ void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const fl
     __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     for (int j = 0; j < nk; j++) {
       __m256 wj = _mm256_broadcast_ss(&w[j]);
-      const float *s = src[j] + i;
+      const float *s = src[j] + off + i;
       DW_FULL(0);
       DW_FULL(1);
       DW_FULL(2);
@@ -59,7 +60,7 @@ void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const fl
   if (r > 8 * (k)) a##k = _mm256_fmadd_ps(wj, _mm256_maskload_ps(s + 8 * (k), m##k), a##k)
     for (int j = 0; j < nk; j++) {
       __m256 wj = _mm256_broadcast_ss(&w[j]);
-      const float *s = src[j] + i;
+      const float *s = src[j] + off + i;
       DW_PART(0);
       DW_PART(1);
       DW_PART(2);
@@ -82,6 +83,11 @@ void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const fl
     DW_STORE(7);
 #undef DW_STORE
   }
+}
+
+void kiln_dw_rows_avx2_fma(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                           const float *w, int nk, float bias, float lo, float hi) {
+  for (int64_t r = 0; r < rows; r++) dw_row(y + r * ys, n, src, r * ss, w, nk, bias, lo, hi);
 }
 
 void kiln_la_gather_avx2(float *dst, const float *src, int64_t n, int64_t stride) {

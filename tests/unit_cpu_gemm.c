@@ -644,48 +644,55 @@ static void test_sgemm_raw(void) {
   free(C2);
 }
 
-/* The depthwise row kernels: bit-equal to their twin (same fmas in the same
- * order, the same clamp) on every length 0..300 (the 64-output AVX2 and
- * 128-output AVX-512 passes, every tail), 1..9 taps, without and with a
- * clamp (also one that keeps -0 and NaN: an input row holds NaN, -0 and
- * values around the bounds), rows at odd offsets; no element written past
- * n (a guard after it). */
+/* The depthwise rows kernels: bit-equal to their twin (same fmas in the
+ * same order, the same clamp) on every row length 0..300 (the AVX2 kernel's
+ * 64-output passes and every tail; the AVX-512 one's groups of eight
+ * 16-lane vectors, within a row or across rows), 1..3 rows with gaps between
+ * output rows and input rows at odd strides, 1..9 taps at odd offsets,
+ * without and with a clamp (an input row holds NaN and -0); the gaps and
+ * the element after the last row left alone. */
 static void test_dw_rows(void) {
   if (nisa < 2) return;
-  enum { L = 300 };
-  static float rows[9][L + 3], y1[L + 1], y2[L + 1];
+  enum { L = 300, B = 4 * (L + 4) };
+  static float taps[9][B], y1[B], y2[B];
   float w[9];
   const float *src[9];
   for (int j = 0; j < 9; j++) {
-    for (int i = 0; i < L + 3; i++) rows[j][i] = frand();
+    for (int i = 0; i < B; i++) taps[j][i] = frand();
     w[j] = frand();
-    src[j] = rows[j] + j % 3; /* unaligned, overlapping-style offsets */
+    src[j] = taps[j] + j % 3;
   }
-  rows[4][7] = NAN;
-  rows[4][40] = -0.0f;
+  taps[4][7] = NAN;
+  taps[4][40] = -0.0f;
   w[4] = 1.0f; /* tap 4 alone from a bias of -0: y = -0 and NaN (below) */
   const float clamps[3][2] = {{-INFINITY, INFINITY}, {0.0f, 0.3f}, {-0.25f, 0.5f}};
   int bad = 0, cases = 0, versions = kiln_la_cpu_has_avx512() ? 2 : 1;
   for (int v = 0; v < versions; v++)
-    for (int n = 0; n <= L; n++)
-      for (int nk = 1; nk <= 9; nk += (n % 2 ? 4 : 1))
-        for (int c = 0; c < 3; c++) {
-          for (int i = 0; i <= L; i++) y1[i] = y2[i] = 42.0f;
-          kiln_dw_row_base(y1, n, src, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
-          if (v == 0) kiln_dw_row_avx2_fma(y2, n, src, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
-          else kiln_dw_row_avx512(y2, n, src, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
-          if (memcmp(y1, y2, sizeof y1) || y2[n] != 42.0f) bad++;
-          for (int i = 0; i < n && c > 0; i++)
-            if (y1[i] < clamps[c][0] || y1[i] > clamps[c][1]) bad++;
-          cases++;
-        }
-  CHECK(!bad, "depthwise row kernels differ from the twin in %d of %d cases", bad, cases);
-  /* the twin itself: tap 4 alone at its NaN and -0 */
-  const float *one[1] = {rows[4] + 1};
-  float t[64];
-  kiln_dw_row_base(t, 64, one, &w[4], 1, -0.0f, -INFINITY, INFINITY);
-  CHECK(isnan(t[6]) && t[39] == 0.0f && signbit(t[39]), "twin: NaN %g, -0 %g", t[6], t[39]);
-  kiln_dw_row_base(t, 64, one, &w[4], 1, -0.0f, 0.0f, 6.0f);
+    for (int64_t n = 0; n <= L; n++)
+      for (int64_t rows = 1; rows <= 3; rows++)
+        for (int nk = 1; nk <= 9; nk += (n % 2 ? 4 : 2))
+          for (int c = 0; c < 3; c++) {
+            int64_t ys = n + (rows + n) % 4, ss = n + 1 + n % 3, end = (rows - 1) * ys + n;
+            for (int i = 0; i < B; i++) y1[i] = y2[i] = 42.0f;
+            kiln_dw_rows_base(y1, ys, src, ss, rows, n, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+            if (v == 0) kiln_dw_rows_avx2_fma(y2, ys, src, ss, rows, n, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+            else kiln_dw_rows_avx512(y2, ys, src, ss, rows, n, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+            if (memcmp(y1, y2, sizeof y1) || y2[end] != 42.0f) bad++;
+            for (int64_t r = 0; r < rows; r++)
+              for (int64_t i = 0; i < ys && r * ys + i < end; i++) {
+                float e = y1[r * ys + i];
+                if (i >= n ? e != 42.0f : c > 0 && (e < clamps[c][0] || e > clamps[c][1])) bad++;
+              }
+            cases++;
+          }
+  CHECK(!bad, "depthwise rows kernels differ from the twin in %d of %d cases", bad, cases);
+  /* the twin itself: tap 4 alone at its NaN and -0, two rows */
+  const float *one[1] = {taps[4] + 1};
+  float t[128];
+  kiln_dw_rows_base(t, 64, one, 33, 2, 64, &w[4], 1, -0.0f, -INFINITY, INFINITY);
+  CHECK(isnan(t[6]) && t[39] == 0.0f && signbit(t[39]) && t[64] == taps[4][34], "twin: NaN %g, -0 %g, row 2 %g", t[6],
+        t[39], t[64]);
+  kiln_dw_rows_base(t, 64, one, 33, 1, 64, &w[4], 1, -0.0f, 0.0f, 6.0f);
   CHECK(isnan(t[6]) && signbit(t[39]), "twin clamp keeps NaN and -0: %g %g", t[6], t[39]);
 }
 
