@@ -4,9 +4,10 @@
  *     to 8): direct, per channel: the input plane is copied once into a
  *     zero-padded buffer split by stride phase in both dims, so every
  *     kernel tap reads a contiguous run (a whole small plane at once: the
- *     flat form) and the row kernel (sgemm.h kiln_dw_row: AVX-512F,
- *     AVX2/FMA or their scalar twin; a Relu/Clip epilogue clamped on its
- *     accumulators) needs no bounds checks; channels in blocks;
+ *     flat form, where the kernel does not fill its chains across rows) and
+ *     the rows kernel (sgemm.h kiln_dw_rows: AVX-512F, AVX2/FMA or their
+ *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
+ *     no bounds checks; channels in blocks;
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
  *     from NCHW, no copy;
  *   general: im2col of one tile of output positions at a time into a
@@ -446,7 +447,7 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
 /* Channels of the depthwise path as pool tasks: task t is the block of
  * channels [t % blocks · cb, +cb) of image t / blocks, with a padded plane,
  * tap pointers and a flat output buffer per worker. A clamp epilogue is
- * done by the row kernel on its accumulators; any other is applied once per
+ * done by the rows kernel on its accumulators; any other is applied once per
  * block (its output channels are contiguous): per channel it cost more than
  * the convolution on 7x7 planes. */
 typedef struct dw_job {
@@ -459,7 +460,7 @@ typedef struct dw_job {
   const int64_t *tapoff; /* per tap: where it reads for output (0, 0) (dw_shape) */
   size_t plane_size, flat_size;
   int64_t cb, blocks;
-  bool flat; /* the whole plane in one row-kernel call (dw_shape) */
+  bool flat; /* the whole plane as one row of the rows kernel (dw_shape) */
   kiln_dw_rows_fn rows;
   kiln_la_gather_fn gather;
   kiln_la_split2_fn split2; /* NULL: stride-2 rows gathered phase by phase */
@@ -549,15 +550,16 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       }
     }
   }
-  if (j->ep && !j->ep->clamp) { /* a clamp was done by the row kernel */
+  if (j->ep && !j->ep->clamp) { /* a clamp was done by the rows kernel */
     int64_t m0 = n * g->M + c0 * mult;
     j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
   }
 }
 
-/* Output rows narrower than this take the flat form (one row-kernel call
- * per plane instead of one per row, Wq - OW wasted columns per row); wider
- * ones fill the kernel's vectors well by rows. */
+/* Output rows narrower than this take the flat form (one row of the
+ * kernel per plane instead of OH rows, Wq - OW wasted columns per row, then
+ * copied out) unless the kernel fills its chains across rows (AVX-512);
+ * wider ones fill the kernel's vectors well by rows. */
 #define KILN_DW_FLAT_WIDTH 32
 /* Output elements per depthwise task and epilogue call (when channels are
  * that small): enough to amortise the epilogue call, small enough to stay

@@ -1,5 +1,5 @@
 /* cpu_fallback/dw_avx512: the AVX-512F depthwise row kernel (sgemm.h
- * kiln_dw_row; its scalar twin is in sgemm.c, its AVX2 sibling in
+ * kiln_dw_rows; its scalar twin is in sgemm.c, its AVX2 sibling in
  * sgemm_avx2.c). Built with -mavx512f -mfma; called only where
  * kiln_la_cpu_has_avx512() (cpuid + XGETBV) said AVX-512F is usable.
  *

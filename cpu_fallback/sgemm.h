@@ -1,6 +1,7 @@
 /* cpu_fallback/sgemm: the dense float32 primitives under the MatMul, Gemm
  * and Conv kernels (gemm.c, conv.c) — a row-major SGEMM, the depthwise
- * convolution row kernel and a strided gather — with their instruction-set
+ * convolution rows kernel, a strided gather, a stride-2 split and a row
+ * copy — with their instruction-set
  * dispatch and kiln's thread count.
  *
  * Versions: under the AVX2 setting SGEMM is OpenBLAS's cblas_sgemm (which
@@ -8,9 +9,11 @@
  * and AVX-512); under KILN_CPU_ISA=base it is kiln's own portable blocked C
  * GEMM (kiln_sgemm_base), so the two settings run independent code and the
  * tests compare them.
- * The depthwise row kernel and the gather have scalar twins (sgemm.c) and
+ * The depthwise rows kernel and the gather have scalar twins (sgemm.c) and
  * AVX2/FMA versions (sgemm_avx2.c, the only file of this family built with
- * -mavx2 -mfma). */
+ * -mavx2 -mfma); the depthwise rows kernel, the stride-2 split and the row
+ * copy have AVX-512F versions (dw_avx512.c), used under the AVX2 setting
+ * where kiln_la_cpu_has_avx512(). */
 #ifndef KILN_CPU_FALLBACK_SGEMM_H
 #define KILN_CPU_FALLBACK_SGEMM_H
 #include <stdbool.h>

@@ -1,7 +1,8 @@
 /* tests/unit_cpu_gemm: the cpu backend's MatMul, Gemm and Conv kernels
  * (cpu_fallback/gemm.c, conv.c, sgemm.c) against the reference kernels, on
  * both instruction-set versions (base: kiln's blocked C GEMM and the scalar
- * depthwise twin; avx2: OpenBLAS and the AVX2 depthwise kernel), on awkward
+ * depthwise twin; avx2: kiln's wide GEMM or OpenBLAS, and the AVX-512
+ * depthwise kernels where AVX-512F is usable, else the AVX2 one), on awkward
  * sizes, every attribute, strided (view) inputs, with and without an
  * epilogue, into arena-like reservations prefilled with NaN (so an element
  * not written shows).
