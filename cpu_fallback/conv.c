@@ -4,8 +4,10 @@
  *     to 8): direct, per channel: the input plane is copied once into a
  *     zero-padded buffer split by stride phase in both dims, so every
  *     kernel tap reads a contiguous run (a whole small plane at once: the
- *     flat form) and the row kernel (sgemm.h kiln_dw_row: AVX2/FMA or its
- *     scalar twin) needs no bounds checks; channels in blocks;
+ *     flat form, where the kernel does not fill its chains across rows) and
+ *     the rows kernel (sgemm.h kiln_dw_rows: AVX-512F, AVX2/FMA or their
+ *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
+ *     no bounds checks; channels in blocks;
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
  *     from NCHW, no copy;
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
@@ -24,6 +26,7 @@
  * inside the wide GEMM's tiles. Calls the reference kernel would reject
  * (dtype, shapes, attributes) and empty tensors are declined. Strided inputs
  * are copied densely first (X, W) or read element by element (B). */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,9 +459,10 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
 
 /* Channels of the depthwise path as pool tasks: task t is the block of
  * channels [t % blocks · cb, +cb) of image t / blocks, with a padded plane,
- * tap pointers and a flat output buffer per worker. The epilogue is applied
- * once per block (its output channels are contiguous): per channel it cost
- * more than the convolution on 7x7 planes. */
+ * tap pointers and a flat output buffer per worker. A clamp epilogue is
+ * done by the rows kernel on its accumulators; any other is applied once per
+ * block (its output channels are contiguous): per channel it cost more than
+ * the convolution on 7x7 planes. */
 typedef struct dw_job {
   const geom *g;
   const float *x, *w, *bias;
@@ -469,9 +473,11 @@ typedef struct dw_job {
   const int64_t *tapoff; /* per tap: where it reads for output (0, 0) (dw_shape) */
   size_t plane_size, flat_size;
   int64_t cb, blocks;
-  bool flat; /* the whole plane in one row-kernel call (dw_shape) */
-  kiln_dw_row_fn row;
+  bool flat; /* the whole plane as one row of the rows kernel (dw_shape) */
+  kiln_dw_rows_fn rows;
   kiln_la_gather_fn gather;
+  kiln_la_split2_fn split2; /* NULL: stride-2 rows gathered phase by phase */
+  kiln_la_copy_rows_fn copy_rows;
 } dw_job;
 
 /* The padded input plane of one channel split by stride phase in both
@@ -497,15 +503,28 @@ static dw_shape dw_shape_of(const geom *g) {
 /* Copies channel xc's input into its plane. Only the input's elements are
  * written: the padding is the same for every channel, zeroed once when the
  * plane was allocated. */
-static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, kiln_la_gather_fn gather) {
+static void dw_plane(const geom *g, const dw_shape *d, const float *xc, float *plane, const dw_job *j) {
   int64_t H = g->in[1], W = g->in[2], sh = g->s[1], sw = g->s[2], pt = g->pb[1], pl = g->pb[2];
   int64_t Wp = d->Wp, py1 = pt + H < d->Hp ? pt + H : d->Hp; /* padded rows inside the input: [pt, py1) */
+  kiln_la_gather_fn gather = j->gather;
+  kiln_la_split2_fn split2 = j->split2;
+  if (sh == 1 && sw == 1) { /* one phase: padded rows [pt, py1), columns [lo, hi) */
+    int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
+    if (hi > lo && py1 > pt) j->copy_rows(plane + pt * d->Wq + lo, d->Wq, xc, W, py1 - pt, hi - lo);
+    return;
+  }
   for (int64_t py = pt; py < py1; py++) {
     const float *xr = xc + (py - pt) * W;
     float *pr = plane + ((py % sh) * sw * d->Hq + py / sh) * d->Wq; /* column phase 0 */
     if (sw == 1) {
       int64_t lo = pl < Wp ? pl : Wp, hi = pl + W < Wp ? pl + W : Wp;
       if (hi > lo) memcpy(pr + lo, xr, (size_t)(hi - lo) * sizeof *pr);
+      continue;
+    }
+    if (sw == 2 && split2) {
+      /* both phases in one pass: input column x is padded px = x + pl (< Wp), phase px % 2, at q = px / 2 */
+      int64_t nx = pl + W < Wp ? W : Wp - pl, pq = d->Hq * d->Wq;
+      if (nx > 0) split2(pr + (pl % 2) * pq + pl / 2, pr + ((pl + 1) % 2) * pq + (pl + 1) / 2, xr, nx);
       continue;
     }
     for (int64_t ph = 0; ph < sw; ph++) {
@@ -525,36 +544,35 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   dw_shape d = dw_shape_of(g);
   int64_t OH = g->out[1], OW = g->out[2], Wq = d.Wq, mult = g->M / g->C, nk = g->k[1] * g->k[2];
   float *plane = j->planes + (size_t)worker * j->plane_size, *flat = j->flats + (size_t)worker * j->flat_size;
+  bool cl = j->ep && j->ep->clamp;
+  float lo = cl ? j->ep->lo : -INFINITY, hi = cl ? j->ep->hi : INFINITY;
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
   for (int64_t c = c0; c < c1; c++) {
-    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j->gather);
+    dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j);
+    for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
       const float *wm = j->w + m * nk;
       float *ym = j->y + (n * g->M + m) * g->out_sp, bm = j->bias ? j->bias[m] : 0.0f;
       if (j->flat) { /* output (oy, ox) at flat[oy·Wq + ox] */
-        for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
-        j->row(flat, (OH - 1) * Wq + OW, src, wm, (int)nk, bm);
-        for (int64_t oy = 0; oy < OH; oy++) memcpy(ym + oy * OW, flat + oy * Wq, (size_t)OW * sizeof *ym);
-        continue;
-      }
-      for (int64_t oy = 0; oy < OH; oy++) {
-        for (int64_t t = 0; t < nk; t++) src[t] = plane + oy * Wq + j->tapoff[t];
-        j->row(ym + oy * OW, OW, src, wm, (int)nk, bm);
+        j->rows(flat, 0, src, 0, 1, (OH - 1) * Wq + OW, wm, (int)nk, bm, lo, hi);
+        j->copy_rows(ym, OW, flat, Wq, OH, OW);
+      } else {
+        j->rows(ym, OW, src, Wq, OH, OW, wm, (int)nk, bm, lo, hi);
       }
     }
   }
-  if (j->ep) {
+  if (j->ep && !j->ep->clamp) { /* a clamp was done by the rows kernel */
     int64_t m0 = n * g->M + c0 * mult;
-    if (j->ep->clamp) kiln_cpu_clamp(j->y + m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, NULL, j->ep->lo, j->ep->hi);
-    else j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
+    j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
   }
 }
 
-/* Output rows narrower than this take the flat form (one row-kernel call
- * per plane instead of one per row, Wq - OW wasted columns per row); wider
- * ones fill the kernel's vectors well by rows. */
+/* Output rows narrower than this take the flat form (one row of the
+ * kernel per plane instead of OH rows, Wq - OW wasted columns per row, then
+ * copied out) unless the kernel fills its chains across rows (AVX-512);
+ * wider ones fill the kernel's vectors well by rows. */
 #define KILN_DW_FLAT_WIDTH 32
 /* Output elements per depthwise task and epilogue call (when channels are
  * that small): enough to amortise the epilogue call, small enough to stay
@@ -578,7 +596,9 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
     blocks = (g->C + cb - 1) / cb;
     tasks = g->N * blocks;
   }
-  bool flat = OW < KILN_DW_FLAT_WIDTH;
+  bool across;
+  kiln_dw_rows_fn rows = kiln_dw_rows(&across);
+  bool flat = OW < KILN_DW_FLAT_WIDTH && !across;
   size_t plane_size = (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
   int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff);
   for (int64_t ky = 0; ky < KH && tapoff; ky++)
@@ -589,7 +609,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, kiln_dw_row(), kiln_la_gather()};
+              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows()};
   if (!j.planes || !j.srcs || (flat && !j.flats) || !tapoff) {
     kiln_free(tapoff);
     kiln_free(j.planes);
@@ -728,8 +748,8 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
         off[k] = c * P + ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
       }
   memset(xp, 0, (size_t)(planes * P + NR) * sizeof *xp); /* the padding (dw_plane writes the input's elements) */
-  kiln_la_gather_fn gather = kiln_la_gather();
-  for (int64_t i = 0; i < planes; i++) dw_plane(g, &d, x + i * g->in_sp, xp + i * P, gather);
+  dw_job pj = {.g = g, .gather = kiln_la_gather(), .split2 = kiln_la_split2(), .copy_rows = kiln_la_copy_rows()};
+  for (int64_t i = 0; i < planes; i++) dw_plane(g, &d, x + i * g->in_sp, xp + i * P, &pj);
   int64_t strips = (g->Mg + MR - 1) / MR, chunks = 1;
   if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers) {
     chunks = (4 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);

@@ -537,16 +537,46 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
 
 /* ---- depthwise rows: the scalar twin ---- */
 
-void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias) {
-  for (int64_t i = 0; i < n; i++) {
-    float acc = bias;
-    for (int j = 0; j < nk; j++) acc = fmaf(w[j], src[j][i], acc);
-    y[i] = acc;
-  }
+void kiln_dw_rows_base(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                       const float *w, int nk, float bias, float lo, float hi) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t i = 0; i < n; i++) {
+      float acc = bias;
+      for (int j = 0; j < nk; j++) acc = fmaf(w[j], src[j][r * ss + i], acc);
+      acc = acc < lo ? lo : acc;
+      y[r * ys + i] = acc > hi ? hi : acc;
+    }
 }
 
 void kiln_la_gather_base(float *dst, const float *src, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; i++) dst[i] = src[i * stride];
+}
+
+void kiln_la_split2_base(float *even, float *odd, const float *src, int64_t n) {
+  for (int64_t i = 0; i + 1 < n; i += 2) {
+    even[i / 2] = src[i];
+    odd[i / 2] = src[i + 1];
+  }
+  if (n % 2) even[n / 2] = src[n - 1];
+}
+
+void kiln_la_copy_rows_base(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                            int64_t n) {
+  for (int64_t r = 0; r < rows; r++) memcpy(dst + r * dst_stride, src + r * src_stride, (size_t)n * sizeof *dst);
+}
+
+kiln_la_copy_rows_fn kiln_la_copy_rows(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_la_copy_rows_avx512;
+#endif
+  return kiln_la_copy_rows_base;
+}
+
+kiln_la_split2_fn kiln_la_split2(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_la_split2_avx512;
+#endif
+  return NULL;
 }
 
 kiln_la_gather_fn kiln_la_gather(void) {
@@ -556,11 +586,18 @@ kiln_la_gather_fn kiln_la_gather(void) {
   return kiln_la_gather_base;
 }
 
-kiln_dw_row_fn kiln_dw_row(void) {
-#ifdef KILN_LA_HAVE_AVX2
-  if (kiln_la_isa() == KILN_VM_ISA_AVX2) return kiln_dw_row_avx2_fma;
+kiln_dw_rows_fn kiln_dw_rows(bool *across) {
+  *across = false;
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) {
+    *across = true;
+    return kiln_dw_rows_avx512;
+  }
 #endif
-  return kiln_dw_row_base;
+#ifdef KILN_LA_HAVE_AVX2
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2) return kiln_dw_rows_avx2_fma;
+#endif
+  return kiln_dw_rows_base;
 }
 
 /* ---- helpers ---- */

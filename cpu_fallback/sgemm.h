@@ -1,6 +1,7 @@
 /* cpu_fallback/sgemm: the dense float32 primitives under the MatMul, Gemm
  * and Conv kernels (gemm.c, conv.c) — a row-major SGEMM, the depthwise
- * convolution row kernel and a strided gather — with their instruction-set
+ * convolution rows kernel, a strided gather, a stride-2 split and a row
+ * copy — with their instruction-set
  * dispatch and kiln's thread count.
  *
  * Versions: under the AVX2 setting SGEMM is OpenBLAS's cblas_sgemm (which
@@ -8,9 +9,11 @@
  * and AVX-512); under KILN_CPU_ISA=base it is kiln's own portable blocked C
  * GEMM (kiln_sgemm_base), so the two settings run independent code and the
  * tests compare them.
- * The depthwise row kernel and the gather have scalar twins (sgemm.c) and
+ * The depthwise rows kernel and the gather have scalar twins (sgemm.c) and
  * AVX2/FMA versions (sgemm_avx2.c, the only file of this family built with
- * -mavx2 -mfma). */
+ * -mavx2 -mfma); the depthwise rows kernel, the stride-2 split and the row
+ * copy have AVX-512F versions (dw_avx512.c), used under the AVX2 setting
+ * where kiln_la_cpu_has_avx512(). */
 #ifndef KILN_CPU_FALLBACK_SGEMM_H
 #define KILN_CPU_FALLBACK_SGEMM_H
 #include <stdbool.h>
@@ -205,16 +208,28 @@ kiln_sgemm_impl kiln_sgemm_active(void);
  * thread-safe against running kernels; AVX512 where not usable is ignored. */
 void kiln_sgemm_force(int impl);
 
-/* The depthwise row kernel: y[i] = bias + sum_{j < nk} w[j] * src[j][i]
- * for i < n (src[j] are rows of a padded, stride-phase-split input plane,
- * see conv.c). Sums in j order, one fused multiply-add per term in both
- * versions. */
-typedef void (*kiln_dw_row_fn)(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
-void kiln_dw_row_base(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
-/* Only callable where kiln_vm_cpu_has_avx2() is true. */
-void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias);
-/* The version for kiln_la_isa(). */
-kiln_dw_row_fn kiln_dw_row(void);
+/* The depthwise rows kernel: y[r · ys + i] = clamp(bias + sum_{j < nk}
+ * w[j] * src[j][r · ss + i], lo, hi) for r < rows, i < n (src[j] are rows
+ * of a padded, stride-phase-split input plane, see conv.c). Sums in j
+ * order from bias, one fused multiply-add per term, then v < lo ? lo : v and
+ * v > hi ? hi : v (NaN kept; -inf, +inf: no clamp) in every version, so all
+ * give the same bits. */
+typedef void (*kiln_dw_rows_fn)(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                                const float *w, int nk, float bias, float lo, float hi);
+void kiln_dw_rows_base(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                       const float *w, int nk, float bias, float lo, float hi);
+/* Only callable where kiln_vm_cpu_has_avx2() is true; row by row (eight
+ * 8-lane chains within a row). */
+void kiln_dw_rows_avx2_fma(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                           const float *w, int nk, float bias, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c);
+ * eight 16-lane chains taken across rows. */
+void kiln_dw_rows_avx512(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                         const float *w, int nk, float bias, float lo, float hi);
+/* The version for kiln_la_isa(): under the AVX2 setting the AVX-512F one
+ * where it is usable. *across: whether it fills its chains across rows
+ * (short rows then need no flat form). */
+kiln_dw_rows_fn kiln_dw_rows(bool *across);
 
 #endif
 
@@ -225,6 +240,32 @@ typedef void (*kiln_la_gather_fn)(float *dst, const float *src, int64_t n, int64
 void kiln_la_gather_base(float *dst, const float *src, int64_t n, int64_t stride);
 void kiln_la_gather_avx2(float *dst, const float *src, int64_t n, int64_t stride);
 kiln_la_gather_fn kiln_la_gather(void);
+
+/* Stride-2 split: even[t] = src[2t] for t < (n + 1) / 2, odd[t] =
+ * src[2t + 1] for t < n / 2, in one pass; reads src[0 .. n) and writes
+ * nothing else. */
+typedef void (*kiln_la_split2_fn)(float *even, float *odd, const float *src, int64_t n);
+void kiln_la_split2_base(float *even, float *odd, const float *src, int64_t n);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_la_split2_avx512(float *even, float *odd, const float *src, int64_t n);
+/* The AVX-512F one under the AVX2 setting where it is usable, else NULL
+ * (callers then gather each phase: kiln_la_gather). */
+kiln_la_split2_fn kiln_la_split2(void);
+
+/* Row copy: dst[r · dst_stride + i] = src[r · src_stride + i] for r < rows,
+ * i < n (n >= 0; rows must not overlap); touches nothing else. The
+ * AVX-512F one copies by vectors and an opmask tail, no call per row (rows
+ * of 7..56 floats in the depthwise path). */
+typedef void (*kiln_la_copy_rows_fn)(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+                                     int64_t rows, int64_t n);
+void kiln_la_copy_rows_base(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                            int64_t n);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_la_copy_rows_avx512(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                              int64_t n);
+/* The AVX-512F one under the AVX2 setting where it is usable, else the
+ * twin (a memcpy per row). */
+kiln_la_copy_rows_fn kiln_la_copy_rows(void);
 
 /* ---- helpers the gemm/conv kernels share ---- */
 

@@ -5,7 +5,8 @@
  * Each output is a chain of nk dependent fmas (nk = 9 for 3x3), so the
  * kernel keeps eight 8-lane chains in flight: 64 outputs per pass, and the
  * rest of the row (1..63 outputs) in one more pass with masked loads and
- * stores (a mask of 0 touches no memory). */
+ * stores (a mask of 0 touches no memory). The clamp is applied to the
+ * accumulators before the store. */
 #include <immintrin.h>
 
 #include "cpu_fallback/sgemm.h"
@@ -15,14 +16,22 @@ static __m256i lanes_below(int64_t r) { /* lanes l with l < r */
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const float *w, int nk, float bias) {
+/* v < lo ? lo : v, then v > hi ? hi : v, NaN kept (the tile ops' clamp):
+ * max_ps(a, b) is a > b ? a : b, min_ps(a, b) a < b ? a : b, each b when
+ * unordered. */
+static inline __m256 clamp8(__m256 v, __m256 lo, __m256 hi) { return _mm256_min_ps(hi, _mm256_max_ps(lo, v)); }
+
+/* One row: y[i] from src[j][off + i]. */
+static void dw_row(float *y, int64_t n, const float *const *src, int64_t off, const float *w, int nk, float bias,
+                   float lo, float hi) {
+  __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
   int64_t i = 0;
 #define DW_FULL(k) a##k = _mm256_fmadd_ps(wj, _mm256_loadu_ps(s + 8 * (k)), a##k)
   for (; i + 64 <= n; i += 64) {
     __m256 a0 = _mm256_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     for (int j = 0; j < nk; j++) {
       __m256 wj = _mm256_broadcast_ss(&w[j]);
-      const float *s = src[j] + i;
+      const float *s = src[j] + off + i;
       DW_FULL(0);
       DW_FULL(1);
       DW_FULL(2);
@@ -32,14 +41,14 @@ void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const fl
       DW_FULL(6);
       DW_FULL(7);
     }
-    _mm256_storeu_ps(y + i, a0);
-    _mm256_storeu_ps(y + i + 8, a1);
-    _mm256_storeu_ps(y + i + 16, a2);
-    _mm256_storeu_ps(y + i + 24, a3);
-    _mm256_storeu_ps(y + i + 32, a4);
-    _mm256_storeu_ps(y + i + 40, a5);
-    _mm256_storeu_ps(y + i + 48, a6);
-    _mm256_storeu_ps(y + i + 56, a7);
+    _mm256_storeu_ps(y + i, clamp8(a0, vlo, vhi));
+    _mm256_storeu_ps(y + i + 8, clamp8(a1, vlo, vhi));
+    _mm256_storeu_ps(y + i + 16, clamp8(a2, vlo, vhi));
+    _mm256_storeu_ps(y + i + 24, clamp8(a3, vlo, vhi));
+    _mm256_storeu_ps(y + i + 32, clamp8(a4, vlo, vhi));
+    _mm256_storeu_ps(y + i + 40, clamp8(a5, vlo, vhi));
+    _mm256_storeu_ps(y + i + 48, clamp8(a6, vlo, vhi));
+    _mm256_storeu_ps(y + i + 56, clamp8(a7, vlo, vhi));
   }
 #undef DW_FULL
   if (i < n) { /* 1..63 outputs: up to 8 chains, masked */
@@ -51,7 +60,7 @@ void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const fl
   if (r > 8 * (k)) a##k = _mm256_fmadd_ps(wj, _mm256_maskload_ps(s + 8 * (k), m##k), a##k)
     for (int j = 0; j < nk; j++) {
       __m256 wj = _mm256_broadcast_ss(&w[j]);
-      const float *s = src[j] + i;
+      const float *s = src[j] + off + i;
       DW_PART(0);
       DW_PART(1);
       DW_PART(2);
@@ -63,7 +72,7 @@ void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const fl
     }
 #undef DW_PART
 #define DW_STORE(k) \
-  if (r > 8 * (k)) _mm256_maskstore_ps(y + i + 8 * (k), m##k, a##k)
+  if (r > 8 * (k)) _mm256_maskstore_ps(y + i + 8 * (k), m##k, clamp8(a##k, vlo, vhi))
     DW_STORE(0);
     DW_STORE(1);
     DW_STORE(2);
@@ -74,6 +83,11 @@ void kiln_dw_row_avx2_fma(float *y, int64_t n, const float *const *src, const fl
     DW_STORE(7);
 #undef DW_STORE
   }
+}
+
+void kiln_dw_rows_avx2_fma(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                           const float *w, int nk, float bias, float lo, float hi) {
+  for (int64_t r = 0; r < rows; r++) dw_row(y + r * ys, n, src, r * ss, w, nk, bias, lo, hi);
 }
 
 void kiln_la_gather_avx2(float *dst, const float *src, int64_t n, int64_t stride) {

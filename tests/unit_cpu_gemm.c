@@ -1,7 +1,8 @@
 /* tests/unit_cpu_gemm: the cpu backend's MatMul, Gemm and Conv kernels
  * (cpu_fallback/gemm.c, conv.c, sgemm.c) against the reference kernels, on
  * both instruction-set versions (base: kiln's blocked C GEMM and the scalar
- * depthwise twin; avx2: OpenBLAS and the AVX2 depthwise kernel), on awkward
+ * depthwise twin; avx2: kiln's wide GEMM or OpenBLAS, and the AVX-512
+ * depthwise kernels where AVX-512F is usable, else the AVX2 one), on awkward
  * sizes, every attribute, strided (view) inputs, with and without an
  * epilogue, into arena-like reservations prefilled with NaN (so an element
  * not written shows).
@@ -579,6 +580,8 @@ static void test_conv(void) {
       {"depthwise 7x7 planes, 200 channels (channel blocks, flat plane)", 2, 2, 200, 200, 200, {7, 7}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
       {"depthwise multiplier 3 stride (2,3) dilation (2,1) (phases in both dims, flat)", 2, 1, 90, 270, 90, {15, 14}, {3, 3}, {2, 3}, {2, 1}, {1, 0, 2, 1}, NULL, 1},
       {"depthwise stride (3,2) wide rows (phases in both dims, by rows)", 2, 1, 3, 3, 3, {20, 90}, {3, 3}, {3, 2}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"depthwise stride 2 no pads, last column unread (split clipped)", 2, 1, 3, 3, 3, {9, 20}, {3, 3}, {2, 2}, {0}, {-1}, NULL, 1},
+      {"depthwise 5x5 stride 2 pads (2,3,1,0), wide rows (split clipped, phases swapped)", 2, 1, 3, 3, 3, {6, 77}, {5, 5}, {2, 2}, {0}, {2, 3, 1, 0}, NULL, 1},
       {"depthwise stride 9 (the general path)", 2, 1, 2, 2, 2, {10, 20}, {2, 3}, {9, 9}, {0}, {0, 1, 0, 1}, NULL, 1},
       {"1-D k3 stride 2 pad 1", 1, 2, 3, 4, 1, {17}, {3}, {2}, {0}, {1, 1}, NULL, 1},
       {"1-D depthwise dilation 3", 1, 1, 4, 4, 4, {29}, {3}, {0}, {3}, {2, 2}, NULL, 1},
@@ -644,27 +647,56 @@ static void test_sgemm_raw(void) {
   free(C2);
 }
 
-/* The depthwise row twins: bit-equal (same fmas in the same order). */
+/* The depthwise rows kernels: bit-equal to their twin (same fmas in the
+ * same order, the same clamp) on every row length 0..300 (the AVX2 kernel's
+ * 64-output passes and every tail; the AVX-512 one's groups of eight
+ * 16-lane vectors, within a row or across rows), 1..3 rows with gaps between
+ * output rows and input rows at odd strides, 1..9 taps at odd offsets,
+ * without and with a clamp (an input row holds NaN and -0); the gaps and
+ * the element after the last row left alone. */
 static void test_dw_rows(void) {
   if (nisa < 2) return;
-  float rows[9][160], w[9], y1[160], y2[160];
+  enum { L = 300, B = 4 * (L + 4) };
+  static float taps[9][B], y1[B], y2[B];
+  float w[9];
   const float *src[9];
   for (int j = 0; j < 9; j++) {
-    for (int i = 0; i < 160; i++) rows[j][i] = frand();
+    for (int i = 0; i < B; i++) taps[j][i] = frand();
     w[j] = frand();
-    src[j] = rows[j];
+    src[j] = taps[j] + j % 3;
   }
-  int bad = 0;
-  for (int n = 0; n <= 160; n++) {
-    for (int nk = 1; nk <= 9; nk += 4) {
-      memset(y1, 0, sizeof y1);
-      memset(y2, 0, sizeof y2);
-      kiln_dw_row_base(y1, n, src, w, nk, 0.5f);
-      kiln_dw_row_avx2_fma(y2, n, src, w, nk, 0.5f);
-      if (memcmp(y1, y2, sizeof y1)) bad++;
-    }
-  }
-  CHECK(!bad, "depthwise row twins differ in %d cases", bad);
+  taps[4][7] = NAN;
+  taps[4][40] = -0.0f;
+  w[4] = 1.0f; /* tap 4 alone from a bias of -0: y = -0 and NaN (below) */
+  const float clamps[3][2] = {{-INFINITY, INFINITY}, {0.0f, 0.3f}, {-0.25f, 0.5f}};
+  int bad = 0, cases = 0, versions = kiln_la_cpu_has_avx512() ? 2 : 1;
+  for (int v = 0; v < versions; v++)
+    for (int64_t n = 0; n <= L; n++)
+      for (int64_t rows = 1; rows <= 3; rows++)
+        for (int nk = 1; nk <= 9; nk += (n % 2 ? 4 : 2))
+          for (int c = 0; c < 3; c++) {
+            int64_t ys = n + (rows + n) % 4, ss = n + 1 + n % 3, end = (rows - 1) * ys + n;
+            for (int i = 0; i < B; i++) y1[i] = y2[i] = 42.0f;
+            kiln_dw_rows_base(y1, ys, src, ss, rows, n, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+            if (v == 0) kiln_dw_rows_avx2_fma(y2, ys, src, ss, rows, n, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+            else kiln_dw_rows_avx512(y2, ys, src, ss, rows, n, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+            if (memcmp(y1, y2, sizeof y1) || y2[end] != 42.0f) bad++;
+            for (int64_t r = 0; r < rows; r++)
+              for (int64_t i = 0; i < ys && r * ys + i < end; i++) {
+                float e = y1[r * ys + i];
+                if (i >= n ? e != 42.0f : c > 0 && (e < clamps[c][0] || e > clamps[c][1])) bad++;
+              }
+            cases++;
+          }
+  CHECK(!bad, "depthwise rows kernels differ from the twin in %d of %d cases", bad, cases);
+  /* the twin itself: tap 4 alone at its NaN and -0, two rows */
+  const float *one[1] = {taps[4] + 1};
+  float t[128];
+  kiln_dw_rows_base(t, 64, one, 33, 2, 64, &w[4], 1, -0.0f, -INFINITY, INFINITY);
+  CHECK(isnan(t[6]) && t[39] == 0.0f && signbit(t[39]) && t[64] == taps[4][34], "twin: NaN %g, -0 %g, row 2 %g", t[6],
+        t[39], t[64]);
+  kiln_dw_rows_base(t, 64, one, 33, 1, 64, &w[4], 1, -0.0f, 0.0f, 6.0f);
+  CHECK(isnan(t[6]) && signbit(t[39]), "twin clamp keeps NaN and -0: %g %g", t[6], t[39]);
 }
 
 /* The strided gathers: equal, and no read past the last element of the
@@ -689,12 +721,68 @@ static void test_gather(void) {
   CHECK(!bad, "strided gathers: %d mismatches", bad);
 }
 
+/* The stride-2 split: the AVX-512 one equal to its twin and to the
+ * definition on n = 0..100 (every tail of its 32-element steps), source and
+ * both destinations allocated to exactly their size (ASan: no read or
+ * write outside them). */
+static void test_split2(void) {
+  if (nisa < 2 || !kiln_la_cpu_has_avx512()) return;
+  int bad = 0;
+  for (int64_t n = 0; n <= 100; n++) {
+    int64_t ne = (n + 1) / 2, no = n / 2;
+    float *src = malloc(sizeof(float) * (size_t)n), e1[50], o1[50];
+    float *e2 = malloc(sizeof(float) * (size_t)ne), *o2 = malloc(sizeof(float) * (size_t)no);
+    for (int64_t i = 0; i < n; i++) src[i] = frand();
+    kiln_la_split2_base(e1, o1, src, n);
+    kiln_la_split2_avx512(e2, o2, src, n);
+    if (memcmp(e1, e2, (size_t)ne * sizeof(float)) || memcmp(o1, o2, (size_t)no * sizeof(float))) bad++;
+    for (int64_t t = 0; t < ne; t++)
+      if (e1[t] != src[2 * t]) bad++;
+    for (int64_t t = 0; t < no; t++)
+      if (o1[t] != src[2 * t + 1]) bad++;
+    free(src);
+    free(e2);
+    free(o2);
+  }
+  CHECK(!bad, "stride-2 split: %d mismatches", bad);
+}
+
+/* The row copy: the AVX-512 one equal to its twin on n = 0..50 (every tail
+ * of 16), 1..3 rows, dense and padded strides on either side, source and
+ * destination allocated to exactly the elements a copy may touch (ASan),
+ * destination gaps left alone. */
+static void test_copy_rows(void) {
+  if (nisa < 2 || !kiln_la_cpu_has_avx512()) return;
+  int bad = 0;
+  for (int64_t n = 0; n <= 50; n++)
+    for (int64_t rows = 1; rows <= 3; rows++)
+      for (int64_t gap = 0; gap <= 3; gap += 3) {
+        int64_t ss = n + gap, ds = n + 3 - gap, sl = (rows - 1) * ss + n, dl = (rows - 1) * ds + n;
+        float *src = malloc(sizeof(float) * (size_t)(sl ? sl : 1));
+        float *d1 = malloc(sizeof(float) * (size_t)(dl ? dl : 1)), *d2 = malloc(sizeof(float) * (size_t)(dl ? dl : 1));
+        for (int64_t i = 0; i < sl; i++) src[i] = frand();
+        for (int64_t i = 0; i < dl; i++) d1[i] = d2[i] = 42.0f;
+        kiln_la_copy_rows_base(d1, ds, src, ss, rows, n);
+        kiln_la_copy_rows_avx512(d2, ds, src, ss, rows, n);
+        if (memcmp(d1, d2, (size_t)dl * sizeof(float))) bad++;
+        for (int64_t r = 0; r < rows; r++)
+          for (int64_t i = 0; i < ds && r * ds + i < dl; i++)
+            if (d1[r * ds + i] != (i < n ? src[r * ss + i] : 42.0f)) bad++;
+        free(src);
+        free(d1);
+        free(d2);
+      }
+  CHECK(!bad, "row copies: %d mismatches", bad);
+}
+
 int main(void) {
   nisa = kiln_vm_cpu_has_avx2() ? 2 : 1;
   if (nisa < 2) printf("unit_cpu_gemm: no AVX2 on this CPU: base version only\n");
   test_sgemm_raw();
   test_dw_rows();
   test_gather();
+  test_split2();
+  test_copy_rows();
   test_matmul();
   test_stacked();
   test_gemm();

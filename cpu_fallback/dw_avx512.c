@@ -1,0 +1,179 @@
+/* cpu_fallback/dw_avx512: the AVX-512F depthwise row kernel (sgemm.h
+ * kiln_dw_rows; its scalar twin is in sgemm.c, its AVX2 sibling in
+ * sgemm_avx2.c). Built with -mavx512f -mfma; called only where
+ * kiln_la_cpu_has_avx512() (cpuid + XGETBV) said AVX-512F is usable.
+ *
+ * Each output is a chain of nk dependent fmas, so eight 16-lane chains are
+ * kept in flight: along a row of more than 64 outputs (128 outputs per
+ * pass, then one pass with as many chains as the rest needs), across rows
+ * for rows of up to 64 (8 / v rows of v vectors at a time: rows of 56 two
+ * at a time, of 7 or 14 eight at a time, so 7x7 or 14x14 planes need no
+ * flat form). The last vector of a row is loaded and stored by opmask (a
+ * masked load reads and faults on no lane outside the mask). The clamp is
+ * applied to the accumulators before the store.
+ *
+ * Also the two copies around it (twins in sgemm.c): the stride-2 split of a
+ * row into its even and odd elements in one pass (both phases of a stride-2
+ * depthwise plane's row), and a copy of short rows between strides (the
+ * input into a padded plane, the flat form's output out of its scratch)
+ * without a memcpy call per row. */
+#include <immintrin.h>
+
+#include "cpu_fallback/sgemm.h"
+
+/* v < lo ? lo : v, then v > hi ? hi : v, NaN kept (the tile ops' clamp):
+ * max_ps(a, b) is a > b ? a : b, min_ps(a, b) a < b ? a : b, each b when
+ * unordered. */
+static inline __m512 clamp16(__m512 v, __m512 lo, __m512 hi) { return _mm512_min_ps(hi, _mm512_max_ps(lo, v)); }
+
+/* One row: y[i] from src[j][off + i], eight chains along it. */
+static void dw_row(float *y, int64_t n, const float *const *src, int64_t off, const float *w, int nk, __m512 b,
+                   __m512 vlo, __m512 vhi) {
+  int64_t i = 0;
+#define DW_FULL(k) a##k = _mm512_fmadd_ps(wj, _mm512_loadu_ps(s + 16 * (k)), a##k)
+#define DW_STORE(k) _mm512_storeu_ps(y + i + 16 * (k), clamp16(a##k, vlo, vhi))
+  for (; i + 128 <= n; i += 128) {
+    __m512 a0 = b, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (int j = 0; j < nk; j++) {
+      __m512 wj = _mm512_set1_ps(w[j]);
+      const float *s = src[j] + off + i;
+      DW_FULL(0);
+      DW_FULL(1);
+      DW_FULL(2);
+      DW_FULL(3);
+      DW_FULL(4);
+      DW_FULL(5);
+      DW_FULL(6);
+      DW_FULL(7);
+    }
+    DW_STORE(0);
+    DW_STORE(1);
+    DW_STORE(2);
+    DW_STORE(3);
+    DW_STORE(4);
+    DW_STORE(5);
+    DW_STORE(6);
+    DW_STORE(7);
+  }
+#undef DW_FULL
+#undef DW_STORE
+  if (i == n) return;
+  /* 1..127 outputs: chains 0..nv-1, chain nv-1 masked to its r - 16(nv-1) lanes */
+  int64_t r = n - i;
+  int nv = (int)((r + 15) / 16);
+  __mmask16 last = (__mmask16)(0xffffu >> (16 * nv - r));
+  __m512 a0 = b, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+#define DW_PART(k)                                                                                                   \
+  if (nv > (k))                                                                                                      \
+  a##k = _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps(nv > (k) + 1 ? (__mmask16)0xffff : last, s + 16 * (k)), a##k)
+  for (int j = 0; j < nk; j++) {
+    __m512 wj = _mm512_set1_ps(w[j]);
+    const float *s = src[j] + off + i;
+    DW_PART(0);
+    DW_PART(1);
+    DW_PART(2);
+    DW_PART(3);
+    DW_PART(4);
+    DW_PART(5);
+    DW_PART(6);
+    DW_PART(7);
+  }
+#undef DW_PART
+#define DW_STORE(k) \
+  if (nv > (k))     \
+  _mm512_mask_storeu_ps(y + i + 16 * (k), nv > (k) + 1 ? (__mmask16)0xffff : last, clamp16(a##k, vlo, vhi))
+  DW_STORE(0);
+  DW_STORE(1);
+  DW_STORE(2);
+  DW_STORE(3);
+  DW_STORE(4);
+  DW_STORE(5);
+  DW_STORE(6);
+  DW_STORE(7);
+#undef DW_STORE
+}
+
+/* R rows of PER (1..4) vectors each, rows r0 .. r0 + R - 1: R · PER <= 8
+ * chains, the last vector of each row by opmask. Inlined with constant R
+ * and PER, so the slots are fixed: plain loads but for the masked ones. */
+static inline __attribute__((always_inline)) void dw_group(float *y, int64_t ys, const float *const *src, int64_t ss,
+                                                           int64_t r0, const float *w, int nk, __m512 b, __m512 vlo,
+                                                           __m512 vhi, __mmask16 last, const int PER, const int R) {
+  __m512 a[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; k++) a[k] = b;
+  for (int j = 0; j < nk; j++) {
+    __m512 wj = _mm512_set1_ps(w[j]);
+    const float *s = src[j] + r0 * ss;
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+      if (k < R * PER) {
+        const float *q = s + (k / PER) * ss + 16 * (k % PER);
+        __m512 x = k % PER == PER - 1 ? _mm512_maskz_loadu_ps(last, q) : _mm512_loadu_ps(q);
+        a[k] = _mm512_fmadd_ps(wj, x, a[k]);
+      }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; k++)
+    if (k < R * PER) {
+      float *q = y + (r0 + k / PER) * ys + 16 * (k % PER);
+      if (k % PER == PER - 1) _mm512_mask_storeu_ps(q, last, clamp16(a[k], vlo, vhi));
+      else _mm512_storeu_ps(q, clamp16(a[k], vlo, vhi));
+    }
+}
+
+/* Rows of PER vectors, 8 / PER rows at a time, then one at a time. */
+#define DW_GROUPS(PER)                                                                                  \
+  do {                                                                                                  \
+    int64_t r = 0;                                                                                      \
+    for (; r + 8 / (PER) <= rows; r += 8 / (PER))                                                       \
+      dw_group(y, ys, src, ss, r, w, nk, b, vlo, vhi, last, PER, 8 / (PER));                            \
+    for (; r < rows; r++) dw_group(y, ys, src, ss, r, w, nk, b, vlo, vhi, last, PER, 1);                \
+  } while (0)
+
+void kiln_dw_rows_avx512(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
+                         const float *w, int nk, float bias, float lo, float hi) {
+  if (n <= 0 || rows <= 0) return;
+  __m512 b = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  int64_t per = (n + 15) / 16; /* vectors per row */
+  __mmask16 last = (__mmask16)(0xffffu >> (16 * per - n));
+  switch (per) {
+  case 1: DW_GROUPS(1); return;
+  case 2: DW_GROUPS(2); return;
+  case 3: DW_GROUPS(3); return;
+  case 4: DW_GROUPS(4); return;
+  default:
+    for (int64_t r = 0; r < rows; r++) dw_row(y + r * ys, n, src, r * ss, w, nk, b, vlo, vhi);
+  }
+}
+#undef DW_GROUPS
+
+/* Even elements 0, 2, .. of a 32-float pair (a, b) and odd ones 1, 3, .. */
+static const int32_t split_even[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+static const int32_t split_odd[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+
+void kiln_la_split2_avx512(float *even, float *odd, const float *src, int64_t n) {
+  __m512i ie = _mm512_loadu_si512(split_even), io = _mm512_loadu_si512(split_odd);
+  int64_t t = 0; /* outputs done per phase; src[2t..] next */
+  for (; 2 * t + 32 <= n; t += 16) {
+    __m512 a = _mm512_loadu_ps(src + 2 * t), b = _mm512_loadu_ps(src + 2 * t + 16);
+    _mm512_storeu_ps(even + t, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_storeu_ps(odd + t, _mm512_permutex2var_ps(a, io, b));
+  }
+  int64_t r = n - 2 * t; /* 0..31 left: loads and stores by opmask */
+  if (r <= 0) return;
+  __mmask16 ma = (__mmask16)(r >= 16 ? 0xffffu : (1u << r) - 1), mb = (__mmask16)(r > 16 ? (1u << (r - 16)) - 1 : 0);
+  __m512 a = _mm512_maskz_loadu_ps(ma, src + 2 * t), b = _mm512_maskz_loadu_ps(mb, src + 2 * t + 16);
+  _mm512_mask_storeu_ps(even + t, (__mmask16)((1u << ((r + 1) / 2)) - 1), _mm512_permutex2var_ps(a, ie, b));
+  _mm512_mask_storeu_ps(odd + t, (__mmask16)((1u << (r / 2)) - 1), _mm512_permutex2var_ps(a, io, b));
+}
+
+void kiln_la_copy_rows_avx512(float *dst, int64_t dst_stride, const float *src, int64_t src_stride, int64_t rows,
+                              int64_t n) {
+  __mmask16 tail = (__mmask16)((1u << (n % 16)) - 1);
+  for (int64_t r = 0; r < rows; r++, dst += dst_stride, src += src_stride) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
+    if (i < n) _mm512_mask_storeu_ps(dst + i, tail, _mm512_maskz_loadu_ps(tail, src + i));
+  }
+}
