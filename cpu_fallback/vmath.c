@@ -95,7 +95,10 @@ static float log1(float x) {
   return fmaf(e, KILN_VM_LN2_HI, r);
 }
 
-/* tanh x: odd polynomial near 0, 1 − 2/(e^{2|x|} + 1) beyond. */
+/* tanh x: odd polynomial near 0, 1 − 2/(e^{2|x|} + 1) beyond. The vector
+ * versions skip exp1's clamps (0 ≤ 2c ≤ 20) and scale by 2^n in one step
+ * (exact here, as the two steps are); NaN reaches them through the math
+ * instead of a fix-up blend (any NaN: the tests compare NaN as NaN). */
 static float tanh1(float x) {
   if (isnan(x)) return x + x;
   float a = fabsf(x);
@@ -114,7 +117,9 @@ static float tanh1(float x) {
 }
 
 /* sigmoid x with t = e^{−|x|} ∈ [0, 1]: 1/(1+t) for x ≥ 0, t/(1+t) below,
- * so neither side overflows and tiny results keep their precision. */
+ * so neither side overflows and tiny results keep their precision. The
+ * vector versions clamp −|x| only from below and let a NaN propagate
+ * through the math instead of blending it in (the same results). */
 static float sigmoid1(float x) {
   if (isnan(x)) return x + x;
   float t = exp1(-fabsf(x));
