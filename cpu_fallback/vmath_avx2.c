@@ -93,28 +93,23 @@ static inline __m256 log8(__m256 x) {
   return nan_through(x, r);
 }
 
-/* tanh x (vmath.c tanh1): both branches, blended. A NaN needs no fix-up:
- * min(clamp, a) keeps it (vminps returns its second operand when either is
- * NaN) and every step after propagates it; the big branch is picked for it
- * (a < split is false). e^{2c} with 0 ≤ 2c ≤ 20 needs neither exp clamp,
- * and p·2^n with n ≤ 29 is one exact product (the twin's two are too). */
+/* tanh x (vmath.c tanh1). The clamp is written min(clamp, x) then
+ * max(−clamp, ·), which keeps a NaN (vminps/vmaxps return the second operand
+ * when either is NaN); the rest propagates it. */
 static inline __m256 tanh8(__m256 x) {
-  __m256 a = abs_of(x);
-  __m256 sx = sign_of(x);
-  __m256 z = _mm256_mul_ps(x, x);
-  __m256 p = SET1(KILN_VM_TANH_P0);
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P1));
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P2));
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P3));
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P4));
-  __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x), sx); /* tanh(-0) = -0 */
-  __m256 c = _mm256_min_ps(SET1(KILN_VM_TANH_CLAMP), a);
-  __m256 c2 = _mm256_add_ps(c, c);
-  __m256 fn = exp_rint8(c2);
-  __m256 e = _mm256_mul_ps(exp_poly8(c2, fn), pow2i8(_mm256_cvtps_epi32(fn)));
-  __m256 big = _mm256_sub_ps(SET1(1.0f), _mm256_div_ps(SET1(2.0f), _mm256_add_ps(e, SET1(1.0f))));
-  big = _mm256_or_ps(big, sx);
-  return _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, SET1(KILN_VM_TANH_SPLIT), _CMP_LT_OQ));
+  __m256 c = _mm256_max_ps(SET1(-KILN_VM_TANH_R_CLAMP), _mm256_min_ps(SET1(KILN_VM_TANH_R_CLAMP), x));
+  __m256 z = _mm256_mul_ps(c, c);
+  __m256 p = SET1(KILN_VM_TANH_RP4);
+  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP3));
+  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP2));
+  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP1));
+  p = _mm256_fmadd_ps(p, z, SET1(1.0f));
+  __m256 q = SET1(KILN_VM_TANH_RQ4);
+  q = _mm256_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ3));
+  q = _mm256_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ2));
+  q = _mm256_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ1));
+  q = _mm256_fmadd_ps(q, z, SET1(1.0f));
+  return _mm256_div_ps(_mm256_mul_ps(c, p), q);
 }
 
 /* sigmoid x (vmath.c sigmoid1). −|x| ≤ 0 needs only the lower exp clamp;

@@ -51,27 +51,22 @@ static inline __m512 exp16(__m512 x) {
   return nan_through(x, _mm512_scalef_ps(exp_poly16(c, fn), fn));
 }
 
-/* tanh x (vmath.c tanh1): both branches, blended. A NaN needs no fix-up:
- * min(clamp, a) keeps it (vminps returns its second operand when either is
- * NaN) and every step after propagates it; the big branch is picked for it
- * (a < split is false). e^{2c} needs neither exp clamp (0 ≤ 2c ≤ 20). */
+/* tanh x (vmath.c tanh1; vmath_avx2.c tanh8 on 16 lanes, NaN kept by the
+ * operand order of the clamp). */
 static inline __m512 tanh16(__m512 x) {
-  __m512 a = abs_of(x);
-  __m512 sx = sign_of(x);
-  __m512 z = _mm512_mul_ps(x, x);
-  __m512 p = SET1(KILN_VM_TANH_P0);
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P1));
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P2));
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P3));
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P4));
-  __m512 small = or_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x), sx);
-  __m512 c = _mm512_min_ps(SET1(KILN_VM_TANH_CLAMP), a);
-  __m512 c2 = _mm512_add_ps(c, c);
-  __m512 fn = exp_rint16(c2);
-  __m512 e = _mm512_scalef_ps(exp_poly16(c2, fn), fn);
-  __m512 big = _mm512_sub_ps(SET1(1.0f), _mm512_div_ps(SET1(2.0f), _mm512_add_ps(e, SET1(1.0f))));
-  big = or_ps(big, sx);
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, SET1(KILN_VM_TANH_SPLIT), _CMP_LT_OQ), big, small);
+  __m512 c = _mm512_max_ps(SET1(-KILN_VM_TANH_R_CLAMP), _mm512_min_ps(SET1(KILN_VM_TANH_R_CLAMP), x));
+  __m512 z = _mm512_mul_ps(c, c);
+  __m512 p = SET1(KILN_VM_TANH_RP4);
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP3));
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP2));
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP1));
+  p = _mm512_fmadd_ps(p, z, SET1(1.0f));
+  __m512 q = SET1(KILN_VM_TANH_RQ4);
+  q = _mm512_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ3));
+  q = _mm512_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ2));
+  q = _mm512_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ1));
+  q = _mm512_fmadd_ps(q, z, SET1(1.0f));
+  return _mm512_div_ps(_mm512_mul_ps(c, p), q);
 }
 
 /* sigmoid x (vmath.c sigmoid1). −|x| ≤ 0 needs only the lower exp clamp;
