@@ -95,26 +95,30 @@ static float log1(float x) {
   return fmaf(e, KILN_VM_LN2_HI, r);
 }
 
-/* tanh x: odd polynomial near 0, 1 − 2/(e^{2|x|} + 1) beyond. */
+/* tanh x = c·P(c²)/Q(c²), c = x clamped to ±9.1 (vmath.h): no exp, one
+ * division; odd by construction, so tanh(±0) = ±0 and the sign needs no
+ * fix-up. */
 static float tanh1(float x) {
   if (isnan(x)) return x + x;
-  float a = fabsf(x);
-  if (a < KILN_VM_TANH_SPLIT) {
-    float z = x * x;
-    float p = KILN_VM_TANH_P0;
-    p = fmaf(p, z, KILN_VM_TANH_P1);
-    p = fmaf(p, z, KILN_VM_TANH_P2);
-    p = fmaf(p, z, KILN_VM_TANH_P3);
-    p = fmaf(p, z, KILN_VM_TANH_P4);
-    return copysignf(fmaf(p * z, x, x), x); /* keeps tanh(-0) = -0 */
-  }
-  float c = a > KILN_VM_TANH_CLAMP ? KILN_VM_TANH_CLAMP : a;
-  float e = exp1(c + c);
-  return copysignf(1.0f - 2.0f / (e + 1.0f), x);
+  float c = x > KILN_VM_TANH_R_CLAMP ? KILN_VM_TANH_R_CLAMP : x < -KILN_VM_TANH_R_CLAMP ? -KILN_VM_TANH_R_CLAMP : x;
+  float z = c * c;
+  float p = KILN_VM_TANH_RP4;
+  p = fmaf(p, z, KILN_VM_TANH_RP3);
+  p = fmaf(p, z, KILN_VM_TANH_RP2);
+  p = fmaf(p, z, KILN_VM_TANH_RP1);
+  p = fmaf(p, z, 1.0f);
+  float q = KILN_VM_TANH_RQ4;
+  q = fmaf(q, z, KILN_VM_TANH_RQ3);
+  q = fmaf(q, z, KILN_VM_TANH_RQ2);
+  q = fmaf(q, z, KILN_VM_TANH_RQ1);
+  q = fmaf(q, z, 1.0f);
+  return c * p / q;
 }
 
 /* sigmoid x with t = e^{−|x|} ∈ [0, 1]: 1/(1+t) for x ≥ 0, t/(1+t) below,
- * so neither side overflows and tiny results keep their precision. */
+ * so neither side overflows and tiny results keep their precision. The
+ * vector versions clamp −|x| only from below and let a NaN propagate
+ * through the math instead of blending it in (the same results). */
 static float sigmoid1(float x) {
   if (isnan(x)) return x + x;
   float t = exp1(-fabsf(x));

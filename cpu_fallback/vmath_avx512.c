@@ -23,14 +23,13 @@ static inline __m512 nan_through(__m512 x, __m512 y) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, _mm512_add_ps(x, x));
 }
 
-static inline __m512 pow2i16(__m512i n) {
-  return AS_F(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+/* The reduction of e^c (vmath.c exp1 between the clamp and the scaling):
+ * fn = rint(c·log2e), and exp_poly16 gives e^r for c = fn·ln2 + r. */
+static inline __m512 exp_rint16(__m512 c) {
+  return _mm512_roundscale_ps(_mm512_mul_ps(c, SET1(KILN_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
 
-static inline __m512 exp16(__m512 x) {
-  __m512 c = _mm512_min_ps(_mm512_max_ps(x, SET1(KILN_VM_EXP_LO)), SET1(KILN_VM_EXP_HI));
-  __m512 fn =
-      _mm512_roundscale_ps(_mm512_mul_ps(c, SET1(KILN_VM_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+static inline __m512 exp_poly16(__m512 c, __m512 fn) {
   __m512 r = _mm512_fnmadd_ps(fn, SET1(KILN_VM_LN2_HI), c);
   r = _mm512_fnmadd_ps(fn, SET1(KILN_VM_LN2_LO), r);
   __m512 p = SET1(KILN_VM_EXP_P0);
@@ -40,36 +39,46 @@ static inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, SET1(KILN_VM_EXP_P4));
   p = _mm512_fmadd_ps(p, r, SET1(KILN_VM_EXP_P5));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-  p = _mm512_add_ps(p, SET1(1.0f));
-  __m512 half = _mm512_roundscale_ps(_mm512_mul_ps(fn, SET1(0.5f)), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  __m512i n1 = _mm512_cvtps_epi32(half);
-  __m512i n2 = _mm512_sub_epi32(_mm512_cvtps_epi32(fn), n1);
-  __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, pow2i16(n1)), pow2i16(n2));
-  return nan_through(x, y);
+  return _mm512_add_ps(p, SET1(1.0f));
 }
 
+/* e^x (vmath.c exp1). The twin's p·2^⌊n/2⌋·2^(n−⌊n/2⌋) rounds once (the
+ * first product is exact: p ≥ 0.7 and ⌊n/2⌋ ≥ −75), and so does
+ * vscalefps p·2^n, overflow and denormal results included: same bits. */
+static inline __m512 exp16(__m512 x) {
+  __m512 c = _mm512_min_ps(_mm512_max_ps(x, SET1(KILN_VM_EXP_LO)), SET1(KILN_VM_EXP_HI));
+  __m512 fn = exp_rint16(c);
+  return nan_through(x, _mm512_scalef_ps(exp_poly16(c, fn), fn));
+}
+
+/* tanh x (vmath.c tanh1; vmath_avx2.c tanh8 on 16 lanes, NaN kept by the
+ * operand order of the clamp). */
 static inline __m512 tanh16(__m512 x) {
-  __m512 a = abs_of(x);
-  __m512 z = _mm512_mul_ps(x, x);
-  __m512 p = SET1(KILN_VM_TANH_P0);
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P1));
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P2));
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P3));
-  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_P4));
-  __m512 small = or_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x), sign_of(x));
-  __m512 c = _mm512_min_ps(a, SET1(KILN_VM_TANH_CLAMP));
-  __m512 e = exp16(_mm512_add_ps(c, c));
-  __m512 big = _mm512_sub_ps(SET1(1.0f), _mm512_div_ps(SET1(2.0f), _mm512_add_ps(e, SET1(1.0f))));
-  big = or_ps(big, sign_of(x));
-  __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, SET1(KILN_VM_TANH_SPLIT), _CMP_LT_OQ), big, small);
-  return nan_through(x, r);
+  __m512 c = _mm512_max_ps(SET1(-KILN_VM_TANH_R_CLAMP), _mm512_min_ps(SET1(KILN_VM_TANH_R_CLAMP), x));
+  __m512 z = _mm512_mul_ps(c, c);
+  __m512 p = SET1(KILN_VM_TANH_RP4);
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP3));
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP2));
+  p = _mm512_fmadd_ps(p, z, SET1(KILN_VM_TANH_RP1));
+  p = _mm512_fmadd_ps(p, z, SET1(1.0f));
+  __m512 q = SET1(KILN_VM_TANH_RQ4);
+  q = _mm512_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ3));
+  q = _mm512_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ2));
+  q = _mm512_fmadd_ps(q, z, SET1(KILN_VM_TANH_RQ1));
+  q = _mm512_fmadd_ps(q, z, SET1(1.0f));
+  return _mm512_div_ps(_mm512_mul_ps(c, p), q);
 }
 
+/* sigmoid x (vmath.c sigmoid1). −|x| ≤ 0 needs only the lower exp clamp;
+ * max(lo, −|x|) keeps a NaN (vmaxps returns its second operand when either
+ * is NaN), which then propagates to the result: no fix-up blend. */
 static inline __m512 sigmoid16(__m512 x) {
-  __m512 t = exp16(or_ps(x, SET1(-0.0f))); /* e^{-|x|} */
+  __m512 c = _mm512_max_ps(SET1(KILN_VM_EXP_LO), or_ps(x, SET1(-0.0f)));
+  __m512 fn = exp_rint16(c);
+  __m512 t = _mm512_scalef_ps(exp_poly16(c, fn), fn); /* e^{-|x|} */
   __m512 d = _mm512_add_ps(SET1(1.0f), t);
   __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), t, SET1(1.0f));
-  return nan_through(x, _mm512_div_ps(num, d));
+  return _mm512_div_ps(num, d);
 }
 
 /* erf x (vmath_avx2.c erf8, operation for operation): both branches, blended. */

@@ -2,7 +2,8 @@
  * each cpu_fallback/vmath kernel, on every ISA this CPU has, and prints the
  * maximum error in ulps against the correctly rounded result computed in
  * double ((float)exp((double)x) …), with the worst input, and how many lanes
- * the avx2 version differs from its base twin. Not a test (minutes of CPU);
+ * the avx2 version (and, where the CPU has it, the AVX-512 one) differs from
+ * its base twin. Not a test (minutes of CPU);
  * its output is recorded in cpu_fallback/VMATH.md.
  *   vmath-sweep [--stride K]   every K-th pattern (default 1: all)
  *   vmath-sweep --bench        elements/ns for 1M floats per kernel and ISA */
@@ -45,19 +46,29 @@ static uint64_t ulp_dist(float a, float b) {
 typedef struct result {
   uint64_t max_ulp[KILN_VM_NOPS][KILN_VM_NISA];
   float worst_x[KILN_VM_NOPS][KILN_VM_NISA];
-  uint64_t twin_diff[KILN_VM_NOPS]; /* avx2 lanes not bit-equal to base */
+  uint64_t twin_diff[KILN_VM_NOPS];   /* avx2 lanes not bit-equal to base */
+  uint64_t avx512_diff[KILN_VM_NOPS]; /* avx512 lanes not bit-equal to base */
 } result;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t next_block;
 static uint64_t stride = 1;
 static int nisa;
+
+/* NaN counts as equal to NaN, whatever its payload. */
+static uint64_t count_diff(size_t n, const float *a, const float *b) {
+  uint64_t d = 0;
+  for (size_t i = 0; i < n; i++)
+    if (memcmp(&a[i], &b[i], 4) && !(isnan(a[i]) && isnan(b[i]))) d++;
+  return d;
+}
 static result total;
 
 static void *worker(void *arg) {
   (void)arg;
   float *x = malloc(BLOCK * sizeof *x), *y[KILN_VM_NISA], *ref = malloc(BLOCK * sizeof *ref);
   for (int k = 0; k < KILN_VM_NISA; k++) y[k] = malloc(BLOCK * sizeof *y[k]);
+  float *y512 = malloc(BLOCK * sizeof *y512);
   result mine;
   memset(&mine, 0, sizeof mine);
   for (;;) {
@@ -80,9 +91,12 @@ static void *worker(void *arg) {
           if (d > mine.max_ulp[op][k]) mine.max_ulp[op][k] = d, mine.worst_x[op][k] = x[i];
         }
       }
-      if (nisa > 1)
-        for (size_t i = 0; i < n; i++)
-          if (memcmp(&y[0][i], &y[1][i], 4) && !(isnan(y[0][i]) && isnan(y[1][i]))) mine.twin_diff[op]++;
+      if (nisa > 1) mine.twin_diff[op] += count_diff(n, y[0], y[1]);
+      kiln_vm_fn f512 = kiln_vm_kernel_avx512((kiln_vm_op)op);
+      if (f512) {
+        f512(n, x, y512);
+        mine.avx512_diff[op] += count_diff(n, y[0], y512);
+      }
     }
   }
   pthread_mutex_lock(&lock);
@@ -91,10 +105,11 @@ static void *worker(void *arg) {
       if (mine.max_ulp[op][k] > total.max_ulp[op][k])
         total.max_ulp[op][k] = mine.max_ulp[op][k], total.worst_x[op][k] = mine.worst_x[op][k];
     total.twin_diff[op] += mine.twin_diff[op];
+    total.avx512_diff[op] += mine.avx512_diff[op];
   }
   pthread_mutex_unlock(&lock);
   for (int k = 0; k < KILN_VM_NISA; k++) free(y[k]);
-  free(x), free(ref);
+  free(x), free(ref), free(y512);
   return NULL;
 }
 
@@ -162,6 +177,8 @@ int main(int argc, char **argv) {
       if (total.max_ulp[op][k] > (uint64_t)kiln_vm_max_ulp((kiln_vm_op)op)) bad = 1;
     }
     if (nisa > 1) printf("  avx2!=base: %llu", (unsigned long long)total.twin_diff[op]);
+    if (kiln_vm_kernel_avx512((kiln_vm_op)op))
+      printf("  avx512!=base: %llu", (unsigned long long)total.avx512_diff[op]);
     printf("\n");
   }
   return bad;
