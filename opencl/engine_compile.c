@@ -459,9 +459,11 @@ static kiln_status build(cstate *c) {
     v->prog_key = kiln_cl_program_key(c->p->dev, c->src.text, c->src.len, opts);
     void *bin = NULL;
     size_t len = 0;
-    if (kiln_cl_context_program_get(ctx, v->prog_key.hi, v->prog_key.lo, &v->prog)) { /* built in this process */
+    bool on_disk = false;
+    if (kiln_cl_context_program_get(ctx, v->prog_key.hi, v->prog_key.lo, &v->prog, &on_disk)) { /* built in this process */
       v->from_cache = true;
       v->from_process = true;
+      v->store_binary = binary_cache_enabled() && !on_disk; /* the variant that built it may not have run twice */
     } else if (binary_cache_enabled() && kiln_cl_cache_get(v->prog_key, &bin, &len)) {
       if (kiln_cl_program_from_binary(ctx, bin, len, opts, &v->prog)) {
         kiln_log(KILN_LOG_INFO, "opencl: cached binary rejected (%s): building from source", kiln_last_error());
@@ -489,7 +491,8 @@ static kiln_status build(cstate *c) {
     } else {
       v->from_cache = true;
     }
-    if (!v->from_process) kiln_cl_context_program_put(ctx, v->prog_key.hi, v->prog_key.lo, v->prog);
+    if (!v->from_process) /* on disk: loaded from the kiln cache, or stored right after the build */
+      kiln_cl_context_program_put(ctx, v->prog_key.hi, v->prog_key.lo, v->prog, v->from_cache || !v->store_binary);
   }
   struct timespec tb0, tb1, tb2;
   clock_gettime(CLOCK_MONOTONIC, &tb0);

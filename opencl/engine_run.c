@@ -575,7 +575,8 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   if (!s && v->runs == store_at && v->store_binary && v->prog) {
     void *bin = NULL;
     size_t len = 0;
-    if (!kiln_cl_program_binary(ctx, v->prog, &bin, &len)) kiln_cl_cache_put(v->prog_key, bin, len);
+    if (!kiln_cl_program_binary(ctx, v->prog, &bin, &len) && kiln_cl_cache_put(v->prog_key, bin, len))
+      kiln_cl_context_program_stored(ctx, v->prog_key.hi, v->prog_key.lo);
     kiln_error_clear();
     kiln_free(bin);
   }

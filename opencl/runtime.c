@@ -67,8 +67,9 @@ static bool kept_enabled(void) {
   return !(e && !strcmp(e, "0"));
 }
 
-bool kiln_cl_context_program_get(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program *out) {
+bool kiln_cl_context_program_get(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program *out, bool *on_disk) {
   *out = NULL;
+  *on_disk = false;
   if (!c || !c->kept_mu_ok || !kept_enabled()) return false;
   pthread_mutex_lock(&c->kept_mu);
   for (int i = 0; i < KILN_CL_PROGRAMS_KEPT && !*out; i++) {
@@ -76,13 +77,14 @@ bool kiln_cl_context_program_get(kiln_cl_context *c, uint64_t hi, uint64_t lo, c
     if (k->prog && k->hi == hi && k->lo == lo && clRetainProgram(k->prog) == CL_SUCCESS) {
       k->used = ++c->clock;
       *out = k->prog;
+      *on_disk = k->on_disk;
     }
   }
   pthread_mutex_unlock(&c->kept_mu);
   return *out != NULL;
 }
 
-void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program p) {
+void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program p, bool on_disk) {
   if (!c || !p || !c->kept_mu_ok || !kept_enabled()) return;
   pthread_mutex_lock(&c->kept_mu);
   kiln_cl_kept_program *slot = NULL;
@@ -90,6 +92,7 @@ void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, c
     kiln_cl_kept_program *k = &c->kept[i];
     if (k->prog && k->hi == hi && k->lo == lo) { /* kept already (built twice at once) */
       k->used = ++c->clock;
+      k->on_disk = k->on_disk || on_disk;
       goto out;
     }
     if (!k->prog) { /* the first free slot */
@@ -100,9 +103,17 @@ void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, c
   }
   if (slot && clRetainProgram(p) == CL_SUCCESS) {
     if (slot->prog) clReleaseProgram(slot->prog);
-    *slot = (kiln_cl_kept_program){hi, lo, ++c->clock, p};
+    *slot = (kiln_cl_kept_program){hi, lo, ++c->clock, p, on_disk};
   }
 out:
+  pthread_mutex_unlock(&c->kept_mu);
+}
+
+void kiln_cl_context_program_stored(kiln_cl_context *c, uint64_t hi, uint64_t lo) {
+  if (!c || !c->kept_mu_ok) return;
+  pthread_mutex_lock(&c->kept_mu);
+  for (int i = 0; i < KILN_CL_PROGRAMS_KEPT; i++)
+    if (c->kept[i].prog && c->kept[i].hi == hi && c->kept[i].lo == lo) c->kept[i].on_disk = true;
   pthread_mutex_unlock(&c->kept_mu);
 }
 

@@ -27,6 +27,7 @@ typedef struct kiln_cl_kept_program {
   uint64_t hi, lo; /* the program's key (opencl/cache.h kiln_cl_program_key) */
   uint64_t used;   /* the context's clock at the last get or put: the least recent goes first */
   cl_program prog; /* one reference held by the context; NULL: a free slot */
+  bool on_disk;    /* its device binary is in the kiln cache (loaded from it, or stored since) */
 } kiln_cl_kept_program;
 
 typedef struct kiln_cl_context {
@@ -64,11 +65,15 @@ void kiln_cl_context_free(kiln_cl_context *c);
  * process (a second onnxInitGraph of the same model, a variant of the same
  * code) creates its kernels from the program already built instead of
  * building it again. get: true with *out retained (the caller releases it
- * as any program) on a hit. put: the context retains p; the least recently
+ * as any program) on a hit, *on_disk whether its binary is known to be in
+ * the kiln cache. put: the context retains p; the least recently
  * used entry is released when all are taken. KILN_CL_PROGRAM_CACHE=0 turns
  * it off (get misses, put keeps nothing). Thread-safe. */
-bool kiln_cl_context_program_get(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program *out);
-void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program p);
+bool kiln_cl_context_program_get(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program *out, bool *on_disk);
+void kiln_cl_context_program_put(kiln_cl_context *c, uint64_t hi, uint64_t lo, cl_program p, bool on_disk);
+/* Notes that the kept program's binary is now in the kiln cache (a variant
+ * stored it), so that later variants from it do not store it again. */
+void kiln_cl_context_program_stored(kiln_cl_context *c, uint64_t hi, uint64_t lo);
 
 /* Waits until all queued work finished; a failed kernel shows up here. */
 kiln_status kiln_cl_finish(kiln_cl_context *c);

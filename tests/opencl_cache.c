@@ -299,6 +299,29 @@ int main(int argc, char **argv) {
   run_plan("warm again", 1, &d);
   CHECK(d.hits == 2 && gd.hits == 1 && d.corrupt == 0 && d.writes == 0, "whole again");
 
+  /* the context's kept programs (KILN_CL_PROGRAM_CACHE on, a fresh
+     directory, the binary stored after a variant's second run): a variant
+     built and run once, then one from the kept program run twice, stores the
+     binary; a third finds it on disk and stores nothing */
+  {
+    char kdir[600];
+    snprintf(kdir, sizeof kdir, "%s/kept", root);
+    setenv("KILN_CACHE_DIR", kdir, 1);
+    setenv("KILN_CL_PROGRAM_CACHE", "1", 1);
+    unsetenv("KILN_CL_BINARY_CACHE");
+    setenv("KILN_FUSION", "0", 1); /* a program this process has not built yet */
+    run_plan("kept programs: built, one run", 1, &d);
+    CHECK(d.writes == gd.stores, "kept programs: one run stores no binary");
+    run_plan("kept programs: kept, two runs", 2, &d);
+    CHECK(d.writes == gd.stores + 1, "kept programs: a variant from the kept program stores the binary the first did not");
+    run_plan("kept programs: kept again, two runs", 2, &d);
+    CHECK(d.writes == gd.stores, "kept programs: the binary is known to be on disk: not stored again");
+    unsetenv("KILN_FUSION");
+    unsetenv("KILN_CL_PROGRAM_CACHE");
+    setenv("KILN_CL_BINARY_CACHE", "1", 1);
+    setenv("KILN_CACHE_DIR", cdir, 1);
+  }
+
   /* read-only directory holding the entry: still a hit; a miss still runs */
   if (geteuid() != 0) {
     CHECK(chmod(cdir, 0500) == 0, "make the directory read-only");
