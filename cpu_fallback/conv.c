@@ -543,7 +543,8 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   const geom *g = j->g;
   dw_shape d = dw_shape_of(g);
   int64_t OH = g->out[1], OW = g->out[2], Wq = d.Wq, mult = g->M / g->C, nk = g->k[1] * g->k[2];
-  float *plane = j->planes + (size_t)worker * j->plane_size, *flat = j->flats + (size_t)worker * j->flat_size;
+  float *plane = j->planes + (size_t)worker * j->plane_size;
+  float *flat = j->flats ? j->flats + (size_t)worker * j->flat_size : NULL; /* no flat form: none (NULL + 0 is UB) */
   bool cl = j->ep && j->ep->clamp;
   float lo = cl ? j->ep->lo : -INFINITY, hi = cl ? j->ep->hi : INFINITY;
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
