@@ -12,6 +12,46 @@
 /* The kept programs' lock; false (nothing kept) when it cannot be made. */
 static void kept_init(kiln_cl_context *c) { c->kept_mu_ok = pthread_mutex_init(&c->kept_mu, NULL) == 0; }
 
+/* A context record for dev: its name, limits and kept programs' lock; no
+ * cl_context or queue yet. NULL when out of memory. */
+static kiln_cl_context *context_alloc(const kiln_cl_device *dev) {
+  kiln_cl_context *c = kiln_calloc(1, sizeof *c);
+  if (!c || !(c->name = kiln_strdup(dev->name))) {
+    kiln_free(c);
+    return NULL;
+  }
+  kept_init(c);
+  c->device = dev->device;
+  snprintf(c->id, sizeof c->id, "%s", dev->id);
+  c->max_work_group_size = dev->max_work_group_size;
+  c->max_work_item_size0 = dev->max_work_item_size0;
+  c->max_mem_alloc_size = dev->max_mem_alloc_size;
+  c->global_mem_size = dev->global_mem_size;
+  c->local_mem_size = dev->local_mem_size;
+  return c;
+}
+
+/* Creates c's in-order queue (with profiling under KILN_PROFILE=1 or
+ * KILN_TRACE=file: event timings for the per-kernel table / trace) and
+ * hands c out; on failure frees c. where: for the message. */
+static kiln_status queue_finish(kiln_cl_context *c, const char *where, kiln_cl_context **out) {
+  const char *prof = getenv("KILN_PROFILE"), *trace = getenv("KILN_TRACE");
+  cl_command_queue_properties qp =
+      (prof && *prof && strcmp(prof, "0")) || (trace && *trace) ? CL_QUEUE_PROFILING_ENABLE : 0;
+  cl_int e = CL_SUCCESS;
+  c->queue = clCreateCommandQueue(c->ctx, c->device, qp, &e);
+  if (!c->queue || e) {
+    kiln_status s = kiln_cl_fail(e ? e : CL_INVALID_COMMAND_QUEUE, "creating an OpenCL queue on %s (%s)%s", c->id,
+                                 c->name, where);
+    if (c->queue) clReleaseCommandQueue(c->queue);
+    c->queue = NULL;
+    kiln_cl_context_free(c);
+    return s;
+  }
+  *out = c;
+  return KILN_OK;
+}
+
 /* Driver notifications (asynchronous errors, lost devices) go to the log. */
 static void CL_CALLBACK context_notify(const char *info, const void *priv, size_t cb, void *user) {
   (void)priv;
@@ -22,19 +62,8 @@ static void CL_CALLBACK context_notify(const char *info, const void *priv, size_
 
 kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **out) {
   *out = NULL;
-  kiln_cl_context *c = kiln_calloc(1, sizeof *c);
-  if (!c || !(c->name = kiln_strdup(dev->name))) {
-    kiln_free(c);
-    return kiln_fail(KILN_E_NOMEM, "out of memory creating an OpenCL context");
-  }
-  kept_init(c);
-  c->device = dev->device;
-  snprintf(c->id, sizeof c->id, "%s", dev->id);
-  c->max_work_group_size = dev->max_work_group_size;
-  c->max_work_item_size0 = dev->max_work_item_size0;
-  c->max_mem_alloc_size = dev->max_mem_alloc_size;
-  c->global_mem_size = dev->global_mem_size;
-  c->local_mem_size = dev->local_mem_size;
+  kiln_cl_context *c = context_alloc(dev);
+  if (!c) return kiln_fail(KILN_E_NOMEM, "out of memory creating an OpenCL context");
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
   cl_int e = CL_SUCCESS;
   c->ctx = clCreateContext(props, 1, &c->device, context_notify, c, &e);
@@ -45,21 +74,7 @@ kiln_status kiln_cl_context_create(const kiln_cl_device *dev, kiln_cl_context **
     kiln_cl_context_free(c);
     return s;
   }
-  /* KILN_PROFILE=1 or KILN_TRACE=file: event timings for the per-kernel table / trace */
-  const char *prof = getenv("KILN_PROFILE"), *trace = getenv("KILN_TRACE");
-  cl_command_queue_properties qp =
-      (prof && *prof && strcmp(prof, "0")) || (trace && *trace) ? CL_QUEUE_PROFILING_ENABLE : 0;
-  c->queue = clCreateCommandQueue(c->ctx, c->device, qp, &e);
-  if (!c->queue || e) {
-    kiln_status s =
-        kiln_cl_fail(e ? e : CL_INVALID_COMMAND_QUEUE, "creating an OpenCL queue on %s (%s)", c->id, c->name);
-    if (c->queue) clReleaseCommandQueue(c->queue);
-    c->queue = NULL;
-    kiln_cl_context_free(c);
-    return s;
-  }
-  *out = c;
-  return KILN_OK;
+  return queue_finish(c, "", out);
 }
 
 static bool kept_enabled(void) {
@@ -375,36 +390,12 @@ kiln_status kiln_cl_context_wrap(const kiln_cl_device *dev, cl_context host, kil
                      "the given OpenCL context does not contain the backend's device %s (%s, platform %s): create it "
                      "with the device of ONNXIFI_BACKEND_OPENCL_DEVICE_ID",
                      dev->id, dev->name, dev->platform_name);
-  kiln_cl_context *c = kiln_calloc(1, sizeof *c);
-  if (!c || !(c->name = kiln_strdup(dev->name))) {
-    kiln_free(c);
-    return kiln_fail(KILN_E_NOMEM, "out of memory wrapping an OpenCL context");
-  }
-  kept_init(c);
-  c->device = dev->device;
-  snprintf(c->id, sizeof c->id, "%s", dev->id);
-  c->max_work_group_size = dev->max_work_group_size;
-  c->max_work_item_size0 = dev->max_work_item_size0;
-  c->max_mem_alloc_size = dev->max_mem_alloc_size;
-  c->global_mem_size = dev->global_mem_size;
-  c->local_mem_size = dev->local_mem_size;
+  kiln_cl_context *c = context_alloc(dev);
+  if (!c) return kiln_fail(KILN_E_NOMEM, "out of memory wrapping an OpenCL context");
   if ((e = clRetainContext(host))) {
     kiln_cl_context_free(c);
     return kiln_fail(KILN_E_MODEL, "the given OpenCL context cannot be retained (%s)", kiln_cl_err_name(e));
   }
   c->ctx = host;
-  const char *prof = getenv("KILN_PROFILE"), *trace = getenv("KILN_TRACE");
-  cl_command_queue_properties qp =
-      (prof && *prof && strcmp(prof, "0")) || (trace && *trace) ? CL_QUEUE_PROFILING_ENABLE : 0;
-  c->queue = clCreateCommandQueue(c->ctx, c->device, qp, &e);
-  if (!c->queue || e) {
-    kiln_status s = kiln_cl_fail(e ? e : CL_INVALID_COMMAND_QUEUE, "creating an OpenCL queue on %s (%s) in the host's context",
-                                 c->id, c->name);
-    if (c->queue) clReleaseCommandQueue(c->queue);
-    c->queue = NULL;
-    kiln_cl_context_free(c);
-    return s;
-  }
-  *out = c;
-  return KILN_OK;
+  return queue_finish(c, " in the host's context", out);
 }

@@ -74,6 +74,17 @@ static inline int gb_cst_i64(kiln_graph *g, const char *name, int n, const int64
   return v;
 }
 
+/* A float32 constant with the values v0 + step·(i mod 97); -1 when it
+ * cannot be made. */
+static inline int gb_f32_ramp(kiln_graph *g, const char *name, int rank, const int64_t *dims, double v0,
+                              double step) {
+  kiln_tensor t = {0};
+  int v;
+  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) return -1;
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v0 + step * (double)(i % 97));
+  return kiln_edit_add_const(g, name, &t, &v) ? -1 : v;
+}
+
 /* Appends op reading `ins` and writing new values `outs` (names separated
  * by spaces, "-" for an omitted optional). Returns the node index. */
 static inline int gb_add(kiln_graph *g, const char *op, const char *ins, const char *outs) {

@@ -35,16 +35,7 @@
 #include "tests/testutil.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 static struct onnxifi_library lib;
 static onnxBackend backend;

@@ -24,47 +24,19 @@
 #include "testutil.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) {                                   \
-      passed++;                                   \
-    } else {                                      \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
-
-static int add_node(kiln_graph *g, const char *op, int ni, const char *const *in, const char *out) {
-  int ins[4], o, idx;
-  for (int k = 0; k < ni; k++) ins[k] = val(g, in[k]);
-  if (kiln_edit_add_value(g, out, &o)) return -1;
-  char name[32];
-  snprintf(name, sizeof name, "n%d", g->n_nodes);
-  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, ins, 1, &o, &idx)) return -1;
-  return idx;
-}
-
-static int f32_const(kiln_graph *g, const char *name, int rank, const int64_t *dims, double v0, double step) {
-  kiln_tensor t = {0};
-  int v;
-  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) return -1;
-  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v0 + step * (double)(i % 97));
-  return kiln_edit_add_const(g, name, &t, &v) ? -1 : v;
-}
+#include "tests/check.h"
 
 /* y = sigmoid(relu(x * scale + bias)) - x, one fused kernel. */
 static kiln_graph *graph(void) {
   kiln_graph *g = new_graph(17);
   const int64_t dx[] = {64, 256}, db = 256;
   input(g, "x", KILN_F32, 2, dx);
-  int bad = f32_const(g, "bias", 1, &db, -0.5, 0.01) < 0 || f32_const(g, "scale", 0, NULL, 1.5, 0) < 0;
-  bad = bad || add_node(g, "Mul", 2, (const char *[]){"x", "scale"}, "a") < 0;
-  bad = bad || add_node(g, "Add", 2, (const char *[]){"a", "bias"}, "b") < 0;
-  bad = bad || add_node(g, "Relu", 1, (const char *[]){"b"}, "c") < 0;
-  bad = bad || add_node(g, "Sigmoid", 1, (const char *[]){"c"}, "d") < 0;
-  bad = bad || add_node(g, "Sub", 2, (const char *[]){"d", "x"}, "y") < 0;
+  int bad = gb_f32_ramp(g, "bias", 1, &db, -0.5, 0.01) < 0 || gb_f32_ramp(g, "scale", 0, NULL, 1.5, 0) < 0;
+  bad = bad || gb_add(g, "Mul", "x scale", "a") < 0;
+  bad = bad || gb_add(g, "Add", "a bias", "b") < 0;
+  bad = bad || gb_add(g, "Relu", "b", "c") < 0;
+  bad = bad || gb_add(g, "Sigmoid", "c", "d") < 0;
+  bad = bad || gb_add(g, "Sub", "d x", "y") < 0;
   if (bad) exit(2);
   output(g, "y");
   return g;

@@ -28,19 +28,11 @@
 #include "opencl/runtime.h"
 #include "reference/exec.h"
 #include "tests/casefile.h"
+#include "tests/graphbuild.h"
 #include "tests/testutil.h"
 
 static int passed, failed, verbose;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 /* float32 bound (the reference rounds each op from double; OpenCL's
  * built-ins may be a few ulp off: codegen's per-op rtol is added) */
@@ -366,25 +358,6 @@ static void test_refusals(const kiln_cl_device *dev) {
 /* ------------------------------------------------------------------ */
 /* the bench elementwise chain                                         */
 
-static int val(const kiln_graph *g, const char *name) { return kiln_graph_find_value(g, name); }
-
-static int add_node(kiln_graph *g, const char *op, int ni, const char *const *in, const char *out) {
-  int ins[4], o, idx;
-  for (int k = 0; k < ni; k++) ins[k] = val(g, in[k]);
-  if (kiln_edit_add_value(g, out, &o)) return -1;
-  char name[32];
-  snprintf(name, sizeof name, "n%d", g->n_nodes);
-  if (kiln_edit_insert_node(g, g->n_nodes, name, op, "", ni, ins, 1, &o, &idx)) return -1;
-  return idx;
-}
-
-static int f32_const(kiln_graph *g, const char *name, int rank, const int64_t *dims, double v0, double step) {
-  kiln_tensor t = {0};
-  int v;
-  if (kiln_tensor_alloc(&t, KILN_F32, rank, dims)) return -1;
-  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v0 + step * (double)(i % 97));
-  return kiln_edit_add_const(g, name, &t, &v) ? -1 : v;
-}
 
 /* The bench chain: y = relu(clip(tanh(y2 * sigmoid(y2)), lo, hi) + x), y2 = x * scale + bias. */
 static kiln_graph *ew_chain(int64_t rows, int64_t cols) {
@@ -392,16 +365,16 @@ static kiln_graph *ew_chain(int64_t rows, int64_t cols) {
   int v;
   const int64_t dx[] = {rows, cols};
   if (kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, dx, &v)) return NULL;
-  int bad = f32_const(g, "bias", 1, &cols, -0.5, 0.01) < 0 || f32_const(g, "scale", 0, NULL, 1.5, 0) < 0 ||
-            f32_const(g, "lo", 0, NULL, -0.5, 0) < 0 || f32_const(g, "hi", 0, NULL, 0.75, 0) < 0;
-  bad = bad || add_node(g, "Mul", 2, (const char *[]){"x", "scale"}, "y1") < 0;
-  bad = bad || add_node(g, "Add", 2, (const char *[]){"y1", "bias"}, "y2") < 0;
-  bad = bad || add_node(g, "Sigmoid", 1, (const char *[]){"y2"}, "s") < 0;
-  bad = bad || add_node(g, "Mul", 2, (const char *[]){"y2", "s"}, "y4") < 0;
-  bad = bad || add_node(g, "Tanh", 1, (const char *[]){"y4"}, "y5") < 0;
-  bad = bad || add_node(g, "Clip", 3, (const char *[]){"y5", "lo", "hi"}, "y6") < 0;
-  bad = bad || add_node(g, "Add", 2, (const char *[]){"y6", "x"}, "y7") < 0;
-  bad = bad || add_node(g, "Relu", 1, (const char *[]){"y7"}, "y") < 0;
+  int bad = gb_f32_ramp(g, "bias", 1, &cols, -0.5, 0.01) < 0 || gb_f32_ramp(g, "scale", 0, NULL, 1.5, 0) < 0 ||
+            gb_f32_ramp(g, "lo", 0, NULL, -0.5, 0) < 0 || gb_f32_ramp(g, "hi", 0, NULL, 0.75, 0) < 0;
+  bad = bad || gb_add(g, "Mul", "x scale", "y1") < 0;
+  bad = bad || gb_add(g, "Add", "y1 bias", "y2") < 0;
+  bad = bad || gb_add(g, "Sigmoid", "y2", "s") < 0;
+  bad = bad || gb_add(g, "Mul", "y2 s", "y4") < 0;
+  bad = bad || gb_add(g, "Tanh", "y4", "y5") < 0;
+  bad = bad || gb_add(g, "Clip", "y5 lo hi", "y6") < 0;
+  bad = bad || gb_add(g, "Add", "y6 x", "y7") < 0;
+  bad = bad || gb_add(g, "Relu", "y7", "y") < 0;
   bad = bad || kiln_edit_add_output(g, val(g, "y"));
   if (bad) {
     kiln_graph_free(g);

@@ -29,17 +29,7 @@
 static int passed, failed, declined, verbose;
 static bool bench_gemm_only;
 static const char *only; /* -k SUBSTRING: only the cases whose name contains it */
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond)                                     \
-      passed++;                                   \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 static double now_ms(void) {
   struct timespec t;

@@ -19,16 +19,7 @@
 #include "opencl/runtime.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 /* A step that must succeed for the rest to mean anything: counted as a
  * failure only when it fails; evaluates to whether it succeeded. */
 #define MUST(st, what) must((st), (what), __LINE__)

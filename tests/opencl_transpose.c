@@ -30,16 +30,7 @@
 #include "tests/testutil.h"
 
 static int passed, failed, verbose;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 /* One case: x [rank dims] of dtype, Transpose perm, optionally + b. */
 typedef struct tcase {

@@ -27,16 +27,7 @@ static struct onnxifi_library lib;
 static kilnGetGraphStatisticsFunction graph_stats;
 static int passed, failed;
 
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 enum { IN = 16, HID = 32, OUT = 8 };
 static float w1[IN * HID], b1[HID], w2[HID * OUT], w3[8 * OUT];
@@ -46,26 +37,61 @@ static float cw1[32 * 9], cb1[32], cw2[16 * 32 * 9], w4[16 * OUT];
 static const char *bound_text = "64";
 static double tol = 1e-5;
 
+/* The graphs' input x[N,16] and output y[N,8], float32, N the symbolic
+ * batch (used in place: the fields point at each other). */
+typedef struct io_decl {
+  Onnx__TensorShapeProto__Dimension dn, di, dout, *xd[2], *yd[2];
+  Onnx__TensorShapeProto xs, ys;
+  Onnx__TypeProto__Tensor xt, yt;
+  Onnx__TypeProto xty, yty;
+  Onnx__ValueInfoProto x, y, *ins[1], *outs[1];
+} io_decl;
+
+static void io_decl_init(io_decl *d) {
+  d->dn = d->di = d->dout = (Onnx__TensorShapeProto__Dimension)ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+  d->dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, d->dn.dim_param = "N";
+  d->di.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, d->di.dim_value = IN;
+  d->dout.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, d->dout.dim_value = OUT;
+  d->xd[0] = d->yd[0] = &d->dn, d->xd[1] = &d->di, d->yd[1] = &d->dout;
+  d->xs = d->ys = (Onnx__TensorShapeProto)ONNX__TENSOR_SHAPE_PROTO__INIT;
+  d->xs.n_dim = 2, d->xs.dim = d->xd, d->ys.n_dim = 2, d->ys.dim = d->yd;
+  d->xt = d->yt = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
+  d->xt.has_elem_type = d->yt.has_elem_type = 1, d->xt.elem_type = d->yt.elem_type = 1;
+  d->xt.shape = &d->xs, d->yt.shape = &d->ys;
+  d->xty = d->yty = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  d->xty.value_case = d->yty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  d->xty.tensor_type = &d->xt, d->yty.tensor_type = &d->yt;
+  d->x = d->y = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+  d->x.name = "x", d->x.type = &d->xty, d->y.name = "y", d->y.type = &d->yty;
+  d->ins[0] = &d->x, d->outs[0] = &d->y;
+}
+
+/* Graph g as an opset-13 model (with the kiln.bound.N property when
+ * with_bound), packed (malloc'd). */
+static void *pack_model(Onnx__GraphProto *g, bool with_bound, size_t *size) {
+  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  os.domain = "", os.has_version = 1, os.version = 13;
+  Onnx__OperatorSetIdProto *oss[1] = {&os};
+  Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
+  bound.key = "kiln.bound.N", bound.value = (char *)bound_text;
+  Onnx__StringStringEntryProto *props[1] = {&bound};
+  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+  m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = g;
+  if (with_bound) m.n_metadata_props = 1, m.metadata_props = props;
+  *size = onnx__model_proto__get_packed_size(&m);
+  void *buf = malloc(*size);
+  onnx__model_proto__pack(&m, buf);
+  return buf;
+}
+
 /* x[N,16] -> Gemm(w1,b1) -> Relu -> MatMul(w2) -> Sigmoid -> y[N,8]
  * (with_bound 2: -> Softmax(axis 0) -> y, rows mixed; 3: between Relu and
  * MatMul Reshape [-1,4,8] -> Softmax(axis -1) -> Transpose [0,2,1] ->
  * Flatten: every row kept apart, through copies, views and a row reduction;
  * 4: Relu -> Reshape [-1,4,8] -> ReduceMean(axes 1) -> MatMul(w3 [8,8])) */
 static void *make_model(int with_bound, size_t *size) {
-  Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
-  dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
-  di.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, di.dim_value = IN;
-  dout.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, dout.dim_value = OUT;
-  Onnx__TensorShapeProto__Dimension *xd[2] = {&dn, &di}, *yd[2] = {&dn, &dout};
-  Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT, ys = xs;
-  xs.n_dim = 2, xs.dim = xd, ys.n_dim = 2, ys.dim = yd;
-  Onnx__TypeProto__Tensor xt = ONNX__TYPE_PROTO__TENSOR__INIT, yt = xt;
-  xt.has_elem_type = yt.has_elem_type = 1, xt.elem_type = yt.elem_type = 1, xt.shape = &xs, yt.shape = &ys;
-  Onnx__TypeProto xty = ONNX__TYPE_PROTO__INIT, yty = xty;
-  xty.value_case = yty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, xty.tensor_type = &xt, yty.tensor_type = &yt;
-  Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = x;
-  x.name = "x", x.type = &xty, y.name = "y", y.type = &yty;
-  Onnx__ValueInfoProto *ins[1] = {&x}, *outs[1] = {&y};
+  io_decl io;
+  io_decl_init(&io);
   Onnx__TensorProto t1 = ONNX__TENSOR_PROTO__INIT, tb = t1, t2 = t1;
   int64_t d1[2] = {IN, HID}, db[1] = {HID}, d2[2] = {HID, OUT};
   t1.name = "w1", t1.n_dims = 2, t1.dims = d1, t1.has_data_type = 1, t1.data_type = 1, t1.n_float_data = IN * HID,
@@ -128,23 +154,11 @@ static void *make_model(int with_bound, size_t *size) {
   if (with_bound == 3) mi[0] = "r4";
   Onnx__NodeProto *nodes[5] = {&gemm, &relu, &mm, &sig, &sm};
   Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-  g.name = "mlp", g.n_node = with_bound == 2 ? 5 : 4, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.name = "mlp", g.n_node = with_bound == 2 ? 5 : 4, g.node = nodes, g.n_input = 1, g.input = io.ins, g.n_output = 1, g.output = io.outs;
   g.n_initializer = 3, g.initializer = inits;
   if (with_bound == 3) g.n_node = 8, g.node = nodes3, g.n_initializer = 4, g.initializer = inits4;
   if (with_bound == 4) g.n_node = 6, g.node = nodes4, g.n_initializer = 5, g.initializer = inits4;
-  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
-  os.domain = "", os.has_version = 1, os.version = 13;
-  Onnx__OperatorSetIdProto *oss[1] = {&os};
-  Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
-  bound.key = "kiln.bound.N", bound.value = (char *)bound_text;
-  Onnx__StringStringEntryProto *props[1] = {&bound};
-  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-  m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
-  if (with_bound) m.n_metadata_props = 1, m.metadata_props = props;
-  *size = onnx__model_proto__get_packed_size(&m);
-  void *buf = malloc(*size);
-  onnx__model_proto__pack(&m, buf);
-  return buf;
+  return pack_model(&g, with_bound != 0, size);
 }
 
 static onnxBackendID find_backend(onnxBackendID *ids, size_t n, const char *name) {
@@ -272,20 +286,8 @@ static Onnx__TensorProto float_init(const char *name, int64_t *dims, size_t nd, 
  * -> MaxPool 2x2 -> GlobalAveragePool ->
  * Flatten -> MatMul [16,8] -> Sigmoid: every op keeps the images apart. */
 static void *make_cnn(size_t *size) {
-  Onnx__TensorShapeProto__Dimension dn = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, di = dn, dout = dn;
-  dn.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dn.dim_param = "N";
-  di.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, di.dim_value = IN;
-  dout.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, dout.dim_value = OUT;
-  Onnx__TensorShapeProto__Dimension *xd[2] = {&dn, &di}, *yd[2] = {&dn, &dout};
-  Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT, ys = xs;
-  xs.n_dim = 2, xs.dim = xd, ys.n_dim = 2, ys.dim = yd;
-  Onnx__TypeProto__Tensor xt = ONNX__TYPE_PROTO__TENSOR__INIT, yt = xt;
-  xt.has_elem_type = yt.has_elem_type = 1, xt.elem_type = yt.elem_type = 1, xt.shape = &xs, yt.shape = &ys;
-  Onnx__TypeProto xty = ONNX__TYPE_PROTO__INIT, yty = xty;
-  xty.value_case = yty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, xty.tensor_type = &xt, yty.tensor_type = &yt;
-  Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = x;
-  x.name = "x", x.type = &xty, y.name = "y", y.type = &yty;
-  Onnx__ValueInfoProto *ins[1] = {&x}, *outs[1] = {&y};
+  io_decl io;
+  io_decl_init(&io);
   int64_t shv[4] = {-1, 1, 4, 4}, dsh[1] = {4}, dw1[4] = {32, 1, 3, 3}, db1[1] = {32}, dw2[4] = {16, 32, 3, 3},
           dw4[2] = {16, OUT};
   Onnx__TensorProto tsh = ONNX__TENSOR_PROTO__INIT;
@@ -318,21 +320,9 @@ static void *make_cnn(size_t *size) {
   nd[9].op_type = "Relu", nd[9].n_input = 1, nd[9].input = c2o, nd[9].n_output = 1, nd[9].output = r2o;
   Onnx__NodeProto *nodes[10] = {&nd[0], &nd[1], &nd[2], &nd[3], &nd[9], &nd[4], &nd[5], &nd[6], &nd[7], &nd[8]};
   Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
-  g.name = "cnn", g.n_node = 10, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.name = "cnn", g.n_node = 10, g.node = nodes, g.n_input = 1, g.input = io.ins, g.n_output = 1, g.output = io.outs;
   g.n_initializer = 5, g.initializer = inits;
-  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
-  os.domain = "", os.has_version = 1, os.version = 13;
-  Onnx__OperatorSetIdProto *oss[1] = {&os};
-  Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
-  bound.key = "kiln.bound.N", bound.value = (char *)bound_text;
-  Onnx__StringStringEntryProto *props[1] = {&bound};
-  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
-  m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
-  m.n_metadata_props = 1, m.metadata_props = props;
-  *size = onnx__model_proto__get_packed_size(&m);
-  void *buf = malloc(*size);
-  onnx__model_proto__pack(&m, buf);
-  return buf;
+  return pack_model(&g, true, size);
 }
 
 static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound, const int *batches, int nb,

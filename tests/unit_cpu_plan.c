@@ -19,16 +19,7 @@
 #include "reference/exec.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 /* Adds node op(in...) -> one new value; returns the value. */
 static int node(kiln_graph *g, const char *op, int n_in, const int *in, kiln_node **made) {

@@ -35,17 +35,7 @@
 #include "reference/ops.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond)                                     \
-      passed++;                                   \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 static uint32_t rng = 4242;
 static float frand(void) {
@@ -57,6 +47,20 @@ static float *rand_buf(int64_t n) {
   float *p = malloc((size_t)n * sizeof *p);
   for (int64_t i = 0; i < n; i++) p[i] = frand();
   return p;
+}
+
+/* g: the one node `node` over values 0..2 (inputs; value 1 holds the
+ * initializer w) and 3 (its output). */
+static void one_node_graph(kiln_graph *g, kiln_value vals[4], kiln_node *node, kiln_tensor *w) {
+  memset(vals, 0, 4 * sizeof *vals);
+  for (int i = 0; i < 4; i++) vals[i].producer = -1;
+  vals[1].init = w;
+  vals[3].producer = 0;
+  memset(g, 0, sizeof *g);
+  g->n_values = 4;
+  g->values = vals;
+  g->n_nodes = 1;
+  g->nodes = node;
 }
 
 /* ---- 1. the GEMM ---- */
@@ -161,16 +165,8 @@ static void gemm_node_case(const char *op, int64_t M, int64_t K, int64_t N, bool
   int n_in = gemm && with_c ? 3 : 2, ins[3] = {0, 1, 2}, outs[1] = {3};
   kiln_node node = {(char *)"g0", (char *)op, (char *)"", 13, n_in, 1, gemm ? 1 : 0, ins, outs, gemm ? at : NULL};
   kiln_value vals[4];
-  memset(vals, 0, sizeof vals);
-  for (int i = 0; i < 4; i++) vals[i].producer = -1;
-  vals[1].init = &b;
-  vals[3].producer = 0;
   kiln_graph g;
-  memset(&g, 0, sizeof g);
-  g.n_values = 4;
-  g.values = vals;
-  g.n_nodes = 1;
-  g.nodes = &node;
+  one_node_graph(&g, vals, &node, &b);
   const kiln_tensor *in[3] = {&a, &b, &cc};
   char what[96];
   snprintf(what, sizeof what, "%s %lldx%lldx%lld%s alpha %g", op, (long long)M, (long long)K, (long long)N,
@@ -273,16 +269,8 @@ static void conv_case_run(const conv_case *cc) {
   int ins[3] = {0, 1, 2}, outs[1] = {3};
   kiln_node node = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 4, ins, outs, at};
   kiln_value vals[4];
-  memset(vals, 0, sizeof vals);
-  for (int i = 0; i < 4; i++) vals[i].producer = -1;
-  vals[1].init = &w;
-  vals[3].producer = 0;
   kiln_graph g;
-  memset(&g, 0, sizeof g);
-  g.n_values = 4;
-  g.values = vals;
-  g.n_nodes = 1;
-  g.nodes = &node;
+  one_node_graph(&g, vals, &node, &w);
 
   kiln_tensor y0, y1, y2, y3;
   kiln_status s0 = run_conv(&g, &x, &w, &b, &y0); /* no pack */
@@ -411,16 +399,8 @@ static void direct_case_run(const direct_case *dc) {
   int ins[3] = {0, 1, 2}, outs[1] = {3};
   kiln_node node = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 5, ins, outs, at};
   kiln_value vals[4];
-  memset(vals, 0, sizeof vals);
-  for (int i = 0; i < 4; i++) vals[i].producer = -1;
-  vals[1].init = &w;
-  vals[3].producer = 0;
   kiln_graph g;
-  memset(&g, 0, sizeof g);
-  g.n_values = 4;
-  g.values = vals;
-  g.n_nodes = 1;
-  g.nodes = &node;
+  one_node_graph(&g, vals, &node, &w);
   bool avx512 = kiln_conv_direct_micro() != NULL;
   int64_t Kc = w.numel / dc->M;
   for (int packed = 0; packed < 2; packed++) {

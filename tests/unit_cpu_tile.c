@@ -27,16 +27,7 @@
 #include "tests/testutil.h"
 
 static int passed, failed, verbose;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 /* float32 tiles against the double-precision oracle: a few ulps of vmath
  * (exp, tanh, sigmoid, erf: <= 2 ulp) and F64 intermediates kept in float */

@@ -31,16 +31,7 @@
 #include "tests/graphbuild.h"
 
 static int passed, failed, verbose;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 #define RTOL 1e-6
 #define ATOL 1e-9

@@ -13,17 +13,7 @@
 #include "ir/views.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond)                                     \
-      passed++;                                   \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 /* ---- deterministic random numbers ---- */
 static uint64_t rng = 0x2545f4914f6cdd1dull;

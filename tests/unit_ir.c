@@ -12,16 +12,7 @@
 #include "onnx/onnx.pb-c.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) passed++;                                    \
-    else {                                                 \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
+#include "tests/check.h"
 
 static void test_views(void) {
   /* a [3,4] int32 arange read as its transpose, a negative-step slice and a broadcast */

@@ -16,16 +16,7 @@
 #include "onnx/onnx.pb-c.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) passed++;                                    \
-    else {                                                 \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
+#include "tests/check.h"
 
 static bool msg_has(const char *word) { return strstr(kiln_last_error(), word) != NULL; }
 

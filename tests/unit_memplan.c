@@ -13,16 +13,7 @@
 #include "ir/schedule.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) passed++;                                    \
-    else {                                                 \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
+#include "tests/check.h"
 
 #define A64(n) (((uint64_t)(n) + 63) / 64 * 64)
 

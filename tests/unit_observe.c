@@ -21,16 +21,7 @@
 #include "testutil.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void) {

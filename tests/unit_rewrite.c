@@ -20,16 +20,7 @@
 #include "tests/graphbuild.h"
 
 static int passed, failed, verbose;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) passed++;                                    \
-    else {                                                 \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
+#include "tests/check.h"
 
 /* ------------------------------------------------------------------ */
 /* the evaluator the plugin will pass: the reference kernels           */

@@ -9,16 +9,7 @@
 #include "ir/shape.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond) passed++;                           \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 /* x[?,4] (unnamed dim), y[3,4]: z = Concat(x, y, axis 0) declared [zd,4];
  * w = Relu(x). */

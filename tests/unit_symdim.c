@@ -10,16 +10,7 @@
 #include "ir/symdim.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (cond) passed++;                                    \
-    else {                                                 \
-      failed++;                                            \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);          \
-      printf(__VA_ARGS__);                                 \
-      printf("\n");                                        \
-    }                                                      \
-  } while (0)
+#include "tests/check.h"
 /* A step that must succeed for the test to mean anything: counted only
  * when it fails. */
 #define MUST(st, what)                                                                   \

@@ -8,17 +8,7 @@
 #include "ir/views.h"
 
 static int passed, failed;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (cond)                                     \
-      passed++;                                   \
-    else {                                        \
-      failed++;                                   \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-      printf(__VA_ARGS__);                        \
-      printf("\n");                               \
-    }                                             \
-  } while (0)
+#include "tests/check.h"
 
 /* ---- deterministic random numbers ---- */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
