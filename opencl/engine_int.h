@@ -79,16 +79,34 @@ typedef struct kiln_cl_variant {
   cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
   kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
   struct kiln_cl_vobs *obs; /* observing plans: partial buffers, the record map (engine_observe.c) */
-  /* symbolic batch (opencl/engine_sym.c): compiled at bound sym_bound (0:
-     not resizable), run at sym_n rows; per value / step: scales with it */
-  bool sym_checked;
+  /* symbolic dim (opencl/engine_sym.c): compiled at bound sym_bound (0:
+     not resizable), run at sym_n; per value: the axis that scales with it
+     (-1: none) and the product of the dims before it at the bound; per
+     step: launched over the run's rows. sym_padded: some value has dims
+     other than 1 before the symbol's axis, so a smaller run is a sub-box
+     of the bound's layout (not a prefix): every step runs at the bound,
+     the inputs and outputs are copied as rectangles */
+  bool sym_checked, sym_padded;
   int64_t sym_bound, sym_n;
   bool *sym_dep, *sym_step;
+  int8_t *sym_axis;
+  int64_t *sym_outer;
 } kiln_cl_variant;
 
-/* Value w's extent x (dim 0, or bytes) at this run's rows. */
+/* Value w's extent x (its symbolic axis's dim, or bytes) at this run's
+   size (its dense size: a padded value's host copy). */
 static inline int64_t kiln_cl_sym_at(const kiln_cl_variant *v, int w, int64_t x) {
   return v->sym_bound && v->sym_n != v->sym_bound && v->sym_dep[w] ? x / v->sym_bound * v->sym_n : x;
+}
+/* Value w is a sub-box of its buffer this run (padded layout): outer
+   blocks of row bytes of the bound's rows each (the run's: *run). */
+static inline bool kiln_cl_sym_box(const kiln_cl_variant *v, int w, size_t bytes, size_t *outer, size_t *row,
+                                   size_t *run) {
+  if (!v->sym_bound || v->sym_n == v->sym_bound || !v->sym_dep[w] || v->sym_outer[w] <= 1) return false;
+  *outer = (size_t)v->sym_outer[w];
+  *row = bytes / *outer;
+  *run = *row / (size_t)v->sym_bound * (size_t)v->sym_n;
+  return true;
 }
 /* Step k runs with fewer rows than compiled this run. */
 static inline bool kiln_cl_sym_resized(const kiln_cl_variant *v, int k) {

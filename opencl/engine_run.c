@@ -28,7 +28,8 @@ static void dims_of(const kiln_cl_variant *v, int w, int *rank, int64_t *dims) {
   *rank = x->rank;
   for (int d = 0; d < x->rank; d++)
     if (!kiln_dimx_is_const(v->sh->tab, x->dims[d], &dims[d])) dims[d] = 0;
-  if (x->rank > 0) dims[0] = kiln_cl_sym_at(v, w, dims[0]); /* this run's rows (symbolic batch) */
+  if (v->sym_bound && v->sym_dep[w]) /* this run's size of the symbolic axis */
+    dims[v->sym_axis[w]] = kiln_cl_sym_at(v, w, dims[v->sym_axis[w]]);
 }
 
 /* The buffer holding value w: the host's cl_mem bound to it for this run,
@@ -48,7 +49,14 @@ static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, in
   size_t n = kiln_tensor_bytes(t);
   if (!n) return KILN_OK;
   if (!m) return kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", v->g->values[w].name);
-  cl_int e = clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, n, t->data, 0, NULL, NULL);
+  size_t outer = 0, row = 0, run = 0;
+  cl_int e;
+  if (kiln_cl_sym_box(v, w, v->place[w].bytes, &outer, &row, &run)) { /* a sub-box of the bound's layout */
+    size_t zero[3] = {0, 0, 0}, region[3] = {run, outer, 1};
+    e = clEnqueueReadBufferRect(ctx->queue, m, CL_TRUE, zero, zero, region, row, 0, run, 0, t->data, 0, NULL, NULL);
+  } else {
+    e = clEnqueueReadBuffer(ctx->queue, m, CL_TRUE, 0, n, t->data, 0, NULL, NULL);
+  }
   if (e) return kiln_cl_fail(e, "reading '%s' (%zu bytes) back from %s (%s)", v->g->values[w].name, n, ctx->id,
                              ctx->name);
   return KILN_OK;
@@ -68,7 +76,14 @@ static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, i
     if (s) return s;
     src = dense.data;
   }
-  cl_int e = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL);
+  size_t outer = 0, row = 0, run = 0;
+  cl_int e;
+  if (kiln_cl_sym_box(v, w, pl->bytes, &outer, &row, &run)) { /* into a sub-box of the bound's layout */
+    size_t zero[3] = {0, 0, 0}, region[3] = {run, outer, 1};
+    e = clEnqueueWriteBufferRect(ctx->queue, m, CL_TRUE, zero, zero, region, row, 0, run, 0, src, 0, NULL, NULL);
+  } else {
+    e = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL);
+  }
   kiln_tensor_release(&dense);
   if (e) return kiln_cl_fail(e, "writing '%s' (%zu bytes) to %s (%s)", v->g->values[w].name, n, ctx->id, ctx->name);
   return KILN_OK;
@@ -203,7 +218,8 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
   if (st->kind == KILN_CL_STEP_COPY) {
     const kiln_cl_place *b = &v->place[n->out[0]];
     cl_mem am = mem_of(v, n->in[0]), bm = mem_of(v, n->out[0]);
-    size_t bytes = (size_t)kiln_cl_sym_at(v, n->out[0], (int64_t)b->bytes);
+    /* (a padded variant copies the bound's layout whole) */
+    size_t bytes = v->sym_padded ? b->bytes : (size_t)kiln_cl_sym_at(v, n->out[0], (int64_t)b->bytes);
     if (b->bytes && vin[n->in[0]]) {
       s = write_value(ctx, v, n->out[0], vin[n->in[0]]);
     } else if (bytes) {
@@ -443,7 +459,13 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
         break;
       }
       if (!bind_ok || !routes_known(v, w)) {
-        cl_int e = n ? clEnqueueCopyBuffer(ctx->queue, m, v->place[w].mem, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
+        size_t outer = 0, row = 0, run = 0, zero[3] = {0, 0, 0};
+        bool box = kiln_cl_sym_box(v, w, v->place[w].bytes, &outer, &row, &run);
+        size_t region[3] = {run, outer, 1};
+        cl_int e = !n  ? CL_SUCCESS
+                   : box ? clEnqueueCopyBufferRect(ctx->queue, m, v->place[w].mem, zero, zero, region, run, 0, row, 0,
+                                                   0, NULL, NULL)
+                         : clEnqueueCopyBuffer(ctx->queue, m, v->place[w].mem, 0, 0, n, 0, NULL, NULL);
         if (e) s = kiln_cl_fail(e, "copying input '%s' (%zu bytes) from its OpenCL buffer", g->values[w].name, n);
         n_in_copied++;
         continue;
@@ -531,7 +553,12 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       if (n && !src) s = kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", g->values[w].name);
       if (!s) s = check_out_mem(g, o, m, n);
       /* (an input bound to the very buffer it is copied to is there already) */
-      cl_int e = !s && n && src != m ? clEnqueueCopyBuffer(ctx->queue, src, m, 0, 0, n, 0, NULL, NULL) : CL_SUCCESS;
+      size_t outer = 0, row = 0, run = 0, zero[3] = {0, 0, 0};
+      bool box = kiln_cl_sym_box(v, w, v->place[w].bytes, &outer, &row, &run);
+      size_t region[3] = {run, outer, 1};
+      cl_int e = !(!s && n && src != m) ? CL_SUCCESS
+                 : box ? clEnqueueCopyBufferRect(ctx->queue, src, m, zero, zero, region, row, 0, run, 0, 0, NULL, NULL)
+                       : clEnqueueCopyBuffer(ctx->queue, src, m, 0, 0, n, 0, NULL, NULL);
       if (e) s = kiln_cl_fail(e, "copying output '%s' (%zu bytes) to its OpenCL buffer", g->values[w].name, n);
       if (!s) shape_only(&outs[o], v->sh->v[w].dtype, rank, dims);
     } else if (vin[w]) {

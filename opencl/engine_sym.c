@@ -29,13 +29,13 @@ struct kiln_cl_sym {
   char name[KILN_SYMDIM_MAX_NAME + 1];
   int64_t bound; /* 0: none yet (the first run's rows) */
   bool off;      /* declined: a variant per input-shape set */
-  bool *sym_in;  /* per input of p->orig: its dim 0 is the symbol */
+  int *sym_ax;   /* per input of p->orig: the axis that is the symbol (-1: none) */
   char notes[2048]; /* what note() said (the dump file) */
 };
 
 void kiln_cl_sym_free(kiln_cl_plan *p) {
   if (!p || !p->sym) return;
-  kiln_free(p->sym->sym_in);
+  kiln_free(p->sym->sym_ax);
   kiln_free(p->sym);
   p->sym = NULL;
 }
@@ -68,13 +68,14 @@ kiln_status kiln_cl_sym_setup(kiln_cl_plan *p) {
     const kiln_value *val = &g->values[g->inputs[i]];
     if (val->init) continue;
     if (p->spec[i]) why = "inputs set shapes (a variant per value set)";
+    bool seen = false;
     for (int d = 0; d < val->type.rank && !why; d++) {
       const kiln_dim *x = &val->type.dims[d];
       if (!x->param && x->value >= 0) continue;
       if (!x->param) why = "an input dim is unknown (no dim_param)";
-      else if (d) why = "a dim_param beyond an input's outermost dim";
       else if (name && strcmp(name, x->param)) why = "more than one dim_param";
-      else name = x->param;
+      else if (seen) why = "the dim_param twice in one input";
+      else name = x->param, seen = true;
     }
   }
   if (!name) return KILN_OK;
@@ -86,15 +87,17 @@ kiln_status kiln_cl_sym_setup(kiln_cl_plan *p) {
     return KILN_OK;
   }
   kiln_cl_sym *y = kiln_calloc(1, sizeof *y);
-  if (y) y->sym_in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *y->sym_in);
-  if (!y || !y->sym_in) {
+  if (y) y->sym_ax = kiln_calloc((size_t)g->n_inputs + 1, sizeof *y->sym_ax);
+  if (!y || !y->sym_ax) {
     if (y) kiln_free(y);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   }
   snprintf(y->name, sizeof y->name, "%s", name);
   for (int i = 0; i < g->n_inputs; i++) {
     const kiln_value *val = &g->values[g->inputs[i]];
-    y->sym_in[i] = !val->init && val->type.rank > 0 && val->type.dims[0].param;
+    y->sym_ax[i] = -1;
+    for (int d = 0; d < val->type.rank && !val->init; d++)
+      if (val->type.dims[d].param) y->sym_ax[i] = d;
   }
   char key[KILN_SYMDIM_MAX_NAME + 16];
   snprintf(key, sizeof key, "kiln.bound.%s", name);
@@ -135,13 +138,27 @@ static int64_t axis_of(const kiln_node *n, const char *name, int64_t def, int ra
   return a < 0 ? a + rank : a;
 }
 
-/* Node n (some input or output depends on the symbol) keeps rows apart:
- * row r of each output comes from row r of the dependent inputs. */
-static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const bool *dep, char *why, size_t wsz) {
+/* What the check knows of v's values: per value, whether it scales with
+ * the symbol, the axis that does, and the product of the dims before it
+ * (at the bound). */
+typedef struct sym_vals {
+  bool *dep;
+  int8_t *ax;
+  int64_t *outer;
+} sym_vals;
+
+/* Node n (some input or output depends on the symbol) keeps the symbol's
+ * positions apart: position s of each output along its symbolic axis
+ * comes from position s of the dependent inputs only (never a reduction
+ * over the symbolic axis, nor a merge of it with another axis). */
+static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const sym_vals *sv, char *why, size_t wsz) {
   const kiln_graph *g = v->g;
   const kiln_shapes *sh = v->sh;
+  const bool *dep = sv->dep;
   const char *op = n->op_type;
-  int orank = n->n_out > 0 && n->out[0] >= 0 ? sh->v[n->out[0]].rank : -1;
+  int o0 = n->n_out > 0 ? n->out[0] : -1, i0 = n->n_in > 0 ? n->in[0] : -1;
+  int orank = o0 >= 0 ? sh->v[o0].rank : -1;
+  int oax = o0 >= 0 && dep[o0] ? sv->ax[o0] : -1, iax = i0 >= 0 && dep[i0] ? sv->ax[i0] : -1;
   for (int k = 0; k < n->n_out; k++)
     if (n->out[k] >= 0 && !dep[n->out[k]] && g->values[n->out[k]].name) {
       bool used = false; /* an unused optional output (Dropout's mask) is fine */
@@ -150,39 +167,38 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const bool *de
       for (int o = 0; o < g->n_outputs; o++) used = used || g->outputs[o] == n->out[k];
       if (used) {
         char lbl[128];
-        snprintf(why, wsz, "node %s (%s): output '%s' does not scale with the batch", kiln_node_label(g, n, lbl, sizeof lbl),
-                 op, g->values[n->out[k]].name);
+        snprintf(why, wsz, "node %s (%s): output '%s' does not scale with the symbol",
+                 kiln_node_label(g, n, lbl, sizeof lbl), op, g->values[n->out[k]].name);
         return false;
       }
     }
-  if (*n->domain) goto no;
+  if (*n->domain || oax < 0) goto no;
   if (in_list(op, elementwise)) {
     for (int i = 0; i < n->n_in; i++)
-      if (n->in[i] >= 0 && dep[n->in[i]] && sh->v[n->in[i]].rank != orank) goto no;
+      if (n->in[i] >= 0 && dep[n->in[i]] && (sh->v[n->in[i]].rank != orank || sv->ax[n->in[i]] != oax)) goto no;
     return true;
   }
-  if (!strcmp(op, "MatMul"))
-    return n->in[0] >= 0 && dep[n->in[0]] && sh->v[n->in[0]].rank >= 2 && !dep[n->in[1]] && sh->v[n->in[1]].rank <= 2;
+  if (!strcmp(op, "MatMul")) /* the symbol among A's rows (or its batch), B fixed */
+    return iax >= 0 && sh->v[i0].rank >= 2 && iax < sh->v[i0].rank - 1 && !dep[n->in[1]] && sh->v[n->in[1]].rank <= 2;
   if (!strcmp(op, "Gemm"))
-    return !kiln_attr_int(n, "transA", 0) && dep[n->in[0]] && !dep[n->in[1]] && (n->n_in < 3 || n->in[2] < 0 || !dep[n->in[2]]);
-  if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax"))
-    return axis_of(n, "axis", n->opset < 13 ? 1 : -1, orank) != 0;
-  if (!strcmp(op, "LayerNormalization")) return axis_of(n, "axis", -1, orank) != 0;
-  if (!strcmp(op, "Transpose")) {
-    size_t np = 0;
-    const int64_t *perm = kiln_attr_ints(n, "perm", &np);
-    return perm && np > 0 && perm[0] == 0;
+    return !kiln_attr_int(n, "transA", 0) && iax == 0 && !dep[n->in[1]] && (n->n_in < 3 || n->in[2] < 0 || !dep[n->in[2]]);
+  if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) { /* before opset 13: over [axis, rank) */
+    int64_t a = axis_of(n, "axis", n->opset < 13 ? 1 : -1, orank);
+    return iax >= 0 && (n->opset < 13 ? a > iax : a != iax);
   }
-  if (!strcmp(op, "Concat")) return axis_of(n, "axis", 0, orank) != 0;
+  if (!strcmp(op, "LayerNormalization")) return iax >= 0 && axis_of(n, "axis", -1, orank) > iax;
+  if (!strcmp(op, "Transpose")) return iax >= 0; /* the symbol moves with its positions */
+  if (!strcmp(op, "Concat")) return axis_of(n, "axis", 0, orank) != oax;
   if (in_list(op, images)) { /* NCHW: image n of the output from image n of input 0 only */
     for (int i = 1; i < n->n_in; i++)
       if (n->in[i] >= 0 && dep[n->in[i]]) goto no;
-    return n->in[0] >= 0 && dep[n->in[0]] && sh->v[n->in[0]].rank >= 3;
+    return iax == 0 && oax == 0 && sh->v[i0].rank >= 3;
   }
   if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") || !strcmp(op, "Unsqueeze"))
-    return n->in[0] >= 0 && dep[n->in[0]]; /* the outputs scale (checked above): the flat order is kept */
+    /* the same dims before the symbol (so the same after): the same layout */
+    return iax >= 0 && sv->outer[i0] == sv->outer[o0];
   if (in_list(op, reductions)) {
-    int irank = sh->v[n->in[0]].rank;
+    int irank = sh->v[i0].rank;
     size_t na = 0;
     const int64_t *axes = kiln_attr_ints(n, "axes", &na);
     const kiln_tensor *t = n->n_in > 1 && n->in[1] >= 0 ? g->values[n->in[1]].init : NULL;
@@ -190,17 +206,19 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const bool *de
     int64_t cnt = axes ? (int64_t)na : t->numel;
     for (int64_t k = 0; k < cnt; k++) {
       int64_t a = axes ? axes[k] : kiln_get_i(t, k);
-      if (a == 0 || a == -irank) goto no;
+      if (a < 0) a += irank;
+      if (a == iax) goto no;
     }
-    return cnt > 0;
+    return iax >= 0 && cnt > 0;
   }
 no:
   return false;
 }
 
 /* Values of v that scale with the symbol, from v's graph inferred again
- * with the symbolic inputs' outermost dim as the symbol. */
-static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int64_t bound, bool *dep, char *why,
+ * with the symbolic inputs' axis as the symbol: exactly one dim of each
+ * such value is c * symbol, its other dims constant. */
+static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int64_t bound, sym_vals *sv, char *why,
                                   size_t wsz) {
   kiln_graph *c = NULL;
   kiln_shapes *sh = NULL;
@@ -208,17 +226,18 @@ static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int
   if (s) return s;
   for (int i = 0; i < c->n_inputs; i++) {
     kiln_value *val = &c->values[c->inputs[i]];
-    if (val->init || v->in_map[i] < 0 || !p->sym->sym_in[v->in_map[i]] || val->type.rank < 1) continue;
+    int ax = v->in_map[i] >= 0 ? p->sym->sym_ax[v->in_map[i]] : -1;
+    if (val->init || ax < 0 || val->type.rank <= ax) continue;
     char *nm = kiln_strdup(p->sym->name);
     if (!nm) {
       kiln_graph_free(c);
-      return kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic batch");
+      return kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
     }
-    kiln_free(val->type.dims[0].param);
-    val->type.dims[0] = (kiln_dim){-1, nm};
+    kiln_free(val->type.dims[ax].param);
+    val->type.dims[ax] = (kiln_dim){-1, nm};
   }
   if ((s = kiln_shapes_infer(c, &sh))) {
-    snprintf(why, wsz, "shapes at a symbolic batch: %s", kiln_last_error());
+    snprintf(why, wsz, "shapes at a symbolic size: %s", kiln_last_error());
     kiln_error_clear();
     kiln_graph_free(c);
     return KILN_OK;
@@ -233,50 +252,62 @@ static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int
     s = kiln_dimx_sym(sh->tab, p->sym->name, &x1);
   for (int w = 0; w < c->n_values && !s && !*why; w++) {
     const kiln_vshape *a = &sh->v[w], *b = &v->sh->v[w];
+    const char *vn = c->values[w].name ? c->values[w].name : "";
     if (a->data_dependent) {
-      snprintf(why, wsz, "value '%s' has a data-dependent shape", c->values[w].name ? c->values[w].name : "");
+      snprintf(why, wsz, "value '%s' has a data-dependent shape", vn);
       break;
     }
     if (a->rank < 0) continue; /* unused */
     if (a->rank != b->rank) {
-      snprintf(why, wsz, "value '%s': rank differs at a symbolic batch", c->values[w].name ? c->values[w].name : "");
+      snprintf(why, wsz, "value '%s': rank differs at a symbolic size", vn);
       break;
     }
-    for (int d = 1; d < a->rank && !*why; d++)
-      if (!kiln_dimx_is_const(sh->tab, a->dims[d], NULL))
-        snprintf(why, wsz, "value '%s': the batch reaches dim %d", c->values[w].name ? c->values[w].name : "", d);
-    if (*why || a->rank == 0 || kiln_dimx_is_const(sh->tab, a->dims[0], NULL)) continue;
-    /* dim 0 = c * N, and c * bound at the bound */
-    int64_t vals1[1] = {1}, c1 = 0, cb = 0;
+    int ax = -1;
+    for (int d = 0; d < a->rank && !*why; d++)
+      if (!kiln_dimx_is_const(sh->tab, a->dims[d], NULL)) {
+        if (ax >= 0) snprintf(why, wsz, "value '%s': the symbol reaches dims %d and %d", vn, ax, d);
+        ax = d;
+      }
+    if (*why || ax < 0) continue;
+    /* dim ax = c * S, and c * bound at the bound */
+    int64_t c1 = 0, cb = 0, outer = 1;
     kiln_dimx want = KILN_DIMX_NONE;
     int ns = kiln_symtab_nsyms(sh->tab);
     int64_t *vals = kiln_calloc((size_t)ns + 1, sizeof *vals);
     if (!vals) {
-      s = kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic batch");
+      s = kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
       break;
     }
     for (int k = 0; k < ns; k++) vals[k] = KILN_DIM_UNSET;
-    vals[sym] = vals1[0];
-    bool ok = !kiln_dimx_eval(sh->tab, a->dims[0], vals, ns, &c1) && c1 >= 1 &&
-              !kiln_dimx_mul_const(sh->tab, x1, c1, &want) && want == a->dims[0] &&
-              kiln_dimx_is_const(v->sh->tab, b->dims[0], &cb) && cb == c1 * bound;
+    vals[sym] = 1;
+    bool ok = !kiln_dimx_eval(sh->tab, a->dims[ax], vals, ns, &c1) && c1 >= 1 &&
+              !kiln_dimx_mul_const(sh->tab, x1, c1, &want) && want == a->dims[ax] &&
+              kiln_dimx_is_const(v->sh->tab, b->dims[ax], &cb) && cb == c1 * bound;
+    for (int d = 0; d < ax && ok; d++) {
+      int64_t x = 0;
+      ok = kiln_dimx_is_const(v->sh->tab, b->dims[d], &x);
+      outer *= x;
+    }
     kiln_free(vals);
     kiln_error_clear();
     if (!ok) {
       char e[64];
-      snprintf(why, wsz, "value '%s': dim 0 is %s, not a multiple of %s", c->values[w].name ? c->values[w].name : "",
-               kiln_dimx_str(sh->tab, a->dims[0], e, sizeof e), p->sym->name);
+      snprintf(why, wsz, "value '%s': dim %d is %s, not a multiple of %s", vn, ax,
+               kiln_dimx_str(sh->tab, a->dims[ax], e, sizeof e), p->sym->name);
       break;
     }
-    dep[w] = true;
+    sv->dep[w] = true;
+    sv->ax[w] = (int8_t)ax;
+    sv->outer[w] = outer;
   }
   kiln_shapes_free(sh);
   kiln_graph_free(c);
   return s;
 }
 
-/* Decides whether v (compiled at bound) runs with fewer rows; sets
- * v->sym_bound, sym_dep, sym_step, or leaves sym_bound 0 with why. */
+/* Decides whether v (compiled at bound) runs at a smaller size; sets
+ * v->sym_bound, sym_dep, sym_step, sym_axis, sym_outer, sym_padded, or
+ * leaves sym_bound 0 with why. */
 static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bound, char *why, size_t wsz) {
   *why = 0;
   if (v->host_only) {
@@ -284,21 +315,34 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
     return KILN_OK;
   }
   const kiln_graph *g = v->g;
-  bool *dep = kiln_calloc((size_t)g->n_values + 1, sizeof *dep);
+  size_t nv = (size_t)g->n_values + 1;
+  sym_vals sv = {kiln_calloc(nv, sizeof *sv.dep), kiln_calloc(nv, sizeof *sv.ax), kiln_calloc(nv, sizeof *sv.outer)};
   bool *stp = kiln_calloc((size_t)v->n_steps + 1, sizeof *stp);
-  kiln_status s = dep && stp ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic batch");
-  if (!s) s = scaling_values(p, v, bound, dep, why, wsz);
+  kiln_status s =
+      sv.dep && sv.ax && sv.outer && stp ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
+  if (!s) s = scaling_values(p, v, bound, &sv, why, wsz);
+  /* padded: some value has dims other than 1 before the symbol's axis; a
+     smaller run is then a sub-box of the bound's layout, every step runs at
+     the bound and computes the padding too: only float (and bool) values,
+     where that garbage cannot trap (an integer division could) */
+  bool padded = false;
+  for (int w = 0; w < g->n_values && !s && !*why; w++) padded = padded || (sv.dep[w] && sv.outer[w] > 1);
+  for (int w = 0; w < g->n_values && !s && !*why && padded; w++)
+    if (sv.dep[w] && !(KILN_T(v->sh->v[w].dtype) & (KILN_TS_FLOAT | KILN_T(KILN_BOOL))))
+      snprintf(why, wsz, "value '%s' is not float, and a padded layout would compute its padding",
+               g->values[w].name ? g->values[w].name : "");
   for (int k = 0; k < g->n_nodes && !s && !*why; k++) {
     const kiln_node *n = &g->nodes[k];
     bool touches = false;
-    for (int i = 0; i < n->n_in; i++) touches = touches || (n->in[i] >= 0 && dep[n->in[i]]);
-    for (int i = 0; i < n->n_out; i++) touches = touches || (n->out[i] >= 0 && dep[n->out[i]]);
+    for (int i = 0; i < n->n_in; i++) touches = touches || (n->in[i] >= 0 && sv.dep[n->in[i]]);
+    for (int i = 0; i < n->n_out; i++) touches = touches || (n->out[i] >= 0 && sv.dep[n->out[i]]);
     char lbl[128];
-    if (touches && !node_ok(v, n, dep, why, wsz) && !*why)
-      snprintf(why, wsz, "node %s (%s) mixes or moves the batch rows", kiln_node_label(g, n, lbl, sizeof lbl),
-               n->op_type);
+    if (touches && !node_ok(v, n, &sv, why, wsz) && !*why)
+      snprintf(why, wsz, "node %s (%s) mixes or moves the positions of %s", kiln_node_label(g, n, lbl, sizeof lbl),
+               n->op_type, p->sym->name);
   }
   char lbl[128];
+  const bool *dep = sv.dep;
   for (int k = 0; k < v->n_steps && !s && !*why; k++) {
     const kiln_cl_step *st = &v->steps[k];
     const kiln_node *n = &g->nodes[st->node];
@@ -310,7 +354,7 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
         any = any || d;
         if (sig->args[a].output) all = all && d;
       }
-      if (any && (!all || sig->n_items % bound)) {
+      if (any && !padded && (!all || sig->n_items % bound)) {
         snprintf(why, wsz, "kernel %s (from %s, %s) does not take the run's rows", sig->name,
                  kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
         break;
@@ -325,11 +369,12 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
       bool gemm = !strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm");
       bool rowwise = !strcmp(n->op_type, "Softmax") || !strcmp(n->op_type, "LogSoftmax") ||
                      !strcmp(n->op_type, "LayerNormalization") || /* over a later axis (node_ok) */
-                     in_list(n->op_type, reductions);              /* axis 0 kept (node_ok) */
+                     in_list(n->op_type, reductions);              /* the symbol's axis kept (node_ok) */
       bool image = in_list(n->op_type, images);
       kiln_cl_rows_kind rk = image ? KILN_CL_ROWS_IMAGES : rowwise ? KILN_CL_ROWS_ROWWISE : KILN_CL_ROWS_GEMM;
+      /* (padded: the op runs at the bound, over the padding too) */
       if (any && st->kind == KILN_CL_STEP_OP &&
-          (!(gemm || rowwise || image) || !kiln_cl_op_rows_ok(st->op, bound, rk))) {
+          (!(gemm || rowwise || image) || (!padded && !kiln_cl_op_rows_ok(st->op, bound, rk)))) {
         snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
                  n->op_type, kiln_cl_op_describe(st->op));
         break;
@@ -339,16 +384,21 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
         break;
       }
     }
-    stp[k] = any;
+    stp[k] = any && !padded;
   }
   if (!s && !*why) {
-    v->sym_dep = dep;
+    v->sym_dep = sv.dep;
+    v->sym_axis = sv.ax;
+    v->sym_outer = sv.outer;
     v->sym_step = stp;
+    v->sym_padded = padded;
     v->sym_bound = v->sym_n = bound;
-    dep = NULL;
+    sv = (sym_vals){NULL, NULL, NULL};
     stp = NULL;
   }
-  kiln_free(dep);
+  kiln_free(sv.dep);
+  kiln_free(sv.ax);
+  kiln_free(sv.outer);
   kiln_free(stp);
   return s;
 }
@@ -376,10 +426,11 @@ kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *i
   *out = NULL;
   int64_t n = -1;
   for (int i = 0; i < g0->n_inputs; i++) {
-    if (!y->sym_in[i]) continue;
-    if (!in[i] || in[i]->rank < 1) return kiln_cl_variant_get_exact(p, in, out);
-    if (n < 0) n = in[i]->dims[0];
-    else if (n != in[i]->dims[0]) return kiln_cl_variant_get_exact(p, in, out); /* inputs disagree: shapes say why */
+    int ax = y->sym_ax[i];
+    if (ax < 0) continue;
+    if (!in[i] || in[i]->rank <= ax) return kiln_cl_variant_get_exact(p, in, out);
+    if (n < 0) n = in[i]->dims[ax];
+    else if (n != in[i]->dims[ax]) return kiln_cl_variant_get_exact(p, in, out); /* inputs disagree: shapes say why */
   }
   if (n < 1) return kiln_cl_variant_get_exact(p, in, out);
   if (n > y->bound) {
@@ -397,10 +448,10 @@ kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *i
   kiln_status s = at && fake ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory keying an OpenCL plan");
   for (int i = 0; i < g0->n_inputs && !s; i++) {
     at[i] = in[i];
-    if (!y->sym_in[i]) continue;
+    if (y->sym_ax[i] < 0) continue;
     int64_t dims[KILN_MAX_RANK];
     memcpy(dims, in[i]->dims, sizeof *dims * (size_t)in[i]->rank);
-    dims[0] = bound;
+    dims[y->sym_ax[i]] = bound;
     kiln_tensor_wrap(&fake[i], in[i]->dtype, in[i]->rank, dims, 0, NULL);
     at[i] = &fake[i];
   }
@@ -424,9 +475,15 @@ kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *i
       int ops = 0, kern = 0;
       for (int k = 0; k < v->n_steps; k++)
         if (v->sym_step[k]) ops += v->steps[k].kind != KILN_CL_STEP_GEN, kern += v->steps[k].kind == KILN_CL_STEP_GEN;
-      note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
-           " (%d kernels launched over the run's rows, %d ops/copies given them)",
-           y->name, bound, bound, kern, ops);
+      if (v->sym_padded)
+        note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
+             " (padded: a smaller run is a sub-box of the bound's layout, every step runs at the bound, inputs and "
+             "outputs copied as rectangles)",
+             y->name, bound, bound);
+      else
+        note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
+             " (%d kernels launched over the run's rows, %d ops/copies given them)",
+             y->name, bound, bound, kern, ops);
     } else {
       y->off = true;
       note(p, "symbolic dim %s: %s; one variant per input-shape set from now on", y->name, why);

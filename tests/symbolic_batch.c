@@ -34,7 +34,7 @@ static float w1[IN * HID], b1[HID], w2[HID * OUT], w3[8 * OUT];
 
 static float cw1[32 * 9], cb1[32], cw2[16 * 32 * 9], w4[16 * OUT];
 
-static const char *bound_text = "64";
+static const char *bound_text = "64", *bound_key = "kiln.bound.N";
 static double tol = 1e-5;
 
 /* The graphs' input x[N,16] and output y[N,8], float32, N the symbolic
@@ -73,7 +73,7 @@ static void *pack_model(Onnx__GraphProto *g, bool with_bound, size_t *size) {
   os.domain = "", os.has_version = 1, os.version = 13;
   Onnx__OperatorSetIdProto *oss[1] = {&os};
   Onnx__StringStringEntryProto bound = ONNX__STRING_STRING_ENTRY_PROTO__INIT;
-  bound.key = "kiln.bound.N", bound.value = (char *)bound_text;
+  bound.key = (char *)bound_key, bound.value = (char *)bound_text;
   Onnx__StringStringEntryProto *props[1] = {&bound};
   Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
   m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = g;
@@ -178,13 +178,14 @@ static uint64_t plans_of(onnxGraph g) {
   return graph_stats && !graph_stats(g, &s) ? s.memoryPlans : (uint64_t)-1;
 }
 
-/* One synchronous run with an input event signalled after RunGraph. */
-static int run_sync(onnxBackend be, onnxGraph g, int n, const float *x, float *y) {
-  uint64_t xs[2] = {(uint64_t)n, IN}, ys[2] = {(uint64_t)n, OUT};
+/* One synchronous run with an input event signalled after RunGraph: x
+ * (rank dims xs) in, y (rank dims ys) out. */
+static int run_io(onnxBackend be, onnxGraph g, int rank, const uint64_t *xs, const float *x, const uint64_t *ys,
+                  float *y) {
   onnxTensorDescriptorV1 in = {ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, "x", ONNXIFI_DATATYPE_FLOAT32,
-                               ONNXIFI_MEMORY_TYPE_CPU, 2, xs, (onnxPointer)x};
+                               ONNXIFI_MEMORY_TYPE_CPU, (uint32_t)rank, xs, (onnxPointer)x};
   onnxTensorDescriptorV1 out = {ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, "y", ONNXIFI_DATATYPE_FLOAT32,
-                                ONNXIFI_MEMORY_TYPE_CPU, 2, ys, (onnxPointer)y};
+                                ONNXIFI_MEMORY_TYPE_CPU, (uint32_t)rank, ys, (onnxPointer)y};
   if (lib.onnxSetGraphIO(g, 1, &in, 1, &out)) return 0;
   onnxEvent ev = NULL;
   if (lib.onnxInitEvent(be, &ev)) return 0;
@@ -196,6 +197,11 @@ static int run_sync(onnxBackend be, onnxGraph g, int n, const float *x, float *y
   if (fout.event && lib.onnxReleaseEvent(fout.event)) ok = 0;
   if (lib.onnxReleaseEvent(ev)) ok = 0;
   return ok;
+}
+
+static int run_sync(onnxBackend be, onnxGraph g, int n, const float *x, float *y) {
+  uint64_t xs[2] = {(uint64_t)n, IN}, ys[2] = {(uint64_t)n, OUT};
+  return run_io(be, g, 2, xs, x, ys, y);
 }
 
 static double max_diff(const float *a, const float *b, int n) {
@@ -325,6 +331,159 @@ static void *make_cnn(size_t *size) {
   return pack_model(&g, true, size);
 }
 
+/* ---- a symbolic sequence dim S, not always outermost ---- */
+
+enum { SEQ_BATCH = 4, SEQ_HID = 32 };
+static float sb1[SEQ_HID];
+
+static Onnx__NodeProto mk_node(const char *op, char **in, size_t nin, char **out, Onnx__AttributeProto **at,
+                               size_t nat) {
+  Onnx__NodeProto n = ONNX__NODE_PROTO__INIT;
+  n.op_type = (char *)op, n.n_input = nin, n.input = in, n.n_output = 1, n.output = out, n.n_attribute = nat,
+  n.attribute = at;
+  return n;
+}
+
+static Onnx__AttributeProto int_attr(const char *name, int64_t v) {
+  Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT;
+  a.name = (char *)name, a.has_type = 1, a.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, a.has_i = 1, a.i = v;
+  return a;
+}
+
+/* x -> y over a sequence dim S (bound "kiln.bound.S" = bound_text), float32:
+ * 1: x[S,16] -> MatMul w1 [16,32] -> Add b [32] -> Relu -> MatMul w2 [32,8]
+ *    -> Softmax(-1) -> y[S,8] (S outermost: launched over the run's rows);
+ * 2: the same over x[1,S,16] -> y[1,S,8] (S after a dim of 1: still a prefix);
+ * 3: x[4,S,16] -> MatMul w1 -> Add b -> Relu -> Sub its ReduceMean over -1
+ *    -> Reshape [4,-1,4,8] -> Softmax(-1) -> Reshape [4,-1,32] -> Transpose
+ *    [1,0,2] -> MatMul w2 -> Tanh -> Transpose [1,0,2] -> y[4,S,8] (the
+ *    padded layout: S inner);
+ * 4: x[4,S,16] -> MatMul w1 -> Relu -> Softmax(axis 1, over S) -> MatMul w2
+ *    -> y[4,S,8]: mixes S (declined);
+ * 5: x[4,S,16] -> MatMul w1 -> h; ReduceMax(h, axes [1], keepdims) -> Add h
+ *    -> MatMul w2 -> y[4,S,8]: a reduction over S (declined). */
+static void *make_seq(int kind, int *rank, size_t *size) {
+  *rank = kind == 1 ? 2 : 3;
+  int64_t lead = kind == 2 ? 1 : SEQ_BATCH;
+  Onnx__TensorShapeProto__Dimension dl = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, ds = dl, di = dl, dout = dl;
+  dl.value_case = di.value_case = dout.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+  dl.dim_value = lead, di.dim_value = IN, dout.dim_value = OUT;
+  ds.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, ds.dim_param = "S";
+  Onnx__TensorShapeProto__Dimension *xd[3] = {&dl, &ds, &di}, *yd[3] = {&dl, &ds, &dout};
+  Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT, ys = xs;
+  xs.n_dim = ys.n_dim = (size_t)*rank, xs.dim = *rank == 2 ? xd + 1 : xd, ys.dim = *rank == 2 ? yd + 1 : yd;
+  Onnx__TypeProto__Tensor xt = ONNX__TYPE_PROTO__TENSOR__INIT, yt = xt;
+  xt.has_elem_type = yt.has_elem_type = 1, xt.elem_type = yt.elem_type = 1, xt.shape = &xs, yt.shape = &ys;
+  Onnx__TypeProto xty = ONNX__TYPE_PROTO__INIT, yty = xty;
+  xty.value_case = yty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, xty.tensor_type = &xt, yty.tensor_type = &yt;
+  Onnx__ValueInfoProto x = ONNX__VALUE_INFO_PROTO__INIT, y = x, *ins[1] = {&x}, *outs[1] = {&y};
+  x.name = "x", x.type = &xty, y.name = "y", y.type = &yty;
+  int64_t dw1[2] = {IN, SEQ_HID}, db[1] = {SEQ_HID}, dw2[2] = {SEQ_HID, OUT}, dsh[1] = {4};
+  int64_t sh1[4] = {SEQ_BATCH, -1, 4, 8}, sh2[3] = {SEQ_BATCH, -1, SEQ_HID};
+  Onnx__TensorProto tw1 = float_init("w1", dw1, 2, w1), tb = float_init("b", db, 1, sb1),
+                    tw2 = float_init("w2", dw2, 2, w2), ts1 = ONNX__TENSOR_PROTO__INIT, ts2 = ts1;
+  ts1.name = "sh1", ts1.n_dims = 1, ts1.dims = dsh, ts1.has_data_type = 1, ts1.data_type = 7, ts1.n_int64_data = 4,
+  ts1.int64_data = sh1;
+  ts2 = ts1, ts2.name = "sh2", ts2.n_int64_data = 3, ts2.int64_data = sh2;
+  int64_t dsh2[1] = {3};
+  ts2.dims = dsh2;
+  Onnx__TensorProto *inits[5] = {&tw1, &tb, &tw2, &ts1, &ts2};
+  int64_t axl[1] = {-1}, ax1[1] = {1}, perm[3] = {1, 0, 2};
+  Onnx__AttributeProto a_last = int_attr("axis", -1), a_one = int_attr("axis", 1), axes_l = ints_attr("axes", axl, 1),
+                       axes_1 = ints_attr("axes", ax1, 1), a_perm = ints_attr("perm", perm, 3),
+                       kd = int_attr("keepdims", 1);
+  Onnx__AttributeProto *at_last[1] = {&a_last}, *at_one[1] = {&a_one}, *at_rl[2] = {&axes_l, &kd},
+                       *at_r1[2] = {&axes_1, &kd}, *at_perm[1] = {&a_perm};
+  char *i_mm1[2] = {"x", "w1"}, *o_mm1[1] = {"h0"}, *i_add[2] = {"h0", "b"}, *o_add[1] = {"h1"}, *i_relu[1] = {"h1"},
+       *o_relu[1] = {"h2"}, *i_mm2[2] = {"h2", "w2"}, *o_mm2[1] = {"h3"}, *i_sm[1] = {"h3"}, *o_y[1] = {"y"};
+  char *i_rm[1] = {"h2"}, *o_rm[1] = {"m"}, *i_sub[2] = {"h2", "m"}, *o_sub[1] = {"c"}, *i_rs1[2] = {"c", "sh1"},
+       *o_rs1[1] = {"c4"}, *i_sm4[1] = {"c4"}, *o_sm4[1] = {"p4"}, *i_rs2[2] = {"p4", "sh2"}, *o_rs2[1] = {"p"},
+       *i_t1[1] = {"p"}, *o_t1[1] = {"t"}, *i_mmt[2] = {"t", "w2"}, *o_mmt[1] = {"u"}, *i_th[1] = {"u"},
+       *o_th[1] = {"v"}, *i_t2[1] = {"v"};
+  char *i_relu4[1] = {"h0"}, *i_sm5[1] = {"h2"}, *o_sm5[1] = {"s"}, *i_mm5[2] = {"s", "w2"};
+  char *i_rx[1] = {"h0"}, *o_rx[1] = {"mx"}, *i_ad6[2] = {"h0", "mx"}, *o_ad6[1] = {"h6"}, *i_mm6[2] = {"h6", "w2"};
+  Onnx__NodeProto nd[12];
+  int nn = 0;
+  nd[nn++] = mk_node("MatMul", i_mm1, 2, o_mm1, NULL, 0);
+  if (kind <= 3) {
+    nd[nn++] = mk_node("Add", i_add, 2, o_add, NULL, 0);
+    nd[nn++] = mk_node("Relu", i_relu, 1, o_relu, NULL, 0);
+  }
+  if (kind <= 2) {
+    nd[nn++] = mk_node("MatMul", i_mm2, 2, o_mm2, NULL, 0);
+    nd[nn++] = mk_node("Softmax", i_sm, 1, o_y, at_last, 1);
+  } else if (kind == 3) {
+    nd[nn++] = mk_node("ReduceMean", i_rm, 1, o_rm, at_rl, 2);
+    nd[nn++] = mk_node("Sub", i_sub, 2, o_sub, NULL, 0);
+    nd[nn++] = mk_node("Reshape", i_rs1, 2, o_rs1, NULL, 0);
+    nd[nn++] = mk_node("Softmax", i_sm4, 1, o_sm4, at_last, 1);
+    nd[nn++] = mk_node("Reshape", i_rs2, 2, o_rs2, NULL, 0);
+    nd[nn++] = mk_node("Transpose", i_t1, 1, o_t1, at_perm, 1);
+    nd[nn++] = mk_node("MatMul", i_mmt, 2, o_mmt, NULL, 0);
+    nd[nn++] = mk_node("Tanh", i_th, 1, o_th, NULL, 0);
+    nd[nn++] = mk_node("Transpose", i_t2, 1, o_y, at_perm, 1);
+  } else if (kind == 4) {
+    nd[nn++] = mk_node("Relu", i_relu4, 1, o_relu, NULL, 0);
+    nd[nn++] = mk_node("Softmax", i_sm5, 1, o_sm5, at_one, 1);
+    nd[nn++] = mk_node("MatMul", i_mm5, 2, o_y, NULL, 0);
+  } else {
+    nd[nn++] = mk_node("ReduceMax", i_rx, 1, o_rx, at_r1, 2);
+    nd[nn++] = mk_node("Add", i_ad6, 2, o_ad6, NULL, 0);
+    nd[nn++] = mk_node("MatMul", i_mm6, 2, o_y, NULL, 0);
+  }
+  Onnx__NodeProto *nodes[12];
+  for (int k = 0; k < nn; k++) nodes[k] = &nd[k];
+  Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+  g.name = "seq", g.n_node = (size_t)nn, g.node = nodes, g.n_input = 1, g.input = ins, g.n_output = 1, g.output = outs;
+  g.n_initializer = kind == 3 ? 5 : 3, g.initializer = inits;
+  bound_key = "kiln.bound.S";
+  void *m = pack_model(&g, true, size);
+  bound_key = "kiln.bound.N";
+  return m;
+}
+
+/* make_seq(kind) at each S of seqs (bound 12) on BACKEND and reference:
+ * the outputs agree, and BACKEND has want_plans[k] plans after run k. */
+static void seq_scenario(onnxBackendID be_id, onnxBackendID ref_id, int kind, const int *seqs, int ns,
+                         const uint64_t *want_plans) {
+  onnxBackend be, ref;
+  onnxGraph gb = NULL, gr = NULL;
+  size_t msize;
+  int rank;
+  bound_text = "12";
+  void *model = make_seq(kind, &rank, &msize);
+  bound_text = "64";
+  CHECK(!lib.onnxInitBackend(be_id, NULL, &be) && !lib.onnxInitBackend(ref_id, NULL, &ref), "init backends");
+  CHECK(!lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &gb), "seq %d: init graph on the backend", kind);
+  CHECK(!lib.onnxInitGraph(ref, NULL, msize, model, 0, NULL, &gr), "seq %d: init graph on reference", kind);
+  free(model);
+  int64_t lead = rank == 2 ? 1 : kind == 2 ? 1 : SEQ_BATCH;
+  size_t cap = (size_t)SEQ_BATCH * 16;
+  float *x = malloc(sizeof(float) * cap * IN), *yb = malloc(sizeof(float) * cap * OUT),
+        *yr = malloc(sizeof(float) * cap * OUT);
+  for (int k = 0; k < ns && gb && gr; k++) {
+    int n = seqs[k], rows = (int)lead * n;
+    uint64_t xs[3] = {(uint64_t)lead, (uint64_t)n, IN}, ys[3] = {(uint64_t)lead, (uint64_t)n, OUT};
+    for (int i = 0; i < rows * IN; i++) x[i] = (float)sin(0.37 * i + n);
+    memset(yb, 0xff, sizeof(float) * (size_t)rows * OUT);
+    const uint64_t *xd = rank == 2 ? xs + 1 : xs, *yd = rank == 2 ? ys + 1 : ys;
+    CHECK(run_io(be, gb, rank, xd, x, yd, yb), "seq %d: backend run at S = %d", kind, n);
+    CHECK(run_io(ref, gr, rank, xd, x, yd, yr), "seq %d: reference run at S = %d", kind, n);
+    double d = max_diff(yb, yr, rows * OUT);
+    CHECK(d <= tol, "seq %d, S = %d: backend and reference differ by %g", kind, n, d);
+    uint64_t p = plans_of(gb);
+    CHECK(p == want_plans[k], "seq %d, after S = %d: %llu memory plans, expected %llu", kind, n, (unsigned long long)p,
+          (unsigned long long)want_plans[k]);
+    printf("seq %d: S %2d ok (max |backend - reference| %.2g, %llu plan(s))\n", kind, n, d, (unsigned long long)p);
+  }
+  free(x);
+  free(yb);
+  free(yr);
+  if (gb) CHECK(!lib.onnxReleaseGraph(gb), "release backend graph");
+  if (gr) CHECK(!lib.onnxReleaseGraph(gr), "release reference graph");
+  CHECK(!lib.onnxReleaseBackend(be) && !lib.onnxReleaseBackend(ref), "release backends");
+}
+
 static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound, const int *batches, int nb,
                      const uint64_t *want_plans) {
   onnxBackend cpu, ref;
@@ -372,6 +531,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 32; i++) cb1[i] = (float)cos(0.9 * i) * 0.1f;
   for (int i = 0; i < 16 * 32 * 9; i++) cw2[i] = (float)cos(0.013 * i + 0.3) * 0.08f;
   for (int i = 0; i < 16 * OUT; i++) w4[i] = (float)sin(0.17 * i + 1.5) * 0.5f;
+  for (int i = 0; i < SEQ_HID; i++) sb1[i] = (float)cos(0.4 * i + 0.2) * 0.2f;
   onnxGetExtensionFunctionAddressFunction get_ext =
       (onnxGetExtensionFunctionAddressFunction)dlsym(lib.handle, "onnxGetExtensionFunctionAddress");
   onnxBackendID ids[8];
@@ -427,6 +587,20 @@ int main(int argc, char **argv) {
     scenario(cpu, ref, 4, b4s, 4, p4s);
     /* a CNN: Conv (direct and im2col + GEMM), MaxPool, GlobalAveragePool */
     scenario(cpu, ref, 5, b4s, 4, p4s);
+  }
+  if (cpu && ref) {
+    /* a sequence dim S (bound 12): S outermost, after a dim of 1, inner
+       (padded); one plan for 5, 12, 1, one more for 13 (beyond) */
+    static const int ss[] = {5, 12, 1, 13, 5};
+    static const uint64_t ps[] = {1, 1, 1, 2, 2};
+    for (int kind = 1; kind <= 3; kind++) seq_scenario(cpu, ref, kind, ss, 5, ps);
+  }
+  if (cpu && ref && opencl) {
+    /* S mixed (Softmax over S, ReduceMax over S): the bound's variant (12)
+       and one per size after it */
+    static const int ss[] = {5, 12, 1, 13, 5};
+    static const uint64_t ps[] = {2, 2, 3, 4, 4};
+    for (int kind = 4; kind <= 5; kind++) seq_scenario(cpu, ref, kind, ss, 5, ps);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
