@@ -1571,6 +1571,7 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   snprintf(sig->name, sizeof sig->name, "%s", name);
   sig->n_items = spec->red_numel * (int64_t)L;
   sig->local = item ? 0 : L;
+  sig->group_offset = !item;
   sig->uses_fp64 = fp64;
   sbuf *b = &g.b;
   if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
@@ -1583,7 +1584,8 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
               "  const int lid = 0, L_ = 1;\n",
            spec->red_numel, g.ity, g.ity);
   else
-    sb_put(b, ") {\n  const %s ro = (%s)get_group_id(0);\n  const int lid = (int)get_local_id(0);\n"
+    sb_put(b, ") {\n  const %s ro = (%s)(get_group_id(0) + get_global_offset(0) / get_local_size(0));\n"
+              "  const int lid = (int)get_local_id(0);\n"
               "  const int L_ = (int)get_local_size(0); /* a power of two <= %zu */\n",
            g.ity, g.ity, L);
   /* the domain offset of the kept part (base) and of reduced element j */

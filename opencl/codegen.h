@@ -52,6 +52,12 @@ typedef struct kiln_cl_kernel_sig {
      bind); "" for other kernels */
   char twin[64];
   int64_t twin_items;
+  /* a work-group reduction kernel whose rows follow the launch's global
+     offset (get_group_id + offset / local size): it may be launched over a
+     range of its groups (a padded symbolic dim, opencl/engine_sym.c); the
+     work-item kernels (local 0, not observed) take any range through
+     get_global_id anyway */
+  bool group_offset;
   int n_obs;
   int obs_value[16];  /* the values reduced, in partial order */
   int64_t obs_numel;  /* elements of the domain */

@@ -703,6 +703,7 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_free(v->sym_dep);
   kiln_free(v->sym_step);
   kiln_free(v->sym_axis);
+  kiln_free(v->sym_box);
   kiln_free(v->sym_outer);
   kiln_cl_program_free(v->prog);
   for (int w = 0; v->place && v->g && w < v->g->n_values; w++)

@@ -84,11 +84,13 @@ typedef struct kiln_cl_variant {
      (-1: none) and the product of the dims before it at the bound; per
      step: launched over the run's rows. sym_padded: some value has dims
      other than 1 before the symbol's axis, so a smaller run is a sub-box
-     of the bound's layout (not a prefix): every step runs at the bound,
-     the inputs and outputs are copied as rectangles */
+     of the bound's layout (not a prefix), the inputs and outputs are
+     copied as rectangles, and a step whose outputs are sym_box[k] blocks
+     (> 0) runs over the run's rows of each block, the others at the bound */
   bool sym_checked, sym_padded;
   int64_t sym_bound, sym_n;
   bool *sym_dep, *sym_step;
+  int32_t *sym_box;
   int8_t *sym_axis;
   int64_t *sym_outer;
 } kiln_cl_variant;

@@ -167,6 +167,33 @@ static void prof_add(kiln_cl_plan *p, int e, double t0_ns, double ns) {
   p->trace_ev[p->n_trace++] = (struct kiln_cl_trace_ev){e, t0_ns, ns};
 }
 
+/* A padded symbolic dim: kernel st over the run's rows of each of its
+ * outputs' sym_box blocks, one launch per block at the block's global
+ * offset (a work-item kernel's get_global_id, a reduction's group offset:
+ * codegen.h group_offset). */
+static kiln_status run_gen_box(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_variant *v, const kiln_cl_step *st) {
+  kiln_cl_kernel *k = &v->kern[st->kern];
+  size_t outer = (size_t)v->sym_box[st - v->steps], local = v->sig[st->kern].local, unit = local ? local : 1;
+  size_t per = (size_t)v->sig[st->kern].n_items / unit / outer, run = per / (size_t)v->sym_bound * (size_t)v->sym_n;
+  if (local) { /* (as run_gen: a power of two the kernel allows) */
+    size_t lim = k->wg_size < ctx->max_work_item_size0 ? k->wg_size : ctx->max_work_item_size0;
+    while (local > 1 && local > lim) local /= 2;
+  }
+  unit = local ? local : 1;
+  double w0 = p->profile ? now_ns() : 0;
+  for (size_t o = 0; o < outer && run; o++) {
+    size_t off = o * per * unit, gsz = run * unit;
+    cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, &off, &gsz, local ? &local : NULL, 0, NULL, NULL);
+    if (e) return kiln_cl_fail(e, "launching OpenCL kernel '%s' on %s (%s)", k->name, ctx->id, ctx->name);
+  }
+  if (p->profile) { /* wall time of the launches */
+    kiln_status s = kiln_cl_finish(ctx);
+    if (s) return s;
+    prof_add(p, st->prof, w0, now_ns() - w0);
+  }
+  return KILN_OK;
+}
+
 static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_variant *v, const kiln_cl_step *st) {
   kiln_cl_kernel *k = &v->kern[st->kern];
   size_t n = (size_t)v->sig[st->kern].n_items, local = v->sig[st->kern].local;
@@ -174,6 +201,7 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
   /* symbolic batch, fewer rows than compiled: the run's items (rows, or a
      work-group per row), launched exactly (the kernel's guard is the bound's) */
   bool exact = false;
+  if (v->sym_padded && kiln_cl_sym_resized(v, (int)(st - v->steps))) return run_gen_box(p, ctx, v, st);
   if (kiln_cl_sym_resized(v, (int)(st - v->steps))) {
     n = n / (size_t)v->sym_bound * (size_t)v->sym_n;
     exact = !local;
@@ -241,9 +269,11 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
                : v->bind && v->bind[w] ? (kiln_cl_arg){v->bind[w], 0}
                                        : (kiln_cl_arg){v->place[w].base, v->place[w].offset};
     }
-    s = kiln_cl_sym_resized(v, (int)(st - v->steps))
-            ? kiln_cl_op_enqueue_rows(st->op, ctx, in, out, v->sym_n, v->sym_bound)
-            : kiln_cl_op_enqueue(st->op, ctx, in, out);
+    int k = (int)(st - v->steps);
+    s = kiln_cl_sym_resized(v, k) && v->sym_padded
+            ? kiln_cl_op_enqueue_box(st->op, ctx, in, out, v->sym_box[k], v->sym_n, v->sym_bound)
+        : kiln_cl_sym_resized(v, k) ? kiln_cl_op_enqueue_rows(st->op, ctx, in, out, v->sym_n, v->sym_bound)
+                                    : kiln_cl_op_enqueue(st->op, ctx, in, out);
   } else {
     s = run_host(ctx, v, st->node, vin);
   }

@@ -305,6 +305,34 @@ static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int
   return s;
 }
 
+/* A padded variant's step st: the number of blocks (the dims before the
+ * symbol, the same for every output) it may run over the run's rows of,
+ * else 0 (it runs at the bound): a work-item kernel, a reduction kernel
+ * that takes a group offset, a GEMM op with its rows in the blocks. */
+static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const sym_vals *sv, int64_t bound) {
+  const kiln_node *n = &v->g->nodes[st->node];
+  int64_t outer = -1;
+  if (st->kind == KILN_CL_STEP_GEN) {
+    const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
+    for (int a = 0; a < sig->n_args; a++) {
+      int w = sig->args[a].value;
+      if (!sig->args[a].output) continue;
+      if (!sv->dep[w] || (outer >= 0 && sv->outer[w] != outer)) return 0;
+      outer = sv->outer[w];
+    }
+    size_t unit = sig->local ? sig->local : 1;
+    bool ranged = sig->local ? sig->group_offset : !sig->twin[0];
+    if (outer < 1 || sig->n_obs || !ranged || (size_t)sig->n_items % unit ||
+        ((size_t)sig->n_items / unit) % ((size_t)outer * (size_t)bound))
+      return 0;
+    return (int32_t)outer;
+  }
+  if (st->kind != KILN_CL_STEP_OP || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) return 0;
+  int a = n->in[0], c = n->out[0];
+  if (!sv->dep[a] || !sv->dep[c] || sv->outer[a] != sv->outer[c] || sv->outer[c] > INT32_MAX) return 0;
+  return kiln_cl_op_box_ok(st->op, sv->outer[c], bound) ? (int32_t)sv->outer[c] : 0;
+}
+
 /* Decides whether v (compiled at bound) runs at a smaller size; sets
  * v->sym_bound, sym_dep, sym_step, sym_axis, sym_outer, sym_padded, or
  * leaves sym_bound 0 with why. */
@@ -318,8 +346,9 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
   size_t nv = (size_t)g->n_values + 1;
   sym_vals sv = {kiln_calloc(nv, sizeof *sv.dep), kiln_calloc(nv, sizeof *sv.ax), kiln_calloc(nv, sizeof *sv.outer)};
   bool *stp = kiln_calloc((size_t)v->n_steps + 1, sizeof *stp);
+  int32_t *box = kiln_calloc((size_t)v->n_steps + 1, sizeof *box);
   kiln_status s =
-      sv.dep && sv.ax && sv.outer && stp ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
+      sv.dep && sv.ax && sv.outer && stp && box ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
   if (!s) s = scaling_values(p, v, bound, &sv, why, wsz);
   /* padded: some value has dims other than 1 before the symbol's axis; a
      smaller run is then a sub-box of the bound's layout, every step runs at
@@ -385,17 +414,22 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
       }
     }
     stp[k] = any && !padded;
+    if (any && padded) box[k] = box_of(v, st, &sv, bound);
+    stp[k] = stp[k] || box[k] > 0;
   }
   if (!s && !*why) {
     v->sym_dep = sv.dep;
     v->sym_axis = sv.ax;
     v->sym_outer = sv.outer;
     v->sym_step = stp;
+    v->sym_box = box;
     v->sym_padded = padded;
     v->sym_bound = v->sym_n = bound;
     sv = (sym_vals){NULL, NULL, NULL};
     stp = NULL;
+    box = NULL;
   }
+  kiln_free(box);
   kiln_free(sv.dep);
   kiln_free(sv.ax);
   kiln_free(sv.outer);
@@ -477,9 +511,9 @@ kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *i
         if (v->sym_step[k]) ops += v->steps[k].kind != KILN_CL_STEP_GEN, kern += v->steps[k].kind == KILN_CL_STEP_GEN;
       if (v->sym_padded)
         note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
-             " (padded: a smaller run is a sub-box of the bound's layout, every step runs at the bound, inputs and "
-             "outputs copied as rectangles)",
-             y->name, bound, bound);
+             " (padded: a smaller run is a sub-box of the bound's layout; %d kernels and %d ops run over the run's "
+             "rows of each block, the other steps at the bound; inputs and outputs copied as rectangles)",
+             y->name, bound, bound, kern, ops);
       else
         note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
              " (%d kernels launched over the run's rows, %d ops/copies given them)",

@@ -559,6 +559,33 @@ bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, kiln_cl_rows_kind k
   return true;
 }
 
+bool kiln_cl_op_box_ok(const kiln_cl_op *op, int64_t outer, int64_t bound) {
+  if (!kiln_cl_op_rows_ok(op, bound, KILN_CL_ROWS_GEMM) || outer < 1) return false;
+  for (int i = 0; i < op->n_steps; i++)
+    if (op->steps[i].kind != ST_GEMM || op->steps[i].m % ((size_t)outer * (size_t)bound)) return false;
+  return true;
+}
+
+kiln_status kiln_cl_op_enqueue_box(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
+                                   const kiln_cl_arg *out, int64_t outer, int64_t n, int64_t bound) {
+  if (n == bound) return kiln_cl_op_enqueue(op, ctx, in, out);
+  kiln_status s = KILN_OK;
+  size_t uo = (size_t)outer;
+  for (size_t o = 0; o < uo && !s; o++) { /* block o: its first rows, at its offsets; set back below */
+    for (int i = 0; i < op->n_steps; i++) {
+      op_step *st = &op->steps[i];
+      size_t rows = st->m / uo;
+      st->aoff = o * rows * st->lda, st->coff = o * rows * st->ldc, st->m = rows / (size_t)bound * (size_t)n;
+    }
+    s = kiln_cl_op_enqueue(op, ctx, in, out);
+    for (int i = 0; i < op->n_steps; i++) {
+      op_step *st = &op->steps[i];
+      st->aoff = st->coff = 0, st->m = st->m / (size_t)n * (size_t)bound * uo;
+    }
+  }
+  return s;
+}
+
 kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
                                     const kiln_cl_arg *out, int64_t n, int64_t bound) {
   if (n == bound) return kiln_cl_op_enqueue(op, ctx, in, out);

@@ -10,7 +10,9 @@
  * fallback), and a CNN (Conv, MaxPool, GlobalAveragePool: one plan on
  * every backend); --bench times batch 64 / 1000 / 4000 at the bound (4096)
  * against the exact size, both on BACKEND.
- *   symbolic_batch PLUGIN [BACKEND [--bench]] */
+ * The sequence models (make_seq) put a symbolic S after a dim of 1 and
+ * inside [4,S,16]; --bench seq times only those.
+ *   symbolic_batch PLUGIN [BACKEND [--bench [seq]]] */
 #include <onnx/onnxifi_loader.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -227,13 +229,17 @@ static int cmp_d(const void *a, const void *b) {
  * MLP and the model with the row Softmax / Transpose (kind 3). */
 enum { BENCH_RUNS = 41 };
 static void *make_cnn(size_t *size);
+static void *make_seq(int kind, int *rank, size_t *size);
+enum { SEQ_BATCH = 4, SEQ_HID = 32 };
 
-static void bench(onnxBackendID id) {
+static void bench(onnxBackendID id, bool seq_only) {
   onnxBackend be;
   if (lib.onnxInitBackend(id, NULL, &be)) return;
   static const int sizes[] = {64, 1000, 4000};
-  for (int kind = 1; kind <= 5; kind += 2)
+  static const int kinds[] = {1, 3, 5, 12, 13}; /* 12, 13: make_seq 2 ([1,S,16]) and 3 ([4,S,16], padded) */
+  for (int ki = seq_only ? 3 : 0; ki < 5; ki++)
     for (int si = 0; si < 3; si++) {
+      int kind = kinds[ki], rank = 2;
       int nb = sizes[si];
       char exact[16];
       snprintf(exact, sizeof exact, "%d", nb);
@@ -241,17 +247,20 @@ static void bench(onnxBackendID id) {
       for (int k = 0; k < 2; k++) {
         size_t msize;
         bound_text = k ? "4096" : exact;
-        void *model = kind == 5 ? make_cnn(&msize) : make_model(kind, &msize);
+        void *model = kind > 10 ? make_seq(kind - 10, &rank, &msize) : kind == 5 ? make_cnn(&msize) : make_model(kind, &msize);
         if (lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &g[k])) g[k] = NULL;
         free(model);
       }
-      float *x = malloc(sizeof(float) * (size_t)nb * IN), *y = malloc(sizeof(float) * (size_t)nb * OUT);
-      for (int i = 0; i < nb * IN; i++) x[i] = (float)sin(0.37 * i);
+      int lead = kind == 13 ? SEQ_BATCH : 1;
+      uint64_t xs[3] = {(uint64_t)lead, (uint64_t)nb, IN}, ys[3] = {(uint64_t)lead, (uint64_t)nb, OUT};
+      float *x = malloc(sizeof(float) * (size_t)(lead * nb) * IN), *y = malloc(sizeof(float) * (size_t)(lead * nb) * OUT);
+      for (int i = 0; i < lead * nb * IN; i++) x[i] = (float)sin(0.37 * i);
       double t[2][BENCH_RUNS];
       for (int r = 0; r < BENCH_RUNS + 3 && g[0] && g[1]; r++)
         for (int k = 0; k < 2; k++) {
           double t0 = now_ms();
-          if (!run_sync(be, g[k], nb, x, y)) printf("bench: run failed\n");
+          if (!(kind > 10 ? run_io(be, g[k], 3, xs, x, ys, y) : run_sync(be, g[k], nb, x, y)))
+            printf("bench: run failed\n");
           if (r >= 3) t[k][r - 3] = now_ms() - t0;
         }
       if (g[0] && g[1]) {
@@ -259,7 +268,7 @@ static void bench(onnxBackendID id) {
         qsort(t[1], BENCH_RUNS, sizeof(double), cmp_d);
         printf("bench %s batch %4d: exact %.3f ms (min %.3f), bound 4096 %.3f ms (min %.3f): bound/exact median %.2f, "
                "min %.2f\n",
-               kind == 1 ? "mlp " : kind == 3 ? "rows" : "cnn ", nb, t[0][BENCH_RUNS / 2], t[0][0], t[1][BENCH_RUNS / 2], t[1][0],
+               kind == 1 ? "mlp " : kind == 3 ? "rows" : kind == 5 ? "cnn " : kind == 12 ? "seq1" : "seq4", nb, t[0][BENCH_RUNS / 2], t[0][0], t[1][BENCH_RUNS / 2], t[1][0],
                t[1][BENCH_RUNS / 2] / t[0][BENCH_RUNS / 2], t[1][0] / t[0][0]);
       }
       for (int k = 0; k < 2; k++)
@@ -333,7 +342,6 @@ static void *make_cnn(size_t *size) {
 
 /* ---- a symbolic sequence dim S, not always outermost ---- */
 
-enum { SEQ_BATCH = 4, SEQ_HID = 32 };
 static float sb1[SEQ_HID];
 
 static Onnx__NodeProto mk_node(const char *op, char **in, size_t nin, char **out, Onnx__AttributeProto **at,
@@ -543,7 +551,7 @@ int main(int argc, char **argv) {
   onnxBackendID cpu = find_backend(ids, n, be_name), ref = find_backend(ids, n, "kiln-reference");
   CHECK(cpu && ref, "both the %s and the reference backend are offered", be_name);
   if (opencl && argc > 3 && !strcmp(argv[3], "--bench") && cpu && ref) {
-    bench(cpu);
+    bench(cpu, argc > 4 && !strcmp(argv[4], "seq"));
     for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
     onnxifi_unload(&lib);
     return 0;
