@@ -89,6 +89,17 @@ static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, i
   return KILN_OK;
 }
 
+/* outer blocks of bytes each from src (every sp bytes) to dst (every dp):
+ * a padded value's run between the host's dense cl_mem and the bound's
+ * layout (a copy per block: clEnqueueCopyBufferRect crashed in PoCL 3.1
+ * here, where rusticl ran it) */
+static cl_int copy_box(kiln_cl_context *ctx, cl_mem src, cl_mem dst, size_t outer, size_t bytes, size_t sp, size_t dp) {
+  cl_int e = CL_SUCCESS;
+  for (size_t o = 0; o < outer && !e; o++)
+    e = clEnqueueCopyBuffer(ctx->queue, src, dst, o * sp, o * dp, bytes, 0, NULL, NULL);
+  return e;
+}
+
 /* The host fallback: node i's reference kernel on host copies. vin[u] is
  * the host tensor of a graph input or weight (NULL: on the device). */
 static kiln_status run_host(kiln_cl_context *ctx, const kiln_cl_variant *v, int i, const kiln_tensor *const *vin) {
@@ -489,12 +500,10 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
         break;
       }
       if (!bind_ok || !routes_known(v, w)) {
-        size_t outer = 0, row = 0, run = 0, zero[3] = {0, 0, 0};
+        size_t outer = 0, row = 0, run = 0;
         bool box = kiln_cl_sym_box(v, w, v->place[w].bytes, &outer, &row, &run);
-        size_t region[3] = {run, outer, 1};
         cl_int e = !n  ? CL_SUCCESS
-                   : box ? clEnqueueCopyBufferRect(ctx->queue, m, v->place[w].mem, zero, zero, region, run, 0, row, 0,
-                                                   0, NULL, NULL)
+                   : box ? copy_box(ctx, m, v->place[w].mem, outer, run, run, row)
                          : clEnqueueCopyBuffer(ctx->queue, m, v->place[w].mem, 0, 0, n, 0, NULL, NULL);
         if (e) s = kiln_cl_fail(e, "copying input '%s' (%zu bytes) from its OpenCL buffer", g->values[w].name, n);
         n_in_copied++;
@@ -583,11 +592,10 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       if (n && !src) s = kiln_fail(KILN_E_INTERNAL, "value '%s' has no device buffer", g->values[w].name);
       if (!s) s = check_out_mem(g, o, m, n);
       /* (an input bound to the very buffer it is copied to is there already) */
-      size_t outer = 0, row = 0, run = 0, zero[3] = {0, 0, 0};
+      size_t outer = 0, row = 0, run = 0;
       bool box = kiln_cl_sym_box(v, w, v->place[w].bytes, &outer, &row, &run);
-      size_t region[3] = {run, outer, 1};
       cl_int e = !(!s && n && src != m) ? CL_SUCCESS
-                 : box ? clEnqueueCopyBufferRect(ctx->queue, src, m, zero, zero, region, row, 0, run, 0, 0, NULL, NULL)
+                 : box ? copy_box(ctx, src, m, outer, run, row, run)
                        : clEnqueueCopyBuffer(ctx->queue, src, m, 0, 0, n, 0, NULL, NULL);
       if (e) s = kiln_cl_fail(e, "copying output '%s' (%zu bytes) to its OpenCL buffer", g->values[w].name, n);
       if (!s) shape_only(&outs[o], v->sh->v[w].dtype, rank, dims);

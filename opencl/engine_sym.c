@@ -309,6 +309,8 @@ static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int
  * symbol, the same for every output) it may run over the run's rows of,
  * else 0 (it runs at the bound): a work-item kernel, a reduction kernel
  * that takes a group offset, a GEMM op with its rows in the blocks. */
+enum { SYM_MAX_BLOCKS = 64 }; /* more blocks: a launch (a GEMM) each costs more than the padding saves */
+
 static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const sym_vals *sv, int64_t bound) {
   const kiln_node *n = &v->g->nodes[st->node];
   int64_t outer = -1;
@@ -322,14 +324,14 @@ static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const sy
     }
     size_t unit = sig->local ? sig->local : 1;
     bool ranged = sig->local ? sig->group_offset : !sig->twin[0];
-    if (outer < 1 || sig->n_obs || !ranged || (size_t)sig->n_items % unit ||
+    if (outer < 1 || outer > SYM_MAX_BLOCKS || sig->n_obs || !ranged || (size_t)sig->n_items % unit ||
         ((size_t)sig->n_items / unit) % ((size_t)outer * (size_t)bound))
       return 0;
     return (int32_t)outer;
   }
   if (st->kind != KILN_CL_STEP_OP || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) return 0;
   int a = n->in[0], c = n->out[0];
-  if (!sv->dep[a] || !sv->dep[c] || sv->outer[a] != sv->outer[c] || sv->outer[c] > INT32_MAX) return 0;
+  if (!sv->dep[a] || !sv->dep[c] || sv->outer[a] != sv->outer[c] || sv->outer[c] > SYM_MAX_BLOCKS) return 0;
   return kiln_cl_op_box_ok(st->op, sv->outer[c], bound) ? (int32_t)sv->outer[c] : 0;
 }
 

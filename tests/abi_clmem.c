@@ -714,9 +714,11 @@ static void test_suite(const char *root) {
 /* A symbolic batch (dim_param n0, no bound: the first run's 8): one graph
  * run at 8, 3, 8, 5 with every tensor in cl_mem; the smaller runs use the
  * variant compiled at 8 with fewer rows (opencl/engine_sym.c), so their
- * device buffers are copied, not bound. Compared with the reference each. */
-static void test_symbolic(void) {
-  const int64_t d[3] = {-1, 3, 5};
+ * device buffers are copied, not bound. Compared with the reference each.
+ * ax 1: the symbol inside [3,n1,5] (a padded layout: the smaller runs'
+ * buffers copied as rectangles). */
+static void test_symbolic(int ax) {
+  int64_t d[3] = {ax ? 3 : -1, ax ? -1 : 3, 5};
   mb *m = mb_new("sym_chain");
   mb_in(m, "x", F32, 3, d);
   mb_in(m, "y", F32, 3, d);
@@ -740,10 +742,11 @@ static void test_symbolic(void) {
     fill(xh, cnt, (unsigned)(40 + r));
     fill(yh, cnt, (unsigned)(50 + r));
     cl_mem xm = new_buf(bytes), ym = new_buf(bytes), zm = new_buf(bytes), wm = new_buf(bytes);
-    io in[2] = {{"x", F32, 3, {nb, 3, 5}, xh, xm}, {"y", F32, 3, {nb, 3, 5}, yh, ym}};
-    io out[2] = {{"z", F32, 3, {nb, 3, 5}, z, zm}, {"w", F32, 3, {nb, 3, 5}, w, wm}};
+    uint64_t d0 = ax ? 3 : nb, d1 = ax ? nb : 3;
+    io in[2] = {{"x", F32, 3, {d0, d1, 5}, xh, xm}, {"y", F32, 3, {d0, d1, 5}, yh, ym}};
+    io out[2] = {{"z", F32, 3, {d0, d1, 5}, z, zm}, {"w", F32, 3, {d0, d1, 5}, w, wm}};
     char what[96];
-    snprintf(what, sizeof what, "symbolic chain, all IO on the device, batch %d", batches[r]);
+    snprintf(what, sizeof what, "symbolic chain, all IO on the device, %s %d", ax ? "dim 1" : "batch", batches[r]);
     void *ref[2] = {0};
     if (check_st(what, run(be_cl, g, in, 2, out, 2, false), ONNXIFI_STATUS_SUCCESS, NULL) &&
         check_st("reference run", run_ref(model, size, in, 2, out, 2, ref), ONNXIFI_STATUS_SUCCESS, NULL))
@@ -1205,7 +1208,8 @@ int main(int argc, char **argv) {
   if (lib.onnxInitBackend(id_cl, props_k, &be_cl)) die("InitBackend with the host's context");
   if (lib.onnxInitBackend(id_ref, NULL, &be_ref)) die("InitBackend(reference)");
   test_chain();
-  test_symbolic();
+  test_symbolic(0);
+  test_symbolic(1);
   test_special();
   test_ops();
   test_errors();
