@@ -388,6 +388,19 @@ static kiln_status specialise(const kiln_cl_plan *p, const kiln_tensor *const *i
     for (int k = 0; k < t->rank; k++) val->type.dims[k] = (kiln_dim){t->dims[k], NULL};
   }
   d->n_inputs = kept;
+  /* the inputs' dims are concrete now: the symbols' bounds (kiln.bound.*)
+     would only hold an output's declared symbol to them, and a run beyond a
+     bound the symbolic path does not raise (two symbols) would fail */
+  int np = 0;
+  for (int i = 0; i < d->n_props; i++) {
+    if (!strncmp(d->prop_keys[i], "kiln.bound.", 11)) {
+      kiln_free(d->prop_keys[i]);
+      kiln_free(d->prop_vals[i]);
+      continue;
+    }
+    d->prop_keys[np] = d->prop_keys[i], d->prop_vals[np++] = d->prop_vals[i];
+  }
+  d->n_props = np;
   *out = d;
   return KILN_OK;
 }

@@ -11,7 +11,9 @@
  * every backend); --bench times batch 64 / 1000 / 4000 at the bound (4096)
  * against the exact size, both on BACKEND.
  * The sequence models (make_seq) put a symbolic S after a dim of 1 and
- * inside [4,S,16]; --bench seq times only those.
+ * inside [4,S,16] (one variant), or reduce or normalise over it, or add a
+ * second symbol (a variant per size on opencl); --bench seq times the
+ * first two.
  *   symbolic_batch PLUGIN [BACKEND [--bench [seq]]] */
 #include <onnx/onnxifi_loader.h>
 #include <dlfcn.h>
@@ -369,13 +371,16 @@ static Onnx__AttributeProto int_attr(const char *name, int64_t v) {
  * 4: x[4,S,16] -> MatMul w1 -> Relu -> Softmax(axis 1, over S) -> MatMul w2
  *    -> y[4,S,8]: mixes S (declined);
  * 5: x[4,S,16] -> MatMul w1 -> h; ReduceMax(h, axes [1], keepdims) -> Add h
- *    -> MatMul w2 -> y[4,S,8]: a reduction over S (declined). */
+ *    -> MatMul w2 -> y[4,S,8]: a reduction over S (declined);
+ * 6: kind 1's chain over x[N,S,16] -> y[N,S,8], N a second dim_param
+ *    (run at 4): two symbols (declined on opencl). */
 static void *make_seq(int kind, int *rank, size_t *size) {
   *rank = kind == 1 ? 2 : 3;
   int64_t lead = kind == 2 ? 1 : SEQ_BATCH;
   Onnx__TensorShapeProto__Dimension dl = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT, ds = dl, di = dl, dout = dl;
   dl.value_case = di.value_case = dout.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
   dl.dim_value = lead, di.dim_value = IN, dout.dim_value = OUT;
+  if (kind == 6) dl.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, dl.dim_param = "N";
   ds.value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM, ds.dim_param = "S";
   Onnx__TensorShapeProto__Dimension *xd[3] = {&dl, &ds, &di}, *yd[3] = {&dl, &ds, &dout};
   Onnx__TensorShapeProto xs = ONNX__TENSOR_SHAPE_PROTO__INIT, ys = xs;
@@ -413,11 +418,11 @@ static void *make_seq(int kind, int *rank, size_t *size) {
   Onnx__NodeProto nd[12];
   int nn = 0;
   nd[nn++] = mk_node("MatMul", i_mm1, 2, o_mm1, NULL, 0);
-  if (kind <= 3) {
+  if (kind <= 3 || kind == 6) {
     nd[nn++] = mk_node("Add", i_add, 2, o_add, NULL, 0);
     nd[nn++] = mk_node("Relu", i_relu, 1, o_relu, NULL, 0);
   }
-  if (kind <= 2) {
+  if (kind <= 2 || kind == 6) {
     nd[nn++] = mk_node("MatMul", i_mm2, 2, o_mm2, NULL, 0);
     nd[nn++] = mk_node("Softmax", i_sm, 1, o_y, at_last, 1);
   } else if (kind == 3) {
@@ -609,6 +614,15 @@ int main(int argc, char **argv) {
     static const int ss[] = {5, 12, 1, 13, 5};
     static const uint64_t ps[] = {2, 2, 3, 4, 4};
     for (int kind = 4; kind <= 5; kind++) seq_scenario(cpu, ref, kind, ss, 5, ps);
+    /* two symbols: declined before any compile, a variant per size (13,
+       beyond S's bound, runs too) */
+    static const uint64_t p6[] = {1, 2, 3, 4, 4};
+    seq_scenario(cpu, ref, 6, ss, 5, p6);
+  }
+  if (cpu && ref && !opencl) { /* cpu plans both symbols at their bounds (N: the first run's 4) */
+    static const int ss[] = {5, 12, 1, 13, 5};
+    static const uint64_t ps[] = {1, 1, 1, 2, 2};
+    seq_scenario(cpu, ref, 6, ss, 5, ps);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
