@@ -155,11 +155,11 @@ struct kiln_cl_plan {
   cl_program obs_prog;
   kiln_cl_kernel obs_red[16], obs_final, obs_batch;
   kiln_obs *run_obs;
-  struct kiln_cl_sym *sym; /* symbolic batch dim (opencl/engine_sym.c); NULL: none */
+  struct kiln_cl_sym *sym; /* symbolic dim (opencl/engine_sym.c); NULL: none */
 };
 
-/* ---- symbolic batch (opencl/engine_sym.c) ---- */
-/* At prepare: finds the symbolic outermost input dim and its bound
+/* ---- symbolic dim (opencl/engine_sym.c) ---- */
+/* At prepare: finds the symbolic input dim (one dim_param, any axis) and its bound
  * (kiln.bound.<name>, else the first run's size); KILN_CL_SYMBOLIC=0 off. */
 kiln_status kiln_cl_sym_setup(kiln_cl_plan *p);
 void kiln_cl_sym_free(kiln_cl_plan *p);

@@ -1,18 +1,22 @@
-/* opencl/engine_sym: a symbolic batch dim — one variant, compiled at the
- * dim's bound, serves every run with as many rows or fewer. The bound is
- * the model's "kiln.bound.<name>" (metadata_props), else the first run's
- * size; a run beyond it compiles a variant at its size, which becomes the
- * bound. Only the outermost dim of graph inputs, one symbol: its extent
- * then scales the outermost dim of every value that depends on it (rows
- * stay a prefix of the bound's layout), so the bound's program and arena
- * hold every smaller run. At run time the sizes that change are passed
- * where they must be: generated kernels are launched over the run's items
- * (their literal inner sizes and strides unchanged), the CLBlast GEMMs get
- * the run's M, copies and host transfers the run's bytes. A graph that
- * cannot be run this way (an op mixing rows, a shape folded at the bound,
- * a host step or device op without a run-time size) falls back to today's
- * variant per input-shape set; KILN_LOG=info and the KILN_DUMP file
- * <graph>.opencl-sym.txt say which and why. See opencl/ENGINE.md. */
+/* opencl/engine_sym: a symbolic dim — one variant, compiled at the dim's
+ * bound, serves every run of that size or smaller. The bound is the
+ * model's "kiln.bound.<name>" (metadata_props), else the first run's size;
+ * a run beyond it compiles a variant at its size, which becomes the bound.
+ * One symbol, at any axis of the graph inputs; every value keeps the
+ * bound's layout. Where only dims of 1 precede the symbol in every value
+ * (a batch), a smaller run's rows are a prefix of it: generated kernels
+ * are launched over the run's items (their literal inner sizes and strides
+ * unchanged), the CLBlast GEMMs get the run's M, copies and host transfers
+ * the run's bytes. Where other dims precede it (a sequence dim in
+ * [N,S,H]), a smaller run is a sub-box (padded): inputs and outputs are
+ * copied as rectangles, and kernels and GEMMs run over the run's rows of
+ * each block (the index of the dims before the symbol), the other steps at
+ * the bound over the padding too. A graph that cannot be run this way (an
+ * op mixing the symbol's positions, a shape folded at the bound, a host
+ * step or device op without a run-time size, non-float padded values, two
+ * symbols) falls back to a variant per input-shape set; KILN_LOG=info and
+ * the KILN_DUMP file <graph>.opencl-sym.txt say which and why. See
+ * opencl/ENGINE.md, "Symbolic dims". */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
