@@ -185,7 +185,8 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const sym_vals
   if (!strcmp(op, "MatMul")) /* the symbol among A's rows (or its batch), B fixed */
     return iax >= 0 && sh->v[i0].rank >= 2 && iax < sh->v[i0].rank - 1 && !dep[n->in[1]] && sh->v[n->in[1]].rank <= 2;
   if (!strcmp(op, "Gemm"))
-    return !kiln_attr_int(n, "transA", 0) && iax == 0 && !dep[n->in[1]] && (n->n_in < 3 || n->in[2] < 0 || !dep[n->in[2]]);
+    return !kiln_attr_int(n, "transA", 0) && iax == 0 && !dep[n->in[1]] &&
+           (n->n_in < 3 || n->in[2] < 0 || !dep[n->in[2]]);
   if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) { /* before opset 13: over [axis, rank) */
     int64_t a = axis_of(n, "axis", n->opset < 13 ? 1 : -1, orank);
     return iax >= 0 && (n->opset < 13 ? a > iax : a != iax);
@@ -353,8 +354,9 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
   sym_vals sv = {kiln_calloc(nv, sizeof *sv.dep), kiln_calloc(nv, sizeof *sv.ax), kiln_calloc(nv, sizeof *sv.outer)};
   bool *stp = kiln_calloc((size_t)v->n_steps + 1, sizeof *stp);
   int32_t *box = kiln_calloc((size_t)v->n_steps + 1, sizeof *box);
-  kiln_status s =
-      sv.dep && sv.ax && sv.outer && stp && box ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
+  kiln_status s = sv.dep && sv.ax && sv.outer && stp && box
+                      ? KILN_OK
+                      : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
   if (!s) s = scaling_values(p, v, bound, &sv, why, wsz);
   /* padded: some value has dims other than 1 before the symbol's axis; a
      smaller run is then a sub-box of the bound's layout, every step runs at

@@ -249,13 +249,16 @@ static void bench(onnxBackendID id, bool seq_only) {
       for (int k = 0; k < 2; k++) {
         size_t msize;
         bound_text = k ? "4096" : exact;
-        void *model = kind > 10 ? make_seq(kind - 10, &rank, &msize) : kind == 5 ? make_cnn(&msize) : make_model(kind, &msize);
+        void *model = kind > 10  ? make_seq(kind - 10, &rank, &msize)
+                      : kind == 5 ? make_cnn(&msize)
+                                  : make_model(kind, &msize);
         if (lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &g[k])) g[k] = NULL;
         free(model);
       }
       int lead = kind == 13 ? SEQ_BATCH : 1;
       uint64_t xs[3] = {(uint64_t)lead, (uint64_t)nb, IN}, ys[3] = {(uint64_t)lead, (uint64_t)nb, OUT};
-      float *x = malloc(sizeof(float) * (size_t)(lead * nb) * IN), *y = malloc(sizeof(float) * (size_t)(lead * nb) * OUT);
+      size_t rows = (size_t)lead * (size_t)nb;
+      float *x = malloc(sizeof(float) * rows * IN), *y = malloc(sizeof(float) * rows * OUT);
       for (int i = 0; i < lead * nb * IN; i++) x[i] = (float)sin(0.37 * i);
       double t[2][BENCH_RUNS];
       for (int r = 0; r < BENCH_RUNS + 3 && g[0] && g[1]; r++)
@@ -270,7 +273,8 @@ static void bench(onnxBackendID id, bool seq_only) {
         qsort(t[1], BENCH_RUNS, sizeof(double), cmp_d);
         printf("bench %s batch %4d: exact %.3f ms (min %.3f), bound 4096 %.3f ms (min %.3f): bound/exact median %.2f, "
                "min %.2f\n",
-               kind == 1 ? "mlp " : kind == 3 ? "rows" : kind == 5 ? "cnn " : kind == 12 ? "seq1" : "seq4", nb, t[0][BENCH_RUNS / 2], t[0][0], t[1][BENCH_RUNS / 2], t[1][0],
+               kind == 1 ? "mlp " : kind == 3 ? "rows" : kind == 5 ? "cnn " : kind == 12 ? "seq1" : "seq4", nb,
+               t[0][BENCH_RUNS / 2], t[0][0], t[1][BENCH_RUNS / 2], t[1][0],
                t[1][BENCH_RUNS / 2] / t[0][BENCH_RUNS / 2], t[1][0] / t[0][0]);
       }
       for (int k = 0; k < 2; k++)
