@@ -196,12 +196,25 @@ static void div_avx2(size_t n, float *y, const float *d) {
   for (; i < n; i++) y[i] = y[i] / d[i];
 }
 
+/* The exp of the AVX2 setting: vmath's AVX-512 kernel where the CPU has
+ * AVX-512F (bit-identical to the AVX2 one, about 1.4x faster), asked once. */
+static kiln_vm_fn exp_kernel(void) {
+  static kiln_vm_fn known; /* a race only asks twice */
+  kiln_vm_fn f = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (!f) {
+    f = kiln_vm_cpu_has_avx512() ? kiln_vm_kernel_avx512(KILN_VM_EXP) : NULL;
+    if (!f) f = kiln_vm_exp_avx2_fma;
+    __atomic_store_n(&known, f, __ATOMIC_RELAXED);
+  }
+  return f;
+}
+
 static float exp_shift_sum_avx2(size_t n, const float *x, float m, float *y) {
   __m256 vm = _mm256_set1_ps(m);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
   for (; i < n; i++) y[i] = x[i] - m;
-  kiln_vm_exp_avx2_fma(n, y, y);
+  exp_kernel()(n, y, y);
   return sum_avx2(n, y);
 }
 
