@@ -31,6 +31,7 @@ typedef struct tacc {
   kiln_views map;    /* domain flat index -> storage element */
   kiln_view v;       /* R_DIRECT / R_UNIFORM / R_STRIDED: the compacted single view */
   float pad;         /* masked elements read this */
+  bool row;          /* R_STRIDED, float32: one run of stride 1 broadcast along every other dim (a bias row) */
   kiln_tensor copy;  /* a dense copy when the composition did not fit a stack */
 } tacc;
 
@@ -271,6 +272,8 @@ static kiln_status bind_access(kiln_tile_prog *tp, int a, const kiln_tensor *t, 
     if (uniform) r->kind = R_UNIFORM;
     else if (r->v.rank == 1 && r->v.strides[0] == 1 && r->dtype == KILN_F32) r->kind = R_DIRECT;
     else r->kind = R_STRIDED;
+    r->row = r->kind == R_STRIDED && r->dtype == KILN_F32 && r->v.strides[r->v.rank - 1] == 1;
+    for (int d = 0; d + 1 < r->v.rank && r->row; d++) r->row = r->v.strides[d] == 0;
   } else if (top->all_masked) {
     r->kind = R_UNIFORM; /* every element is the pad */
     r->v.rank = 0;
@@ -471,6 +474,10 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf) {
   case R_STRIDED: {
     const kiln_view *v = &r->v;
     int rk = v->rank;
+    if (r->row) { /* a bias row: a pointer when the tile lies in one repeat of it */
+      int64_t j = f0 % v->shape[rk - 1];
+      if (j + n <= v->shape[rk - 1]) return (const float *)r->base + v->offset + j;
+    }
     int64_t idx[KILN_MAX_RANK];
     kiln_unravel(f0, rk, v->shape, idx);
     int64_t inner = v->shape[rk - 1], s = v->strides[rk - 1];
@@ -641,6 +648,14 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
     }
     ptr[i] = b;
   }
+  /* one dense float32 store of the last expression, an op: evaluated
+     straight into the output (no copy per tile). Safe in place: a store
+     over a value the program reads reads it only at the element it writes
+     (kiln_tile_inplace_ok), and the anchor's block is at the same elements. */
+  int direct = -1;
+  if (tp->n_store == 1 && !rows && !stream && !n_ob && tp->store_stride[0] == 1 && tp->store_dt[0] == KILN_F32 &&
+      tp->store_expr[0] == n_expr - 1 && tp->e[n_expr - 1].kind == E_OP && !tp->e[n_expr - 1].uniform)
+    direct = n_expr - 1;
   float *staged = rows_bytes ? (float *)(void *)(mem + tile_bytes * (size_t)tp->n_buf +
                                                  sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
                                                  sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
@@ -655,6 +670,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       case E_LOAD: ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b); break;
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
       default:
+        if (i == direct) b = (float *)out[0] + (f0 - lo);
         if (!b || (t->folded && !n_ob)) continue; /* read by nobody, or inside a Gelu chain run as one op */
         if (t->gelu[0] >= 0 && !n_ob) {
           const int *q = t->gelu;
@@ -670,7 +686,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
     }
     for (int i = 0; n_ob && i < n_expr; i++) /* uniform ones: the same value at every element */
       if (tp->e[i].uniform && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n);
-    for (int k = 0; k < tp->n_store; k++) {
+    for (int k = 0; k < tp->n_store && direct < 0; k++) {
       const float *src = ptr[tp->store_expr[k]];
       int64_t st = tp->store_stride[k];
       if (rows && lead[k] < 0) continue; /* written with its group */
