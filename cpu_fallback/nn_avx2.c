@@ -298,6 +298,33 @@ static void transpose32_avx2(size_t rows, size_t cols, const uint32_t *src, size
     for (size_t b = 0; b < cols; b++) dst[a * ldd + b] = src[b * lds + a];
 }
 
+/* The composition with the AVX2 primitives, or nn_avx512.c's kernel where
+ * the CPU has AVX-512F (the same bits). */
+static void softmax_rows_avx2(size_t rows, size_t n, const float *x, float *y) {
+#ifdef KILN_NN_HAVE_AVX512
+  if (exp_kernel() != kiln_vm_exp_avx2_fma) { /* AVX-512F usable (asked once) */
+    kiln_nn_softmax_rows_avx512(rows, n, x, y);
+    return;
+  }
+#endif
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float sum = exp_shift_sum_avx2(n, xr, max_avx2(n, xr), yr);
+    affine_avx2(n, yr, 1.0f / sum, 0.0f, yr);
+  }
+}
+
+/* Tests only: the composition of the AVX2 primitives, never the AVX-512 kernel. */
+void kiln_nn_softmax_rows_avx2_only(size_t rows, size_t n, const float *x, float *y) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float sum = exp_shift_sum_avx2(n, xr, max_avx2(n, xr), yr);
+    affine_avx2(n, yr, 1.0f / sum, 0.0f, yr);
+  }
+}
+
 const kiln_nn_prims kiln_nn_prims_avx2 = {
     .sum = sum_avx2,
     .sumsq = sumsq_avx2,
@@ -313,6 +340,7 @@ const kiln_nn_prims kiln_nn_prims_avx2 = {
     .sub = sub_avx2,
     .div = div_avx2,
     .exp_shift_sum = exp_shift_sum_avx2,
+    .softmax_rows = softmax_rows_avx2,
     .norm_apply = norm_apply_avx2,
     .transpose32 = transpose32_avx2,
 };
