@@ -45,6 +45,11 @@ typedef struct kiln_nn_prims {
   void (*div)(size_t n, float *y, const float *d);
   /* y[i] = exp(x[i] - m); returns the sum of the y[i]. y may be x. */
   float (*exp_shift_sum)(size_t n, const float *x, float m, float *y);
+  /* Softmax of `rows` rows of n floats (x and y rows n apart, y may be x):
+   * per row m = max, sum = exp_shift_sum(x, m), y = affine(y, 1/sum, 0) —
+   * exactly that composition's results (the AVX2 setting runs
+   * nn_avx512.c's kernel where the CPU has AVX-512F: the same bits). */
+  void (*softmax_rows)(size_t rows, size_t n, const float *x, float *y);
   /* y[i] = ((x[i] - mean) * inv) * scale[i] (+ bias[i] when bias). */
   void (*norm_apply)(size_t n, const float *x, float mean, float inv, const float *scale, const float *bias, float *y);
   /* dst[a * ldd + b] = src[b * lds + a] for a < rows, b < cols (4-byte
@@ -53,6 +58,10 @@ typedef struct kiln_nn_prims {
 } kiln_nn_prims;
 
 extern const kiln_nn_prims kiln_nn_prims_base;
+/* nn_avx512.c: softmax_rows on 16 lanes; only where kiln_vm_cpu_has_avx512(). */
+void kiln_nn_softmax_rows_avx512(size_t rows, size_t n, const float *x, float *y);
+/* Tests only: softmax_rows of the AVX2 primitives, never the AVX-512 kernel. */
+void kiln_nn_softmax_rows_avx2_only(size_t rows, size_t n, const float *x, float *y);
 /* Only usable where kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL. */
 extern const kiln_nn_prims kiln_nn_prims_avx2;
 

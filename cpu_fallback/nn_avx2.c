@@ -196,12 +196,25 @@ static void div_avx2(size_t n, float *y, const float *d) {
   for (; i < n; i++) y[i] = y[i] / d[i];
 }
 
+/* The exp of the AVX2 setting: vmath's AVX-512 kernel where the CPU has
+ * AVX-512F (bit-identical to the AVX2 one, about 1.4x faster), asked once. */
+static kiln_vm_fn exp_kernel(void) {
+  static kiln_vm_fn known; /* a race only asks twice */
+  kiln_vm_fn f = __atomic_load_n(&known, __ATOMIC_RELAXED);
+  if (!f) {
+    f = kiln_vm_cpu_has_avx512() ? kiln_vm_kernel_avx512(KILN_VM_EXP) : NULL;
+    if (!f) f = kiln_vm_exp_avx2_fma;
+    __atomic_store_n(&known, f, __ATOMIC_RELAXED);
+  }
+  return f;
+}
+
 static float exp_shift_sum_avx2(size_t n, const float *x, float m, float *y) {
   __m256 vm = _mm256_set1_ps(m);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
   for (; i < n; i++) y[i] = x[i] - m;
-  kiln_vm_exp_avx2_fma(n, y, y);
+  exp_kernel()(n, y, y);
   return sum_avx2(n, y);
 }
 
@@ -285,6 +298,33 @@ static void transpose32_avx2(size_t rows, size_t cols, const uint32_t *src, size
     for (size_t b = 0; b < cols; b++) dst[a * ldd + b] = src[b * lds + a];
 }
 
+/* The composition with the AVX2 primitives, or nn_avx512.c's kernel where
+ * the CPU has AVX-512F (the same bits). */
+static void softmax_rows_avx2(size_t rows, size_t n, const float *x, float *y) {
+#ifdef KILN_NN_HAVE_AVX512
+  if (exp_kernel() != kiln_vm_exp_avx2_fma) { /* AVX-512F usable (asked once) */
+    kiln_nn_softmax_rows_avx512(rows, n, x, y);
+    return;
+  }
+#endif
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float sum = exp_shift_sum_avx2(n, xr, max_avx2(n, xr), yr);
+    affine_avx2(n, yr, 1.0f / sum, 0.0f, yr);
+  }
+}
+
+/* Tests only: the composition of the AVX2 primitives, never the AVX-512 kernel. */
+void kiln_nn_softmax_rows_avx2_only(size_t rows, size_t n, const float *x, float *y) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float sum = exp_shift_sum_avx2(n, xr, max_avx2(n, xr), yr);
+    affine_avx2(n, yr, 1.0f / sum, 0.0f, yr);
+  }
+}
+
 const kiln_nn_prims kiln_nn_prims_avx2 = {
     .sum = sum_avx2,
     .sumsq = sumsq_avx2,
@@ -300,6 +340,7 @@ const kiln_nn_prims kiln_nn_prims_avx2 = {
     .sub = sub_avx2,
     .div = div_avx2,
     .exp_shift_sum = exp_shift_sum_avx2,
+    .softmax_rows = softmax_rows_avx2,
     .norm_apply = norm_apply_avx2,
     .transpose32 = transpose32_avx2,
 };

@@ -121,6 +121,15 @@ static void transpose32_base(size_t rows, size_t cols, const uint32_t *src, size
     }
 }
 
+static void softmax_rows_base(size_t rows, size_t n, const float *x, float *y) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *xr = x + r * n;
+    float *yr = y + r * n;
+    float sum = exp_shift_sum_base(n, xr, max_base(n, xr), yr);
+    affine_base(n, yr, 1.0f / sum, 0.0f, yr);
+  }
+}
+
 const kiln_nn_prims kiln_nn_prims_base = {
     .sum = sum_base,
     .sumsq = sumsq_base,
@@ -136,6 +145,7 @@ const kiln_nn_prims kiln_nn_prims_base = {
     .sub = sub_base,
     .div = div_base,
     .exp_shift_sum = exp_shift_sum_base,
+    .softmax_rows = softmax_rows_base,
     .norm_apply = norm_apply_base,
     .transpose32 = transpose32_base,
 };

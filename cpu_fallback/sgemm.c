@@ -224,6 +224,30 @@ void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_
       }
 }
 
+void kiln_sgemm_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta, float *C,
+                             int64_t ldc, int mr, int nr) {
+  float acc[WMR][WNR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t k = 0; k < kc; k++) {
+    for (int r = 0; r < mr; r++)
+      for (int c = 0; c < WNR; c++) acc[r][c] = fmaf(A[r * lda + k], bp[c], acc[r][c]);
+    bp += WNR;
+  }
+  for (int r = 0; r < mr; r++)
+    for (int c = 0; c < nr; c++) {
+      float *y = &C[r * ldc + c];
+      if (beta == 0) *y = acc[r][c];
+      else {
+        float t = beta * *y;
+        *y = acc[r][c] + t;
+      }
+    }
+}
+
+static bool direct_a_on = true;
+
+void kiln_sgemm_direct_a_enable(bool on) { direct_a_on = on; }
+
 static void wpack_a(const float *A, int64_t lda, bool trans, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                     float alpha, float *restrict ap, const kiln_nn_prims *P) {
   for (int64_t i = 0; i < mc; i += WMR) {
@@ -296,6 +320,7 @@ typedef struct wide_job {
   int64_t npad;           /* N rounded up to WNR (with bpack) */
   const kiln_sgemm_post *post; /* at the last KC slice of each tile, or NULL */
   kiln_sgemm_micro_post_fn micro_post;
+  kiln_sgemm_micro_a_fn micro_a; /* A read in place (no pack), or NULL */
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -311,14 +336,16 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
         int64_t mc = i1 - ic < WMC ? i1 - ic : WMC;
         const float *apk = ap;
         if (w->apack) apk = w->apack + p0 * w->mpad + ic * kc; /* ic is a multiple of WMR */
-        else wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap, w->P);
+        else if (!w->micro_a) wpack_a(w->A, w->lda, w->transA, ic, mc, p0, kc, w->alpha, ap, w->P);
         for (int64_t j = 0; j < nc; j += WNR)
           for (int64_t i = 0; i < mc; i += WMR) {
             if (w->apack && j == 0) /* the pack's next strip (the bytes after this one: a hint, never a fault; also across blocks) */
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
             float *c = w->C + (ic + i) * w->ldc + jc + j;
             int mr = (int)(mc - i < WMR ? mc - i : WMR), nr = (int)(nc - j < WNR ? nc - j : WNR);
-            if (w->post && p0 + kc == w->K)
+            if (w->micro_a)
+              w->micro_a(kc, w->A + (ic + i) * w->lda + p0, w->lda, bpk + j * kc, b, c, w->ldc, mr, nr);
+            else if (w->post && p0 + kc == w->K)
               w->micro_post(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr,
                             w->post->bias ? w->post->bias + ic + i : NULL, w->post->clamp, w->post->lo, w->post->hi);
             else w->micro(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr);
@@ -497,9 +524,20 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
                 kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR, post,
-                kiln_sgemm_micro_post_base};
+                kiln_sgemm_micro_post_base, NULL};
+  /* A row-major, alpha 1, not packed ahead, at most 2 MiB (activations,
+     not weights streamed from memory), at most 512 columns of C (a pack
+     read by at most 16 column strips: wider, the pack is cheap beside the
+     GEMM and direct reads measured 0-2 % slower), rows not a multiple of
+     2 KiB apart (rows 2 KiB or more apart share L1 sets: no gain): the
+     micro-kernel reads A's rows in place (the pack would be a copy of the
+     same values) */
+  bool direct_a = direct_a_on && !transA && alpha == 1.0f && !apack && !post && lda % 512 != 0 &&
+                  N <= KILN_SGEMM_DIRECT_A_MAX_N && (double)M * (double)lda * sizeof(float) <= KILN_SGEMM_DIRECT_A_BYTES;
+  if (direct_a && micro == kiln_sgemm_micro_wide_base) w.micro_a = kiln_sgemm_micro_a_base;
 #ifdef KILN_LA_HAVE_AVX512
   if (micro == kiln_sgemm_micro_wide_avx512) w.micro_post = kiln_sgemm_micro_post_avx512;
+  if (direct_a && micro == kiln_sgemm_micro_wide_avx512) w.micro_a = kiln_sgemm_micro_a_avx512;
 #endif
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~4 MFLOP each, columns first (each block packs its own B

@@ -67,6 +67,24 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr);
+/* The micro-kernel reading A in place instead of a packed strip: row r of
+ * the tile's A (kc floats) at A + r·lda, r < mr (rows past mr are not
+ * read). The same fmas, in the same order, as the packed micro-kernel on
+ * a strip packed with alpha 1: the same bits. The wide GEMM takes it
+ * (no transposing pack of A per block) for a row-major A with alpha 1 of
+ * at most KILN_SGEMM_DIRECT_A_BYTES (rows x lda) not packed ahead, lda
+ * not a multiple of 512, N at most KILN_SGEMM_DIRECT_A_MAX_N, with no
+ * post-op. */
+typedef void (*kiln_sgemm_micro_a_fn)(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta,
+                                      float *C, int64_t ldc, int mr, int nr);
+void kiln_sgemm_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta, float *C,
+                             int64_t ldc, int mr, int nr);
+void kiln_sgemm_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta,
+                               float *C, int64_t ldc, int mr, int nr);
+#define KILN_SGEMM_DIRECT_A_BYTES ((double)(2 << 20))
+#define KILN_SGEMM_DIRECT_A_MAX_N 512
+/* Tests and benches only (not thread-safe): false, the wide GEMM packs A as before. */
+void kiln_sgemm_direct_a_enable(bool on);
 #define KILN_SGEMM_WIDE_KC 256
 /* The KC slices of a depth K: 256 rows each, except that the rest from
  * the last slice's start on is one slice when it is at most 320 rows (K =

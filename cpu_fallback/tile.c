@@ -31,6 +31,7 @@ typedef struct tacc {
   kiln_views map;    /* domain flat index -> storage element */
   kiln_view v;       /* R_DIRECT / R_UNIFORM / R_STRIDED: the compacted single view */
   float pad;         /* masked elements read this */
+  bool row;          /* R_STRIDED, float32: one run of stride 1 broadcast along every other dim (a bias row) */
   kiln_tensor copy;  /* a dense copy when the composition did not fit a stack */
 } tacc;
 
@@ -44,6 +45,9 @@ typedef struct texpr {
   /* set by bind */
   bool uniform;   /* the same value at every element: computed once per call */
   int buf;        /* tile buffer, -1 when none (a pointer into memory) */
+  bool folded;    /* inside a Gelu chain: not evaluated when the chain runs as one op */
+  int gelu[4];    /* the end of a Gelu chain: x, s, c1, c2 (KILN_TILE_OP_GELU); gelu[0] -1 otherwise */
+  int gelu_k;     /* its variant bits */
 } texpr;
 
 struct kiln_tile_prog {
@@ -58,8 +62,15 @@ struct kiln_tile_prog {
   bool bound;
   bool stream;          /* large outputs: non-temporal stores */
   bool stream_out;      /* kiln_tile_set_stream: non-temporal whatever the size */
+  int n_gelu;           /* Gelu chains found by the binding */
   int64_t numel;
 };
+
+static bool gelu_on = true;
+
+void kiln_tile_gelu_enable(bool on) { gelu_on = on; }
+
+int kiln_tile_gelu_chains(const kiln_tile_prog *tp) { return tp->bound ? tp->n_gelu : 0; }
 
 static bool tile_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_BOOL; }
 /* Types an expression may compute in: float32 (F64 intermediates are kept in float32 too) and bool. */
@@ -261,11 +272,97 @@ static kiln_status bind_access(kiln_tile_prog *tp, int a, const kiln_tensor *t, 
     if (uniform) r->kind = R_UNIFORM;
     else if (r->v.rank == 1 && r->v.strides[0] == 1 && r->dtype == KILN_F32) r->kind = R_DIRECT;
     else r->kind = R_STRIDED;
+    r->row = r->kind == R_STRIDED && r->dtype == KILN_F32 && r->v.strides[r->v.rank - 1] == 1;
+    for (int d = 0; d + 1 < r->v.rank && r->row; d++) r->row = r->v.strides[d] == 0;
   } else if (top->all_masked) {
     r->kind = R_UNIFORM; /* every element is the pad */
     r->v.rank = 0;
   }
   return KILN_OK;
+}
+
+/* ---- Gelu chains ---- */
+
+/* Expression i is an op fop over non-uniform expressions read by one reader. */
+static bool chain_op(const kiln_tile_prog *tp, const int *nread, int i, kiln_fuse_op fop) {
+  const texpr *t = &tp->e[i];
+  return t->kind == E_OP && t->op.op == (int)fop && !t->uniform && nread[i] == 1;
+}
+
+/* The uniform one of a two-argument expression's arguments (its index in
+ * *u), the other in *o; false when not exactly one is uniform. */
+static bool one_uniform(const kiln_tile_prog *tp, int i, int *u, int *o) {
+  const texpr *t = &tp->e[i];
+  if (t->n_args != 2) return false;
+  bool u0 = tp->e[t->args[0]].uniform, u1 = tp->e[t->args[1]].uniform;
+  if (u0 == u1) return false;
+  *u = u0 ? t->args[0] : t->args[1];
+  *o = u0 ? t->args[1] : t->args[0];
+  return true;
+}
+
+/* Expression a is erf(x / s) + c1 or erf(x · s) + c1 (s, c1 uniform; the
+ * Add, Erf and Div / Mul read once): its x, s, c1 and whether s multiplies. */
+static bool erf_part(const kiln_tile_prog *tp, const int *nread, int a, int *x, int *sv, int *c1, bool *mul) {
+  int e, d;
+  if (!chain_op(tp, nread, a, KILN_FUSE_ADD) || !one_uniform(tp, a, c1, &e)) return false;
+  if (!chain_op(tp, nread, e, KILN_FUSE_ERF) || tp->e[e].n_args != 1) return false;
+  d = tp->e[e].args[0];
+  const texpr *td = &tp->e[d];
+  if (chain_op(tp, nread, d, KILN_FUSE_DIV) && td->n_args == 2 && tp->e[td->args[1]].uniform &&
+      !tp->e[td->args[0]].uniform) {
+    *x = td->args[0], *sv = td->args[1], *mul = false;
+    return true;
+  }
+  if (chain_op(tp, nread, d, KILN_FUSE_MUL) && one_uniform(tp, d, sv, x)) {
+    *mul = true;
+    return true;
+  }
+  return false;
+}
+
+static void fold_chain(kiln_tile_prog *tp, int a) { /* the Add, its Erf and the Div / Mul under it */
+  int e = tp->e[a].args[tp->e[tp->e[a].args[0]].uniform ? 1 : 0];
+  tp->e[a].folded = tp->e[e].folded = tp->e[tp->e[e].args[0]].folded = true;
+}
+
+/* Marks every Gelu chain g = (x·u)·c2 or (x·c2)·u, u = erf(x/s) + c1 (in
+ * any argument order, the inner Mul read once): g runs as one
+ * KILN_TILE_OP_GELU of x, the chain's other ops are folded into it. */
+static void find_gelu(kiln_tile_prog *tp, const int *nread) {
+  tp->n_gelu = 0;
+  for (int g = 0; g < tp->n_expr; g++) {
+    texpr *t = &tp->e[g];
+    t->folded = false;
+    t->gelu[0] = -1;
+  }
+  if (!gelu_on) return;
+  for (int g = 0; g < tp->n_expr; g++) {
+    texpr *t = &tp->e[g];
+    if (t->kind != E_OP || t->op.op != KILN_FUSE_MUL || t->uniform || t->n_args != 2) continue;
+    int x = -1, sv = -1, c1 = -1, c2 = -1, m = -1, k = 0, u = -1, o = -1;
+    bool mul = false;
+    if (one_uniform(tp, g, &c2, &m)) { /* (x·u)·c2 */
+      if (!chain_op(tp, nread, m, KILN_FUSE_MUL) || tp->e[m].n_args != 2) continue;
+      for (int j = 0; j < 2 && x < 0; j++) {
+        int xa = tp->e[m].args[j], ua = tp->e[m].args[1 - j], xe;
+        if (erf_part(tp, nread, ua, &xe, &sv, &c1, &mul) && xe == xa) x = xa, u = ua;
+      }
+    } else { /* (x·c2)·u */
+      k = 2;
+      for (int j = 0; j < 2 && x < 0; j++) {
+        int ma = t->args[j], ua = t->args[1 - j], xe;
+        if (!chain_op(tp, nread, ma, KILN_FUSE_MUL) || !one_uniform(tp, ma, &c2, &o)) continue;
+        if (erf_part(tp, nread, ua, &xe, &sv, &c1, &mul) && xe == o) x = o, u = ua, m = ma;
+      }
+    }
+    if (x < 0) continue;
+    fold_chain(tp, u);
+    tp->e[m].folded = true;
+    t->gelu[0] = x, t->gelu[1] = sv, t->gelu[2] = c1, t->gelu[3] = c2;
+    t->gelu_k = k | (mul ? 1 : 0);
+    tp->n_gelu++;
+  }
 }
 
 kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *materialized) {
@@ -295,9 +392,16 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
     kiln_free(free_bufs);
     return kiln_fail(KILN_E_NOMEM, "out of memory binding a tile program");
   }
+  for (int i = 0; i < n; i++) last[i] = 0;
+  for (int i = 0; i < n; i++) /* readers first (free_bufs as scratch) */
+    for (int k = 0; k < tp->e[i].n_args; k++) last[tp->e[i].args[k]]++;
+  for (int k = 0; k < tp->n_store; k++) last[tp->store_expr[k]] += 2; /* a stored value is never folded */
+  find_gelu(tp, last);
   for (int i = 0; i < n; i++) last[i] = -1;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < tp->e[i].n_args; k++) last[tp->e[i].args[k]] = i;
+  for (int i = 0; i < n; i++) /* a chain's x is read by its end too */
+    if (tp->e[i].gelu[0] >= 0 && last[tp->e[i].gelu[0]] < i) last[tp->e[i].gelu[0]] = i;
   for (int k = 0; k < tp->n_store; k++) last[tp->store_expr[k]] = n;
   int n_buf = 0, n_free = 0;
   for (int i = 0; i < n; i++) {
@@ -370,6 +474,10 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf) {
   case R_STRIDED: {
     const kiln_view *v = &r->v;
     int rk = v->rank;
+    if (r->row) { /* a bias row: a pointer when the tile lies in one repeat of it */
+      int64_t j = f0 % v->shape[rk - 1];
+      if (j + n <= v->shape[rk - 1]) return (const float *)r->base + v->offset + j;
+    }
     int64_t idx[KILN_MAX_RANK];
     kiln_unravel(f0, rk, v->shape, idx);
     int64_t inner = v->shape[rk - 1], s = v->strides[rk - 1];
@@ -540,6 +648,14 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
     }
     ptr[i] = b;
   }
+  /* one dense float32 store of the last expression, an op: evaluated
+     straight into the output (no copy per tile). Safe in place: a store
+     over a value the program reads reads it only at the element it writes
+     (kiln_tile_inplace_ok), and the anchor's block is at the same elements. */
+  int direct = -1;
+  if (tp->n_store == 1 && !rows && !stream && !n_ob && tp->store_stride[0] == 1 && tp->store_dt[0] == KILN_F32 &&
+      tp->store_expr[0] == n_expr - 1 && tp->e[n_expr - 1].kind == E_OP && !tp->e[n_expr - 1].uniform)
+    direct = n_expr - 1;
   float *staged = rows_bytes ? (float *)(void *)(mem + tile_bytes * (size_t)tp->n_buf +
                                                  sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
                                                  sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
@@ -554,16 +670,23 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       case E_LOAD: ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b); break;
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
       default:
-        if (!b) continue; /* read by nobody */
-        eval(&t->op, n, ptr[t->args[0]], t->n_args > 1 ? ptr[t->args[1]] : NULL,
-             t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
+        if (i == direct) b = (float *)out[0] + (f0 - lo);
+        if (!b || (t->folded && !n_ob)) continue; /* read by nobody, or inside a Gelu chain run as one op */
+        if (t->gelu[0] >= 0 && !n_ob) {
+          const int *q = t->gelu;
+          kiln_tile_op go = {KILN_TILE_OP_GELU, {ptr[q[1]][0], ptr[q[2]][0], ptr[q[3]][0]}, t->gelu_k};
+          eval(&go, n, ptr[q[0]], NULL, NULL, b);
+        } else {
+          eval(&t->op, n, ptr[t->args[0]], t->n_args > 1 ? ptr[t->args[1]] : NULL,
+               t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
+        }
         ptr[i] = b;
       }
       if (n_ob && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n); /* while the tile is hot */
     }
     for (int i = 0; n_ob && i < n_expr; i++) /* uniform ones: the same value at every element */
       if (tp->e[i].uniform && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n);
-    for (int k = 0; k < tp->n_store; k++) {
+    for (int k = 0; k < tp->n_store && direct < 0; k++) {
       const float *src = ptr[tp->store_expr[k]];
       int64_t st = tp->store_stride[k];
       if (rows && lead[k] < 0) continue; /* written with its group */

@@ -143,4 +143,18 @@ void kiln_tile_fence_avx2(void);
 /* True when kiln_tile_eval_* implements op for float arguments. */
 bool kiln_tile_op_known(int op);
 
+/* Not a kiln_fuse_op: the executor's own op for the erf form of Gelu,
+ * 0.5·x·(1 + erf(x/√2)), found as a chain of the program's expressions
+ * when it is bound. With x = a (b and c unused), p = {s, c1, c2}:
+ *   t = k & 1 ? x·s : x/s;  u = erf(t) + c1;  y = k & 2 ? (x·c2)·u : (x·u)·c2
+ * — the chain's own float operations in its own order, so the same bits as
+ * its ops one by one; erf is vmath's (all versions bit-identical). */
+#define KILN_TILE_OP_GELU 0x47454c55
+
+/* Gelu chains the bound program runs as one KILN_TILE_OP_GELU each (when
+ * no observer is given; observed runs evaluate every expression). */
+int kiln_tile_gelu_chains(const kiln_tile_prog *tp);
+/* Tests only (not thread-safe): off, kiln_tile_bind finds no Gelu chain. */
+void kiln_tile_gelu_enable(bool on);
+
 #endif

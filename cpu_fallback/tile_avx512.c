@@ -1,5 +1,6 @@
 /* cpu_fallback/tile_avx512: the cheap tile ops of an elementwise chain
- * (add, sub, mul, div, min, max, relu, clip) on 16 lanes with AVX-512F —
+ * (add, sub, mul, div, min, max, relu, clip) and the Gelu chain
+ * (KILN_TILE_OP_GELU, one pass through vmath_avx512.c) on 16 lanes with AVX-512F —
  * the only tile file built with -mavx512f, called only where
  * kiln_vm_cpu_has_avx512() is true. Each is one IEEE operation or a
  * comparison and blend per lane, the same as the AVX2 intrinsics and the
@@ -33,6 +34,10 @@ static inline __m512 max_nan(__m512 x, __m512 z) {
 void kiln_tile_eval_avx512(const kiln_tile_op *o, int n, const float *a, const float *b, const float *c, float *y) {
   int i = 0;
   const __m512 zero = _mm512_setzero_ps();
+  if (o->op == KILN_TILE_OP_GELU) { /* one pass, erf inline (vmath_avx512.c) */
+    kiln_vm_gelu_chain_avx512((size_t)n, a, o->p[0], o->p[1], o->p[2], (int)o->k, y);
+    return;
+  }
   switch (o->op) {
   case KILN_FUSE_ADD: BINARY(_mm512_add_ps(x, z)); break;
   case KILN_FUSE_SUB: BINARY(_mm512_sub_ps(x, z)); break;

@@ -75,6 +75,10 @@ void kiln_vm_exp_avx512(size_t n, const float *x, float *y);
 void kiln_vm_tanh_avx512(size_t n, const float *x, float *y);
 void kiln_vm_sigmoid_avx512(size_t n, const float *x, float *y);
 void kiln_vm_erf_avx512(size_t n, const float *x, float *y);
+/* The tile executor's Gelu chain (cpu_fallback/tile.h KILN_TILE_OP_GELU,
+ * x = a, p = {s, c1, c2}, variant bits k) in one pass over 16 lanes, erf's
+ * lane code inline: the bits of the tile ops' twin. y may be x. */
+void kiln_vm_gelu_chain_avx512(size_t n, const float *x, float s, float c1, float c2, int k, float *y);
 /* The AVX-512F kernel of op, or NULL (no such kernel, or not usable here). */
 kiln_vm_fn kiln_vm_kernel_avx512(kiln_vm_op op);
 /* True when kiln_vm_cpu_has_avx2() is and the CPU has AVX-512F (cpuid leaf

@@ -893,6 +893,46 @@ static void test_prims(void) {
         for (size_t b = 0; b < cols; b++) tbad += d0[a * 72 + b] != src[b * 75 + a] || d1[a * 72 + b] != d0[a * 72 + b];
     }
   CHECK(tbad == 0, "transpose32: %d wrong elements", tbad);
+  /* softmax_rows: 1..3 rows of lengths 1..40, 127..129, 257 (the AVX-512
+     kernel's blocks, tails and row pairs), with NaN, -0, +-inf and large
+     values in some rows, in place and not: base = AVX2 primitives = the
+     AVX2 setting's kernel (AVX-512 where usable), bit for bit */
+  static const size_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 23, 31, 32, 33, 40, 127, 128, 129, 257};
+  int sbad = 0, scases = 0;
+  for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+    for (size_t rows = 1; rows <= 3; rows++)
+      for (int kind = 0; kind < 4; kind++) {
+        size_t n = lens[li], tot = rows * n;
+        float *xs = malloc(tot * sizeof *xs), *o[4];
+        for (size_t i = 0; i < tot; i++) {
+          xs[i] = (float)(rnd() * 8 - 4);
+          if (kind == 1 && i % 13 == 4) xs[i] = -0.0f;
+          if (kind == 1 && i % 17 == 2) xs[i] = 0.0f;
+          if (kind == 2 && i == tot / 2) xs[i] = NAN;
+          if (kind == 2 && i % 11 == 3) xs[i] = -INFINITY;
+          if (kind == 3) xs[i] *= 30.0f; /* exp underflows to 0 and denormals */
+        }
+        for (int v = 0; v < 4; v++) o[v] = malloc(tot * sizeof *xs);
+        B->softmax_rows(rows, n, xs, o[0]);
+        kiln_nn_softmax_rows_avx2_only(rows, n, xs, o[1]);
+        A->softmax_rows(rows, n, xs, o[2]);
+        memcpy(o[3], xs, tot * sizeof *xs);
+        A->softmax_rows(rows, n, o[3], o[3]); /* in place */
+        for (size_t i = 0; i < tot; i++)
+          for (int v = 1; v < 4; v++) sbad += !same(o[0][i], o[v][i]) || signbit(o[0][i]) != signbit(o[v][i]);
+        for (size_t i = 0; i < tot && kind == 0; i++) { /* and a softmax: rows sum to 1 */
+          if (i % n == 0) {
+            double t = 0;
+            for (size_t j = 0; j < n; j++) t += o[0][i + j];
+            sbad += fabs(t - 1) > 1e-5;
+          }
+        }
+        scases++;
+        for (int v = 0; v < 4; v++) free(o[v]);
+        free(xs);
+      }
+  CHECK(sbad == 0, "softmax_rows: %d differences between base, the AVX2 primitives and the AVX2 setting%s (%d cases)",
+        sbad, kiln_vm_cpu_has_avx512() ? " (AVX-512)" : "", scases);
 }
 
 int main(void) {

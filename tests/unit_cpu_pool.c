@@ -167,6 +167,66 @@ static void test_micro(void) {
   CHECK(!bad, "AVX-512 micro-kernel = scalar twin bit for bit, tails and beta included (%d of %d differ)", bad, cases);
 }
 
+/* The micro-kernel reading A in place (sgemm.h kiln_sgemm_micro_a_fn):
+ * AVX-512 = its twin = the packed twin on the same rows, bit for bit, every
+ * row and column count; then the wide GEMM with A read in place (the
+ * default where it applies) = the same GEMM packing A, whole C compared
+ * (the columns between N and ldc untouched). */
+static void test_direct_a(void) {
+  bool avx512 = kiln_la_cpu_has_avx512();
+  int bad = 0, cases = 0;
+  static const int64_t kcs[] = {1, 7, 257};
+  for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+    for (int mr = 1; mr <= KILN_SGEMM_WIDE_MR; mr++)
+      for (int nr = 1; nr <= KILN_SGEMM_WIDE_NR; nr += 3)
+        for (int bi = 0; bi < 2; bi++) {
+          int64_t kc = kcs[ki], lda = kc + 5, ldc = 40;
+          size_t cn = (size_t)(KILN_SGEMM_WIDE_MR * ldc);
+          float *A = rand_buf((size_t)(mr * lda)), *bp = rand_buf((size_t)(kc * KILN_SGEMM_WIDE_NR));
+          float *ap = calloc((size_t)(kc * KILN_SGEMM_WIDE_MR), sizeof *ap); /* the strip a pack holds */
+          for (int64_t k = 0; k < kc; k++)
+            for (int r = 0; r < mr; r++) ap[k * KILN_SGEMM_WIDE_MR + r] = A[r * lda + k];
+          float *c[3];
+          c[0] = rand_buf(cn);
+          for (int v = 1; v < 3; v++) c[v] = malloc(cn * sizeof(float)), memcpy(c[v], c[0], cn * sizeof(float));
+          float beta = bi ? -0.75f : 0.0f;
+          kiln_sgemm_micro_wide_base(kc, ap, bp, beta, c[0], ldc, mr, nr);
+          kiln_sgemm_micro_a_base(kc, A, lda, bp, beta, c[1], ldc, mr, nr);
+          if (avx512) kiln_sgemm_micro_a_avx512(kc, A, lda, bp, beta, c[2], ldc, mr, nr);
+          bad += memcmp(c[0], c[1], cn * sizeof(float)) != 0 || (avx512 && memcmp(c[0], c[2], cn * sizeof(float)));
+          cases++;
+          for (int v = 0; v < 3; v++) free(c[v]);
+          free(A), free(bp), free(ap);
+        }
+  CHECK(!bad, "micro-kernel reading A in place (twin%s) = the packed twin bit for bit (%d of %d differ)",
+        avx512 ? " and AVX-512" : "", bad, cases);
+  static const int64_t shapes[][3] = {{5, 33, 7}, {13, 64, 300}, {37, 256, 600}, {128, 129, 64}, {128, 512, 257}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], lda = K + 3, ldc = N + 2;
+    size_t cn = (size_t)(M * ldc);
+    float *A = rand_buf((size_t)(M * lda)), *B = rand_buf((size_t)(K * N)), *C0 = rand_buf(cn), *C[4];
+    float *bpk = malloc((size_t)kiln_sgemm_wide_pack_b_floats(K, N) * sizeof(float) + 1);
+    kiln_sgemm_wide_pack_b(B, N, K, N, bpk);
+    kiln_status s = KILN_OK;
+    for (int v = 0; v < 4; v++) { /* packed twin, direct twin, direct AVX-512, direct AVX-512 from a B pack */
+      C[v] = malloc(cn * sizeof(float));
+      memcpy(C[v], C0, cn * sizeof(float));
+      if (v >= 2 && !avx512) continue;
+      kiln_sgemm_direct_a_enable(v > 0);
+      kiln_sgemm_micro_fn micro = v >= 2 ? kiln_sgemm_pack_reader() : kiln_sgemm_micro_wide_base;
+      if (v == 3) s |= kiln_sgemm_wide_pb(micro, M, N, K, A, lda, NULL, bpk, -0.5f, C[v], ldc);
+      else s |= kiln_sgemm_wide(micro, false, false, M, N, K, 1.0f, A, lda, B, N, -0.5f, C[v], ldc);
+    }
+    kiln_sgemm_direct_a_enable(true);
+    CHECK(!s, "direct A %zu: runs", i);
+    for (int v = 1; v < (avx512 ? 4 : 2); v++)
+      CHECK(!memcmp(C[0], C[v], cn * sizeof(float)), "direct A %lldx%lldx%lld: version %d = packing A, bit for bit",
+            (long long)M, (long long)N, (long long)K, v);
+    for (int v = 0; v < 4; v++) free(C[v]);
+    free(A), free(B), free(C0), free(bpk);
+  }
+}
+
 /* The KC slicing every wide-GEMM path shares (sgemm.h): slices tile [0, K)
  * in order, 256 rows each but a last one of at most 320 (K 257..320 is one
  * slice, K 288 no longer 256 + 32), and kiln_sgemm_wide_slice finds the
@@ -602,6 +662,7 @@ int main(void) {
   test_pool();
   test_micro();
   test_wide();
+  test_direct_a();
   test_slices();
   test_post();
   test_rows();

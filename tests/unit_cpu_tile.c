@@ -356,6 +356,114 @@ static void test_views(void) {
 
 /* Random chains: unary ops and binary ops with broadcast operands of
  * random shapes, over a random 3-d domain. */
+/* ---- Gelu chains run as one op (tile.h KILN_TILE_OP_GELU) ---- */
+
+/* x4 = 4·x, then Gelu of x4 in the form `form`: 0 (x·(erf(x/s)+1))·½
+ * (bench/make_models.py), 1 ½·x·(1+erf(x·r)) as (½·x)·u, 2 the same with
+ * the Add's and Muls' arguments swapped (forms 1 and 2 with 0.45 for ½); `leak` also makes erf's output a
+ * graph output (the chain must then not be folded). */
+static kiln_graph *gelu_graph(int form, bool leak) {
+  kiln_graph *g = new_graph(17);
+  input(g, "x", KILN_F32, 2, (const int64_t[]){3, KILN_TILE_N + 37});
+  gb_cst(g, "four", 0, NULL, (const double[]){4.0}, 0);
+  gb_cst(g, "s", 0, NULL, (const double[]){sqrt(2.0)}, 0);
+  gb_cst(g, "r", 0, NULL, (const double[]){1 / sqrt(2.0)}, 0);
+  gb_cst(g, "one", 0, NULL, (const double[]){1.0}, 0);
+  gb_cst(g, "half", 0, NULL, (const double[]){form == 0 ? 0.5 : 0.45}, 0); /* not a power of 2: the Muls' order shows */
+  gb_add(g, "Mul", "x four", "x4");
+  if (form == 0) {
+    gb_add(g, "Div", "x4 s", "d");
+    gb_add(g, "Erf", "d", "e");
+    gb_add(g, "Add", "e one", "u");
+    gb_add(g, "Mul", "x4 u", "m");
+    gb_add(g, "Mul", "m half", "y");
+  } else {
+    gb_add(g, "Mul", form == 1 ? "x4 r" : "r x4", "d");
+    gb_add(g, "Erf", "d", "e");
+    gb_add(g, "Add", form == 1 ? "one e" : "e one", "u");
+    gb_add(g, "Mul", form == 1 ? "half x4" : "x4 half", "m");
+    gb_add(g, "Mul", form == 1 ? "m u" : "u m", "y");
+  }
+  output(g, "y");
+  if (leak) output(g, "e");
+  return g;
+}
+
+/* Each form through the oracle (check_graph), then the tile step with its
+ * chain folded against the same program with every op run, bit for bit,
+ * under each ISA. */
+static void test_gelu(void) {
+  for (int form = 0; form < 3; form++)
+    for (int leak = 0; leak < 2; leak++) {
+      char what[64];
+      snprintf(what, sizeof what, "gelu form %d%s", form, leak ? " (erf also an output)" : "");
+      kiln_graph *g = gelu_graph(form, leak);
+      CHECK(check_graph(what, g, 1) == 1, "%s: one tile step", what);
+      kiln_shapes *sh = NULL;
+      kiln_fuse_ctx *c = NULL;
+      kiln_schedule *s = NULL;
+      kiln_fuse_plan *fp = NULL;
+      kiln_status st = kiln_shapes_infer(g, &sh);
+      if (!st) st = kiln_fuse_ctx_new(g, sh, NULL, &c);
+      if (!st) st = kiln_schedule_from_graph(g, &s);
+      if (!st) st = kiln_fuse_schedule(c, s, &fp);
+      CHECK(!st, "%s: fusing", what);
+      kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
+      kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+      for (int v = 0; v < g->n_values; v++) {
+        const kiln_tensor *t = g->values[v].init;
+        if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
+      }
+      for (int i = 0; ins && i < g->n_inputs; i++)
+        kiln_tensor_wrap(&vals[g->inputs[i]], ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].numel, ins[i].data);
+      int steps = 0;
+      for (int i = 0; !st && i < s->n_steps; i++) {
+        kiln_fuse_spec *sp = fp->spec[i];
+        kiln_tile_prog *tp = NULL;
+        char why[200];
+        if (!sp || kiln_fuse_spec_bind(sp, NULL, 0) || kiln_tile_compile(sp, &tp, why, sizeof why)) continue;
+        steps++;
+        kiln_tensor fused[64], plain[64];
+        memset(fused, 0, sizeof fused), memset(plain, 0, sizeof plain);
+        void *first = NULL;
+        for (int isa = 0; isa < KILN_VM_NISA; isa++) {
+          if (isa == KILN_VM_ISA_AVX2 && !kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2)) continue;
+          const int64_t chunks[] = {0, 7, KILN_TILE_N + 3};
+          for (size_t ch = 0; ch < sizeof chunks / sizeof *chunks; ch++) {
+            kiln_status a = run_tile(sp, tp, vals, fused, chunks[ch], (kiln_vm_isa)isa);
+            int chains = kiln_tile_gelu_chains(tp);
+            kiln_tile_gelu_enable(false);
+            kiln_status b = a ? a : run_tile(sp, tp, vals, plain, chunks[ch], (kiln_vm_isa)isa);
+            int none = kiln_tile_gelu_chains(tp);
+            kiln_tile_gelu_enable(true);
+            CHECK(!a && !b, "%s: running (%s)", what, a || b ? kiln_last_error() : "");
+            CHECK(chains == (leak ? 0 : 1) && none == 0, "%s: %d chain(s) folded (%d when off)", what, chains, none);
+            for (int k = 0; k < sp->n_store && !a && !b; k++)
+              CHECK(!memcmp(fused[k].data, plain[k].data, kiln_tensor_bytes(&plain[k])),
+                    "%s: store %d (%s, chunk %lld): the folded chain's bits differ from its ops'", what, k,
+                    kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch]);
+            if (!a && !first) first = malloc(kiln_tensor_bytes(&fused[0])), memcpy(first, fused[0].data, kiln_tensor_bytes(&fused[0]));
+            else if (!a) /* every ISA (AVX-512 where the CPU has it), every split: the base twin's bits */
+              CHECK(!memcmp(first, fused[0].data, kiln_tensor_bytes(&fused[0])), "%s: %s, chunk %lld = base, bit for bit",
+                    what, kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch]);
+          }
+        }
+        for (int k = 0; k < 64; k++) kiln_tensor_release(&fused[k]), kiln_tensor_release(&plain[k]);
+        free(first);
+        kiln_tile_free(tp);
+      }
+      CHECK(steps == 1, "%s: %d tile step(s)", what, steps);
+      for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
+      free(vals);
+      free_tensors(ins, g->n_inputs);
+      kiln_fuse_plan_free(fp);
+      kiln_schedule_free(s);
+      kiln_fuse_ctx_free(c);
+      kiln_shapes_free(sh);
+      kiln_graph_free(g);
+    }
+}
+
 static void test_random(void) {
   /* no Floor here: a discontinuity turns a vmath ulp into a difference of 1 */
   static const char *un[] = {"Relu", "Sigmoid", "Tanh", "Abs", "Neg", "Softsign", "Erf", "LeakyRelu", "Exp"};
@@ -642,6 +750,7 @@ int main(int argc, char **argv) {
   test_views();
   test_random();
   test_plan();
+  test_gelu(); /* last: its draws of rnd() would change the random chains above */
   printf("unit_cpu_tile: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -1,0 +1,111 @@
+/* cpu_fallback/nn_avx512: the softmax rows primitive (nn.h softmax_rows)
+ * on 16 lanes with AVX-512F — the only nn file built with -mavx512f,
+ * called only where kiln_vm_cpu_has_avx512() is true (nn_avx2.c asks).
+ * Bit for bit the scalar twin's composition (nn_base.c: max, x − m, exp,
+ * the 8-lane sum and its fold, y·(1/sum) + 0):
+ * - the max is taken in another order; only its value is used, and a max
+ *   of ±0 gives the same x − m for every x but −0, whose exp is 1 either way;
+ *   a NaN anywhere makes it NaN, as in the twin;
+ * - exp is vmath's AVX-512 kernel (bit-identical to its twin);
+ * - the sum keeps the twin's 8 partial sums in its order: each 16-float
+ *   block adds its low 8 then its high 8 to one 8-lane accumulator; two
+ *   rows at a time, so that their chains of dependent adds overlap. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_fallback/nn.h"
+
+static __mmask16 mask_of(size_t r) { return (__mmask16)((1u << r) - 1u); }
+
+/* max of x[0..n) (n >= 1), NaN when any element is NaN. */
+static float row_max(size_t n, const float *x) {
+  __m512 m = _mm512_set1_ps(x[0]), a = m;
+  __mmask16 nan = 0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 v = _mm512_loadu_ps(x + i), w = _mm512_loadu_ps(x + i + 16);
+    m = _mm512_max_ps(v, m);
+    a = _mm512_max_ps(w, a);
+    nan |= _mm512_cmp_ps_mask(v, w, _CMP_UNORD_Q);
+  }
+  for (; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : mask_of(n - i);
+    __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(x[0]), k, x + i);
+    m = _mm512_max_ps(v, m);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  }
+  if (nan) return NAN;
+  return _mm512_reduce_max_ps(_mm512_max_ps(m, a));
+}
+
+/* y = x - m, then exp in place. */
+static void row_exp(size_t n, const float *x, float m, float *y) {
+  __m512 vm = _mm512_set1_ps(m);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+  if (i < n) {
+    __mmask16 k = mask_of(n - i);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+  }
+  kiln_vm_exp_avx512(n, y, y);
+}
+
+/* ((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)), as nn_avx2.c fold8. */
+static float fold8(__m256 v) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 h = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
+/* The 8-lane sum of a tail of r < 16 floats after the blocks: its low 8
+ * (zeros past r) then its high 8, as the twin's lanes take them. */
+static __m256 sum_tail(__m256 s, const float *y, size_t r) {
+  __m512 v = _mm512_maskz_loadu_ps(mask_of(r), y);
+  s = _mm256_add_ps(s, _mm512_castps512_ps256(v));
+  if (r > 8) s = _mm256_add_ps(s, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  return s;
+}
+
+static void row_scale(size_t n, float *y, float a) {
+  __m512 va = _mm512_set1_ps(a), zero = _mm512_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(y + i), va), zero));
+  if (i < n) {
+    __mmask16 k = mask_of(n - i);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), va), zero));
+  }
+}
+
+void kiln_nn_softmax_rows_avx512(size_t rows, size_t n, const float *x, float *y) {
+  size_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    const float *x0 = x + r * n, *x1 = x0 + n;
+    float *y0 = y + r * n, *y1 = y0 + n;
+    row_exp(n, x0, row_max(n, x0), y0);
+    row_exp(n, x1, row_max(n, x1), y1);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) { /* two independent chains */
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(y1 + i));
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i + 8));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(y1 + i + 8));
+    }
+    if (i < n) s0 = sum_tail(s0, y0 + i, n - i), s1 = sum_tail(s1, y1 + i, n - i);
+    row_scale(n, y0, 1.0f / fold8(s0));
+    row_scale(n, y1, 1.0f / fold8(s1));
+  }
+  for (; r < rows; r++) {
+    const float *x0 = x + r * n;
+    float *y0 = y + r * n;
+    row_exp(n, x0, row_max(n, x0), y0);
+    __m256 s0 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i));
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i + 8));
+    }
+    if (i < n) s0 = sum_tail(s0, y0 + i, n - i);
+    row_scale(n, y0, 1.0f / fold8(s0));
+  }
+}
