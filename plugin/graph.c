@@ -3,9 +3,13 @@
  * thread. onnxRunGraph only queues: the worker waits for the input fence,
  * runs, copies outputs into the host's buffers and signals the output
  * event, so a host may signal its input event after onnxRunGraph returns.
- * Runs on one graph execute one at a time in submission order. */
+ * A host thread that waits on a run's output event while that run has not
+ * started and its input is signalled runs it itself (kiln_graph_wait_run;
+ * KILN_RUN_ON_WAIT=0: never). Runs on one graph execute one at a time in
+ * submission order. */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/alloc.h"
@@ -293,6 +297,9 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
     goto fail;
   }
+  atomic_init(&h->pins, 0);
+  const char *row = getenv("KILN_RUN_ON_WAIT");
+  h->run_on_wait = !(row && !strcmp(row, "0"));
   kiln_log(KILN_LOG_INFO, "graph '%s' ready on %s: %d nodes, %d values, %d inputs (%u weights), %d outputs",
            g->name, b->engine->name, g->n_nodes, g->n_values, g->n_inputs, (unsigned)nweights, g->n_outputs);
   *out = h;
@@ -504,25 +511,92 @@ static onnxStatus execute(kiln_graph_handle *h, kiln_job *j) {
   return kiln_onnx_status(s);
 }
 
+/* Runs job j, which this thread took, counts it, signals its output and
+ * frees it. */
+static void run_job(kiln_graph_handle *h, kiln_job *j, bool waiter) {
+  kiln_error_clear();
+  onnxStatus st = execute(h, j);
+  pthread_mutex_lock(&h->mu); /* counted before the signal: a host reading the statistics after its wait sees it */
+  if (waiter) h->runs_waiter++;
+  else h->runs_worker++;
+  pthread_mutex_unlock(&h->mu);
+  kiln_event_signal(j->output, st, st ? kiln_last_error() : NULL);
+  job_free(j);
+}
+
+/* The worker takes the queued jobs in order. Lock order: h->mu before an
+ * event's mu (never the reverse), so the events' references taken here and
+ * the input checks of kiln_graph_wait_run cannot deadlock. */
 static void *worker_main(void *arg) {
   kiln_graph_handle *h = arg;
   pthread_mutex_lock(&h->mu);
   for (;;) {
-    while (!h->head && !h->stopping) pthread_cond_wait(&h->cv, &h->mu);
+    while (h->busy || (!h->head && !h->stopping)) pthread_cond_wait(&h->cv, &h->mu);
     kiln_job *j = h->head;
     if (!j) break; /* stopping and drained */
     h->head = j->next;
     if (!h->head) h->tail = NULL;
+    h->busy = true;
+    kiln_event *in = j->input;
+    if (in) {
+      /* our own reference: a thread that takes the job over frees it */
+      kiln_event_ref(in);
+      h->current = j;
+      pthread_mutex_unlock(&h->mu);
+      kiln_event_wait(in);
+      kiln_event_unref(in);
+      pthread_mutex_lock(&h->mu);
+      if (h->current != j) continue; /* taken over: that thread clears busy */
+      h->current = NULL;
+    }
     pthread_mutex_unlock(&h->mu);
-    if (j->input) kiln_event_wait(j->input);
-    kiln_error_clear();
-    onnxStatus st = execute(h, j);
-    kiln_event_signal(j->output, st, st ? kiln_last_error() : NULL);
-    job_free(j);
+    run_job(h, j, false);
     pthread_mutex_lock(&h->mu);
+    h->busy = false;
   }
   pthread_mutex_unlock(&h->mu);
   return NULL;
+}
+
+static bool input_ready(kiln_event *in) {
+  if (!in) return true;
+  pthread_mutex_lock(&in->mu);
+  bool r = in->signalled;
+  pthread_mutex_unlock(&in->mu);
+  return r;
+}
+
+void kiln_graph_wait_run(kiln_event *e) {
+  kiln_graph_handle *h = NULL;
+  /* unsignalled, the event's run is pending, so its graph is alive (a
+     release drains the runs first); the pin keeps it so until we leave */
+  pthread_mutex_lock(&e->mu);
+  if (!e->signalled && e->graph && e->graph->run_on_wait) {
+    h = e->graph;
+    atomic_fetch_add(&h->pins, 1);
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (h) {
+    kiln_job *j = NULL;
+    pthread_mutex_lock(&h->mu);
+    if (h->current && h->current->output == e && input_ready(h->current->input)) {
+      j = h->current; /* the worker waits on its input: ours now (busy stays set) */
+      h->current = NULL;
+    } else if (!h->busy && h->head && h->head->output == e && input_ready(h->head->input)) {
+      j = h->head; /* next in line and nothing running: run it here */
+      h->head = j->next;
+      if (!h->head) h->tail = NULL;
+      h->busy = true;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (j) run_job(h, j, true);
+    pthread_mutex_lock(&h->mu);
+    if (j) h->busy = false;
+    atomic_fetch_sub(&h->pins, 1);
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+  }
+  kiln_event_wait(e);
 }
 
 onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **output) {
@@ -567,6 +641,7 @@ onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **
     return ONNXIFI_STATUS_NO_SYSTEM_MEMORY;
   }
   kiln_event_ref(ev); /* the job's reference; the host holds the first */
+  ev->graph = h;
   if (input) {
     kiln_event_ref(input);
     j->input = input;
@@ -587,6 +662,10 @@ void kiln_graph_release(kiln_graph_handle *h) {
   bool started = h->worker_started;
   pthread_mutex_unlock(&h->mu);
   if (started) pthread_join(h->worker, NULL); /* drains queued runs first */
+  /* threads still inside kiln_graph_wait_run leave before the free */
+  pthread_mutex_lock(&h->mu);
+  while (h->busy || atomic_load(&h->pins)) pthread_cond_wait(&h->cv, &h->mu);
+  pthread_mutex_unlock(&h->mu);
   if (h->observing) kiln_graph_observe_stop(h); /* the totals, as at a stop */
   pthread_cond_destroy(&h->cv);
   pthread_mutex_destroy(&h->mu);

@@ -5,6 +5,7 @@
 #include <onnx/onnxifi.h>
 #include <onnx/onnxifi_ext.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -295,9 +296,10 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxWaitEvent(onnxEvent event) {
     return fail(ONNXIFI_STATUS_INVALID_EVENT, "%s", "unknown or released event");
   kiln_event *e = event;
   kiln_event_ref(e);
-  kiln_event_wait(e);
+  kiln_graph_wait_run(e);
   onnxStatus st = e->status;
   if (st) kiln_error_set_message(e->message);
+  else kiln_error_clear(); /* a run made on this thread may leave notes behind */
   kiln_event_unref(e);
   return st ? ONNXIFI_STATUS_INTERNAL_ERROR : ONNXIFI_STATUS_SUCCESS;
 }
@@ -458,15 +460,24 @@ static onnxStatus get_graph_statistics(onnxGraph graph, kilnGraphStatistics *sta
   if (!kiln_handle_valid(graph, KILN_H_GRAPH))
     return fail(ONNXIFI_STATUS_INVALID_GRAPH, "%s", "unknown or released graph");
   if (!stats) return fail(ONNXIFI_STATUS_INVALID_POINTER, "%s", "stats is NULL");
-  if (stats->size < sizeof *stats)
+  /* the struct as first published ended at fusedNodes: hosts built with it keep working */
+  size_t known = offsetof(kilnGraphStatistics, runsOnWorker);
+  if (stats->size < known)
     return fail(ONNXIFI_STATUS_INVALID_SIZE, "%s", "stats->size is smaller than kilnGraphStatistics");
+  size_t n = stats->size < sizeof *stats ? (size_t)stats->size : sizeof *stats;
   kiln_graph_handle *h = graph;
-  memset(stats, 0, sizeof *stats);
-  stats->size = sizeof *stats;
+  kilnGraphStatistics all;
+  memset(&all, 0, sizeof all);
   /* the worker holds obs_mu around each run: a plan may grow during one */
   pthread_mutex_lock(&h->obs_mu);
-  if (h->backend->engine->stats) h->backend->engine->stats(h->plan, h->g, stats);
+  if (h->backend->engine->stats) h->backend->engine->stats(h->plan, h->g, &all);
   pthread_mutex_unlock(&h->obs_mu);
+  pthread_mutex_lock(&h->mu);
+  all.runsOnWorker = h->runs_worker;
+  all.runsOnWaitingThread = h->runs_waiter;
+  pthread_mutex_unlock(&h->mu);
+  all.size = n;
+  memcpy(stats, &all, n);
   return ONNXIFI_STATUS_SUCCESS;
 }
 

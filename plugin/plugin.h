@@ -5,6 +5,7 @@
 #define KILN_PLUGIN_H
 #include <onnx/onnxifi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "include/kiln/kiln_ext.h"
@@ -94,6 +95,10 @@ typedef struct kiln_event {
   bool from_run;     /* made by onnxRunGraph: carries the run's status */
   onnxStatus status; /* outcome of the run */
   char *message;     /* failure text (owned) */
+  /* an output event: the graph whose run signals it, so that the thread
+   * waiting on it can run that job itself (kiln_graph_wait_run); set at
+   * onnxRunGraph, valid while the event is not signalled */
+  struct kiln_graph_handle *graph;
 } kiln_event;
 
 kiln_status kiln_event_new(bool from_run, kiln_event **out);
@@ -137,6 +142,15 @@ typedef struct kiln_graph_handle {
   bool worker_started, stopping;
   pthread_t worker;
   kiln_job *head, *tail;
+  /* one job runs at a time: busy from the moment the worker or a waiting
+   * host thread takes a job until its output is signalled; current is the
+   * job the worker took and waits on the input of (a waiting host thread
+   * may take it over, kiln_graph_wait_run), else NULL */
+  bool busy;
+  kiln_job *current;
+  bool run_on_wait; /* KILN_RUN_ON_WAIT (default 1): the waiting thread runs its own job */
+  atomic_int pins;  /* threads inside kiln_graph_wait_run: the release waits for them */
+  uint64_t runs_worker, runs_waiter; /* runs each kind of thread executed (kilnGetGraphStatistics) */
   void **in_mem; /* per graph-input index: a device buffer bound instead of in_bind's data, or NULL */
   /* held by onnxSetGraphIO, onnxRunGraph and onnxSetIOAndRunGraph, so that
    * the last binds and queues as one step when threads share a graph */
@@ -149,6 +163,12 @@ onnxStatus kiln_graph_set_io(kiln_graph_handle *h, uint32_t nin, const onnxTenso
                              const onnxTensorDescriptorV1 *out);
 onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **output);
 void kiln_graph_release(kiln_graph_handle *h);
+/* Waits for an event: when it is the output of a run whose input is
+ * signalled (or absent) and that run has not started, the calling thread
+ * runs it itself, sparing the two thread hand-offs (host -> worker ->
+ * host) of a run queued with onnxRunGraph; otherwise it waits as
+ * kiln_event_wait does. */
+void kiln_graph_wait_run(kiln_event *e);
 
 /* Observers (plugin/observe.c, the kiln_ext.h functions' bodies). The
  * engine sees the observer through kiln_obs_run_current() during run(). */

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1871,13 +1872,115 @@ static void test_graph_statistics(void) {
         "size %llu, %llu imported, %llu planned, %llu kernels, %llu views, %llu materialised",
         (unsigned long long)gs.size, (unsigned long long)gs.nodesImported, (unsigned long long)gs.nodesPlanned,
         (unsigned long long)gs.kernelNodes, (unsigned long long)gs.viewNodes, (unsigned long long)gs.materializedViews);
-  gs.size = sizeof gs - 8;
+  gs.size = offsetof(kilnGraphStatistics, runsOnWorker) - 8; /* shorter than the struct ever was */
   check_st("kilnGetGraphStatistics(size too small)", stats(g, &gs), ONNXIFI_STATUS_INVALID_SIZE);
   check_st("kilnGetGraphStatistics(NULL stats)", stats(g, NULL), ONNXIFI_STATUS_INVALID_POINTER);
   check_st("kilnGetGraphStatistics(unknown graph)", stats(BOGUS, &gs), ONNXIFI_STATUS_INVALID_GRAPH);
   check_st("ReleaseGraph(statistics graph)", lib.onnxReleaseGraph(g), ONNXIFI_STATUS_SUCCESS);
   gs.size = sizeof gs;
   check_st("kilnGetGraphStatistics(released graph)", stats(g, &gs), ONNXIFI_STATUS_INVALID_GRAPH);
+}
+
+/* Where runs run: a host thread waiting on the output of a run that has
+ * not started (input signalled) runs it itself (KILN_RUN_ON_WAIT, read at
+ * graph init). Each run is counted once, by the thread that ran it; the
+ * results are the worker's; runs queued behind an unsignalled input wait
+ * for it, in order. */
+static bool stats_of(kilnGetGraphStatisticsFunction stats, onnxGraph g, kilnGraphStatistics *gs) {
+  memset(gs, 0, sizeof *gs);
+  gs->size = sizeof *gs;
+  return stats(g, gs) == ONNXIFI_STATUS_SUCCESS;
+}
+
+static void run_on_wait_case(kilnGetGraphStatisticsFunction stats, bool on_wait) {
+  const char *tag = on_wait ? "run on wait" : "KILN_RUN_ON_WAIT=0";
+  setenv("KILN_RUN_ON_WAIT", on_wait ? "1" : "0", 1);
+  size_t size;
+  void *model = model_add(&size);
+  onnxGraph g = model ? init_graph(model, size) : NULL;
+  free(model);
+  unsetenv("KILN_RUN_ON_WAIT");
+  if (!check(fmt("InitGraph(Add, %s)", tag), g != NULL, "a graph", "%s", "NULL")) return;
+  enum { RUNS = 200, QUEUED = 3 };
+  uint64_t s23[2] = {2, 3};
+  float a[QUEUED][6], b[6], sum[QUEUED][6];
+  for (int i = 0; i < 6; i++) b[i] = (float)i;
+  int bad = 0;
+  /* the host pattern of ONNX's driver and Caffe2: RunGraph, SignalEvent(input), WaitEvent(output) */
+  for (int r = 0; r < RUNS && !bad; r++) {
+    for (int i = 0; i < 6; i++) a[0][i] = (float)(r * 6 + i);
+    onnxTensorDescriptorV1 in[2] = {td("add_a", T_F32, 2, s23, a[0]), td("add_b", T_F32, 2, s23, b)};
+    onnxTensorDescriptorV1 out = td("add_sum", T_F32, 2, s23, sum[0]);
+    onnxStatus ws = ONNXIFI_STATUS_INTERNAL_ERROR;
+    if (lib.onnxSetGraphIO(g, 2, in, 1, &out) || run_once(g, &ws) || ws) bad = 1;
+    for (int i = 0; i < 6 && !bad; i++)
+      if (sum[0][i] != (float)(r * 6 + 2 * i)) bad = 2;
+  }
+  check(fmt("%d runs RunGraph/SignalEvent/WaitEvent (%s)", RUNS, tag), !bad, "every run succeeds with a+b",
+        "%s", bad == 1 ? "a failed call" : "a wrong sum");
+  kilnGraphStatistics gs;
+  if (stats_of(stats, g, &gs))
+    check(fmt("each run counted once, by the thread that ran it (%s)", tag),
+          gs.runsOnWorker + gs.runsOnWaitingThread == RUNS &&
+              (on_wait ? gs.runsOnWaitingThread > 0 : gs.runsOnWaitingThread == 0),
+          on_wait ? "200 in all, some on the waiting thread" : "200 in all, none on the waiting thread",
+          "%llu on the worker, %llu on the waiting thread", (unsigned long long)gs.runsOnWorker,
+          (unsigned long long)gs.runsOnWaitingThread);
+  /* three runs queued behind unsignalled inputs, signalled last to first;
+     the host waits on the last run's output first (not next in line: it
+     waits), then on the others */
+  onnxEvent ins[QUEUED] = {0}, outs[QUEUED] = {0};
+  bool queued = true;
+  for (int q = 0; q < QUEUED && queued; q++) {
+    for (int i = 0; i < 6; i++) a[q][i] = (float)(100 * (q + 1) + i), sum[q][i] = -1.0f;
+    onnxTensorDescriptorV1 in[2] = {td("add_a", T_F32, 2, s23, a[q]), td("add_b", T_F32, 2, s23, b)};
+    onnxTensorDescriptorV1 out = td("add_sum", T_F32, 2, s23, sum[q]);
+    ins[q] = new_event();
+    onnxMemoryFenceV1 fin = fence(ins[q]), fout = fence(NULL);
+    queued = ins[q] && !lib.onnxSetGraphIO(g, 2, in, 1, &out) && !lib.onnxRunGraph(g, &fin, &fout);
+    outs[q] = fout.event;
+  }
+  if (check(fmt("three runs queued behind unsignalled inputs (%s)", tag), queued, "queued", "%s", "a failure")) {
+    onnxEventState es = ONNXIFI_EVENT_STATE_INVALID;
+    check("the first queued run waits for its input", !lib.onnxGetEventState(outs[0], &es) &&
+          es == ONNXIFI_EVENT_STATE_NONSIGNALLED, "NONSIGNALLED", "%s", evstate_name(es));
+    for (int q = QUEUED - 1; q >= 0; q--)
+      check_st(fmt("SignalEvent(input of queued run %d)", q), lib.onnxSignalEvent(ins[q]), ONNXIFI_STATUS_SUCCESS);
+    check_st("WaitEvent(last queued run) first", lib.onnxWaitEvent(outs[QUEUED - 1]), ONNXIFI_STATUS_SUCCESS);
+    for (int q = 0; q < QUEUED - 1; q++)
+      check_st(fmt("WaitEvent(queued run %d)", q), lib.onnxWaitEvent(outs[q]), ONNXIFI_STATUS_SUCCESS);
+    bool right = true;
+    for (int q = 0; q < QUEUED; q++)
+      for (int i = 0; i < 6; i++) right = right && sum[q][i] == (float)(100 * (q + 1) + 2 * i);
+    check(fmt("each queued run wrote its own a+b (%s)", tag), right, "three right sums", "%s", "a wrong sum");
+    if (stats_of(stats, g, &gs))
+      check(fmt("queued runs counted once each (%s)", tag), gs.runsOnWorker + gs.runsOnWaitingThread == RUNS + QUEUED,
+            "203 in all", "%llu", (unsigned long long)(gs.runsOnWorker + gs.runsOnWaitingThread));
+  }
+  for (int q = 0; q < QUEUED; q++) {
+    release_event(ins[q]);
+    release_event(outs[q]);
+  }
+  /* a host built with the struct as first published (ending at fusedNodes) */
+  memset(&gs, 0xab, sizeof gs);
+  gs.size = offsetof(kilnGraphStatistics, runsOnWorker);
+  check("kilnGetGraphStatistics(the older, shorter struct)",
+        stats(g, &gs) == ONNXIFI_STATUS_SUCCESS && gs.size == offsetof(kilnGraphStatistics, runsOnWorker) &&
+            gs.nodesImported == 1 && gs.runsOnWorker == 0xababababababababull,
+        "success, its size kept, nothing written past it", "size %llu, runsOnWorker %llx",
+        (unsigned long long)gs.size, (unsigned long long)gs.runsOnWorker);
+  drop_graph(&g);
+}
+
+static void test_run_on_wait(void) {
+  onnxExtensionFunctionPointer fp = NULL;
+  if (!get_ext || get_ext(g_id, "kilnGetGraphStatistics", &fp)) {
+    check("kilnGetGraphStatistics for the run-on-wait tests", false, "the extension", "%s", "none");
+    return;
+  }
+  kilnGetGraphStatisticsFunction stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
+  run_on_wait_case(stats, true);
+  run_on_wait_case(stats, false);
 }
 
 static void test_bool(void) {
@@ -2048,6 +2151,7 @@ int main(int argc, char **argv) {
   test_extensions();
   test_bool();
   test_graph_statistics();
+  test_run_on_wait();
   test_node_case("test_relu");
   test_node_case("test_add");
   test_node_case("test_not_2d");

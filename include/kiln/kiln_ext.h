@@ -56,6 +56,11 @@ typedef struct kilnGraphStatistics {
   /* fusion (0 with KILN_FUSION=0 or on backends that do not fuse) */
   uint64_t fusedGroups;       /* kernels that each run two or more nodes (fused groups) */
   uint64_t fusedNodes;        /* nodes inside those groups */
+  /* where the runs ran (added after the fields above: a host built with the
+   * shorter struct passes its smaller size and gets the fields it knows) */
+  uint64_t runsOnWorker;        /* runs executed by the graph's worker thread */
+  uint64_t runsOnWaitingThread; /* runs executed by the host thread that waited on their output event (the run
+                                   had not started and its input was signalled; KILN_RUN_ON_WAIT=0: never) */
 } kilnGraphStatistics;
 typedef onnxStatus (*kilnGetGraphStatisticsFunction)(onnxGraph graph, kilnGraphStatistics *stats);
 
