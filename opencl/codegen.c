@@ -48,7 +48,8 @@ static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(
  * underflow edges give what the built-ins give (exp: +inf, +0; tanh,
  * erf: ±1; sigmoid: 1, 0), ±0 keeps its sign where the built-in does.
  * Measured error against double (opencl/ENGINE.md): exp and erf 1 ulp,
- * sigmoid 2, tanh (the CPU's rational form since 2026-11-25) 5.
+ * sigmoid 2, tanh (the CPU's rational form since 2026-11-25) 5 on PoCL,
+ * 6 on rusticl (llvmpipe does not fuse the multiply-adds).
  * Printed once per element type T with I the integer type of its shape. */
 #define KILN_S_(x) #x
 #define KILN_S(x) KILN_S_(x)
