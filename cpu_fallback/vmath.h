@@ -132,21 +132,13 @@ const char *kiln_vm_isa_name(kiln_vm_isa isa); /* "base", "avx2" */
 #define KILN_VM_LOG_P6 2.0000714765e-1f
 #define KILN_VM_LOG_P7 -2.4999993993e-1f
 #define KILN_VM_LOG_P8 3.3333331174e-1f
-/* tanh: |x| < 0.625: x + x·z·P(z), z = x²; else 1 − 2/(e^{2|x|} + 1)
- * with |x| clamped to 10 (tanh rounds to 1 from 9.01 on) (Cephes tanhf). */
-#define KILN_VM_TANH_SPLIT 0.625f
-#define KILN_VM_TANH_CLAMP 10.0f
-#define KILN_VM_TANH_P0 -5.70498872745e-3f
-#define KILN_VM_TANH_P1 2.06390887954e-2f
-#define KILN_VM_TANH_P2 -5.37397155531e-2f
-#define KILN_VM_TANH_P3 1.33314422036e-1f
-#define KILN_VM_TANH_P4 -3.33332819422e-1f
-/* tanh on the CPU since 2026-11-25 (the constants above stay for the OpenCL
- * generator): x·P(x²)/Q(x²) with x clamped to ±9.1 (tanh rounds to ±1 from
- * 9.01 on), P and Q of degree 4 with P(0) = Q(0) = 1, all coefficients
- * positive (no cancellation in Horner's scheme); a rational fit of
- * tanh(x)/x on [0, 9.1] made for kiln (iteratively reweighted least
- * squares on the relative error, 0.4 ulp before rounding to float). */
+/* tanh (since 2026-11-25; the OpenCL generator prints the same P and Q with
+ * its own saturation bound, opencl/codegen.c KILN_CL_TANH_SAT):
+ * x·P(x²)/Q(x²) with x clamped to ±9.1 (tanh rounds to ±1 from 9.01 on),
+ * P and Q of degree 4 with P(0) = Q(0) = 1, all coefficients positive (no
+ * cancellation in Horner's scheme); a rational fit of tanh(x)/x on
+ * [0, 9.1] made for kiln (iteratively reweighted least squares on the
+ * relative error, 0.4 ulp before rounding to float). */
 #define KILN_VM_TANH_R_CLAMP 9.1f
 #define KILN_VM_TANH_RP1 0x1.11f8a2p-3f
 #define KILN_VM_TANH_RP2 0x1.c99c5p-9f

@@ -34,27 +34,40 @@ static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(
 /* kiln's float math (default; KILN_CL_MATH=builtin: the built-ins)    */
 
 /* exp, tanh, sigmoid and erf of float and floatW as straight-line code:
- * the clamps, range reductions and polynomials of the CPU's vmath
- * (cpu_fallback/VMATH.md; the coefficients are vmath.h's), every branch a
- * select, so that they vectorise where the built-ins did not (PoCL's
- * float4 exp/tanh composed in one kernel cost more than apart). Rounding
- * to an integer adds 1.5 * 2^23 (PoCL's rint is a scalar call per lane);
- * multiply-adds are KILN_MAD. NaN in gives NaN out (x + x), ±inf and
- * the overflow / underflow edges give what the built-ins give (exp: +inf,
- * +0; tanh, erf: ±1; sigmoid: 1, 0), ±0 keeps its sign where the built-in
- * does. Measured error against double (opencl/ENGINE.md): the CPU's
- * bounds, exp/tanh/erf 1 ulp, sigmoid 2. Printed once per element type
- * T with I the integer type of its shape. */
+ * the clamps, range reductions, polynomials and rational functions of the
+ * CPU's vmath (cpu_fallback/VMATH.md; the coefficients are vmath.h's),
+ * every branch a select, so that they vectorise where the built-ins did
+ * not (PoCL's float4 exp/tanh composed in one kernel cost more than
+ * apart). Rounding to an integer adds 1.5 * 2^23 (PoCL's rint is a scalar
+ * call per lane); multiply-adds are KILN_MAD. Clamps are selects on a
+ * comparison, select(x, lo, isless(x, lo)), not fmin/fmax: a comparison
+ * with NaN is false, so a NaN goes through the clamp and then through
+ * every later step (NaN in gives NaN out without a fix-up select), and
+ * x86 does the pair in one min/max instruction where fmin/fmax (which
+ * return the other operand for a NaN) take three. ±inf and the overflow /
+ * underflow edges give what the built-ins give (exp: +inf, +0; tanh,
+ * erf: ±1; sigmoid: 1, 0), ±0 keeps its sign where the built-in does.
+ * Measured error against double (opencl/ENGINE.md): exp and erf 1 ulp,
+ * sigmoid 2, tanh (the CPU's rational form since 2026-11-25) 5 on PoCL,
+ * 6 on rusticl (llvmpipe does not fuse the multiply-adds).
+ * Printed once per element type T with I the integer type of its shape. */
 #define KILN_S_(x) #x
 #define KILN_S(x) KILN_S_(x)
 #define KILN_K(T, c) "(" #T ")(" KILN_S(c) ")"
+/* tanh: the largest float below atanh(1 - 2^-25), so that tanh of every
+ * float above it rounds to 1. The CPU clamps at KILN_VM_TANH_R_CLAMP and
+ * relies on its fused multiply-adds to give exactly 1 from 9.01 on;
+ * llvmpipe does not contract a * b + c, and the unfused Horner steps gave
+ * 1 +- 1 ulp there, so the OpenCL form returns +-1 beyond this bound. */
+#define KILN_CL_TANH_SAT 0x1.205966p+3f
+/* select(x, bound, x beyond it) */
+#define KILN_CLAMP_LO(T, x, lo) "select(" x ", " KILN_K(T, lo) ", isless(" x ", " KILN_K(T, lo) "))"
+#define KILN_CLAMP_HI(T, x, hi) "select(" x ", " KILN_K(T, hi) ", isgreater(" x ", " KILN_K(T, hi) "))"
 #define CL_MATH(T, I)                                                                                                  \
   "/* kiln's " #T " math (cpu_fallback/VMATH.md; KILN_CL_MATH=builtin: the built-ins) */\n"                            \
-  "/* e^x of a non-NaN x: clamped to [" KILN_S(KILN_VM_EXP_LO) ", " KILN_S(KILN_VM_EXP_HI) "], x = n ln2 + r, "        \
-  "e^r = 1 + r + r^2 P(r), times 2^(n/2) 2^(n - n/2) */\n"                                                             \
-  "inline " #T " kiln_expc_" #T "(" #T " x) {\n"                                                                       \
-  "  const " #T " c = fmin(fmax(x, " KILN_K(T, KILN_VM_EXP_LO) "), " KILN_K(T, KILN_VM_EXP_HI) ");\n"                  \
-  "  const " #T " t = KILN_MAD(c, " KILN_K(T, KILN_VM_LOG2E) ", " KILN_K(T, 0x1.8p23f) ");\n"                       \
+  "/* e^r for c = n ln2 + r, t = c log2(e) + 1.5 * 2^23 (n in its low bits), |r| <= ln2 / 2: "                        \
+  "1 + r + r^2 P(r) */\n"                                                                                              \
+  "inline " #T " kiln_expr_" #T "(" #T " c, " #T " t) {\n"                                                              \
   "  const " #T " fn = t - " KILN_K(T, 0x1.8p23f) ";\n"                                                               \
   "  const " #T " r = KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_LO) ", KILN_MAD(-fn, " KILN_K(T, KILN_VM_LN2_HI) ", c));\n" \
   "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_EXP_P0) ", r, " KILN_K(T, KILN_VM_EXP_P1) ");\n"                          \
@@ -62,34 +75,49 @@ static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(
   "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P3) ");\n"                                                             \
   "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P4) ");\n"                                                             \
   "  p = KILN_MAD(p, r, " KILN_K(T, KILN_VM_EXP_P5) ");\n"                                                             \
-  "  p = KILN_MAD(p, r * r, r) + (" #T ")(1.0f);\n"                                                                    \
-  "  const " #I " n = as_" #I "(t) - as_" #I "(" KILN_K(T, 0x1.8p23f) "), n1 = n >> 1, n2 = n - n1;\n"                 \
-  "  return p * as_" #T "((n1 + 127) << 23) * as_" #T "((n2 + 127) << 23);\n"                                          \
+  "  return KILN_MAD(p, r * r, r) + (" #T ")(1.0f);\n"                                                                 \
   "}\n"                                                                                                                \
-  "inline " #T " kiln_exp_" #T "(" #T " x) { return select(kiln_expc_" #T "(x), x + x, isnan(x)); }\n"                 \
-  "/* |x| < " KILN_S(KILN_VM_TANH_SPLIT) ": x + x z P(z), z = x^2; else 1 - 2 / (e^2|x| + 1), |x| <= "                 \
-  KILN_S(KILN_VM_TANH_CLAMP) "; the sign of x */\n"                                                                    \
+  "/* e^c for c in [" KILN_S(KILN_VM_EXP_LO) ", " KILN_S(KILN_VM_EXP_HI) "] or NaN: e^r times 2^(n/2) 2^(n - n/2) "     \
+  "(a denormal result rounded once) */\n"                                                                              \
+  "inline " #T " kiln_expc_" #T "(" #T " c) {\n"                                                                       \
+  "  const " #T " t = KILN_MAD(c, " KILN_K(T, KILN_VM_LOG2E) ", " KILN_K(T, 0x1.8p23f) ");\n"                       \
+  "  /* m = n + 254 from t's bits (1.5 * 2^23 is 0x4b400000), h = n/2 + 127, m - h = n - n/2 + 127 */\n"             \
+  "  const " #I " m = as_" #I "(t) - 0x4b3fff02, h = m >> 1;\n"                                                        \
+  "  return kiln_expr_" #T "(c, t) * as_" #T "(h << 23) * as_" #T "((m - h) << 23);\n"                                 \
+  "}\n"                                                                                                                \
+  "inline " #T " kiln_exp_" #T "(" #T " x) {\n"                                                                        \
+  "  const " #T " c = " KILN_CLAMP_LO(T, "x", KILN_VM_EXP_LO) ";\n"                                                    \
+  "  return kiln_expc_" #T "(" KILN_CLAMP_HI(T, "c", KILN_VM_EXP_HI) ");\n"                                            \
+  "}\n"                                                                                                                \
+  "/* c P(c^2) / Q(c^2), c = x clamped to +-" KILN_S(KILN_CL_TANH_SAT) "; +-1 beyond (odd: tanh(+-0) = +-0) */\n"       \
   "inline " #T " kiln_tanh_" #T "(" #T " x) {\n"                                                                       \
-  "  const " #T " a = fabs(x), z = x * x;\n"                                                                           \
-  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_TANH_P0) ", z, " KILN_K(T, KILN_VM_TANH_P1) ");\n"                        \
-  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P2) ");\n"                                                            \
-  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P3) ");\n"                                                            \
-  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_P4) ");\n"                                                            \
-  "  const " #T " c = fmin(a, " KILN_K(T, KILN_VM_TANH_CLAMP) "), e = kiln_expc_" #T "(c + c);\n"                      \
-  "  const " #T " big = (" #T ")(1.0f) - (" #T ")(2.0f) / (e + (" #T ")(1.0f));\n"                                     \
-  "  const " #T " y = copysign(select(big, KILN_MAD(p * z, x, x), isless(a, " KILN_K(T, KILN_VM_TANH_SPLIT) ")), x);\n" \
-  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "  const " #I " g = isgreater(x, " KILN_K(T, KILN_CL_TANH_SAT) "),\n"                                                 \
+  "            l = isless(x, " KILN_K(T, -KILN_CL_TANH_SAT) ");\n"                                                     \
+  "  const " #T " c = select(select(x, " KILN_K(T, KILN_CL_TANH_SAT) ", g), " KILN_K(T, -KILN_CL_TANH_SAT) ", l);\n"   \
+  "  const " #T " z = c * c;\n"                                                                                        \
+  "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_TANH_RP4) ", z, " KILN_K(T, KILN_VM_TANH_RP3) ");\n"                      \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_RP2) ");\n"                                                           \
+  "  p = KILN_MAD(p, z, " KILN_K(T, KILN_VM_TANH_RP1) ");\n"                                                           \
+  "  p = KILN_MAD(p, z, (" #T ")(1.0f));\n"                                                                            \
+  "  " #T " q = KILN_MAD(" KILN_K(T, KILN_VM_TANH_RQ4) ", z, " KILN_K(T, KILN_VM_TANH_RQ3) ");\n"                      \
+  "  q = KILN_MAD(q, z, " KILN_K(T, KILN_VM_TANH_RQ2) ");\n"                                                           \
+  "  q = KILN_MAD(q, z, " KILN_K(T, KILN_VM_TANH_RQ1) ");\n"                                                           \
+  "  q = KILN_MAD(q, z, (" #T ")(1.0f));\n"                                                                            \
+  "  return select(select(c * p / q, (" #T ")(1.0f), g), (" #T ")(-1.0f), l);\n"                                      \
   "}\n"                                                                                                                \
-  "/* t = e^-|x|: 1 / (1 + t) for x >= 0, t / (1 + t) below (no overflow) */\n"                                        \
+  "/* e = e^-|x| 2^64 (-|x| clamped from below only; n + 64 in [-86, 64]: one exact scaling, no denormal): "         \
+  "2^64 / (2^64 + e) for x >= 0, e / (2^64 + e) below (no overflow; the quotient of e^-|x| and 1 + e^-|x| "           \
+  "as before, a denormal result rounded once) */\n"                                                                    \
   "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                                    \
-  "  const " #T " t = kiln_expc_" #T "(-fabs(x));\n"                                                                   \
-  "  const " #T " y = select(t, (" #T ")(1.0f), isgreaterequal(x, (" #T ")(0.0f))) / ((" #T ")(1.0f) + t);\n"          \
-  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "  const " #T " a = -fabs(x), c = " KILN_CLAMP_LO(T, "a", KILN_VM_EXP_LO) ";\n"                                      \
+  "  const " #T " t = KILN_MAD(c, " KILN_K(T, KILN_VM_LOG2E) ", " KILN_K(T, 0x1.8p23f) ");\n"                       \
+  "  const " #T " e = kiln_expr_" #T "(c, t) * as_" #T "((as_" #I "(t) - 0x4b3fff41) << 23);\n"                        \
+  "  return select(e, " KILN_K(T, 0x1p64f) ", isgreaterequal(x, (" #T ")(0.0f))) / (" KILN_K(T, 0x1p64f) " + e);\n"   \
   "}\n"                                                                                                                \
   "/* |x| <= " KILN_S(KILN_VM_ERF_SPLIT) ": x + x P(x^2); else 1 - e^Q(|x|), |x| <= " KILN_S(KILN_VM_ERF_CLAMP)        \
-  "; the sign of x */\n"                                                                                               \
+  " (Q in [-18, 0]: no exp clamp); the sign of x */\n"                                                                 \
   "inline " #T " kiln_erf_" #T "(" #T " x) {\n"                                                                        \
-  "  const " #T " a = fabs(x), s = x * x, t = fmin(a, " KILN_K(T, KILN_VM_ERF_CLAMP) ");\n"                            \
+  "  const " #T " a = fabs(x), s = x * x, t = " KILN_CLAMP_HI(T, "a", KILN_VM_ERF_CLAMP) ";\n"                         \
   "  " #T " p = KILN_MAD(" KILN_K(T, KILN_VM_ERF_S0) ", s, " KILN_K(T, KILN_VM_ERF_S1) ");\n"                          \
   "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S2) ");\n"                                                             \
   "  p = KILN_MAD(p, s, " KILN_K(T, KILN_VM_ERF_S3) ");\n"                                                             \
@@ -101,8 +129,7 @@ static const cl_dialect opencl12 = {"__kernel void", "__global", "get_global_id(
   "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L5) ");\n"                                                             \
   "  q = KILN_MAD(q, t, " KILN_K(T, KILN_VM_ERF_L6) ");\n"                                                             \
   "  const " #T " big = copysign((" #T ")(1.0f) - kiln_expc_" #T "(KILN_MAD(q, t, -t)), x);\n"                         \
-  "  const " #T " y = select(big, KILN_MAD(p, x, x), islessequal(a, " KILN_K(T, KILN_VM_ERF_SPLIT) "));\n"             \
-  "  return select(y, x + x, isnan(x));\n"                                                                             \
+  "  return select(big, KILN_MAD(p, x, x), islessequal(a, " KILN_K(T, KILN_VM_ERF_SPLIT) "));\n"                       \
   "}\n"
 
 /* The built-ins under kiln's names (KILN_CL_MATH=builtin: the code before
