@@ -28,7 +28,7 @@ ok() { echo "ok    $*"; }
 
 # run NAME DIR [LOG]: the cases with the cache in DIR; output in $tmp/NAME.log
 run() {
-  env $extra "$CACHE_VAR=$2" KILN_DEVICE=opencl KILN_CL_BINARY_CACHE=1 KILN_LOG=${3:-info} \
+  env $extra "$CACHE_VAR=$2" KILN_DEVICE=opencl KILN_CL_BINARY_CACHE=1 KILN_CL_GRAPH_CACHE=1 KILN_LOG=${3:-info} \
     "$conf" --lib "$runlib" "$cases" >"$tmp/$1.log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] || ! grep -q "conformance: $ncases passed, 0 failed" "$tmp/$1.log"; then
@@ -37,6 +37,9 @@ run() {
   return 0
 }
 count() { grep -c "$1" "$tmp/$2.log"; }
+# programs and rewritten graphs served from the kiln cache (two entries per case)
+SERVED='program of .*: from the kiln cache'
+GRAPHS='rewritten graph from the kiln cache'
 entries() { ls "$1"/*.kc 2>/dev/null | wc -l; }
 
 probe=$(env KILN_DEVICE=opencl "$conf" --lib "$lib" -f none_such "$cases" 2>&1)
@@ -45,15 +48,16 @@ case "$probe" in *"skipped: no usable OpenCL device"*) echo "$probe"; exit 77 ;;
 # 1. a missing directory is created; every graph built from source and stored
 d=$tmp/cache/a/b
 if run missing "$d"; then
-  [ "$(count 'built from source' missing)" -eq "$ncases" ] && [ "$(entries "$d")" -eq "$ncases" ] &&
-    ok "missing directory: created, $ncases entries stored" ||
+  [ "$(count 'built from source' missing)" -eq "$ncases" ] && [ "$(entries "$d")" -eq $((2 * ncases)) ] &&
+    ok "missing directory: created, $((2 * ncases)) entries stored (a program and a rewritten graph per case)" ||
     bad "missing directory: $(count 'built from source' missing) builds, $(entries "$d") entries"
 fi
 # 2. warm: every program from the cache
 if run warm "$d"; then
-  [ "$(count 'from the kiln cache' warm)" -eq "$ncases" ] && [ "$(count 'built from source' warm)" -eq 0 ] &&
-    ok "warm cache: $ncases programs from the cache" ||
-    bad "warm cache: $(count 'from the kiln cache' warm) from the cache, $(count 'built from source' warm) built"
+  [ "$(count "$SERVED" warm)" -eq "$ncases" ] && [ "$(count "$GRAPHS" warm)" -eq "$ncases" ] &&
+    [ "$(count 'built from source' warm)" -eq 0 ] &&
+    ok "warm cache: $ncases programs and rewritten graphs from the cache" ||
+    bad "warm cache: $(count "$SERVED" warm) programs and $(count "$GRAPHS" warm) graphs from the cache, $(count 'built from source' warm) built"
 fi
 
 # 3-5. unusable directories: kiln runs, one warning per directory
@@ -116,12 +120,15 @@ EOF
   done
   run "$1" "$tmp/dmg" || return
   built=$(count 'built from source' "$1")
-  served=$(count 'from the kiln cache' "$1")
-  [ "$built" -eq "$ncases" ] && [ "$served" -eq 0 ] && [ "$(entries "$tmp/dmg")" -eq "$ncases" ] &&
+  served=$(count "$SERVED" "$1")
+  graphs=$(count "$GRAPHS" "$1")
+  [ "$built" -eq "$ncases" ] && [ "$served" -eq 0 ] && [ "$graphs" -eq 0 ] &&
+    [ "$(entries "$tmp/dmg")" -eq $((2 * ncases)) ] &&
     ok "$1: every damaged entry rebuilt from source and stored again" ||
-    bad "$1: $built built from source, $served served from the cache, $(entries "$tmp/dmg") entries"
+    bad "$1: $built built from source, $served programs and $graphs graphs served from the cache, $(entries "$tmp/dmg") entries"
   run "$1-after" "$tmp/dmg" || return
-  [ "$(count 'from the kiln cache' "$1-after")" -eq "$ncases" ] && ok "$1: the rewritten entries are served" ||
+  [ "$(count "$SERVED" "$1-after")" -eq "$ncases" ] && [ "$(count "$GRAPHS" "$1-after")" -eq "$ncases" ] &&
+    ok "$1: the rewritten entries are served" ||
     bad "$1: the rewritten entries are not served"
 }
 damage truncated truncate
@@ -148,7 +155,8 @@ wait
 for k in 1 2 3 4; do grep -q "conformance: $ncases passed, 0 failed" "$tmp/par$k.log" || bad "parallel fill: process $k"; done
 tmps=$(ls -A "$tmp/par" | grep -c '\.tmp$')
 if run par-after "$tmp/par"; then
-  served=$(count 'from the kiln cache' par-after)
+  served=$(count "$SERVED" par-after)
+  [ "$(count "$GRAPHS" par-after)" -eq "$ncases" ] || served=-1
   corrupt=$(count 'deleted, it will be rebuilt' par-after)
   [ "$served" -eq "$ncases" ] && [ "$corrupt" -eq 0 ] && [ "$tmps" -eq 0 ] &&
     ok "parallel fill: 4 processes, then every entry served, none damaged, no temporary file left" ||
