@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,13 +13,6 @@
 #include <unistd.h>
 
 #include "ir/alloc.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
 
 /* ---- the thread count ---- */
 
@@ -86,13 +80,17 @@ static int refs;
 static pthread_mutex_t one_loop = PTHREAD_MUTEX_INITIALIZER; /* held by the thread running a loop on the pool */
 
 /* Spin-then-block. Waking a thread blocked on a condition variable took
- * ~20 us here (2-core VM; a loop of 8 tasks of 5 us on 2 threads took as
- * long as on one), about the length of a small network's steps; the plan
+ * ~20 us here (2-core VM; a loop of 8 tasks of 7 us each on 2 threads took
+ * as long as on one), the length of a small network's steps, and the plan
  * executor starts the next step's loop a few microseconds after the last
  * one ends. So a worker that finished a loop polls for the next one for up
- * to KILN_POOL_SPIN_NS before it blocks, and the caller polls for the
- * workers still inside its loop as long before it blocks (GEMM_CONV.md
- * "Threads"). The clock is read once per 64 pauses. */
+ * to KILN_POOL_SPIN_NS before it blocks, and the caller polls as long for
+ * the workers still inside its loop. The poll yields the core (sched_yield)
+ * instead of pausing on it: on a machine with more runnable threads than
+ * cores a pausing spinner took the core from the thread it waited for
+ * (MobileNetV2 and small_cnn at 2 threads, kiln/onnxruntime: pausing
+ * worse than blocking at once, yielding better; GEMM_CONV.md "Two
+ * threads"). The clock is read every 4 polls. */
 #define KILN_POOL_SPIN_NS 50000
 
 static int64_t mono_ns(void) {
@@ -106,12 +104,12 @@ static bool spin_until(bool (*done)(const void *), const void *arg) {
   int64_t t0 = 0;
   for (unsigned i = 0;; i++) {
     if (done(arg)) return true;
-    if (i % 64 == 63) {
+    if (i % 4 == 3) {
       int64_t t = mono_ns();
       if (!t0) t0 = t;
       else if (t - t0 > KILN_POOL_SPIN_NS) return false;
     }
-    cpu_relax();
+    sched_yield();
   }
 }
 
