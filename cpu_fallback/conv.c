@@ -655,7 +655,8 @@ void kiln_conv_direct_force(int mode) { direct_mode = mode < 0 ? -2 : mode; }
 
 typedef struct direct_job {
   const geom *g;
-  const float *xp, *apk, *bias; /* padded planes (per image and group), W's packs (per group) or NULL, bias */
+  float *xp;                     /* padded planes (per image and group) */
+  const float *apk, *bias;       /* W's packs (per group) or NULL, bias */
   const float *w;                /* W, packed strip by strip into wbuf when apk is NULL */
   float *wbuf;                   /* 12 x Kc floats per worker */
   float *y;
@@ -676,7 +677,7 @@ static void direct_planes(void *ctx, int64_t t, int worker) {
   dw_shape d = dw_shape_of(g);
   int64_t p1 = (t + 1) * j->pp < g->N * g->C ? (t + 1) * j->pp : g->N * g->C;
   for (int64_t p = t * j->pp; p < p1; p++) {
-    float *xp = (float *)j->xp + p * j->P;
+    float *xp = j->xp + p * j->P;
     memset(xp, 0, (size_t)j->P * sizeof *xp); /* the padding (dw_plane writes the input's elements) */
     dw_plane(g, &d, j->planes.x + p * g->in_sp, xp, &j->planes);
   }
@@ -724,7 +725,8 @@ static void direct_task(void *ctx, int64_t task, int worker) {
     }
   }
   if (j->ep && !clamp) { /* the outputs of q in [qa, qb) are one run of each channel's plane */
-    int64_t oa = qa / Wp * OW + (qa % Wp < OW ? qa % Wp : OW), ob = (qb - 1) / Wp * OW + ((qb - 1) % Wp < OW ? (qb - 1) % Wp + 1 : OW);
+    int64_t oa = qa / Wp * OW + (qa % Wp < OW ? qa % Wp : OW);
+    int64_t ob = (qb - 1) / Wp * OW + ((qb - 1) % Wp < OW ? (qb - 1) % Wp + 1 : OW);
     for (int64_t r = 0; r < mr && ob > oa; r++)
       j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
   }
@@ -777,10 +779,9 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   memset(xp + planes * P, 0, NR * sizeof *xp);
   /* Tasks: (image, group, 12-row strip, chunk of 32-column q tiles); at
      least ~8 per thread when there are several (chunks cut only at tile
-     boundaries: no tile more than one task; a strip of 4 or 8 rows costs
-     about as much as a full one per tile, so balance by count). Each output
-     element gets the same operations whatever the chunk (bit-identical for
-     any thread count). */
+     boundaries: no tile in two tasks; a last strip of 4 or 8 rows comes
+     last in the claiming order). Each output element gets the same
+     operations whatever the chunk (bit-identical for any thread count). */
   int64_t strips = (g->Mg + MR - 1) / MR, tiles = ((OH - 1) * d.Wq + g->out[2] + NR - 1) / NR, chunks = 1;
   if (workers > 1 && g->N * g->G * strips < 8 * (int64_t)workers)
     chunks = (8 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
@@ -789,7 +790,8 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   chunks = (tiles + per - 1) / per;
   direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, wbuf, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
                   per, chunks, micro,
-                  {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(), .copy_rows = kiln_la_copy_rows()},
+                  {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
+                   .copy_rows = kiln_la_copy_rows()},
                   1};
   /* the planes' pass: blocks of ~64 KiB of planes; small: on the caller */
   int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
