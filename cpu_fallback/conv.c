@@ -778,13 +778,15 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
       }
   memset(xp + planes * P, 0, NR * sizeof *xp);
   /* Tasks: (image, group, 12-row strip, chunk of 32-column q tiles); at
-     least ~8 per thread when there are several (chunks cut only at tile
+     least ~4 per thread when there are several (chunks cut only at tile
      boundaries: no tile in two tasks; a last strip of 4 or 8 rows comes
-     last in the claiming order). Each output element gets the same
-     operations whatever the chunk (bit-identical for any thread count). */
+     last in the claiming order; 8 per thread measured no better on
+     ResNet-18, GEMM_CONV.md "Two threads"). Each output element gets the
+     same operations whatever the chunk (bit-identical for any thread
+     count). */
   int64_t strips = (g->Mg + MR - 1) / MR, tiles = ((OH - 1) * d.Wq + g->out[2] + NR - 1) / NR, chunks = 1;
-  if (workers > 1 && g->N * g->G * strips < 8 * (int64_t)workers)
-    chunks = (8 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
+  if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers)
+    chunks = (4 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
   if (!pk && chunks > 2) chunks = 2; /* W packed per task: each chunk packs its strip again */
   int64_t per = (tiles + chunks - 1) / chunks;
   chunks = (tiles + per - 1) / per;
