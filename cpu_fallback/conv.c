@@ -416,6 +416,14 @@ static kiln_status conv_gemm(const geom *g, const float *x, const float *w, cons
     workers = 1;
   }
   if (T < OSP && T > 16) T &= ~(int64_t)15; /* whole vectors per tile row */
+  if (par && g->N * g->G * ((OSP + T - 1) / T) < 2 * (int64_t)workers) {
+    /* too few tiles to share (a 1x1 layer on a 7x7 or 14x14 plane is one
+       tile): the tiles in order on the caller, each GEMM split over the
+       pool by the GEMM itself (rows and columns; inside a pool task it
+       would run on one thread) */
+    par = false;
+    workers = 1;
+  }
   if (par) {
     conv_job j = {g, x, w, bias, y, ep, pw, Kc, T, (OSP + T - 1) / T, NULL, kiln_la_gather(), 0, pk, pmicro};
     atomic_init(&j.status, 0);
@@ -647,15 +655,33 @@ void kiln_conv_direct_force(int mode) { direct_mode = mode < 0 ? -2 : mode; }
 
 typedef struct direct_job {
   const geom *g;
-  const float *xp, *apk, *bias; /* padded planes (per image and group), W's packs (per group) or NULL, bias */
+  float *xp;                     /* padded planes (per image and group) */
+  const float *apk, *bias;       /* W's packs (per group) or NULL, bias */
   const float *w;                /* W, packed strip by strip into wbuf when apk is NULL */
   float *wbuf;                   /* 12 x Kc floats per worker */
   float *y;
   const kiln_cpu_epilogue *ep;
   const int64_t *off;
-  int64_t P, Wq, apk_g, strips, rows, chunks; /* P: floats per channel; chunks of `rows` output rows per task */
+  int64_t P, Wq, apk_g, strips, tiles, chunks; /* P: floats per channel; chunks of `tiles` 32-column q tiles */
   kiln_conv_direct_fn micro;
+  dw_job planes; /* the plane copy's job (dw_plane) */
+  int64_t pp;    /* input planes per task of the planes' pass */
 } direct_job;
+
+/* Task t of the planes' pass: input planes [t·pp, +pp) (of N·C) into
+ * their padded, phase-split planes; padding zeroed here too. */
+static void direct_planes(void *ctx, int64_t t, int worker) {
+  (void)worker;
+  const direct_job *j = ctx;
+  const geom *g = j->g;
+  dw_shape d = dw_shape_of(g);
+  int64_t p1 = (t + 1) * j->pp < g->N * g->C ? (t + 1) * j->pp : g->N * g->C;
+  for (int64_t p = t * j->pp; p < p1; p++) {
+    float *xp = j->xp + p * j->P;
+    memset(xp, 0, (size_t)j->P * sizeof *xp); /* the padding (dw_plane writes the input's elements) */
+    dw_plane(g, &d, j->planes.x + p * g->in_sp, xp, &j->planes);
+  }
+}
 
 static void direct_task(void *ctx, int64_t task, int worker) {
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
@@ -664,7 +690,8 @@ static void direct_task(void *ctx, int64_t task, int worker) {
   int64_t OH = g->out[1], OW = g->out[2], Wp = j->Wq, Kc = g->Cg * g->k_sp, OSP = g->out_sp;
   int64_t ch = task % j->chunks, s = task / j->chunks % j->strips, ng = task / j->chunks / j->strips;
   int64_t n = ng / g->G, gi = ng % g->G, m0 = s * MR, mr = g->Mg - m0 < MR ? g->Mg - m0 : MR;
-  int64_t oh0 = ch * j->rows, oh1 = oh0 + j->rows < OH ? oh0 + j->rows : OH, mpad = (g->Mg + MR - 1) / MR * MR;
+  int64_t qend = (OH - 1) * Wp + OW, mpad = (g->Mg + MR - 1) / MR * MR;
+  int64_t qa = ch * j->tiles * NR, qb = qa + j->tiles * NR < qend ? qa + j->tiles * NR : qend; /* this task's q */
   const float *x = j->xp + ng * g->Cg * j->P, *a;
   int64_t astride = mpad, aoff = s * MR; /* slice p0 of the strip at a + p0·astride + aoff·kc */
   if (j->apk) {
@@ -679,8 +706,8 @@ static void direct_task(void *ctx, int64_t task, int worker) {
   float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
   float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
   float tile[MR * NR];
-  for (int64_t q0 = oh0 * Wp, q1 = (oh1 - 1) * Wp + OW; q0 < q1; q0 += NR) {
-    int nr = q1 - q0 < NR ? (int)(q1 - q0) : NR;
+  for (int64_t q0 = qa; q0 < qb; q0 += NR) {
+    int nr = qb - q0 < NR ? (int)(qb - q0) : NR;
     for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
       kc = kiln_sgemm_wide_kc(Kc, p0);
       bool last = p0 + kc == Kc;
@@ -697,11 +724,12 @@ static void direct_task(void *ctx, int64_t task, int worker) {
       c += run;
     }
   }
-  if (j->ep && !clamp)
-    for (int64_t r = 0; r < mr; r++) {
-      int64_t at = r * OSP + oh0 * OW;
-      j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + at, (oh1 - oh0) * OW, y + at);
-    }
+  if (j->ep && !clamp) { /* the outputs of q in [qa, qb) are one run of each channel's plane */
+    int64_t oa = qa / Wp * OW + (qa % Wp < OW ? qa % Wp : OW);
+    int64_t ob = (qb - 1) / Wp * OW + ((qb - 1) % Wp < OW ? (qb - 1) % Wp + 1 : OW);
+    for (int64_t r = 0; r < mr && ob > oa; r++)
+      j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+  }
 }
 
 /* The direct path applies: at most 2 spatial dims and strides of at most 8
@@ -748,18 +776,29 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
         int64_t ty = kh * g->d[1], tx = kw * g->d[2]; /* the tap's padded position for output (0, 0) */
         off[k] = c * P + ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
       }
-  memset(xp, 0, (size_t)(planes * P + NR) * sizeof *xp); /* the padding (dw_plane writes the input's elements) */
-  dw_job pj = {.g = g, .gather = kiln_la_gather(), .split2 = kiln_la_split2(), .copy_rows = kiln_la_copy_rows()};
-  for (int64_t i = 0; i < planes; i++) dw_plane(g, &d, x + i * g->in_sp, xp + i * P, &pj);
-  int64_t strips = (g->Mg + MR - 1) / MR, chunks = 1;
-  if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers) {
+  memset(xp + planes * P, 0, NR * sizeof *xp);
+  /* Tasks: (image, group, 12-row strip, chunk of 32-column q tiles); at
+     least ~4 per thread when there are several (chunks cut only at tile
+     boundaries: no tile in two tasks; a last strip of 4 or 8 rows comes
+     last in the claiming order; 8 per thread measured no better on
+     ResNet-18, GEMM_CONV.md "Two threads"). Each output element gets the
+     same operations whatever the chunk (bit-identical for any thread
+     count). */
+  int64_t strips = (g->Mg + MR - 1) / MR, tiles = ((OH - 1) * d.Wq + g->out[2] + NR - 1) / NR, chunks = 1;
+  if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers)
     chunks = (4 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
-    if (chunks > OH) chunks = OH;
-  }
-  int64_t rows = (OH + chunks - 1) / chunks;
-  chunks = (OH + rows - 1) / rows;
+  if (!pk && chunks > 2) chunks = 2; /* W packed per task: each chunk packs its strip again */
+  int64_t per = (tiles + chunks - 1) / chunks;
+  chunks = (tiles + per - 1) / per;
   direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, wbuf, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
-                  rows, chunks, micro};
+                  per, chunks, micro,
+                  {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
+                   .copy_rows = kiln_la_copy_rows()},
+                  1};
+  /* the planes' pass: blocks of ~64 KiB of planes; small: on the caller */
+  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
+  j.pp = (planes + ptasks - 1) / ptasks;
+  kiln_pool_for((planes + j.pp - 1) / j.pp, workers, direct_planes, &j);
   kiln_pool_for(g->N * g->G * strips * chunks, workers, direct_task, &j);
   kiln_free(xp);
   kiln_free(off);

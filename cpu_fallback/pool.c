@@ -4,10 +4,12 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ir/alloc.h"
@@ -57,8 +59,8 @@ typedef struct loop {
   int64_t n_tasks;
   int workers; /* threads with an id below this take tasks */
   atomic_llong next;
-  bool open;  /* workers may still join (under pool.mu) */
-  int inside; /* workers running its tasks (under pool.mu) */
+  bool open;         /* workers may still join (under pool.mu) */
+  atomic_int inside; /* workers running its tasks (changed under pool.mu; the caller may poll it) */
 } loop;
 
 struct pool {
@@ -67,8 +69,8 @@ struct pool {
   worker *w;
   pthread_mutex_t mu;
   pthread_cond_t go, done;
-  unsigned long gen; /* loops started */
-  bool stop;
+  atomic_ulong gen; /* loops started (changed under mu; spinning workers poll it) */
+  atomic_bool stop;
   loop *cur; /* the open loop, or NULL (under mu) */
 };
 
@@ -76,6 +78,55 @@ static pthread_mutex_t reg = PTHREAD_MUTEX_INITIALIZER; /* guards the two below 
 static pool *the_pool;
 static int refs;
 static pthread_mutex_t one_loop = PTHREAD_MUTEX_INITIALIZER; /* held by the thread running a loop on the pool */
+
+/* Spin-then-block. Waking a thread blocked on a condition variable took
+ * ~20 us here (2-core VM; a loop of 8 tasks of 7 us each on 2 threads took
+ * as long as on one), the length of a small network's steps, and the plan
+ * executor starts the next step's loop a few microseconds after the last
+ * one ends. So a worker that finished a loop polls for the next one for up
+ * to KILN_POOL_SPIN_NS before it blocks, and the caller polls as long for
+ * the workers still inside its loop. The poll yields the core (sched_yield)
+ * instead of pausing on it: on a machine with more runnable threads than
+ * cores a pausing spinner took the core from the thread it waited for
+ * (MobileNetV2 and small_cnn at 2 threads, kiln/onnxruntime: pausing
+ * worse than blocking at once, yielding better; GEMM_CONV.md "Two
+ * threads"). The clock is read every 4 polls. */
+#define KILN_POOL_SPIN_NS 50000
+
+static int64_t mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Polls until done(arg) or KILN_POOL_SPIN_NS have passed; returns done(arg). */
+static bool spin_until(bool (*done)(const void *), const void *arg) {
+  int64_t t0 = 0;
+  for (unsigned i = 0;; i++) {
+    if (done(arg)) return true;
+    if (i % 4 == 3) {
+      int64_t t = mono_ns();
+      if (!t0) t0 = t;
+      else if (t - t0 > KILN_POOL_SPIN_NS) return false;
+    }
+    sched_yield();
+  }
+}
+
+typedef struct gen_wait {
+  const pool *p;
+  unsigned long seen;
+} gen_wait;
+
+static bool new_loop(const void *arg) {
+  const gen_wait *g = arg;
+  return atomic_load_explicit(&g->p->gen, memory_order_acquire) != g->seen ||
+         atomic_load_explicit(&g->p->stop, memory_order_relaxed);
+}
+
+static bool loop_left(const void *arg) {
+  return atomic_load_explicit(&((const loop *)arg)->inside, memory_order_acquire) == 0;
+}
 
 static void take_tasks(loop *l, int id) {
   for (;;) {
@@ -91,6 +142,12 @@ static void *worker_main(void *arg) {
   unsigned long seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
+    if (!p->stop && p->gen == seen) { /* poll a while before blocking */
+      pthread_mutex_unlock(&p->mu);
+      gen_wait gw = {p, seen};
+      spin_until(new_loop, &gw);
+      pthread_mutex_lock(&p->mu);
+    }
     while (!p->stop && p->gen == seen) pthread_cond_wait(&p->go, &p->mu);
     if (p->stop) break;
     seen = p->gen;
@@ -199,6 +256,7 @@ void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx)
   }
   loop l = {fn, ctx, n_tasks, max_workers, 0, true, 0};
   atomic_init(&l.next, 0);
+  atomic_init(&l.inside, 0);
   pthread_mutex_lock(&p->mu);
   p->cur = &l;
   p->gen++;
@@ -207,6 +265,11 @@ void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx)
   take_tasks(&l, 0);
   pthread_mutex_lock(&p->mu); /* every task is claimed: close, wait for the workers inside */
   l.open = false;
+  if (l.inside > 0) { /* poll a while before blocking */
+    pthread_mutex_unlock(&p->mu);
+    spin_until(loop_left, &l);
+    pthread_mutex_lock(&p->mu);
+  }
   while (l.inside > 0) pthread_cond_wait(&p->done, &p->mu);
   p->cur = NULL;
   pthread_mutex_unlock(&p->mu);

@@ -8,6 +8,9 @@
  * kiln_cpu_release), so the threads live as long as some cpu graph does.
  * There is no other process-global state: with no reference held (or one
  * thread), kiln_pool_for runs its tasks on the calling thread, in order.
+ * A worker that finished a loop polls for the next one for up to 50 us,
+ * yielding its core between polls, before it blocks (pool.c: waking a
+ * blocked thread cost about a small step).
  *
  * One loop at a time: kiln_pool_for from a task (a nested loop) or from a
  * second thread while the pool is busy (two graphs running at once) runs

@@ -540,12 +540,15 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   if (direct_a && micro == kiln_sgemm_micro_wide_avx512) w.micro_a = kiln_sgemm_micro_a_avx512;
 #endif
   /* the split: about 4 blocks per thread (the machine may be shared) of
-     at least ~4 MFLOP each, columns first (each block packs its own B
-     panel and re-packs A) */
+     at least ~2 MFLOP each, a whole number of blocks per thread (3 blocks
+     on 2 threads took as long as 4), columns first (each block packs its
+     own B panel and re-packs A); any split gives the same bits */
   int threads = kiln_pool_threads();
-  double work = (double)M * (double)N * (double)K; /* no int64 overflow on huge shapes */
+  /* no int64 overflow on huge shapes; a few rows cost a strip's B reads (a classifier's M = 1 reads all of B) */
+  double work = (double)(M < WMR ? WMR : M) * (double)N * (double)K;
   int64_t tasks =
-      threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 21, 4 * (int64_t)threads) : 1;
+      threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 20, 4 * (int64_t)threads) : 1;
+  if (tasks > 1) tasks = (tasks + threads - 1) / threads * threads; /* whole rounds of the threads */
   int64_t nstrips = (N + WNR - 1) / WNR, mstrips = (M + WMR - 1) / WMR;
   w.tn = tasks < nstrips ? tasks : nstrips;
   w.tm = (tasks + w.tn - 1) / w.tn;

@@ -591,6 +591,26 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("inverted residual: conv + Clip / depthwise + Clip / conv + Relu", g, 4, d, 1e-4);
   }
+  { /* a classifier head (MobileNetV2's): 1x1 Conv 320 -> 1280 on a 7x7 plane (one tile: its GEMM splits
+       itself over the pool) + a Sigmoid epilogue applied per block, GlobalAveragePool, Flatten, Gemm of one
+       row with B packed once (the wide GEMM's split weighs M = 1 as a 12-row strip) */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {1, 320, 7, 7}, wd[4] = {1280, 320, 1, 1}, bd[1] = {1280}, fd[2] = {1000, 1280}, fb[1] = {1000};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "w", 4, wd, 0, 0.05);
+    cst(g, "b", 1, bd, 0, 1);
+    cst(g, "fw", 2, fd, 0, 0.05);
+    cst(g, "fb", 1, fb, 0, 1);
+    add(g, "Conv", "x w b", "c");
+    add(g, "Sigmoid", "c", "s");
+    add(g, "GlobalAveragePool", "s", "p");
+    add(g, "Flatten", "p", "f");
+    int ge = add(g, "Gemm", "f fw fb", "y");
+    seti(g, ge, "transB", 1);
+    output(g, "s");
+    output(g, "y");
+    check_graph("classifier head: 1x1 conv on 7x7 + Sigmoid, pool, Gemm of one row", g, 4, d, 1e-4);
+  }
   { /* MatMul + bias + Sigmoid, Gemm transB */
     kiln_graph *g = new_graph(17);
     int64_t d[2] = {300, 260}, wd[2] = {260, 190}, bd[1] = {190}, gd[2] = {70, 190};
