@@ -384,17 +384,20 @@ static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g,
 }
 
 /* The choice between the two (OPS.md has the measurements behind it):
- * KILN_CL_CONV=direct|gemm forces one. GEMM pays for its column matrix and
- * its launch overhead only with a long reduction (Cg*k >= 256) and enough
- * rows and columns (Mg, out >= 16); depthwise and other thin groups, stems
- * with few input channels and small pointwise convs go direct. */
+ * KILN_CL_CONV=direct|gemm forces one. With CLBlast, GEMM pays for its
+ * column matrix and its launch overhead only with a long reduction
+ * (Cg*k >= 256) and enough rows and columns (Mg, out >= 16); depthwise and
+ * other thin groups, stems with few input channels and small pointwise
+ * convs go direct. kiln's SGEMM beats the direct kernel on every measured
+ * class with Mg >= 16 (stems and small pointwise convs included): then
+ * only the reduction's floor drops to 16. */
 static bool conv_use_gemm(const conv_geo *g, size_t col_bytes, const kiln_cl_device *dev) {
   const char *e = getenv("KILN_CL_CONV");
   bool fits = col_bytes <= dev->max_mem_alloc_size / 2 && col_bytes <= ((size_t)1 << 30);
   if (e && !strcmp(e, "direct")) return false;
   if (e && !strcmp(e, "gemm")) return fits;
   int64_t rows = g->Cg * g->k_sp;
-  return fits && g->Mg >= 16 && rows >= 256 && g->out_sp >= 16;
+  return fits && g->Mg >= 16 && rows >= (kiln_clop_sgemm_is_kiln(dev) ? 16 : 256) && g->out_sp >= 16;
 }
 
 kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {

@@ -136,6 +136,8 @@ typedef struct kiln_clop_gemm {
  * (KILN_CL_GEMM=kiln|clblast|auto, see ENGINE.md); *impl gets "kiln" or
  * "clblast" for the op's description. */
 kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gemm *g, const char **impl);
+/* Whether kiln_clop_sgemm takes kiln's kernel on dev. */
+bool kiln_clop_sgemm_is_kiln(const kiln_cl_device *dev);
 
 /* ---- shapes ---- */
 

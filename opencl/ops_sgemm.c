@@ -55,7 +55,7 @@ static gemm_tile tile_pick(const kiln_cl_device *dev, const kiln_clop_gemm *g) {
  * runs a work item's vectors as SIMD vectors (preferred float width >= 8,
  * PoCL on AVX2/AVX-512), CLBlast elsewhere (rusticl/llvmpipe reports 1 and
  * vectorises across work items; see ENGINE.md for the measurements). */
-static bool use_kiln(const kiln_cl_device *dev) {
+bool kiln_clop_sgemm_is_kiln(const kiln_cl_device *dev) {
   const char *e = getenv("KILN_CL_GEMM");
   if (e && !strcmp(e, "kiln")) return true;
   if (e && !strcmp(e, "clblast")) return false;
@@ -288,7 +288,7 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
   size_t batch = 1;
   for (int d = 0; d < g->nb; d++) batch *= (size_t)g->bd[d];
   kiln_status s;
-  if (use_kiln(c->dev) && g->m && g->n) {
+  if (kiln_clop_sgemm_is_kiln(c->dev) && g->m && g->n) {
     *impl = "kiln";
     gemm_tile t = tile_pick(c->dev, g);
     size_t mt = (g->m + (size_t)t.mr - 1) / (size_t)t.mr, nw = (size_t)(t.dot ? t.nc : t.nc * t.nv);

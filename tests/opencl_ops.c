@@ -9,7 +9,7 @@
  * where the magnitude of linear ops (sums, products, convolutions) is the
  * reference run on |inputs| — the sum of magnitudes a reassociated float
  * sum is bounded by. Integer outputs match exactly.
- *   opencl_ops [-v] [-k SUBSTRING] [--bench | --bench=gemm]
+ *   opencl_ops [-v] [-k SUBSTRING] [--bench | --bench=gemm]  (--bench: kiln SGEMM vs CLBlast, conv direct vs gemm)
  * exits 77 (skip) when no device. KILN_OPS_DUMP=file writes the program. */
 #include <math.h>
 #include <stdarg.h>
