@@ -36,8 +36,8 @@ static gemm_tile tile_pick(const kiln_cl_device *dev, const kiln_clop_gemm *g) {
   }
   const char *e = getenv("KILN_CL_GEMM_TILE");
   int a, b, c;
-  if (e && sscanf(e, "%d,%d,%d", &a, &b, &c) == 3 && a >= 1 && a <= 16 && (b == 1 || b == 2 || b == 4 || b == 8 || b == 16) &&
-      c >= 1 && c <= 8)
+  if (e && sscanf(e, "%d,%d,%d", &a, &b, &c) == 3 && a >= 1 && a <= 16 &&
+      (b == 1 || b == 2 || b == 4 || b == 8 || b == 16) && c >= 1 && c <= 8)
     t.mr = a, t.nv = b, t.nc = c;
   /* small operands: no lanes or rows beyond them */
   if (t.dot) {
@@ -63,8 +63,10 @@ bool kiln_clop_sgemm_is_kiln(const kiln_cl_device *dev) {
 }
 
 static const char *vtype(int nv, char *buf, size_t n) {
-  if (nv == 1) snprintf(buf, n, "float");
-  else snprintf(buf, n, "float%d", nv);
+  if (nv == 1)
+    snprintf(buf, n, "float");
+  else
+    snprintf(buf, n, "float%d", nv);
   return buf;
 }
 
@@ -139,8 +141,9 @@ static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gem
           st = t.nv == 1 ? kiln_cl_src_printf(s, "t_[0] = c%d_%d;", r, c)
                          : kiln_cl_src_printf(s, "vstore%d(c%d_%d, 0, t_);", t.nv, r, c);
         if (!st)
-          st = kiln_cl_src_printf(s, " for (int l = 0; l < %d; l++) if (j0 + %dUL + (ulong)l < %zuUL) cr[%d + l] = %s%st_[l]",
-                                  t.nv, c * t.nv, g->n, c * t.nv, a1 ? "" : al, a1 ? "" : " * ");
+          st = kiln_cl_src_printf(
+              s, " for (int l = 0; l < %d; l++) if (j0 + %dUL + (ulong)l < %zuUL) cr[%d + l] = %s%st_[l]", t.nv,
+              c * t.nv, g->n, c * t.nv, a1 ? "" : al, a1 ? "" : " * ");
         if (!st && acc) st = kiln_cl_src_printf(s, " + cr[%d + l]", c * t.nv);
         if (!st) st = kiln_cl_src_printf(s, "; }\n");
       }
@@ -255,7 +258,8 @@ static kiln_status emit_dot(kiln_cl_src *s, const char *name, const kiln_clop_ge
     for (int c = 0; c < t.nc && !st; c++) {
       st = kiln_cl_src_printf(s, "  float h%d_%d = ", r, c);
       for (int l = 0; l < t.nv && !st; l++)
-        st = t.nv == 1 ? kiln_cl_src_printf(s, "s%d_%d", r, c) : kiln_cl_src_printf(s, "%ss%d_%d.s%c", l ? " + " : "", r, c, lane[l]);
+        st = t.nv == 1 ? kiln_cl_src_printf(s, "s%d_%d", r, c)
+                       : kiln_cl_src_printf(s, "%ss%d_%d.s%c", l ? " + " : "", r, c, lane[l]);
       if (!st) st = kiln_cl_src_printf(s, ";\n");
     }
   if (!st && kv < g->k) {
@@ -277,8 +281,8 @@ static kiln_status emit_dot(kiln_cl_src *s, const char *name, const kiln_clop_ge
         if (!st) st = kiln_cl_src_printf(s, ") ");
       }
       if (!st)
-        st = kiln_cl_src_printf(s, "{ __global float *p = C + (i0 + %dUL) * %zuUL + j0 + %dUL; *p = %s%sh%d_%d%s; }\n", r,
-                                g->ldc, c, a1 ? "" : al, a1 ? "" : " * ", r, c, acc ? " + *p" : "");
+        st = kiln_cl_src_printf(s, "{ __global float *p = C + (i0 + %dUL) * %zuUL + j0 + %dUL; *p = %s%sh%d_%d%s; }\n",
+                                r, g->ldc, c, a1 ? "" : al, a1 ? "" : " * ", r, c, acc ? " + *p" : "");
     }
   if (!st) st = kiln_cl_src_printf(s, "}\n");
   return st;
