@@ -543,6 +543,16 @@ bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, kiln_cl_rows_kind k
       if (images || st->ta || st->a.kind != OPB_IN || st->a.idx != 0 || st->c.kind != OPB_OUT || st->c.idx != 0 ||
           st->b.kind != OPB_IN || st->b.idx == 0 || st->aoff || st->coff || st->m % b)
         return false;
+    } else if (st->kind == ST_KERNEL && st->rows_tile) {
+      /* kiln's SGEMM: batched as ST_GEMM_BATCHED; else as ST_GEMM, launched
+         over the run's row tiles (a last partial one computes rows up to
+         the bound's, inside the bound's slots like a padded 1-D launch) */
+      if (st->batch > 1) {
+        if (!images || st->batch % b) return false;
+      } else if (images || st->ta || st->a.kind != OPB_IN || st->a.idx != 0 || st->c.kind != OPB_OUT ||
+                 st->c.idx != 0 || st->b.kind != OPB_IN || st->b.idx == 0 || st->m % b) {
+        return false;
+      }
     } else if (st->kind == ST_KERNEL && st->groups) {
       /* a work-group per row (rowwise: rows batch-outermost) */
       if (!rowwise || st->groups % b) return false;
@@ -595,6 +605,8 @@ kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const 
     if (st->kind == ST_GEMM) st->m = st->m / ub * un;
     else if (st->kind == ST_GEMM_BATCHED) st->batch = st->batch / ub * un;
     else if (st->groups) st->groups = st->groups / ub * un;
+    else if (st->rows_tile && st->batch > 1) st->items[1] = st->items[1] / ub * un;
+    else if (st->rows_tile) st->items[1] = (st->m / ub * un + st->rows_tile - 1) / st->rows_tile;
     else st->items[0] = st->items[0] / ub * un;
   }
   kiln_status s = kiln_cl_op_enqueue(op, ctx, in, out);
@@ -603,6 +615,8 @@ kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const 
     if (st->kind == ST_GEMM) st->m = st->m / un * ub;
     else if (st->kind == ST_GEMM_BATCHED) st->batch = st->batch / un * ub;
     else if (st->groups) st->groups = st->groups / un * ub;
+    else if (st->rows_tile && st->batch > 1) st->items[1] = st->items[1] / un * ub;
+    else if (st->rows_tile) st->items[1] = (st->m + st->rows_tile - 1) / st->rows_tile;
     else st->items[0] = st->items[0] / un * ub;
   }
   return s;

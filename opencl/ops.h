@@ -65,7 +65,7 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
 /* Enqueues the op: in[k] / out[k] where its inputs and outputs are (dense,
  * row-major, of the types given at prepare). Asynchronous on ctx's queue. */
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out);
-/* A short description for KILN_PROFILE / KILN_DUMP ("clblast sgemm 64x512x256"). */
+/* A short description for KILN_PROFILE / KILN_DUMP ("kiln sgemm 64x512x256"). */
 const char *kiln_cl_op_describe(const kiln_cl_op *op);
 /* What the caller knows of a device op's rows (opencl/engine_sym.c). */
 typedef enum kiln_cl_rows_kind {

@@ -1,7 +1,7 @@
-/* opencl/ops_gemm: MatMul and Gemm through CLBlast (one SGEMM, or a
- * batched SGEMM with per-batch offsets for numpy-broadcast batch dims), and
- * Conv as a generated direct kernel or as im2col + CLBlast GEMM (chosen per
- * shape class, see OPS.md). float32 only. */
+/* opencl/ops_gemm: MatMul and Gemm as one SGEMM, or a batched SGEMM with
+ * per-batch offsets for numpy-broadcast batch dims (kiln's kernel or
+ * CLBlast, ops_sgemm.c), and Conv as a generated direct kernel or as
+ * im2col + GEMM (chosen per shape class, see OPS.md). float32 only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,43 +42,29 @@ static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
   kiln_cl_op *op;
   kiln_status s = kiln_clop_new(c, &op);
   if (s) return s;
-  op_step *st;
   bool one = bcount == 1 || b_bcast; /* B shared by every batch: one GEMM over bcount*M rows */
-  if ((s = kiln_clop_step_add(op, one ? ST_GEMM : ST_GEMM_BATCHED, &st))) return kiln_clop_fail_free(op, s);
-  st->m = one ? bcount * M : M;
-  st->n = N;
-  st->k = K;
-  st->lda = K;
-  st->ldb = N;
-  st->ldc = N;
-  st->alpha = 1;
-  st->beta = 0;
-  st->a = IN(0);
-  st->b = IN(1);
-  st->c = OUT(0);
-  op->blas = one ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED;
-  if (!one) {
-    st->batch = bcount;
-    op->max_batch = bcount;
-    st->aoffs = kiln_malloc(bcount * sizeof(size_t));
-    st->boffs = kiln_malloc(bcount * sizeof(size_t));
-    st->coffs = kiln_malloc(bcount * sizeof(size_t));
-    if (!st->aoffs || !st->boffs || !st->coffs)
-      return kiln_clop_fail_free(op, kiln_fail(KILN_E_NOMEM, "out of memory preparing MatMul '%s'", c->label));
-    for (size_t bi = 0; bi < bcount; bi++) {
-      size_t t = bi, ao = 0, bo = 0;
-      for (int d = nr - 1; d >= 0; d--) {
-        size_t ix = t % (size_t)bd[d];
-        t /= (size_t)bd[d];
-        ao += ix * (size_t)as[d];
-        bo += ix * (size_t)bs[d];
-      }
-      st->aoffs[bi] = ao;
-      st->boffs[bi] = bo;
-      st->coffs[bi] = bi * M * N;
+  kiln_clop_gemm g = {.m = one ? bcount * M : M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1,
+                      .a = IN(0), .b = IN(1), .c = OUT(0)};
+  if (!one) { /* C batches dense, row-major over bd */
+    int64_t sc = (int64_t)(M * N);
+    for (int i = nr - 1; i >= 0; i--) {
+      if (bd[i] == 1) continue;
+      g.bd[g.nb] = bd[i], g.sa[g.nb] = as[i], g.sb[g.nb] = bs[i], g.sc[g.nb] = sc;
+      sc *= bd[i];
+      g.nb++;
+    }
+    for (int i = 0; i < g.nb / 2; i++) { /* collected innermost first */
+      int j = g.nb - 1 - i;
+      int64_t t;
+      t = g.bd[i], g.bd[i] = g.bd[j], g.bd[j] = t;
+      t = g.sa[i], g.sa[i] = g.sa[j], g.sa[j] = t;
+      t = g.sb[i], g.sb[i] = g.sb[j], g.sb[j] = t;
+      t = g.sc[i], g.sc[i] = g.sc[j], g.sc[j] = t;
     }
   }
-  snprintf(op->desc, sizeof op->desc, "clblast sgemm%s %zux%zux%zu%s", one ? "" : " batched", (size_t)st->m, N, K,
+  const char *impl;
+  if ((s = kiln_clop_sgemm(c, op, &g, &impl))) return kiln_clop_fail_free(op, s);
+  snprintf(op->desc, sizeof op->desc, "%s sgemm%s %zux%zux%zu%s", impl, one ? "" : " batched", g.m, N, K,
            one ? "" : " per batch");
   if (!one) {
     size_t l = strlen(op->desc);
@@ -133,23 +119,12 @@ static kiln_status gemm(const op_ctx *c, kiln_cl_op **out) {
     if (!s) s = kiln_clop_launch(op, k, M * N, 2, (opb[]){IN(2), OUT(0)});
     if (s) return kiln_clop_fail_free(op, s);
   }
-  op_step *st;
-  if ((s = kiln_clop_step_add(op, ST_GEMM, &st))) return kiln_clop_fail_free(op, s);
-  st->ta = ta;
-  st->tb = tb;
-  st->m = M;
-  st->n = N;
-  st->k = K;
-  st->lda = (size_t)a->dims[1];
-  st->ldb = (size_t)b->dims[1];
-  st->ldc = N;
-  st->alpha = alpha;
-  st->beta = has_c ? 1.0f : 0.0f;
-  st->a = IN(0);
-  st->b = IN(1);
-  st->c = OUT(0);
-  op->blas = OP_BLAS_GEMM;
-  snprintf(op->desc, sizeof op->desc, "clblast sgemm %zux%zux%zu%s%s%s", M, N, K, ta ? " tA" : "", tb ? " tB" : "",
+  kiln_clop_gemm g = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .lda = (size_t)a->dims[1],
+                      .ldb = (size_t)b->dims[1], .ldc = N, .alpha = alpha, .beta = has_c ? 1.0f : 0.0f,
+                      .a = IN(0), .b = IN(1), .c = OUT(0)};
+  const char *impl;
+  if ((s = kiln_clop_sgemm(c, op, &g, &impl))) return kiln_clop_fail_free(op, s);
+  snprintf(op->desc, sizeof op->desc, "%s sgemm %zux%zux%zu%s%s%s", impl, M, N, K, ta ? " tA" : "", tb ? " tB" : "",
            has_c ? " +C" : "");
   *out = op;
   return KILN_OK;
@@ -341,7 +316,7 @@ static kiln_status conv_direct(const op_ctx *c, kiln_cl_op *op, const conv_geo *
 /* im2col into scratch [N*G][Cg*k_sp][out_sp] (skipped for a 1x1, stride 1,
  * unpadded conv: the input already is that matrix), then one GEMM per
  * (image, group) — batched — into y prefilled with the bias. */
-static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias) {
+static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias, const char **impl) {
   kiln_cl_src *src = c->src;
   kiln_status s = KILN_OK;
   bool pointwise = true;
@@ -393,51 +368,36 @@ static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g,
     if (!s) s = kiln_clop_launch(op, k, (size_t)total, 2, (opb[]){IN(2), OUT(0)});
     if (s) return s;
   }
-  size_t batch = (size_t)(g->N * g->G);
-  op_step *st;
-  if ((s = kiln_clop_step_add(op, batch == 1 ? ST_GEMM : ST_GEMM_BATCHED, &st))) return s;
-  st->m = (size_t)g->Mg;
-  st->n = (size_t)g->out_sp;
-  st->k = (size_t)rows;
-  st->lda = (size_t)rows;
-  st->ldb = (size_t)g->out_sp;
-  st->ldc = (size_t)g->out_sp;
-  st->alpha = 1;
-  st->beta = bias ? 1.0f : 0.0f;
-  st->a = IN(1);
-  st->b = pointwise ? IN(0) : SCR(scr);
-  st->c = OUT(0);
-  op->blas = batch == 1 ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED;
-  if (batch > 1) {
-    st->batch = batch;
-    op->max_batch = batch;
-    st->aoffs = kiln_malloc(batch * sizeof(size_t));
-    st->boffs = kiln_malloc(batch * sizeof(size_t));
-    st->coffs = kiln_malloc(batch * sizeof(size_t));
-    if (!st->aoffs || !st->boffs || !st->coffs) return kiln_fail(KILN_E_NOMEM, "out of memory preparing Conv");
-    for (size_t b = 0; b < batch; b++) {
-      size_t n = b / (size_t)g->G, grp = b % (size_t)g->G;
-      st->aoffs[b] = grp * (size_t)(g->Mg * rows);
-      /* pointwise: x[n][grp*Cg..] is the [Cg, in_sp] matrix; else col block b */
-      st->boffs[b] = b * (size_t)(rows * g->out_sp);
-      st->coffs[b] = (n * (size_t)g->M + grp * (size_t)g->Mg) * (size_t)g->out_sp;
-    }
+  /* one GEMM per (image, group): W_g [Mg x rows] . col block [rows x out]
+     (pointwise: x[n][grp*Cg..] is that matrix) into y[n][grp*Mg..] */
+  kiln_clop_gemm gm = {.m = (size_t)g->Mg, .n = (size_t)g->out_sp, .k = (size_t)rows, .lda = (size_t)rows,
+                       .ldb = (size_t)g->out_sp, .ldc = (size_t)g->out_sp, .alpha = 1, .beta = bias ? 1.0f : 0.0f,
+                       .a = IN(1), .b = pointwise ? IN(0) : SCR(scr), .c = OUT(0)};
+  const int64_t bd[2] = {g->N, g->G}, sa[2] = {0, g->Mg * rows}, sb[2] = {g->G * rows * g->out_sp, rows * g->out_sp},
+                sc[2] = {g->M * g->out_sp, g->Mg * g->out_sp};
+  for (int d = 0; d < 2; d++) {
+    if (bd[d] == 1) continue;
+    gm.bd[gm.nb] = bd[d], gm.sa[gm.nb] = sa[d], gm.sb[gm.nb] = sb[d], gm.sc[gm.nb] = sc[d];
+    gm.nb++;
   }
-  return KILN_OK;
+  return kiln_clop_sgemm(c, op, &gm, impl);
 }
 
 /* The choice between the two (OPS.md has the measurements behind it):
- * KILN_CL_CONV=direct|gemm forces one. GEMM pays for its column matrix and
- * its launch overhead only with a long reduction (Cg*k >= 256) and enough
- * rows and columns (Mg, out >= 16); depthwise and other thin groups, stems
- * with few input channels and small pointwise convs go direct. */
+ * KILN_CL_CONV=direct|gemm forces one. With CLBlast, GEMM pays for its
+ * column matrix and its launch overhead only with a long reduction
+ * (Cg*k >= 256) and enough rows and columns (Mg, out >= 16); depthwise and
+ * other thin groups, stems with few input channels and small pointwise
+ * convs go direct. kiln's SGEMM beats the direct kernel on every measured
+ * class with Mg >= 16 (stems and small pointwise convs included): then
+ * only the reduction's floor drops to 16. */
 static bool conv_use_gemm(const conv_geo *g, size_t col_bytes, const kiln_cl_device *dev) {
   const char *e = getenv("KILN_CL_CONV");
   bool fits = col_bytes <= dev->max_mem_alloc_size / 2 && col_bytes <= ((size_t)1 << 30);
   if (e && !strcmp(e, "direct")) return false;
   if (e && !strcmp(e, "gemm")) return fits;
   int64_t rows = g->Cg * g->k_sp;
-  return fits && g->Mg >= 16 && rows >= 256 && g->out_sp >= 16;
+  return fits && g->Mg >= 16 && rows >= (kiln_clop_sgemm_is_kiln(dev) ? 16 : 256) && g->out_sp >= 16;
 }
 
 kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {
@@ -454,10 +414,11 @@ kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {
   if (s) return s;
   size_t col = (size_t)(g.N * g.G * g.Cg * g.k_sp * g.out_sp) * sizeof(float);
   bool use_gemm = conv_use_gemm(&g, col, c->dev);
-  s = use_gemm ? conv_gemm(c, op, &g, bias) : conv_direct(c, op, &g, bias);
+  const char *impl = "";
+  s = use_gemm ? conv_gemm(c, op, &g, bias, &impl) : conv_direct(c, op, &g, bias);
   if (s) return kiln_clop_fail_free(op, s);
   char sh[64];
-  snprintf(op->desc, sizeof op->desc, "conv %s %lldx%lld->%lld k%s g%lld", use_gemm ? "im2col+clblast" : "direct",
+  snprintf(op->desc, sizeof op->desc, "conv %s%s %lldx%lld->%lld k%s g%lld", use_gemm ? "im2col+" : "direct", impl,
            (long long)g.N, (long long)g.C, (long long)g.M, kiln_shape_str(g.nsp, g.k, sh, sizeof sh), (long long)g.G);
   *out = op;
   return KILN_OK;

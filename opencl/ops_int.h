@@ -39,6 +39,8 @@ typedef struct op_step {
   size_t items[2];  /* work items needed per dim (kernels guard) */
   size_t local[2];  /* 0: NULL local size (global padded to KILN_CL_GLOBAL_PAD) */
   size_t groups;    /* > 0: one reduction work-group per unit, local size chosen at bind */
+  size_t rows_tile; /* > 0: kiln's SGEMM kernel (ops_sgemm.c): 2-D, items[1] = batch x row tiles of
+                       rows_tile rows; ta, m, batch, a, b, c as for ST_GEMM */
   size_t red_local; /* set at bind for groups > 0 */
   /* ST_GEMM / ST_GEMM_BATCHED: row-major C[m,n] = alpha op(A) op(B) + beta C */
   bool ta, tb;
@@ -115,6 +117,27 @@ kiln_status kiln_clop_launch(kiln_cl_op *op, int k, size_t n, int nargs, const o
 kiln_status kiln_clop_launch_groups(kiln_cl_op *op, int k, size_t groups, int nargs, const opb *args);
 /* Frees op (NULL-safe) and returns s: the error path of a prepare. */
 kiln_status kiln_clop_fail_free(kiln_cl_op *op, kiln_status s);
+
+/* ---- GEMM (ops_sgemm.c) ---- */
+
+/* Row-major C[m,n] = alpha op(A) op(B) + beta C (beta 0 or 1), for every
+ * index of the batch dims bd (nb of them, 0: one GEMM) — A, B, C advanced
+ * by sa, sb, sc elements per step of each batch dim. */
+typedef struct kiln_clop_gemm {
+  bool ta, tb;
+  size_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  opb a, b, c;
+  int nb;
+  int64_t bd[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK], sc[KILN_MAX_RANK];
+} kiln_clop_gemm;
+
+/* Appends g as kiln's generated SGEMM kernel or a CLBlast step
+ * (KILN_CL_GEMM=kiln|clblast|auto, see ENGINE.md); *impl gets "kiln" or
+ * "clblast" for the op's description. */
+kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gemm *g, const char **impl);
+/* Whether kiln_clop_sgemm takes kiln's kernel on dev. */
+bool kiln_clop_sgemm_is_kiln(const kiln_cl_device *dev);
 
 /* ---- shapes ---- */
 

@@ -9,7 +9,7 @@
  * where the magnitude of linear ops (sums, products, convolutions) is the
  * reference run on |inputs| — the sum of magnitudes a reassociated float
  * sum is bounded by. Integer outputs match exactly.
- *   opencl_ops [-v] [-k SUBSTRING] [--bench | --bench=gemm]
+ *   opencl_ops [-v] [-k SUBSTRING] [--bench | --bench=gemm]  (--bench: kiln SGEMM vs CLBlast, conv direct vs gemm)
  * exits 77 (skip) when no device. KILN_OPS_DUMP=file writes the program. */
 #include <math.h>
 #include <stdarg.h>
@@ -57,6 +57,7 @@ typedef struct tcase {
   bool use_mag, expect_dev;
   kiln_cl_op *op;
   char prefix[16];
+  char env[96]; /* "NAME=VALUE ..." set while the case is prepared (KILN_CL_CONV, KILN_CL_GEMM) */
 } tcase;
 
 static tcase *cases;
@@ -65,6 +66,7 @@ static int n_cases, cap_cases;
 /* the case being built */
 static tcase *cur;
 static int cur_in[MAXIO], cur_nin;
+static char case_env[96]; /* copied into each new case */
 
 static void t_begin(int opset, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void t_begin(int opset, const char *fmt, ...) {
@@ -79,9 +81,14 @@ static void t_begin(int opset, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(cur->name, sizeof cur->name, fmt, ap);
   va_end(ap);
+  if (case_env[0]) { /* the forced implementation is part of the name */
+    size_t l = strlen(cur->name);
+    snprintf(cur->name + l, sizeof cur->name - l, " [%s]", case_env);
+  }
   cur->g = new_graph(opset);
   cur->rtol = 1e-4;
   cur->expect_dev = true;
+  snprintf(cur->env, sizeof cur->env, "%s", case_env);
   cur_nin = 0;
 }
 
@@ -257,7 +264,16 @@ static kiln_status prepare(tcase *c, const kiln_cl_device *dev, kiln_cl_src *src
     if (v >= 0) konst[k] = c->g->values[v].init;
   }
   for (int k = 0; k < n->n_out; k++) ttype_of(c->out_slot[k] >= 0 ? &c->exp[c->out_slot[k]] : NULL, &out[k]);
-  return kiln_cl_op_prepare(dev, c->g, n, in, out, konst, c->prefix, src, &c->op);
+  char env[sizeof c->env], *save = NULL;
+  snprintf(env, sizeof env, "%s", c->env);
+  for (char *kv = strtok_r(env, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+    char *eq = strchr(kv, '=');
+    if (eq) *eq = 0, setenv(kv, eq + 1, 1);
+  }
+  kiln_status s = kiln_cl_op_prepare(dev, c->g, n, in, out, konst, c->prefix, src, &c->op);
+  unsetenv("KILN_CL_CONV");
+  unsetenv("KILN_CL_GEMM");
+  return s;
 }
 
 static size_t align_up(size_t v) { return (v + 255) / 256 * 256; }
@@ -377,7 +393,68 @@ static void check_case(tcase *c, kiln_cl_context *ctx) {
 /* ------------------------------------------------------------------ */
 /* the case list                                                        */
 
+/* kiln's SGEMM kernel (opencl/ops_sgemm.c) where its tiles are ragged:
+ * M, N or K of 1, sizes not multiples of the row tile (8 or 4), of the
+ * vector width (16, 8 or 1) or of the dot tile, every transpose, batch
+ * broadcast. Run with each implementation forced. */
+static void cases_gemm_tiles(void) {
+  static const int64_t mk[][2][2] = {
+      {{1, 1}, {1, 33}},   {{17, 5}, {5, 1}},   {{37, 70}, {70, 19}}, {{9, 3}, {3, 40}},
+      {{70, 130}, {130, 50}}, {{8, 16}, {16, 32}}, {{1, 300}, {300, 17}},
+  };
+  for (size_t i = 0; i < sizeof mk / sizeof *mk; i++) {
+    t_begin(13, "MatMul tiles [%lld,%lld]x[%lld,%lld]", (long long)mk[i][0][0], (long long)mk[i][0][1],
+            (long long)mk[i][1][0], (long long)mk[i][1][1]);
+    t_in(2, mk[i][0]);
+    t_in(2, mk[i][1]);
+    t_node1("MatMul");
+    t_end(1e-4, true);
+  }
+  static const int64_t mnk[][3] = {{19, 35, 21}, {1, 6, 37}, {33, 1, 16}, {16, 17, 5}};
+  for (size_t i = 0; i < sizeof mnk / sizeof *mnk; i++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t M = mnk[i][0], N = mnk[i][1], K = mnk[i][2];
+        t_begin(13, "Gemm tiles %lldx%lldx%lld transA=%d transB=%d +C[N]", (long long)M, (long long)N, (long long)K, ta,
+                tb);
+        t_in(2, ta ? (int64_t[]){K, M} : (int64_t[]){M, K});
+        t_in(2, tb ? (int64_t[]){N, K} : (int64_t[]){K, N});
+        t_in(1, (int64_t[]){N});
+        kiln_node *n = t_node1("Gemm");
+        if (ta) a_int(n, "transA", 1);
+        if (tb) a_int(n, "transB", 1);
+        a_float(n, "alpha", 0.5f);
+        t_end(1e-4, true);
+      }
+  t_begin(13, "MatMul tiles broadcast [2,1,9,7]x[1,3,7,18]");
+  t_in(SH(2, 1, 9, 7));
+  t_in(SH(1, 3, 7, 18));
+  t_node1("MatMul");
+  t_end(1e-4, true);
+  t_begin(13, "MatMul tiles batched [3,17,5]x[3,5,20]");
+  t_in(SH(3, 17, 5));
+  t_in(SH(3, 5, 20));
+  t_node1("MatMul");
+  t_end(1e-4, true);
+  t_begin(13, "MatMul tiles A shared [1,11]x[4,11,3]");
+  t_in(SH(1, 11));
+  t_in(SH(4, 11, 3));
+  t_node1("MatMul");
+  t_end(1e-4, true);
+}
+
+static void cases_gemm_one(void);
 static void cases_gemm(void) {
+  static const char *const impl[] = {"kiln", "clblast"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(case_env, sizeof case_env, "KILN_CL_GEMM=%s", impl[i]);
+    cases_gemm_one();
+    cases_gemm_tiles();
+  }
+  case_env[0] = 0;
+}
+
+static void cases_gemm_one(void) {
   /* MatMul: 2-D, 1-D operands, batch broadcast */
   static const struct {
     int64_t a[2], b[2];
@@ -518,9 +595,9 @@ static void conv_case(const char *what, int opset, int rank, const int64_t *x, c
 
 static void cases_conv(void) {
   /* both strategies for each shape */
-  static const char *const modes[] = {"direct", "gemm"};
-  for (int m = 0; m < 2; m++) {
-    setenv("KILN_CL_CONV", modes[m], 1);
+  static const char *const modes[] = {"direct", "gemm", "gemm"};
+  for (int m = 0; m < 3; m++) {
+    snprintf(case_env, sizeof case_env, "KILN_CL_CONV=%s KILN_CL_GEMM=%s", modes[m], m == 2 ? "clblast" : "kiln");
     char w[96];
     snprintf(w, sizeof w, "2-D 3x3 pad 1 (%s)", modes[m]);
     conv_case(w, 11, 4, (int64_t[]){1, 3, 7, 9}, (int64_t[]){4, 3, 3, 3}, true, 1, NULL, NULL, (int64_t[]){1, 1, 1, 1},
@@ -560,7 +637,7 @@ static void cases_conv(void) {
     conv_case(w, 11, 4, (int64_t[]){1, 32, 14, 14}, (int64_t[]){32, 32, 3, 3}, true, 1, NULL, NULL,
               (int64_t[]){1, 1, 1, 1}, NULL);
   }
-  unsetenv("KILN_CL_CONV");
+  case_env[0] = 0;
   conv_case("default choice 24->48 3x3 on 12x12", 11, 4, (int64_t[]){1, 24, 12, 12}, (int64_t[]){48, 24, 3, 3}, true, 1,
             NULL, NULL, (int64_t[]){1, 1, 1, 1}, NULL);
   conv_case("default choice depthwise 32 on 12x12", 11, 4, (int64_t[]){1, 32, 12, 12}, (int64_t[]){32, 1, 3, 3}, true,
@@ -1063,20 +1140,45 @@ static double setup_alone(tcase *c, const kiln_cl_device *dev, kiln_cl_context *
 
 static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
   printf("bench on %s:\n", dev->name);
-  for (int64_t n = 256; n <= 1024; n *= 2) {
-    t_begin(13, "sgemm %lld", (long long)n);
-    t_in(2, (int64_t[]){n, n});
-    t_in(2, (int64_t[]){n, n});
-    t_node1("MatMul");
-    t_end(1e-4, false);
-    tcase *c = cur;
-    if (setup_alone(c, dev, ctx) >= 0) {
-      double ms = time_case(c, ctx, 5);
-      printf("  CLBlast SGEMM %lldx%lldx%lld: %.2f ms, %.2f GFLOP/s (device time, best of 5)\n", (long long)n,
-             (long long)n, (long long)n, ms, 2.0 * (double)(n * n * n) / (ms * 1e6));
+  /* SGEMM MxNxK, kiln's kernel and CLBlast each prepared alone, timed
+   * interleaved (kiln, clblast, kiln, clblast; best of 5 each round) */
+  /* M, N, K, transB (a Gemm with B [N,K]) */
+  static const int64_t gs[][4] = {{64, 1024, 2048, 0}, {128, 256, 256, 0}, {1024, 1024, 1024, 0},
+                                  {256, 256, 256, 0},  {64, 1024, 2048, 1}, {1024, 1024, 1024, 1}};
+  static const char *const impl[] = {"kiln", "clblast"};
+  for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
+    int64_t M = gs[i][0], N = gs[i][1], K = gs[i][2];
+    tcase *c[2] = {NULL, NULL};
+    double bt[2] = {-1, -1};
+    for (int m = 0; m < 2; m++) {
+      bool tb = gs[i][3] != 0;
+      t_begin(13, "sgemm %lldx%lldx%lld%s %s", (long long)M, (long long)N, (long long)K, tb ? " tB" : "", impl[m]);
+      t_in(2, (int64_t[]){M, K});
+      t_in(2, tb ? (int64_t[]){N, K} : (int64_t[]){K, N});
+      if (tb) a_int(t_node1("Gemm"), "transB", 1);
+      else t_node1("MatMul");
+      t_end(1e-4, false);
+      snprintf(cur->env, sizeof cur->env, "KILN_CL_GEMM=%s", impl[m]);
     }
-    case_free(c);
-    n_cases--;
+    c[0] = cur - 1;
+    c[1] = cur;
+    for (int m = 0; m < 2; m++) bt[m] = setup_alone(c[m], dev, ctx);
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 2 && bt[0] >= 0 && bt[1] >= 0; round++)
+      for (int m = 0; m < 2; m++) {
+        double ms = time_case(c[m], ctx, 5);
+        if (ms >= 0 && ms < best[m]) best[m] = ms;
+      }
+    double fl = 2.0 * (double)(M * N * K);
+    if (bt[0] >= 0 && bt[1] >= 0)
+      printf("  SGEMM %lldx%lldx%lld%s: kiln %.2f ms %.1f GFLOP/s (%s), CLBlast %.2f ms %.1f GFLOP/s, kiln/CLBlast "
+             "speed %.2f\n",
+             (long long)M, (long long)N, (long long)K, gs[i][3] ? " tB" : "", best[0], fl / (best[0] * 1e6),
+             kiln_cl_op_describe(c[0]->op),
+             best[1], fl / (best[1] * 1e6), best[1] / best[0]);
+    case_free(c[0]);
+    case_free(c[1]);
+    n_cases -= 2;
   }
   if (bench_gemm_only) return;
   /* conv shape classes of bench/make_models.py */
@@ -1164,8 +1266,11 @@ static void test_errors(const kiln_cl_device *dev, kiln_cl_context *ctx) {
   t_end(1e-4, false);
   c = cur;
   memset(&src, 0, sizeof src);
+  p = NULL;
   s = prepare(c, dev, &src);
-  if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, NULL);
+  if (!s && c->op && src.len) s = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p); /* kiln's SGEMM */
+  if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
+  kiln_cl_program_free(p);
   CHECK(!s && c->op, "error tests: MatMul prepare/bind: %s", kiln_last_error());
   if (!s && c->op) {
     kiln_cl_arg in[2] = {{NULL, 0}, {NULL, 0}}, out[1] = {{NULL, 0}};
