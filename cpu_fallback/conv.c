@@ -641,8 +641,11 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
  * of output q reads plane element off[tap] + q, off[tap] = c·size +
  * dw_shape's offset of the tap (its phase plane, row kh·dh / sh, column
  * kw·dw / sw): 32 consecutive q are 32 consecutive floats for every tap
- * (the Wq - OW columns between output rows are computed and dropped). The
- * micro-kernel (sgemm.h kiln_conv_direct_fn) is the wide GEMM's 12 x 32
+ * (the Wq - OW columns between output rows are computed and dropped). An
+ * output row of a multiple of 16 (small_cnn's 64, 32 and 16) is read as
+ * runs of 16 along the output instead (*row tiles*: a tile's two halves
+ * from one row or two, nothing dropped) and the tile is stored straight
+ * into Y: its 32 outputs are consecutive there. The micro-kernel (sgemm.h kiln_conv_direct_fn) is the wide GEMM's 12 x 32
  * tile reading those rows in place, W from its pack (prepack.c) or packed
  * strip by strip: per KC slice the same fmas as the GEMM on the im2col, so
  * the output is the GEMM path's bit for bit. */
@@ -664,6 +667,7 @@ typedef struct direct_job {
   const int64_t *off;
   int64_t P, Wq, apk_g, strips, tiles, chunks; /* P: floats per channel; chunks of `tiles` 32-column q tiles */
   kiln_conv_direct_fn micro;
+  bool rows; /* row tiles: OW a multiple of 16, tile t = outputs [32t, 32t + 32) of each channel */
   dw_job planes; /* the plane copy's job (dw_plane) */
   int64_t pp;    /* input planes per task of the planes' pass */
 } direct_job;
@@ -705,13 +709,29 @@ static void direct_task(void *ctx, int64_t task, int worker) {
   bool clamp = j->ep && j->ep->clamp;
   float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
   float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
+  if (j->rows) { /* outputs [oa, ob) of each channel, one tile of 32 at a time, stored in place */
+    int64_t oa = ch * j->tiles * NR, ob = oa + j->tiles * NR < OSP ? oa + j->tiles * NR : OSP;
+    for (int64_t o = oa; o < ob; o += NR) {
+      int nr = ob - o < NR ? (int)(ob - o) : NR;
+      int64_t qlo = o / OW * Wp + o % OW, qhi = nr > 16 ? (o + 16) / OW * Wp + (o + 16) % OW : qlo + 16;
+      for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+        kc = kiln_sgemm_wide_kc(Kc, p0);
+        bool last = p0 + kc == Kc;
+        j->micro(kc, a + p0 * astride + aoff * kc, x + qlo, j->off + p0, qhi - qlo, p0 ? 1.0f : 0.0f, y + o, OSP,
+                 (int)mr, nr, last ? bias : NULL, last && clamp, lo, hi);
+      }
+    }
+    for (int64_t r = 0; j->ep && !clamp && r < mr && ob > oa; r++)
+      j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+    return;
+  }
   float tile[MR * NR];
   for (int64_t q0 = qa; q0 < qb; q0 += NR) {
     int nr = qb - q0 < NR ? (int)(qb - q0) : NR;
     for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
       kc = kiln_sgemm_wide_kc(Kc, p0);
       bool last = p0 + kc == Kc;
-      j->micro(kc, a + p0 * astride + aoff * kc, x + q0, j->off + p0, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
+      j->micro(kc, a + p0 * astride + aoff * kc, x + q0, j->off + p0, 16, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
                last ? bias : NULL, last && clamp, lo, hi);
     }
     for (int64_t c = 0; c < nr;) { /* the tile's runs along output rows */
@@ -784,14 +804,16 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
      ResNet-18, GEMM_CONV.md "Two threads"). Each output element gets the
      same operations whatever the chunk (bit-identical for any thread
      count). */
-  int64_t strips = (g->Mg + MR - 1) / MR, tiles = ((OH - 1) * d.Wq + g->out[2] + NR - 1) / NR, chunks = 1;
+  bool rows = g->out[2] % 16 == 0;
+  int64_t strips = (g->Mg + MR - 1) / MR, chunks = 1;
+  int64_t tiles = rows ? (g->out_sp + NR - 1) / NR : ((OH - 1) * d.Wq + g->out[2] + NR - 1) / NR;
   if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers)
     chunks = (4 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
   if (!pk && chunks > 2) chunks = 2; /* W packed per task: each chunk packs its strip again */
   int64_t per = (tiles + chunks - 1) / chunks;
   chunks = (tiles + per - 1) / per;
   direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, wbuf, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
-                  per, chunks, micro,
+                  per, chunks, micro, rows,
                   {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
                    .copy_rows = kiln_la_copy_rows()},
                   1};

@@ -403,15 +403,15 @@ void kiln_sgemm_micro_post_base(int64_t kc, const float *restrict ap, const floa
   kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
-void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const float *x, const int64_t *off, float beta,
-                                 float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
-                                 float hi) {
+void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
+                                 int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                 bool clamp, float lo, float hi) {
   float acc[WMR][WNR];
   memset(acc, 0, sizeof acc);
   for (int64_t k = 0; k < kc; k++) {
     const float *bp = x + off[k];
     for (int r = 0; r < WMR; r++)
-      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(ap[r], bp[c], acc[r][c]);
+      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(ap[r], c < 16 ? bp[c] : bp[xhi + c - 16], acc[r][c]);
     ap += WMR;
   }
   for (int r = 0; r < mr; r++)

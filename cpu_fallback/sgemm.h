@@ -195,23 +195,25 @@ kiln_status kiln_sgemm_wide_post(kiln_sgemm_micro_fn micro, int64_t M, int64_t N
 kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void);
 /* The direct convolution's micro-kernel (conv.c, GEMM_CONV.md "Direct
  * convolution"): the wide micro-kernel with the post-op whose row k of B is
- * the 32 floats at x + off[k] (a padded input plane read in place, no
- * im2col) instead of a packed strip: C[0..mr)[0..nr) = acc + beta·C, then
- * the bias and clamp of kiln_sgemm_post_base, acc[r][c] = sum over k < kc of
- * ap[k·MR + r]·x[off[k] + c] (one fma per term, k in order). The same
- * operations as the packed micro-kernel on the im2col of x, so the same
- * bits. Reads x[off[k] .. off[k] + 32) (the AVX-512 version) even when nr <
- * 32. */
+ * two runs of 16 floats, at x + off[k] and x + off[k] + xhi (a padded
+ * input plane read in place, no im2col; xhi 16: 32 consecutive floats;
+ * another xhi: two output rows of 16, or two halves of one) instead of a
+ * packed strip: C[0..mr)[0..nr) = acc + beta·C, then the bias and clamp of
+ * kiln_sgemm_post_base, acc[r][c] = sum over k < kc of ap[k·MR + r]·b_k[c]
+ * with b_k[c] = x[off[k] + c] for c < 16, x[off[k] + xhi + c - 16] after
+ * (one fma per term, k in order). The same operations as the packed
+ * micro-kernel on the im2col of x, so the same bits. Reads both runs of 16
+ * (the AVX-512 version) even when nr < 32. */
 typedef void (*kiln_conv_direct_fn)(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
-                                    float beta, float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp,
-                                    float lo, float hi);
-void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const float *x, const int64_t *off, float beta,
-                                 float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
-                                 float hi);
+                                    int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                    const float *bias, bool clamp, float lo, float hi);
+void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
+                                 int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                 bool clamp, float lo, float hi);
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
-void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off, float beta,
-                                   float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
-                                   float hi);
+void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
+                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                   bool clamp, float lo, float hi);
 /* The AVX-512 one where kiln_sgemm_pack_reader() is set, else NULL. */
 kiln_conv_direct_fn kiln_conv_direct_micro(void);
 /* AVX-512F usable: cpuid leaf 7 EBX bit 16 (and AVX2/FMA), and the OS

@@ -19,15 +19,16 @@ static __mmask16 mask_of(int n) { return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xfff
  * those of the store, then the post-op over the tile). */
 static inline __attribute__((always_inline)) void micro_rows(int R, int64_t kc, const float *restrict ap,
                                                               const float *restrict bp, const int64_t *boff,
-                                                              float beta, float *C,
+                                                              int64_t bhi, float beta, float *C,
                                                               int64_t ldc, int mr, int nr, bool post,
                                                               const float *bias, bool clamp, float lo, float hi) {
   __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a;
   __m512 c4a = c0a, c4b = c0a, c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
   __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
   for (int64_t k = 0; k < kc; k++) {
-    const float *bk = boff ? bp + boff[k] : bp; /* boff: row k of B at bp + boff[k] (the direct conv) */
-    __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + 16);
+    /* boff: row k of B at bp + boff[k], its columns 16..31 at + bhi (the direct conv) */
+    const float *bk = boff ? bp + boff[k] : bp;
+    __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + bhi);
     __m512 a;
 #define ROW(r, x, y)                  \
   if (r < R) {                        \
@@ -71,28 +72,28 @@ static inline __attribute__((always_inline)) void micro_rows(int R, int64_t kc, 
  * accumulators, a third or two thirds of the fmas. Each element's
  * operations are the same whatever R. */
 static inline __attribute__((always_inline)) void micro(int64_t kc, const float *restrict ap, const float *restrict bp,
-                                                         const int64_t *boff, float beta, float *C, int64_t ldc, int mr,
-                                                         int nr, bool post, const float *bias, bool clamp, float lo,
-                                                         float hi) {
-  if (mr <= 4) micro_rows(4, kc, ap, bp, boff, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
-  else if (mr <= 8) micro_rows(8, kc, ap, bp, boff, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
-  else micro_rows(KILN_SGEMM_WIDE_MR, kc, ap, bp, boff, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+                                                         const int64_t *boff, int64_t bhi, float beta, float *C,
+                                                         int64_t ldc, int mr, int nr, bool post, const float *bias,
+                                                         bool clamp, float lo, float hi) {
+  if (mr <= 4) micro_rows(4, kc, ap, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+  else if (mr <= 8) micro_rows(8, kc, ap, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
+  else micro_rows(KILN_SGEMM_WIDE_MR, kc, ap, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi);
 }
 
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr) {
-  micro(kc, ap, bp, NULL, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f);
+  micro(kc, ap, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f);
 }
 
 void kiln_sgemm_micro_post_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
-  micro(kc, ap, bp, NULL, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi);
+  micro(kc, ap, bp, NULL, 16, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi);
 }
 
-void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off, float beta,
-                                   float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo,
-                                   float hi) {
-  micro(kc, ap, x, off, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi);
+void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
+                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                   bool clamp, float lo, float hi) {
+  micro(kc, ap, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi);
 }
 
 /* The micro-kernel reading A in place (sgemm.h kiln_sgemm_micro_a_fn):

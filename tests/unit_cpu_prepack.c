@@ -474,6 +474,13 @@ static void test_direct(void) {
       {"strides (3, 2), dilation 2, C 4, M 13, 3x3 pad 2, 20x21", 2, 2, 4, 13, 1, 20, 21, 3, 3, {2, 2, 2, 2}, 2, 3, 2},
       {"1-D stride 2, C 5, M 7, k 4, width 31", 1, 1, 5, 7, 1, 1, 31, 1, 4, {0, 1, 0, 2}, 1, 1, 2},
       {"C 32, M 40, 3x3 pad 1, 40x40 (row chunks on the pool)", 2, 1, 32, 40, 1, 40, 40, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      /* row tiles (output rows a multiple of 16): halves from two rows, an odd count of halves, slices of K
+         stored and reloaded in Y, chunks on the pool, stride 2, 1-D */
+      {"row tiles: C 64, M 20, 3x3 pad 1, 16x16 (K 576: 2 slices in Y)", 2, 2, 64, 20, 1, 16, 16, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"row tiles: C 5, M 13, 3x3 pad 1, 3x48 (9 halves)", 2, 1, 5, 13, 1, 3, 48, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"row tiles: C 24, M 40, 3x3 pad 1, 48x48 (chunks on the pool)", 2, 1, 24, 40, 1, 48, 48, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"row tiles: stride 2, C 3, M 28, 3x3 pad 1, 31x64", 2, 1, 3, 28, 1, 31, 64, 3, 3, {1, 1, 1, 1}, 1, 2, 2},
+      {"row tiles: 1-D k3 pad (1, 1), C 9, M 14, width 80", 1, 2, 9, 14, 1, 1, 80, 1, 3, {0, 1, 0, 1}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
