@@ -95,9 +95,13 @@ static kiln_status gemm_panels(bool ta, bool tb, int64_t rows, int64_t N, int64_
                                const void *fctx, const kiln_cpu_epilogue *ep) {
   int64_t pr = ep ? panel_rows(rows, N) : rows;
   /* a constant B packed when the plan was made (prepack.h), read by the
-     micro-kernel it was packed for (A plain, alpha 1: the pack path's form) */
+     micro-kernel it was packed for (A plain, alpha 1: the pack path's form).
+     Not for at most KILN_SGEMM_ROWS_MAX rows: kiln_sgemm's few-rows kernel
+     reads B in place with four slices' fma chains at once, the same bits
+     (small_cnn's 1 x 8192 x 10 classifier: ~10 us, ~37 us from the pack's
+     12 x 32 tiles, one fma chain per accumulator, GEMM_CONV.md) */
   kiln_sgemm_micro_fn micro = tb || ta || alpha != 1.0f ? NULL : kiln_sgemm_pack_reader();
-  const float *bpack = micro ? kiln_cpu_gemm_pack_find(B, K, N, ldb) : NULL;
+  const float *bpack = micro && rows > KILN_SGEMM_ROWS_MAX ? kiln_cpu_gemm_pack_find(B, K, N, ldb) : NULL;
   for (int64_t r0 = 0; r0 < rows; r0 += pr) {
     int64_t r = rows - r0 < pr ? rows - r0 : pr;
     float *y = Y + r0 * N;
