@@ -645,8 +645,9 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
  * output row of a multiple of 16 (small_cnn's 64, 32 and 16) is read as
  * runs of 16 along the output instead (*row tiles*: a tile's two halves
  * from one row or two, nothing dropped) and the tile is stored straight
- * into Y: its 32 outputs are consecutive there. The micro-kernel (sgemm.h kiln_conv_direct_fn) is the wide GEMM's 12 x 32
- * tile reading those rows in place, W from its pack (prepack.c) or packed
+ * into Y: its 32 outputs are consecutive there. The micro-kernel (sgemm.h
+ * kiln_conv_direct_fn) is the wide GEMM's 12 x 32 tile reading those rows
+ * in place, W from its pack (prepack.c) or packed
  * strip by strip: per KC slice the same fmas as the GEMM on the im2col, so
  * the output is the GEMM path's bit for bit. */
 

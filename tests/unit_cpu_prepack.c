@@ -19,7 +19,8 @@
  *    twin (force 2) bit for bit, with and without a pack, bias, a clamp
  *    epilogue and a counted apply epilogue, on awkward sizes (C_in 1, 3,
  *    17; C_out not a multiple of 12 or 16; row tails; asymmetric pads,
- *    dilation, 1-D, 5x5, 1x3, groups, batch 2); where it cannot run (no
+ *    dilation, 1-D, 5x5, 1x3, groups, batch 2; row tiles where the output
+ *    row is a multiple of 16 wide); where it cannot run (no
  *    AVX-512F, base setting) the twin is within tolerance of the GEMM path.
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
 #include <math.h>
@@ -476,9 +477,11 @@ static void test_direct(void) {
       {"C 32, M 40, 3x3 pad 1, 40x40 (row chunks on the pool)", 2, 1, 32, 40, 1, 40, 40, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
       /* row tiles (output rows a multiple of 16): halves from two rows, an odd count of halves, slices of K
          stored and reloaded in Y, chunks on the pool, stride 2, 1-D */
-      {"row tiles: C 64, M 20, 3x3 pad 1, 16x16 (K 576: 2 slices in Y)", 2, 2, 64, 20, 1, 16, 16, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"row tiles: C 64, M 20, 3x3 pad 1, 16x16 (K 576: 2 slices in Y)",
+       2, 2, 64, 20, 1, 16, 16, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
       {"row tiles: C 5, M 13, 3x3 pad 1, 3x48 (9 halves)", 2, 1, 5, 13, 1, 3, 48, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
-      {"row tiles: C 24, M 40, 3x3 pad 1, 48x48 (chunks on the pool)", 2, 1, 24, 40, 1, 48, 48, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"row tiles: C 24, M 40, 3x3 pad 1, 48x48 (chunks on the pool)",
+       2, 1, 24, 40, 1, 48, 48, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
       {"row tiles: stride 2, C 3, M 28, 3x3 pad 1, 31x64", 2, 1, 3, 28, 1, 31, 64, 3, 3, {1, 1, 1, 1}, 1, 2, 2},
       {"row tiles: 1-D k3 pad (1, 1), C 9, M 14, width 80", 1, 2, 9, 14, 1, 1, 80, 1, 3, {0, 1, 0, 1}, 1, 1, 1},
   };
