@@ -193,9 +193,12 @@ static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gem
 
 /* The kernel's head: ids, the batch offsets unravelled from literals, the
  * tile's first row i0 and column j0. Fused (e): plain buffers a_, b_, [e_]
- * and e's parameters; a 1-D launch with a slot per row of C (only each
- * tile's first row works), so that the run's rows of a symbolic dim are a
- * prefix of the items (opencl/engine_sym.c); the GEMM's own names live in
+ * and e's parameters; a 1-D launch with a slot per row of C per column
+ * tile, so that the run's rows of a symbolic dim are a prefix of the items
+ * (opencl/engine_sym.c): only a tile's first row works, tiles counted from
+ * the batch's first row or the launch's (a padded symbolic dim launches
+ * each block of rows at its global offset; a tile reaching past a block
+ * computes the next block's rows again, the same values); the GEMM's own names live in
  * a block opened here (emit_epi_store closes it) so that they shadow, not
  * clash with, the epilogue's parameters a0, a1, ... */
 static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_gemm *g, size_t nt, size_t mt,
@@ -208,12 +211,13 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
                                           "  if (wi_ >= %zuUL) return;\n"
                                           "  const ulong jt = wi_ %% %zuUL, r_ = (wi_ / %zuUL) %% %zuUL, bi = wi_ / "
                                           "%zuUL;\n"
-                                          "  if (r_ %% %dUL) return;\n"
-                                          "  const ulong it = r_ / %dUL;\n"
+                                          "  const ulong o_ = get_global_offset(0) / %zuUL, s_ = o_ > bi * %zuUL ? o_ - "
+                                          "bi * %zuUL : 0;\n"
+                                          "  if ((r_ - s_) %% %dUL) return;\n"
                                           "  const ulong ao = 0, bo = 0;\n"
                                           "  long oa = 0, ob = 0, oc = 0;\n",
                                           name, e->has_e ? ", __global const float *restrict e_" : "", e->params,
-                                          batch * g->m * nt, nt, nt, g->m, nt * g->m, mr, mr)
+                                          batch * g->m * nt, nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr)
                      : kiln_cl_src_printf(s,
                                       "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "
                                       "ulong bo, __global float *c_, ulong co) {\n"
@@ -237,9 +241,9 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
   if (!st && e)
     st = kiln_cl_src_printf(s,
                             "  __global const float *A = a_ + ao + oa, *B = b_ + bo + ob;\n"
-                            "  const ulong i0 = it * %dUL, j0 = jt * %dUL;\n"
+                            "  const ulong i0 = r_, j0 = jt * %dUL;\n"
                             "  float t_[%d];\n  {\n",
-                            mr, nw, mr * nw);
+                            nw, mr * nw);
   else if (!st)
     st = kiln_cl_src_printf(s,
                             "  __global const float *A = a_ + ao + oa, *B = b_ + bo + ob;\n"
