@@ -128,23 +128,37 @@ static kiln_status emit_tile_dump(kiln_cl_src *s, gemm_tile t, bool dot) {
 /* Fused: closes the GEMM's block (emit_head), then each element of the
  * tile inside C — row i, column j — is the epilogue's anchor
  * anc = alpha * t_ + e->add at ep_i = its flat index in C (the batch's
- * offset oc + i * ldc + j), and e->body runs on it: the body is printed
- * once, in a loop over the tile. */
+ * offset oc + i * ldc + j), and e->body runs on it: a loop over the tile's
+ * rows, inside it one over a row's columns with no guard where the tile is
+ * inside C's columns (straight-line code the compiler may vectorise), the
+ * body printed once (twice with a ragged last column tile). */
 static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_tile t, int nw,
                                   const kiln_clop_epi *e) {
   char al[48];
-  bool a1 = g->alpha == 1.0f;
+  bool a1 = g->alpha == 1.0f, ragged = g->n % (size_t)nw != 0;
   kiln_clop_flit(g->alpha, al, sizeof al);
-  return kiln_cl_src_printf(s,
-                            "  }\n"
-                            "  for (int q_ = 0; q_ < %d; q_++) {\n"
-                            "    const ulong i = i0 + (ulong)(q_ / %d), j = j0 + (ulong)(q_ %% %d);\n"
-                            "    if (i >= %zuUL || j >= %zuUL) continue;\n"
-                            "    const long ep_i = oc + (long)(i * %zuUL + j);\n"
-                            "    const float anc = %s%st_[q_]%s;\n"
-                            "%s  }\n",
-                            t.mr * nw, nw, nw, g->m, g->n, g->ldc, a1 ? "" : al, a1 ? "" : " * ", e->add ? e->add : "",
-                            e->body);
+  kiln_status st = kiln_cl_src_printf(s,
+                                      "  }\n"
+                                      "  for (int rq_ = 0; rq_ < %d; rq_++) {\n"
+                                      "    const ulong i = i0 + (ulong)rq_;\n"
+                                      "    if (i >= %zuUL) break;\n"
+                                      "    const long row_ = oc + (long)(i * %zuUL + j0);\n",
+                                      t.mr, g->m, g->ldc);
+  for (int pass = 0; pass < (ragged ? 2 : 1) && !st; pass++) {
+    if (ragged)
+      st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (j0 + %dUL <= %zuUL)\n", nw, g->n);
+    char guard[64] = "";
+    if (pass) snprintf(guard, sizeof guard, "    if (j0 + (ulong)cq_ >= %zuUL) break;\n", g->n);
+    if (!st)
+      st = kiln_cl_src_printf(s,
+                              "    for (int cq_ = 0; cq_ < %d; cq_++) {\n%s"
+                              "    const long ep_i = row_ + cq_;\n"
+                              "    const float anc = %s%st_[rq_ * %d + cq_]%s;\n"
+                              "%s    }\n",
+                              nw, guard, a1 ? "" : al, a1 ? "" : " * ", nw, e->add ? e->add : "", e->body);
+  }
+  if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  return st;
 }
 
 /* the broadcast kernel's stores; tail: lane by lane for columns < N;
