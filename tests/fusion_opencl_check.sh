@@ -42,11 +42,16 @@ kiln anchor_outputs 2 2 0
 any chain_views_bcast 2 2 0
 any conv_bn_relu_pool 1 1 1
 any conv_gemm_epilogue 1 1 1
+any conv_pointwise_clip 1 1 0
 any conv_residual_clip 2 2 0
+clblast gemm_store_alpha 2 2 2
+kiln gemm_store_alpha 2 2 0
 clblast gemm_bias_relu 1 1 1
 kiln gemm_bias_relu 1 1 0
 any intermediate_outputs 3 2 0
 any layernorm_stats 1 1 0
+clblast matmul_batched_residual 1 1 1
+kiln matmul_batched_residual 1 1 0
 clblast matmul_gelu 1 1 1
 kiln matmul_gelu 1 1 0
 any reduce_kinds 4 4 0
@@ -55,17 +60,19 @@ any residual 2 2 0
 clblast softmax_layernorm 2 2 1
 kiln softmax_layernorm 2 2 0
 TABLE
-# kiln's GEMM: the MatMul+Gelu group is one SGEMM kernel (g*_mm), no epilogue kernel
+# kiln's GEMM: these groups are one SGEMM kernel (g*_mm) each, no epilogue kernel
 if [ "$gemm" = kiln ]; then
-  f=$(ls "$dump"/matmul_gelu.opencl-*.txt 2>/dev/null | head -1)
-  if [ -n "$f" ] && grep -q "^kernel g[0-9]*_mm:" "$f" && ! grep -q "^kernel g[0-9]*_epi" "$f" &&
-    grep -q "with the epilogue in its store" "$f"; then
-    echo "ok   matmul_gelu: one SGEMM kernel with the epilogue in its store, no epilogue kernel"
-  else
-    echo "FAIL matmul_gelu: the KILN_DUMP plan ${f:-(none)} does not show the epilogue in the SGEMM's store"
-    [ -n "$f" ] && cat "$f"
-    fail=1
-  fi
+  for name in matmul_gelu gemm_bias_relu matmul_batched_residual conv_pointwise_clip; do
+    f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
+    if [ -n "$f" ] && grep -q "^kernel g[0-9]*_mm:" "$f" && ! grep -q "^kernel g[0-9]*_epi" "$f" &&
+      grep -q "in kiln's SGEMM with the epilogue in its store" "$f"; then
+      echo "ok   $name: one SGEMM kernel with the epilogue in its store, no epilogue kernel"
+    else
+      echo "FAIL $name: the KILN_DUMP plan ${f:-(none)} does not show the epilogue in the SGEMM's store"
+      [ -n "$f" ] && cat "$f"
+      fail=1
+    fi
+  done
   # the switch: op + separate epilogue kernel again, same results
   KILN_CL_GEMM_EPILOGUE=0 KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
   rc=$?
@@ -76,6 +83,7 @@ if [ "$gemm" = kiln ]; then
   check_table <<'TABLE'
 clblast gemm_bias_relu 1 1 1
 clblast matmul_gelu 1 1 1
+clblast matmul_batched_residual 1 1 1
 TABLE
 fi
 # unfused: the same results, more launches
