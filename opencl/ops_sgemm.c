@@ -119,9 +119,9 @@ static kiln_status emit_tile_dump(kiln_cl_src *s, gemm_tile t, bool dot) {
   kiln_status st = KILN_OK;
   for (int r = 0; r < t.mr && !st; r++)
     for (int c = 0; c < t.nc && !st; c++)
-      st = dot || t.nv == 1 ? kiln_cl_src_printf(s, "  t_[%d] = %c%d_%d;\n", r * nw + c * (dot ? 1 : t.nv),
-                                                 dot ? 'h' : 'c', r, c)
-                            : kiln_cl_src_printf(s, "  vstore%d(c%d_%d, 0, t_ + %d);\n", t.nv, r, c, r * nw + c * t.nv);
+      st = dot || t.nv == 1
+               ? kiln_cl_src_printf(s, "  t_[%d] = %c%d_%d;\n", r * nw + c * (dot ? 1 : t.nv), dot ? 'h' : 'c', r, c)
+               : kiln_cl_src_printf(s, "  vstore%d(c%d_%d, 0, t_ + %d);\n", t.nv, r, c, r * nw + c * t.nv);
   return st;
 }
 
@@ -145,8 +145,7 @@ static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_
                                       "    const long row_ = oc + (long)(i * %zuUL + j0);\n",
                                       t.mr, g->m, g->ldc);
   for (int pass = 0; pass < (ragged ? 2 : 1) && !st; pass++) {
-    if (ragged)
-      st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (j0 + %dUL <= %zuUL)\n", nw, g->n);
+    if (ragged) st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (j0 + %dUL <= %zuUL)\n", nw, g->n);
     char guard[64] = "";
     if (pass) snprintf(guard, sizeof guard, "    if (j0 + (ulong)cq_ >= %zuUL) break;\n", g->n);
     if (!st)
@@ -218,28 +217,29 @@ static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gem
 static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_gemm *g, size_t nt, size_t mt,
                              size_t batch, int nw, int mr, const kiln_clop_epi *e) {
   (void)mt;
-  kiln_status st = e ? kiln_cl_src_printf(s,
-                                          "__kernel void %s(__global const float *restrict a_, __global const float "
-                                          "*restrict b_%s%s) {\n"
-                                          "  const ulong wi_ = get_global_id(0);\n"
-                                          "  if (wi_ >= %zuUL) return;\n"
-                                          "  const ulong jt = wi_ %% %zuUL, r_ = (wi_ / %zuUL) %% %zuUL, bi = wi_ / "
-                                          "%zuUL;\n"
-                                          "  const ulong o_ = get_global_offset(0) / %zuUL, s_ = o_ > bi * %zuUL ? o_ - "
-                                          "bi * %zuUL : 0;\n"
-                                          "  if ((r_ - s_) %% %dUL) return;\n"
-                                          "  const ulong ao = 0, bo = 0;\n"
-                                          "  long oa = 0, ob = 0, oc = 0;\n",
-                                          name, e->has_e ? ", __global const float *restrict e_" : "", e->params,
-                                          batch * g->m * nt, nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr)
-                     : kiln_cl_src_printf(s,
-                                      "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "
-                                      "ulong bo, __global float *c_, ulong co) {\n"
-                                      "  const ulong jt = get_global_id(0), t = get_global_id(1);\n"
-                                      "  if (jt >= %zuUL || t >= %zuUL) return;\n"
-                                      "  const ulong it = t %% %zuUL, bi = t / %zuUL;\n"
-                                      "  long oa = 0, ob = 0, oc = 0;\n",
-                                      name, nt, batch * mt, mt, mt);
+  kiln_status st =
+      e ? kiln_cl_src_printf(s,
+                             "__kernel void %s(__global const float *restrict a_, __global const float "
+                             "*restrict b_%s%s) {\n"
+                             "  const ulong wi_ = get_global_id(0);\n"
+                             "  if (wi_ >= %zuUL) return;\n"
+                             "  const ulong jt = wi_ %% %zuUL, r_ = (wi_ / %zuUL) %% %zuUL, bi = wi_ / "
+                             "%zuUL;\n"
+                             "  const ulong o_ = get_global_offset(0) / %zuUL, s_ = o_ > bi * %zuUL ? o_ - "
+                             "bi * %zuUL : 0;\n"
+                             "  if ((r_ - s_) %% %dUL) return;\n"
+                             "  const ulong ao = 0, bo = 0;\n"
+                             "  long oa = 0, ob = 0, oc = 0;\n",
+                             name, e->has_e ? ", __global const float *restrict e_" : "", e->params, batch * g->m * nt,
+                             nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr)
+        : kiln_cl_src_printf(s,
+                             "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "
+                             "ulong bo, __global float *c_, ulong co) {\n"
+                             "  const ulong jt = get_global_id(0), t = get_global_id(1);\n"
+                             "  if (jt >= %zuUL || t >= %zuUL) return;\n"
+                             "  const ulong it = t %% %zuUL, bi = t / %zuUL;\n"
+                             "  long oa = 0, ob = 0, oc = 0;\n",
+                             name, nt, batch * mt, mt, mt);
   if (!st && g->nb) {
     st = kiln_cl_src_printf(s, "  { ulong t_ = bi;\n");
     for (int d = g->nb - 1; d >= 0 && !st; d--)
