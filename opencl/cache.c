@@ -79,6 +79,7 @@ kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, s
   kiln_cl_key_str(&k, getenv("KILN_CL_VEC"));
   kiln_cl_key_str(&k, getenv("KILN_CL_TILE"));
   kiln_cl_key_str(&k, getenv("KILN_CL_MATH"));
+  kiln_cl_key_str(&k, getenv("KILN_CL_GEMM_EPILOGUE"));
   kiln_cl_key_str(&k, dev->platform_name);
   kiln_cl_key_str(&k, dev->name);
   kiln_cl_key_str(&k, dev->vendor);

@@ -3,7 +3,9 @@
  * - Conv that the op would run with its direct kernel + epilogue (+ pool):
  *   ONE generated kernel computes the convolution and applies the epilogue
  *   to each output element in registers (then the pool's device op);
- * - other anchors (Conv through im2col + CLBlast, MatMul, Gemm): the node's
+ * - MatMul, Gemm and pointwise Conv when the SGEMM is kiln's kernel: ONE
+ *   kernel, kiln's SGEMM with the epilogue printed into its store;
+ * - other anchors (Conv through im2col, anything on CLBlast): the node's
  *   device op writes the anchor's output, then ONE generated epilogue kernel
  *   (every epilogue node of the group) reads it;
  * - reduction groups of two or more nodes: ONE generated kernel, a
@@ -13,6 +15,7 @@
 #include "opencl/engine_fuse.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/alloc.h"
@@ -155,6 +158,82 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   return KILN_OK;
 }
 
+/* Whether a MatMul / Gemm / Conv anchor's epilogue may go into kiln's
+ * SGEMM kernel's store (gemm_fused): KILN_CL_GEMM_EPILOGUE is not 0 and no
+ * accessor reads the anchor's output x (the epilogue sees the anchor only
+ * as its ANCHOR expression, in registers). Whether the GEMM is kiln's and
+ * the node's shape class is kiln_cl_gemm_fused's to say. */
+bool kiln_cl_fuse_store_epilogue_ok(const kiln_fuse_spec *sp, int x) {
+  const char *e = getenv("KILN_CL_GEMM_EPILOGUE");
+  if (e && !strcmp(e, "0")) return false;
+  return x >= 0 && !reads_value(sp, x);
+}
+
+/* kiln's SGEMM kernel with the epilogue in its store; *ok false when the
+ * anchor goes another way (CLBlast, an im2col conv, ...). */
+static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *sp, int pool_value,
+                              kiln_cl_fuse_item *it, bool *ok) {
+  *ok = false;
+  const kiln_graph *g = sp->g;
+  const kiln_node *n = &g->nodes[sp->anchor];
+  if (n->n_in > 3 || n->n_in < 2 || n->n_out != 1) return KILN_OK;
+  kiln_cl_ttype in[3], outt[1];
+  for (int k = 0; k < 3; k++) memset(&in[k], 0, sizeof in[k]);
+  for (int k = 0; k < n->n_in; k++)
+    if (!ttype_of(sp, n->in[k], &in[k])) return KILN_OK;
+  if (!ttype_of(sp, n->out[0], &outt[0])) return KILN_OK;
+  /* the node's inputs come first in the signature, in the kernel's order
+     (known after printing): reserve their slots, then the epilogue's */
+  kiln_cl_kernel_sig sig;
+  memset(&sig, 0, sizeof sig);
+  int nin = n->n_in > 2 && n->in[2] >= 0 ? 3 : 2;
+  sig.n_args = nin;
+  char *params = NULL, *body = NULL;
+  kiln_status s = kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
+  if (s == KILN_E_NOMEM) return s;
+  if (s) {
+    kiln_log(KILN_LOG_DEBUG, "opencl: GEMM epilogue not embedded: %s", kiln_last_error());
+    kiln_error_clear();
+    return KILN_OK;
+  }
+  kiln_cl_src src = {0};
+  char name[48];
+  snprintf(name, sizeof name, "g%d_mm", sp->nodes[0]);
+  int64_t items = 0;
+  int vals[3], nv = 0;
+  s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
+  if (!s) s = kiln_cl_gemm_fused(dev, g, n, in, outt, name, params, body, &src, vals, &nv, &items, ok);
+  kiln_free(params);
+  kiln_free(body);
+  if (!s && *ok && nv != nin) { /* a Gemm without C / Conv without bias takes 2: close the gap */
+    for (int a = nv; a + (nin - nv) < sig.n_args; a++) sig.args[a] = sig.args[a + (nin - nv)];
+    sig.n_args -= nin - nv;
+  }
+  if (s || !*ok) {
+    kiln_cl_src_free(&src);
+    if (s && s != KILN_E_NOMEM) {
+      kiln_log(KILN_LOG_DEBUG, "opencl: GEMM epilogue not embedded: %s", kiln_last_error());
+      kiln_error_clear();
+      s = KILN_OK;
+    }
+    *ok = false;
+    return s;
+  }
+  for (int a = 0; a < nv; a++) {
+    kiln_cl_ttype t;
+    ttype_of(sp, vals[a], &t);
+    int64_t ne = 1;
+    for (int d = 0; d < t.rank; d++) ne *= t.dims[d];
+    sig.args[a] = (kiln_cl_sig_arg){false, -1, vals[a], KILN_F32, ne};
+  }
+  snprintf(sig.name, sizeof sig.name, "%s", name);
+  sig.n_items = items;
+  it->node = -1;
+  it->text = src.text;
+  it->sig = sig;
+  return KILN_OK;
+}
+
 static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec *sp, kiln_cl_fuse_lowering *out,
                                 bool *ok) {
   const kiln_graph *g = sp->g;
@@ -181,6 +260,14 @@ static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec 
     if (fused) {
       k++;
       snprintf(out->how, sizeof out->how, "direct Conv with the epilogue in one kernel");
+    }
+  }
+  if (!fused && kiln_cl_fuse_store_epilogue_ok(sp, x)) {
+    kiln_status s = gemm_fused(dev, sp, pv, &out->item[k], &fused);
+    if (s) return s;
+    if (fused) {
+      k++;
+      snprintf(out->how, sizeof out->how, "%s in kiln's SGEMM with the epilogue in its store, one kernel", op);
     }
   }
   if (!fused) {

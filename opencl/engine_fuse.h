@@ -38,4 +38,10 @@ kiln_status kiln_cl_fuse_lower(const kiln_cl_device *dev, const kiln_fuse_spec *
 /* Frees the texts still held. */
 void kiln_cl_fuse_lowering_free(kiln_cl_fuse_lowering *l);
 
+/* Whether an anchor group's epilogue may be printed into kiln's SGEMM
+ * kernel's store (the anchor's output x is not read through an accessor;
+ * KILN_CL_GEMM_EPILOGUE=0 turns it off). The GEMM's own rule
+ * (KILN_CL_GEMM, the Conv's shape class) is applied after. */
+bool kiln_cl_fuse_store_epilogue_ok(const kiln_fuse_spec *sp, int x);
+
 #endif

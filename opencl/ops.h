@@ -111,5 +111,19 @@ kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_grap
                                       const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
                                       const char *params, const char *store, kiln_cl_src *src, int64_t *items,
                                       bool *ok);
+/* The engine's fused form of a MatMul, a Gemm or a pointwise Conv (1x1,
+ * stride 1, unpadded, that the op would run as a GEMM) when the SGEMM is
+ * kiln's kernel (KILN_CL_GEMM): that kernel `name` appended to src with the
+ * epilogue in its store — parameters: the node's input values vals[0..
+ * *n_vals) (A, B, then Gemm's C or the Conv's bias; plain dense float
+ * buffers) followed by `params`, each element of the node's output going to
+ * `store` as for kiln_cl_conv_direct_fused (alpha, beta C and the bias
+ * already in `anc`). *items: a 1-D launch. *ok false (nothing appended)
+ * otherwise: CLBlast's GEMM, an im2col conv (its column matrix lives in the
+ * op's scratch), another dtype, an invalid node. */
+kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
+                               const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
+                               const char *params, const char *store, kiln_cl_src *src, int *vals, int *n_vals,
+                               int64_t *items, bool *ok);
 
 #endif

@@ -11,21 +11,24 @@
 
 /* ---- MatMul ---- */
 
-static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
+/* MatMul's SGEMM record (a, b, c: IN(0), IN(1), OUT(0)); false when the
+ * op does not take the node (the host reports what is wrong). *bcount: the
+ * batch count, *one: B shared by every batch (one GEMM over bcount*M rows). */
+static bool matmul_record(const op_ctx *c, kiln_clop_gemm *g, size_t *bcount, bool *one) {
   const kiln_cl_ttype *a = &c->in[0], *b = &c->in[1];
   if (!kiln_clop_is_f32(a) || !kiln_clop_is_f32(b) || !kiln_clop_is_f32(&c->out[0]) || a->rank < 1 || b->rank < 1)
-    return KILN_OK;
+    return false;
   int ra = a->rank, rb = b->rank;
   size_t M = ra == 1 ? 1 : (size_t)a->dims[ra - 2], K = (size_t)a->dims[ra - 1];
   size_t N = rb == 1 ? 1 : (size_t)b->dims[rb - 1], Kb = rb == 1 ? (size_t)b->dims[0] : (size_t)b->dims[rb - 2];
-  if (K != Kb) return KILN_OK; /* the host reports the mismatch */
+  if (K != Kb) return false;
   /* batch dims, broadcast numpy-style */
   int na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0, nr = na > nb ? na : nb;
   int64_t bd[KILN_MAX_RANK], as[KILN_MAX_RANK], bs[KILN_MAX_RANK];
   for (int i = 0; i < nr; i++) {
     int ia = i - (nr - na), ib = i - (nr - nb);
     int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
-    if (da != db && da != 1 && db != 1) return KILN_OK;
+    if (da != db && da != 1 && db != 1) return false;
     bd[i] = da > db ? da : db;
   }
   int64_t sa = (int64_t)(M * K), sb = (int64_t)(K * N);
@@ -36,32 +39,41 @@ static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
     if (ia >= 0) sa *= a->dims[ia];
     if (ib >= 0) sb *= b->dims[ib];
   }
-  size_t bcount = (size_t)kiln_clop_numel(nr, bd);
+  *bcount = (size_t)kiln_clop_numel(nr, bd);
   bool b_bcast = true;
   for (int i = 0; i < nr; i++) b_bcast = b_bcast && bs[i] == 0;
-  kiln_cl_op *op;
-  kiln_status s = kiln_clop_new(c, &op);
-  if (s) return s;
-  bool one = bcount == 1 || b_bcast; /* B shared by every batch: one GEMM over bcount*M rows */
-  kiln_clop_gemm g = {.m = one ? bcount * M : M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1,
-                      .a = IN(0), .b = IN(1), .c = OUT(0)};
-  if (!one) { /* C batches dense, row-major over bd */
+  *one = *bcount == 1 || b_bcast;
+  *g = (kiln_clop_gemm){.m = *one ? *bcount * M : M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1,
+                        .a = IN(0), .b = IN(1), .c = OUT(0)};
+  if (!*one) { /* C batches dense, row-major over bd */
     int64_t sc = (int64_t)(M * N);
     for (int i = nr - 1; i >= 0; i--) {
       if (bd[i] == 1) continue;
-      g.bd[g.nb] = bd[i], g.sa[g.nb] = as[i], g.sb[g.nb] = bs[i], g.sc[g.nb] = sc;
+      g->bd[g->nb] = bd[i], g->sa[g->nb] = as[i], g->sb[g->nb] = bs[i], g->sc[g->nb] = sc;
       sc *= bd[i];
-      g.nb++;
+      g->nb++;
     }
-    for (int i = 0; i < g.nb / 2; i++) { /* collected innermost first */
-      int j = g.nb - 1 - i;
+    for (int i = 0; i < g->nb / 2; i++) { /* collected innermost first */
+      int j = g->nb - 1 - i;
       int64_t t;
-      t = g.bd[i], g.bd[i] = g.bd[j], g.bd[j] = t;
-      t = g.sa[i], g.sa[i] = g.sa[j], g.sa[j] = t;
-      t = g.sb[i], g.sb[i] = g.sb[j], g.sb[j] = t;
-      t = g.sc[i], g.sc[i] = g.sc[j], g.sc[j] = t;
+      t = g->bd[i], g->bd[i] = g->bd[j], g->bd[j] = t;
+      t = g->sa[i], g->sa[i] = g->sa[j], g->sa[j] = t;
+      t = g->sb[i], g->sb[i] = g->sb[j], g->sb[j] = t;
+      t = g->sc[i], g->sc[i] = g->sc[j], g->sc[j] = t;
     }
   }
+  return true;
+}
+
+static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
+  kiln_clop_gemm g;
+  size_t bcount;
+  bool one;
+  if (!matmul_record(c, &g, &bcount, &one)) return KILN_OK;
+  size_t N = g.n, K = g.k;
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  if (s) return s;
   const char *impl;
   if ((s = kiln_clop_sgemm(c, op, &g, &impl))) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "%s sgemm%s %zux%zux%zu%s", impl, one ? "" : " batched", g.m, N, K,
@@ -76,34 +88,53 @@ static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
 
 /* ---- Gemm ---- */
 
-static kiln_status gemm(const op_ctx *c, kiln_cl_op **out) {
+/* Gemm's SGEMM record (beta 1 with C: the op prefills y with beta C) and
+ * C's broadcast element strides cs over y's [M, N]; false when the op does
+ * not take the node. */
+static bool gemm_record(const op_ctx *c, kiln_clop_gemm *g, bool *has_c, int64_t cs[2], float *beta) {
   const kiln_node *n = c->n;
   const kiln_cl_ttype *a = &c->in[0], *b = &c->in[1], *y = &c->out[0];
-  bool has_c = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&c->in[2]);
-  if (!kiln_clop_is_f32(a) || !kiln_clop_is_f32(b) || !kiln_clop_is_f32(y) || (has_c && !kiln_clop_is_f32(&c->in[2])))
-    return KILN_OK;
-  if (a->rank != 2 || b->rank != 2 || y->rank != 2) return KILN_OK;
+  *has_c = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&c->in[2]);
+  if (!kiln_clop_is_f32(a) || !kiln_clop_is_f32(b) || !kiln_clop_is_f32(y) || (*has_c && !kiln_clop_is_f32(&c->in[2])))
+    return false;
+  if (a->rank != 2 || b->rank != 2 || y->rank != 2) return false;
   bool ta = kiln_attr_int(n, "transA", 0) != 0, tb = kiln_attr_int(n, "transB", 0) != 0;
-  float alpha = kiln_attr_float(n, "alpha", 1.0f), beta = kiln_attr_float(n, "beta", 1.0f);
+  float alpha = kiln_attr_float(n, "alpha", 1.0f);
+  *beta = kiln_attr_float(n, "beta", 1.0f);
   size_t M = (size_t)(ta ? a->dims[1] : a->dims[0]), K = (size_t)(ta ? a->dims[0] : a->dims[1]);
   size_t Kb = (size_t)(tb ? b->dims[1] : b->dims[0]), N = (size_t)(tb ? b->dims[0] : b->dims[1]);
-  if (K != Kb || (int64_t)M != y->dims[0] || (int64_t)N != y->dims[1]) return KILN_OK;
+  if (K != Kb || (int64_t)M != y->dims[0] || (int64_t)N != y->dims[1]) return false;
+  cs[0] = cs[1] = 0;
+  if (*has_c) {
+    const kiln_cl_ttype *ct = &c->in[2];
+    if (ct->rank > 2) return false;
+    int64_t dims[2] = {(int64_t)M, (int64_t)N}, st = 1;
+    for (int d = ct->rank - 1; d >= 0; d--) {
+      int od = 2 - ct->rank + d;
+      if (ct->dims[d] != 1 && ct->dims[d] != dims[od]) return false;
+      cs[od] = ct->dims[d] == 1 ? 0 : st;
+      st *= ct->dims[d];
+    }
+  }
+  *g = (kiln_clop_gemm){.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .lda = (size_t)a->dims[1],
+                        .ldb = (size_t)b->dims[1], .ldc = N, .alpha = alpha, .beta = *has_c ? 1.0f : 0.0f,
+                        .a = IN(0), .b = IN(1), .c = OUT(0)};
+  return true;
+}
+
+static kiln_status gemm(const op_ctx *c, kiln_cl_op **out) {
+  kiln_clop_gemm g;
+  bool has_c;
+  int64_t cs[2];
+  float beta;
+  if (!gemm_record(c, &g, &has_c, cs, &beta)) return KILN_OK;
+  bool ta = g.ta, tb = g.tb;
+  size_t M = g.m, N = g.n, K = g.k;
   kiln_cl_op *op;
   kiln_status s = kiln_clop_new(c, &op);
   if (s) return s;
   if (has_c) {
     /* y = beta * C broadcast, then y += alpha A B */
-    const kiln_cl_ttype *ct = &c->in[2];
-    if (ct->rank > 2) return kiln_clop_fail_free(op, KILN_OK);
-    int64_t dims[2] = {(int64_t)M, (int64_t)N}, cs[2] = {0, 0}, ys[2] = {(int64_t)N, 1};
-    int64_t st = 1;
-    for (int d = ct->rank - 1; d >= 0; d--) {
-      int od = 2 - ct->rank + d;
-      if (ct->dims[d] != 1 && ct->dims[d] != dims[od]) return kiln_clop_fail_free(op, KILN_OK);
-      cs[od] = ct->dims[d] == 1 ? 0 : st;
-      st *= ct->dims[d];
-    }
-    (void)ys;
     int k;
     if ((s = kiln_clop_kernel(op, "gemm_c", &k))) return kiln_clop_fail_free(op, s);
     kiln_cl_src *src = c->src;
@@ -119,9 +150,6 @@ static kiln_status gemm(const op_ctx *c, kiln_cl_op **out) {
     if (!s) s = kiln_clop_launch(op, k, M * N, 2, (opb[]){IN(2), OUT(0)});
     if (s) return kiln_clop_fail_free(op, s);
   }
-  kiln_clop_gemm g = {.ta = ta, .tb = tb, .m = M, .n = N, .k = K, .lda = (size_t)a->dims[1],
-                      .ldb = (size_t)b->dims[1], .ldc = N, .alpha = alpha, .beta = has_c ? 1.0f : 0.0f,
-                      .a = IN(0), .b = IN(1), .c = OUT(0)};
   const char *impl;
   if ((s = kiln_clop_sgemm(c, op, &g, &impl))) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "%s sgemm %zux%zux%zu%s%s%s", impl, M, N, K, ta ? " tA" : "", tb ? " tB" : "",
@@ -453,4 +481,88 @@ kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_grap
   kiln_status s = conv_direct_src(src, &g, bias, name, params, store, items);
   *ok = !s;
   return s;
+}
+
+/* ---- the fused forms' SGEMM with the epilogue in its store ---- */
+
+kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_node *n,
+                               const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
+                               const char *params, const char *store, kiln_cl_src *src, int *vals, int *n_vals,
+                               int64_t *items, bool *ok) {
+  *ok = false;
+  *items = 0;
+  *n_vals = 0;
+  if (!kiln_clop_sgemm_is_kiln(dev) || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 || n->n_out != 1)
+    return KILN_OK;
+  op_ctx c;
+  memset(&c, 0, sizeof c);
+  c.dev = dev;
+  c.g = gr;
+  c.n = n;
+  c.in = in;
+  c.out = out;
+  bool has_e = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&in[2]);
+  if (!kiln_clop_is_f32(&in[0]) || !kiln_clop_is_f32(&in[1]) || !kiln_clop_is_f32(&out[0]) ||
+      (has_e && !kiln_clop_is_f32(&in[2])))
+    return KILN_OK;
+  for (int k = 0; k < out[0].rank; k++)
+    if (out[0].dims[k] <= 0) return KILN_OK;
+  kiln_clop_gemm g;
+  char add[160] = "";
+  int ia = 0, ib = 1;
+  if (!strcmp(n->op_type, "Conv")) {
+    /* pointwise only (1x1, stride 1, unpadded): X is the GEMM's B as it is;
+       an im2col conv needs its column scratch, which only the op has */
+    conv_geo geo;
+    if (!conv_geo_make(&c, &geo)) return KILN_OK;
+    if (has_e && (in[2].rank != 1 || in[2].dims[0] != geo.M)) return KILN_OK;
+    size_t col = (size_t)(geo.N * geo.G * geo.Cg * geo.k_sp * geo.out_sp) * sizeof(float);
+    if (!conv_use_gemm(&geo, col, dev)) return KILN_OK;
+    bool pointwise = true;
+    for (int d = 0; d < geo.nsp; d++)
+      pointwise = pointwise && geo.k[d] == 1 && geo.s[d] == 1 && geo.pb[d] == 0 && geo.in[d] == geo.out[d];
+    if (!pointwise) return KILN_OK;
+    int64_t rows = geo.Cg;
+    memset(&g, 0, sizeof g);
+    g.m = (size_t)geo.Mg, g.n = (size_t)geo.out_sp, g.k = (size_t)rows, g.lda = (size_t)rows;
+    g.ldb = g.ldc = (size_t)geo.out_sp, g.alpha = 1;
+    const int64_t bd[2] = {geo.N, geo.G}, sa[2] = {0, geo.Mg * rows},
+                  sb[2] = {geo.G * rows * geo.out_sp, rows * geo.out_sp},
+                  sc[2] = {geo.M * geo.out_sp, geo.Mg * geo.out_sp};
+    for (int d = 0; d < 2; d++) {
+      if (bd[d] == 1) continue;
+      g.bd[g.nb] = bd[d], g.sa[g.nb] = sa[d], g.sb[g.nb] = sb[d], g.sc[g.nb] = sc[d];
+      g.nb++;
+    }
+    if (has_e) snprintf(add, sizeof add, " + e_[(ep_i / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
+    ia = 1, ib = 0; /* A = W, B = X */
+  } else {
+    /* MatMul / Gemm: the op's own record, beta C added in the store */
+    if (!strcmp(n->op_type, "MatMul")) {
+      size_t bcount;
+      bool one;
+      if (!matmul_record(&c, &g, &bcount, &one)) return KILN_OK;
+      has_e = false;
+    } else if (!strcmp(n->op_type, "Gemm")) {
+      int64_t cs[2];
+      float beta;
+      if (!gemm_record(&c, &g, &has_e, cs, &beta)) return KILN_OK;
+      g.beta = 0;
+      char bl[48];
+      if (has_e)
+        snprintf(add, sizeof add, " + %s%se_[(ep_i / %zuL) * %lldL + (ep_i %% %zuL) * %lldL]",
+                 beta == 1.0f ? "" : kiln_clop_flit(beta, bl, sizeof bl), beta == 1.0f ? "" : " * ", g.n,
+                 (long long)cs[0], g.n, (long long)cs[1]);
+    } else {
+      return KILN_OK;
+    }
+  }
+  kiln_clop_epi ep = {params, store, add, has_e};
+  kiln_status s = kiln_clop_sgemm_fused(dev, &g, &ep, name, src, items);
+  if (s) return s;
+  vals[(*n_vals)++] = n->in[ia];
+  vals[(*n_vals)++] = n->in[ib];
+  if (has_e) vals[(*n_vals)++] = n->in[2];
+  *ok = true;
+  return KILN_OK;
 }

@@ -136,6 +136,22 @@ typedef struct kiln_clop_gemm {
  * (KILN_CL_GEMM=kiln|clblast|auto, see ENGINE.md); *impl gets "kiln" or
  * "clblast" for the op's description. */
 kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gemm *g, const char **impl);
+/* The epilogue printed into a fused SGEMM kernel's store (engine_fuse):
+ * params (text starting with ", ") follow the kernel's plain buffers a_,
+ * b_ and, with has_e, e_; each element of C becomes
+ * anc = alpha * sum + add ("" or e.g. " + e_[...]", an expression of ep_i)
+ * at ep_i, its flat index in C, and body (statements seeing ep_i and anc)
+ * stores it. */
+typedef struct kiln_clop_epi {
+  const char *params, *body, *add;
+  bool has_e;
+} kiln_clop_epi;
+/* Appends kiln's SGEMM kernel `name` for g (beta 0; g's opb fields unused)
+ * with e in its store: a 1-D launch of *items work-items (the kernel guards;
+ * a slot per row of C per column tile, so a prefix of the items is a prefix
+ * of C's rows). */
+kiln_status kiln_clop_sgemm_fused(const kiln_cl_device *dev, const kiln_clop_gemm *g, const kiln_clop_epi *e,
+                                  const char *name, kiln_cl_src *src, int64_t *items);
 /* Whether kiln_clop_sgemm takes kiln's kernel on dev. */
 bool kiln_clop_sgemm_is_kiln(const kiln_cl_device *dev);
 

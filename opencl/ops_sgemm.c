@@ -112,8 +112,59 @@ static kiln_status emit_bcast_loop(kiln_cl_src *s, const kiln_clop_gemm *g, gemm
   return st;
 }
 
-/* the broadcast kernel's stores; tail: lane by lane for columns < N */
-static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_tile t, bool tail) {
+/* Fused: the tile's accumulators (dot: h<r>_<c>, else c<r>_<c> vectors)
+ * into t_, row-major over the tile's mr x (nc or nc*nv) elements. */
+static kiln_status emit_tile_dump(kiln_cl_src *s, gemm_tile t, bool dot) {
+  int nw = dot ? t.nc : t.nc * t.nv;
+  kiln_status st = KILN_OK;
+  for (int r = 0; r < t.mr && !st; r++)
+    for (int c = 0; c < t.nc && !st; c++)
+      st = dot || t.nv == 1
+               ? kiln_cl_src_printf(s, "  t_[%d] = %c%d_%d;\n", r * nw + c * (dot ? 1 : t.nv), dot ? 'h' : 'c', r, c)
+               : kiln_cl_src_printf(s, "  vstore%d(c%d_%d, 0, t_ + %d);\n", t.nv, r, c, r * nw + c * t.nv);
+  return st;
+}
+
+/* Fused: closes the GEMM's block (emit_head), then each element of the
+ * tile inside C — row i, column j — is the epilogue's anchor
+ * anc = alpha * t_ + e->add at ep_i = its flat index in C (the batch's
+ * offset oc + i * ldc + j), and e->body runs on it: a loop over the tile's
+ * rows, inside it one over a row's columns with no guard where the tile is
+ * inside C's columns (straight-line code the compiler may vectorise), the
+ * body printed once (twice with a ragged last column tile). */
+static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_tile t, int nw,
+                                  const kiln_clop_epi *e) {
+  char al[48];
+  bool a1 = g->alpha == 1.0f, ragged = g->n % (size_t)nw != 0;
+  kiln_clop_flit(g->alpha, al, sizeof al);
+  kiln_status st = kiln_cl_src_printf(s,
+                                      "  }\n"
+                                      "  for (int rq_ = 0; rq_ < %d; rq_++) {\n"
+                                      "    const ulong i = i0 + (ulong)rq_;\n"
+                                      "    if (i >= %zuUL) break;\n"
+                                      "    const long row_ = oc + (long)(i * %zuUL + j0);\n",
+                                      t.mr, g->m, g->ldc);
+  for (int pass = 0; pass < (ragged ? 2 : 1) && !st; pass++) {
+    if (ragged) st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (j0 + %dUL <= %zuUL)\n", nw, g->n);
+    char guard[64] = "";
+    if (pass) snprintf(guard, sizeof guard, "    if (j0 + (ulong)cq_ >= %zuUL) break;\n", g->n);
+    if (!st)
+      st = kiln_cl_src_printf(s,
+                              "    for (int cq_ = 0; cq_ < %d; cq_++) {\n%s"
+                              "    const long ep_i = row_ + cq_;\n"
+                              "    const float anc = %s%st_[rq_ * %d + cq_]%s;\n"
+                              "%s    }\n",
+                              nw, guard, a1 ? "" : al, a1 ? "" : " * ", nw, e->add ? e->add : "", e->body);
+  }
+  if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  return st;
+}
+
+/* the broadcast kernel's stores; tail: lane by lane for columns < N;
+ * fused (e): the accumulators into the tile array t_ (emit_epi_store) */
+static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_tile t, bool tail,
+                                    const kiln_clop_epi *e) {
+  if (e) return emit_tile_dump(s, t, false);
   char al[48], vt[16];
   vtype(t.nv, vt, sizeof vt);
   bool a1 = g->alpha == 1.0f;
@@ -154,17 +205,41 @@ static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gem
 }
 
 /* The kernel's head: ids, the batch offsets unravelled from literals, the
- * tile's first row i0 and column j0. */
+ * tile's first row i0 and column j0. Fused (e): plain buffers a_, b_, [e_]
+ * and e's parameters; a 1-D launch with a slot per row of C per column
+ * tile, so that the run's rows of a symbolic dim are a prefix of the items
+ * (opencl/engine_sym.c): only a tile's first row works, tiles counted from
+ * the batch's first row or the launch's (a padded symbolic dim launches
+ * each block of rows at its global offset; a tile reaching past a block
+ * computes the next block's rows again, the same values); the GEMM's own names live in
+ * a block opened here (emit_epi_store closes it) so that they shadow, not
+ * clash with, the epilogue's parameters a0, a1, ... */
 static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_gemm *g, size_t nt, size_t mt,
-                             size_t batch, int nw, int mr) {
-  kiln_status st = kiln_cl_src_printf(s,
-                                      "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "
-                                      "ulong bo, __global float *c_, ulong co) {\n"
-                                      "  const ulong jt = get_global_id(0), t = get_global_id(1);\n"
-                                      "  if (jt >= %zuUL || t >= %zuUL) return;\n"
-                                      "  const ulong it = t %% %zuUL, bi = t / %zuUL;\n"
-                                      "  long oa = 0, ob = 0, oc = 0;\n",
-                                      name, nt, batch * mt, mt, mt);
+                             size_t batch, int nw, int mr, const kiln_clop_epi *e) {
+  (void)mt;
+  kiln_status st =
+      e ? kiln_cl_src_printf(s,
+                             "__kernel void %s(__global const float *restrict a_, __global const float "
+                             "*restrict b_%s%s) {\n"
+                             "  const ulong wi_ = get_global_id(0);\n"
+                             "  if (wi_ >= %zuUL) return;\n"
+                             "  const ulong jt = wi_ %% %zuUL, r_ = (wi_ / %zuUL) %% %zuUL, bi = wi_ / "
+                             "%zuUL;\n"
+                             "  const ulong o_ = get_global_offset(0) / %zuUL, s_ = o_ > bi * %zuUL ? o_ - "
+                             "bi * %zuUL : 0;\n"
+                             "  if ((r_ - s_) %% %dUL) return;\n"
+                             "  const ulong ao = 0, bo = 0;\n"
+                             "  long oa = 0, ob = 0, oc = 0;\n",
+                             name, e->has_e ? ", __global const float *restrict e_" : "", e->params, batch * g->m * nt,
+                             nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr)
+        : kiln_cl_src_printf(s,
+                             "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "
+                             "ulong bo, __global float *c_, ulong co) {\n"
+                             "  const ulong jt = get_global_id(0), t = get_global_id(1);\n"
+                             "  if (jt >= %zuUL || t >= %zuUL) return;\n"
+                             "  const ulong it = t %% %zuUL, bi = t / %zuUL;\n"
+                             "  long oa = 0, ob = 0, oc = 0;\n",
+                             name, nt, batch * mt, mt, mt);
   if (!st && g->nb) {
     st = kiln_cl_src_printf(s, "  { ulong t_ = bi;\n");
     for (int d = g->nb - 1; d >= 0 && !st; d--)
@@ -177,7 +252,13 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
   } else if (!st) {
     st = kiln_cl_src_printf(s, "  (void)bi;\n");
   }
-  if (!st)
+  if (!st && e)
+    st = kiln_cl_src_printf(s,
+                            "  __global const float *A = a_ + ao + oa, *B = b_ + bo + ob;\n"
+                            "  const ulong i0 = r_, j0 = jt * %dUL;\n"
+                            "  float t_[%d];\n  {\n",
+                            nw, mr * nw);
+  else if (!st)
     st = kiln_cl_src_printf(s,
                             "  __global const float *A = a_ + ao + oa, *B = b_ + bo + ob;\n"
                             "  __global float *C = c_ + co + oc;\n"
@@ -187,11 +268,11 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
 }
 
 static kiln_status emit_bcast(kiln_cl_src *s, const char *name, const kiln_clop_gemm *g, gemm_tile t, size_t nt,
-                              size_t mt, size_t batch) {
+                              size_t mt, size_t batch, const kiln_clop_epi *e) {
   int nw = t.nv * t.nc;
   char vt[16];
   vtype(t.nv, vt, sizeof vt);
-  kiln_status st = emit_head(s, name, g, nt, mt, batch, nw, t.mr);
+  kiln_status st = emit_head(s, name, g, nt, mt, batch, nw, t.mr, e);
   /* A's rows, clamped to the last (a partial tile computes copies, stores none) */
   for (int r = 0; r < t.mr && !st; r++)
     st = kiln_cl_src_printf(s, "  __global const float *a%d = A + min(i0 + %dUL, %zuUL) * %zuUL;\n", r, r, g->m - 1,
@@ -205,13 +286,14 @@ static kiln_status emit_bcast(kiln_cl_src *s, const char *name, const kiln_clop_
       st = kiln_cl_src_printf(s, "  const ulong cj%d = min(j0 + %dUL, %zuUL);\n", j, j, g->n - 1);
   if (!st && ragged) st = kiln_cl_src_printf(s, "  if (j0 + %dUL <= %zuUL) {\n", nw, g->n);
   if (!st) st = emit_bcast_loop(s, g, t, g->tb);
-  if (!st) st = emit_bcast_store(s, g, t, false);
+  if (!st) st = emit_bcast_store(s, g, t, false, e);
   if (!st && ragged) {
     st = kiln_cl_src_printf(s, "  } else {\n");
     if (!st) st = emit_bcast_loop(s, g, t, true);
-    if (!st) st = emit_bcast_store(s, g, t, true);
+    if (!st) st = emit_bcast_store(s, g, t, true, e);
     if (!st) st = kiln_cl_src_printf(s, "  }\n");
   }
+  if (!st && e) st = emit_epi_store(s, g, t, nw, e);
   if (!st) st = kiln_cl_src_printf(s, "}\n");
   return st;
 }
@@ -219,11 +301,11 @@ static kiln_status emit_bcast(kiln_cl_src *s, const char *name, const kiln_clop_
 /* transB (not transA): op(A) rows and op(B) columns are both rows in
  * memory: dot products nv wide along K, summed across lanes at the end. */
 static kiln_status emit_dot(kiln_cl_src *s, const char *name, const kiln_clop_gemm *g, gemm_tile t, size_t nt,
-                            size_t mt, size_t batch) {
+                            size_t mt, size_t batch, const kiln_clop_epi *e) {
   char vt[16], al[48];
   vtype(t.nv, vt, sizeof vt);
   kiln_clop_flit(g->alpha, al, sizeof al);
-  kiln_status st = emit_head(s, name, g, nt, mt, batch, t.nc, t.mr);
+  kiln_status st = emit_head(s, name, g, nt, mt, batch, t.nc, t.mr, e);
   for (int r = 0; r < t.mr && !st; r++)
     st = kiln_cl_src_printf(s, "  __global const float *a%d = A + min(i0 + %dUL, %zuUL) * %zuUL;\n", r, r, g->m - 1,
                             g->lda);
@@ -269,6 +351,12 @@ static kiln_status emit_dot(kiln_cl_src *s, const char *name, const kiln_clop_ge
         st = kiln_cl_src_printf(s, "    h%d_%d = fma(a%d[k], b%d[k], h%d_%d);\n", r, c, r, c, r, c);
     if (!st) st = kiln_cl_src_printf(s, "  }\n");
   }
+  if (e) {
+    if (!st) st = emit_tile_dump(s, t, true);
+    if (!st) st = emit_epi_store(s, g, t, t.nc, e);
+    if (!st) st = kiln_cl_src_printf(s, "}\n");
+    return st;
+  }
   bool a1 = g->alpha == 1.0f, acc = g->beta != 0.0f;
   for (int r = 0; r < t.mr && !st; r++)
     for (int c = 0; c < t.nc && !st; c++) {
@@ -299,8 +387,8 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
     size_t nt = (g->n + nw - 1) / nw;
     int k;
     if ((s = kiln_clop_kernel(op, "sgemm", &k))) return s;
-    s = t.dot ? emit_dot(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch)
-              : emit_bcast(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch);
+    s = t.dot ? emit_dot(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch, NULL)
+              : emit_bcast(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch, NULL);
     if (!s) s = kiln_clop_launch(op, k, nt, 3, (opb[]){g->a, g->b, g->c});
     if (s) return s;
     op_step *st = &op->steps[op->n_steps - 1];
@@ -354,4 +442,18 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
     st->coffs[bi] = co;
   }
   return KILN_OK;
+}
+
+kiln_status kiln_clop_sgemm_fused(const kiln_cl_device *dev, const kiln_clop_gemm *g, const kiln_clop_epi *e,
+                                  const char *name, kiln_cl_src *src, int64_t *items) {
+  *items = 0;
+  if (!g->m || !g->n || g->beta != 0.0f)
+    return kiln_fail(KILN_E_INTERNAL, "opencl: a fused SGEMM takes beta 0 and a non-empty C");
+  size_t batch = 1;
+  for (int d = 0; d < g->nb; d++) batch *= (size_t)g->bd[d];
+  gemm_tile t = tile_pick(dev, g);
+  size_t mt = (g->m + (size_t)t.mr - 1) / (size_t)t.mr, nw = (size_t)(t.dot ? t.nc : t.nc * t.nv);
+  size_t nt = (g->n + nw - 1) / nw;
+  *items = (int64_t)(batch * g->m * nt);
+  return t.dot ? emit_dot(src, name, g, t, nt, mt, batch, e) : emit_bcast(src, name, g, t, nt, mt, batch, e);
 }

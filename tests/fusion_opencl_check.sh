@@ -7,41 +7,85 @@
 # epilogue), MatMul+epilogue is the CLBlast op + ONE epilogue kernel,
 # softmax+layernorm+epilogue ONE reduction kernel — and that every output
 # still matches onnxruntime's. Then the same suite with KILN_FUSION=0 must
-# pass too and launch more. Run through tests/opencl_run.sh (exit 77 without
-# a device).
+# pass too and launch more. GEMM (4th argument, default clblast): which
+# SGEMM the run takes (KILN_CL_GEMM's choice on the driver): with kiln's,
+# MatMul / Gemm / pointwise-Conv groups are ONE kernel with the epilogue in
+# the SGEMM's store (no op, no g*_epi kernel in the KILN_DUMP plan), and
+# KILN_CL_GEMM_EPILOGUE=0 brings back op + epilogue kernel. Run through
+# tests/opencl_run.sh (exit 77 without a device).
 set -u
-conf=$1 lib=$2 root=$3
+conf=$1 lib=$2 root=$3 gemm=${4:-clblast}
 log=$(mktemp) || exit 1
-trap 'rm -f "$log"' EXIT
-KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
+dump=$(mktemp -d) || exit 1
+trap 'rm -rf "$log" "$dump"' EXIT
+KILN_DUMP=$dump KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
 rc=$?
 fail=0
 if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
   echo "FAIL: the fusion suite did not pass (rc $rc):"; grep -E "FAIL|conformance:" "$log"; fail=1
 fi
-# graph: kernels fused_groups device_ops
-while read -r name k f d; do
-  line=$(grep "opencl plan '$name' on" "$log" | grep "kernels (" | head -1)
-  want="$k kernels ($f fused groups), $d device ops, 0 copies, 0 on the host"
-  case "$line" in
-  *"$want"*) echo "ok   $name: $want" ;;
-  *) echo "FAIL $name: want '$want', got '${line:-no plan line}'"; fail=1 ;;
-  esac
-done <<'TABLE'
-anchor_outputs 2 2 1
-chain_views_bcast 2 2 0
-conv_bn_relu_pool 1 1 1
-conv_gemm_epilogue 1 1 1
-conv_residual_clip 2 2 0
-gemm_bias_relu 1 1 1
-intermediate_outputs 3 2 0
-layernorm_stats 1 1 0
-matmul_gelu 1 1 1
-reduce_kinds 4 4 0
-reduce_prologue 2 2 0
-residual 2 2 0
-softmax_layernorm 2 2 1
+# graph: kernels fused_groups device_ops; the lines marked "kiln" / "clblast" apply with that GEMM
+check_table() {
+  while read -r g name k f d; do
+    [ "$g" = any ] || [ "$g" = "$gemm" ] || continue
+    line=$(grep "opencl plan '$name' on" "$log" | grep "kernels (" | head -1)
+    want="$k kernels ($f fused groups), $d device ops, 0 copies, 0 on the host"
+    case "$line" in
+    *"$want"*) echo "ok   $name: $want" ;;
+    *) echo "FAIL $name: want '$want', got '${line:-no plan line}'"; fail=1 ;;
+    esac
+  done
+}
+check_table <<'TABLE'
+clblast anchor_outputs 2 2 1
+kiln anchor_outputs 2 2 0
+any chain_views_bcast 2 2 0
+any conv_bn_relu_pool 1 1 1
+any conv_gemm_epilogue 1 1 1
+any conv_pointwise_clip 1 1 0
+any conv_residual_clip 2 2 0
+clblast gemm_store_alpha 2 2 2
+kiln gemm_store_alpha 2 2 0
+clblast gemm_bias_relu 1 1 1
+kiln gemm_bias_relu 1 1 0
+any intermediate_outputs 3 2 0
+any layernorm_stats 1 1 0
+clblast matmul_batched_residual 1 1 1
+kiln matmul_batched_residual 1 1 0
+clblast matmul_gelu 1 1 1
+kiln matmul_gelu 1 1 0
+any reduce_kinds 4 4 0
+any reduce_prologue 2 2 0
+any residual 2 2 0
+clblast softmax_layernorm 2 2 1
+kiln softmax_layernorm 2 2 0
 TABLE
+# kiln's GEMM: these groups are one SGEMM kernel (g*_mm) each, no epilogue kernel
+if [ "$gemm" = kiln ]; then
+  for name in matmul_gelu gemm_bias_relu matmul_batched_residual conv_pointwise_clip; do
+    f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
+    if [ -n "$f" ] && grep -q "^kernel g[0-9]*_mm:" "$f" && ! grep -q "^kernel g[0-9]*_epi" "$f" &&
+      grep -q "in kiln's SGEMM with the epilogue in its store" "$f"; then
+      echo "ok   $name: one SGEMM kernel with the epilogue in its store, no epilogue kernel"
+    else
+      echo "FAIL $name: the KILN_DUMP plan ${f:-(none)} does not show the epilogue in the SGEMM's store"
+      [ -n "$f" ] && cat "$f"
+      fail=1
+    fi
+  done
+  # the switch: op + separate epilogue kernel again, same results
+  KILN_CL_GEMM_EPILOGUE=0 KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
+    echo "FAIL: the fusion suite with KILN_CL_GEMM_EPILOGUE=0 did not pass (rc $rc)"; grep -E "FAIL|conformance:" "$log"; fail=1
+  fi
+  gemm=clblast
+  check_table <<'TABLE'
+clblast gemm_bias_relu 1 1 1
+clblast matmul_gelu 1 1 1
+clblast matmul_batched_residual 1 1 1
+TABLE
+fi
 # unfused: the same results, more launches
 KILN_FUSION=0 KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
 rc=$?

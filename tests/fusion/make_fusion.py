@@ -5,7 +5,8 @@ views, conv + batchnorm + relu + maxpool, a residual block, softmax and
 layernorm, a fused group whose intermediate is also a graph output, Gemm +
 bias + Relu, MatMul + a written-out Gelu, conv + residual + Clip, a conv on
 the im2col + GEMM path with an epilogue, reductions with prologues, anchors
-whose output is also a graph output, LayerNormalization's Mean/InvStdDev, every reduction kind — in the
+whose output is also a graph output, LayerNormalization's Mean/InvStdDev, every reduction kind,
+MatMul / Gemm / pointwise Conv with the epilogue in kiln's SGEMM store — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -232,6 +233,39 @@ def main():
     ], None, [("y1", [3, 5]), ("y2", [1, 6, 1]), ("y3", [3, 6, 1]), ("y4", [1, 3])],
         [const("half", [0.5]), const("three", [3.0])],
         {"x": r(3, 6, 5), "z": r(40, 3)})
+
+    # kiln's SGEMM with the epilogue in its store: Gemm with transA, alpha,
+    # beta and a row-broadcast C, a ragged column tile (37) and rows not a
+    # multiple of the row tile (19); a second Gemm with transB (the dot
+    # kernel) and a column-broadcast C
+    save("gemm_store_alpha", [
+        helper.make_node("Gemm", ["x", "w", "c"], ["g"], transA=1, alpha=0.5, beta=2.0),
+        helper.make_node("Tanh", ["g"], ["t"]),
+        helper.make_node("LeakyRelu", ["t"], ["y"], alpha=0.2),
+        helper.make_node("Gemm", ["x2", "w2", "c2"], ["g2"], transB=1, alpha=1.5, beta=0.5),
+        helper.make_node("Sigmoid", ["g2"], ["y2"]),
+    ], None, [("y", [19, 37]), ("y2", [19, 21])],
+        [const("w", r(40, 37)), const("c", r(1, 37)), const("w2", r(21, 30)), const("c2", r(19, 1))],
+        {"x": r(40, 19), "x2": r(19, 30)})
+
+    # a batched MatMul (B not shared: per-batch offsets) + a residual read at
+    # the same index + Relu, the Add also a graph output
+    save("matmul_batched_residual", [
+        helper.make_node("MatMul", ["a", "b"], ["m"]),
+        helper.make_node("Add", ["m", "res"], ["h"]),
+        helper.make_node("Relu", ["h"], ["y"]),
+    ], None, [("y", [2, 3, 11, 37]), ("h", [2, 3, 11, 37])],
+        [const("b", r(3, 24, 37))],
+        {"a": r(2, 3, 11, 24), "res": r(2, 3, 11, 37)})
+
+    # a pointwise (1x1) grouped Conv + bias + Clip: the GEMM over (image, group)
+    # with the bias per output channel in the store
+    save("conv_pointwise_clip", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], group=2),
+        helper.make_node("Clip", ["c", "lo", "hi"], ["y"]),
+    ], None, [("y", [2, 32, 5, 5])],
+        [const("w", r(32, 16, 1, 1)), const("b", r(32)), const("lo", 0.0), const("hi", 0.6)],
+        {"x": r(2, 32, 5, 5)})
 
 
 if __name__ == "__main__":
