@@ -445,13 +445,8 @@ static void cases_gemm_tiles(void) {
 
 static void cases_gemm_one(void);
 static void cases_gemm(void) {
-  /* kiln's two shapes (the work-group one also with an odd group whose
-   * copies do not divide evenly; an empty KILN_CL_GEMM_GROUP is the
-   * default group), then CLBlast */
-  static const char *const impl[] = {"kiln-vector", "kiln-group KILN_CL_GEMM_GROUP=", "kiln-group KILN_CL_GEMM_GROUP=3,2,3,2,5",
-                                     "kiln-group KILN_CL_GEMM_GROUP=5,1,3,2,0",
-                                     "clblast"};
-  for (int i = 0; i < 5; i++) {
+  static const char *const impl[] = {"kiln", "clblast"};
+  for (int i = 0; i < 2; i++) {
     snprintf(case_env, sizeof case_env, "KILN_CL_GEMM=%s", impl[i]);
     cases_gemm_one();
     cases_gemm_tiles();
@@ -1145,20 +1140,17 @@ static double setup_alone(tcase *c, const kiln_cl_device *dev, kiln_cl_context *
 
 static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
   printf("bench on %s:\n", dev->name);
-  /* SGEMM MxNxK: kiln's two kernel shapes and CLBlast each prepared alone,
-   * timed interleaved (vector, group, clblast, vector, ...; best of 5 each
-   * round) */
+  /* SGEMM MxNxK, kiln's kernel and CLBlast each prepared alone, timed
+   * interleaved (kiln, clblast, kiln, clblast; best of 5 each round) */
   /* M, N, K, transB (a Gemm with B [N,K]) */
   static const int64_t gs[][4] = {{64, 1024, 2048, 0}, {128, 256, 256, 0}, {1024, 1024, 1024, 0},
                                   {256, 256, 256, 0},  {64, 1024, 2048, 1}, {1024, 1024, 1024, 1}};
-  static const char *const impl[] = {"kiln-vector", "kiln-group", "clblast"};
-  enum { NI = 3 };
+  static const char *const impl[] = {"kiln", "clblast"};
   for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) {
     int64_t M = gs[i][0], N = gs[i][1], K = gs[i][2];
-    tcase *c[NI];
-    double bt[NI];
-    bool ok = true;
-    for (int m = 0; m < NI; m++) {
+    tcase *c[2] = {NULL, NULL};
+    double bt[2] = {-1, -1};
+    for (int m = 0; m < 2; m++) {
       bool tb = gs[i][3] != 0;
       t_begin(13, "sgemm %lldx%lldx%lld%s %s", (long long)M, (long long)N, (long long)K, tb ? " tB" : "", impl[m]);
       t_in(2, (int64_t[]){M, K});
@@ -1168,25 +1160,25 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
       t_end(1e-4, false);
       snprintf(cur->env, sizeof cur->env, "KILN_CL_GEMM=%s", impl[m]);
     }
-    for (int m = 0; m < NI; m++) c[m] = cur - (NI - 1 - m);
-    for (int m = 0; m < NI; m++) {
-      bt[m] = setup_alone(c[m], dev, ctx);
-      if (bt[m] < 0) ok = false;
-    }
-    double best[NI] = {1e30, 1e30, 1e30};
-    for (int round = 0; round < 2 && ok; round++)
-      for (int m = 0; m < NI; m++) {
+    c[0] = cur - 1;
+    c[1] = cur;
+    for (int m = 0; m < 2; m++) bt[m] = setup_alone(c[m], dev, ctx);
+    double best[2] = {1e30, 1e30};
+    for (int round = 0; round < 2 && bt[0] >= 0 && bt[1] >= 0; round++)
+      for (int m = 0; m < 2; m++) {
         double ms = time_case(c[m], ctx, 5);
         if (ms >= 0 && ms < best[m]) best[m] = ms;
       }
     double fl = 2.0 * (double)(M * N * K);
-    if (ok)
-      printf("  SGEMM %lldx%lldx%lld%s: kiln vector %.2f ms %.1f GFLOP/s, kiln group %.2f ms %.1f GFLOP/s, CLBlast "
-             "%.2f ms %.1f GFLOP/s; speed vs CLBlast: vector %.2f, group %.2f\n",
-             (long long)M, (long long)N, (long long)K, gs[i][3] ? " tB" : "", best[0], fl / (best[0] * 1e6), best[1],
-             fl / (best[1] * 1e6), best[2], fl / (best[2] * 1e6), best[2] / best[0], best[2] / best[1]);
-    for (int m = 0; m < NI; m++) case_free(c[m]);
-    n_cases -= NI;
+    if (bt[0] >= 0 && bt[1] >= 0)
+      printf("  SGEMM %lldx%lldx%lld%s: kiln %.2f ms %.1f GFLOP/s (%s), CLBlast %.2f ms %.1f GFLOP/s, kiln/CLBlast "
+             "speed %.2f\n",
+             (long long)M, (long long)N, (long long)K, gs[i][3] ? " tB" : "", best[0], fl / (best[0] * 1e6),
+             kiln_cl_op_describe(c[0]->op),
+             best[1], fl / (best[1] * 1e6), best[1] / best[0]);
+    case_free(c[0]);
+    case_free(c[1]);
+    n_cases -= 2;
   }
   if (bench_gemm_only) return;
   /* conv shape classes of bench/make_models.py */
