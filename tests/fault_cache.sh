@@ -106,19 +106,41 @@ damage() { # NAME HOW
     garbage) # a valid header and checksum over a payload no driver accepts
       python3 - "$f" <<'EOF'
 import struct, sys
+M = (1 << 64) - 1
+def rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & M
+def hash64(s):  # opencl/cache.c kiln_cl_hash64, the entry format's payload checksum
+    m1, m2 = 0x9e3779b185ebca87, 0xc2b2ae3d27d4eb4f
+    h = [(m1 + m2) & M, m2, 0, (0 - m1) & M]
+    i = 0
+    while i + 32 <= len(s):
+        for l in range(4):
+            w = struct.unpack_from('<Q', s, i + 8 * l)[0]
+            h[l] = (rotl((h[l] + w * m2) & M, 31) * m1) & M
+        i += 32
+    r = (rotl(h[0], 1) + rotl(h[1], 7) + rotl(h[2], 12) + rotl(h[3], 18)) & M
+    for c in s[i:]:
+        r = ((r ^ c) * 0x100000001b3) & M
+    r ^= len(s)
+    r ^= r >> 33
+    r = (r * m2) & M
+    r ^= r >> 29
+    return r
 p = sys.argv[1]
 b = bytearray(open(p, 'rb').read())
 payload = bytes((i * 7 + 3) & 0xff for i in range(len(b) - 48))
-h = 0xcbf29ce484222325
-for c in payload:
-    h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
-b[40:48] = struct.pack('<Q', h)
+b[40:48] = struct.pack('<Q', hash64(payload))
 open(p, 'wb').write(bytes(b[:48]) + payload)
 EOF
       ;;
     esac
   done
   run "$1" "$tmp/dmg" || return
+  if [ "$2" = garbage ]; then # the checksums are valid: the driver or the unpacker must reject them
+    n=$(count 'checksum differs' "$1")
+    [ "$n" -eq 0 ] && ok "$1: no entry caught by its checksum (the payloads themselves rejected)" ||
+      bad "$1: $n entries caught by the checksum: the script's hash is not the cache's (opencl/cache.c kiln_cl_hash64)"
+  fi
   built=$(count 'built from source' "$1")
   served=$(count "$SERVED" "$1")
   graphs=$(count "$GRAPHS" "$1")
