@@ -1590,8 +1590,19 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   bool small = fits_int(spec);
   g.ity = small ? "int" : "long";
   g.isuf = small ? "" : "L";
-  /* short rows (< 32 elements): a work-item per row, no local memory */
-  bool item = nred < 32;
+  /* the reduced axes trailing (each row contiguous) or not (rows interleaved) */
+  int first_red = spec->rank;
+  for (int d = spec->rank - 1; d >= 0 && spec->red_axes[d]; d--) first_red = d;
+  bool trailing = true;
+  for (int d = 0; d < spec->rank; d++) trailing &= spec->red_axes[d] == (d >= first_red);
+  /* A work-item per row, no local memory: for short rows (< 32 elements),
+     and for interleaved rows when there are many (>= 4096): neighbouring
+     work items then read neighbouring addresses at every step of their
+     loops, and a work-group per row would leave most of its items idle
+     behind barriers. The bench's embedding bags, [512,40,64] summed over
+     the 40 (32768 rows of 40), PoCL: 9.2 ms a kernel with a work-group of
+     64 per row; measured in opencl/ENGINE.md ("Reductions"). */
+  bool item = nred < 32 || (!trailing && spec->red_numel >= 4096);
   size_t L = item ? 1 : red_local(dev, nred);
   int st[KILN_CL_SIG_MAX_ARGS], ns = 0;
   for (int k = 0; k < sp->n_store; k++) st[ns++] = k;
@@ -1618,10 +1629,6 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   /* the domain offset of the kept part (base) and of reduced element j */
   int64_t ds[KILN_MAX_RANK], inner = 1;
   for (int d = spec->rank - 1; d >= 0; d--) ds[d] = inner, inner *= spec->shape[d];
-  int first_red = spec->rank;
-  for (int d = spec->rank - 1; d >= 0 && spec->red_axes[d]; d--) first_red = d;
-  bool trailing = true;
-  for (int d = 0; d < spec->rank; d++) trailing &= spec->red_axes[d] == (d >= first_red);
   char joff[1024];
   if (trailing) {
     sb_put(b, "  const %s base = ro * %" PRId64 "%s;\n", g.ity, nred, g.isuf);
