@@ -103,6 +103,30 @@ static kiln_status lower_reduce(const kiln_cl_device *dev, const kiln_fuse_spec 
   return KILN_OK;
 }
 
+/* An anchor's epilogue that could not be printed into its kernel: the
+ * reason logged (debug), the error cleared, *ok false; only running out of
+ * memory is an error. src (if any) is freed. */
+static kiln_status not_embedded(const char *what, kiln_status s, kiln_cl_src *src, bool *ok) {
+  if (src) kiln_cl_src_free(src);
+  if (s && s != KILN_E_NOMEM) {
+    kiln_log(KILN_LOG_DEBUG, "opencl: %s epilogue not embedded: %s", what, kiln_last_error());
+    kiln_error_clear();
+    s = KILN_OK;
+  }
+  *ok = false;
+  return s;
+}
+
+/* The lowered item of a kernel with its epilogue inside: src's text moves to it. */
+static void embedded_item(kiln_cl_fuse_item *it, kiln_cl_kernel_sig *sig, const char *name, int64_t items,
+                          kiln_cl_src *src) {
+  snprintf(sig->name, sizeof sig->name, "%s", name);
+  sig->n_items = items;
+  it->node = -1;
+  it->text = src->text;
+  it->sig = *sig;
+}
+
 /* The direct convolution with the epilogue in it; *ok false when the conv
  * goes another way. */
 static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *sp, int pool_value,
@@ -126,12 +150,7 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   }
   char *params = NULL, *body = NULL;
   kiln_status s = kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
-  if (s == KILN_E_NOMEM) return s;
-  if (s) {
-    kiln_log(KILN_LOG_DEBUG, "opencl: conv epilogue not embedded: %s", kiln_last_error());
-    kiln_error_clear();
-    return KILN_OK;
-  }
+  if (s) return not_embedded("conv", s, NULL, ok);
   kiln_cl_src src = {0};
   char name[48];
   snprintf(name, sizeof name, "g%d_c", sp->nodes[0]);
@@ -140,21 +159,8 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   if (!s) s = kiln_cl_conv_direct_fused(dev, g, n, in, outt, name, params, body, &src, &items, ok);
   kiln_free(params);
   kiln_free(body);
-  if (s || !*ok) {
-    kiln_cl_src_free(&src);
-    if (s && s != KILN_E_NOMEM) {
-      kiln_log(KILN_LOG_DEBUG, "opencl: conv epilogue not embedded: %s", kiln_last_error());
-      kiln_error_clear();
-      s = KILN_OK;
-    }
-    *ok = false;
-    return s;
-  }
-  snprintf(sig.name, sizeof sig.name, "%s", name);
-  sig.n_items = items;
-  it->node = -1;
-  it->text = src.text;
-  it->sig = sig;
+  if (s || !*ok) return not_embedded("conv", s, &src, ok);
+  embedded_item(it, &sig, name, items, &src);
   return KILN_OK;
 }
 
@@ -190,12 +196,7 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   sig.n_args = nin;
   char *params = NULL, *body = NULL;
   kiln_status s = kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
-  if (s == KILN_E_NOMEM) return s;
-  if (s) {
-    kiln_log(KILN_LOG_DEBUG, "opencl: GEMM epilogue not embedded: %s", kiln_last_error());
-    kiln_error_clear();
-    return KILN_OK;
-  }
+  if (s) return not_embedded("GEMM", s, NULL, ok);
   kiln_cl_src src = {0};
   char name[48];
   snprintf(name, sizeof name, "g%d_mm", sp->nodes[0]);
@@ -209,16 +210,7 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
     for (int a = nv; a + (nin - nv) < sig.n_args; a++) sig.args[a] = sig.args[a + (nin - nv)];
     sig.n_args -= nin - nv;
   }
-  if (s || !*ok) {
-    kiln_cl_src_free(&src);
-    if (s && s != KILN_E_NOMEM) {
-      kiln_log(KILN_LOG_DEBUG, "opencl: GEMM epilogue not embedded: %s", kiln_last_error());
-      kiln_error_clear();
-      s = KILN_OK;
-    }
-    *ok = false;
-    return s;
-  }
+  if (s || !*ok) return not_embedded("GEMM", s, &src, ok);
   for (int a = 0; a < nv; a++) {
     kiln_cl_ttype t;
     ttype_of(sp, vals[a], &t);
@@ -226,11 +218,7 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
     for (int d = 0; d < t.rank; d++) ne *= t.dims[d];
     sig.args[a] = (kiln_cl_sig_arg){false, -1, vals[a], KILN_F32, ne};
   }
-  snprintf(sig.name, sizeof sig.name, "%s", name);
-  sig.n_items = items;
-  it->node = -1;
-  it->text = src.text;
-  it->sig = sig;
+  embedded_item(it, &sig, name, items, &src);
   return KILN_OK;
 }
 
