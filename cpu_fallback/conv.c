@@ -154,6 +154,17 @@ static bool geom_make(const kiln_node *nd, const kiln_tensor *x, const kiln_tens
 
 /* ---- the general path: im2col per tile + GEMM ---- */
 
+/* Moves the output position (od, oh, ow) on by run columns, run never
+ * past the end of the row. */
+static inline void out_advance(int64_t *od, int64_t *oh, int64_t *ow, int64_t run, int64_t o1, int64_t o2) {
+  if ((*ow += run) < o2) return;
+  *ow = 0;
+  if (++*oh == o1) {
+    *oh = 0;
+    ++*od;
+  }
+}
+
 /* col[r][t - t0] = the input element under tap r = (c, kd, kh, kw) of output
  * position t, for t in [t0, t0 + T) (0 in the padding). x is the group's
  * first input channel. */
@@ -188,14 +199,7 @@ static void im2col(const geom *g, const float *x, int64_t t0, int64_t T, float *
               for (int64_t j = hi; j < run; j++) dst[j] = 0.0f;
             }
             done += run;
-            ow += run;
-            if (ow == o2) {
-              ow = 0;
-              if (++oh == o1) {
-                oh = 0;
-                od++;
-              }
-            }
+            out_advance(&od, &oh, &ow, run, o1, o2);
           }
         }
 }
@@ -224,14 +228,7 @@ static void im2col_packed(const geom *g, const float *x, int64_t t0, int64_t T, 
       rat[nrun] = done, rlen[nrun] = run;
       rid[nrun] = od * g->s[0] - g->pb[0], rih[nrun] = oh * g->s[1] - g->pb[1], riw[nrun] = ow - g->pb[2];
       done += run;
-      ow += run;
-      if (ow == o2) {
-        ow = 0;
-        if (++oh == o1) {
-          oh = 0;
-          od++;
-        }
-      }
+      out_advance(&od, &oh, &ow, run, o1, o2);
     }
     int64_t r = 0, p0 = 0, kc = kiln_sgemm_wide_kc(Kc, 0); /* the tap (row of B) and its KC slice */
     for (int64_t c = 0; c < g->Cg; c++)

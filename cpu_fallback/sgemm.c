@@ -183,6 +183,21 @@ kiln_status kiln_sgemm_base(bool transA, bool transB, int64_t M, int64_t N, int6
 
 enum { WMR = KILN_SGEMM_WIDE_MR, WNR = KILN_SGEMM_WIDE_NR, WMC = 16 * WMR, WNC = 2048 };
 
+/* y = acc + beta·y as the vector kernels round it (beta·y first, then the
+ * add; y not read when beta is 0), for the scalar twins. */
+static inline void store_beta(float *y, float acc, float beta) {
+  if (beta == 0) *y = acc;
+  else {
+    float t = beta * *y;
+    *y = acc + t;
+  }
+}
+
+static void store_tile(float acc[WMR][WNR], float beta, float *C, int64_t ldc, int mr, int nr) {
+  for (int r = 0; r < mr; r++)
+    for (int c = 0; c < nr; c++) store_beta(&C[r * ldc + c], acc[r][c], beta);
+}
+
 void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                 int64_t ldc, int mr, int nr) {
   float acc[WMR][WNR];
@@ -193,15 +208,7 @@ void kiln_sgemm_micro_wide_base(int64_t kc, const float *restrict ap, const floa
     ap += WMR;
     bp += WNR;
   }
-  for (int r = 0; r < mr; r++)
-    for (int c = 0; c < nr; c++) {
-      float *y = &C[r * ldc + c];
-      if (beta == 0) *y = acc[r][c];
-      else {
-        float t = beta * *y;
-        *y = acc[r][c] + t;
-      }
-    }
+  store_tile(acc, beta, C, ldc, mr, nr);
 }
 
 void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_t K, float alpha, const float *A,
@@ -216,11 +223,7 @@ void kiln_sgemm_rows_base(bool transA, int64_t M, int64_t j0, int64_t j1, int64_
           float a = transA ? A[k * lda + i] : A[i * lda + k];
           acc = fmaf(alpha != 1.0f ? alpha * a : a, B[k * ldb + j], acc);
         }
-        if (b == 0) *y = acc;
-        else {
-          float t = b * *y;
-          *y = acc + t;
-        }
+        store_beta(y, acc, b);
       }
 }
 
@@ -233,15 +236,7 @@ void kiln_sgemm_micro_a_base(int64_t kc, const float *A, int64_t lda, const floa
       for (int c = 0; c < WNR; c++) acc[r][c] = fmaf(A[r * lda + k], bp[c], acc[r][c]);
     bp += WNR;
   }
-  for (int r = 0; r < mr; r++)
-    for (int c = 0; c < nr; c++) {
-      float *y = &C[r * ldc + c];
-      if (beta == 0) *y = acc[r][c];
-      else {
-        float t = beta * *y;
-        *y = acc[r][c] + t;
-      }
-    }
+  store_tile(acc, beta, C, ldc, mr, nr);
 }
 
 static bool direct_a_on = true;
@@ -414,15 +409,7 @@ void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const flo
       for (int c = 0; c < nr; c++) acc[r][c] = fmaf(ap[r], c < 16 ? bp[c] : bp[xhi + c - 16], acc[r][c]);
     ap += WMR;
   }
-  for (int r = 0; r < mr; r++)
-    for (int c = 0; c < nr; c++) {
-      float *y = &C[r * ldc + c];
-      if (beta == 0) *y = acc[r][c];
-      else {
-        float t = beta * *y;
-        *y = acc[r][c] + t;
-      }
-    }
+  store_tile(acc, beta, C, ldc, mr, nr);
   kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 

@@ -103,6 +103,21 @@ static kiln_status lower_reduce(const kiln_cl_device *dev, const kiln_fuse_spec 
   return KILN_OK;
 }
 
+/* The anchor's inputs (absent ones zeroed, up to 3) and output as
+ * OpenCL-side types; false when one has no static type. */
+static bool anchor_types(const kiln_fuse_spec *sp, const kiln_node *n, kiln_cl_ttype in[3], kiln_cl_ttype *out) {
+  memset(in, 0, 3 * sizeof *in);
+  for (int k = 0; k < n->n_in && k < 3; k++)
+    if (!ttype_of(sp, n->in[k], &in[k])) return false;
+  return ttype_of(sp, n->out[0], out);
+}
+
+static int64_t ttype_numel(const kiln_cl_ttype *t) {
+  int64_t ne = 1;
+  for (int d = 0; d < t->rank; d++) ne *= t->dims[d];
+  return ne;
+}
+
 /* An anchor's epilogue that could not be printed into its kernel: the
  * reason logged (debug), the error cleared, *ok false; only running out of
  * memory is an error. src (if any) is freed. */
@@ -136,17 +151,12 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   const kiln_node *n = &g->nodes[sp->anchor];
   if (n->n_in > 3 || n->n_out != 1) return KILN_OK;
   kiln_cl_ttype in[3], outt[1];
-  for (int k = 0; k < 3; k++) memset(&in[k], 0, sizeof in[k]);
-  for (int k = 0; k < n->n_in; k++)
-    if (!ttype_of(sp, n->in[k], &in[k])) return KILN_OK;
-  if (!ttype_of(sp, n->out[0], &outt[0])) return KILN_OK;
+  if (!anchor_types(sp, n, in, outt)) return KILN_OK;
   kiln_cl_kernel_sig sig;
   memset(&sig, 0, sizeof sig);
   bool bias = n->n_in > 2 && n->in[2] >= 0;
   for (int k = 0; k < (bias ? 3 : 2); k++) {
-    int64_t ne = 1;
-    for (int d = 0; d < in[k].rank; d++) ne *= in[k].dims[d];
-    sig.args[sig.n_args++] = (kiln_cl_sig_arg){false, -1, n->in[k], KILN_F32, ne};
+    sig.args[sig.n_args++] = (kiln_cl_sig_arg){false, -1, n->in[k], KILN_F32, ttype_numel(&in[k])};
   }
   char *params = NULL, *body = NULL;
   kiln_status s = kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
@@ -184,10 +194,7 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   const kiln_node *n = &g->nodes[sp->anchor];
   if (n->n_in > 3 || n->n_in < 2 || n->n_out != 1) return KILN_OK;
   kiln_cl_ttype in[3], outt[1];
-  for (int k = 0; k < 3; k++) memset(&in[k], 0, sizeof in[k]);
-  for (int k = 0; k < n->n_in; k++)
-    if (!ttype_of(sp, n->in[k], &in[k])) return KILN_OK;
-  if (!ttype_of(sp, n->out[0], &outt[0])) return KILN_OK;
+  if (!anchor_types(sp, n, in, outt)) return KILN_OK;
   /* the node's inputs come first in the signature, in the kernel's order
      (known after printing): reserve their slots, then the epilogue's */
   kiln_cl_kernel_sig sig;
@@ -214,9 +221,7 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   for (int a = 0; a < nv; a++) {
     kiln_cl_ttype t;
     ttype_of(sp, vals[a], &t);
-    int64_t ne = 1;
-    for (int d = 0; d < t.rank; d++) ne *= t.dims[d];
-    sig.args[a] = (kiln_cl_sig_arg){false, -1, vals[a], KILN_F32, ne};
+    sig.args[a] = (kiln_cl_sig_arg){false, -1, vals[a], KILN_F32, ttype_numel(&t)};
   }
   embedded_item(it, &sig, name, items, &src);
   return KILN_OK;

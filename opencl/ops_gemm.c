@@ -452,25 +452,23 @@ kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {
   return KILN_OK;
 }
 
+/* The fused forms take float32 A, B, the output and (third) the bias / C. */
+static bool f32_operands(const kiln_cl_ttype *in, const kiln_cl_ttype *out, bool third) {
+  return kiln_clop_is_f32(&in[0]) && kiln_clop_is_f32(&in[1]) && kiln_clop_is_f32(&out[0]) &&
+         (!third || kiln_clop_is_f32(&in[2]));
+}
+
 kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_node *n,
                                       const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
                                       const char *params, const char *store, kiln_cl_src *src, int64_t *items,
                                       bool *ok) {
   *ok = false;
   *items = 0;
-  op_ctx c;
-  memset(&c, 0, sizeof c);
-  c.dev = dev;
-  c.g = gr;
-  c.n = n;
-  c.in = in;
-  c.out = out;
+  op_ctx c = {.dev = dev, .g = gr, .n = n, .in = in, .out = out};
   if (strcmp(n->op_type, "Conv") || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 || n->n_out != 1)
     return KILN_OK;
   bool bias = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&in[2]);
-  if (!kiln_clop_is_f32(&in[0]) || !kiln_clop_is_f32(&in[1]) || !kiln_clop_is_f32(&out[0]) ||
-      (bias && !kiln_clop_is_f32(&in[2])))
-    return KILN_OK;
+  if (!f32_operands(in, out, bias)) return KILN_OK;
   conv_geo g;
   if (!conv_geo_make(&c, &g)) return KILN_OK;
   if (bias && (in[2].rank != 1 || in[2].dims[0] != g.M)) return KILN_OK;
@@ -494,17 +492,9 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
   *n_vals = 0;
   if (!kiln_clop_sgemm_is_kiln(dev) || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 || n->n_out != 1)
     return KILN_OK;
-  op_ctx c;
-  memset(&c, 0, sizeof c);
-  c.dev = dev;
-  c.g = gr;
-  c.n = n;
-  c.in = in;
-  c.out = out;
+  op_ctx c = {.dev = dev, .g = gr, .n = n, .in = in, .out = out};
   bool has_e = n->n_in > 2 && n->in[2] >= 0 && kiln_clop_present(&in[2]);
-  if (!kiln_clop_is_f32(&in[0]) || !kiln_clop_is_f32(&in[1]) || !kiln_clop_is_f32(&out[0]) ||
-      (has_e && !kiln_clop_is_f32(&in[2])))
-    return KILN_OK;
+  if (!f32_operands(in, out, has_e)) return KILN_OK;
   for (int k = 0; k < out[0].rank; k++)
     if (out[0].dims[k] <= 0) return KILN_OK;
   kiln_clop_gemm g;
