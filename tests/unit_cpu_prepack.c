@@ -231,15 +231,20 @@ typedef struct conv_case {
 } conv_case;
 
 /* Runs the kernel on node n of g (X, W = g's initializer, B) into y. */
-static kiln_status run_conv(const kiln_graph *g, const kiln_tensor *x, const kiln_tensor *w, const kiln_tensor *b,
-                            kiln_tensor *y) {
+static kiln_status run_conv_ep(const kiln_graph *g, const kiln_tensor *x, const kiln_tensor *w, const kiln_tensor *b,
+                               kiln_tensor *y, const kiln_cpu_epilogue *ep) {
   const kiln_cpu_kernel_def *k = kiln_cpu_kernel_find("", "Conv");
   bool used = true, declined = false;
   const kiln_tensor *in[3] = {x, w, b};
   memset(y, 0, sizeof *y);
   kiln_op_call c = {g, &g->nodes[0], 11, 3, in, 1, y, &used};
-  kiln_status s = k->run(&c, NULL, &declined);
+  kiln_status s = k->run(&c, ep, &declined);
   return s ? s : declined ? KILN_E_UNSUPPORTED_OP : KILN_OK;
+}
+
+static kiln_status run_conv(const kiln_graph *g, const kiln_tensor *x, const kiln_tensor *w, const kiln_tensor *b,
+                            kiln_tensor *y) {
+  return run_conv_ep(g, x, w, b, y, NULL);
 }
 
 static void conv_case_run(const conv_case *cc) {
@@ -357,17 +362,6 @@ static void count_apply(void *ctx, int64_t start, int64_t n, float *y) {
     if (start + i >= 0 && start + i < c->n) c->seen[start + i]++;
     y[i] = y[i] * 0.5f + 0.25f;
   }
-}
-
-static kiln_status run_conv_ep(const kiln_graph *g, const kiln_tensor *x, const kiln_tensor *w, const kiln_tensor *b,
-                               kiln_tensor *y, const kiln_cpu_epilogue *ep) {
-  const kiln_cpu_kernel_def *k = kiln_cpu_kernel_find("", "Conv");
-  bool used = true, declined = false;
-  const kiln_tensor *in[3] = {x, w, b};
-  memset(y, 0, sizeof *y);
-  kiln_op_call c = {g, &g->nodes[0], 11, 3, in, 1, y, &used};
-  kiln_status s = k->run(&c, ep, &declined);
-  return s ? s : declined ? KILN_E_UNSUPPORTED_OP : KILN_OK;
 }
 
 static void direct_case_run(const direct_case *dc) {
