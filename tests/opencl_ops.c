@@ -1010,6 +1010,11 @@ static void cases_move(void) {
     } ga[] = {
         {2, {5, 4}, 0, 1, {3}},     {2, {5, 4}, 1, 2, {2, 3}}, {3, {3, 4, 5}, 1, 0, {0}},
         {3, {3, 4, 5}, -1, 1, {7}}, {1, {9}, 0, 2, {2, 2}},
+        /* rows of 64, 24, 12, 2 and 6 elements: 16, 8, 4, 2 and 2 per work
+           item where the device takes 16-wide vectors (PoCL), 4 or fewer on
+           llvmpipe */
+        {2, {7, 64}, 0, 2, {3, 5}}, {3, {2, 5, 24}, 1, 1, {4}}, {3, {3, 6, 2}, -2, 2, {2, 3}},
+        {2, {10, 12}, 0, 1, {9}},   {3, {4, 3, 6}, 0, 1, {5}},
     };
     for (size_t i = 0; i < sizeof ga / sizeof *ga; i++) {
       char sx[64], si[64];
