@@ -77,12 +77,14 @@ static kiln_status concat(const op_ctx *c, kiln_cl_op **out) {
  * vectorise across work items, so one element per item was a scalar loop
  * (embedding_bag's 20480 rows of 64 floats: 1.3 ms a Gather); llvmpipe
  * (width 1) vectorises across invocations: 4, as the generated kernels.
- * KILN_CL_VEC=0: one element per item. */
+ * KILN_CL_VEC=0: one element per item; =4|8|16: at most that many. */
 static int gather_width(const kiln_cl_device *dev, int64_t inner) {
   const char *e = getenv("KILN_CL_VEC");
-  if (e && !strcmp(e, "0")) return 1;
   unsigned pref = dev ? dev->pref_vec_float : 0;
   int w = pref >= 16 ? 16 : pref >= 8 ? 8 : 4;
+  int force = e && *e ? atoi(e) : -1; /* read as the generated kernels read it */
+  if (force == 0) return 1;
+  if (force == 4 || force == 8 || force == 16) w = force;
   while (w > 1 && inner % w) w /= 2;
   return w;
 }
