@@ -880,6 +880,8 @@ static kiln_status put_expr_vec4(gen *g, int i) {
       sb_put(b, ")");
       kiln_free(pad.p);
     }
+  } else if (e->op == KILN_FUSE_REDUCE) { /* reduction ref's result (the reduction printer) */
+    sb_put(b, "r%d", e->ref);
   } else if (e->op == KILN_FUSE_CONST) {
     sb_put(b, "(float%d)(", w);
     put_float(b, KILN_F32, e->f[0]);
@@ -914,19 +916,43 @@ static kiln_status put_expr_vec4(gen *g, int i) {
   return KILN_OK;
 }
 
-/* Prints the lane offsets of map m: `<pre>o0` at q for CONTIG/BCAST, else
- * `<pre>l<j>o0` (and masks) at q + j. */
-static void put_map_vec4(gen *g, const kiln_views *m, const char *pre) {
+/* Prints the lane offsets of map m: `<pre>o0` at index q (a name) for
+ * CONTIG/BCAST, else `<pre>l<j>o0` (and masks) at q + j. */
+static void put_map_vec4(gen *g, const kiln_views *m, const char *pre, const char *q) {
   bool masked;
   if (vec_kind(m, g->vw) != VEC_GATHER) {
-    put_map(g, m, pre, "q", &masked);
+    put_map(g, m, pre, q, &masked);
     return;
   }
   for (int j = 0; j < g->vw; j++) {
     char lp[48], f[24];
     snprintf(lp, sizeof lp, "%sl%d", pre, j);
-    snprintf(f, sizeof f, "(q + %d)", j);
+    snprintf(f, sizeof f, "(%s + %d)", q, j);
     put_map(g, m, lp, f, &masked);
+  }
+}
+
+/* Prints store k of the vector printer: its lane offsets at index q, then
+ * the w lanes of its expression. */
+static void put_store_vec(gen *g, int k, const char *q) {
+  const kiln_fuse_store *st = &g->sp->store[k];
+  sbuf *b = &g->b;
+  const int w = g->vw;
+  char pre[16];
+  snprintf(pre, sizeof pre, "s%d", k);
+  put_map_vec4(g, &st->map, pre, q);
+  bool masked = false;
+  for (int l = 0; l < st->map.depth; l++) masked |= st->map.v[l].has_mask;
+  int kind = vec_kind(&st->map, w);
+  if (kind == VEC_CONTIG) {
+    sb_put(b, "  vstore%d(v%d, 0, s%d + s%do0);\n", w, st->expr, k, k);
+  } else if (kind == VEC_BCAST) { /* every lane writes one element: the last lane's value, as in order */
+    sb_put(b, "  s%d[s%do0] = v%d.s%x;\n", k, k, st->expr, w - 1);
+  } else {
+    for (int j = 0; j < w; j++) { /* lane j is .s<j in hex> */
+      if (masked) sb_put(b, "  if (s%dl%dm) s%d[s%dl%do0] = v%d.s%x;\n", k, j, k, k, j, st->expr, j);
+      else sb_put(b, "  s%d[s%dl%do0] = v%d.s%x;\n", k, k, j, st->expr, j);
+    }
   }
 }
 
@@ -958,28 +984,10 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
   for (int a = 0; a < spec->n_access; a++) {
     char pre[16];
     snprintf(pre, sizeof pre, "a%d", a);
-    put_map_vec4(g, &spec->access[a].map, pre);
+    put_map_vec4(g, &spec->access[a].map, pre, "q");
   }
   for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
-  for (int k = 0; k < spec->n_store && !s; k++) {
-    const kiln_fuse_store *st = &spec->store[k];
-    char pre[16];
-    snprintf(pre, sizeof pre, "s%d", k);
-    put_map_vec4(g, &st->map, pre);
-    bool masked = false;
-    for (int l = 0; l < st->map.depth; l++) masked |= st->map.v[l].has_mask;
-    int kind = vec_kind(&st->map, w);
-    if (kind == VEC_CONTIG) {
-      sb_put(b, "  vstore%d(v%d, 0, s%d + s%do0);\n", w, st->expr, k, k);
-    } else if (kind == VEC_BCAST) { /* every lane writes one element: the last lane's value, as in order */
-      sb_put(b, "  s%d[s%do0] = v%d.s%x;\n", k, k, st->expr, w - 1);
-    } else {
-      for (int j = 0; j < w; j++) { /* lane j is .s<j in hex> */
-        if (masked) sb_put(b, "  if (s%dl%dm) s%d[s%dl%do0] = v%d.s%x;\n", k, j, k, k, j, st->expr, j);
-        else sb_put(b, "  s%d[s%dl%do0] = v%d.s%x;\n", k, k, j, st->expr, j);
-      }
-    }
-  }
+  for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
   sb_put(b, "}\n");
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
   if (s) {
@@ -1559,6 +1567,53 @@ static size_t red_local(const kiln_cl_device_info *dev, int64_t nred) {
   return l;
 }
 
+/* Lanes per work item of a reduction printed a work item per row: w rows
+ * next to each other along the domain's innermost axis, which must be kept
+ * (not reduced) and a multiple of w long, so every reduction step of the w
+ * rows reads w neighbouring domain elements — one floatW load where the
+ * accessor is contiguous there. Float32 throughout, ops with a vector form;
+ * w as the elementwise printer's (vec_width: 16 where the device prefers
+ * 16-wide floats, else 4; KILN_CL_VEC caps it, 0: none). 0: the scalar form.
+ * PoCL does not vectorise across work items: the bench embedding bags
+ * ([512,40,64] summed over the 40) took 709 us a kernel with one row per
+ * item (opencl/ENGINE.md, "Reductions"). */
+static int red_vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
+  const char *e = getenv("KILN_CL_VEC");
+  int force = e && *e ? atoi(e) : -1;
+  if (force == 0 || sp->rank < 1 || sp->red_axes[sp->rank - 1]) return 0;
+  for (int i = 0; i < sp->n_expr; i++)
+    if (sp->expr[i].dtype != KILN_F32 || !(vec4_op(sp->expr[i].op) || sp->expr[i].op == KILN_FUSE_REDUCE)) return 0;
+  for (int r = 0; r < sp->n_red; r++)
+    if (sp->red[r].dtype != KILN_F32) return 0;
+  for (int a = 0; a < sp->n_access; a++)
+    if (sp->sh->v[sp->access[a].value].dtype != KILN_F32) return 0;
+  for (int k = 0; k < sp->n_store; k++)
+    if (sp->sh->v[sp->store[k].value].dtype != KILN_F32 || sp->store[k].pool) return 0;
+  int w = dev->pref_vec_float >= 16 ? 16 : dev->pref_vec_float >= 8 ? 8 : 4;
+  if (force == 4 || force == 8 || force == 16) w = force;
+  while (w >= 4 && sp->shape[sp->rank - 1] % w) w /= 2;
+  return w >= 4 ? w : 0;
+}
+
+/* put_block's vector form: lanes at q (full domain) or ro (reduced). */
+static kiln_status put_block_vec(gen *g, const unsigned char *need, const int *st, int ns) {
+  const kiln_fuse_spec *sp = g->sp;
+  kiln_status s = KILN_OK;
+  for (int a = 0; a < sp->n_access; a++) {
+    bool used = false;
+    for (int i = 0; i < sp->n_expr && !used; i++)
+      used = need[i] && sp->expr[i].op == KILN_FUSE_LOAD && sp->expr[i].ref == a;
+    if (!used) continue;
+    char pre[16];
+    snprintf(pre, sizeof pre, "a%d", a);
+    put_map_vec4(g, &sp->access[a].map, pre, sp->access[a].reduced ? "ro" : "q");
+  }
+  for (int i = 0; i < sp->n_expr && !s; i++)
+    if (need[i]) s = put_expr_vec4(g, i);
+  for (int j = 0; j < ns && !s; j++) put_store_vec(g, st[j], sp->store[st[j]].reduced ? "ro" : "q");
+  return s;
+}
+
 kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                    char **source, kiln_cl_kernel_sig *sig) {
   *source = NULL;
@@ -1604,10 +1659,12 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
      64 per row; measured in opencl/ENGINE.md ("Reductions"). */
   bool item = nred < 32 || (!trailing && spec->red_numel >= 4096);
   size_t L = item ? 1 : red_local(dev, nred);
+  const int vw = item && !trailing && !fp64 ? red_vec_width(sp, dev) : 0; /* w rows per item */
+  g.vw = vw;
   int st[KILN_CL_SIG_MAX_ARGS], ns = 0;
   for (int k = 0; k < sp->n_store; k++) st[ns++] = k;
   snprintf(sig->name, sizeof sig->name, "%s", name);
-  sig->n_items = spec->red_numel * (int64_t)L;
+  sig->n_items = vw ? spec->red_numel / vw : spec->red_numel * (int64_t)L;
   sig->local = item ? 0 : L;
   sig->group_offset = !item;
   sig->uses_fp64 = fp64;
@@ -1615,9 +1672,14 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   if (fp64) sb_put(b, "%s", opencl12.fp64_pragma);
   sb_put(b, "%s", prelude());
   if (fp64) sb_put(b, "%s", prelude64);
+  if (vw) sb_put(b, "%s/* float%d: %d rows per work item */\n", vec_prelude[vw == 4 ? 0 : vw == 8 ? 1 : 2][builtin_math()], vw, vw);
   sb_put(b, "__kernel void %s(", name);
   put_params(&g, st, ns, -1, sig, true);
-  if (item)
+  if (vw)
+    sb_put(b, ") {\n  if (get_global_id(0) >= %" PRId64 ") return;\n  const %s ro = (%s)get_global_id(0) * %d;\n"
+              "  const int lid = 0, L_ = 1;\n",
+           spec->red_numel / vw, g.ity, g.ity, vw);
+  else if (item)
     sb_put(b, ") {\n  if (get_global_id(0) >= %" PRId64 ") return;\n  const %s ro = (%s)get_global_id(0);\n"
               "  const int lid = 0, L_ = 1;\n",
            spec->red_numel, g.ity, g.ity);
@@ -1657,7 +1719,9 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   for (int r = 0; r < sp->n_red && !s; r++) {
     const kiln_fuse_reduce *rd = &sp->red[r];
     kiln_dtype at = sp->expr[rd->arg].dtype;
-    const char *T = ctype(at);
+    char TV[16];
+    snprintf(TV, sizeof TV, "float%d", vw);
+    const char *T = vw ? TV : ctype(at);
     const char *init = rd->kind == KILN_FUSE_RED_PROD  ? "1"
                        : rd->kind == KILN_FUSE_RED_MAX ? "-INFINITY"
                        : rd->kind == KILN_FUSE_RED_MIN ? "INFINITY"
@@ -1668,12 +1732,12 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
                rd->kind == KILN_FUSE_RED_MAX ? ">" : "<");
     else snprintf(comb, sizeof comb, "(A %s B)", rd->kind == KILN_FUSE_RED_PROD ? "*" : "+");
     if (!item) sb_put(b, "  __local %s sh%d[%zu];\n", T, r, L);
-    sb_put(b, "  %s r%d;\n  {\n  %s acc = (%s)%s;\n", ctype(rd->dtype), r, T, T, init);
-    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf,
-           g.ity, joff);
+    sb_put(b, "  %s r%d;\n  {\n  %s acc = (%s)(%s);\n", vw ? TV : ctype(rd->dtype), r, T, T, init);
+    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s %s = base + %s;\n", g.ity, nred, g.isuf,
+           g.ity, vw ? "q" : "gid", joff);
     memset(need, 0, (size_t)sp->n_expr + 1);
     mark_need(sp, rd->arg, need);
-    if ((s = put_block(&g, need, NULL, 0))) break;
+    if ((s = vw ? put_block_vec(&g, need, NULL, 0) : put_block(&g, need, NULL, 0))) break;
     /* comb with A = acc, B = the value */
     sb_put(b, "  #define A acc\n  #define B v%d\n  acc = %s;\n  #undef A\n  #undef B\n  }\n", rd->arg, comb);
     if (!item) sb_put(b, "  sh%d[lid] = acc;\n  barrier(CLK_LOCAL_MEM_FENCE);\n", r);
@@ -1690,7 +1754,8 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
     if (rd->kind == KILN_FUSE_RED_MEAN) snprintf(res, sizeof res, "(%s / (%s)%" PRId64 ")", top, T, nred);
     else snprintf(res, sizeof res, "%s", top);
     sb_put(b, "  r%d = ", r);
-    put_convert(b, at, rd->dtype, res);
+    if (vw) sb_put(b, "%s", res); /* float32 to float32 */
+    else put_convert(b, at, rd->dtype, res);
     sb_put(b, ";\n  }\n");
   }
   /* the stores over the full domain, then those over the reduced one */
@@ -1702,16 +1767,16 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
   if (!s && nf) {
     memset(need, 0, (size_t)sp->n_expr + 1);
     for (int j = 0; j < nf; j++) mark_need(sp, sp->store[fst[j]].expr, need);
-    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s gid = base + %s;\n", g.ity, nred, g.isuf,
-           g.ity, joff);
-    s = put_block(&g, need, fst, nf);
+    sb_put(b, "  for (%s j = lid; j < %" PRId64 "%s; j += L_) {\n  const %s %s = base + %s;\n", g.ity, nred, g.isuf,
+           g.ity, vw ? "q" : "gid", joff);
+    s = vw ? put_block_vec(&g, need, fst, nf) : put_block(&g, need, fst, nf);
     sb_put(b, "  }\n");
   }
   if (!s && nr) {
     memset(need, 0, (size_t)sp->n_expr + 1);
     for (int j = 0; j < nr; j++) mark_need(sp, sp->store[rst[j]].expr, need);
-    sb_put(b, "  if (lid == 0) {\n  const %s gid = base;\n", g.ity);
-    s = put_block(&g, need, rst, nr);
+    sb_put(b, "  if (lid == 0) {\n  const %s %s = base;\n", g.ity, vw ? "q" : "gid");
+    s = vw ? put_block_vec(&g, need, rst, nr) : put_block(&g, need, rst, nr);
     sb_put(b, "  }\n");
   }
   sb_put(b, "}\n");

@@ -267,6 +267,45 @@ def main():
         [const("w", r(32, 16, 1, 1)), const("b", r(32)), const("lo", 0.0), const("hi", 0.6)],
         {"x": r(2, 32, 5, 5)})
 
+    # reductions printed a work item per row with w rows per item (floatW
+    # lanes along the kept innermost axis): 4096 rows of 32 from a broadcast
+    # of two small inputs (lanes: one broadcast load and one vload), a
+    # softmax written out over a middle axis (today its reductions stay
+    # device ops between elementwise kernels), a transposed view (lanes read
+    # one by one) with ReduceMax and a bias over the reduced domain, and
+    # Mean / Min / Prod / LogSumExp rows of 12 with an 8-long kept axis, each
+    # after an elementwise op (a reduction alone is a device op, not a spec)
+    save("reduce_rows_vec", [
+        helper.make_node("Add", ["xa", "ya"], ["sa"]),
+        helper.make_node("Tanh", ["sa"], ["ta"]),
+        helper.make_node("ReduceSum", ["ta", "ax1"], ["ra"], keepdims=0),
+        helper.make_node("Relu", ["ra"], ["y1"]),
+        helper.make_node("Mul", ["u", "two"], ["u2"]),
+        helper.make_node("ReduceMax", ["u2"], ["um"], axes=[1], keepdims=1),
+        helper.make_node("Sub", ["u2", "um"], ["ud"]),
+        helper.make_node("Exp", ["ud"], ["ue"]),
+        helper.make_node("ReduceSum", ["ue", "ax1"], ["uz"], keepdims=1),
+        helper.make_node("Div", ["ue", "uz"], ["us"]),
+        helper.make_node("Add", ["us", "half"], ["y2"]),
+        helper.make_node("Transpose", ["z"], ["zt"], perm=[0, 2, 1]),
+        helper.make_node("Mul", ["zt", "m"], ["zm"]),
+        helper.make_node("ReduceMax", ["zm"], ["zx"], axes=[1], keepdims=1),
+        helper.make_node("Add", ["zx", "bias"], ["y3"]),
+        helper.make_node("Mul", ["v", "two"], ["v2"]),
+        helper.make_node("ReduceMean", ["v2"], ["y4"], axes=[1], keepdims=0),
+        helper.make_node("Neg", ["v"], ["vn"]),
+        helper.make_node("ReduceMin", ["vn"], ["y5"], axes=[-2], keepdims=1),
+        helper.make_node("Abs", ["v"], ["va"]),
+        helper.make_node("Add", ["va", "half"], ["vp"]),
+        helper.make_node("ReduceProd", ["vp"], ["y6"], axes=[1], keepdims=0),
+        helper.make_node("Sub", ["v", "half"], ["vh"]),
+        helper.make_node("ReduceLogSumExp", ["vh"], ["y7"], axes=[1], keepdims=0),
+    ], None, [("y1", [1, 4096]), ("y2", [4, 24, 64]), ("y3", [8, 1, 16]), ("y4", [6, 8]), ("y5", [6, 1, 8]),
+              ("y6", [6, 8]), ("y7", [6, 8])],
+        [i64("ax1", [1]), const("m", r(1, 20, 1)), const("bias", r(1, 1, 16)), const("two", [2.0]),
+         const("half", [0.5])],
+        {"xa": r(1, 32, 1), "ya": r(1, 1, 4096), "u": r(4, 24, 64) * 3, "z": r(8, 16, 20), "v": r(6, 12, 8)})
+
 
 if __name__ == "__main__":
     main()
