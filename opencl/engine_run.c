@@ -606,6 +606,17 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     }
   }
   if (!s) s = kiln_cl_finish(ctx);
+  else kiln_cl_finish(ctx); /* (the ops' check words are read with the run) */
+  for (int k = 0; k < v->n_steps; k++) { /* run-time indices the device ops met out of range */
+    const kiln_cl_step *st = &v->steps[k];
+    if (st->kind != KILN_CL_STEP_OP) continue;
+    kiln_status c = kiln_cl_op_checked(st->op, ctx);
+    if (c && !s) {
+      const kiln_node *n = &g->nodes[st->node];
+      kiln_error_prefix("node %s (%s)", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+      s = c;
+    }
+  }
   if (!s && obs) s = kiln_cl_obs_collect(p, v, obs);
   if (s) {
     kiln_cl_finish(ctx);

@@ -410,8 +410,42 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
     if (!op->work || !op->ab) s = kiln_fail(KILN_E_NOMEM, "out of memory binding node '%s'", op->label);
   }
   if (!s && op->blas) s = blas_warm(ctx, op->blas, op);
+  if (!s && op->chk_len > 0 && !op->chk.mem) {
+    static const cl_int zero[4];
+    s = kiln_cl_buffer_create(ctx, sizeof zero, &op->chk);
+    if (!s) s = kiln_cl_buffer_write(ctx, &op->chk, 0, zero, sizeof zero);
+  }
   if (s) kiln_error_prefix("node '%s'", op->label);
   return s;
+}
+
+void kiln_clop_checks(kiln_cl_op *op, int64_t len) { op->chk_len = len > 0 ? len : 1; }
+
+kiln_status kiln_clop_chk_src(kiln_cl_src *src, const char *j, bool is_long) {
+  /* the high word without widening an int to long (Mesa 22.3 rusticl
+     miscompiles that in these kernels) */
+  if (is_long)
+    return kiln_cl_src_printf(src,
+                              "  if (atomic_cmpxchg(chk_ + co, 0, 1) == 0) { chk_[co + 1] = (int)(%s & 0xffffffffL); "
+                              "chk_[co + 2] = (int)(%s >> 32); }\n",
+                              j, j);
+  return kiln_cl_src_printf(src,
+                            "  if (atomic_cmpxchg(chk_ + co, 0, 1) == 0) { chk_[co + 1] = %s; chk_[co + 2] = %s < 0 ? "
+                            "-1 : 0; }\n",
+                            j, j);
+}
+
+kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx) {
+  if (!op || !op->chk_pending) return KILN_OK;
+  op->chk_pending = false;
+  if (!op->chk_host[0]) return KILN_OK;
+  long long bad = (long long)(((uint64_t)(uint32_t)op->chk_host[2] << 32) | (uint32_t)op->chk_host[1]);
+  static const cl_int zero[4];
+  memset(op->chk_host, 0, sizeof op->chk_host);
+  kiln_status s = kiln_cl_buffer_write(ctx, &op->chk, 0, zero, sizeof zero); /* the next run starts clean */
+  if (s) return s;
+  return kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld", bad,
+                   (long long)op->chk_len);
 }
 
 /* The buffer and element offset of ref b. */
@@ -426,6 +460,10 @@ static kiln_status op_arg(const kiln_cl_op *op, opb b, const kiln_cl_arg *in, co
     *mem = out[b.idx].mem;
     es = op->out_es[b.idx];
     *elems = es ? out[b.idx].offset / es : 0;
+  } else if (b.kind == OPB_CHK) {
+    *mem = op->chk.mem;
+    *elems = 0;
+    es = 4;
   } else {
     *mem = op->ws_ctx ? ws_get(op->ws_ctx) : NULL;
     *elems = 0;
@@ -435,6 +473,7 @@ static kiln_status op_arg(const kiln_cl_op *op, opb b, const kiln_cl_arg *in, co
     return kiln_fail(KILN_E_INTERNAL, "no device buffer for its %s %d",
                      b.kind == OPB_IN    ? "input"
                      : b.kind == OPB_OUT ? "output"
+                     : b.kind == OPB_CHK ? "index check"
                                          : "scratch",
                      (int)b.idx);
   return KILN_OK;
@@ -504,6 +543,12 @@ kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_
     const op_step *st = &op->steps[i];
     s = st->kind == ST_KERNEL ? run_kernel(op, ctx, st, in, out) : run_gemm(op, ctx, st, in, out);
   }
+  if (!s && op->chk.mem) { /* the check words, read with the run (the host looks after the queue finished) */
+    cl_int e = clEnqueueReadBuffer(ctx->queue, op->chk.mem, CL_FALSE, 0, sizeof op->chk_host, op->chk_host, 0, NULL,
+                                   NULL);
+    if (e) s = kiln_cl_fail(e, "reading the index check of node '%s'", op->label);
+    else op->chk_pending = true;
+  }
   if (s) kiln_error_prefix("node '%s'", op->label);
   return s;
 }
@@ -514,6 +559,7 @@ void kiln_cl_op_free(kiln_cl_op *op) {
   if (!op) return;
   for (int k = 0; k < op->n_kern; k++) kiln_cl_kernel_free(&op->kern[k]);
   ws_release(op);
+  kiln_cl_buffer_free(&op->chk);
   for (int i = 0; i < op->n_steps; i++) {
     kiln_free(op->steps[i].aoffs);
     kiln_free(op->steps[i].boffs);

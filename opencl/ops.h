@@ -96,6 +96,12 @@ kiln_status kiln_cl_op_enqueue_box(kiln_cl_op *op, kiln_cl_context *ctx, const k
  * work-groups per row too). */
 kiln_status kiln_cl_op_enqueue_rows(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
                                     const kiln_cl_arg *out, int64_t n, int64_t bound);
+/* After the queue has finished an enqueue of op: an error (KILN_E_INVALID_VALUE,
+ * "index I is out of range for a dimension of size N", as the host
+ * backends say) when one of its kernels met a bad run-time index (Gather's
+ * indices), KILN_OK otherwise or for an op that checks nothing. Clears the
+ * state for the next run either way; call it after every finished run. */
+kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx);
 /* Releases kernels, scratch and the op (NULL-safe). */
 void kiln_cl_op_free(kiln_cl_op *op);
 

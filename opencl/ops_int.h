@@ -16,13 +16,15 @@
 #define OP_MAX_ARGS 8
 
 /* A buffer an op step reads or writes. */
-enum { OPB_NONE, OPB_IN, OPB_OUT, OPB_SCR };
+enum { OPB_NONE, OPB_IN, OPB_OUT, OPB_SCR, OPB_CHK };
 typedef struct opb {
   unsigned char kind, idx;
 } opb;
 #define IN(i) ((opb){OPB_IN, (unsigned char)(i)})
 #define OUT(i) ((opb){OPB_OUT, (unsigned char)(i)})
 #define SCR(i) ((opb){OPB_SCR, (unsigned char)(i)})
+/* The op's check words (kiln_clop_checks): __global int[4] */
+#define CHK ((opb){OPB_CHK, 0})
 
 typedef enum op_step_kind { ST_KERNEL, ST_GEMM, ST_GEMM_BATCHED } op_step_kind;
 
@@ -73,6 +75,14 @@ struct kiln_cl_op {
   size_t max_batch;
   size_t *work; /* 3 * max_batch offsets for batched calls */
   float *ab;    /* 2 * max_batch alphas / betas */
+  /* run-time index checks (kiln_clop_checks): a kernel that meets an index
+     out of range sets word 0 with atomic_cmpxchg(0 -> 1) and, the first to
+     do so, the index's low and high 32 bits in words 1 and 2; read back
+     after each enqueue, looked at by kiln_cl_op_checked */
+  int64_t chk_len;  /* > 0: the op checks, against this dimension size */
+  kiln_cl_buffer chk;
+  cl_int chk_host[4];
+  bool chk_pending;
 };
 enum { OP_BLAS_GEMM = 1, OP_BLAS_GEMM_BATCHED = 2 };
 
@@ -115,6 +125,13 @@ kiln_status kiln_clop_step_add(kiln_cl_op *op, op_step_kind kind, op_step **st);
 kiln_status kiln_clop_launch(kiln_cl_op *op, int k, size_t n, int nargs, const opb *args);
 /* One reduction work-group (OP_RED_WG or the kernel's limit) per unit. */
 kiln_status kiln_clop_launch_groups(kiln_cl_op *op, int k, size_t groups, int nargs, const opb *args);
+/* The op's kernels check run-time indices against a dimension of len
+ * (they take CHK and print kiln_clop_chk_src's statement where one is out
+ * of range): a run that meets one fails in kiln_cl_op_checked. */
+void kiln_clop_checks(kiln_cl_op *op, int64_t len);
+/* The statement a checking kernel runs for bad index `j` (of C type int or
+ * long, as given) with its CHK argument named chk_. */
+kiln_status kiln_clop_chk_src(kiln_cl_src *src, const char *j, bool is_long);
 /* Frees op (NULL-safe) and returns s: the error path of a prepare. */
 kiln_status kiln_clop_fail_free(kiln_cl_op *op, kiln_status s);
 

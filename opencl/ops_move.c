@@ -1,7 +1,7 @@
 /* opencl/ops_move: data movement the engine would otherwise do on the
  * host — Concat (one copy kernel per input into its slice), Gather (any
  * axis, int32/int64 indices, negative indices; a row copied W elements per
- * work item), Transpose (dims collapsed;
+ * work item; a run-time index out of range fails the run), Transpose (dims collapsed;
  * when the innermost dim moves, 16x16 tiles through local memory so both
  * reads and writes are contiguous), Where (broadcast), Pad (constant,
  * reflect, edge; float32). Element types are copied as bits of their size,
@@ -101,7 +101,8 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
   int64_t len = x->dims[ax], outer = kiln_clop_numel((int)ax, x->dims),
           inner = kiln_clop_numel(x->rank - (int)ax - 1, x->dims + ax + 1);
   int64_t K = kiln_clop_numel(ind->rank, ind->dims), total = outer * K * inner;
-  /* constant indices are checked here, as the host would at run time */
+  /* constant indices are checked here, as the host would at run time;
+     run-time ones by the kernel (CHK) */
   const kiln_tensor *ki = c->konst ? c->konst[1] : NULL;
   for (int64_t j = 0; ki && j < ki->numel; j++) {
     int64_t v = kiln_get_i(ki, j);
@@ -122,14 +123,17 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
     s = kiln_cl_src_printf(
         c->src,
         "__kernel void %s(__global const %s *x_, ulong xo, __global const %s *ind_, ulong io, "
-        "__global %s *y_, ulong yo) {\n"
+        "__global %s *y_, ulong yo, __global int *chk_, ulong co) {\n"
         "  const ulong i = get_global_id(0) * %dUL;\n  if (i >= %lldUL) return;\n"
         "  const ulong in_ = i %% %lldUL, t = i / %lldUL, kk = t %% %lldUL, o = t / %lldUL;\n"
         "  /* int32 indices stay int: Mesa 22.3 rusticl miscompiles their widening to long here */\n"
-        "  %s j = ind_[io + kk];\n  if (j < 0) j += %lld%s;\n"
-        "  /* an index out of range reads 0 (the host would report it) */\n",
+        "  const %s j0 = ind_[io + kk];\n  const %s j = j0 < 0 ? j0 + %lld%s : j0;\n"
+        "  /* an index out of range reads 0 and fails the run (kiln_cl_op_checked) */\n"
+        "  if (!(j >= 0 && j < %lld%s)) {\n",
         kiln_clop_kname(op, k), T, it, T, w, (long long)total, (long long)inner, (long long)inner, (long long)K,
-        (long long)K, it, (long long)len, sfx);
+        (long long)K, it, it, (long long)len, sfx, (long long)len, sfx);
+  if (!s) s = kiln_clop_chk_src(c->src, "j0", ind->dtype == KILN_I64);
+  if (!s) s = kiln_cl_src_printf(c->src, "  }\n");
   if (!s && w > 1)
     s = kiln_cl_src_printf(c->src,
                            "  const %s v = (j >= 0 && j < %lld%s) ? vload%d(0, x_ + xo + (o * %lldUL + (ulong)j) * %lldUL + "
@@ -139,7 +143,8 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
     s = kiln_cl_src_printf(c->src,
                            "  y_[yo + i] = (j >= 0 && j < %lld%s) ? x_[xo + (o * %lldUL + (ulong)j) * %lldUL + in_] : 0;\n}\n",
                            (long long)len, sfx, (long long)len, (long long)inner);
-  if (!s) s = kiln_clop_launch(op, k, (size_t)(total / w), 3, (opb[]){IN(0), IN(1), OUT(0)});
+  kiln_clop_checks(op, len);
+  if (!s) s = kiln_clop_launch(op, k, (size_t)(total / w), 4, (opb[]){IN(0), IN(1), OUT(0), CHK});
   if (s) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "Gather axis %lld: %lld x %lld of %lld x %lld", (long long)ax, (long long)outer,
            (long long)K, (long long)len, (long long)inner);

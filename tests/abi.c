@@ -385,6 +385,18 @@ static void *model_addw(int variant, size_t *size) {
   return mb_pack(&m, size);
 }
 
+/* Gather(data[5,4], idx[3] int32) on axis 0 -> rows[3,4]. */
+static void *model_gather(size_t *size) {
+  static mb m;
+  static const int64_t d54[2] = {5, 4}, d3 = 3, d34[2] = {3, 4};
+  mb_begin(&m, 13);
+  mb_input(&m, "data", T_F32, 2, d54, NULL);
+  mb_input(&m, "idx", T_I32, 1, &d3, NULL);
+  mb_output(&m, "rows", T_F32, 2, d34, NULL);
+  mb_node_add(&m, "Gather", "data", "idx", "rows");
+  return mb_pack(&m, size);
+}
+
 /* Not flag[4] (bool) -> nflag[4]. */
 static void *model_not(size_t *size) {
   static mb m;
@@ -1658,6 +1670,53 @@ static void test_run_failure(void) {
   drop_graph(&g);
 }
 
+/* A run-time index out of range fails the run on every backend with the
+ * same message (on OpenCL the Gather kernel flags it and the run reads the
+ * flag back), and the next run with good indices succeeds. */
+static void test_run_bad_index(void) {
+  size_t size;
+  void *model = model_gather(&size);
+  onnxGraph g = init_graph(model, size);
+  free(model);
+  if (!check("InitGraph(Gather)", g != NULL, "a graph", "%s", g ? "a graph" : "failure")) return;
+  float data[20], rows[12];
+  for (int i = 0; i < 20; i++) data[i] = (float)i;
+  int32_t idx[3] = {4, -1, 0};
+  static const uint64_t s54[2] = {5, 4}, s3[1] = {3}, s34[2] = {3, 4};
+  onnxTensorDescriptorV1 in[2] = {td("data", T_F32, 2, s54, data), td("idx", T_I32, 1, s3, idx)};
+  onnxTensorDescriptorV1 out = td("rows", T_F32, 2, s34, rows);
+  check_st("SetGraphIO(Gather)", lib.onnxSetGraphIO(g, 2, in, 1, &out), ONNXIFI_STATUS_SUCCESS);
+  for (int run = 0; run < 3; run++) {
+    idx[1] = run == 1 ? 7 : -1;
+    onnxStatus wst = ONNXIFI_STATUS_INTERNAL_ERROR;
+    onnxEvent in_ev = new_signalled_event();
+    onnxMemoryFenceV1 fin = fence(in_ev), fout = fence(NULL);
+    onnxStatus st = lib.onnxRunGraph(g, &fin, &fout);
+    char lm[512] = "";
+    if (st == ONNXIFI_STATUS_SUCCESS) {
+      wst = lib.onnxWaitEvent(fout.event);
+      snprintf(lm, sizeof lm, "%s", plugin_message()); /* before the next call replaces it */
+      release_event(fout.event);
+    }
+    release_event(in_ev);
+    if (run == 1) {
+      check("Gather with index 7 of 5 fails at the wait",
+            st == ONNXIFI_STATUS_SUCCESS && wst == ONNXIFI_STATUS_INTERNAL_ERROR, "SUCCESS, INTERNAL_ERROR", "%s, %s",
+            stname(st), stname(wst));
+      check("the failed run's message names the index and the node",
+            strstr(lm, "index 7 is out of range for a dimension of size 5") && strstr(lm, "Gather"),
+            "\"... Gather ... index 7 is out of range for a dimension of size 5\"", "\"%s\"", lm);
+    } else {
+      check("Gather with good indices runs", st == ONNXIFI_STATUS_SUCCESS && wst == ONNXIFI_STATUS_SUCCESS,
+            "SUCCESS, SUCCESS", "%s, %s", stname(st), stname(wst));
+      float want[12];
+      for (int c = 0; c < 4; c++) want[c] = data[16 + c], want[4 + c] = data[16 + c], want[8 + c] = data[c];
+      check_floats(run ? "Gather after the failed run" : "Gather", rows, want, 12);
+    }
+  }
+  drop_graph(&g);
+}
+
 /* ------------------------------------------------------------------------ */
 /* onnxReleaseGraph                                                          */
 
@@ -2146,6 +2205,7 @@ int main(int argc, char **argv) {
   test_set_graph_io();
   test_run_graph();
   test_run_failure();
+  test_run_bad_index();
   test_release_graph();
   test_backend_release_with_graph();
   test_extensions();

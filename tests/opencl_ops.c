@@ -318,6 +318,8 @@ static kiln_status run_case(tcase *c, kiln_cl_context *ctx, kiln_tensor *got, do
   double t0 = now_ms();
   if (!s) s = kiln_cl_op_enqueue(c->op, ctx, in, out);
   if (!s) s = kiln_cl_finish(ctx);
+  kiln_status chk = kiln_cl_op_checked(c->op, ctx); /* (cleared either way) */
+  if (!s) s = chk;
   if (ms) *ms = now_ms() - t0;
   for (int k = 0; k < n->n_out && !s; k++) {
     if (c->out_slot[k] < 0) continue;
@@ -1235,6 +1237,55 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
 
 /* ------------------------------------------------------------------ */
 
+/* Gather's run-time indices out of range: the kernel flags them, the run
+ * fails with the host backends' message (kiln_cl_op_checked), and the next
+ * run with good indices succeeds (the flag is cleared). Both index types,
+ * a too-large and a too-negative index, rows of 4 (the vector form on
+ * PoCL) and of 3 (one element per item). */
+static void test_gather_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
+  for (int it = 0; it < 4; it++) {
+    kiln_dtype idt = it % 2 ? KILN_I32 : KILN_I64;
+    int64_t row = it < 2 ? 4 : 3, bad = it < 2 ? 7 : -8;
+    t_begin(13, "Gather bad index %lld (%s, rows of %lld)", (long long)bad, kiln_dtype_name(idt), (long long)row);
+    t_in(SH(5, row));
+    kiln_tensor ind = {0};
+    if (kiln_tensor_alloc(&ind, idt, 1, (int64_t[]){3})) exit(2);
+    kiln_set_i(&ind, 0, 4), kiln_set_i(&ind, 1, -1), kiln_set_i(&ind, 2, 0);
+    t_in_data(idt, 1, (int64_t[]){3}, &ind);
+    kiln_tensor_release(&ind);
+    t_node1("Gather");
+    t_end(0, false);
+    tcase *c = cur;
+    kiln_cl_src src = {0};
+    cl_program p = NULL;
+    kiln_status s = prepare(c, dev, &src);
+    if (!s && c->op) s = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
+    if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
+    kiln_cl_program_free(p);
+    CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
+    for (int run = 0; run < 3 && !s && c->op; run++) {
+      kiln_set_i(&c->in[1], 1, run == 1 ? bad : -1);
+      kiln_tensor got[MAXIO];
+      memset(got, 0, sizeof got);
+      kiln_error_clear();
+      kiln_status r = run_case(c, ctx, got, NULL);
+      char want[96];
+      snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 5", (long long)bad);
+      char msg[300] = "";
+      if (run == 1)
+        CHECK(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), want), "%s: run with the bad index: status %d, '%s'",
+              c->name, (int)r, kiln_last_error());
+      else
+        CHECK(!r && compare(c, 0, &got[0], msg, sizeof msg), "%s: run %d (good indices): %s%s", c->name, run,
+              r ? kiln_last_error() : "", msg);
+      for (int k = 0; k < MAXIO; k++) kiln_tensor_release(&got[k]);
+    }
+    kiln_cl_src_free(&src);
+    case_free(c);
+    n_cases--;
+  }
+}
+
 /* Failures come back as statuses whose messages name the node, with
  * nothing leaked (the ASan build checks the leaks). */
 static void test_errors(const kiln_cl_device *dev, kiln_cl_context *ctx) {
@@ -1390,6 +1441,7 @@ int main(int argc, char **argv) {
   kiln_cl_src_free(&src);
   for (int i = 0; i < n_cases; i++) case_free(&cases[i]);
   n_cases = 0;
+  test_gather_bad_index(dev, ctx);
   test_errors(dev, ctx);
   if (do_bench) bench(dev, ctx);
   free(cases);
