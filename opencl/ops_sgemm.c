@@ -206,7 +206,7 @@ static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gem
 
 /* The kernel's head: ids, the batch offsets unravelled from literals, the
  * tile's first row i0 and column j0. Fused (e): plain buffers a_, b_, [e_]
- * and e's parameters; a 1-D launch with a slot per row of C per column
+ * and e's parameters (b_ after them with e->b_last); a 1-D launch with a slot per row of C per column
  * tile, so that the run's rows of a symbolic dim are a prefix of the items
  * (opencl/engine_sym.c): only a tile's first row works, tiles counted from
  * the batch's first row or the launch's (a padded symbolic dim launches
@@ -219,8 +219,7 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
   (void)mt;
   kiln_status st =
       e ? kiln_cl_src_printf(s,
-                             "__kernel void %s(__global const float *restrict a_, __global const float "
-                             "*restrict b_%s%s) {\n"
+                             "__kernel void %s(__global const float *restrict a_%s%s%s%s) {\n"
                              "  const ulong wi_ = get_global_id(0);\n"
                              "  if (wi_ >= %zuUL) return;\n"
                              "  const ulong jt = wi_ %% %zuUL, r_ = (wi_ / %zuUL) %% %zuUL, bi = wi_ / "
@@ -230,7 +229,9 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
                              "  if ((r_ - s_) %% %dUL) return;\n"
                              "  const ulong ao = 0, bo = 0;\n"
                              "  long oa = 0, ob = 0, oc = 0;\n",
-                             name, e->has_e ? ", __global const float *restrict e_" : "", e->params, batch * g->m * nt,
+                             name, e->b_last ? "" : ", __global const float *restrict b_",
+                             e->has_e ? ", __global const float *restrict e_" : "", e->params,
+                             e->b_last ? ", __global const float *restrict b_" : "", batch * g->m * nt,
                              nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr)
         : kiln_cl_src_printf(s,
                              "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "
