@@ -531,7 +531,7 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
   for (int k = 0; k < out[0].rank; k++)
     if (out[0].dims[k] <= 0) return KILN_OK;
   kiln_clop_gemm g;
-  char add[160] = "";
+  char add[160] = "", add_row[160] = "";
   int ia = 0, ib = 1;
   bool b_last = false;
   if (!strcmp(n->op_type, "Conv")) {
@@ -551,7 +551,10 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
       b_last = true;
     }
     conv_gemm_record(&geo, &g);
-    if (has_e) snprintf(add, sizeof add, " + e_[(ep_i / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
+    if (has_e) { /* the channel is C's row: one bias per row (row_ / out_sp = image * M + channel) */
+      snprintf(add, sizeof add, " + e_[(ep_i / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
+      snprintf(add_row, sizeof add_row, "e_[(row_ / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
+    }
     ia = 1, ib = b_last ? -1 : 0; /* A = W, B = X or the columns */
   } else {
     /* MatMul / Gemm: the op's own record, beta C added in the store */
@@ -574,7 +577,7 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
       return KILN_OK;
     }
   }
-  kiln_clop_epi ep = {params, store, add, has_e, b_last};
+  kiln_clop_epi ep = {params, store, add, has_e, b_last, *add_row ? add_row : NULL};
   kiln_status s = kiln_clop_sgemm_fused(dev, &g, &ep, name, src, items);
   if (s) return s;
   vals[(*n_vals)++] = n->in[ia];

@@ -146,6 +146,8 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
 typedef struct kiln_clop_epi {
   const char *params, *body, *add;
   bool has_e, b_last;
+  const char *add_row; /* non-NULL: instead of add, " + ar_" with ar_ = add_row computed once per row of the tile
+                          (an expression of row_, the row's first element's flat index in C) */
 } kiln_clop_epi;
 /* Appends kiln's SGEMM kernel `name` for g (beta 0; g's opb fields unused)
  * with e in its store: a 1-D launch of *items work-items (the kernel guards;

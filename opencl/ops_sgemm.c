@@ -144,6 +144,7 @@ static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_
                                       "    if (i >= %zuUL) break;\n"
                                       "    const long row_ = oc + (long)(i * %zuUL + j0);\n",
                                       t.mr, g->m, g->ldc);
+  if (!st && e->add_row) st = kiln_cl_src_printf(s, "    const float ar_ = %s;\n", e->add_row);
   for (int pass = 0; pass < (ragged ? 2 : 1) && !st; pass++) {
     if (ragged) st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (j0 + %dUL <= %zuUL)\n", nw, g->n);
     char guard[64] = "";
@@ -154,7 +155,8 @@ static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_
                               "    const long ep_i = row_ + cq_;\n"
                               "    const float anc = %s%st_[rq_ * %d + cq_]%s;\n"
                               "%s    }\n",
-                              nw, guard, a1 ? "" : al, a1 ? "" : " * ", nw, e->add ? e->add : "", e->body);
+                              nw, guard, a1 ? "" : al, a1 ? "" : " * ", nw,
+                              e->add_row ? " + ar_" : e->add ? e->add : "", e->body);
   }
   if (!st) st = kiln_cl_src_printf(s, "  }\n");
   return st;
