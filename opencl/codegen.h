@@ -58,6 +58,14 @@ typedef struct kiln_cl_kernel_sig {
      work-item kernels (local 0, not observed) take any range through
      get_global_id anyway */
   bool group_offset;
+  /* > 0: one more __global float argument after args, the variant's
+     scratch buffer (at least this many floats), for a matrix one kernel
+     writes and the next reads: an im2col conv's column matrix between the
+     im2col kernel and the SGEMM with the epilogue (opencl/engine_fuse.c).
+     The engine gives every such kernel of a variant the same buffer (its
+     steps run one after another); it is no graph value (not in the memory
+     plan, never bound to a host buffer). Not with n_obs. */
+  int64_t scratch;
   int n_obs;
   int obs_value[16];  /* the values reduced, in partial order */
   int64_t obs_numel;  /* elements of the domain */

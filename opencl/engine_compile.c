@@ -424,7 +424,17 @@ static kiln_status place_values(cstate *c) {
     pl->base = v->arena;
     pl->offset = off;
   }
+  /* the kernels' scratch: one buffer, the largest any kernel asks for
+     (their steps run one after another; codegen.h) */
+  for (int k = 0; k < v->n_kern; k++)
+    if ((uint64_t)v->sig[k].scratch * sizeof(float) > v->scratch_bytes)
+      v->scratch_bytes = (uint64_t)v->sig[k].scratch * sizeof(float);
+  if (!s && v->scratch_bytes) {
+    kiln_cl_buffer b;
+    if (!(s = kiln_cl_buffer_create(ctx, v->scratch_bytes, &b))) v->scratch = b.mem;
+  }
   if (!s && c->df) {
+    if (v->scratch_bytes) fprintf(c->df, "scratch: %llu bytes\n", (unsigned long long)v->scratch_bytes);
     fprintf(c->df, "arena: %llu bytes (lower bound %llu, no reuse %llu), alignment %zu\n",
             (unsigned long long)mp->arena_size, (unsigned long long)mp->lower_bound,
             (unsigned long long)mp->no_reuse, align);
@@ -518,6 +528,9 @@ static kiln_status build(cstate *c) {
                             v->g->values[sig->args[a].value].name);
       else s = kiln_cl_kernel_arg(&v->kern[k], (cl_uint)a, sizeof m, &m);
     }
+    if (!s && sig->scratch) /* after args (codegen.h) */
+      s = !v->scratch ? kiln_fail(KILN_E_INTERNAL, "kernel %s: no scratch buffer", sig->name)
+                      : kiln_cl_kernel_arg(&v->kern[k], (cl_uint)sig->n_args, sizeof v->scratch, &v->scratch);
     if (!s) s = kiln_cl_obs_bind_kernel(c->p, v, k);
   }
   clock_gettime(CLOCK_MONOTONIC, &tb1);
@@ -640,7 +653,10 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     const kiln_node *n = &g->nodes[st->node];
     char name[96];
     if (!p->profile) break;
-    if (st->kind == KILN_CL_STEP_GEN)
+    bool cols = st->kind == KILN_CL_STEP_GEN && v->sig[st->kern].scratch && !c.ms->steps[k].n_writes;
+    if (cols) /* it writes only the scratch: an im2col conv's columns */
+      snprintf(name, sizeof name, "gen %s columns (%d node%s)", n->op_type, st->nodes, st->nodes == 1 ? "" : "s");
+    else if (st->kind == KILN_CL_STEP_GEN)
       snprintf(name, sizeof name, "gen %s%s (%d node%s)", n->op_type, st->nodes > 1 ? "+..." : "", st->nodes,
                st->nodes == 1 ? "" : "s");
     else if (st->kind == KILN_CL_STEP_OP) snprintf(name, sizeof name, "op %.80s", kiln_cl_op_describe(st->op));
@@ -650,9 +666,10 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   }
   kiln_log(KILN_LOG_INFO,
            "opencl plan '%s' on %s: %d -> %d nodes, %d kernels (%d fused groups), %d device ops, %d copies, %d on "
-           "the host, arena %llu bytes",
+           "the host, arena %llu bytes, scratch %llu bytes",
            g->name ? g->name : "", p->dev->id, d->n_nodes, g->n_nodes, v->n_kern, p->st.fused_groups,
-           p->st.device_ops, p->st.copies, p->st.host_nodes, (unsigned long long)v->arena_bytes);
+           p->st.device_ops, p->st.copies, p->st.host_nodes, (unsigned long long)v->arena_bytes,
+           (unsigned long long)v->scratch_bytes);
   double ms[4];
   for (int k = 0; k < 4; k++)
     ms[k] = (double)(tc[k + 1].tv_sec - tc[k].tv_sec) * 1e3 + (double)(tc[k + 1].tv_nsec - tc[k].tv_nsec) / 1e6;
@@ -710,6 +727,7 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
     if (v->place[w].mem) clReleaseMemObject(v->place[w].mem);
   kiln_free(v->place);
   if (v->arena) clReleaseMemObject(v->arena);
+  if (v->scratch) clReleaseMemObject(v->scratch);
   kiln_free(v->in_map);
   kiln_schedule_free(v->sched);
   kiln_free(v->key);

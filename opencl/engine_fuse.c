@@ -4,8 +4,10 @@
  *   ONE generated kernel computes the convolution and applies the epilogue
  *   to each output element in registers (then the pool's device op);
  * - MatMul, Gemm and pointwise Conv when the SGEMM is kiln's kernel: ONE
- *   kernel, kiln's SGEMM with the epilogue printed into its store;
- * - other anchors (Conv through im2col, anything on CLBlast): the node's
+ *   kernel, kiln's SGEMM with the epilogue printed into its store; a Conv
+ *   through im2col: the im2col kernel writing the column matrix into the
+ *   variant's scratch (codegen.h), then that SGEMM reading it;
+ * - other anchors (anything on CLBlast, KILN_CL_GEMM_EPILOGUE=0): the node's
  *   device op writes the anchor's output, then ONE generated epilogue kernel
  *   (every epilogue node of the group) reads it;
  * - reduction groups of two or more nodes: ONE generated kernel, a
@@ -185,11 +187,13 @@ bool kiln_cl_fuse_store_epilogue_ok(const kiln_fuse_spec *sp, int x) {
   return x >= 0 && !reads_value(sp, x);
 }
 
-/* kiln's SGEMM kernel with the epilogue in its store; *ok false when the
- * anchor goes another way (CLBlast, an im2col conv, ...). */
+/* kiln's SGEMM kernel with the epilogue in its store, it[0] (an im2col
+ * conv: it[0] the im2col kernel writing the column matrix into the
+ * variant's scratch, it[1] the SGEMM reading it); *n_items the items made,
+ * 0 when the anchor goes another way (CLBlast, KILN_CL_GEMM_EPILOGUE=0, ...). */
 static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *sp, int pool_value,
-                              kiln_cl_fuse_item *it, bool *ok) {
-  *ok = false;
+                              kiln_cl_fuse_item it[2], int *n_items) {
+  *n_items = 0;
   const kiln_graph *g = sp->g;
   const kiln_node *n = &g->nodes[sp->anchor];
   if (n->n_in > 3 || n->n_in < 2 || n->n_out != 1) return KILN_OK;
@@ -202,28 +206,42 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   int nin = n->n_in > 2 && n->in[2] >= 0 ? 3 : 2;
   sig.n_args = nin;
   char *params = NULL, *body = NULL;
+  bool ok = false;
   kiln_status s = kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
-  if (s) return not_embedded("GEMM", s, NULL, ok);
-  kiln_cl_src src = {0};
-  char name[48];
+  if (s) return not_embedded("GEMM", s, NULL, &ok);
+  kiln_cl_src src = {0}, csrc = {0};
+  char name[48], cname[52];
   snprintf(name, sizeof name, "g%d_mm", sp->nodes[0]);
+  snprintf(cname, sizeof cname, "g%d_col", sp->nodes[0]);
   int64_t items = 0;
   int vals[3], nv = 0;
+  kiln_cl_gemm_cols cols = {cname, &csrc, 0, 0};
   s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
-  if (!s) s = kiln_cl_gemm_fused(dev, g, n, in, outt, name, params, body, &src, vals, &nv, &items, ok);
+  if (!s) s = kiln_cl_gemm_fused(dev, g, n, in, outt, name, params, body, &src, vals, &nv, &items, &cols, &ok);
   kiln_free(params);
   kiln_free(body);
-  if (!s && *ok && nv != nin) { /* a Gemm without C / Conv without bias takes 2: close the gap */
+  if (!s && ok && nv != nin) { /* a Gemm without C / Conv without bias or with columns: close the gap */
     for (int a = nv; a + (nin - nv) < sig.n_args; a++) sig.args[a] = sig.args[a + (nin - nv)];
     sig.n_args -= nin - nv;
   }
-  if (s || !*ok) return not_embedded("GEMM", s, &src, ok);
+  if (s || !ok) {
+    kiln_cl_src_free(&csrc);
+    return not_embedded("GEMM", s, &src, &ok);
+  }
   for (int a = 0; a < nv; a++) {
     kiln_cl_ttype t;
     ttype_of(sp, vals[a], &t);
     sig.args[a] = (kiln_cl_sig_arg){false, -1, vals[a], KILN_F32, ttype_numel(&t)};
   }
-  embedded_item(it, &sig, name, items, &src);
+  if (cols.floats) { /* X -> the columns (scratch), then the SGEMM reads them */
+    kiln_cl_kernel_sig cs;
+    memset(&cs, 0, sizeof cs);
+    cs.n_args = 1;
+    cs.args[0] = (kiln_cl_sig_arg){false, -1, n->in[0], KILN_F32, ttype_numel(&in[0])};
+    cs.scratch = sig.scratch = cols.floats;
+    embedded_item(&it[(*n_items)++], &cs, cname, cols.items, &csrc);
+  }
+  embedded_item(&it[(*n_items)++], &sig, name, items, &src);
   return KILN_OK;
 }
 
@@ -256,12 +274,15 @@ static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec 
     }
   }
   if (!fused && kiln_cl_fuse_store_epilogue_ok(sp, x)) {
-    kiln_status s = gemm_fused(dev, sp, pv, &out->item[k], &fused);
+    int made = 0;
+    kiln_status s = gemm_fused(dev, sp, pv, &out->item[k], &made);
     if (s) return s;
-    if (fused) {
-      k++;
+    fused = made > 0;
+    k += made;
+    if (made == 1)
       snprintf(out->how, sizeof out->how, "%s in kiln's SGEMM with the epilogue in its store, one kernel", op);
-    }
+    else if (made)
+      snprintf(out->how, sizeof out->how, "im2col kernel + Conv in kiln's SGEMM with the epilogue in its store");
   }
   if (!fused) {
     out->item[k].node = sp->anchor;

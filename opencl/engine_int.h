@@ -71,6 +71,8 @@ typedef struct kiln_cl_variant {
   kiln_cl_place *place; /* per value of g */
   cl_mem arena;
   uint64_t arena_bytes;
+  cl_mem scratch;         /* the kernels' scratch (codegen.h kiln_cl_kernel_sig.scratch), or NULL */
+  uint64_t scratch_bytes;
   bool ran;
   int runs;         /* successful runs */
   bool from_cache;  /* the program came from the kiln cache (a device binary) or the context's kept programs */

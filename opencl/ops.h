@@ -117,19 +117,32 @@ kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_grap
                                       const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
                                       const char *params, const char *store, kiln_cl_src *src, int64_t *items,
                                       bool *ok);
-/* The engine's fused form of a MatMul, a Gemm or a pointwise Conv (1x1,
- * stride 1, unpadded, that the op would run as a GEMM) when the SGEMM is
- * kiln's kernel (KILN_CL_GEMM): that kernel `name` appended to src with the
+/* The column matrix of an im2col conv in kiln_cl_gemm_fused: the im2col
+ * kernel `name` (given by the caller) appended to src, with parameters X
+ * (the node's input 0, dense) and then the column matrix, `floats` floats,
+ * the engine's scratch (codegen.h: a kernel's last parameter), which the
+ * SGEMM kernel reads as its last parameter; a 1-D launch of `items`.
+ * floats 0: no im2col (nothing appended). */
+typedef struct kiln_cl_gemm_cols {
+  const char *name;
+  kiln_cl_src *src;
+  int64_t items, floats;
+} kiln_cl_gemm_cols;
+
+/* The engine's fused form of a MatMul, a Gemm or a Conv that the op would
+ * run as a GEMM (pointwise, or im2col + GEMM) when the SGEMM is kiln's
+ * kernel (KILN_CL_GEMM): that kernel `name` appended to src with the
  * epilogue in its store — parameters: the node's input values vals[0..
- * *n_vals) (A, B, then Gemm's C or the Conv's bias; plain dense float
- * buffers) followed by `params`, each element of the node's output going to
- * `store` as for kiln_cl_conv_direct_fused (alpha, beta C and the bias
- * already in `anc`). *items: a 1-D launch. *ok false (nothing appended)
- * otherwise: CLBlast's GEMM, an im2col conv (its column matrix lives in the
- * op's scratch), another dtype, an invalid node. */
+ * *n_vals) (A, B, then Gemm's C or the Conv's bias; an im2col conv: W and
+ * its bias, X goes to the im2col kernel in *cols; plain dense float
+ * buffers) followed by `params` (then, for an im2col conv, B: the column
+ * scratch), each element of the node's output going to `store` as for
+ * kiln_cl_conv_direct_fused (alpha, beta C and the bias already in `anc`).
+ * *items: a 1-D launch. *ok false (nothing appended) otherwise: CLBlast's
+ * GEMM, another dtype, an invalid node. */
 kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
                                const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
                                const char *params, const char *store, kiln_cl_src *src, int *vals, int *n_vals,
-                               int64_t *items, bool *ok);
+                               int64_t *items, kiln_cl_gemm_cols *cols, bool *ok);
 
 #endif

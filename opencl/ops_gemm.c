@@ -341,46 +341,86 @@ static kiln_status conv_direct(const op_ctx *c, kiln_cl_op *op, const conv_geo *
   return s;
 }
 
+/* The conv is its own column matrix: 1x1, stride 1, unpadded (the GEMM
+ * reads X as it is). */
+static bool conv_pointwise(const conv_geo *g) {
+  bool pointwise = true;
+  for (int d = 0; d < g->nsp; d++)
+    pointwise = pointwise && g->k[d] == 1 && g->s[d] == 1 && g->pb[d] == 0 && g->in[d] == g->out[d];
+  return pointwise;
+}
+
+/* The im2col kernel kname: the column matrix [N*G][Cg*k_sp][out_sp] of X,
+ * zeros where the window leaves the input, a work-item per element
+ * (*items). fused false: the op's form (x_, xo, col, co: buffer + element
+ * offset pairs); true: the engine's (x_, then col, the variant's scratch,
+ * as the last parameter; codegen.h). */
+static kiln_status im2col_src(kiln_cl_src *src, const conv_geo *g, const char *kname, bool fused, int64_t *items) {
+  int64_t total = g->N * g->G * g->Cg * g->k_sp * g->out_sp;
+  *items = total;
+  kiln_status s = kiln_cl_src_printf(
+      src, fused ? "__kernel void %s(__global const float *restrict x_, __global float *restrict col) {\n"
+                   "  const ulong xo = 0, co = 0;\n"
+                 : "__kernel void %s(__global const float *x_, ulong xo, __global float *col, ulong co) {\n",
+      kname);
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                           "  const ulong o = i %% %lldUL, t1 = i / %lldUL, kp = t1 %% %lldUL, t2 = t1 / %lldUL;\n"
+                           "  const ulong cc = t2 %% %lldUL, ng = t2 / %lldUL;\n"
+                           "  /* ng = n * G + grp: channel n * C + grp * Cg + cc = ng * Cg + cc */\n"
+                           "  __global const float *xc = x_ + xo + (ng * %lldUL + cc) * %lldUL;\n",
+                           (long long)total, (long long)g->out_sp, (long long)g->out_sp, (long long)g->k_sp,
+                           (long long)g->k_sp, (long long)g->Cg, (long long)g->Cg, (long long)g->Cg,
+                           (long long)g->in_sp);
+  if (!s) s = emit_odecl(src, g->nsp);
+  if (!s) s = emit_unravel(src, "o", "o", g->nsp, g->out);
+  if (!s) s = kiln_cl_src_printf(src, "  long k0");
+  for (int d = 1; d < g->nsp && !s; d++) s = kiln_cl_src_printf(src, ", k%d", d);
+  if (!s) s = kiln_cl_src_printf(src, ";\n");
+  if (!s) s = emit_unravel(src, "k", "kp", g->nsp, g->k);
+  if (!s) s = kiln_cl_src_printf(src, "  bool inside = true; long xi = 0;\n");
+  for (int d = 0; d < g->nsp && !s; d++)
+    s = kiln_cl_src_printf(src,
+                           "  { const long p = o%d * %lldL - %lldL + k%d * %lldL;\n"
+                           "    inside = inside && p >= 0 && p < %lldL; xi = xi * %lldL + p; }\n",
+                           d, (long long)g->s[d], (long long)g->pb[d], d, (long long)g->d[d], (long long)g->in[d],
+                           (long long)g->in[d]);
+  if (!s) s = kiln_cl_src_printf(src, "  col[co + i] = inside ? xc[xi] : 0.0f;\n}\n");
+  return s;
+}
+
+/* The SGEMM record of a conv through GEMM: one GEMM per (image, group),
+ * W_g [Mg x rows] . col block [rows x out] (pointwise: x[n][grp*Cg..] is
+ * that matrix) into y[n][grp*Mg..]; A, B, C and beta are the caller's. */
+static void conv_gemm_record(const conv_geo *g, kiln_clop_gemm *gm) {
+  int64_t rows = g->Cg * g->k_sp;
+  memset(gm, 0, sizeof *gm);
+  gm->m = (size_t)g->Mg, gm->n = (size_t)g->out_sp, gm->k = (size_t)rows, gm->lda = (size_t)rows;
+  gm->ldb = gm->ldc = (size_t)g->out_sp, gm->alpha = 1;
+  const int64_t bd[2] = {g->N, g->G}, sa[2] = {0, g->Mg * rows}, sb[2] = {g->G * rows * g->out_sp, rows * g->out_sp},
+                sc[2] = {g->M * g->out_sp, g->Mg * g->out_sp};
+  for (int d = 0; d < 2; d++) {
+    if (bd[d] == 1) continue;
+    gm->bd[gm->nb] = bd[d], gm->sa[gm->nb] = sa[d], gm->sb[gm->nb] = sb[d], gm->sc[gm->nb] = sc[d];
+    gm->nb++;
+  }
+}
+
 /* im2col into scratch [N*G][Cg*k_sp][out_sp] (skipped for a 1x1, stride 1,
  * unpadded conv: the input already is that matrix), then one GEMM per
  * (image, group) — batched — into y prefilled with the bias. */
 static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias, const char **impl) {
   kiln_cl_src *src = c->src;
   kiln_status s = KILN_OK;
-  bool pointwise = true;
-  for (int d = 0; d < g->nsp; d++)
-    pointwise = pointwise && g->k[d] == 1 && g->s[d] == 1 && g->pb[d] == 0 && g->in[d] == g->out[d];
-  int64_t rows = g->Cg * g->k_sp;
+  bool pointwise = conv_pointwise(g);
   int scr = -1;
   if (!pointwise) {
-    int64_t total = g->N * g->G * rows * g->out_sp;
+    int64_t total = g->N * g->G * g->Cg * g->k_sp * g->out_sp;
     int k;
     if ((s = kiln_clop_scratch(op, (size_t)total * sizeof(float), &scr)) || (s = kiln_clop_kernel(op, "im2col", &k)))
       return s;
-    s = kiln_cl_src_printf(src,
-                           "__kernel void %s(__global const float *x_, ulong xo, __global float *col, ulong co) {\n"
-                           "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
-                           "  const ulong o = i %% %lldUL, t1 = i / %lldUL, kp = t1 %% %lldUL, t2 = t1 / %lldUL;\n"
-                           "  const ulong cc = t2 %% %lldUL, ng = t2 / %lldUL;\n"
-                           "  /* ng = n * G + grp: channel n * C + grp * Cg + cc = ng * Cg + cc */\n"
-                           "  __global const float *xc = x_ + xo + (ng * %lldUL + cc) * %lldUL;\n",
-                           kiln_clop_kname(op, k), (long long)total, (long long)g->out_sp, (long long)g->out_sp,
-                           (long long)g->k_sp, (long long)g->k_sp, (long long)g->Cg, (long long)g->Cg, (long long)g->Cg,
-                           (long long)g->in_sp);
-    if (!s) s = emit_odecl(src, g->nsp);
-    if (!s) s = emit_unravel(src, "o", "o", g->nsp, g->out);
-    if (!s) s = kiln_cl_src_printf(src, "  long k0");
-    for (int d = 1; d < g->nsp && !s; d++) s = kiln_cl_src_printf(src, ", k%d", d);
-    if (!s) s = kiln_cl_src_printf(src, ";\n");
-    if (!s) s = emit_unravel(src, "k", "kp", g->nsp, g->k);
-    if (!s) s = kiln_cl_src_printf(src, "  bool inside = true; long xi = 0;\n");
-    for (int d = 0; d < g->nsp && !s; d++)
-      s = kiln_cl_src_printf(src,
-                             "  { const long p = o%d * %lldL - %lldL + k%d * %lldL;\n"
-                             "    inside = inside && p >= 0 && p < %lldL; xi = xi * %lldL + p; }\n",
-                             d, (long long)g->s[d], (long long)g->pb[d], d, (long long)g->d[d], (long long)g->in[d],
-                             (long long)g->in[d]);
-    if (!s) s = kiln_cl_src_printf(src, "  col[co + i] = inside ? xc[xi] : 0.0f;\n}\n");
+    s = im2col_src(src, g, kiln_clop_kname(op, k), false, &total);
     if (!s) s = kiln_clop_launch(op, k, (size_t)total, 2, (opb[]){IN(0), SCR(scr)});
     if (s) return s;
   }
@@ -396,18 +436,10 @@ static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g,
     if (!s) s = kiln_clop_launch(op, k, (size_t)total, 2, (opb[]){IN(2), OUT(0)});
     if (s) return s;
   }
-  /* one GEMM per (image, group): W_g [Mg x rows] . col block [rows x out]
-     (pointwise: x[n][grp*Cg..] is that matrix) into y[n][grp*Mg..] */
-  kiln_clop_gemm gm = {.m = (size_t)g->Mg, .n = (size_t)g->out_sp, .k = (size_t)rows, .lda = (size_t)rows,
-                       .ldb = (size_t)g->out_sp, .ldc = (size_t)g->out_sp, .alpha = 1, .beta = bias ? 1.0f : 0.0f,
-                       .a = IN(1), .b = pointwise ? IN(0) : SCR(scr), .c = OUT(0)};
-  const int64_t bd[2] = {g->N, g->G}, sa[2] = {0, g->Mg * rows}, sb[2] = {g->G * rows * g->out_sp, rows * g->out_sp},
-                sc[2] = {g->M * g->out_sp, g->Mg * g->out_sp};
-  for (int d = 0; d < 2; d++) {
-    if (bd[d] == 1) continue;
-    gm.bd[gm.nb] = bd[d], gm.sa[gm.nb] = sa[d], gm.sb[gm.nb] = sb[d], gm.sc[gm.nb] = sc[d];
-    gm.nb++;
-  }
+  kiln_clop_gemm gm;
+  conv_gemm_record(g, &gm);
+  gm.beta = bias ? 1.0f : 0.0f;
+  gm.a = IN(1), gm.b = pointwise ? IN(0) : SCR(scr), gm.c = OUT(0);
   return kiln_clop_sgemm(c, op, &gm, impl);
 }
 
@@ -486,10 +518,11 @@ kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_grap
 kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_node *n,
                                const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
                                const char *params, const char *store, kiln_cl_src *src, int *vals, int *n_vals,
-                               int64_t *items, bool *ok) {
+                               int64_t *items, kiln_cl_gemm_cols *cols, bool *ok) {
   *ok = false;
   *items = 0;
   *n_vals = 0;
+  cols->items = cols->floats = 0;
   if (!kiln_clop_sgemm_is_kiln(dev) || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 || n->n_out != 1)
     return KILN_OK;
   op_ctx c = {.dev = dev, .g = gr, .n = n, .in = in, .out = out};
@@ -498,34 +531,31 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
   for (int k = 0; k < out[0].rank; k++)
     if (out[0].dims[k] <= 0) return KILN_OK;
   kiln_clop_gemm g;
-  char add[160] = "";
+  char add[160] = "", add_row[160] = "";
   int ia = 0, ib = 1;
+  bool b_last = false;
   if (!strcmp(n->op_type, "Conv")) {
-    /* pointwise only (1x1, stride 1, unpadded): X is the GEMM's B as it is;
-       an im2col conv needs its column scratch, which only the op has */
+    /* pointwise (1x1, stride 1, unpadded): X is the GEMM's B as it is; else
+       the im2col kernel writes B, the column matrix, into the scratch */
     conv_geo geo;
     if (!conv_geo_make(&c, &geo)) return KILN_OK;
     if (has_e && (in[2].rank != 1 || in[2].dims[0] != geo.M)) return KILN_OK;
+    for (int k = 0; k < in[0].rank; k++)
+      if (in[0].dims[k] <= 0) return KILN_OK;
     size_t col = (size_t)(geo.N * geo.G * geo.Cg * geo.k_sp * geo.out_sp) * sizeof(float);
     if (!conv_use_gemm(&geo, col, dev)) return KILN_OK;
-    bool pointwise = true;
-    for (int d = 0; d < geo.nsp; d++)
-      pointwise = pointwise && geo.k[d] == 1 && geo.s[d] == 1 && geo.pb[d] == 0 && geo.in[d] == geo.out[d];
-    if (!pointwise) return KILN_OK;
-    int64_t rows = geo.Cg;
-    memset(&g, 0, sizeof g);
-    g.m = (size_t)geo.Mg, g.n = (size_t)geo.out_sp, g.k = (size_t)rows, g.lda = (size_t)rows;
-    g.ldb = g.ldc = (size_t)geo.out_sp, g.alpha = 1;
-    const int64_t bd[2] = {geo.N, geo.G}, sa[2] = {0, geo.Mg * rows},
-                  sb[2] = {geo.G * rows * geo.out_sp, rows * geo.out_sp},
-                  sc[2] = {geo.M * geo.out_sp, geo.Mg * geo.out_sp};
-    for (int d = 0; d < 2; d++) {
-      if (bd[d] == 1) continue;
-      g.bd[g.nb] = bd[d], g.sa[g.nb] = sa[d], g.sb[g.nb] = sb[d], g.sc[g.nb] = sc[d];
-      g.nb++;
+    if (!conv_pointwise(&geo)) {
+      kiln_status s = im2col_src(cols->src, &geo, cols->name, true, &cols->items);
+      if (s) return s;
+      cols->floats = cols->items;
+      b_last = true;
     }
-    if (has_e) snprintf(add, sizeof add, " + e_[(ep_i / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
-    ia = 1, ib = 0; /* A = W, B = X */
+    conv_gemm_record(&geo, &g);
+    if (has_e) { /* the channel is C's row: one bias per row (row_ / out_sp = image * M + channel) */
+      snprintf(add, sizeof add, " + e_[(ep_i / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
+      snprintf(add_row, sizeof add_row, "e_[(row_ / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
+    }
+    ia = 1, ib = b_last ? -1 : 0; /* A = W, B = X or the columns */
   } else {
     /* MatMul / Gemm: the op's own record, beta C added in the store */
     if (!strcmp(n->op_type, "MatMul")) {
@@ -547,11 +577,11 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
       return KILN_OK;
     }
   }
-  kiln_clop_epi ep = {params, store, add, has_e};
+  kiln_clop_epi ep = {params, store, add, has_e, b_last, *add_row ? add_row : NULL};
   kiln_status s = kiln_clop_sgemm_fused(dev, &g, &ep, name, src, items);
   if (s) return s;
   vals[(*n_vals)++] = n->in[ia];
-  vals[(*n_vals)++] = n->in[ib];
+  if (ib >= 0) vals[(*n_vals)++] = n->in[ib];
   if (has_e) vals[(*n_vals)++] = n->in[2];
   *ok = true;
   return KILN_OK;

@@ -158,10 +158,13 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
  * b_ and, with has_e, e_; each element of C becomes
  * anc = alpha * sum + add ("" or e.g. " + e_[...]", an expression of ep_i)
  * at ep_i, its flat index in C, and body (statements seeing ep_i and anc)
- * stores it. */
+ * stores it. b_last: b_ is the kernel's last parameter, after params (an
+ * im2col conv's column matrix: the engine's scratch, codegen.h). */
 typedef struct kiln_clop_epi {
   const char *params, *body, *add;
-  bool has_e;
+  bool has_e, b_last;
+  const char *add_row; /* non-NULL: instead of add, " + ar_" with ar_ = add_row computed once per row of the tile
+                          (an expression of row_, the row's first element's flat index in C) */
 } kiln_clop_epi;
 /* Appends kiln's SGEMM kernel `name` for g (beta 0; g's opb fields unused)
  * with e in its store: a 1-D launch of *items work-items (the kernel guards;

@@ -144,6 +144,7 @@ static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_
                                       "    if (i >= %zuUL) break;\n"
                                       "    const long row_ = oc + (long)(i * %zuUL + j0);\n",
                                       t.mr, g->m, g->ldc);
+  if (!st && e->add_row) st = kiln_cl_src_printf(s, "    const float ar_ = %s;\n", e->add_row);
   for (int pass = 0; pass < (ragged ? 2 : 1) && !st; pass++) {
     if (ragged) st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (j0 + %dUL <= %zuUL)\n", nw, g->n);
     char guard[64] = "";
@@ -154,7 +155,8 @@ static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_
                               "    const long ep_i = row_ + cq_;\n"
                               "    const float anc = %s%st_[rq_ * %d + cq_]%s;\n"
                               "%s    }\n",
-                              nw, guard, a1 ? "" : al, a1 ? "" : " * ", nw, e->add ? e->add : "", e->body);
+                              nw, guard, a1 ? "" : al, a1 ? "" : " * ", nw,
+                              e->add_row ? " + ar_" : e->add ? e->add : "", e->body);
   }
   if (!st) st = kiln_cl_src_printf(s, "  }\n");
   return st;
@@ -206,7 +208,7 @@ static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gem
 
 /* The kernel's head: ids, the batch offsets unravelled from literals, the
  * tile's first row i0 and column j0. Fused (e): plain buffers a_, b_, [e_]
- * and e's parameters; a 1-D launch with a slot per row of C per column
+ * and e's parameters (b_ after them with e->b_last); a 1-D launch with a slot per row of C per column
  * tile, so that the run's rows of a symbolic dim are a prefix of the items
  * (opencl/engine_sym.c): only a tile's first row works, tiles counted from
  * the batch's first row or the launch's (a padded symbolic dim launches
@@ -219,8 +221,7 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
   (void)mt;
   kiln_status st =
       e ? kiln_cl_src_printf(s,
-                             "__kernel void %s(__global const float *restrict a_, __global const float "
-                             "*restrict b_%s%s) {\n"
+                             "__kernel void %s(__global const float *restrict a_%s%s%s%s) {\n"
                              "  const ulong wi_ = get_global_id(0);\n"
                              "  if (wi_ >= %zuUL) return;\n"
                              "  const ulong jt = wi_ %% %zuUL, r_ = (wi_ / %zuUL) %% %zuUL, bi = wi_ / "
@@ -230,7 +231,9 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
                              "  if ((r_ - s_) %% %dUL) return;\n"
                              "  const ulong ao = 0, bo = 0;\n"
                              "  long oa = 0, ob = 0, oc = 0;\n",
-                             name, e->has_e ? ", __global const float *restrict e_" : "", e->params, batch * g->m * nt,
+                             name, e->b_last ? "" : ", __global const float *restrict b_",
+                             e->has_e ? ", __global const float *restrict e_" : "", e->params,
+                             e->b_last ? ", __global const float *restrict b_" : "", batch * g->m * nt,
                              nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr)
         : kiln_cl_src_printf(s,
                              "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "

@@ -10,7 +10,9 @@
 # pass too and launch more. GEMM (4th argument, default clblast): which
 # SGEMM the run takes (KILN_CL_GEMM's choice on the driver): with kiln's,
 # MatMul / Gemm / pointwise-Conv groups are ONE kernel with the epilogue in
-# the SGEMM's store (no op, no g*_epi kernel in the KILN_DUMP plan), and
+# the SGEMM's store (no op, no g*_epi kernel in the KILN_DUMP plan), an
+# im2col conv's group is TWO kernels (im2col into the scratch, then that
+# SGEMM) instead of the op (im2col, bias, SGEMM) + an epilogue kernel, and
 # KILN_CL_GEMM_EPILOGUE=0 brings back op + epilogue kernel. Run through
 # tests/opencl_run.sh (exit 77 without a device).
 set -u
@@ -41,7 +43,16 @@ clblast anchor_outputs 2 2 1
 kiln anchor_outputs 2 2 0
 any chain_views_bcast 2 2 0
 any conv_bn_relu_pool 1 1 1
-any conv_gemm_epilogue 1 1 1
+clblast conv_gemm_epilogue 1 1 1
+kiln conv_gemm_epilogue 2 1 0
+clblast conv_im2col_bn_relu 1 1 0
+kiln conv_im2col_bn_relu 2 1 0
+clblast conv_im2col_grouped 1 1 0
+kiln conv_im2col_grouped 2 1 0
+clblast conv_im2col_residual 2 2 1
+kiln conv_im2col_residual 4 2 1
+clblast conv_im2col_strided 2 2 0
+kiln conv_im2col_strided 4 2 0
 any conv_pointwise_clip 1 1 0
 any conv_residual_clip 2 2 0
 clblast gemm_store_alpha 2 2 2
@@ -73,6 +84,20 @@ if [ "$gemm" = kiln ]; then
       fail=1
     fi
   done
+  # im2col convs: the im2col kernel (g*_col, writing the scratch) and the
+  # SGEMM with the epilogue (g*_mm) per group, no epilogue kernel
+  for name in conv_gemm_epilogue conv_im2col_bn_relu conv_im2col_grouped conv_im2col_residual conv_im2col_strided; do
+    f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
+    if [ -n "$f" ] && grep -q "^kernel g[0-9]*_col:" "$f" && grep -q "^kernel g[0-9]*_mm:" "$f" &&
+      ! grep -q "^kernel g[0-9]*_epi" "$f" && grep -q "^scratch: [1-9]" "$f" &&
+      grep -q "im2col kernel + Conv in kiln's SGEMM with the epilogue in its store" "$f"; then
+      echo "ok   $name: im2col kernel + SGEMM with the epilogue in its store, no epilogue kernel"
+    else
+      echo "FAIL $name: the KILN_DUMP plan ${f:-(none)} does not show the im2col conv's epilogue in the SGEMM's store"
+      [ -n "$f" ] && cat "$f"
+      fail=1
+    fi
+  done
   # the switch: op + separate epilogue kernel again, same results
   KILN_CL_GEMM_EPILOGUE=0 KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
   rc=$?
@@ -84,6 +109,11 @@ if [ "$gemm" = kiln ]; then
 clblast gemm_bias_relu 1 1 1
 clblast matmul_gelu 1 1 1
 clblast matmul_batched_residual 1 1 1
+clblast conv_gemm_epilogue 1 1 1
+clblast conv_im2col_bn_relu 1 1 1
+clblast conv_im2col_grouped 1 1 1
+clblast conv_im2col_residual 2 2 3
+clblast conv_im2col_strided 2 2 2
 TABLE
 fi
 # unfused: the same results, more launches

@@ -6,7 +6,9 @@ layernorm, a fused group whose intermediate is also a graph output, Gemm +
 bias + Relu, MatMul + a written-out Gelu, conv + residual + Clip, a conv on
 the im2col + GEMM path with an epilogue, reductions with prologues, anchors
 whose output is also a graph output, LayerNormalization's Mean/InvStdDev, every reduction kind,
-MatMul / Gemm / pointwise Conv with the epilogue in kiln's SGEMM store — in the
+MatMul / Gemm / pointwise Conv with the epilogue in kiln's SGEMM store, im2col
+convs (3x3 + BN + Relu, residual, downsampling, grouped, strided / dilated /
+padded, 1-D, batches) with it too — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -305,6 +307,56 @@ def main():
         [i64("ax1", [1]), const("m", r(1, 20, 1)), const("bias", r(1, 1, 16)), const("two", [2.0]),
          const("half", [0.5])],
         {"xa": r(1, 32, 1), "ya": r(1, 1, 4096), "u": r(4, 24, 64) * 3, "z": r(8, 16, 20), "v": r(6, 12, 8)})
+
+    # im2col convs with the epilogue in kiln's SGEMM store (the columns in
+    # the engine's scratch): 3x3 + bias + BatchNormalization + Relu over a
+    # batch of 2, 20 output channels (a partial row tile) and 100 positions
+    # (a ragged column tile)
+    save("conv_im2col_bn_relu", [
+        helper.make_node("Conv", ["x", "w", "cb"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "g", "be", "mu", "var"], ["bn"], epsilon=1e-5),
+        helper.make_node("Relu", ["bn"], ["y"]),
+    ], None, [("y", [2, 20, 10, 10])],
+        [const("w", r(20, 8, 3, 3) * 0.3), const("cb", r(20)), const("g", 1 + 0.5 * r(20)), const("be", r(20)),
+         const("mu", r(20) * 0.1), const("var", 1 + 0.5 * np.abs(r(20)))],
+        {"x": r(2, 8, 10, 10)})
+
+    # a ResNet block's shapes: 3x3 + residual add + Relu, and a downsampling
+    # stage: 3x3 stride 2 whose epilogue adds a 1x1 stride-2 conv's output
+    # (both im2col: a strided 1x1 is no pointwise GEMM)
+    save("conv_im2col_residual", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "x"], ["s1"]),
+        helper.make_node("Relu", ["s1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "wd", "bd"], ["d"], strides=[2, 2]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Add", ["c2", "d"], ["s2"]),
+        helper.make_node("Relu", ["s2"], ["y"]),
+    ], None, [("y", [2, 32, 4, 4]), ("r1", [2, 16, 8, 8])],
+        [const("w1", r(16, 16, 3, 3) * 0.2), const("b1", r(16)), const("wd", r(32, 16, 1, 1) * 0.3),
+         const("bd", r(32)), const("w2", r(32, 16, 3, 3) * 0.2), const("b2", r(32))],
+        {"x": r(2, 16, 8, 8)})
+
+    # a grouped 3x3 conv through im2col (2 groups of 16 channels), batch 2,
+    # + bias + Clip
+    save("conv_im2col_grouped", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], group=2),
+        helper.make_node("Clip", ["c", "lo", "hi"], ["y"]),
+    ], None, [("y", [2, 32, 6, 6])],
+        [const("w", r(32, 16, 3, 3) * 0.2), const("b", r(32)), const("lo", -0.3), const("hi", 0.6)],
+        {"x": r(2, 32, 6, 6)})
+
+    # strided (2, 1), dilated (2, 2), asymmetric pads, no bias, + Tanh, the
+    # conv's own output a graph output too; and a 1-D conv (k 5, pad 2) +
+    # bias + LeakyRelu over a batch of 3
+    save("conv_im2col_strided", [
+        helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 1], dilations=[2, 2], pads=[2, 1, 1, 2]),
+        helper.make_node("Tanh", ["c"], ["y"]),
+        helper.make_node("Conv", ["x1", "w1", "b1"], ["c1"], pads=[2, 2]),
+        helper.make_node("LeakyRelu", ["c1"], ["y1"], alpha=0.1),
+    ], None, [("y", [1, 24, 6, 10]), ("c", [1, 24, 6, 10]), ("y1", [3, 16, 20])],
+        [const("w", r(24, 8, 3, 3) * 0.3), const("w1", r(16, 8, 5) * 0.3), const("b1", r(16))],
+        {"x": r(1, 8, 13, 11), "x1": r(3, 8, 20)})
 
 
 if __name__ == "__main__":
