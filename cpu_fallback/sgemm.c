@@ -77,7 +77,7 @@ kiln_status kiln_sgemm_blas(bool transA, bool transB, int64_t M, int64_t N, int6
   if (M <= 0 || N <= 0) return KILN_OK;
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
     return kiln_sgemm_base(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc); /* blasint is 32-bit */
-  kiln_cpu_num_threads();
+  kiln_cpu_blas_threads();
   if (K == 0) { /* BLAS may skip the scaling; do it here */
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];

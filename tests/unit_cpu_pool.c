@@ -18,6 +18,7 @@
  *
  * KILN_NUM_THREADS is 2 unless the environment sets it (ctest also runs
  * this with KILN_NUM_THREADS=1, where both runs are serial). */
+#include <cblas.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -688,8 +689,20 @@ int main(void) {
   test_rows();
   CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");
   test_graphs();
+  /* kiln sets OpenBLAS's thread count before its first OpenBLAS call, not
+     when it reads KILN_NUM_THREADS (pool.h: OpenBLAS's server threads spin
+     ~0.1 s after they start); CMake runs this test with
+     OPENBLAS_NUM_THREADS=1, so graphs on kiln's own SGEMM leave it at 1 */
+  const char *ob = getenv("OPENBLAS_NUM_THREADS");
+  bool own_sgemm = kiln_la_isa() == KILN_VM_ISA_BASE || kiln_sgemm_active() == KILN_SGEMM_AVX512;
+  if (ob && !strcmp(ob, "1") && own_sgemm)
+    CHECK(openblas_get_num_threads() == 1, "no OpenBLAS call yet: OpenBLAS still at 1 thread (got %d)",
+          openblas_get_num_threads());
   kiln_sgemm_force(KILN_SGEMM_BLAS); /* the same graphs with OpenBLAS under the GEMMs */
   test_graphs();
+  if (kiln_la_isa() != KILN_VM_ISA_BASE)
+    CHECK(openblas_get_num_threads() == kiln_cpu_num_threads(), "after OpenBLAS GEMMs: OpenBLAS at %d threads (got %d)",
+          kiln_cpu_num_threads(), openblas_get_num_threads());
   kiln_sgemm_force(-1);
   kiln_pool_release();
   printf("unit_cpu_pool (%d threads): %d passed, %d failed\n", kiln_cpu_num_threads(), passed, failed);
