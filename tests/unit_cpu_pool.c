@@ -627,6 +627,25 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("MatMul + epilogue, Gemm", g, 2, d, 1e-4);
   }
+  { /* attention's batched MatMuls (one matrix per pool task, gemm.c): scores of 6 heads [6, 40, 16] x
+       [6, 16, 40] with a Mul epilogue, softmax, context [6, 40, 40] x [6, 40, 16]; and a batch broadcast
+       against one B of shape [3, 1, 16, 24] ([2, 16, 24] rows per head) */
+    kiln_graph *g = new_graph(17);
+    int64_t d[3] = {6, 40, 16}, kd[3] = {6, 16, 40}, vd[3] = {6, 40, 16}, bd[4] = {3, 1, 16, 24};
+    input(g, "x", KILN_F32, 3, d);
+    cst(g, "k", 3, kd, 0, 1);
+    cst(g, "v", 3, vd, 0, 1);
+    cst(g, "sc", 0, NULL, 0.25, 0);
+    cst(g, "w", 4, bd, 0, 0.5);
+    add(g, "MatMul", "x k", "s");
+    add(g, "Mul", "s sc", "ss");
+    add(g, "Softmax", "ss", "p");
+    add(g, "MatMul", "p v", "y");
+    add(g, "MatMul", "y w", "z");
+    output(g, "y");
+    output(g, "z");
+    check_graph("attention: batched MatMuls + Mul epilogue, softmax; a broadcast batch", g, 3, d, 1e-4);
+  }
   { /* softmax rows and columns, LayerNorm, ReduceSum columns, ReduceMax rows */
     kiln_graph *g = new_graph(17);
     int64_t d[3] = {40, 100, 80}, sd[1] = {80};
