@@ -493,9 +493,9 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
   return KILN_OK;
 }
 
-/* B packs of at most this size are split by rows first (wide_run): half
- * of L2 here, so each row block re-reads it from the caches. */
-#define KILN_SGEMM_ROWS_FIRST_BYTES ((double)(1 << 20))
+/* B packs of at most this size are split by rows first (wide_run): L2's
+ * size here, so each row block re-reads it from the caches. */
+#define KILN_SGEMM_ROWS_FIRST_BYTES ((double)(2 << 20))
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
@@ -546,10 +546,14 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
       (double)K * (double)w.npad * sizeof(float) <= KILN_SGEMM_ROWS_FIRST_BYTES) {
     /* B packed ahead and small, A packed per block: rows first, at least
        2 column blocks. A column block packs all of A's rows again, a row
-       block only re-reads the B pack from the caches (the FFN of the bench
-       transformer, 128 x 256 x 1024 at 2 threads: 190 -> 152 us) */
+       block only re-reads the B pack from the caches (at 2 threads: the
+       bench transformer's FFN2, 128 x 256 x 1024, 190 -> 152 us; the mlp's
+       fc3, 64 x 256 x 2048, 239 -> 191 us) */
     w.tm = tasks / 2 < mstrips ? tasks / 2 : mstrips;
+    int64_t per = (mstrips + w.tm - 1) / w.tm; /* strips per row block */
+    w.tm = (mstrips + per - 1) / per;          /* the row blocks they make */
     w.tn = (tasks + w.tm - 1) / w.tm;
+    while ((w.tm * w.tn) % threads) w.tn++; /* whole rounds of the threads */
     if (w.tn > nstrips) w.tn = nstrips;
   } else {
     w.tn = tasks < nstrips ? tasks : nstrips;
