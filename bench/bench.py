@@ -275,9 +275,25 @@ def worker_probe(a):
     return res
 
 
+def set_realtime():
+    """Puts this thread, and so every thread it starts from now on (kiln's
+    pool, onnxruntime's intra-op threads), in the real-time class SCHED_FIFO
+    at priority 1: on a machine shared with other jobs the timed threads then
+    get a core whenever they are runnable, as on an idle machine (the kernel
+    still leaves other work 5 % of each second: sched_rt_runtime_us). Returns
+    what was set, for the report."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        return "SCHED_FIFO 1"
+    except (AttributeError, OSError) as e:
+        log(f"bench: --realtime: cannot use SCHED_FIFO ({e}); timing at the normal priority")
+        return f"normal (SCHED_FIFO refused: {e})"
+
+
 def worker_time(a):
     """All engines of one model in one process: a warm-up round, then rounds
     in which each engine runs once, the order rotating from round to round."""
+    sched = set_realtime() if a.realtime else "normal"
     sys.path.insert(0, HERE)
     entry, model_bytes, inputs = load_model(a.models_dir, a.model)
     specs = a.engines.split(",")
@@ -318,7 +334,7 @@ def worker_time(a):
         recheck[s] = {o: compare(engines[s].outputs[o], ref[o], entry["rtol"], entry["atol"]) for o in ref}
     for e in engines.values():
         e.close()
-    return dict(ok=True, reps=reps, warmup_ms=warm, times_ms=times, recheck=recheck)
+    return dict(ok=True, reps=reps, warmup_ms=warm, times_ms=times, recheck=recheck, sched=sched)
 
 
 def worker_main(argv):
@@ -335,6 +351,7 @@ def worker_main(argv):
     ap.add_argument("--reps", type=int, default=0)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S)
+    ap.add_argument("--realtime", action="store_true")
     a = ap.parse_args(argv)
     a.ref = json.loads(a.ref)
     fn = {"_discover": worker_discover, "_probe": worker_probe, "_time": worker_time}[a.mode]
@@ -442,6 +459,7 @@ def render(results):
                f"  kiln {results['meta']['kiln_git'] or '?'}  onnxruntime {results['meta']['onnxruntime']}")
     out.append(f"memcpy bandwidth (1 thread, numpy copy of 256 MiB, median of {mc['reps']}): {mc['gbps']:.2f} GB/s "
                f"(range {mc['gbps_min']:.2f}..{mc['gbps_max']:.2f})")
+    out.append(f"timing scheduled: {results['meta'].get('timing_sched', 'normal')}")
     out.append("")
     rows = []
     fails = []
@@ -573,6 +591,10 @@ def main(argv):
     ap.add_argument("--plugin", default=os.path.join(ROOT, "build", "release", "plugin", "libonnxifi-kiln.so"),
                     help="the plugin to load (default build/release/plugin/libonnxifi-kiln.so)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench"), help="output folder (default build/bench)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="time in the real-time class (SCHED_FIFO 1; needs root or CAP_SYS_NICE): on a machine "
+                         "shared with other jobs, the timed threads get a core whenever runnable, as on an idle "
+                         "machine; without it, ratios at 2+ threads mostly measure the other jobs (bench/README.md)")
     a = ap.parse_args(argv)
 
     import numpy as np
@@ -627,7 +649,8 @@ def main(argv):
                   onnx=manifest.get("onnx_version"), kiln_git=git_info(), plugin=os.path.abspath(a.plugin),
                   kiln_device=os.environ.get("KILN_DEVICE", "auto"), quick=a.quick,
                   reps=a.reps or ("1 (quick)" if a.quick else f"auto ({a.budget:g} s per model, {MIN_REPS}..{MAX_REPS})"),
-                  kernel_cache="none (kiln has no kernel cache yet: warm compile = a second onnxInitGraph)"),
+                  kernel_cache="none (kiln has no kernel cache yet: warm compile = a second onnxInitGraph)",
+                  timing_sched="SCHED_FIFO 1 (--realtime)" if a.realtime else "normal"),
         memcpy=mc, models={})
 
     for name in names:
@@ -691,12 +714,15 @@ def main(argv):
                 continue
             tr = run_worker(["_time", "--engines", ",".join(timed), "--ref", json.dumps(refs),
                              "--reps", str(reps), "--warmup", "0" if a.quick else "1", "--budget", str(a.budget)]
-                            + common, os.path.join(work, f"time.{name}.{t}.json"), threads=t)
+                            + (["--realtime"] if a.realtime else []) + common,
+                            os.path.join(work, f"time.{name}.{t}.json"), threads=t)
             if not tr.get("ok"):
                 for s in timed:
                     engines[s]["status"], engines[s]["error"] = "FAILED", f"timing: {tr.get('error')}"
                 log(f"bench:   timing failed: {tr.get('error')}")
             else:
+                if a.realtime and tr.get("sched") != "SCHED_FIFO 1":
+                    results["meta"]["timing_sched"] = tr.get("sched")
                 for s in timed:
                     e = engines[s]
                     e["timing"] = stats(tr["times_ms"][s])

@@ -1,13 +1,24 @@
 #!/usr/bin/env python3
-"""bench/cpu_ratio.py PLUGIN MODEL [RUNS]: kiln's cpu backend (through the
-ONNXIFI ABI) and onnxruntime, 1 thread each (KILN_NUM_THREADS, default 1
-here), run alternately in one process on MODEL with its NAME.inputs.npz
-(bench/make_models.py); prints one JSON line: the medians of wall time and
-of process CPU time per run (time.process_time: every thread of this
-process, so other processes' time slices do not count), kiln/onnxruntime of
-each, and the largest difference of the outputs. On a shared machine
-compare plugins by running this for each in ABBA order (GEMM_CONV.md,
-"Profiling"). Needs build/bench/venv (bench/run makes it)."""
+"""bench/cpu_ratio.py PLUGIN MODEL [RUNS] [--realtime]: kiln's cpu backend
+(through the ONNXIFI ABI) and onnxruntime at the same thread count
+(KILN_NUM_THREADS, default 1 here), run in one process on MODEL with its
+NAME.inputs.npz (bench/make_models.py), with bench.py's own engines (the
+same onnxruntime session options and IOBinding, the same kiln calls) and its
+order: after 3 warm-up rounds, RUNS rounds (default 50) in which each engine
+runs once, the order rotating from round to round. Prints one JSON line: the
+medians of wall time and of process CPU time per run (time.process_time:
+every thread of this process, so other processes' time slices do not count),
+kiln/onnxruntime of each, and the largest difference of the outputs.
+
+Which ratio to read: at 1 thread the CPU-time ratio is the latency ratio
+without the other jobs' time slices. At 2+ threads it is not: it is the
+ratio of the CPU time both engines' threads spent (work plus spin-waiting),
+not of the time a caller waits. For latency at 2+ threads on a shared
+machine use the wall ratio with --realtime (SCHED_FIFO, bench/README.md
+"Two threads on a shared machine"). On a shared machine compare plugins by
+running this for each in ABBA order (GEMM_CONV.md, "Profiling"). Needs
+build/bench/venv (bench/run makes it)."""
+import argparse
 import json
 import os
 import sys
@@ -15,47 +26,61 @@ import time
 
 os.environ.setdefault("KILN_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import numpy as np  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-
-from kiln_abi import KilnLibrary  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 
 def main():
-    plugin, model = sys.argv[1], sys.argv[2]
-    runs = int(sys.argv[3]) if len(sys.argv) > 3 else 50
-    data = open(model, "rb").read()
-    inputs = dict(np.load(model[:-len(".onnx")] + ".inputs.npz"))
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = int(os.environ["KILN_NUM_THREADS"])
-    so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-    ref = sess.run(None, inputs)
-    lib = KilnLibrary(plugin)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("plugin")
+    ap.add_argument("model")
+    ap.add_argument("runs", nargs="?", type=int, default=50)
+    ap.add_argument("--realtime", action="store_true", help="time in SCHED_FIFO 1 (as bench.py --realtime)")
+    a = ap.parse_args()
+    import bench  # noqa: E402  (after the environment above)
+    sched = bench.set_realtime() if a.realtime else "normal"
+    import numpy as np
+    import onnxruntime as ort
+    from kiln_abi import KilnLibrary
+
+    threads = int(os.environ["KILN_NUM_THREADS"])
+    data = open(a.model, "rb").read()
+    with np.load(a.model[:-len(".onnx")] + ".inputs.npz") as z:
+        inputs = {k: np.ascontiguousarray(z[k]) for k in z.files}
+    # the outputs' shapes and types from one plain onnxruntime run
+    probe = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    specs = [dict(name=o.name, shape=list(v.shape), dtype=str(v.dtype))
+             for o, v in zip(probe.get_outputs(), probe.run(None, inputs))]
+    del probe
+    lib = KilnLibrary(a.plugin)
     cpu = next(b for b in lib.backends() if "cpu" in b.name)
-    backend = lib.init_backend(cpu.index)
-    graph = backend.init_graph(data)
-    outs = {o.name: np.empty_like(v) for o, v in zip(sess.get_outputs(), ref)}
-    graph.bind(inputs, outs)
-    wk, wo, ck, co = [], [], [], []
-    for r in range(runs + 3):  # 3 warm-up rounds
-        c0, t0 = time.process_time(), time.perf_counter()
-        graph.run()
-        c1, t1 = time.process_time(), time.perf_counter()
-        sess.run(None, inputs)
-        c2, t2 = time.process_time(), time.perf_counter()
-        if r >= 3:
-            wk.append(t1 - t0), wo.append(t2 - t1), ck.append(c1 - c0), co.append(c2 - c1)
+    engines = {"kiln": bench.KilnEngine(lib, cpu.index, data, inputs, specs),
+               "ort": bench.OrtEngine(threads, data, inputs, specs)}
+    for e in engines.values():
+        e.compile()
+    wall = {n: [] for n in engines}
+    cpu_t = {n: [] for n in engines}
+    order = list(engines)
+    for r in range(a.runs + 3):  # 3 warm-up rounds
+        k = r % len(order)
+        for n in order[k:] + order[:k]:
+            c0, t0 = time.process_time(), time.perf_counter()
+            engines[n].run()
+            c1, t1 = time.process_time(), time.perf_counter()
+            if r >= 3:
+                wall[n].append(t1 - t0)
+                cpu_t[n].append(c1 - c0)
     m = np.median
-    print(json.dumps({"model": os.path.basename(model), "runs": runs,
-                      "wall_kiln_ms": m(wk) * 1e3, "wall_ort_ms": m(wo) * 1e3, "wall_ratio": m(wk) / m(wo),
-                      "cpu_kiln_ms": m(ck) * 1e3, "cpu_ort_ms": m(co) * 1e3, "cpu_ratio": m(ck) / m(co),
-                      "max_abs_diff": max(float(np.abs(outs[o.name] - v).max())
-                                          for o, v in zip(sess.get_outputs(), ref))}))
-    graph.release()
-    backend.release()
+    ko, oo = engines["kiln"].outputs, engines["ort"].outputs
+    print(json.dumps({"model": os.path.basename(a.model), "runs": a.runs, "threads": threads, "sched": sched,
+                      "wall_kiln_ms": m(wall["kiln"]) * 1e3, "wall_ort_ms": m(wall["ort"]) * 1e3,
+                      "wall_ratio": m(wall["kiln"]) / m(wall["ort"]),
+                      "cpu_kiln_ms": m(cpu_t["kiln"]) * 1e3, "cpu_ort_ms": m(cpu_t["ort"]) * 1e3,
+                      "cpu_ratio": m(cpu_t["kiln"]) / m(cpu_t["ort"]),
+                      "max_abs_diff": max(float(np.abs(ko[s["name"]].astype(np.float64) - oo[s["name"]]).max(initial=0))
+                                          for s in specs)}))
+    for e in engines.values():
+        e.close()
     lib.close()
 
 

@@ -13,9 +13,11 @@
  * Epilogue: with one, the output is computed in row panels of about
  * KILN_LA_EPILOGUE_BLOCK bytes (one panel per matrix when smaller), and
  * the epilogue is applied to each panel right after its GEMM. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/pool.h"
 #include "cpu_fallback/prepack.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
@@ -119,6 +121,50 @@ static kiln_status gemm_panels(bool ta, bool tb, int64_t rows, int64_t N, int64_
 /* ------------------------------------------------------------------------ */
 /* MatMul (numpy matmul: 1-D operands, broadcast batch dims)                */
 
+/* MatMul's matrices: matrix m of the broadcast batch (row-major over bd). */
+typedef struct batch_job {
+  bool ta, tb;
+  int64_t rows, M, N, K;
+  const float *A;
+  int64_t lda;
+  const float *B;
+  int64_t ldb;
+  float *Y;
+  int nb;
+  int64_t bd[KILN_MAX_RANK], as[KILN_MAX_RANK], bs[KILN_MAX_RANK];
+  const kiln_cpu_epilogue *ep;
+  atomic_int status; /* the first failure on the pool */
+} batch_job;
+
+/* Matrices of at most this many multiply-adds each (rows counted as at
+ * least 12: the micro-kernel's height) run one per pool task when there
+ * are several: below about 4 of the GEMM's own blocks (sgemm.c: ~2^20
+ * each) its split leaves a thread idle or pays a wake-up per matrix. */
+#define KILN_GEMM_BATCH_PAR_WORK ((double)(1 << 22))
+
+static kiln_status batch_gemm(const batch_job *j, int64_t m) {
+  int64_t ao = 0, bo = 0, r = m;
+  for (int i = j->nb - 1; i >= 0; i--) {
+    int64_t k = r % j->bd[i];
+    r /= j->bd[i];
+    ao += k * j->as[i];
+    bo += k * j->bs[i];
+  }
+  return gemm_panels(j->ta, j->tb, j->rows, j->N, j->K, 1.0f, j->A + ao, j->lda, j->B + bo, j->ldb,
+                     j->Y + m * j->M * j->N, m * j->M * j->N, NULL, NULL, j->ep);
+}
+
+static void batch_task(void *ctx, int64_t m, int worker) {
+  (void)worker;
+  batch_job *j = ctx;
+  kiln_status s = batch_gemm(j, m);
+  if (s) {
+    kiln_error_clear();
+    int zero = 0;
+    atomic_compare_exchange_strong(&j->status, &zero, (int)s);
+  }
+}
+
 static kiln_status run_matmul(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
   const kiln_tensor *a = c->n_in > 0 ? c->in[0] : NULL, *b = c->n_in > 1 ? c->in[1] : NULL;
   *declined = true;
@@ -186,19 +232,23 @@ static kiln_status run_matmul(const kiln_op_call *c, const kiln_cpu_epilogue *ep
       mats = 1;
     }
   }
-  int64_t idx[KILN_MAX_RANK] = {0};
-  for (int64_t m = 0; m < mats && !s; m++) {
-    int64_t ao = 0, bo = 0;
-    for (int i = 0; i < nb; i++) {
-      ao += idx[i] * as[i];
-      bo += idx[i] * bs[i];
-    }
-    s = gemm_panels(ta, tb, rows, N, K, 1.0f, A.base + ao, lda, B.base + bo, ldb, Y + m * M * N, m * M * N, NULL,
-                    NULL, ep);
-    for (int i = nb - 1; i >= 0; i--) {
-      if (++idx[i] < bd[i]) break;
-      idx[i] = 0;
-    }
+  batch_job bj = {ta, tb, rows, M, N, K, A.base, lda, B.base, ldb, Y, nb, {0}, {0}, {0}, ep, 0};
+  memcpy(bj.bd, bd, sizeof bd);
+  memcpy(bj.as, as, sizeof as);
+  memcpy(bj.bs, bs, sizeof bs);
+  atomic_init(&bj.status, 0);
+  /* small matrices (the attention's heads: 128 x 64 x 128, one task of the
+     GEMM's own split): one matrix per task on the pool, each GEMM on its
+     task's thread (its own loop then nested: on that thread), the same
+     values as one after another */
+  double work = (double)(rows < 12 ? 12 : rows) * (double)N * (double)K;
+  if (mats > 1 && kiln_pool_threads() > 1 && work < KILN_GEMM_BATCH_PAR_WORK) {
+    kiln_pool_for(mats, kiln_pool_threads(), batch_task, &bj);
+    s = (kiln_status)atomic_load(&bj.status);
+    if (s) s = kiln_fail(s, "MatMul: a batch GEMM failed on a pool thread (%s)",
+                         s == KILN_E_NOMEM ? "out of memory" : "internal error");
+  } else {
+    for (int64_t m = 0; m < mats && !s; m++) s = batch_gemm(&bj, m);
   }
 done:
   operand_free(&A);

@@ -32,13 +32,26 @@ static void read_threads(void) {
     else
       n_threads = (int)v;
   }
-  openblas_set_num_threads(n_threads);
 }
 
 int kiln_cpu_num_threads(void) {
   pthread_once(&threads_once, read_threads);
   return n_threads;
 }
+
+/* Not with the count itself: openblas_set_num_threads(n > 1) starts
+ * OpenBLAS's server threads, and each spins on sched_yield for ~2^28
+ * cycles (its THREAD_TIMEOUT, ~0.1 s here) before it sleeps. Set when the
+ * count was read, that spinning took a core from kiln's own pool for the
+ * first ~0.1 s after a graph was made — on AVX-512 machines, where kiln
+ * never calls OpenBLAS (bench/README.md, "Two threads on a shared
+ * machine": transformer at 2 threads 1.1-1.2 ms a run instead of 0.65-0.7
+ * for the first 40-60 runs). */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void set_blas_threads(void) { openblas_set_num_threads(kiln_cpu_num_threads()); }
+
+void kiln_cpu_blas_threads(void) { pthread_once(&blas_once, set_blas_threads); }
 
 /* ---- the pool ---- */
 

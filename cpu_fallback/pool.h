@@ -32,10 +32,16 @@
 /* KILN_NUM_THREADS: the number of threads kiln's CPU kernels use (an
  * integer in [1, 1024]; default: the online CPUs, sysconf
  * _SC_NPROCESSORS_ONLN; an invalid value is ignored with a warning). Read
- * once per process, at the first call; at that moment kiln also calls
- * openblas_set_num_threads() with the same count (process-global: it also
- * sets the host's own OpenBLAS calls and overrides OPENBLAS_NUM_THREADS). */
+ * once per process, at the first call. */
 int kiln_cpu_num_threads(void);
+
+/* Sets OpenBLAS to kiln_cpu_num_threads() threads, once per process, before
+ * kiln's first OpenBLAS call (kiln_sgemm_blas); never when kiln does not
+ * call OpenBLAS (its own SGEMM under AVX-512), so that OpenBLAS's server
+ * threads, which spin ~0.1 s after they start, are not started for nothing.
+ * Process-global: it also sets the host's own OpenBLAS calls and overrides
+ * OPENBLAS_NUM_THREADS. */
+void kiln_cpu_blas_threads(void);
 
 /* Takes a reference on the process pool, starting it on first use. Returns
  * 0, or -1 when the threads could not be started (then loops run on their

@@ -445,16 +445,34 @@ static bool has_avx512(void) {
 }
 #endif
 
-static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t off, int64_t stride, int64_t n) {
+void kiln_tile_load_s4_base(float *dst, const float *s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = s[4 * i]; /* a constant stride the compiler vectorises */
+}
+
+void kiln_tile_rows4_base(float *rows, const float *a, const float *b, const float *c, const float *d, int n) {
+  for (int i = 0; i < n; i++) {
+    float *r = rows + 4 * i;
+    r[0] = a[i], r[1] = b[i], r[2] = c[i], r[3] = d[i];
+  }
+}
+
+/* The box columns' moves of one run: the AVX-512F ones where usable. */
+typedef struct tmoves {
+  void (*load_s4)(float *dst, const float *s, int64_t n);
+  void (*rows4)(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
+} tmoves;
+
+static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t off, int64_t stride, int64_t n,
+                            const tmoves *mv) {
   if (dt == KILN_F32) {
     const float *s = (const float *)base + off;
     if (stride == 1) memcpy(dst, s, sizeof *dst * (size_t)n);
     else if (stride == 0)
       for (int64_t i = 0; i < n; i++) dst[i] = s[0];
-    else if (stride == 4) { /* a column of an [n, 4] tensor (boxes): a constant stride the compiler vectorises */
+    else if (stride == 4) { /* a column of an [n, 4] tensor (boxes) */
       if (off % 4 == 0) /* column 0: fetch the next tile's rows of all the columns ahead */
         for (int64_t i = 0; i < 4 * n; i += 16) __builtin_prefetch(s + 4 * n + i);
-      for (int64_t i = 0; i < n; i++) dst[i] = s[4 * i];
+      mv->load_s4(dst, s, n);
     }
     else if (stride == 2)
       for (int64_t i = 0; i < n; i++) dst[i] = s[2 * i];
@@ -468,7 +486,7 @@ static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t
 
 /* The tile of accessor r at domain elements [f0, f0 + n): a pointer into
  * memory when one stride-1 float32 run holds it, else gathered into buf. */
-static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf) {
+static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf, const tmoves *mv) {
   switch (r->kind) {
   case R_DIRECT: return (const float *)r->base + r->v.offset + f0;
   case R_STRIDED: {
@@ -488,7 +506,7 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf) {
       int64_t run = inner - idx[rk - 1];
       if (run > n - done) run = n - done;
       if (done == 0 && run == n && s == 1 && r->dtype == KILN_F32) return (const float *)r->base + off;
-      load_run(buf + done, r->base, r->dtype, off, s, run);
+      load_run(buf + done, r->base, r->dtype, off, s, run, mv);
       done += run;
       idx[rk - 1] = 0;
       for (int d = rk - 2; d >= 0; d--) { /* carry */
@@ -535,14 +553,10 @@ static bool row_groups(const kiln_tile_prog *tp, void *const *out, int *lead) {
  * ex[j]. With a staging buffer rows (p * n floats), the rows are
  * interleaved there first and copied out by store (non-temporal). */
 static void store_rows(float *d, const float *const *ptr, const int *ex, int p, int n, float *rows,
-                       void (*store)(float *, const float *, int, bool)) {
+                       void (*store)(float *, const float *, int, bool), const tmoves *mv) {
   float *r0 = rows ? rows : d;
   if (p == 4) {
-    const float *a = ptr[ex[0]], *b = ptr[ex[1]], *c = ptr[ex[2]], *e = ptr[ex[3]];
-    for (int i = 0; i < n; i++) {
-      float *r = r0 + 4 * i;
-      r[0] = a[i], r[1] = b[i], r[2] = c[i], r[3] = e[i];
-    }
+    mv->rows4(r0, ptr[ex[0]], ptr[ex[1]], ptr[ex[2]], ptr[ex[3]], n);
   } else {
     for (int i = 0; i < n; i++)
       for (int j = 0; j < p; j++) r0[p * i + j] = ptr[ex[j]][i];
@@ -599,10 +613,13 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   bool avx2 = isa == KILN_VM_ISA_AVX2 && kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL; /* cached cpuid */
   kiln_tile_op_fn eval = !avx2 ? kiln_tile_eval_base : has_avx512() ? kiln_tile_eval_avx512 : kiln_tile_eval_avx2;
   void (*store)(float *, const float *, int, bool) = avx2 ? kiln_tile_store_avx2 : kiln_tile_store_base;
+  tmoves mv = {kiln_tile_load_s4_base, kiln_tile_rows4_base};
+  if (avx2 && has_avx512()) mv = (tmoves){kiln_tile_load_s4_avx512, kiln_tile_rows4_avx512};
 #else
   bool avx2 = false;
   kiln_tile_op_fn eval = kiln_tile_eval_base;
   void (*store)(float *, const float *, int, bool) = kiln_tile_store_base;
+  tmoves mv = {kiln_tile_load_s4_base, kiln_tile_rows4_base};
   (void)isa;
 #endif
   int n_expr = tp->n_expr;
@@ -667,7 +684,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       if (t->uniform) continue;
       float *b = t->buf >= 0 ? bufs + (size_t)t->buf * KILN_TILE_N : NULL;
       switch (t->kind) {
-      case E_LOAD: ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b); break;
+      case E_LOAD: ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b, &mv); break;
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
       default:
         if (i == direct) b = (float *)out[0] + (f0 - lo);
@@ -691,7 +708,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       int64_t st = tp->store_stride[k];
       if (rows && lead[k] < 0) continue; /* written with its group */
       if (rows && lead[k] > 0) {
-        store_rows((float *)out[k] + (f0 - lo) * st, ptr, tp->store_expr + k, lead[k], n, staged, store);
+        store_rows((float *)out[k] + (f0 - lo) * st, ptr, tp->store_expr + k, lead[k], n, staged, store, &mv);
         continue;
       }
       if (st != 1) { /* a column of an interleaved output (a Concat of such columns) */

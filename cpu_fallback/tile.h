@@ -139,6 +139,14 @@ void kiln_tile_eval_avx512(const kiln_tile_op *op, int n, const float *a, const 
 void kiln_tile_store_base(float *dst, const float *src, int n, bool stream);
 void kiln_tile_store_avx2(float *dst, const float *src, int n, bool stream);
 void kiln_tile_fence_avx2(void);
+/* The box columns' moves (tile.c, tile_avx512.c; the AVX-512F ones only
+ * where kiln_vm_cpu_has_avx512()): dst[i] = s[4 i] for i < n, reading
+ * s[0 .. 4 (n - 1)] only (a column of an [n, 4] tensor); and rows[4 i + j]
+ * = column j at i, for i < n (four columns interleaved into rows). */
+void kiln_tile_load_s4_base(float *dst, const float *s, int64_t n);
+void kiln_tile_load_s4_avx512(float *dst, const float *s, int64_t n);
+void kiln_tile_rows4_base(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
+void kiln_tile_rows4_avx512(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
 
 /* True when kiln_tile_eval_* implements op for float arguments. */
 bool kiln_tile_op_known(int op);

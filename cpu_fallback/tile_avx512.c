@@ -6,9 +6,12 @@
  * comparison and blend per lane, the same as the AVX2 intrinsics and the
  * scalar twin (tile_ops.inc), NaN and -0 included: the results are the
  * same bits. Every other op, and each op's tail under 16 elements, goes to
- * kiln_tile_eval_avx2. */
+ * kiln_tile_eval_avx2. Also the box columns' moves (data only, the same
+ * values as their twins in tile.c): the stride-4 column load and the
+ * interleaving of four columns into rows. */
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "cpu_fallback/tile.h"
 
@@ -63,4 +66,47 @@ void kiln_tile_eval_avx512(const kiln_tile_op *o, int n, const float *a, const f
   }
   if (i < n) /* the tail, and the ops above under 16 elements */
     kiln_tile_eval_avx2(o, n - i, a + i, b ? b + i : NULL, c ? c + i : NULL, y + i);
+}
+
+/* dst[i] = s[4 i]: per 16 outputs, four loads of 16 and three permutes.
+ * Reads s[0 .. 4 (n - 1)] only: the last block loads its fourth vector
+ * under a mask (the column's last element is the tensor's last but up to
+ * three). */
+void kiln_tile_load_s4_avx512(float *dst, const float *s, int64_t n) {
+  const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+  int64_t i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    const float *p = s + 4 * i;
+    __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16), c = _mm512_loadu_ps(p + 32);
+    __m512 d = i + LANES < n ? _mm512_loadu_ps(p + 48) : _mm512_maskz_loadu_ps(0x1fff, p + 48);
+    __m512 ab = _mm512_permutex2var_ps(a, pick, b), cd = _mm512_permutex2var_ps(c, pick, d);
+    _mm512_storeu_ps(dst + i, _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)));
+  }
+  for (; i < n; i++) dst[i] = s[4 * i];
+}
+
+/* rows[4 i + j] = column j at i: per 16 rows, pairs (a b), (c d) by four
+ * 32-bit permutes, then the pairs interleaved by four 64-bit permutes. */
+void kiln_tile_rows4_avx512(float *rows, const float *a, const float *b, const float *c, const float *d, int n) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i q0 = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), q1 = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+  int i = 0;
+  for (; i + LANES <= n; i += LANES) {
+    __m512 va = _mm512_loadu_ps(a + i), vb = _mm512_loadu_ps(b + i);
+    __m512 vc = _mm512_loadu_ps(c + i), vd = _mm512_loadu_ps(d + i);
+    __m512d ab0 = _mm512_castps_pd(_mm512_permutex2var_ps(va, lo, vb));
+    __m512d ab1 = _mm512_castps_pd(_mm512_permutex2var_ps(va, hi, vb));
+    __m512d cd0 = _mm512_castps_pd(_mm512_permutex2var_ps(vc, lo, vd));
+    __m512d cd1 = _mm512_castps_pd(_mm512_permutex2var_ps(vc, hi, vd));
+    float *r = rows + 4 * i;
+    _mm512_storeu_ps(r, _mm512_castpd_ps(_mm512_permutex2var_pd(ab0, q0, cd0)));
+    _mm512_storeu_ps(r + 16, _mm512_castpd_ps(_mm512_permutex2var_pd(ab0, q1, cd0)));
+    _mm512_storeu_ps(r + 32, _mm512_castpd_ps(_mm512_permutex2var_pd(ab1, q0, cd1)));
+    _mm512_storeu_ps(r + 48, _mm512_castpd_ps(_mm512_permutex2var_pd(ab1, q1, cd1)));
+  }
+  for (; i < n; i++) {
+    float *r = rows + 4 * i;
+    r[0] = a[i], r[1] = b[i], r[2] = c[i], r[3] = d[i];
+  }
 }

@@ -18,6 +18,7 @@
  *
  * KILN_NUM_THREADS is 2 unless the environment sets it (ctest also runs
  * this with KILN_NUM_THREADS=1, where both runs are serial). */
+#include <cblas.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -626,6 +627,25 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("MatMul + epilogue, Gemm", g, 2, d, 1e-4);
   }
+  { /* attention's batched MatMuls (one matrix per pool task, gemm.c): scores of 6 heads [6, 40, 16] x
+       [6, 16, 40] with a Mul epilogue, softmax, context [6, 40, 40] x [6, 40, 16]; and a batch broadcast
+       against one B of shape [3, 1, 16, 24] ([2, 16, 24] rows per head) */
+    kiln_graph *g = new_graph(17);
+    int64_t d[3] = {6, 40, 16}, kd[3] = {6, 16, 40}, vd[3] = {6, 40, 16}, bd[4] = {3, 1, 16, 24};
+    input(g, "x", KILN_F32, 3, d);
+    cst(g, "k", 3, kd, 0, 1);
+    cst(g, "v", 3, vd, 0, 1);
+    cst(g, "sc", 0, NULL, 0.25, 0);
+    cst(g, "w", 4, bd, 0, 0.5);
+    add(g, "MatMul", "x k", "s");
+    add(g, "Mul", "s sc", "ss");
+    add(g, "Softmax", "ss", "p");
+    add(g, "MatMul", "p v", "y");
+    add(g, "MatMul", "y w", "z");
+    output(g, "y");
+    output(g, "z");
+    check_graph("attention: batched MatMuls + Mul epilogue, softmax; a broadcast batch", g, 3, d, 1e-4);
+  }
   { /* softmax rows and columns, LayerNorm, ReduceSum columns, ReduceMax rows */
     kiln_graph *g = new_graph(17);
     int64_t d[3] = {40, 100, 80}, sd[1] = {80};
@@ -688,8 +708,20 @@ int main(void) {
   test_rows();
   CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");
   test_graphs();
+  /* kiln sets OpenBLAS's thread count before its first OpenBLAS call, not
+     when it reads KILN_NUM_THREADS (pool.h: OpenBLAS's server threads spin
+     ~0.1 s after they start); CMake runs this test with
+     OPENBLAS_NUM_THREADS=1, so graphs on kiln's own SGEMM leave it at 1 */
+  const char *ob = getenv("OPENBLAS_NUM_THREADS");
+  bool own_sgemm = kiln_la_isa() == KILN_VM_ISA_BASE || kiln_sgemm_active() == KILN_SGEMM_AVX512;
+  if (ob && !strcmp(ob, "1") && own_sgemm)
+    CHECK(openblas_get_num_threads() == 1, "no OpenBLAS call yet: OpenBLAS still at 1 thread (got %d)",
+          openblas_get_num_threads());
   kiln_sgemm_force(KILN_SGEMM_BLAS); /* the same graphs with OpenBLAS under the GEMMs */
   test_graphs();
+  if (kiln_la_isa() != KILN_VM_ISA_BASE)
+    CHECK(openblas_get_num_threads() == kiln_cpu_num_threads(), "after OpenBLAS GEMMs: OpenBLAS at %d threads (got %d)",
+          kiln_cpu_num_threads(), openblas_get_num_threads());
   kiln_sgemm_force(-1);
   kiln_pool_release();
   printf("unit_cpu_pool (%d threads): %d passed, %d failed\n", kiln_cpu_num_threads(), passed, failed);

@@ -7,10 +7,13 @@
  * off: long chains with views, an intermediate that is also a graph
  * output, a residual block, conv+bias+relu, symbolic sizes.
  *   unit_cpu_tile [-v] */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu_fallback/plan.h"
 #include "cpu_fallback/tile.h"
@@ -739,6 +742,41 @@ static void test_twins(void) {
       }
   CHECK(bad == 0 && runs > 0, "vector tile ops vs the scalar twin: %d of %d runs differ (AVX-512 %s)", bad, runs,
         w512 ? "checked" : "not on this CPU");
+  if (!w512) return;
+  /* the box columns' moves: a column of an [n, 4] tensor placed at the end
+     of a page whose next page is inaccessible (a read past the column's
+     last row faults), and four columns into rows, at lengths around 16 */
+  enum { R = 4 * 150 };
+  static float rows0[R + 4], rows1[R + 4];
+  long page = sysconf(_SC_PAGESIZE);
+  char *map = mmap(NULL, (size_t)(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED || mprotect(map + page, (size_t)page, PROT_NONE)) {
+    CHECK(0, "mmap/mprotect for the column loads");
+    return;
+  }
+  float *src = (float *)(void *)(map + page) - R; /* R floats ending at the inaccessible page */
+  for (int i = 0; i < R; i++) src[i] = a[i % M] + (float)i; /* NaN, -0 and denormals among them */
+  int mbad = 0, mruns = 0;
+  for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+    for (int col = 0; col < 4; col++) {
+      int n = lens[li] > R / 4 ? R / 4 : lens[li];
+      const float *s = src + R - 4 * n + col; /* column col of the last n rows */
+      memset(y0, 0x5a, sizeof y0);
+      memset(y2, 0x5a, sizeof y2);
+      kiln_tile_load_s4_base(y0, s, n);
+      kiln_tile_load_s4_avx512(y2, s, n);
+      mbad += memcmp(y0, y2, sizeof y0) != 0;
+      for (int i = 0; i < n && !mbad; i++) mbad += memcmp(&y2[i], &s[4 * i], sizeof *y2) != 0;
+      memset(rows0, 0x5a, sizeof rows0);
+      memset(rows1, 0x5a, sizeof rows1);
+      kiln_tile_rows4_base(rows0, a + col, b, c, a + 1, n);
+      kiln_tile_rows4_avx512(rows1, a + col, b, c, a + 1, n);
+      mbad += memcmp(rows0, rows1, sizeof rows0) != 0;
+      mruns++;
+    }
+  munmap(map, (size_t)(2 * page));
+  CHECK(mbad == 0 && mruns > 0, "AVX-512 box-column load and row interleave vs the scalar twins: %d of %d runs differ",
+        mbad, mruns);
 #endif
 }
 
