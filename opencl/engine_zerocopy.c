@@ -17,8 +17,9 @@
 
 /* The largest OpenCL built-in type (long16, double16) is 128 bytes: a host
  * pointer with this alignment is aligned for any typed access a kernel
- * makes, as the buffers the driver allocates are. */
-#define KILN_CL_ZC_OP_ALIGN 128
+ * makes, as the buffers the driver allocates are (CLBlast's kernels read
+ * through float2..float16 pointers). */
+#define KILN_CL_ZC_BLAS_ALIGN 128
 
 /* Below this many bytes a copy costs less than a wrapper: creating,
  * mapping and releasing one took 16 us on PoCL 3.1 and 23-25 us on rusticl
@@ -33,18 +34,18 @@ size_t kiln_cl_zc_min_bytes(const kiln_cl_plan *p) {
 }
 
 /* The alignment value w's host memory needs to be bound: kiln's generated
- * kernels, copies and host steps access elements (vloadN / vstoreN, scalar
- * pointers), so the element size; a device op (CLBlast's kernels take
- * vector-typed pointers) the largest type's. */
+ * kernels, its device ops, copies and host steps access elements (scalar
+ * pointers, vloadN / vstoreN), so the element size; an op that calls
+ * CLBlast the largest type's. */
 static size_t need_align(const kiln_cl_variant *v, int w) {
   for (int k = 0; k < v->n_steps; k++) {
     const kiln_cl_step *st = &v->steps[k];
-    if (st->kind != KILN_CL_STEP_OP) continue;
+    if (st->kind != KILN_CL_STEP_OP || !kiln_cl_op_calls_clblast(st->op)) continue;
     const kiln_node *n = &v->g->nodes[st->node];
     for (int i = 0; i < n->n_in; i++)
-      if (n->in[i] == w) return KILN_CL_ZC_OP_ALIGN;
+      if (n->in[i] == w) return KILN_CL_ZC_BLAS_ALIGN;
     for (int i = 0; i < n->n_out; i++)
-      if (n->out[i] == w) return KILN_CL_ZC_OP_ALIGN;
+      if (n->out[i] == w) return KILN_CL_ZC_BLAS_ALIGN;
   }
   size_t es = kiln_dtype_size(v->sh->v[w].dtype);
   return es ? es : 1;

@@ -5,8 +5,8 @@
  * Each run is compared with the reference interpreter, and the plan's
  * counters say what was wrapped or refused:
  *   - page-aligned buffers: every input and output wrapped;
- *   - buffers 4 bytes off: wrapped for the generated kernels, refused where
- *     a device op (MatMul, KILN_FUSION=0) touches them;
+ *   - buffers 4 bytes off: wrapped for the generated kernels and kiln's
+ *     SGEMM, refused where CLBlast's GEMM (KILN_CL_GEMM=clblast) reads them;
  *   - an output reserved over its graph's input's memory: refused, still
  *     right (an output that is also the input, over that input, is not a
  *     case any path can serve: the host must not alias them);
@@ -212,23 +212,33 @@ static void test_chain(void) {
   kiln_graph_free(g);
 }
 
-static void test_mm(void) {
+/* The MatMul a device op (KILN_FUSION=0) through kiln's SGEMM kernel and
+ * through CLBlast (KILN_CL_GEMM): x 4 bytes off a page is wrapped for
+ * kiln's kernel (element access), refused for CLBlast's (vector-typed
+ * pointers: 128-byte alignment). */
+static void test_mm(const char *gemm) {
   kiln_graph *g = mm_graph();
-  setenv("KILN_FUSION", "0", 1); /* the MatMul a device op */
+  setenv("KILN_FUSION", "0", 1);
+  setenv("KILN_CL_GEMM", gemm, 1);
   kiln_cl_plan *p = prepare(g);
+  unsetenv("KILN_FUSION");
+  unsetenv("KILN_CL_GEMM");
   kiln_cl_plan_stats d;
+  char what[96];
   fill(at(0), 32 * 64, 7);
   size_t o_al[] = {1 * MB, 2 * MB}, o_off[] = {1 * MB + 4, 2 * MB + 4};
-  run_one("matmul: page-aligned", p, g, 0, o_al, &d);
+  snprintf(what, sizeof what, "matmul (%s): page-aligned", gemm);
+  run_one(what, p, g, 0, o_al, &d);
   kiln_cl_plan_stats st = stats(p);
   printf("  (device ops %d, kernels %d, host nodes %d)\n", st.device_ops, st.kernels, st.host_nodes);
-  CHECK(st.device_ops >= 1, "matmul: the MatMul is a device op");
-  CHECK(d.zc_inputs == 1 && d.zc_outputs == 2 && d.zc_refused == 0, "matmul: page-aligned: x, y and x's copy wrapped");
+  CHECK(st.device_ops >= 1, "matmul (%s): the MatMul is a device op", gemm);
+  CHECK(d.zc_inputs == 1 && d.zc_outputs == 2 && d.zc_refused == 0, "%s: x, y and x's copy wrapped", what);
   fill(at(4), 32 * 64, 8);
-  run_one("matmul: 4 bytes off a page", p, g, 4, o_off, &d);
-  CHECK(d.zc_inputs == 0 && d.zc_outputs == 2 && d.zc_refused == 1,
-        "matmul: x 4 bytes off refused (the device op reads it), outputs wrapped");
-  unsetenv("KILN_FUSION");
+  snprintf(what, sizeof what, "matmul (%s): 4 bytes off a page", gemm);
+  run_one(what, p, g, 4, o_off, &d);
+  bool blas = !strcmp(gemm, "clblast");
+  CHECK(d.zc_inputs == (blas ? 0 : 1) && d.zc_outputs == 2 && d.zc_refused == (blas ? 1 : 0),
+        "%s: x %s, the outputs wrapped", what, blas ? "refused (CLBlast reads it)" : "wrapped");
   kiln_cl_plan_release(p);
   kiln_graph_free(g);
 }
@@ -290,7 +300,8 @@ int main(void) {
   memset(pool, 0, pool_bytes);
   fill(at(0), 64 * 256, 1);
   test_chain();
-  test_mm();
+  test_mm("kiln");
+  test_mm("clblast");
   test_host_step();
   test_default_size();
   free(pool);
