@@ -19,8 +19,9 @@ for drv in pocl rusticl; do
   r=1
   while [ $r -le "$rounds" ]; do
     if [ $((r % 2)) = 1 ]; then order="1 0"; else order="0 1"; fi
+    # ($d is several words)
+    # shellcheck disable=SC2086
     for zc in $order; do
-      # shellcheck disable=SC2086
       f1=$(one $d KILN_CL_ZERO_COPY=$zc KILN_FUSION=1); f0=$(one $d KILN_CL_ZERO_COPY=$zc KILN_FUSION=0)
       echo "$drv round=$r zero_copy=$zc fused_min_ms=$f1 unfused_min_ms=$f0 unfused/fused=$(echo "$f0 $f1" | awk '{printf "%.2f", $1/$2}')"
     done
