@@ -140,6 +140,8 @@ static cl_int device_query(kiln_cl_device *dev, cl_device_id d, const char **wha
     "CL_DEVICE_MAX_WORK_GROUP_SIZE");
   if (device_value(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, &dev->pref_vec_float, sizeof(cl_uint)))
     dev->pref_vec_float = 0; /* only a hint for the code generator */
+  cl_bool unified = CL_FALSE; /* deprecated in OpenCL 2.0, still answered by PoCL and rusticl */
+  dev->host_unified = !device_value(d, CL_DEVICE_HOST_UNIFIED_MEMORY, &unified, sizeof unified) && unified;
   /* the array has CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS (>= 3) entries */
   *what = "CL_DEVICE_MAX_WORK_ITEM_SIZES";
   {

@@ -28,6 +28,7 @@ typedef struct kiln_cl_device {
   size_t max_work_item_size0; /* CL_DEVICE_MAX_WORK_ITEM_SIZES[0]: the 1-D local limit */
   cl_uint compute_units;
   cl_ulong global_mem_size, local_mem_size, max_mem_alloc_size;
+  bool host_unified; /* CL_DEVICE_HOST_UNIFIED_MEMORY (false: not reported): the device works in host memory */
 } kiln_cl_device;
 
 /* Every usable device, in platform/device order, plus a note (one line per

@@ -504,7 +504,13 @@ kiln_status kiln_cl_plan_run_mem(kiln_cl_plan *p, const kiln_graph *g, const kil
   kiln_cl_variant *v = NULL;
   p->run_obs = p->obs_mode ? obs : NULL;
   if (!s) s = kiln_cl_variant_get(p, in, &v);
-  if (!s) s = kiln_cl_variant_run(p, v, in, mem, outs, mem_out);
+  /* host memory used in place on a device that works in it */
+  kiln_cl_zc zc = {0};
+  if (!s) s = kiln_cl_zc_begin(p, v, in, mem, outs, mem_out, &zc);
+  if (!s) {
+    s = kiln_cl_variant_run(p, v, in, zc.mem_in ? zc.mem_in : mem, outs, zc.mem_out ? zc.mem_out : mem_out);
+    s = kiln_cl_zc_end(p, &zc, outs, s);
+  }
   p->run_obs = NULL;
   pthread_mutex_unlock(&p->slot->mu);
   for (int i = 0; i < g0->n_inputs; i++) kiln_tensor_release(&tmp[i]);

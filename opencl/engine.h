@@ -40,6 +40,11 @@ typedef struct kiln_cl_plan_stats {
   int host_graphs;         /* variants run wholly on the host (data-dependent shapes) */
   uint64_t arena_bytes, lower_bound, no_reuse;
   int folded, bn_folded, cse, noops, transposes, dead;
+  /* zero-copy (opencl/engine_zerocopy.c), summed over runs: host-memory
+     inputs and outputs wrapped and used in place, and those refused
+     (misaligned for a step that touches them, or sharing bytes with
+     another tensor of the run) */
+  long zc_inputs, zc_outputs, zc_refused;
 } kiln_cl_plan_stats;
 
 /* Checks that the engine can run g (reference op tables and shapes). */

@@ -188,6 +188,31 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v);
  * its shape), mem_out[o] (optional) a device buffer receiving output o. */
 kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in,
                                 const cl_mem *mem_in, kiln_tensor *outs, const cl_mem *mem_out);
+/* ---- zero-copy host IO (engine_zerocopy.c) ---- */
+/* One run's CL_MEM_USE_HOST_PTR wrappers of host tensors. */
+typedef struct kiln_cl_zc {
+  int n_in, n_out;
+  cl_mem *in, *out;      /* per input of p->orig / per output: the wrapper, or NULL */
+  cl_mem *mem_in, *mem_out; /* what the run gets: the host's own cl_mem, else the wrapper (NULL: none wrapped) */
+  void **out_ptr;        /* per wrapped output: the host's memory */
+} kiln_cl_zc;
+/* The smallest host tensor (bytes) wrapped: SIZE_MAX where the device does
+ * not work in host memory or KILN_CL_ZERO_COPY=0, 1 with =all. */
+size_t kiln_cl_zc_min_bytes(const kiln_cl_plan *p);
+/* Before variant v runs (slot locked): wraps the host-memory inputs (in[i]
+ * without mem_in[i]) and outputs (outs[o] reserving host memory, without
+ * mem_out[o]) of at least kiln_cl_zc_min_bytes that v reads or makes at
+ * its planned size, whose memory is aligned for every step that touches
+ * them and shares no byte with another tensor of the run. z->mem_in /
+ * z->mem_out (when not NULL) go to kiln_cl_variant_run in place of mem_in
+ * / mem_out. */
+kiln_status kiln_cl_zc_begin(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_tensor *const *in, const cl_mem *mem_in,
+                             kiln_tensor *outs, const cl_mem *mem_out, kiln_cl_zc *z);
+/* After the run (status s): maps and unmaps the wrapped outputs (the host's
+ * memory then holds them; outs[o] points there), waits for the queue,
+ * releases the wrappers. Returns s, or the first failure here (outs
+ * released). */
+kiln_status kiln_cl_zc_end(kiln_cl_plan *p, kiln_cl_zc *z, kiln_tensor *outs, kiln_status s);
 /* The KILN_PROFILE entry named name (created); -1 when out of memory. */
 int kiln_cl_profile_entry(kiln_cl_plan *p, const char *name);
 void kiln_cl_profile_print(const kiln_cl_plan *p);

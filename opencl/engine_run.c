@@ -492,6 +492,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
     }
     cl_mem m = mem_in && v->in_map[i] >= 0 ? mem_in[v->in_map[i]] : NULL;
     if (m) { /* the host's device buffer: read in place of the input's own, else copied on the device */
+      if (t->data) vin[w] = t; /* host memory behind it too (zero-copy): host steps read it there */
       if (!v->place[w].mem) continue; /* no step reads it */
       size_t n = kiln_tensor_bytes(t);
       if (n != (size_t)kiln_cl_sym_at(v, w, (int64_t)v->place[w].bytes)) {

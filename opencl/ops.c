@@ -555,6 +555,8 @@ kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_
 
 const char *kiln_cl_op_describe(const kiln_cl_op *op) { return op ? op->desc : ""; }
 
+bool kiln_cl_op_calls_clblast(const kiln_cl_op *op) { return op && op->blas; }
+
 void kiln_cl_op_free(kiln_cl_op *op) {
   if (!op) return;
   for (int k = 0; k < op->n_kern; k++) kiln_cl_kernel_free(&op->kern[k]);

@@ -67,6 +67,10 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out);
 /* A short description for KILN_PROFILE / KILN_DUMP ("kiln sgemm 64x512x256"). */
 const char *kiln_cl_op_describe(const kiln_cl_op *op);
+/* The op hands its buffers to CLBlast, whose kernels take vector-typed
+ * pointers (kiln's own op kernels take scalar pointers and use vloadN /
+ * vstoreN: element alignment is all they assume of a buffer). */
+bool kiln_cl_op_calls_clblast(const kiln_cl_op *op);
 /* What the caller knows of a device op's rows (opencl/engine_sym.c). */
 typedef enum kiln_cl_rows_kind {
   KILN_CL_ROWS_GEMM,    /* MatMul / Gemm: the GEMMs' A rows are input 0's batch-outermost rows */
