@@ -76,6 +76,7 @@ static const struct {
     {"Transpose", kiln_clop_move_prepare},
     {"Where", kiln_clop_move_prepare},
     {"Pad", kiln_clop_move_prepare},
+    {"ScatterND", kiln_clop_move_prepare},
 };
 
 kiln_status kiln_cl_op_prepare(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
@@ -410,7 +411,7 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
     if (!op->work || !op->ab) s = kiln_fail(KILN_E_NOMEM, "out of memory binding node '%s'", op->label);
   }
   if (!s && op->blas) s = blas_warm(ctx, op->blas, op);
-  if (!s && op->chk_len > 0 && !op->chk.mem) {
+  if (!s && op->chk_n > 0 && !op->chk.mem) {
     static const cl_int zero[4];
     s = kiln_cl_buffer_create(ctx, sizeof zero, &op->chk);
     if (!s) s = kiln_cl_buffer_write(ctx, &op->chk, 0, zero, sizeof zero);
@@ -419,20 +420,23 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
   return s;
 }
 
-void kiln_clop_checks(kiln_cl_op *op, int64_t len) { op->chk_len = len > 0 ? len : 1; }
+void kiln_clop_checks(kiln_cl_op *op, int n, const int64_t *dims) {
+  op->chk_n = n < 1 ? 1 : n > KILN_MAX_RANK ? KILN_MAX_RANK : n;
+  for (int d = 0; d < op->chk_n; d++) op->chk_dims[d] = d < n ? dims[d] : 0;
+}
 
-kiln_status kiln_clop_chk_src(kiln_cl_src *src, const char *j, bool is_long) {
+kiln_status kiln_clop_chk_src(kiln_cl_src *src, const char *j, bool is_long, const char *d) {
   /* the high word without widening an int to long (Mesa 22.3 rusticl
      miscompiles that in these kernels) */
   if (is_long)
     return kiln_cl_src_printf(src,
                               "  if (atomic_cmpxchg(chk_ + co, 0, 1) == 0) { chk_[co + 1] = (int)(%s & 0xffffffffL); "
-                              "chk_[co + 2] = (int)(%s >> 32); }\n",
-                              j, j);
+                              "chk_[co + 2] = (int)(%s >> 32); chk_[co + 3] = %s; }\n",
+                              j, j, d);
   return kiln_cl_src_printf(src,
                             "  if (atomic_cmpxchg(chk_ + co, 0, 1) == 0) { chk_[co + 1] = %s; chk_[co + 2] = %s < 0 ? "
-                            "-1 : 0; }\n",
-                            j, j);
+                            "-1 : 0; chk_[co + 3] = %s; }\n",
+                            j, j, d);
 }
 
 kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx) {
@@ -440,12 +444,13 @@ kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx) {
   op->chk_pending = false;
   if (!op->chk_host[0]) return KILN_OK;
   long long bad = (long long)(((uint64_t)(uint32_t)op->chk_host[2] << 32) | (uint32_t)op->chk_host[1]);
+  int d = op->chk_host[3] >= 0 && op->chk_host[3] < op->chk_n ? op->chk_host[3] : 0;
   static const cl_int zero[4];
   memset(op->chk_host, 0, sizeof op->chk_host);
   kiln_status s = kiln_cl_buffer_write(ctx, &op->chk, 0, zero, sizeof zero); /* the next run starts clean */
   if (s) return s;
   return kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld", bad,
-                   (long long)op->chk_len);
+                   (long long)op->chk_dims[d]);
 }
 
 /* The buffer and element offset of ref b. */

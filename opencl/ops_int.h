@@ -77,9 +77,11 @@ struct kiln_cl_op {
   float *ab;    /* 2 * max_batch alphas / betas */
   /* run-time index checks (kiln_clop_checks): a kernel that meets an index
      out of range sets word 0 with atomic_cmpxchg(0 -> 1) and, the first to
-     do so, the index's low and high 32 bits in words 1 and 2; read back
-     after each enqueue, looked at by kiln_cl_op_checked */
-  int64_t chk_len;  /* > 0: the op checks, against this dimension size */
+     do so, the index's low and high 32 bits in words 1 and 2 and which of
+     the op's dimensions it indexes in word 3; read back after each enqueue,
+     looked at by kiln_cl_op_checked */
+  int chk_n; /* > 0: the op checks, against these dimension sizes */
+  int64_t chk_dims[KILN_MAX_RANK];
   kiln_cl_buffer chk;
   cl_int chk_host[4];
   bool chk_pending;
@@ -125,13 +127,14 @@ kiln_status kiln_clop_step_add(kiln_cl_op *op, op_step_kind kind, op_step **st);
 kiln_status kiln_clop_launch(kiln_cl_op *op, int k, size_t n, int nargs, const opb *args);
 /* One reduction work-group (OP_RED_WG or the kernel's limit) per unit. */
 kiln_status kiln_clop_launch_groups(kiln_cl_op *op, int k, size_t groups, int nargs, const opb *args);
-/* The op's kernels check run-time indices against a dimension of len
+/* The op's kernels check run-time indices against dimensions dims[0..n)
  * (they take CHK and print kiln_clop_chk_src's statement where one is out
  * of range): a run that meets one fails in kiln_cl_op_checked. */
-void kiln_clop_checks(kiln_cl_op *op, int64_t len);
-/* The statement a checking kernel runs for bad index `j` (of C type int or
- * long, as given) with its CHK argument named chk_. */
-kiln_status kiln_clop_chk_src(kiln_cl_src *src, const char *j, bool is_long);
+void kiln_clop_checks(kiln_cl_op *op, int n, const int64_t *dims);
+/* The statement a checking kernel runs for bad index `j` (a C expression of
+ * type int or long, as given) into dimension `d` (an int expression, < n)
+ * with its CHK argument named chk_ (and offset co). */
+kiln_status kiln_clop_chk_src(kiln_cl_src *src, const char *j, bool is_long, const char *d);
 /* Frees op (NULL-safe) and returns s: the error path of a prepare. */
 kiln_status kiln_clop_fail_free(kiln_cl_op *op, kiln_status s);
 

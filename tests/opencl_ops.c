@@ -991,6 +991,34 @@ static void cases_move(void) {
     a_int(t_node1("Concat"), "axis", ax[a]);
     t_end(0, false);
   }
+  /* short output rows: one kernel, a row per work item (a vector store
+     where the row is 2, 4, 8 or 16 long): four columns into rows of 4, rows
+     of 5, rows of 16 from two inputs, int64 rows of 4,
+     and 8 non-empty inputs (more than the one-kernel form takes) */
+  t_begin(13, "Concat columns into rows of 4");
+  for (int i = 0; i < 4; i++) t_in(SH(37, 1));
+  a_int(t_node1("Concat"), "axis", 1);
+  t_end(0, false);
+  t_begin(13, "Concat rows of 5 (scalar stores)");
+  t_in(SH(9, 2));
+  t_in(SH(9, 1));
+  t_in(SH(9, 2));
+  a_int(t_node1("Concat"), "axis", -1);
+  t_end(0, false);
+  t_begin(13, "Concat rows of 16");
+  t_in(SH(5, 1, 8));
+  t_in(SH(5, 1, 8));
+  a_int(t_node1("Concat"), "axis", 1);
+  t_end(0, false);
+  t_begin(13, "Concat int64 rows of 4");
+  t_in_data(KILN_I64, SH(6, 3), NULL);
+  t_in_data(KILN_I64, SH(6, 1), NULL);
+  a_int(t_node1("Concat"), "axis", 1);
+  t_end(0, false);
+  t_begin(13, "Concat 8 columns");
+  for (int i = 0; i < 8; i++) t_in(SH(11, 1));
+  a_int(t_node1("Concat"), "axis", 1);
+  t_end(0, false);
   t_begin(4, "Concat opset 4, one input");
   t_in(SH(3, 2));
   a_int(t_node1("Concat"), "axis", 1);
@@ -1034,6 +1062,49 @@ static void cases_move(void) {
       t_end(0, false);
     }
   }
+  /* ScatterND: tuples of 1, 2 and rank indices, negative ones, a repeated
+     index (the reference's order: the last update stays, reductions
+     combine in order), every reduction, both index types, 1-element and
+     18-element slices, data of int64 (bits moved) */
+  static const struct {
+    int rank;
+    int64_t x[3];
+    int k;
+    int64_t m;
+    const char *red;
+  } sc[] = {
+      {2, {6, 4}, 1, 3, "none"}, {3, {4, 3, 6}, 1, 2, "add"}, {3, {4, 3, 6}, 2, 5, "mul"},
+      {2, {5, 7}, 2, 9, "max"},  {1, {9}, 1, 12, "min"},      {3, {2, 3, 4}, 3, 6, "none"},
+  };
+  for (int it = 0; it < 2; it++) {
+    kiln_dtype idt = it ? KILN_I32 : KILN_I64;
+    for (size_t i = 0; i < sizeof sc / sizeof *sc; i++) {
+      char sx[64];
+      t_begin(18, "ScatterND %s k=%d of %s, %lld tuples, %s indices", sc[i].red, sc[i].k,
+              kiln_shape_str(sc[i].rank, sc[i].x, sx, sizeof sx), (long long)sc[i].m, kiln_dtype_name(idt));
+      t_in(sc[i].rank, sc[i].x);
+      kiln_tensor t = {0};
+      if (kiln_tensor_alloc(&t, idt, 2, (int64_t[]){sc[i].m, sc[i].k})) exit(2);
+      for (int64_t q = 0; q < sc[i].m; q++)
+        for (int j = 0; j < sc[i].k; j++) {
+          int64_t n = sc[i].x[j], v = (q * 3 + j * 5 + 1) % n; /* repeats once m > n */
+          kiln_set_i(&t, q * sc[i].k + j, (q + j) % 2 ? v - n : v);
+        }
+      t_in_data(idt, 2, t.dims, &t);
+      kiln_tensor_release(&t);
+      int64_t ud[4] = {sc[i].m};
+      for (int d = sc[i].k; d < sc[i].rank; d++) ud[1 + d - sc[i].k] = sc[i].x[d];
+      t_in(1 + sc[i].rank - sc[i].k, ud);
+      a_str(t_node1("ScatterND"), "reduction", sc[i].red);
+      t_end(0, false);
+    }
+  }
+  t_begin(13, "ScatterND int64 data");
+  t_in_data(KILN_I64, SH(5, 2), NULL);
+  t_in_data(KILN_I64, SH(2, 1), NULL);
+  t_in_data(KILN_I64, SH(2, 2), NULL);
+  t_node1("ScatterND");
+  t_end(0, false);
   t_begin(13, "Gather constant indices");
   t_in(SH(6, 3));
   t_const_i64(INTS(-1, 0, 5, 2), false);
@@ -1237,11 +1308,12 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
 
 /* ------------------------------------------------------------------ */
 
-/* Gather's run-time indices out of range: the kernel flags them, the run
- * fails with the host backends' message (kiln_cl_op_checked), and the next
- * run with good indices succeeds (the flag is cleared). Both index types,
- * a too-large and a too-negative index, rows of 4 (the vector form on
- * PoCL) and of 3 (one element per item). */
+/* Gather's and ScatterND's run-time indices out of range: the kernel flags
+ * them, the run fails with the host backends' message (kiln_cl_op_checked,
+ * naming the dimension's size), and the next run with good indices
+ * succeeds (the flag is cleared). Both index types, a too-large and a
+ * too-negative index, Gather rows of 4 (the vector form on PoCL) and of 3
+ * (one element per item). */
 static void test_gather_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
   for (int it = 0; it < 4; it++) {
     kiln_dtype idt = it % 2 ? KILN_I32 : KILN_I64;
@@ -1275,6 +1347,46 @@ static void test_gather_bad_index(const kiln_cl_device *dev, kiln_cl_context *ct
       if (run == 1)
         CHECK(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), want), "%s: run with the bad index: status %d, '%s'",
               c->name, (int)r, kiln_last_error());
+      else
+        CHECK(!r && compare(c, 0, &got[0], msg, sizeof msg), "%s: run %d (good indices): %s%s", c->name, run,
+              r ? kiln_last_error() : "", msg);
+      for (int k = 0; k < MAXIO; k++) kiln_tensor_release(&got[k]);
+    }
+    kiln_cl_src_free(&src);
+    case_free(c);
+    n_cases--;
+  }
+  /* ScatterND: the second component of a tuple out of range (dimension 1, of 3) */
+  for (int it = 0; it < 2; it++) {
+    kiln_dtype idt = it ? KILN_I32 : KILN_I64;
+    t_begin(16, "ScatterND bad index (%s)", kiln_dtype_name(idt));
+    t_in(SH(5, 3, 2));
+    kiln_tensor ind = {0};
+    if (kiln_tensor_alloc(&ind, idt, 2, (int64_t[]){2, 2})) exit(2);
+    kiln_set_i(&ind, 0, 4), kiln_set_i(&ind, 1, 0), kiln_set_i(&ind, 2, -5), kiln_set_i(&ind, 3, 2);
+    t_in_data(idt, 2, (int64_t[]){2, 2}, &ind);
+    kiln_tensor_release(&ind);
+    t_in(SH(2, 2));
+    a_str(t_node1("ScatterND"), "reduction", "add");
+    t_end(0, false);
+    tcase *c = cur;
+    kiln_cl_src src = {0};
+    cl_program p = NULL;
+    kiln_status s = prepare(c, dev, &src);
+    if (!s && c->op) s = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
+    if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
+    kiln_cl_program_free(p);
+    CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
+    for (int run = 0; run < 3 && !s && c->op; run++) {
+      kiln_set_i(&c->in[1], 3, run == 1 ? -4 : 2);
+      kiln_tensor got[MAXIO];
+      memset(got, 0, sizeof got);
+      kiln_error_clear();
+      kiln_status r = run_case(c, ctx, got, NULL);
+      char msg[300] = "";
+      if (run == 1)
+        CHECK(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), "index -4 is out of range for a dimension of size 3"),
+              "%s: run with the bad index: status %d, '%s'", c->name, (int)r, kiln_last_error());
       else
         CHECK(!r && compare(c, 0, &got[0], msg, sizeof msg), "%s: run %d (good indices): %s%s", c->name, run,
               r ? kiln_last_error() : "", msg);
