@@ -644,9 +644,9 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
  * from one row or two, nothing dropped) and the tile is stored straight
  * into Y: its 32 outputs are consecutive there. The micro-kernel (sgemm.h
  * kiln_conv_direct_fn) is the wide GEMM's 12 x 32 tile reading those rows
- * in place, W from its pack (prepack.c) or packed
- * strip by strip: per KC slice the same fmas as the GEMM on the im2col, so
- * the output is the GEMM path's bit for bit. */
+ * in place, W from its pack (prepack.c) or, unpacked, W's rows in place
+ * (kiln_conv_direct_a_fn): per KC slice the same fmas as the GEMM on the
+ * im2col, so the output is the GEMM path's bit for bit. */
 
 /* -1: not read yet (KILN_CONV_DIRECT); -2: the rule of direct_wanted; 0:
  * never; 1: always where it applies, the AVX-512 kernel; 2: always, its
@@ -658,13 +658,13 @@ typedef struct direct_job {
   const geom *g;
   float *xp;                     /* padded planes (per image and group) */
   const float *apk, *bias;       /* W's packs (per group) or NULL, bias */
-  const float *w;                /* W, packed strip by strip into wbuf when apk is NULL */
-  float *wbuf;                   /* 12 x Kc floats per worker */
+  const float *w;                /* W, read in place by amicro when apk is NULL */
   float *y;
   const kiln_cpu_epilogue *ep;
   const int64_t *off;
   int64_t P, Wq, apk_g, strips, tiles, chunks; /* P: floats per channel; chunks of `tiles` 32-column q tiles */
   kiln_conv_direct_fn micro;
+  kiln_conv_direct_a_fn amicro; /* the micro-kernel reading W's rows in place (no pack) */
   bool rows; /* row tiles: OW a multiple of 16, tile t = outputs [32t, 32t + 32) of each channel */
   dw_job planes; /* the plane copy's job (dw_plane) */
   int64_t pp;    /* input planes per task of the planes' pass */
@@ -686,6 +686,7 @@ static void direct_planes(void *ctx, int64_t t, int worker) {
 }
 
 static void direct_task(void *ctx, int64_t task, int worker) {
+  (void)worker;
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   const direct_job *j = ctx;
   const geom *g = j->g;
@@ -694,15 +695,11 @@ static void direct_task(void *ctx, int64_t task, int worker) {
   int64_t n = ng / g->G, gi = ng % g->G, m0 = s * MR, mr = g->Mg - m0 < MR ? g->Mg - m0 : MR;
   int64_t qend = (OH - 1) * Wp + OW, mpad = (g->Mg + MR - 1) / MR * MR;
   int64_t qa = ch * j->tiles * NR, qb = qa + j->tiles * NR < qend ? qa + j->tiles * NR : qend; /* this task's q */
-  const float *x = j->xp + ng * g->Cg * j->P, *a;
-  int64_t astride = mpad, aoff = s * MR; /* slice p0 of the strip at a + p0·astride + aoff·kc */
-  if (j->apk) {
-    a = j->apk + gi * j->apk_g;
-  } else { /* W not packed once: this strip's rows, packed here (the layout of a 12-row M) */
-    float *buf = j->wbuf + (size_t)worker * (size_t)(MR * Kc);
-    kiln_sgemm_wide_pack_a(j->w + (gi * g->Mg + m0) * Kc, Kc, mr, Kc, buf);
-    a = buf, astride = MR, aoff = 0;
-  }
+  const float *x = j->xp + ng * g->Cg * j->P;
+  /* W packed once: slice p0 of the strip at a + p0·astride + aoff·kc; else its rows read in place (amicro), the
+     slice at wa + p0 */
+  const float *a = j->apk ? j->apk + gi * j->apk_g : NULL, *wa = j->apk ? NULL : j->w + (gi * g->Mg + m0) * Kc;
+  int64_t astride = mpad, aoff = s * MR;
   const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
   bool clamp = j->ep && j->ep->clamp;
   float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
@@ -715,8 +712,12 @@ static void direct_task(void *ctx, int64_t task, int worker) {
       for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
         kc = kiln_sgemm_wide_kc(Kc, p0);
         bool last = p0 + kc == Kc;
-        j->micro(kc, a + p0 * astride + aoff * kc, x + qlo, j->off + p0, qhi - qlo, p0 ? 1.0f : 0.0f, y + o, OSP,
-                 (int)mr, nr, last ? bias : NULL, last && clamp, lo, hi);
+        if (wa)
+          j->amicro(kc, wa + p0, Kc, x + qlo, j->off + p0, qhi - qlo, p0 ? 1.0f : 0.0f, y + o, OSP, (int)mr, nr,
+                    last ? bias : NULL, last && clamp, lo, hi);
+        else
+          j->micro(kc, a + p0 * astride + aoff * kc, x + qlo, j->off + p0, qhi - qlo, p0 ? 1.0f : 0.0f, y + o, OSP,
+                   (int)mr, nr, last ? bias : NULL, last && clamp, lo, hi);
       }
     }
     for (int64_t r = 0; j->ep && !clamp && r < mr && ob > oa; r++)
@@ -729,8 +730,12 @@ static void direct_task(void *ctx, int64_t task, int worker) {
     for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
       kc = kiln_sgemm_wide_kc(Kc, p0);
       bool last = p0 + kc == Kc;
-      j->micro(kc, a + p0 * astride + aoff * kc, x + q0, j->off + p0, 16, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
-               last ? bias : NULL, last && clamp, lo, hi);
+      if (wa)
+        j->amicro(kc, wa + p0, Kc, x + q0, j->off + p0, 16, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
+                  last ? bias : NULL, last && clamp, lo, hi);
+      else
+        j->micro(kc, a + p0 * astride + aoff * kc, x + q0, j->off + p0, 16, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
+                 last ? bias : NULL, last && clamp, lo, hi);
     }
     for (int64_t c = 0; c < nr;) { /* the tile's runs along output rows */
       int64_t q = q0 + c, oh = q / Wp, ow = q % Wp, run = OW - ow < nr - c ? OW - ow : nr - c;
@@ -756,8 +761,10 @@ static void direct_task(void *ctx, int64_t task, int worker) {
 static bool direct_applies(const geom *g) { return g->nsp <= 2 && g->s[1] <= 8 && g->s[2] <= 8 && !pointwise(g); }
 
 /* The direct path reads W's pack (prepack.c) when W has at most this many
- * floats (2 MiB, the default pack limit), and a larger W it packs strip by
- * strip in each task (12 rows x Kc, in L2). */
+ * floats (2 MiB, the default pack limit), and a larger W's rows in place
+ * (kiln_conv_direct_a_fn: no pack per run; packing a 12-row strip per task
+ * was ~1 ms of ResNet-18's ~20, its 2.4-9.4 MB l3/l4 weights transposed
+ * from memory on every run). */
 #define KILN_CONV_DIRECT_PACK_MAX (512 * 1024)
 
 /* Where it beats im2col + GEMM (GEMM_CONV.md "Direct convolution";
@@ -772,7 +779,8 @@ static bool direct_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
 }
 
 static kiln_status conv_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
-                               const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk, kiln_conv_direct_fn micro) {
+                               const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk, kiln_conv_direct_fn micro,
+                               kiln_conv_direct_a_fn amicro) {
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   dw_shape d = dw_shape_of(g);
   int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
@@ -780,11 +788,9 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
   int workers = kiln_pool_threads();
   if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
-  float *wbuf = pk ? NULL : kiln_malloc((size_t)(MR * Kc * workers) * sizeof *wbuf);
-  if (!xp || !off || (!pk && !wbuf)) {
+  if (!xp || !off) {
     kiln_free(xp);
     kiln_free(off);
-    kiln_free(wbuf);
     return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
   }
   int64_t sh = g->s[1], sw = g->s[2];
@@ -807,11 +813,11 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   int64_t tiles = rows ? (g->out_sp + NR - 1) / NR : ((OH - 1) * d.Wq + g->out[2] + NR - 1) / NR;
   if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers)
     chunks = (4 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
-  if (!pk && chunks > 2) chunks = 2; /* W packed per task: each chunk packs its strip again */
+  if (!pk && chunks > 2) chunks = 2; /* W not packed: each chunk reads its strip of W again */
   int64_t per = (tiles + chunks - 1) / chunks;
   chunks = (tiles + per - 1) / per;
-  direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, wbuf, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
-                  per, chunks, micro, rows,
+  direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
+                  per, chunks, micro, amicro, rows,
                   {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
                    .copy_rows = kiln_la_copy_rows()},
                   1};
@@ -822,7 +828,6 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   kiln_pool_for(g->N * g->G * strips * chunks, workers, direct_task, &j);
   kiln_free(xp);
   kiln_free(off);
-  kiln_free(wbuf);
   return KILN_OK;
 }
 
@@ -866,7 +871,8 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
       if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
         s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep,
-                        g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL, dmicro);
+                        g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL, dmicro,
+                        direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a());
       else
         s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
     }

@@ -413,6 +413,27 @@ void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const flo
   kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
+void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                   bool clamp, float lo, float hi) {
+  float acc[WMR][WNR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t k = 0; k < kc; k++) {
+    const float *bp = x + off[k];
+    for (int r = 0; r < mr; r++)
+      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(A[r * lda + k], c < 16 ? bp[c] : bp[xhi + c - 16], acc[r][c]);
+  }
+  store_tile(acc, beta, C, ldc, mr, nr);
+  kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
+}
+
+kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_conv_direct_micro() == kiln_conv_direct_micro_avx512) return kiln_conv_direct_micro_a_avx512;
+#endif
+  return NULL;
+}
+
 kiln_conv_direct_fn kiln_conv_direct_micro(void) {
 #ifdef KILN_LA_HAVE_AVX512
   if (kiln_sgemm_pack_reader() == kiln_sgemm_micro_wide_avx512) return kiln_conv_direct_micro_avx512;

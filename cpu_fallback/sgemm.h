@@ -216,6 +216,24 @@ void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const f
                                    bool clamp, float lo, float hi);
 /* The AVX-512 one where kiln_sgemm_pack_reader() is set, else NULL. */
 kiln_conv_direct_fn kiln_conv_direct_micro(void);
+/* The same, with A read in place instead of a packed strip: ap[k·MR + r]
+ * above is A[r·lda + k] here, r < mr (rows past mr are not read), the
+ * values a strip packed from A's rows holds, so the same bits. The direct
+ * conv reads a W too big to be packed once this way, instead of packing
+ * (transposing) a 12-row strip of it per task on every run. */
+typedef void (*kiln_conv_direct_a_fn)(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                      int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                      const float *bias, bool clamp, float lo, float hi);
+void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                   bool clamp, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_conv_direct_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                     int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                     const float *bias, bool clamp, float lo, float hi);
+/* The AVX-512 one where kiln_conv_direct_micro() gives its AVX-512 kernel,
+ * else NULL. */
+kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void);
 /* AVX-512F usable: cpuid leaf 7 EBX bit 16 (and AVX2/FMA), and the OS
  * saves the opmask and ZMM state (XCR0 bits 1, 2, 5, 6, 7). Cached. */
 int kiln_la_cpu_has_avx512(void);

@@ -22,6 +22,9 @@
  *    dilation, 1-D, 5x5, 1x3, groups, batch 2; row tiles where the output
  *    row is a multiple of 16 wide); where it cannot run (no
  *    AVX-512F, base setting) the twin is within tolerance of the GEMM path.
+ *    Without a pack the kernel reads W's rows in place: that kernel, its
+ *    twin and the packed kernel bit-equal on every row count and column
+ *    tail (test_direct_a_kernel).
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
 #include <math.h>
 #include <stdio.h>
@@ -486,6 +489,52 @@ static void test_direct(void) {
   kiln_la_force_isa(KILN_VM_NISA);
 }
 
+/* The direct micro-kernel reading A in place (kiln_conv_direct_micro_a_*):
+ * AVX-512 = its twin = the packed kernel on a strip packed from the same
+ * rows, bit for bit, on every row count (rows past mr never read: A is
+ * allocated to its last element read), column tails, kc 1/5/33/257, odd
+ * lda, xhi 16 and a split, beta 0 and 1 (Y reloaded), bias and clamp with
+ * NaN and -0 in the input. */
+static void test_direct_a_kernel(void) {
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  static const int64_t kcs[] = {1, 5, 33, 257};
+  bool avx512 = kiln_la_cpu_has_avx512();
+  int64_t bad = 0, runs = 0;
+  for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+    for (int mr = 1; mr <= MR; mr++)
+      for (int nr = 1; nr <= NR; nr += nr < 3 || nr > 29 || nr == 15 || nr == 16 ? 1 : 6) {
+        int64_t kc = kcs[ki], lda = kc + 3, xhi = (mr + nr) % 2 ? 16 : 21, na = (mr - 1) * lda + kc;
+        int64_t nx = kc * 2 + xhi + 16, *off = malloc((size_t)kc * sizeof *off);
+        float *A = rand_buf(na), *x = rand_buf(nx), *ap = calloc((size_t)(MR * kc), sizeof(float));
+        float bias[MR], y[4][MR * NR + 1];
+        for (int64_t k = 0; k < kc; k++) off[k] = (k * 7) % (kc + 1); /* taps revisit the plane, out of order */
+        x[0] = NAN, x[nx - 1] = -0.0f;
+        for (int r = 0; r < MR; r++) bias[r] = frand();
+        for (int64_t k = 0; k < kc; k++)
+          for (int r = 0; r < mr; r++) ap[k * MR + r] = A[r * lda + k]; /* the packed strip of the same rows */
+        for (int beta = 0; beta < 2; beta++)
+          for (int clamp = 0; clamp < 2; clamp++) {
+            for (int v = 0; v < 4; v++)
+              for (int i = 0; i < MR * NR + 1; i++) y[v][i] = (float)(i % 13) - 6.0f;
+            float b = (float)beta;
+            kiln_conv_direct_micro_a_base(kc, A, lda, x, off, xhi, b, y[0], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
+            kiln_conv_direct_micro_base(kc, ap, x, off, xhi, b, y[1], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
+            int nv = 2;
+            if (avx512) {
+              kiln_conv_direct_micro_a_avx512(kc, A, lda, x, off, xhi, b, y[2], NR, mr, nr, bias, clamp, -0.5f,
+                                              0.75f);
+              kiln_conv_direct_micro_avx512(kc, ap, x, off, xhi, b, y[3], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
+              nv = 4;
+            }
+            for (int v = 1; v < nv; v++) bad += memcmp(y[0], y[v], sizeof y[0]) != 0;
+            runs++;
+          }
+        free(A), free(x), free(ap), free(off);
+      }
+  CHECK(runs > 0 && bad == 0, "direct micro-kernel with A in place: %lld of %lld runs differ (twin, packed%s)",
+        (long long)bad, (long long)runs, avx512 ? ", AVX-512" : "");
+}
+
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
@@ -495,6 +544,7 @@ int main(void) {
   test_conv();
   test_gemm_nodes();
   test_direct();
+  test_direct_a_kernel();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
