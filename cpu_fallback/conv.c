@@ -831,6 +831,99 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   return KILN_OK;
 }
 
+/* ---- pointwise through the direct micro-kernel ----
+ * A 1x1 stride-1 unpadded conv is a GEMM whose B is the input itself:
+ * row k of B (input channel k) at x + k·in_sp, output o at column o. The
+ * direct micro-kernel reads those rows in place (off[k] = k·in_sp, the
+ * tile's 32 columns consecutive: xhi 16; masked at the plane's end), so
+ * no B panel is packed per call, and stores each 12 x 32 tile straight
+ * into Y with the bias and clamp on its accumulators. Per KC slice the
+ * same fmas as the GEMM path: the same bits. Loop order: blocks of
+ * columns small enough for the block's K rows to stay in L2 (~256 KiB),
+ * and in a block every 12-row strip, so the input is read from memory
+ * once. Tasks: (image, group, block, group of strips). */
+typedef struct pw_job {
+  const geom *g;
+  const float *x, *apk, *w, *bias; /* apk: W's packs (per group), or NULL: W's rows in place (amicro) */
+  float *y;
+  const kiln_cpu_epilogue *ep;
+  const int64_t *off;
+  int64_t apk_g, nb, blocks, strips, sper, sgroups; /* nb columns a block; sper strips a task */
+  kiln_conv_direct_fn micro;
+  kiln_conv_direct_a_fn amicro;
+} pw_job;
+
+static void pw_task(void *ctx, int64_t task, int worker) {
+  (void)worker;
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  const pw_job *j = ctx;
+  const geom *g = j->g;
+  int64_t sg = task % j->sgroups, b = task / j->sgroups % j->blocks, ng = task / j->sgroups / j->blocks;
+  int64_t n = ng / g->G, gi = ng % g->G, Kc = g->Cg, OSP = g->out_sp, mpad = (g->Mg + MR - 1) / MR * MR;
+  int64_t oa = b * j->nb, ob = oa + j->nb < OSP ? oa + j->nb : OSP;
+  int64_t s0 = sg * j->sper, s1 = s0 + j->sper < j->strips ? s0 + j->sper : j->strips;
+  const float *x = j->x + (n * g->C + gi * g->Cg) * g->in_sp;
+  bool clamp = j->ep && j->ep->clamp;
+  float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
+  for (int64_t s = s0; s < s1; s++) {
+    int64_t m0 = s * MR, mr = g->Mg - m0 < MR ? g->Mg - m0 : MR;
+    const float *a = j->apk ? j->apk + gi * j->apk_g : NULL, *wa = j->apk ? NULL : j->w + (gi * g->Mg + m0) * Kc;
+    const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
+    float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
+    for (int64_t o = oa; o < ob; o += NR) {
+      int nr = ob - o < NR ? (int)(ob - o) : NR;
+      for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+        kc = kiln_sgemm_wide_kc(Kc, p0);
+        bool last = p0 + kc == Kc;
+        if (wa)
+          j->amicro(kc, wa + p0, Kc, x + o, j->off + p0, 16, p0 ? 1.0f : 0.0f, y + o, OSP, (int)mr, nr,
+                    last ? bias : NULL, last && clamp, lo, hi);
+        else
+          j->micro(kc, a + p0 * mpad + m0 * kc, x + o, j->off + p0, 16, p0 ? 1.0f : 0.0f, y + o, OSP, (int)mr, nr,
+                   last ? bias : NULL, last && clamp, lo, hi);
+      }
+    }
+    for (int64_t r = 0; j->ep && !clamp && r < mr; r++)
+      j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+  }
+}
+
+/* Where it beat the GEMM path (MobileNetV2's 1x1 layers, per step, 1
+ * thread; GEMM_CONV.md): planes of 28 x 28 and more (0.75-0.95 of the
+ * GEMM path's time: no B panel copied per call); on 14 x 14 and 7 x 7
+ * planes (K 64-960 rows of 196 or 49 floats) it was 1.05-1.5x slower. */
+#define KILN_CONV_PW_DIRECT_MIN_PLANE 512
+static bool pointwise_direct_wanted(const geom *g) { return g->out_sp >= KILN_CONV_PW_DIRECT_MIN_PLANE; }
+
+/* Columns per block: the block's K rows in about this many bytes (L2). */
+#define KILN_CONV_PW_BLOCK_BYTES (256 * 1024)
+
+static kiln_status conv_pointwise_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
+                                         const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
+                                         kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro) {
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  int64_t Kc = g->Cg, OSP = g->out_sp, strips = (g->Mg + MR - 1) / MR;
+  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
+  if (!off) return kiln_fail(KILN_E_NOMEM, "out of memory for a pointwise convolution's offsets");
+  for (int64_t k = 0; k < Kc; k++) off[k] = k * g->in_sp;
+  int64_t nb = KILN_CONV_PW_BLOCK_BYTES / ((int64_t)sizeof(float) * Kc) / NR * NR;
+  if (nb < NR) nb = NR;
+  if (nb > OSP) nb = OSP;
+  int64_t blocks = (OSP + nb - 1) / nb, sgroups = 1;
+  int workers = kiln_pool_threads();
+  if ((double)g->M * (double)Kc * (double)OSP * (double)g->N < (double)(1 << 23)) workers = 1;
+  if (workers > 1 && g->N * g->G * blocks < 4 * (int64_t)workers) /* about 4 tasks per thread */
+    sgroups = (4 * workers + g->N * g->G * blocks - 1) / (g->N * g->G * blocks);
+  if (sgroups > strips) sgroups = strips;
+  int64_t sper = (strips + sgroups - 1) / sgroups;
+  sgroups = (strips + sper - 1) / sper;
+  pw_job j = {g, x, pk ? pk->data : NULL, w, bias, y, ep, off, pk ? pk->gstride : 0, nb, blocks, strips, sper,
+              sgroups, micro, amicro};
+  kiln_pool_for(g->N * g->G * blocks * sgroups, workers, pw_task, &j);
+  kiln_free(off);
+  return KILN_OK;
+}
+
 /* ---- the kernel ---- */
 
 static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
@@ -869,10 +962,12 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       }
       kiln_conv_direct_fn dmicro = direct_mode == 2 ? kiln_conv_direct_micro_base : kiln_conv_direct_micro();
       const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
-      if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
-        s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep,
-                        g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL, dmicro,
-                        direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a());
+      kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
+      const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
+      if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
+        s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
+      else if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
+        s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else
         s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
     }

@@ -202,8 +202,10 @@ kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void);
  * kiln_sgemm_post_base, acc[r][c] = sum over k < kc of ap[k·MR + r]·b_k[c]
  * with b_k[c] = x[off[k] + c] for c < 16, x[off[k] + xhi + c - 16] after
  * (one fma per term, k in order). The same operations as the packed
- * micro-kernel on the im2col of x, so the same bits. Reads both runs of 16
- * (the AVX-512 version) even when nr < 32. */
+ * micro-kernel on the im2col of x, so the same bits. Reads only the
+ * columns below nr of each row of B (masked loads in the AVX-512 version:
+ * the pointwise path reads the input tensor in place, to its last
+ * element). */
 typedef void (*kiln_conv_direct_fn)(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                     int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                     const float *bias, bool clamp, float lo, float hi);

@@ -28,10 +28,13 @@ static inline __attribute__((always_inline)) void micro_rows(int R, int64_t kc, 
   __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
   const float *ar[KILN_SGEMM_WIDE_MR]; /* A in place (A not NULL): row r at A + r·lda, rows past mr read row 0 */
   for (int r = 0; A && r < KILN_SGEMM_WIDE_MR; r++) ar[r] = A + (r < mr ? r : 0) * lda;
+  /* the direct conv reads its rows of B only up to column nr (an input read in place ends there) */
+  __mmask16 bm0 = mask_of(nr), bm1 = mask_of(nr - 16);
   for (int64_t k = 0; k < kc; k++) {
     /* boff: row k of B at bp + boff[k], its columns 16..31 at + bhi (the direct conv) */
     const float *bk = boff ? bp + boff[k] : bp;
-    __m512 b0 = _mm512_loadu_ps(bk), b1 = _mm512_loadu_ps(bk + bhi);
+    __m512 b0 = boff ? _mm512_maskz_loadu_ps(bm0, bk) : _mm512_loadu_ps(bk);
+    __m512 b1 = boff ? _mm512_maskz_loadu_ps(bm1, bk + bhi) : _mm512_loadu_ps(bk + bhi);
     __m512 a;
 #define ROW(r, x, y)                                         \
   if (r < R) {                                               \
@@ -97,12 +100,14 @@ void kiln_sgemm_micro_post_avx512(int64_t kc, const float *restrict ap, const fl
 void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                    int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
                                    bool clamp, float lo, float hi) {
+  if (!off) __builtin_unreachable(); /* the offsets are always given: no test of boff in the loop */
   micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi);
 }
 
 void kiln_conv_direct_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
                                      int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                      const float *bias, bool clamp, float lo, float hi) {
+  if (!off || !A) __builtin_unreachable();
   micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi);
 }
 

@@ -24,7 +24,8 @@
  *    AVX-512F, base setting) the twin is within tolerance of the GEMM path.
  *    Without a pack the kernel reads W's rows in place: that kernel, its
  *    twin and the packed kernel bit-equal on every row count and column
- *    tail (test_direct_a_kernel).
+ *    tail (test_direct_a_kernel). Pointwise convs through the direct
+ *    kernel (the input read in place) the same way.
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
 #include <math.h>
 #include <stdio.h>
@@ -481,6 +482,16 @@ static void test_direct(void) {
        2, 1, 24, 40, 1, 48, 48, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
       {"row tiles: stride 2, C 3, M 28, 3x3 pad 1, 31x64", 2, 1, 3, 28, 1, 31, 64, 3, 3, {1, 1, 1, 1}, 1, 2, 2},
       {"row tiles: 1-D k3 pad (1, 1), C 9, M 14, width 80", 1, 2, 9, 14, 1, 1, 80, 1, 3, {0, 1, 0, 1}, 1, 1, 1},
+      /* pointwise through the direct kernel: the input read in place to its last element (column tails masked),
+         M tails, KC slices, column blocks, groups, batch 2, 1-D */
+      {"pointwise: C 17, M 25, 13x16, batch 2", 2, 2, 17, 25, 1, 13, 16, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 300 (K: 2 slices), M 13, 7x7", 2, 1, 300, 13, 1, 7, 7, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 640 (K: 3 slices), M 20, 5x9", 2, 1, 640, 20, 1, 5, 9, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 600, M 12, 20x20 (blocks of 96 columns)", 2, 1, 600, 12, 1, 20, 20, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: group 2, C 10, M 14, 9x9", 2, 1, 10, 14, 2, 9, 9, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 16, M 40, 1x1 plane, batch 2", 2, 2, 16, 40, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: 1-D, C 5, M 7, width 100", 1, 1, 5, 7, 1, 1, 100, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 24, M 30, 48x48 (pool tasks)", 2, 1, 24, 30, 1, 48, 48, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
