@@ -635,6 +635,27 @@ kiln_la_gather_fn kiln_la_gather(void) {
   return kiln_la_gather_base;
 }
 
+void kiln_dw_plane_base(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                        const float *w, int nk, float bias, float lo, float hi) {
+  int64_t nv = (n + 15) / 16;
+  for (int64_t p = 0; p < n; p++) {
+    float acc = bias;
+    for (int j = 0; j < nk; j++) {
+      float v = masks[j * nv + p / 16] >> (p % 16) & 1 ? x[p + toff[j]] : 0.0f;
+      acc = fmaf(w[j], v, acc);
+    }
+    acc = acc < lo ? lo : acc;
+    y[p] = acc > hi ? hi : acc;
+  }
+}
+
+kiln_dw_plane_fn kiln_dw_plane(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_dw_plane_avx512;
+#endif
+  return NULL;
+}
+
 kiln_dw_rows_fn kiln_dw_rows(bool *across) {
   *across = false;
 #ifdef KILN_LA_HAVE_AVX512

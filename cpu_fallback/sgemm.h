@@ -271,6 +271,27 @@ void kiln_dw_rows_avx512(float *y, int64_t ys, const float *const *src, int64_t 
  * (short rows then need no flat form). */
 kiln_dw_rows_fn kiln_dw_rows(bool *across);
 
+/* Depthwise on a small plane read in place (no padded copy): y[p] for p <
+ * n (n <= KILN_DW_PLANE_MAX) is bias, then for each tap j in order
+ * fmaf(w[j], v, acc) with v = x[p + toff[j]] where bit p % 16 of
+ * masks[j·nv + p / 16] is set (nv = (n + 15) / 16) and 0 where it is not
+ * (the padding), then the clamp of kiln_dw_rows. Only elements under a set
+ * bit are read (the masks say where a tap falls inside the input); the
+ * same operations, in the same order, as kiln_dw_rows on the padded plane,
+ * so the same bits. conv.c takes it for stride-1 'same' planes (output
+ * dims = input dims: p numbers both, a tap is a constant shift). */
+#define KILN_DW_PLANE_MAX 256
+typedef void (*kiln_dw_plane_fn)(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                                 const float *w, int nk, float bias, float lo, float hi);
+void kiln_dw_plane_base(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                        const float *w, int nk, float bias, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_dw_plane_avx512(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                          const float *w, int nk, float bias, float lo, float hi);
+/* The AVX-512 one where kiln_dw_rows would give the AVX-512 rows kernel,
+ * else NULL (the padded-plane path). */
+kiln_dw_plane_fn kiln_dw_plane(void);
+
 #endif
 
 /* Strided gather: dst[i] = src[i * stride] for i < n (stride >= 1). Reads
