@@ -940,6 +940,9 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   if (nb < NR) nb = NR;
   if (nb > OSP) nb = OSP;
   int64_t blocks = (OSP + nb - 1) / nb, sgroups = 1;
+  nb = ((OSP + blocks - 1) / blocks + NR - 1) / NR * NR; /* blocks of about equal size (a balanced split) */
+  if (nb > OSP) nb = OSP;
+  blocks = (OSP + nb - 1) / nb;
   int workers = kiln_pool_threads();
   if ((double)g->M * (double)Kc * (double)OSP * (double)g->N < (double)(1 << 23)) workers = 1;
   if (workers > 1 && g->N * g->G * blocks < 4 * (int64_t)workers) /* about 4 tasks per thread */
