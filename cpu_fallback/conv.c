@@ -950,6 +950,7 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   if (sgroups > strips) sgroups = strips;
   int64_t sper = (strips + sgroups - 1) / sgroups;
   sgroups = (strips + sper - 1) / sper;
+  kiln_conv_direct_streams(&micro, &amicro); /* rows of B in storage order: no software prefetch */
   pw_job j = {g, x, pk ? pk->data : NULL, w, bias, y, ep, off, pk ? pk->gstride : 0, nb, blocks, strips, sper,
               sgroups, micro, amicro};
   kiln_pool_for(g->N * g->G * blocks * sgroups, workers, pw_task, &j);

@@ -434,6 +434,15 @@ kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void) {
   return NULL;
 }
 
+void kiln_conv_direct_streams(kiln_conv_direct_fn *micro, kiln_conv_direct_a_fn *amicro) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (*micro == kiln_conv_direct_micro_avx512) *micro = kiln_conv_direct_micro_stream_avx512;
+  if (*amicro == kiln_conv_direct_micro_a_avx512) *amicro = kiln_conv_direct_micro_a_stream_avx512;
+#else
+  (void)micro, (void)amicro;
+#endif
+}
+
 kiln_conv_direct_fn kiln_conv_direct_micro(void) {
 #ifdef KILN_LA_HAVE_AVX512
   if (kiln_sgemm_pack_reader() == kiln_sgemm_micro_wide_avx512) return kiln_conv_direct_micro_avx512;
