@@ -88,7 +88,8 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
                                                          int64_t bhi, float beta, float *C, int64_t ldc, int mr,
                                                          int nr, bool post, const float *bias, bool clamp, float lo,
                                                          float hi, bool pf) {
-#define MICRO_R(R, M) micro_rows(R, M, pf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi)
+#define MICRO_R(R, M) \
+  micro_rows(R, M, pf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi)
   if (boff && nr < KILN_SGEMM_WIDE_NR) { /* the direct conv's last tile of a run: B loads masked at nr */
     if (mr <= 4) MICRO_R(4, true);
     else if (mr <= 8) MICRO_R(8, true);
