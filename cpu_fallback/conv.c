@@ -808,6 +808,11 @@ static bool direct_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
   return g->k_sp > 1 && (!pk || g->M * g->Cg * g->k_sp <= KILN_CONV_DIRECT_PACK_MAX);
 }
 
+/* An unpacked W bigger than this is read from memory on every run (not
+ * from L3): the in-place kernel then prefetches its rows (sgemm.h
+ * kiln_conv_direct_far). */
+#define KILN_CONV_DIRECT_FAR_BYTES ((double)(4 << 20))
+
 static kiln_status conv_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
                                const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk, kiln_conv_direct_fn micro,
                                kiln_conv_direct_a_fn amicro) {
@@ -846,6 +851,8 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   if (!pk && chunks > 2) chunks = 2; /* W not packed: each chunk reads its strip of W again */
   int64_t per = (tiles + chunks - 1) / chunks;
   chunks = (tiles + per - 1) / per;
+  if (!pk && (double)g->M * (double)Kc * sizeof(float) > KILN_CONV_DIRECT_FAR_BYTES)
+    amicro = kiln_conv_direct_far(amicro);
   direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
                   per, chunks, micro, amicro, rows,
                   {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),

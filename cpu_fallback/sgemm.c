@@ -443,6 +443,13 @@ void kiln_conv_direct_streams(kiln_conv_direct_fn *micro, kiln_conv_direct_a_fn 
 #endif
 }
 
+kiln_conv_direct_a_fn kiln_conv_direct_far(kiln_conv_direct_a_fn amicro) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (amicro == kiln_conv_direct_micro_a_avx512) return kiln_conv_direct_micro_a_far_avx512;
+#endif
+  return amicro;
+}
+
 kiln_conv_direct_fn kiln_conv_direct_micro(void) {
 #ifdef KILN_LA_HAVE_AVX512
   if (kiln_sgemm_pack_reader() == kiln_sgemm_micro_wide_avx512) return kiln_conv_direct_micro_avx512;

@@ -17,7 +17,7 @@ static __mmask16 mask_of(int n) { return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xfff
  * accumulators before the store (the operations of kiln_sgemm_post_base on
  * the stored values: a float's store and reload are exact, so the bits are
  * those of the store, then the post-op over the tile). */
-static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, bool pf, int64_t kc,
+static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, bool pf, bool apf, int64_t kc,
                                                               const float *restrict ap,
                                                               const float *A, int64_t lda,
                                                               const float *restrict bp, const int64_t *boff,
@@ -39,6 +39,8 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
        hardware prefetchers do not follow), into L1 a few hundred cycles ahead; a hint, never a fault. Distance
        16 measured best on ResNet-18 (8: -1.3 %, 16: another -1 %, 32: +1.6 % against 16; per step, 1 thread) */
     if (pf && k + 16 < kc) _mm_prefetch((const char *)(bp + boff[k + 16]), _MM_HINT_T0);
+    if (apf && (k & 15) == 0) /* A's rows in place read from memory (a big W): 4 lines ahead each */
+      for (int r = 0; r < R; r++) _mm_prefetch((const char *)(ar[r] + k + 64), _MM_HINT_T0);
     __m512 b0 = bmask ? _mm512_maskz_loadu_ps(bm0, bk) : _mm512_loadu_ps(bk);
     __m512 b1 = bmask ? _mm512_maskz_loadu_ps(bm1, bk + bhi) : _mm512_loadu_ps(bk + bhi);
     __m512 a;
@@ -87,9 +89,9 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
                                                          int64_t lda, const float *restrict bp, const int64_t *boff,
                                                          int64_t bhi, float beta, float *C, int64_t ldc, int mr,
                                                          int nr, bool post, const float *bias, bool clamp, float lo,
-                                                         float hi, bool pf) {
+                                                         float hi, bool pf, bool apf) {
 #define MICRO_R(R, M) \
-  micro_rows(R, M, pf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi)
+  micro_rows(R, M, pf, apf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi)
   if (boff && nr < KILN_SGEMM_WIDE_NR) { /* the direct conv's last tile of a run: B loads masked at nr */
     if (mr <= 4) MICRO_R(4, true);
     else if (mr <= 8) MICRO_R(8, true);
@@ -104,40 +106,47 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
 
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr) {
-  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false);
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false);
 }
 
 void kiln_sgemm_micro_post_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
-  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false);
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false);
 }
 
 void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                    int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
                                    bool clamp, float lo, float hi) {
   if (!off) __builtin_unreachable(); /* the offsets are always given: no test of boff in the loop */
-  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true);
+  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false);
 }
 
 void kiln_conv_direct_micro_stream_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                           int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                           const float *bias, bool clamp, float lo, float hi) {
   if (!off) __builtin_unreachable();
-  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false);
+  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false);
 }
 
 void kiln_conv_direct_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
                                      int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                      const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false);
+}
+
+void kiln_conv_direct_micro_a_far_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                         int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                         const float *bias, bool clamp, float lo, float hi) {
+  if (!off || !A) __builtin_unreachable();
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, true);
 }
 
 void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t lda, const float *x,
                                             const int64_t *off, int64_t xhi, float beta, float *C, int64_t ldc,
                                             int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false);
 }
 
 /* The micro-kernel reading A in place (sgemm.h kiln_sgemm_micro_a_fn):

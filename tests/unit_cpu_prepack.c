@@ -501,8 +501,8 @@ static void test_direct(void) {
 }
 
 /* The direct micro-kernel reading A in place (kiln_conv_direct_micro_a_*):
- * AVX-512 = its twin = the packed kernel on a strip packed from the same
- * rows, bit for bit, on every row count (rows past mr never read: A is
+ * AVX-512 (and its form prefetching A's rows) = its twin = the packed
+ * kernel on a strip packed from the same rows, bit for bit, on every row count (rows past mr never read: A is
  * allocated to its last element read), column tails, kc 1/5/33/257, odd
  * lda, xhi 16 and a split, beta 0 and 1 (Y reloaded), bias and clamp with
  * NaN and -0 in the input. */
@@ -517,7 +517,7 @@ static void test_direct_a_kernel(void) {
         int64_t kc = kcs[ki], lda = kc + 3, xhi = (mr + nr) % 2 ? 16 : 21, na = (mr - 1) * lda + kc;
         int64_t nx = kc * 2 + xhi + 16, *off = malloc((size_t)kc * sizeof *off);
         float *A = rand_buf(na), *x = rand_buf(nx), *ap = calloc((size_t)(MR * kc), sizeof(float));
-        float bias[MR], y[4][MR * NR + 1];
+        float bias[MR], y[5][MR * NR + 1];
         for (int64_t k = 0; k < kc; k++) off[k] = (k * 7) % (kc + 1); /* taps revisit the plane, out of order */
         x[0] = NAN, x[nx - 1] = -0.0f;
         for (int r = 0; r < MR; r++) bias[r] = frand();
@@ -525,7 +525,7 @@ static void test_direct_a_kernel(void) {
           for (int r = 0; r < mr; r++) ap[k * MR + r] = A[r * lda + k]; /* the packed strip of the same rows */
         for (int beta = 0; beta < 2; beta++)
           for (int clamp = 0; clamp < 2; clamp++) {
-            for (int v = 0; v < 4; v++)
+            for (int v = 0; v < 5; v++)
               for (int i = 0; i < MR * NR + 1; i++) y[v][i] = (float)(i % 13) - 6.0f;
             float b = (float)beta;
             kiln_conv_direct_micro_a_base(kc, A, lda, x, off, xhi, b, y[0], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
@@ -535,7 +535,9 @@ static void test_direct_a_kernel(void) {
               kiln_conv_direct_micro_a_avx512(kc, A, lda, x, off, xhi, b, y[2], NR, mr, nr, bias, clamp, -0.5f,
                                               0.75f);
               kiln_conv_direct_micro_avx512(kc, ap, x, off, xhi, b, y[3], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
-              nv = 4;
+              kiln_conv_direct_micro_a_far_avx512(kc, A, lda, x, off, xhi, b, y[4], NR, mr, nr, bias, clamp, -0.5f,
+                                                  0.75f); /* the prefetching form: the same results */
+              nv = 5;
             }
             for (int v = 1; v < nv; v++) bad += memcmp(y[0], y[v], sizeof y[0]) != 0;
             runs++;
