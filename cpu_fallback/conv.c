@@ -7,14 +7,17 @@
  *     flat form, where the kernel does not fill its chains across rows) and
  *     the rows kernel (sgemm.h kiln_dw_rows: AVX-512F, AVX2/FMA or their
  *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
- *     no bounds checks; channels in blocks;
+ *     no bounds checks; channels in blocks; small stride-1 'same' planes
+ *     (7x7) read in place instead, each tap a shift of the plane, the
+ *     padding by opmask (kiln_dw_plane);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
- *     from NCHW, no copy;
+ *     from NCHW; on planes of 28x28 and more the direct micro-kernel reads
+ *     X's rows in place (no B panel packed per call);
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split
- *     input planes (the depthwise path's), W from its pack; the same bits
- *     as the general path;
+ *     input planes (the depthwise path's), W from its pack or its rows in
+ *     place; the same bits as the general path;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
  *     that is bigger; in the wide GEMM's packed B layout for small K), then
