@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """bench/ort_profile.py MODEL [RUNS]: onnxruntime's per-node profile of
 MODEL at 1 thread (SessionOptions.enable_profiling): per node, the median
-of its kernel time over RUNS runs (default 200) on random inputs, and the
-median run; to set beside kiln's KILN_PROFILE=1 (GEMM_CONV.md,
-"Profiling"). Needs build/bench/venv (bench/run makes it)."""
+of its kernel time over RUNS runs (default 200) on random inputs and its
+inputs' shapes (onnxruntime fuses and renames nodes into NCHWc ones: map
+them to kiln's steps by the conv shapes), and the median run; to set beside
+kiln's KILN_PROFILE=1 or =cpu (GEMM_CONV.md, "Profiling"). Needs build/bench/venv (bench/run makes it)."""
 import collections
 import json
 import os
@@ -32,18 +33,21 @@ def main():
     with open(path) as f:
         events = json.load(f)
     os.remove(path)
-    per_node, total = collections.defaultdict(list), []
+    per_node, total, shapes = collections.defaultdict(list), [], {}
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-            per_node[(e["name"][:-len("_kernel_time")], e["args"].get("op_name"))].append(e["dur"])
+            key = (e["name"][:-len("_kernel_time")], e["args"].get("op_name"))
+            per_node[key].append(e["dur"])
+            shapes[key] = " ".join("x".join(str(d) for d in list(t.values())[0])
+                                   for t in e["args"].get("input_type_shape", []))
         elif e.get("cat") == "Session" and e["name"] == "model_run":
             total.append(e["dur"])
     med = {k: float(np.median(v)) for k, v in per_node.items()}
     s = sum(med.values())
     print(f"onnxruntime {os.path.basename(model)}: median run {np.median(total[len(total) // 10:]):.1f} us, "
           f"nodes {s:.1f} us (medians of {runs} runs, 1 thread)")
-    for (name, op), t in med.items():
-        print(f"  {t:9.1f} us {100 * t / s:5.1f}%  {name} [{op}]")
+    for (name, op), t in med.items():  # inputs' shapes: to map onnxruntime's fused NCHWc nodes to the model's
+        print(f"  {t:9.1f} us {100 * t / s:5.1f}%  {name} [{op}] {shapes[(name, op)]}")
 
 
 if __name__ == "__main__":

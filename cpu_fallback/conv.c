@@ -7,14 +7,17 @@
  *     flat form, where the kernel does not fill its chains across rows) and
  *     the rows kernel (sgemm.h kiln_dw_rows: AVX-512F, AVX2/FMA or their
  *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
- *     no bounds checks; channels in blocks;
+ *     no bounds checks; channels in blocks; small stride-1 'same' planes
+ *     (7x7) read in place instead, each tap a shift of the plane, the
+ *     padding by opmask (kiln_dw_plane);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
- *     from NCHW, no copy;
+ *     from NCHW; on planes of 28x28 and more the direct micro-kernel reads
+ *     X's rows in place (no B panel packed per call);
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split
- *     input planes (the depthwise path's), W from its pack; the same bits
- *     as the general path;
+ *     input planes (the depthwise path's), W from its pack or its rows in
+ *     place; the same bits as the general path;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
  *     that is bigger; in the wide GEMM's packed B layout for small K), then
@@ -483,6 +486,8 @@ typedef struct dw_job {
   kiln_la_gather_fn gather;
   kiln_la_split2_fn split2; /* NULL: stride-2 rows gathered phase by phase */
   kiln_la_copy_rows_fn copy_rows;
+  kiln_dw_plane_fn plane;  /* a small 'same' plane read in place (no padded copy): tapoff then holds the */
+  const uint16_t *masks;   /* taps' shifts, masks where each falls inside (sgemm.h kiln_dw_plane_fn) */
 } dw_job;
 
 /* The padded input plane of one channel split by stride phase in both
@@ -548,13 +553,19 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   const geom *g = j->g;
   dw_shape d = dw_shape_of(g);
   int64_t OH = g->out[1], OW = g->out[2], Wq = d.Wq, mult = g->M / g->C, nk = g->k[1] * g->k[2];
-  float *plane = j->planes + (size_t)worker * j->plane_size;
+  float *plane = j->planes ? j->planes + (size_t)worker * j->plane_size : NULL; /* none in place (NULL + 0 is UB) */
   float *flat = j->flats ? j->flats + (size_t)worker * j->flat_size : NULL; /* no flat form: none (NULL + 0 is UB) */
   bool cl = j->ep && j->ep->clamp;
   float lo = cl ? j->ep->lo : -INFINITY, hi = cl ? j->ep->hi : INFINITY;
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
-  for (int64_t c = c0; c < c1; c++) {
+  for (int64_t c = c0; c < c1 && j->plane; c++) /* in place */
+    for (int64_t mm = 0; mm < mult; mm++) {
+      int64_t m = c * mult + mm;
+      j->plane(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,
+               j->w + m * nk, (int)nk, j->bias ? j->bias[m] : 0.0f, lo, hi);
+    }
+  for (int64_t c = c0; c < c1 && !j->plane; c++) {
     dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j);
     for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
     for (int64_t mm = 0; mm < mult; mm++) {
@@ -574,6 +585,9 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
     j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
   }
 }
+
+static _Atomic bool dw_plane_on = true; /* kiln_conv_dw_plane_enable (tests) */
+void kiln_conv_dw_plane_enable(bool on) { dw_plane_on = on; }
 
 /* Output rows narrower than this take the flat form (one row of the
  * kernel per plane instead of OH rows, Wq - OW wasted columns per row, then
@@ -604,19 +618,37 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   }
   bool across;
   kiln_dw_rows_fn rows = kiln_dw_rows(&across);
-  bool flat = OW < KILN_DW_FLAT_WIDTH && !across;
-  size_t plane_size = (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
-  int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff);
+  /* a stride-1 plane whose output is the input's size (p numbers both: a tap is a constant shift) of at most
+     KILN_DW_PLANE_MAX outputs, where its vectors of 16 consecutive outputs are at most 3/4 of the rows kernel's
+     vectors (row by row, each row's last part-filled): read in place (kiln_dw_plane), no padded copy. Measured
+     (MobileNetV2, 1 thread): 7x7 planes (64 lanes for 112) 58 -> 30 us a layer; 14x14 (208 for 224) ~8 % slower */
+  int64_t rowlanes = OH * ((OW + 15) / 16) * 16, planelanes = (g->out_sp + 15) / 16 * 16;
+  kiln_dw_plane_fn pfn = dw_plane_on && sh == 1 && sw == 1 && OH == g->in[1] && OW == g->in[2] &&
+                                 g->out_sp <= KILN_DW_PLANE_MAX && 4 * planelanes <= 3 * rowlanes
+                             ? kiln_dw_plane()
+                             : NULL;
+  bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn;
+  size_t plane_size = pfn ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
+  int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff), nv = (g->out_sp + 15) / 16;
+  uint16_t *masks = pfn ? kiln_calloc((size_t)(nk * nv), sizeof *masks) : NULL;
   for (int64_t ky = 0; ky < KH && tapoff; ky++)
     for (int64_t kx = 0; kx < KW; kx++) {
       int64_t ty = ky * dh, tx = kx * dw; /* the tap's padded position for output (0, 0) */
       tapoff[ky * KW + kx] = ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
+      if (!pfn || !masks) continue;
+      int64_t dy = ty - g->pb[1], dx = tx - g->pb[2], t = ky * KW + kx; /* the tap's shift in the input */
+      tapoff[t] = dy * OW + dx;
+      for (int64_t p = 0; p < g->out_sp; p++) {
+        int64_t iy = p / OW + dy, ix = p % OW + dx;
+        if (iy >= 0 && iy < OH && ix >= 0 && ix < OW) masks[t * nv + p / 16] |= (uint16_t)(1u << (p % 16));
+      }
     }
-  dw_job j = {g, x, w, bias, y, ep, kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
+  dw_job j = {g, x, w, bias, y, ep, pfn ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows()};
-  if (!j.planes || !j.srcs || (flat && !j.flats) || !tapoff) {
+              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks};
+  if ((!pfn && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
+    kiln_free(masks);
     kiln_free(tapoff);
     kiln_free(j.planes);
     kiln_free(j.flats);
@@ -624,6 +656,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
     return kiln_fail(KILN_E_NOMEM, "out of memory for a depthwise convolution plane");
   }
   kiln_pool_for(tasks, workers, dw_channels, &j);
+  kiln_free(masks);
   kiln_free(j.planes);
   kiln_free(j.flats);
   kiln_free(j.srcs);
@@ -644,9 +677,9 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
  * from one row or two, nothing dropped) and the tile is stored straight
  * into Y: its 32 outputs are consecutive there. The micro-kernel (sgemm.h
  * kiln_conv_direct_fn) is the wide GEMM's 12 x 32 tile reading those rows
- * in place, W from its pack (prepack.c) or packed
- * strip by strip: per KC slice the same fmas as the GEMM on the im2col, so
- * the output is the GEMM path's bit for bit. */
+ * in place, W from its pack (prepack.c) or, unpacked, W's rows in place
+ * (kiln_conv_direct_a_fn): per KC slice the same fmas as the GEMM on the
+ * im2col, so the output is the GEMM path's bit for bit. */
 
 /* -1: not read yet (KILN_CONV_DIRECT); -2: the rule of direct_wanted; 0:
  * never; 1: always where it applies, the AVX-512 kernel; 2: always, its
@@ -658,13 +691,13 @@ typedef struct direct_job {
   const geom *g;
   float *xp;                     /* padded planes (per image and group) */
   const float *apk, *bias;       /* W's packs (per group) or NULL, bias */
-  const float *w;                /* W, packed strip by strip into wbuf when apk is NULL */
-  float *wbuf;                   /* 12 x Kc floats per worker */
+  const float *w;                /* W, read in place by amicro when apk is NULL */
   float *y;
   const kiln_cpu_epilogue *ep;
   const int64_t *off;
   int64_t P, Wq, apk_g, strips, tiles, chunks; /* P: floats per channel; chunks of `tiles` 32-column q tiles */
   kiln_conv_direct_fn micro;
+  kiln_conv_direct_a_fn amicro; /* the micro-kernel reading W's rows in place (no pack) */
   bool rows; /* row tiles: OW a multiple of 16, tile t = outputs [32t, 32t + 32) of each channel */
   dw_job planes; /* the plane copy's job (dw_plane) */
   int64_t pp;    /* input planes per task of the planes' pass */
@@ -686,6 +719,7 @@ static void direct_planes(void *ctx, int64_t t, int worker) {
 }
 
 static void direct_task(void *ctx, int64_t task, int worker) {
+  (void)worker;
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   const direct_job *j = ctx;
   const geom *g = j->g;
@@ -694,15 +728,11 @@ static void direct_task(void *ctx, int64_t task, int worker) {
   int64_t n = ng / g->G, gi = ng % g->G, m0 = s * MR, mr = g->Mg - m0 < MR ? g->Mg - m0 : MR;
   int64_t qend = (OH - 1) * Wp + OW, mpad = (g->Mg + MR - 1) / MR * MR;
   int64_t qa = ch * j->tiles * NR, qb = qa + j->tiles * NR < qend ? qa + j->tiles * NR : qend; /* this task's q */
-  const float *x = j->xp + ng * g->Cg * j->P, *a;
-  int64_t astride = mpad, aoff = s * MR; /* slice p0 of the strip at a + p0·astride + aoff·kc */
-  if (j->apk) {
-    a = j->apk + gi * j->apk_g;
-  } else { /* W not packed once: this strip's rows, packed here (the layout of a 12-row M) */
-    float *buf = j->wbuf + (size_t)worker * (size_t)(MR * Kc);
-    kiln_sgemm_wide_pack_a(j->w + (gi * g->Mg + m0) * Kc, Kc, mr, Kc, buf);
-    a = buf, astride = MR, aoff = 0;
-  }
+  const float *x = j->xp + ng * g->Cg * j->P;
+  /* W packed once: slice p0 of the strip at a + p0·astride + aoff·kc; else its rows read in place (amicro), the
+     slice at wa + p0 */
+  const float *a = j->apk ? j->apk + gi * j->apk_g : NULL, *wa = j->apk ? NULL : j->w + (gi * g->Mg + m0) * Kc;
+  int64_t astride = mpad, aoff = s * MR;
   const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
   bool clamp = j->ep && j->ep->clamp;
   float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
@@ -715,8 +745,12 @@ static void direct_task(void *ctx, int64_t task, int worker) {
       for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
         kc = kiln_sgemm_wide_kc(Kc, p0);
         bool last = p0 + kc == Kc;
-        j->micro(kc, a + p0 * astride + aoff * kc, x + qlo, j->off + p0, qhi - qlo, p0 ? 1.0f : 0.0f, y + o, OSP,
-                 (int)mr, nr, last ? bias : NULL, last && clamp, lo, hi);
+        if (wa)
+          j->amicro(kc, wa + p0, Kc, x + qlo, j->off + p0, qhi - qlo, p0 ? 1.0f : 0.0f, y + o, OSP, (int)mr, nr,
+                    last ? bias : NULL, last && clamp, lo, hi);
+        else
+          j->micro(kc, a + p0 * astride + aoff * kc, x + qlo, j->off + p0, qhi - qlo, p0 ? 1.0f : 0.0f, y + o, OSP,
+                   (int)mr, nr, last ? bias : NULL, last && clamp, lo, hi);
       }
     }
     for (int64_t r = 0; j->ep && !clamp && r < mr && ob > oa; r++)
@@ -729,8 +763,12 @@ static void direct_task(void *ctx, int64_t task, int worker) {
     for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
       kc = kiln_sgemm_wide_kc(Kc, p0);
       bool last = p0 + kc == Kc;
-      j->micro(kc, a + p0 * astride + aoff * kc, x + q0, j->off + p0, 16, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
-               last ? bias : NULL, last && clamp, lo, hi);
+      if (wa)
+        j->amicro(kc, wa + p0, Kc, x + q0, j->off + p0, 16, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
+                  last ? bias : NULL, last && clamp, lo, hi);
+      else
+        j->micro(kc, a + p0 * astride + aoff * kc, x + q0, j->off + p0, 16, p0 ? 1.0f : 0.0f, tile, NR, (int)mr, nr,
+                 last ? bias : NULL, last && clamp, lo, hi);
     }
     for (int64_t c = 0; c < nr;) { /* the tile's runs along output rows */
       int64_t q = q0 + c, oh = q / Wp, ow = q % Wp, run = OW - ow < nr - c ? OW - ow : nr - c;
@@ -756,8 +794,10 @@ static void direct_task(void *ctx, int64_t task, int worker) {
 static bool direct_applies(const geom *g) { return g->nsp <= 2 && g->s[1] <= 8 && g->s[2] <= 8 && !pointwise(g); }
 
 /* The direct path reads W's pack (prepack.c) when W has at most this many
- * floats (2 MiB, the default pack limit), and a larger W it packs strip by
- * strip in each task (12 rows x Kc, in L2). */
+ * floats (2 MiB, the default pack limit), and a larger W's rows in place
+ * (kiln_conv_direct_a_fn: no pack per run; packing a 12-row strip per task
+ * was ~1 ms of ResNet-18's ~20, its 2.4-9.4 MB l3/l4 weights transposed
+ * from memory on every run). */
 #define KILN_CONV_DIRECT_PACK_MAX (512 * 1024)
 
 /* Where it beats im2col + GEMM (GEMM_CONV.md "Direct convolution";
@@ -771,8 +811,14 @@ static bool direct_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
   return g->k_sp > 1 && (!pk || g->M * g->Cg * g->k_sp <= KILN_CONV_DIRECT_PACK_MAX);
 }
 
+/* An unpacked W bigger than this is read from memory on every run (not
+ * from L3): the in-place kernel then prefetches its rows (sgemm.h
+ * kiln_conv_direct_far). */
+#define KILN_CONV_DIRECT_FAR_BYTES ((double)(4 << 20))
+
 static kiln_status conv_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
-                               const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk, kiln_conv_direct_fn micro) {
+                               const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk, kiln_conv_direct_fn micro,
+                               kiln_conv_direct_a_fn amicro) {
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   dw_shape d = dw_shape_of(g);
   int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
@@ -780,11 +826,9 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
   int workers = kiln_pool_threads();
   if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
-  float *wbuf = pk ? NULL : kiln_malloc((size_t)(MR * Kc * workers) * sizeof *wbuf);
-  if (!xp || !off || (!pk && !wbuf)) {
+  if (!xp || !off) {
     kiln_free(xp);
     kiln_free(off);
-    kiln_free(wbuf);
     return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
   }
   int64_t sh = g->s[1], sw = g->s[2];
@@ -807,11 +851,13 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   int64_t tiles = rows ? (g->out_sp + NR - 1) / NR : ((OH - 1) * d.Wq + g->out[2] + NR - 1) / NR;
   if (workers > 1 && g->N * g->G * strips < 4 * (int64_t)workers)
     chunks = (4 * workers + g->N * g->G * strips - 1) / (g->N * g->G * strips);
-  if (!pk && chunks > 2) chunks = 2; /* W packed per task: each chunk packs its strip again */
+  if (!pk && chunks > 2) chunks = 2; /* W not packed: each chunk reads its strip of W again */
   int64_t per = (tiles + chunks - 1) / chunks;
   chunks = (tiles + per - 1) / per;
-  direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, wbuf, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
-                  per, chunks, micro, rows,
+  if (!pk && (double)g->M * (double)Kc * sizeof(float) > KILN_CONV_DIRECT_FAR_BYTES)
+    amicro = kiln_conv_direct_far(amicro);
+  direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
+                  per, chunks, micro, amicro, rows,
                   {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
                    .copy_rows = kiln_la_copy_rows()},
                   1};
@@ -822,7 +868,103 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   kiln_pool_for(g->N * g->G * strips * chunks, workers, direct_task, &j);
   kiln_free(xp);
   kiln_free(off);
-  kiln_free(wbuf);
+  return KILN_OK;
+}
+
+/* ---- pointwise through the direct micro-kernel ----
+ * A 1x1 stride-1 unpadded conv is a GEMM whose B is the input itself:
+ * row k of B (input channel k) at x + k·in_sp, output o at column o. The
+ * direct micro-kernel reads those rows in place (off[k] = k·in_sp, the
+ * tile's 32 columns consecutive: xhi 16; masked at the plane's end), so
+ * no B panel is packed per call, and stores each 12 x 32 tile straight
+ * into Y with the bias and clamp on its accumulators. Per KC slice the
+ * same fmas as the GEMM path: the same bits. Loop order: blocks of
+ * columns small enough for the block's K rows to stay in L2 (~256 KiB),
+ * and in a block every 12-row strip, so the input is read from memory
+ * once. Tasks: (image, group, block, group of strips). */
+typedef struct pw_job {
+  const geom *g;
+  const float *x, *apk, *w, *bias; /* apk: W's packs (per group), or NULL: W's rows in place (amicro) */
+  float *y;
+  const kiln_cpu_epilogue *ep;
+  const int64_t *off;
+  int64_t apk_g, nb, blocks, strips, sper, sgroups; /* nb columns a block; sper strips a task */
+  kiln_conv_direct_fn micro;
+  kiln_conv_direct_a_fn amicro;
+} pw_job;
+
+static void pw_task(void *ctx, int64_t task, int worker) {
+  (void)worker;
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  const pw_job *j = ctx;
+  const geom *g = j->g;
+  int64_t sg = task % j->sgroups, b = task / j->sgroups % j->blocks, ng = task / j->sgroups / j->blocks;
+  int64_t n = ng / g->G, gi = ng % g->G, Kc = g->Cg, OSP = g->out_sp, mpad = (g->Mg + MR - 1) / MR * MR;
+  int64_t oa = b * j->nb, ob = oa + j->nb < OSP ? oa + j->nb : OSP;
+  int64_t s0 = sg * j->sper, s1 = s0 + j->sper < j->strips ? s0 + j->sper : j->strips;
+  const float *x = j->x + (n * g->C + gi * g->Cg) * g->in_sp;
+  bool clamp = j->ep && j->ep->clamp;
+  float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
+  for (int64_t s = s0; s < s1; s++) {
+    int64_t m0 = s * MR, mr = g->Mg - m0 < MR ? g->Mg - m0 : MR;
+    const float *a = j->apk ? j->apk + gi * j->apk_g : NULL, *wa = j->apk ? NULL : j->w + (gi * g->Mg + m0) * Kc;
+    const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
+    float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
+    for (int64_t o = oa; o < ob; o += NR) {
+      int nr = ob - o < NR ? (int)(ob - o) : NR;
+      for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+        kc = kiln_sgemm_wide_kc(Kc, p0);
+        bool last = p0 + kc == Kc;
+        if (wa)
+          j->amicro(kc, wa + p0, Kc, x + o, j->off + p0, 16, p0 ? 1.0f : 0.0f, y + o, OSP, (int)mr, nr,
+                    last ? bias : NULL, last && clamp, lo, hi);
+        else
+          j->micro(kc, a + p0 * mpad + m0 * kc, x + o, j->off + p0, 16, p0 ? 1.0f : 0.0f, y + o, OSP, (int)mr, nr,
+                   last ? bias : NULL, last && clamp, lo, hi);
+      }
+    }
+    for (int64_t r = 0; j->ep && !clamp && r < mr; r++)
+      j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+  }
+}
+
+/* Where it beat the GEMM path (MobileNetV2's 1x1 layers, per step, 1
+ * thread; GEMM_CONV.md): planes of 28 x 28 and more (0.75-0.95 of the
+ * GEMM path's time: no B panel copied per call); on 14 x 14 and 7 x 7
+ * planes (K 64-960 rows of 196 or 49 floats) it was 1.05-1.5x slower. */
+#define KILN_CONV_PW_DIRECT_MIN_PLANE 512
+static bool pointwise_direct_wanted(const geom *g) { return g->out_sp >= KILN_CONV_PW_DIRECT_MIN_PLANE; }
+
+/* Columns per block: the block's K rows in about this many bytes (L2). */
+#define KILN_CONV_PW_BLOCK_BYTES (256 * 1024)
+
+static kiln_status conv_pointwise_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
+                                         const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
+                                         kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro) {
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  int64_t Kc = g->Cg, OSP = g->out_sp, strips = (g->Mg + MR - 1) / MR;
+  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
+  if (!off) return kiln_fail(KILN_E_NOMEM, "out of memory for a pointwise convolution's offsets");
+  for (int64_t k = 0; k < Kc; k++) off[k] = k * g->in_sp;
+  int64_t nb = KILN_CONV_PW_BLOCK_BYTES / ((int64_t)sizeof(float) * Kc) / NR * NR;
+  if (nb < NR) nb = NR;
+  if (nb > OSP) nb = OSP;
+  int64_t blocks = (OSP + nb - 1) / nb, sgroups = 1;
+  nb = ((OSP + blocks - 1) / blocks + NR - 1) / NR * NR; /* blocks of about equal size (a balanced split) */
+  if (nb > OSP) nb = OSP;
+  blocks = (OSP + nb - 1) / nb;
+  int workers = kiln_pool_threads();
+  if ((double)g->M * (double)Kc * (double)OSP * (double)g->N < (double)(1 << 23)) workers = 1;
+  if (workers > 1 && g->N * g->G * blocks < 4 * (int64_t)workers) /* about 4 tasks per thread */
+    sgroups = (4 * workers + g->N * g->G * blocks - 1) / (g->N * g->G * blocks);
+  if (sgroups > strips) sgroups = strips;
+  int64_t sper = (strips + sgroups - 1) / sgroups;
+  sgroups = (strips + sper - 1) / sper;
+  kiln_conv_direct_streams(&micro, &amicro); /* rows of B in storage order: no software prefetch */
+  pw_job j = {g, x, pk ? pk->data : NULL, w, bias, y, ep, off, pk ? pk->gstride : 0, nb, blocks, strips, sper,
+              sgroups, micro, amicro};
+  kiln_pool_for(g->N * g->G * blocks * sgroups, workers, pw_task, &j);
+  kiln_free(off);
   return KILN_OK;
 }
 
@@ -864,9 +1006,12 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       }
       kiln_conv_direct_fn dmicro = direct_mode == 2 ? kiln_conv_direct_micro_base : kiln_conv_direct_micro();
       const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
-      if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
-        s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep,
-                        g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL, dmicro);
+      kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
+      const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
+      if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
+        s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
+      else if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
+        s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else
         s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
     }

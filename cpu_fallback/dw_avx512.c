@@ -12,7 +12,9 @@
  * masked load reads and faults on no lane outside the mask). The clamp is
  * applied to the accumulators before the store.
  *
- * Also the two copies around it (twins in sgemm.c): the stride-2 split of a
+ * Also the in-place kernel for small stride-1 planes (kiln_dw_plane: taps
+ * as shifts of the plane, padding by opmask, no padded copy) and the two
+ * copies around the rows kernel (twins in sgemm.c): the stride-2 split of a
  * row into its even and odd elements in one pass (both phases of a stride-2
  * depthwise plane's row), and a copy of short rows between strides (the
  * input into a padded plane, the flat form's output out of its scratch)
@@ -175,5 +177,43 @@ void kiln_la_copy_rows_avx512(float *dst, int64_t dst_stride, const float *src, 
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
     if (i < n) _mm512_mask_storeu_ps(dst + i, tail, _mm512_maskz_loadu_ps(tail, src + i));
+  }
+}
+
+/* Depthwise on a small plane in place (sgemm.h kiln_dw_plane_fn): per
+ * vector of 16 outputs one chain of nk fmas, the tap's input loaded by
+ * its mask (zero lanes for the padding, no read there: a masked load
+ * faults on no lane outside the mask, so a tap's shift may point before x
+ * or past its end). Vectors two at a time: two chains in flight each, the
+ * out-of-order window overlaps the pairs. */
+/* The first min(r, 16) lanes (r >= 1). */
+static inline __mmask16 first16(int64_t r) { return (__mmask16)(r >= 16 ? 0xffffu : (1u << r) - 1u); }
+
+void kiln_dw_plane_avx512(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                          const float *w, int nk, float bias, float lo, float hi) {
+  int64_t nv = (n + 15) / 16;
+  __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  uintptr_t xa = (uintptr_t)x; /* the shifted addresses as integers: a shift may leave the array */
+  int64_t v = 0;
+  for (; v + 2 <= nv; v += 2) {
+    __m512 a0 = vb, a1 = vb;
+    for (int j = 0; j < nk; j++) {
+      __m512 wj = _mm512_set1_ps(w[j]);
+      const uint16_t *m = masks + j * nv + v;
+      uintptr_t s = xa + (uintptr_t)((16 * v + toff[j]) * (int64_t)sizeof(float));
+      a0 = _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps((__mmask16)m[0], (const void *)s), a0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_maskz_loadu_ps((__mmask16)m[1], (const void *)(s + 64)), a1);
+    }
+    _mm512_storeu_ps(y + 16 * v, clamp16(a0, vlo, vhi));
+    _mm512_mask_storeu_ps(y + 16 * v + 16, first16(n - 16 * v - 16), clamp16(a1, vlo, vhi));
+  }
+  if (v < nv) {
+    __m512 a0 = vb;
+    for (int j = 0; j < nk; j++) {
+      uintptr_t s = xa + (uintptr_t)((16 * v + toff[j]) * (int64_t)sizeof(float));
+      __m512 xv = _mm512_maskz_loadu_ps((__mmask16)masks[j * nv + v], (const void *)s);
+      a0 = _mm512_fmadd_ps(_mm512_set1_ps(w[j]), xv, a0);
+    }
+    _mm512_mask_storeu_ps(y + 16 * v, first16(n - 16 * v), clamp16(a0, vlo, vhi));
   }
 }

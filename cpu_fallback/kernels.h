@@ -52,6 +52,9 @@ void kiln_cpu_clamp(float *y, int64_t n, const float *bias, float lo, float hi);
  * applies (AVX-512 kernel, where usable), 2 the same with its scalar twin
  * (any setting). Not thread-safe against running kernels. */
 void kiln_conv_direct_force(int mode);
+/* Tests only: false sends small stride-1 depthwise planes through the
+ * padded-plane rows kernel instead of kiln_dw_plane (true: the default). */
+void kiln_conv_dw_plane_enable(bool on);
 
 /* A kernel: see the calling convention above. ep is NULL except for
  * kernels whose table entry says takes_epilogue. */

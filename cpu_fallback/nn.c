@@ -242,6 +242,7 @@ typedef struct pool_job {
   int64_t *cw; /* AveragePool: per output column, the taps counted; then per worker OW floats */
   int64_t cols[2 * POOL_MAX_KW]; /* per kw: the output columns [lo, hi) its tap reads inside the input */
   bool plane2x2;                 /* MaxPool 2x2 stride 2 whose windows all lie inside the input: max2x2s2 */
+  float *buf3;                   /* MaxPool 3x3 stride 2 (max3x3s2): its column maxima, per worker, or NULL */
 } pool_job;
 
 static void pool_planes(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
@@ -260,6 +261,11 @@ static void pool_planes(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
     const float *xp = xd + p * H * W;
     if (j->plane2x2) { /* MaxPool 2x2 stride 2 inside the input: one call per plane */
       P->max2x2s2((size_t)OH, (size_t)OW, xp, (size_t)W, yd + p * OH * OW);
+      continue;
+    }
+    if (j->buf3) { /* MaxPool 3x3 stride 2: rows, then columns, one call per plane */
+      P->max3x3s2((size_t)OH, (size_t)OW, xp, (size_t)H, (size_t)W, (size_t)g.pb[0], (size_t)g.pb[1],
+                  yd + p * OH * OW, j->buf3 + (size_t)worker * (size_t)(2 * OW + 18));
       continue;
     }
     for (int64_t oh = 0; oh < OH; oh++) {
@@ -327,9 +333,17 @@ static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
     kiln_free(cw);
     return s;
   }
-  pool_job j = {kiln_nn_prims_active(), &g, x->data, c->out[0].data, kind, include_pad, cw, {0}, false};
+  pool_job j = {kiln_nn_prims_active(), &g, x->data, c->out[0].data, kind, include_pad, cw, {0}, false, NULL};
   j.plane2x2 = kind == POOL_MAX && x->rank == 4 && g.k[0] == 2 && g.k[1] == 2 && g.s[0] == 2 && g.s[1] == 2 &&
                g.d[0] == 1 && g.d[1] == 1 && g.pb[0] == 0 && g.pb[1] == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
+  /* MaxPool 3x3 stride 2 (ResNet's stem pooling): one pass of 3-row maxima per output row, then the columns,
+     instead of 9 strided accumulations per row (GEMM_CONV.md, "ResNet-18 and MobileNetV2 at one thread") */
+  bool plane3x3 = kind == POOL_MAX && x->rank == 4 && g.k[0] == 3 && g.k[1] == 3 && g.s[0] == 2 && g.s[1] == 2 &&
+                  g.d[0] == 1 && g.d[1] == 1 && g.pb[0] <= 2 && g.pb[1] <= 2;
+  if (plane3x3 && !(j.buf3 = kiln_malloc((size_t)(2 * g.OW + 18) * (size_t)workers * sizeof(float)))) {
+    kiln_free(cw);
+    return kiln_fail(KILN_E_NOMEM, "out of memory in MaxPool");
+  }
   int64_t W = g.W, OW = g.OW;
   for (int64_t kw = 0; kw < g.k[1]; kw++)
     valid_cols(OW, W, g.s[1], kw * g.d[1] - g.pb[1], &j.cols[2 * kw], &j.cols[2 * kw + 1]);
@@ -342,6 +356,7 @@ static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
       }
     }
   nn_par(g.planes, g.H * g.W + g.OH * g.OW * g.k[0] * g.k[1], workers, pool_planes, &j);
+  kiln_free(j.buf3);
   kiln_free(cw);
   return KILN_OK;
 }

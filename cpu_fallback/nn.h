@@ -37,6 +37,16 @@ typedef struct kiln_nn_prims {
    * (1,1) from -inf) of x[2r·ldx + 2i + {0, 1}] and x[(2r + 1)·ldx + 2i +
    * {0, 1}], r < oh, i < ow (ldx >= 2·ow). */
   void (*max2x2s2)(size_t oh, size_t ow, const float *x, size_t ldx, float *y);
+  /* MaxPool 3x3, stride 2, no dilation, over one h x w plane padded by pt
+   * rows and pl columns (0..2; the bottom and right by the bounds): y[r·ow
+   * + i] = the max over kh, kw < 3 of x[(2r − pt + kh)·w + 2i − pl + kw]
+   * inside the plane (-inf when none), rows first: per column the max of
+   * its rows (kh order), then of the three columns (kw order), acc_max's
+   * rules at each step. The same value as the taps in (kh, kw) order; of
+   * equal zeros (or of several NaNs) it may keep another one. buf: 2·ow +
+   * 18 floats of scratch (the column maxima, -inf past the plane). */
+  void (*max3x3s2)(size_t oh, size_t ow, const float *x, size_t h, size_t w, size_t pt, size_t pl, float *y,
+                   float *buf);
   /* y[i] = x[i] * a + b (a multiply then an add, not an fma). */
   void (*affine)(size_t n, const float *x, float a, float b, float *y);
   /* y[i] = x[i] - m[i] (y may be x). */

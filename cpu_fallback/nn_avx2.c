@@ -175,6 +175,45 @@ static void max2x2s2_avx2(size_t oh, size_t ow, const float *x, size_t ldx, floa
   }
 }
 
+/* Rows first into buf (8 columns a step, the tail masked, -inf outside
+ * the plane and past it), then per 8 outputs the even, odd and next even
+ * column maxima (two deinterleaves) in kw order: max3x3s2_base's steps. */
+static void max3x3s2_avx2(size_t oh, size_t ow, const float *x, size_t h, size_t w, size_t pt, size_t pl, float *y,
+                          float *buf) {
+  __m256 ninf = _mm256_set1_ps(-INFINITY);
+  size_t nb = 2 * ow + 1, j0 = pl < nb ? pl : nb, j1 = pl + w < nb ? pl + w : nb; /* input columns: [j0, j1) */
+  for (size_t j = 0; j < j0; j++) buf[j] = -INFINITY;
+  for (size_t j = j1; j < nb + 17; j++) buf[j] = -INFINITY;
+  for (size_t r = 0; r < oh; r++) {
+    const float *rows[3];
+    size_t nr = 0;
+    for (size_t kh = 0; kh < 3; kh++)
+      if (2 * r + kh >= pt && 2 * r + kh - pt < h) rows[nr++] = x + (2 * r + kh - pt) * w;
+    size_t j = j0;
+    for (; j + 8 <= j1; j += 8) {
+      __m256 a = ninf;
+      for (size_t k = 0; k < nr; k++) a = acc_op(a, _mm256_loadu_ps(rows[k] + (j - pl)), ACC_MAX);
+      _mm256_storeu_ps(buf + j, a);
+    }
+    if (j < j1) {
+      __m256i m = tail_mask(j1 - j);
+      __m256 a = ninf;
+      for (size_t k = 0; k < nr; k++) a = acc_op(a, _mm256_maskload_ps(rows[k] + (j - pl), m), ACC_MAX);
+      _mm256_maskstore_ps(buf + j, m, a);
+    }
+    float *yr = y + r * ow;
+    size_t i = 0;
+    for (; i < ow; i += 8) {
+      __m256 e, o, e2, o2;
+      deinterleave(_mm256_loadu_ps(buf + 2 * i), _mm256_loadu_ps(buf + 2 * i + 8), &e, &o);
+      deinterleave(_mm256_loadu_ps(buf + 2 * i + 2), _mm256_loadu_ps(buf + 2 * i + 10), &e2, &o2);
+      __m256 a = acc_op(acc_op(e, o, ACC_MAX), e2, ACC_MAX);
+      if (i + 8 <= ow) _mm256_storeu_ps(yr + i, a);
+      else _mm256_maskstore_ps(yr + i, tail_mask(ow - i), a);
+    }
+  }
+}
+
 static void acc_min_avx2(size_t n, float *acc, const float *x, size_t stride) { acc_avx2(n, acc, x, stride, ACC_MIN); }
 
 static void affine_avx2(size_t n, const float *x, float a, float b, float *y) {
@@ -335,6 +374,7 @@ const kiln_nn_prims kiln_nn_prims_avx2 = {
     .acc_addsq = acc_addsq_avx2,
     .acc_max = acc_max_avx2,
     .max2x2s2 = max2x2s2_avx2,
+    .max3x3s2 = max3x3s2_avx2,
     .acc_min = acc_min_avx2,
     .affine = affine_avx2,
     .sub = sub_avx2,

@@ -66,6 +66,28 @@ static void acc_max_base(size_t n, float *acc, const float *x, size_t stride) {
   }
 }
 
+static void max3x3s2_base(size_t oh, size_t ow, const float *x, size_t h, size_t w, size_t pt, size_t pl, float *y,
+                          float *buf) {
+  for (size_t r = 0; r < oh; r++) {
+    for (size_t j = 0; j < 2 * ow + 1; j++) { /* padded column j is input column j - pl */
+      float a = -INFINITY;
+      for (size_t kh = 0; kh < 3 && j >= pl && j - pl < w; kh++) {
+        size_t row = 2 * r + kh;
+        if (row < pt || row - pt >= h) continue;
+        float v = x[(row - pt) * w + j - pl];
+        if (v > a || v != v) a = v;
+      }
+      buf[j] = a;
+    }
+    for (size_t i = 0; i < ow; i++) {
+      float a = buf[2 * i];
+      for (size_t t = 1; t < 3; t++)
+        if (buf[2 * i + t] > a || buf[2 * i + t] != buf[2 * i + t]) a = buf[2 * i + t];
+      y[r * ow + i] = a;
+    }
+  }
+}
+
 static void max2x2s2_base(size_t oh, size_t ow, const float *x, size_t ldx, float *y) {
   for (size_t r = 0; r < oh; r++) {
     const float *r0 = x + 2 * r * ldx, *r1 = r0 + ldx;
@@ -140,6 +162,7 @@ const kiln_nn_prims kiln_nn_prims_base = {
     .acc_addsq = acc_addsq_base,
     .acc_max = acc_max_base,
     .max2x2s2 = max2x2s2_base,
+    .max3x3s2 = max3x3s2_base,
     .acc_min = acc_min_base,
     .affine = affine_base,
     .sub = sub_base,

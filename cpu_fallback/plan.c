@@ -1717,7 +1717,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     p->prof = kiln_cpu_prof_new(p->sched->n_steps);
     p->prof_checked = true;
   }
-  double t_run = p->prof ? kiln_cpu_prof_now() : 0;
+  double t_run = p->prof ? kiln_cpu_prof_now(p->prof) : 0;
   kiln_graph *g = p->g;
   const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
   kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
@@ -1764,7 +1764,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     kiln_cpu_obs_constants(p->ostate, obs, g);
   }
   if (s) goto done;
-  double t_step = p->prof ? kiln_cpu_prof_now() : 0;
+  double t_step = p->prof ? kiln_cpu_prof_now(p->prof) : 0;
   for (int k = 0; k < p->sched->n_steps && !s; k++) {
     const kiln_step *st = &p->sched->steps[k];
     char lbl[256];
@@ -1801,7 +1801,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
       }
     }
     if (p->prof) {
-      double t = kiln_cpu_prof_now();
+      double t = kiln_cpu_prof_now(p->prof);
       kiln_cpu_prof_add(p->prof, k, t - t_step);
       t_step = t;
     }
@@ -1826,7 +1826,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   if (s)
     for (int o = 0; o < g->n_outputs; o++) kiln_tensor_release(&outs[o]);
   if (p->prof && !s) {
-    double t = kiln_cpu_prof_now();
+    double t = kiln_cpu_prof_now(p->prof);
     kiln_cpu_prof_add(p->prof, p->sched->n_steps, t - t_step);
     kiln_cpu_prof_run(p->prof, t - t_run);
   }

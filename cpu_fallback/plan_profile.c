@@ -1,6 +1,8 @@
-/* cpu_fallback/plan_profile: per-step wall times of a cpu plan (KILN_PROFILE). */
+/* cpu_fallback/plan_profile: per-step wall times (or the running thread's
+ * CPU times) of a cpu plan (KILN_PROFILE). */
 #include "cpu_fallback/plan_profile.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 
 struct kiln_cpu_prof {
   int n_steps;
+  bool cpu;      /* KILN_PROFILE=cpu: the calling thread's CPU time */
   long runs;
   double run_s;  /* whole runs */
   double *s;     /* per step, then the output copy */
@@ -23,13 +26,16 @@ kiln_cpu_prof *kiln_cpu_prof_new(int n_steps) {
     kiln_free(pf);
     pf = NULL;
   }
-  if (pf) pf->n_steps = n_steps;
+  if (pf) {
+    pf->n_steps = n_steps;
+    pf->cpu = !strcmp(e, "cpu");
+  }
   return pf;
 }
 
-double kiln_cpu_prof_now(void) {
+double kiln_cpu_prof_now(const kiln_cpu_prof *pf) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(pf && pf->cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -58,8 +64,8 @@ void kiln_cpu_prof_print_free(kiln_cpu_prof *pf, const kiln_graph *g, const kiln
     for (int k = 0; k < n; k++) all += pf->s[k], order[k] = k;
     sort_s = pf->s;
     qsort(order, (size_t)n, sizeof *order, by_time);
-    fprintf(stderr, "kiln cpu profile of graph '%s': %ld runs, %.4f ms a run: steps and output copy %.4f ms, the rest (binding the run, freeing) %.4f ms\n",
-            g->name ? g->name : "", pf->runs, 1e3 * pf->run_s / runs, 1e3 * all / runs,
+    fprintf(stderr, "kiln cpu profile (%s) of graph '%s': %ld runs, %.4f ms a run: steps and output copy %.4f ms, the rest (binding the run, freeing) %.4f ms\n",
+            pf->cpu ? "thread CPU time" : "wall time", g->name ? g->name : "", pf->runs, 1e3 * pf->run_s / runs, 1e3 * all / runs,
             1e3 * (pf->run_s - all) / runs);
     fprintf(stderr, "%5s %6s %-7s %-40s %10s %7s\n", "step", "nodes", "how", "first node (op)", "ms/run", "share");
     for (int j = 0; j < n; j++) {

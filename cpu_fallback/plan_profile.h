@@ -1,5 +1,5 @@
 /* cpu_fallback/plan_profile: KILN_PROFILE=1 for the cpu backend — the wall
- * time of every step of a plan (a fused tile step, a kernel node, a view),
+ * time (KILN_PROFILE=cpu: the running thread's CPU time) of every step of a plan (a fused tile step, a kernel node, a view),
  * summed over the runs, printed to stderr as a table when the plan is
  * released. Off (the default) it costs one getenv per plan and a NULL test
  * per step. Not thread-safe across concurrent runs of one plan (a plan is
@@ -15,8 +15,10 @@ typedef struct kiln_cpu_prof kiln_cpu_prof;
 /* A profile of n_steps steps, or NULL when KILN_PROFILE is unset, "0" or
  * memory is short (profiling is never fatal). */
 kiln_cpu_prof *kiln_cpu_prof_new(int n_steps);
-/* Monotonic seconds. */
-double kiln_cpu_prof_now(void);
+/* Seconds: monotonic, or the calling thread's CPU time when KILN_PROFILE
+ * is "cpu" (meaningful at KILN_NUM_THREADS=1, where every step runs on the
+ * plan's thread; other processes' time slices do not count). */
+double kiln_cpu_prof_now(const kiln_cpu_prof *pf);
 /* Adds seconds to step k; k == n_steps is the copy of the outputs to the
  * caller. NULL-safe. */
 void kiln_cpu_prof_add(kiln_cpu_prof *pf, int k, double seconds);

@@ -413,6 +413,43 @@ void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const flo
   kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
+void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                   bool clamp, float lo, float hi) {
+  float acc[WMR][WNR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t k = 0; k < kc; k++) {
+    const float *bp = x + off[k];
+    for (int r = 0; r < mr; r++)
+      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(A[r * lda + k], c < 16 ? bp[c] : bp[xhi + c - 16], acc[r][c]);
+  }
+  store_tile(acc, beta, C, ldc, mr, nr);
+  kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
+}
+
+kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_conv_direct_micro() == kiln_conv_direct_micro_avx512) return kiln_conv_direct_micro_a_avx512;
+#endif
+  return NULL;
+}
+
+void kiln_conv_direct_streams(kiln_conv_direct_fn *micro, kiln_conv_direct_a_fn *amicro) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (*micro == kiln_conv_direct_micro_avx512) *micro = kiln_conv_direct_micro_stream_avx512;
+  if (*amicro == kiln_conv_direct_micro_a_avx512) *amicro = kiln_conv_direct_micro_a_stream_avx512;
+#else
+  (void)micro, (void)amicro;
+#endif
+}
+
+kiln_conv_direct_a_fn kiln_conv_direct_far(kiln_conv_direct_a_fn amicro) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (amicro == kiln_conv_direct_micro_a_avx512) return kiln_conv_direct_micro_a_far_avx512;
+#endif
+  return amicro;
+}
+
 kiln_conv_direct_fn kiln_conv_direct_micro(void) {
 #ifdef KILN_LA_HAVE_AVX512
   if (kiln_sgemm_pack_reader() == kiln_sgemm_micro_wide_avx512) return kiln_conv_direct_micro_avx512;
@@ -632,6 +669,27 @@ kiln_la_gather_fn kiln_la_gather(void) {
   if (kiln_la_isa() == KILN_VM_ISA_AVX2) return kiln_la_gather_avx2;
 #endif
   return kiln_la_gather_base;
+}
+
+void kiln_dw_plane_base(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                        const float *w, int nk, float bias, float lo, float hi) {
+  int64_t nv = (n + 15) / 16;
+  for (int64_t p = 0; p < n; p++) {
+    float acc = bias;
+    for (int j = 0; j < nk; j++) {
+      float v = masks[j * nv + p / 16] >> (p % 16) & 1 ? x[p + toff[j]] : 0.0f;
+      acc = fmaf(w[j], v, acc);
+    }
+    acc = acc < lo ? lo : acc;
+    y[p] = acc > hi ? hi : acc;
+  }
+}
+
+kiln_dw_plane_fn kiln_dw_plane(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_dw_plane_avx512;
+#endif
+  return NULL;
 }
 
 kiln_dw_rows_fn kiln_dw_rows(bool *across) {

@@ -202,8 +202,10 @@ kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void);
  * kiln_sgemm_post_base, acc[r][c] = sum over k < kc of ap[k·MR + r]·b_k[c]
  * with b_k[c] = x[off[k] + c] for c < 16, x[off[k] + xhi + c - 16] after
  * (one fma per term, k in order). The same operations as the packed
- * micro-kernel on the im2col of x, so the same bits. Reads both runs of 16
- * (the AVX-512 version) even when nr < 32. */
+ * micro-kernel on the im2col of x, so the same bits. Reads only the
+ * columns below nr of each row of B (masked loads in the AVX-512 version:
+ * the pointwise path reads the input tensor in place, to its last
+ * element). */
 typedef void (*kiln_conv_direct_fn)(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                     int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                     const float *bias, bool clamp, float lo, float hi);
@@ -216,6 +218,47 @@ void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const f
                                    bool clamp, float lo, float hi);
 /* The AVX-512 one where kiln_sgemm_pack_reader() is set, else NULL. */
 kiln_conv_direct_fn kiln_conv_direct_micro(void);
+/* The same, with A read in place instead of a packed strip: ap[k·MR + r]
+ * above is A[r·lda + k] here, r < mr (rows past mr are not read), the
+ * values a strip packed from A's rows holds, so the same bits. The direct
+ * conv reads a W too big to be packed once this way, instead of packing
+ * (transposing) a 12-row strip of it per task on every run. */
+typedef void (*kiln_conv_direct_a_fn)(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                      int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                      const float *bias, bool clamp, float lo, float hi);
+void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                   bool clamp, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_conv_direct_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                     int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                     const float *bias, bool clamp, float lo, float hi);
+/* The AVX-512 one where kiln_conv_direct_micro() gives its AVX-512 kernel,
+ * else NULL. */
+kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void);
+/* The two AVX-512 direct kernels prefetch row k + 16 of B into L1 (the
+ * taps jump about the input planes). Their _stream forms do not: for rows
+ * of B read in storage order (the pointwise path: input channels one after
+ * another, which the hardware prefetchers follow; the hint cost 2-9 % on
+ * MobileNetV2's 1x1 layers). The same results. Only callable where
+ * kiln_la_cpu_has_avx512() is true. */
+void kiln_conv_direct_micro_stream_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
+                                          int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                          const float *bias, bool clamp, float lo, float hi);
+void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t lda, const float *x,
+                                            const int64_t *off, int64_t xhi, float beta, float *C, int64_t ldc,
+                                            int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+/* Replaces the AVX-512 direct kernels by their _stream forms (others are
+ * kept). */
+void kiln_conv_direct_streams(kiln_conv_direct_fn *micro, kiln_conv_direct_a_fn *amicro);
+/* The in-place-A kernel that also prefetches A's rows 4 lines ahead (a W
+ * read from memory: ResNet-18's 4.7 and 9.4 MB l4 weights, 3-4 % faster a
+ * layer; its 2.4 MB l3 weights, from L3, 2 % slower with it), for the
+ * AVX-512 one; others are returned as they are. The same results. */
+kiln_conv_direct_a_fn kiln_conv_direct_far(kiln_conv_direct_a_fn amicro);
+void kiln_conv_direct_micro_a_far_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                         int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
+                                         const float *bias, bool clamp, float lo, float hi);
 /* AVX-512F usable: cpuid leaf 7 EBX bit 16 (and AVX2/FMA), and the OS
  * saves the opmask and ZMM state (XCR0 bits 1, 2, 5, 6, 7). Cached. */
 int kiln_la_cpu_has_avx512(void);
@@ -250,6 +293,27 @@ void kiln_dw_rows_avx512(float *y, int64_t ys, const float *const *src, int64_t 
  * where it is usable. *across: whether it fills its chains across rows
  * (short rows then need no flat form). */
 kiln_dw_rows_fn kiln_dw_rows(bool *across);
+
+/* Depthwise on a small plane read in place (no padded copy): y[p] for p <
+ * n (n <= KILN_DW_PLANE_MAX) is bias, then for each tap j in order
+ * fmaf(w[j], v, acc) with v = x[p + toff[j]] where bit p % 16 of
+ * masks[j·nv + p / 16] is set (nv = (n + 15) / 16) and 0 where it is not
+ * (the padding), then the clamp of kiln_dw_rows. Only elements under a set
+ * bit are read (the masks say where a tap falls inside the input); the
+ * same operations, in the same order, as kiln_dw_rows on the padded plane,
+ * so the same bits. conv.c takes it for stride-1 'same' planes (output
+ * dims = input dims: p numbers both, a tap is a constant shift). */
+#define KILN_DW_PLANE_MAX 256
+typedef void (*kiln_dw_plane_fn)(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                                 const float *w, int nk, float bias, float lo, float hi);
+void kiln_dw_plane_base(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                        const float *w, int nk, float bias, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_dw_plane_avx512(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                          const float *w, int nk, float bias, float lo, float hi);
+/* The AVX-512 one where kiln_dw_rows would give the AVX-512 rows kernel,
+ * else NULL (the padded-plane path). */
+kiln_dw_plane_fn kiln_dw_plane(void);
 
 #endif
 

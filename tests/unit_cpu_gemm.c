@@ -689,6 +689,101 @@ static void test_dw_rows(void) {
   CHECK(isnan(t[6]) && signbit(t[39]), "twin clamp keeps NaN and -0: %g %g", t[6], t[39]);
 }
 
+/* The in-place depthwise plane kernel (kiln_dw_plane_*): AVX-512 = twin
+ * bit for bit on n 1..256, 1..9 taps, shifts either way, masks that say
+ * where each tap falls inside (a generated 'same' geometry: rows of 1..23),
+ * NaN and -0 in the input, clamps; nothing written past n. Then Conv with
+ * the plane kernel on and off (the padded-plane rows kernel) bit-equal on
+ * small depthwise planes: 7x7 3x3 pad 1, 5x5 taps pad 2, dilation 2,
+ * multiplier 2, 1x3 taps, SAME_UPPER over 300 channels (channel blocks),
+ * batch 2, with and without bias, clamp epilogue. */
+static void test_dw_plane(void) {
+  if (nisa < 2 || !kiln_la_cpu_has_avx512()) return;
+  enum { M = 40 };
+  static float xb[256 + 2 * M], y1[257], y2[257];
+  for (int i = 0; i < 256 + 2 * M; i++) xb[i] = frand();
+  const float *x = xb + M;
+  xb[M + 5] = NAN, xb[M + 9] = -0.0f;
+  float w[9];
+  for (int j = 0; j < 9; j++) w[j] = frand();
+  const float clamps[2][2] = {{-INFINITY, INFINITY}, {-0.25f, 0.5f}};
+  int bad = 0, cases = 0;
+  for (int64_t n = 1; n <= 256; n += n < 20 ? 1 : 7)
+    for (int64_t W = 1; W <= 23; W += 5) {
+      if (n % W) continue; /* a plane of n / W rows of W */
+      int64_t H = n / W, nv = (n + 15) / 16, toff[9];
+      uint16_t masks[9 * 16] = {0};
+      for (int nk = 1; nk <= 9; nk += 4)
+        for (int c = 0; c < 2; c++) {
+          for (int j = 0; j < nk; j++) { /* tap j: shift (dy, dx) in [-2, 2] */
+            int64_t dy = j % 5 - 2, dx = (j * 3 + 1) % 5 - 2;
+            toff[j] = dy * W + dx;
+            for (int64_t v = 0; v < nv; v++) masks[j * nv + v] = 0;
+            for (int64_t p = 0; p < n; p++)
+              if (p / W + dy >= 0 && p / W + dy < H && p % W + dx >= 0 && p % W + dx < W)
+                masks[j * nv + p / 16] |= (uint16_t)(1u << (p % 16));
+          }
+          for (int i = 0; i < 257; i++) y1[i] = y2[i] = 42.0f;
+          kiln_dw_plane_base(y1, x, n, toff, masks, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+          kiln_dw_plane_avx512(y2, x, n, toff, masks, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
+          if (memcmp(y1, y2, sizeof y1) || y2[n] != 42.0f) bad++;
+          cases++;
+        }
+    }
+  CHECK(!bad && cases > 100, "depthwise plane kernel differs from its twin in %d of %d cases", bad, cases);
+  /* Conv: plane kernel on and off */
+  static const conv_case cc[] = {
+      {"dw 7x7 3x3 pad 1, 40 channels", 2, 1, 40, 40, 40, {7, 7}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"dw 6x5 5x5 pad 2, batch 2, no bias", 2, 2, 9, 9, 9, {6, 5}, {5, 5}, {0}, {0}, {2, 2, 2, 2}, NULL, 0},
+      {"dw 8x8 3x3 dilation 2 pad 2, multiplier 2", 2, 1, 6, 12, 6, {8, 8}, {3, 3}, {0}, {2, 2}, {2, 2, 2, 2}, NULL, 1},
+      {"dw 5x3 1x3 pads (0, 1, 0, 1)", 2, 1, 5, 5, 5, {5, 3}, {1, 3}, {0}, {0}, {0, 1, 0, 1}, NULL, 1},
+      {"dw 4x6 3x3 SAME_UPPER, 300 channels", 2, 1, 300, 300, 300, {4, 6}, {3, 3}, {0}, {0}, {-1}, "SAME_UPPER", 1},
+  };
+  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
+  for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
+    int nsp = cc[i].nsp;
+    int64_t xd[4] = {cc[i].N, cc[i].C}, wd[4] = {cc[i].M, 1}, bd[1] = {cc[i].M};
+    for (int d = 0; d < nsp; d++) xd[2 + d] = cc[i].in[d], wd[2 + d] = cc[i].k[d];
+    kiln_tensor xt, wt, bt;
+    rand_tensor(&xt, nsp + 2, xd);
+    rand_tensor(&wt, nsp + 2, wd);
+    rand_tensor(&bt, 1, bd);
+    node_b nb;
+    node_init(&nb, "Conv", 11);
+    attr_i(&nb, "group", cc[i].G);
+    if (cc[i].dl[0]) attr_is(&nb, "dilations", nsp, cc[i].dl);
+    if (cc[i].pads[0] >= 0 && !cc[i].auto_pad) attr_is(&nb, "pads", 2 * nsp, cc[i].pads);
+    if (cc[i].auto_pad) attr_s(&nb, "auto_pad", cc[i].auto_pad);
+    attr_is(&nb, "kernel_shape", nsp, cc[i].k);
+    const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
+    kiln_graph g;
+    memset(&g, 0, sizeof g);
+    bool used = true;
+    for (int e = 0; e < 2; e++) {
+      kiln_tensor y[2];
+      kiln_status st[2];
+      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f};
+      for (int on = 0; on < 2; on++) {
+        memset(&y[on], 0, sizeof y[on]);
+        kiln_conv_dw_plane_enable(on);
+        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[on], &used};
+        bool declined = true;
+        st[on] = own->run(&kc, e ? &ep : NULL, &declined);
+        if (declined) st[on] = KILN_E_INTERNAL;
+      }
+      kiln_conv_dw_plane_enable(true);
+      CHECK(!st[0] && !st[1] && y[0].numel == y[1].numel &&
+                !memcmp(y[0].data, y[1].data, (size_t)y[0].numel * sizeof(float)),
+            "Conv %s (clamp %d): plane kernel != padded-plane rows kernel", cc[i].name, e);
+      kiln_tensor_release(&y[0]);
+      kiln_tensor_release(&y[1]);
+    }
+    kiln_tensor_release(&xt);
+    kiln_tensor_release(&wt);
+    kiln_tensor_release(&bt);
+  }
+}
+
 /* The strided gathers: equal, and no read past the last element of the
  * source nor write past the last of the destination (both allocated to
  * exactly their size, for ASan; the stride-2 tail is masked). */
@@ -770,6 +865,7 @@ int main(void) {
   if (nisa < 2) printf("unit_cpu_gemm: no AVX2 on this CPU: base version only\n");
   test_sgemm_raw();
   test_dw_rows();
+  test_dw_plane();
   test_gather();
   test_split2();
   test_copy_rows();

@@ -877,6 +877,42 @@ static void test_prims(void) {
       free(p1);
     }
   CHECK(pbad == 0, "max2x2s2: %d wrong outputs (base vs avx2 vs the plain max)", pbad);
+  /* max3x3s2 on h x w planes of 1..9 x 1..40 (vector tails), pads 0..2 top and left, outputs past the bottom and
+     right edges (ceil mode), sources of exactly their size (ASan), NaN and -0/+0 ties: base = avx2 bit for bit,
+     both = the max of the taps inside the plane (NaN when one is NaN) */
+  int mbad = 0, mcases = 0;
+  for (size_t h = 1; h <= 9; h++)
+    for (size_t w = 1; w <= 40; w += w < 12 ? 1 : 7)
+      for (size_t pt = 0; pt <= 2; pt++)
+        for (size_t pl = 0; pl <= 2; pl++) {
+          size_t oh = (h + pt + 1) / 2, ow = (w + pl + 1) / 2; /* up to ceil((h + pt - 3) / 2) + 1 */
+          float *xs = malloc(h * w * sizeof *xs), *p0 = malloc(oh * ow * sizeof *p0);
+          float *p1 = malloc(oh * ow * sizeof *p1), *b0 = malloc((2 * ow + 18) * sizeof *b0);
+          float *b1 = malloc((2 * ow + 18) * sizeof *b1);
+          for (size_t i = 0; i < h * w; i++)
+            xs[i] = i % 13 == 6 ? NAN : i % 5 == 2 ? -0.0f : i % 5 == 4 ? 0.0f : (float)(rnd() * 4 - 2);
+          B->max3x3s2(oh, ow, xs, h, w, pt, pl, p0, b0);
+          A->max3x3s2(oh, ow, xs, h, w, pt, pl, p1, b1);
+          mbad += memcmp(p0, p1, oh * ow * sizeof *p0) != 0;
+          for (size_t r = 0; r < oh; r++)
+            for (size_t i = 0; i < ow; i++) {
+              float want = -INFINITY;
+              bool nan = false;
+              for (size_t kh = 0; kh < 3; kh++)
+                for (size_t kw = 0; kw < 3; kw++) {
+                  long y = (long)(2 * r + kh) - (long)pt, x = (long)(2 * i + kw) - (long)pl;
+                  if (y < 0 || y >= (long)h || x < 0 || x >= (long)w) continue;
+                  float v = xs[(size_t)y * w + (size_t)x];
+                  nan |= isnan(v);
+                  if (v > want) want = v;
+                }
+              float got = p0[r * ow + i];
+              mbad += nan ? !isnan(got) : got != want;
+            }
+          mcases++;
+          free(xs), free(p0), free(p1), free(b0), free(b1);
+        }
+  CHECK(mbad == 0 && mcases > 500, "max3x3s2: %d wrong (base vs avx2 vs the plain max) in %d planes", mbad, mcases);
   /* transpose32 on sizes around the 8x8 and 32x32 blocks */
   static const size_t sz[] = {1, 3, 8, 9, 31, 32, 33, 70};
   uint32_t src[70 * 75], d0[70 * 72], d1[70 * 72];

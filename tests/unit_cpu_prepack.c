@@ -22,6 +22,10 @@
  *    dilation, 1-D, 5x5, 1x3, groups, batch 2; row tiles where the output
  *    row is a multiple of 16 wide); where it cannot run (no
  *    AVX-512F, base setting) the twin is within tolerance of the GEMM path.
+ *    Without a pack the kernel reads W's rows in place: that kernel, its
+ *    twin and the packed kernel bit-equal on every row count and column
+ *    tail (test_direct_a_kernel). Pointwise convs through the direct
+ *    kernel (the input read in place) the same way.
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
 #include <math.h>
 #include <stdio.h>
@@ -478,12 +482,70 @@ static void test_direct(void) {
        2, 1, 24, 40, 1, 48, 48, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
       {"row tiles: stride 2, C 3, M 28, 3x3 pad 1, 31x64", 2, 1, 3, 28, 1, 31, 64, 3, 3, {1, 1, 1, 1}, 1, 2, 2},
       {"row tiles: 1-D k3 pad (1, 1), C 9, M 14, width 80", 1, 2, 9, 14, 1, 1, 80, 1, 3, {0, 1, 0, 1}, 1, 1, 1},
+      /* pointwise through the direct kernel: the input read in place to its last element (column tails masked),
+         M tails, KC slices, column blocks, groups, batch 2, 1-D */
+      {"pointwise: C 17, M 25, 13x16, batch 2", 2, 2, 17, 25, 1, 13, 16, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 300 (K: 2 slices), M 13, 7x7", 2, 1, 300, 13, 1, 7, 7, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 640 (K: 3 slices), M 20, 5x9", 2, 1, 640, 20, 1, 5, 9, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 600, M 12, 20x20 (blocks of 96 columns)", 2, 1, 600, 12, 1, 20, 20, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: group 2, C 10, M 14, 9x9", 2, 1, 10, 14, 2, 9, 9, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 16, M 40, 1x1 plane, batch 2", 2, 2, 16, 40, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: 1-D, C 5, M 7, width 100", 1, 1, 5, 7, 1, 1, 100, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      {"pointwise: C 24, M 30, 48x48 (pool tasks)", 2, 1, 24, 30, 1, 48, 48, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
   direct_case_run(&cases[2]);
   direct_case_run(&cases[5]);
   kiln_la_force_isa(KILN_VM_NISA);
+}
+
+/* The direct micro-kernel reading A in place (kiln_conv_direct_micro_a_*):
+ * AVX-512 (and its form prefetching A's rows) = its twin = the packed
+ * kernel on a strip packed from the same rows, bit for bit, on every row count (rows past mr never read: A is
+ * allocated to its last element read), column tails, kc 1/5/33/257, odd
+ * lda, xhi 16 and a split, beta 0 and 1 (Y reloaded), bias and clamp with
+ * NaN and -0 in the input. */
+static void test_direct_a_kernel(void) {
+  enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+  static const int64_t kcs[] = {1, 5, 33, 257};
+  bool avx512 = kiln_la_cpu_has_avx512();
+  int64_t bad = 0, runs = 0;
+  for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+    for (int mr = 1; mr <= MR; mr++)
+      for (int nr = 1; nr <= NR; nr += nr < 3 || nr > 29 || nr == 15 || nr == 16 ? 1 : 6) {
+        int64_t kc = kcs[ki], lda = kc + 3, xhi = (mr + nr) % 2 ? 16 : 21, na = (mr - 1) * lda + kc;
+        int64_t nx = kc * 2 + xhi + 16, *off = malloc((size_t)kc * sizeof *off);
+        float *A = rand_buf(na), *x = rand_buf(nx), *ap = calloc((size_t)(MR * kc), sizeof(float));
+        float bias[MR], y[5][MR * NR + 1];
+        for (int64_t k = 0; k < kc; k++) off[k] = (k * 7) % (kc + 1); /* taps revisit the plane, out of order */
+        x[0] = NAN, x[nx - 1] = -0.0f;
+        for (int r = 0; r < MR; r++) bias[r] = frand();
+        for (int64_t k = 0; k < kc; k++)
+          for (int r = 0; r < mr; r++) ap[k * MR + r] = A[r * lda + k]; /* the packed strip of the same rows */
+        for (int beta = 0; beta < 2; beta++)
+          for (int clamp = 0; clamp < 2; clamp++) {
+            for (int v = 0; v < 5; v++)
+              for (int i = 0; i < MR * NR + 1; i++) y[v][i] = (float)(i % 13) - 6.0f;
+            float b = (float)beta;
+            kiln_conv_direct_micro_a_base(kc, A, lda, x, off, xhi, b, y[0], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
+            kiln_conv_direct_micro_base(kc, ap, x, off, xhi, b, y[1], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
+            int nv = 2;
+            if (avx512) {
+              kiln_conv_direct_micro_a_avx512(kc, A, lda, x, off, xhi, b, y[2], NR, mr, nr, bias, clamp, -0.5f,
+                                              0.75f);
+              kiln_conv_direct_micro_avx512(kc, ap, x, off, xhi, b, y[3], NR, mr, nr, bias, clamp, -0.5f, 0.75f);
+              kiln_conv_direct_micro_a_far_avx512(kc, A, lda, x, off, xhi, b, y[4], NR, mr, nr, bias, clamp, -0.5f,
+                                                  0.75f); /* the prefetching form: the same results */
+              nv = 5;
+            }
+            for (int v = 1; v < nv; v++) bad += memcmp(y[0], y[v], sizeof y[0]) != 0;
+            runs++;
+          }
+        free(A), free(x), free(ap), free(off);
+      }
+  CHECK(runs > 0 && bad == 0, "direct micro-kernel with A in place: %lld of %lld runs differ (twin, packed%s)",
+        (long long)bad, (long long)runs, avx512 ? ", AVX-512" : "");
 }
 
 int main(void) {
@@ -495,6 +557,7 @@ int main(void) {
   test_conv();
   test_gemm_nodes();
   test_direct();
+  test_direct_a_kernel();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
