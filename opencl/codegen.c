@@ -1372,6 +1372,13 @@ static void mark_need(const kiln_fuse_spec *sp, int t, unsigned char *need) {
       for (int k = 0; k < sp->expr[i].n_args; k++) need[sp->expr[i].args[k]] = 1;
 }
 
+/* Whether a marked expression loads accessor a. */
+static bool loaded(const kiln_fuse_spec *sp, const unsigned char *need, int a) {
+  for (int i = 0; i < sp->n_expr; i++)
+    if (need[i] && sp->expr[i].op == KILN_FUSE_LOAD && sp->expr[i].ref == a) return true;
+  return false;
+}
+
 /* Prints the accessor maps the marked expressions load (full ones at
  * `gid`, reduced ones at `ro`), the expressions, then stores st[0..ns)
  * (pool stores into pool_value's buffer). */
@@ -1380,10 +1387,7 @@ static kiln_status put_block(gen *g, const unsigned char *need, const int *st, i
   sbuf *b = &g->b;
   kiln_status s = KILN_OK;
   for (int a = 0; a < sp->n_access; a++) {
-    bool used = false;
-    for (int i = 0; i < sp->n_expr && !used; i++)
-      used = need[i] && sp->expr[i].op == KILN_FUSE_LOAD && sp->expr[i].ref == a;
-    if (!used) continue;
+    if (!loaded(sp, need, a)) continue;
     char pre[16];
     bool masked;
     snprintf(pre, sizeof pre, "a%d", a);
@@ -1600,10 +1604,7 @@ static kiln_status put_block_vec(gen *g, const unsigned char *need, const int *s
   const kiln_fuse_spec *sp = g->sp;
   kiln_status s = KILN_OK;
   for (int a = 0; a < sp->n_access; a++) {
-    bool used = false;
-    for (int i = 0; i < sp->n_expr && !used; i++)
-      used = need[i] && sp->expr[i].op == KILN_FUSE_LOAD && sp->expr[i].ref == a;
-    if (!used) continue;
+    if (!loaded(sp, need, a)) continue;
     char pre[16];
     snprintf(pre, sizeof pre, "a%d", a);
     put_map_vec4(g, &sp->access[a].map, pre, sp->access[a].reduced ? "ro" : "q");

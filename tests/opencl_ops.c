@@ -1314,7 +1314,39 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
  * succeeds (the flag is cleared). Both index types, a too-large and a
  * too-negative index, Gather rows of 4 (the vector form on PoCL) and of 3
  * (one element per item). */
-static void test_gather_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
+/* The case just ended (cur) bound on its own program, then run three
+ * times with index element `at` of input 1 set to good, bad, good. */
+static void bad_index_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int64_t at, int64_t good, int64_t bad,
+                           const char *want) {
+  tcase *c = cur;
+  kiln_cl_src src = {0};
+  cl_program p = NULL;
+  kiln_status s = prepare(c, dev, &src);
+  if (!s && c->op) s = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
+  if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
+  kiln_cl_program_free(p);
+  CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
+  for (int run = 0; run < 3 && !s && c->op; run++) {
+    kiln_set_i(&c->in[1], at, run == 1 ? bad : good);
+    kiln_tensor got[MAXIO];
+    memset(got, 0, sizeof got);
+    kiln_error_clear();
+    kiln_status r = run_case(c, ctx, got, NULL);
+    char msg[300] = "";
+    if (run == 1)
+      CHECK(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), want), "%s: run with the bad index: status %d, '%s'",
+            c->name, (int)r, kiln_last_error());
+    else
+      CHECK(!r && compare(c, 0, &got[0], msg, sizeof msg), "%s: run %d (good indices): %s%s", c->name, run,
+            r ? kiln_last_error() : "", msg);
+    for (int k = 0; k < MAXIO; k++) kiln_tensor_release(&got[k]);
+  }
+  kiln_cl_src_free(&src);
+  case_free(c);
+  n_cases--;
+}
+
+static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
   for (int it = 0; it < 4; it++) {
     kiln_dtype idt = it % 2 ? KILN_I32 : KILN_I64;
     int64_t row = it < 2 ? 4 : 3, bad = it < 2 ? 7 : -8;
@@ -1327,34 +1359,9 @@ static void test_gather_bad_index(const kiln_cl_device *dev, kiln_cl_context *ct
     kiln_tensor_release(&ind);
     t_node1("Gather");
     t_end(0, false);
-    tcase *c = cur;
-    kiln_cl_src src = {0};
-    cl_program p = NULL;
-    kiln_status s = prepare(c, dev, &src);
-    if (!s && c->op) s = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
-    if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
-    kiln_cl_program_free(p);
-    CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
-    for (int run = 0; run < 3 && !s && c->op; run++) {
-      kiln_set_i(&c->in[1], 1, run == 1 ? bad : -1);
-      kiln_tensor got[MAXIO];
-      memset(got, 0, sizeof got);
-      kiln_error_clear();
-      kiln_status r = run_case(c, ctx, got, NULL);
-      char want[96];
-      snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 5", (long long)bad);
-      char msg[300] = "";
-      if (run == 1)
-        CHECK(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), want), "%s: run with the bad index: status %d, '%s'",
-              c->name, (int)r, kiln_last_error());
-      else
-        CHECK(!r && compare(c, 0, &got[0], msg, sizeof msg), "%s: run %d (good indices): %s%s", c->name, run,
-              r ? kiln_last_error() : "", msg);
-      for (int k = 0; k < MAXIO; k++) kiln_tensor_release(&got[k]);
-    }
-    kiln_cl_src_free(&src);
-    case_free(c);
-    n_cases--;
+    char want[96];
+    snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 5", (long long)bad);
+    bad_index_runs(dev, ctx, 1, -1, bad, want);
   }
   /* ScatterND: the second component of a tuple out of range (dimension 1, of 3) */
   for (int it = 0; it < 2; it++) {
@@ -1369,32 +1376,7 @@ static void test_gather_bad_index(const kiln_cl_device *dev, kiln_cl_context *ct
     t_in(SH(2, 2));
     a_str(t_node1("ScatterND"), "reduction", "add");
     t_end(0, false);
-    tcase *c = cur;
-    kiln_cl_src src = {0};
-    cl_program p = NULL;
-    kiln_status s = prepare(c, dev, &src);
-    if (!s && c->op) s = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
-    if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
-    kiln_cl_program_free(p);
-    CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
-    for (int run = 0; run < 3 && !s && c->op; run++) {
-      kiln_set_i(&c->in[1], 3, run == 1 ? -4 : 2);
-      kiln_tensor got[MAXIO];
-      memset(got, 0, sizeof got);
-      kiln_error_clear();
-      kiln_status r = run_case(c, ctx, got, NULL);
-      char msg[300] = "";
-      if (run == 1)
-        CHECK(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), "index -4 is out of range for a dimension of size 3"),
-              "%s: run with the bad index: status %d, '%s'", c->name, (int)r, kiln_last_error());
-      else
-        CHECK(!r && compare(c, 0, &got[0], msg, sizeof msg), "%s: run %d (good indices): %s%s", c->name, run,
-              r ? kiln_last_error() : "", msg);
-      for (int k = 0; k < MAXIO; k++) kiln_tensor_release(&got[k]);
-    }
-    kiln_cl_src_free(&src);
-    case_free(c);
-    n_cases--;
+    bad_index_runs(dev, ctx, 3, 2, -4, "index -4 is out of range for a dimension of size 3");
   }
 }
 
@@ -1553,7 +1535,7 @@ int main(int argc, char **argv) {
   kiln_cl_src_free(&src);
   for (int i = 0; i < n_cases; i++) case_free(&cases[i]);
   n_cases = 0;
-  test_gather_bad_index(dev, ctx);
+  test_bad_index(dev, ctx);
   test_errors(dev, ctx);
   if (do_bench) bench(dev, ctx);
   free(cases);
