@@ -398,33 +398,32 @@ void kiln_sgemm_micro_post_base(int64_t kc, const float *restrict ap, const floa
   kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
-void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
-                                 int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
-                                 bool clamp, float lo, float hi) {
-  float acc[WMR][WNR];
-  memset(acc, 0, sizeof acc);
-  for (int64_t k = 0; k < kc; k++) {
-    const float *bp = x + off[k];
-    for (int r = 0; r < WMR; r++)
-      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(ap[r], c < 16 ? bp[c] : bp[xhi + c - 16], acc[r][c]);
-    ap += WMR;
-  }
-  store_tile(acc, beta, C, ldc, mr, nr);
-  kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
-}
-
-void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
-                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
-                                   bool clamp, float lo, float hi) {
+/* The direct conv twins' tile: A's element (r, k) at A[r * rs + k * ks]
+ * (a packed strip: rs 1, ks WMR; W read in place: rs lda, ks 1). */
+static void direct_tile_base(int64_t kc, const float *A, int64_t rs, int64_t ks, const float *x, const int64_t *off,
+                             int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                             bool clamp, float lo, float hi) {
   float acc[WMR][WNR];
   memset(acc, 0, sizeof acc);
   for (int64_t k = 0; k < kc; k++) {
     const float *bp = x + off[k];
     for (int r = 0; r < mr; r++)
-      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(A[r * lda + k], c < 16 ? bp[c] : bp[xhi + c - 16], acc[r][c]);
+      for (int c = 0; c < nr; c++) acc[r][c] = fmaf(A[r * rs + k * ks], c < 16 ? bp[c] : bp[xhi + c - 16], acc[r][c]);
   }
   store_tile(acc, beta, C, ldc, mr, nr);
   kiln_sgemm_post_base(C, ldc, mr, nr, bias, clamp, lo, hi);
+}
+
+void kiln_conv_direct_micro_base(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
+                                 int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                 bool clamp, float lo, float hi) {
+  direct_tile_base(kc, ap, 1, WMR, x, off, xhi, beta, C, ldc, mr, nr, bias, clamp, lo, hi);
+}
+
+void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
+                                   int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
+                                   bool clamp, float lo, float hi) {
+  direct_tile_base(kc, A, lda, 1, x, off, xhi, beta, C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
 kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void) {
