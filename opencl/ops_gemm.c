@@ -515,7 +515,10 @@ kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {
   if (s) return kiln_clop_fail_free(op, s);
   char sh[64];
   kiln_clop_iconv cv;
-  const char *how = !use_gemm ? "direct" : conv_pointwise(&g) ? "pointwise+" : conv_implicit(&g, c->dev, &cv) ? "implicit+" : "im2col+";
+  const char *how = !use_gemm                              ? "direct"
+                    : conv_pointwise(&g)                     ? "pointwise+"
+                    : conv_implicit(&g, c->dev, &cv) ? "implicit+"
+                                                             : "im2col+";
   snprintf(op->desc, sizeof op->desc, "conv %s%s %lldx%lld->%lld k%s g%lld", how, impl,
            (long long)g.N, (long long)g.C, (long long)g.M, kiln_shape_str(g.nsp, g.k, sh, sizeof sh), (long long)g.G);
   *out = op;

@@ -319,6 +319,13 @@ static kiln_status emit_bcast(kiln_cl_src *s, const char *name, const kiln_clop_
   return st;
 }
 
+/* The implicit conv's loop order: channels outside the window positions
+ * where the group has fewer channels than the kernel has positions (a
+ * stem: 3 channels, 7x7), so that the longer loop is inside; else the
+ * window positions outside (their masks and bounds once per position, the
+ * channels streamed under them). Measured in ENGINE.md "Implicit GEMM". */
+static bool iconv_channels_outer(const kiln_clop_iconv *cv) { return cv->cg < cv->kh * cv->kw; }
+
 /* B's vector c of the implicit conv's tile, loaded from xp + c * nv * sw
  * (stride 1: vloadN; 2: the even lanes of twice as many), lanes outside
  * the input row zeroed by the mask m<c>. */
@@ -338,17 +345,59 @@ static kiln_status emit_iconv_load(kiln_cl_src *s, const kiln_clop_iconv *cv, ge
   return st;
 }
 
+/* The implicit conv's masks: lane l of vector c reads input column
+ * q<c>.l = ix + (c * nv + l) * sw, m<c> says it lies inside the row. */
+static kiln_status emit_iconv_masks(kiln_cl_src *s, const kiln_clop_iconv *cv, gemm_tile t, const char *it,
+                                    const char *ind) {
+  kiln_status st = KILN_OK;
+  for (int c = 0; c < t.nc && !st; c++)
+    st = kiln_cl_src_printf(s, "%sconst %s q%d = (%s)((int)ix + %d) + lv_, m%d = q%d >= 0 && q%d < %lld;\n", ind, it, c,
+                            it, c * t.nv * (int)cv->sw, c, c, c, (long long)cv->w);
+  return st;
+}
+
+/* One step of the implicit conv's loops: xp = xp_expr, B's nc vectors
+ * (vector loads at xp, or with gather lane by lane from xp[q<c>.l] where
+ * a vector would leave X — no private array: PoCL would keep one per work
+ * item of its work-group on the stack), then the tile's FMAs with A's
+ * column ak. */
+static kiln_status emit_iconv_body(kiln_cl_src *s, const kiln_clop_iconv *cv, gemm_tile t, bool gather,
+                                   const char *xp_expr) {
+  char vt[16];
+  vtype(t.nv, vt, sizeof vt);
+  kiln_status st = kiln_cl_src_printf(s, "        __global const float *xp = %s;\n", xp_expr);
+  for (int c = 0; c < t.nc && !st; c++) {
+    if (!gather) {
+      st = emit_iconv_load(s, cv, t, c);
+      continue;
+    }
+    st = kiln_cl_src_printf(s, "        const %s b%d = (%s)(", vt, c, vt);
+    for (int l = 0; l < t.nv && !st; l++) {
+      char sl[8] = "";
+      if (t.nv > 1) snprintf(sl, sizeof sl, ".s%c", lane[l]);
+      st = kiln_cl_src_printf(s, "%sm%d%s ? xp[q%d%s] : 0.0f", l ? ", " : "", c, sl, c, sl);
+    }
+    if (!st) st = kiln_cl_src_printf(s, ");\n");
+  }
+  for (int r = 0; r < t.mr && !st; r++) {
+    st = kiln_cl_src_printf(s, "        { const %s x = (%s)(a%d[ak]);", vt, vt, r);
+    for (int c = 0; c < t.nc && !st; c++) st = kiln_cl_src_printf(s, " c%d_%d = fma(x, b%d, c%d_%d);", r, c, c, r, c);
+    if (!st) st = kiln_cl_src_printf(s, " }\n");
+  }
+  return st;
+}
+
 /* An implicit-GEMM conv (g->cv): the broadcast tile, its mr rows of W
  * against nw consecutive output columns of one output row, B read from X
- * through the window. Per kernel position (ky, kx): the window's rows
- * outside the input are not visited (the ky loop's bounds depend on the
- * output row — which also keeps PoCL from adding its implicit loop
- * barriers, whose per-work-item copies of the accumulators overflowed the
- * stack of a 4096-item work-group); the lanes' input columns give the masks m<c> (inside the
- * input row); then over the group's channels, B's vectors are vector
- * loads of X (stride 1 or 2) with the masked lanes zeroed — the loads read
- * X's neighbouring elements there, so where a load would leave X (its
- * first or last row) the lanes are gathered one by one instead. */
+ * through the window. The window's rows outside the input are not visited
+ * (the ky loop's bounds depend on the output row, which also keeps PoCL
+ * from adding its implicit loop barriers: their per-work-item copies of
+ * the accumulators overflowed the stack of a 4096-item work-group); the
+ * lanes' input columns give the masks (inside the input row); B's vectors
+ * are vector loads of X (stride 1 or 2) with the masked lanes zeroed. The
+ * loads read X's neighbouring elements there, so where one would leave X
+ * (a tile at its first or last rows) the lanes are gathered one by one
+ * instead. Loop order: iconv_channels_outer. */
 static kiln_status emit_iconv(kiln_cl_src *s, const char *name, const kiln_clop_gemm *g, gemm_tile t, size_t nt,
                               size_t mt, size_t batch, const kiln_clop_epi *e) {
   const kiln_clop_iconv *cv = g->cv;
@@ -374,58 +423,69 @@ static kiln_status emit_iconv(kiln_cl_src *s, const char *name, const kiln_clop_
                             ");\n"
                             "  const long iy0_ = (long)oy_ * %lldL - %lldL, ix0_ = (long)ox_ * %lldL - %lldL;\n"
                             "  const long kyb_ = iy0_ < 0 ? (-iy0_ + %lldL) / %lldL : 0;\n"
-                            "  const long kye_ = min(%lldL, iy0_ < %lldL ? (%lldL - iy0_) / %lldL + 1 : 0L);\n"
-                            "  for (long ky = kyb_; ky < kye_; ky++) {\n"
-                            "    const long iy = iy0_ + ky * %lldL;\n"
-                            "    for (long kx = 0; kx < %lldL; kx++) {\n"
-                            "      const long ix = ix0_ + kx * %lldL, lo_ = ob + iy * %lldL + ix;\n"
-                            "      const ulong kb = (ulong)(ky * %lldL + kx);\n"
-                            "      __global const float *xr = B + iy * %lldL;\n",
+                            "  const long kye_ = min(%lldL, iy0_ < %lldL ? (%lldL - iy0_) / %lldL + 1 : 0L);\n",
                             (long long)cv->sh, (long long)cv->ph, (long long)cv->sw, (long long)cv->pw,
                             (long long)cv->dh - 1, (long long)cv->dh, (long long)cv->kh, (long long)cv->h,
-                            (long long)cv->h - 1, (long long)cv->dh, (long long)cv->dh, (long long)cv->kw,
-                            (long long)cv->dw, (long long)cv->w, (long long)cv->kw, (long long)cv->w);
-  for (int c = 0; c < t.nc && !st; c++)
-    st = kiln_cl_src_printf(s,
-                            "      const %s q%d = (%s)((int)ix + %d) + lv_, m%d = q%d >= 0 && q%d < %lld;\n", it, c,
-                            it, c * t.nv * (int)cv->sw, c, c, c, (long long)cv->w);
-  /* the fast loop (vector loads) and the edge loop (lanes gathered) */
-  for (int pass = 0; pass < 2 && !st; pass++) {
-    if (pass == 0)
-      st = kiln_cl_src_printf(s, "      if (lo_ >= 0 && lo_ + %lldL < %lldL) {\n",
-                              (long long)(cv->cg - 1) * in_sp + (long long)nw * cv->sw - 1, (long long)cv->xtotal);
-    else
-      st = kiln_cl_src_printf(s, "      } else {\n");
+                            (long long)cv->h - 1, (long long)cv->dh);
+  char xp[64];
+  if (iconv_channels_outer(cv)) {
+    /* one bounds check for the whole window: the fast loops (every vector
+       load of the tile inside X) or the edge loops (lanes gathered) */
+    long long span = (long long)(cv->cg - 1) * in_sp + (long long)(cv->kw - 1) * cv->dw + (long long)nw * cv->sw - 1;
     if (!st)
       st = kiln_cl_src_printf(s,
-                              "      for (ulong cc = 0; cc < %lldUL; cc++) {\n"
-                              "        const ulong ak = cc * %lldUL + kb;\n",
-                              (long long)cv->cg, ksp);
-    if (!st && pass == 0) st = kiln_cl_src_printf(s, "        __global const float *xp = xr + cc * %lldUL + ix;\n", in_sp);
-    if (!st && pass == 1) st = kiln_cl_src_printf(s, "        __global const float *xp = xr + cc * %lldUL;\n", in_sp);
-    for (int c = 0; c < t.nc && !st; c++) {
-      if (pass == 0) {
-        st = emit_iconv_load(s, cv, t, c);
-        continue;
-      }
-      /* lane by lane from the masked columns (no private array: PoCL
-         would keep one per work item of its work-group on the stack) */
-      st = kiln_cl_src_printf(s, "        const %s b%d = (%s)(", vt, c, vt);
-      for (int l = 0; l < t.nv && !st; l++) {
-        char sl[8] = "";
-        if (t.nv > 1) snprintf(sl, sizeof sl, ".s%c", lane[l]);
-        st = kiln_cl_src_printf(s, "%sm%d%s ? xp[q%d%s] : 0.0f", l ? ", " : "", c, sl, c, sl);
-      }
-      if (!st) st = kiln_cl_src_printf(s, ");\n");
+                              "  const long lo_ = ob + (iy0_ + kyb_ * %lldL) * %lldL + ix0_;\n"
+                              "  const long hi_ = lo_ + (kye_ - 1 - kyb_) * %lldL + %lldL;\n",
+                              (long long)cv->dh, (long long)cv->w, (long long)cv->dh * cv->w, span);
+    for (int pass = 0; pass < 2 && !st; pass++) {
+      st = kiln_cl_src_printf(s, pass ? "  } else {\n" : "  if (lo_ >= 0 && hi_ < %lldL) {\n", (long long)cv->xtotal);
+      if (!st)
+        st = kiln_cl_src_printf(s,
+                                "  for (ulong cc = 0; cc < %lldUL; cc++) {\n"
+                                "    __global const float *xc = B + cc * %lldUL;\n"
+                                "    for (long ky = kyb_; ky < kye_; ky++) {\n"
+                                "      __global const float *xr = xc + (iy0_ + ky * %lldL) * %lldL;\n"
+                                "      const ulong ak0 = cc * %lldUL + (ulong)ky * %lldUL;\n"
+                                "      for (long kx = 0; kx < %lldL; kx++) {\n"
+                                "        const long ix = ix0_ + kx * %lldL;\n"
+                                "        const ulong ak = ak0 + (ulong)kx;\n",
+                                (long long)cv->cg, in_sp, (long long)cv->dh, (long long)cv->w, ksp,
+                                (long long)cv->kw, (long long)cv->kw, (long long)cv->dw);
+      if (!st) st = emit_iconv_masks(s, cv, t, it, "        ");
+      if (!st) st = emit_iconv_body(s, cv, t, pass == 1, pass ? "xr" : "xr + ix");
+      if (!st) st = kiln_cl_src_printf(s, "      }\n    }\n  }\n");
     }
-    for (int r = 0; r < t.mr && !st; r++) {
-      st = kiln_cl_src_printf(s, "        { const %s x = (%s)(a%d[ak]);", vt, vt, r);
-      for (int c = 0; c < t.nc && !st; c++) st = kiln_cl_src_printf(s, " c%d_%d = fma(x, b%d, c%d_%d);", r, c, c, r, c);
-      if (!st) st = kiln_cl_src_printf(s, " }\n");
+    if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  } else {
+    /* per window position: its masks and bounds check, then the channels */
+    if (!st)
+      st = kiln_cl_src_printf(s,
+                              "  for (long ky = kyb_; ky < kye_; ky++) {\n"
+                              "    const long iy = iy0_ + ky * %lldL;\n"
+                              "    for (long kx = 0; kx < %lldL; kx++) {\n"
+                              "      const long ix = ix0_ + kx * %lldL, lo_ = ob + iy * %lldL + ix;\n"
+                              "      const ulong kb = (ulong)(ky * %lldL + kx);\n"
+                              "      __global const float *xr = B + iy * %lldL;\n",
+                              (long long)cv->dh, (long long)cv->kw, (long long)cv->dw, (long long)cv->w,
+                              (long long)cv->kw, (long long)cv->w);
+    if (!st) st = emit_iconv_masks(s, cv, t, it, "      ");
+    for (int pass = 0; pass < 2 && !st; pass++) {
+      if (pass == 0)
+        st = kiln_cl_src_printf(s, "      if (lo_ >= 0 && lo_ + %lldL < %lldL) {\n",
+                                (long long)(cv->cg - 1) * in_sp + (long long)nw * cv->sw - 1, (long long)cv->xtotal);
+      else
+        st = kiln_cl_src_printf(s, "      } else {\n");
+      if (!st)
+        st = kiln_cl_src_printf(s,
+                                "      for (ulong cc = 0; cc < %lldUL; cc++) {\n"
+                                "        const ulong ak = cc * %lldUL + kb;\n",
+                                (long long)cv->cg, ksp);
+      snprintf(xp, sizeof xp, "xr + cc * %lldUL%s", in_sp, pass ? "" : " + ix");
+      if (!st) st = emit_iconv_body(s, cv, t, pass == 1, xp);
+      if (!st) st = kiln_cl_src_printf(s, "      }\n");
     }
-    if (!st) st = kiln_cl_src_printf(s, "      }\n");
+    if (!st) st = kiln_cl_src_printf(s, "      }\n    }\n  }\n");
   }
-  if (!st) st = kiln_cl_src_printf(s, "      }\n    }\n  }\n");
   bool ragged = cv->ow % nw != 0;
   if (!e && ragged) {
     if (!st) st = kiln_cl_src_printf(s, "  if (ox_ + %dUL <= %lldUL) {\n", nw, (long long)cv->ow);

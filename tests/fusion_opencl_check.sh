@@ -126,7 +126,8 @@ TABLE
   KILN_CL_CONV_IMPLICIT=1 KILN_DUMP=$dump KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
-    echo "FAIL: the fusion suite with KILN_CL_CONV_IMPLICIT=1 did not pass (rc $rc)"; grep -E "FAIL|conformance:" "$log"; fail=1
+    echo "FAIL: the fusion suite with KILN_CL_CONV_IMPLICIT=1 did not pass (rc $rc)"
+    grep -E "FAIL|conformance:" "$log"; fail=1
   fi
   gemm=kiln
   check_table <<'TABLE'
