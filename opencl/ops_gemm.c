@@ -390,15 +390,43 @@ static kiln_status im2col_src(kiln_cl_src *src, const conv_geo *g, const char *k
   return s;
 }
 
+/* Whether the conv goes through kiln's SGEMM reading X directly
+ * (implicit GEMM, no column matrix), and its geometry in *cv: a 1-D or 2-D
+ * conv with strides 1 or 2 that is not pointwise (a pointwise conv's X is
+ * its column matrix already) on kiln's SGEMM, output rows wide enough.
+ * KILN_CL_CONV_IMPLICIT=0 keeps im2col + SGEMM (the comparison), =1 takes
+ * every such conv whatever its rows (ENGINE.md "Implicit GEMM"). */
+static bool conv_implicit(const conv_geo *g, const kiln_cl_device *dev, kiln_clop_iconv *cv) {
+  const char *e = getenv("KILN_CL_CONV_IMPLICIT");
+  if ((e && !strcmp(e, "0")) || !kiln_clop_sgemm_is_kiln(dev) || g->nsp > 2 || conv_pointwise(g)) return false;
+  int o = g->nsp - 1; /* the last spatial dim is the row */
+  for (int d = 0; d < g->nsp; d++)
+    if (g->s[d] > 2) return false;
+  /* a tile's columns lie in one output row: rows narrower than 3/4 of
+     the device's vector (7 on PoCL's 16) leave most lanes idle, and
+     im2col + SGEMM measured faster there (ENGINE.md) */
+  bool force = e && !strcmp(e, "1");
+  if (!force && 4 * g->out[o] < 3 * (int64_t)dev->pref_vec_float) return false;
+  *cv = (kiln_clop_iconv){.h = o ? g->in[0] : 1, .w = g->in[o], .oh = o ? g->out[0] : 1, .ow = g->out[o],
+                          .kh = o ? g->k[0] : 1, .kw = g->k[o], .sh = o ? g->s[0] : 1, .sw = g->s[o],
+                          .ph = o ? g->pb[0] : 0, .pw = g->pb[o], .dh = o ? g->d[0] : 1, .dw = g->d[o],
+                          .cg = g->Cg, .xtotal = g->N * g->C * g->in_sp};
+  return true;
+}
+
 /* The SGEMM record of a conv through GEMM: one GEMM per (image, group),
  * W_g [Mg x rows] . col block [rows x out] (pointwise: x[n][grp*Cg..] is
- * that matrix) into y[n][grp*Mg..]; A, B, C and beta are the caller's. */
-static void conv_gemm_record(const conv_geo *g, kiln_clop_gemm *gm) {
+ * that matrix; cv: an implicit GEMM, B is X's image and group, read
+ * through the window) into y[n][grp*Mg..]; A, B, C and beta are the
+ * caller's. */
+static void conv_gemm_record(const conv_geo *g, const kiln_clop_iconv *cv, kiln_clop_gemm *gm) {
   int64_t rows = g->Cg * g->k_sp;
   memset(gm, 0, sizeof *gm);
   gm->m = (size_t)g->Mg, gm->n = (size_t)g->out_sp, gm->k = (size_t)rows, gm->lda = (size_t)rows;
   gm->ldb = gm->ldc = (size_t)g->out_sp, gm->alpha = 1;
-  const int64_t bd[2] = {g->N, g->G}, sa[2] = {0, g->Mg * rows}, sb[2] = {g->G * rows * g->out_sp, rows * g->out_sp},
+  gm->cv = cv;
+  int64_t bimg = cv ? g->C * g->in_sp : g->G * rows * g->out_sp, bgrp = cv ? g->Cg * g->in_sp : rows * g->out_sp;
+  const int64_t bd[2] = {g->N, g->G}, sa[2] = {0, g->Mg * rows}, sb[2] = {bimg, bgrp},
                 sc[2] = {g->M * g->out_sp, g->Mg * g->out_sp};
   for (int d = 0; d < 2; d++) {
     if (bd[d] == 1) continue;
@@ -413,9 +441,11 @@ static void conv_gemm_record(const conv_geo *g, kiln_clop_gemm *gm) {
 static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g, bool bias, const char **impl) {
   kiln_cl_src *src = c->src;
   kiln_status s = KILN_OK;
+  kiln_clop_iconv cv;
+  bool implicit = conv_implicit(g, c->dev, &cv);
   bool pointwise = conv_pointwise(g);
   int scr = -1;
-  if (!pointwise) {
+  if (!pointwise && !implicit) {
     int64_t total = g->N * g->G * g->Cg * g->k_sp * g->out_sp;
     int k;
     if ((s = kiln_clop_scratch(op, (size_t)total * sizeof(float), &scr)) || (s = kiln_clop_kernel(op, "im2col", &k)))
@@ -437,10 +467,17 @@ static kiln_status conv_gemm(const op_ctx *c, kiln_cl_op *op, const conv_geo *g,
     if (s) return s;
   }
   kiln_clop_gemm gm;
-  conv_gemm_record(g, &gm);
+  conv_gemm_record(g, implicit ? &cv : NULL, &gm);
   gm.beta = bias ? 1.0f : 0.0f;
-  gm.a = IN(1), gm.b = pointwise ? IN(0) : SCR(scr), gm.c = OUT(0);
+  gm.a = IN(1), gm.b = pointwise || implicit ? IN(0) : SCR(scr), gm.c = OUT(0);
   return kiln_clop_sgemm(c, op, &gm, impl);
+}
+
+/* The column matrix's bytes (0 for an implicit GEMM, which has none). */
+static size_t conv_col_bytes(const conv_geo *g, const kiln_cl_device *dev) {
+  kiln_clop_iconv cv;
+  if (conv_implicit(g, dev, &cv)) return 0;
+  return (size_t)(g->N * g->G * g->Cg * g->k_sp * g->out_sp) * sizeof(float);
 }
 
 /* The choice between the two (OPS.md has the measurements behind it):
@@ -472,13 +509,17 @@ kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {
   kiln_cl_op *op;
   kiln_status s = kiln_clop_new(c, &op);
   if (s) return s;
-  size_t col = (size_t)(g.N * g.G * g.Cg * g.k_sp * g.out_sp) * sizeof(float);
-  bool use_gemm = conv_use_gemm(&g, col, c->dev);
+  bool use_gemm = conv_use_gemm(&g, conv_col_bytes(&g, c->dev), c->dev);
   const char *impl = "";
   s = use_gemm ? conv_gemm(c, op, &g, bias, &impl) : conv_direct(c, op, &g, bias);
   if (s) return kiln_clop_fail_free(op, s);
   char sh[64];
-  snprintf(op->desc, sizeof op->desc, "conv %s%s %lldx%lld->%lld k%s g%lld", use_gemm ? "im2col+" : "direct", impl,
+  kiln_clop_iconv cv;
+  const char *how = !use_gemm                              ? "direct"
+                    : conv_pointwise(&g)                     ? "pointwise+"
+                    : conv_implicit(&g, c->dev, &cv) ? "implicit+"
+                                                             : "im2col+";
+  snprintf(op->desc, sizeof op->desc, "conv %s%s %lldx%lld->%lld k%s g%lld", how, impl,
            (long long)g.N, (long long)g.C, (long long)g.M, kiln_shape_str(g.nsp, g.k, sh, sizeof sh), (long long)g.G);
   *out = op;
   return KILN_OK;
@@ -506,8 +547,7 @@ kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_grap
   if (bias && (in[2].rank != 1 || in[2].dims[0] != g.M)) return KILN_OK;
   for (int k = 0; k < in[0].rank; k++)
     if (in[0].dims[k] <= 0 || out[0].dims[k] <= 0) return KILN_OK;
-  size_t col = (size_t)(g.N * g.G * g.Cg * g.k_sp * g.out_sp) * sizeof(float);
-  if (conv_use_gemm(&g, col, dev)) return KILN_OK;
+  if (conv_use_gemm(&g, conv_col_bytes(&g, dev), dev)) return KILN_OK;
   kiln_status s = conv_direct_src(src, &g, bias, name, params, store, items);
   *ok = !s;
   return s;
@@ -534,23 +574,26 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
   char add[160] = "", add_row[160] = "";
   int ia = 0, ib = 1;
   bool b_last = false;
+  kiln_clop_iconv cv;
   if (!strcmp(n->op_type, "Conv")) {
-    /* pointwise (1x1, stride 1, unpadded): X is the GEMM's B as it is; else
-       the im2col kernel writes B, the column matrix, into the scratch */
+    /* pointwise (1x1, stride 1, unpadded): X is the GEMM's B as it is;
+       implicit: the SGEMM reads X through the window; else the im2col
+       kernel writes B, the column matrix, into the scratch */
     conv_geo geo;
     if (!conv_geo_make(&c, &geo)) return KILN_OK;
     if (has_e && (in[2].rank != 1 || in[2].dims[0] != geo.M)) return KILN_OK;
     for (int k = 0; k < in[0].rank; k++)
       if (in[0].dims[k] <= 0) return KILN_OK;
-    size_t col = (size_t)(geo.N * geo.G * geo.Cg * geo.k_sp * geo.out_sp) * sizeof(float);
+    size_t col = conv_col_bytes(&geo, dev);
     if (!conv_use_gemm(&geo, col, dev)) return KILN_OK;
-    if (!conv_pointwise(&geo)) {
+    bool implicit = conv_implicit(&geo, dev, &cv);
+    if (!conv_pointwise(&geo) && !implicit) {
       kiln_status s = im2col_src(cols->src, &geo, cols->name, true, &cols->items);
       if (s) return s;
       cols->floats = cols->items;
       b_last = true;
     }
-    conv_gemm_record(&geo, &g);
+    conv_gemm_record(&geo, implicit ? &cv : NULL, &g);
     if (has_e) { /* the channel is C's row: one bias per row (row_ / out_sp = image * M + channel) */
       snprintf(add, sizeof add, " + e_[(ep_i / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);
       snprintf(add_row, sizeof add_row, "e_[(row_ / %lldL) %% %lldL]", (long long)geo.out_sp, (long long)geo.M);

@@ -143,8 +143,19 @@ kiln_status kiln_clop_fail_free(kiln_cl_op *op, kiln_status s);
 /* Row-major C[m,n] = alpha op(A) op(B) + beta C (beta 0 or 1), for every
  * index of the batch dims bd (nb of them, 0: one GEMM) — A, B, C advanced
  * by sa, sb, sc elements per step of each batch dim. */
+/* An implicit-GEMM conv (ops_gemm.c): B is X itself, read through the
+ * window of a 2-D conv (a 1-D one has h = oh = kh = 1) instead of a column
+ * matrix: B[cc * kh * kw + ky * kw + kx][oy * ow + ox] =
+ * X[cc][oy * sh - ph + ky * dh][ox * sw - pw + kx * dw], 0 outside; the
+ * batch offsets step X by images and groups. xtotal: X's element count
+ * (the kernel's vector loads stay inside it). Strides 1 or 2. */
+typedef struct kiln_clop_iconv {
+  int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, cg, xtotal;
+} kiln_clop_iconv;
+
 typedef struct kiln_clop_gemm {
   bool ta, tb;
+  const kiln_clop_iconv *cv; /* non-NULL: an implicit-GEMM conv (no transposes, B = X) */
   size_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
   opb a, b, c;

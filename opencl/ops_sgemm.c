@@ -47,9 +47,19 @@ static gemm_tile tile_pick(const kiln_cl_device *dev, const kiln_clop_gemm *g) {
     while (t.nv > 1 && (size_t)t.nv / 2 >= g->n) t.nv /= 2;
     while (t.nc > 1 && (size_t)((t.nc - 1) * t.nv) >= g->n) t.nc--;
   }
+  if (g->cv) { /* an implicit conv's tiles lie in one output row: no wider than it */
+    while (t.nc > 1 && (int64_t)(t.nc - 1) * t.nv >= g->cv->ow) t.nc--;
+    while (t.nv > 1 && t.nv / 2 >= g->cv->ow) t.nv /= 2;
+  }
   if ((size_t)t.mr > g->m) t.mr = (int)g->m;
   return t;
 }
+
+/* A column tile's first column and the columns' limit for the stores' and
+ * the ragged tile's guards: j0 and N, or (an implicit conv, whose tiles
+ * lie in one output row) ox_ and the row's width. */
+static const char *col_var(const kiln_clop_gemm *g) { return g->cv ? "ox_" : "j0"; }
+static size_t col_lim(const kiln_clop_gemm *g) { return g->cv ? (size_t)g->cv->ow : g->n; }
 
 /* KILN_CL_GEMM=clblast|kiln|auto; auto: kiln's kernel where the device
  * runs a work item's vectors as SIMD vectors (preferred float width >= 8,
@@ -135,7 +145,7 @@ static kiln_status emit_tile_dump(kiln_cl_src *s, gemm_tile t, bool dot) {
 static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_tile t, int nw,
                                   const kiln_clop_epi *e) {
   char al[48];
-  bool a1 = g->alpha == 1.0f, ragged = g->n % (size_t)nw != 0;
+  bool a1 = g->alpha == 1.0f, ragged = col_lim(g) % (size_t)nw != 0;
   kiln_clop_flit(g->alpha, al, sizeof al);
   kiln_status st = kiln_cl_src_printf(s,
                                       "  }\n"
@@ -146,9 +156,10 @@ static kiln_status emit_epi_store(kiln_cl_src *s, const kiln_clop_gemm *g, gemm_
                                       t.mr, g->m, g->ldc);
   if (!st && e->add_row) st = kiln_cl_src_printf(s, "    const float ar_ = %s;\n", e->add_row);
   for (int pass = 0; pass < (ragged ? 2 : 1) && !st; pass++) {
-    if (ragged) st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (j0 + %dUL <= %zuUL)\n", nw, g->n);
+    if (ragged)
+      st = kiln_cl_src_printf(s, pass ? "    else\n" : "    if (%s + %dUL <= %zuUL)\n", col_var(g), nw, col_lim(g));
     char guard[64] = "";
-    if (pass) snprintf(guard, sizeof guard, "    if (j0 + (ulong)cq_ >= %zuUL) break;\n", g->n);
+    if (pass) snprintf(guard, sizeof guard, "    if (%s + (ulong)cq_ >= %zuUL) break;\n", col_var(g), col_lim(g));
     if (!st)
       st = kiln_cl_src_printf(s,
                               "    for (int cq_ = 0; cq_ < %d; cq_++) {\n%s"
@@ -195,8 +206,8 @@ static kiln_status emit_bcast_store(kiln_cl_src *s, const kiln_clop_gemm *g, gem
                          : kiln_cl_src_printf(s, "vstore%d(c%d_%d, 0, t_);", t.nv, r, c);
         if (!st)
           st = kiln_cl_src_printf(
-              s, " for (int l = 0; l < %d; l++) if (j0 + %dUL + (ulong)l < %zuUL) cr[%d + l] = %s%st_[l]", t.nv,
-              c * t.nv, g->n, c * t.nv, a1 ? "" : al, a1 ? "" : " * ");
+              s, " for (int l = 0; l < %d; l++) if (%s + %dUL + (ulong)l < %zuUL) cr[%d + l] = %s%st_[l]", t.nv,
+              col_var(g), c * t.nv, col_lim(g), c * t.nv, a1 ? "" : al, a1 ? "" : " * ");
         if (!st && acc) st = kiln_cl_src_printf(s, " + cr[%d + l]", c * t.nv);
         if (!st) st = kiln_cl_src_printf(s, "; }\n");
       }
@@ -258,15 +269,22 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
   if (!st && e)
     st = kiln_cl_src_printf(s,
                             "  __global const float *A = a_ + ao + oa, *B = b_ + bo + ob;\n"
-                            "  const ulong i0 = r_, j0 = jt * %dUL;\n"
-                            "  float t_[%d];\n  {\n",
-                            nw, mr * nw);
+                            "  const ulong i0 = r_;\n");
   else if (!st)
     st = kiln_cl_src_printf(s,
                             "  __global const float *A = a_ + ao + oa, *B = b_ + bo + ob;\n"
                             "  __global float *C = c_ + co + oc;\n"
-                            "  const ulong i0 = it * %dUL, j0 = jt * %dUL;\n",
-                            mr, nw);
+                            "  const ulong i0 = it * %dUL;\n",
+                            mr);
+  /* an implicit conv: a row of column tiles per output row */
+  if (!st && g->cv) {
+    size_t tpr = ((size_t)g->cv->ow + (size_t)nw - 1) / (size_t)nw;
+    st = kiln_cl_src_printf(s, "  const ulong oy_ = jt / %zuUL, ox_ = (jt %% %zuUL) * %dUL, j0 = oy_ * %lldUL + ox_;\n",
+                            tpr, tpr, nw, (long long)g->cv->ow);
+  } else if (!st) {
+    st = kiln_cl_src_printf(s, "  const ulong j0 = jt * %dUL;\n", nw);
+  }
+  if (!st && e) st = kiln_cl_src_printf(s, "  float t_[%d];\n  {\n", mr * nw);
   return st;
 }
 
@@ -295,6 +313,188 @@ static kiln_status emit_bcast(kiln_cl_src *s, const char *name, const kiln_clop_
     if (!st) st = emit_bcast_loop(s, g, t, true);
     if (!st) st = emit_bcast_store(s, g, t, true, e);
     if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  }
+  if (!st && e) st = emit_epi_store(s, g, t, nw, e);
+  if (!st) st = kiln_cl_src_printf(s, "}\n");
+  return st;
+}
+
+/* The implicit conv's loop order: channels outside the window positions
+ * where the group has fewer channels than the kernel has positions (a
+ * stem: 3 channels, 7x7), so that the longer loop is inside; else the
+ * window positions outside (their masks and bounds once per position, the
+ * channels streamed under them). Measured in ENGINE.md "Implicit GEMM". */
+static bool iconv_channels_outer(const kiln_clop_iconv *cv) { return cv->cg < cv->kh * cv->kw; }
+
+/* B's vector c of the implicit conv's tile, loaded from xp + c * nv * sw
+ * (stride 1: vloadN; 2: the even lanes of twice as many), lanes outside
+ * the input row zeroed by the mask m<c>. */
+static kiln_status emit_iconv_load(kiln_cl_src *s, const kiln_clop_iconv *cv, gemm_tile t, int c) {
+  char vt[16];
+  vtype(t.nv, vt, sizeof vt);
+  long long off = (long long)c * t.nv * cv->sw;
+  kiln_status st = kiln_cl_src_printf(s, "        const %s b%d = ", vt, c);
+  if (!st && t.nv == 1) st = kiln_cl_src_printf(s, "m%d ? xp[%lld] : 0.0f;\n", c, off);
+  if (st || t.nv == 1) return st;
+  st = kiln_cl_src_printf(s, "select((%s)(0.0f), ", vt);
+  if (!st && cv->sw == 1) st = kiln_cl_src_printf(s, "vload%d(0, xp + %lld)", t.nv, off);
+  else if (!st && t.nv < 16) st = kiln_cl_src_printf(s, "vload%d(0, xp + %lld).even", 2 * t.nv, off);
+  else if (!st)
+    st = kiln_cl_src_printf(s, "(float16)(vload16(0, xp + %lld).even, vload16(0, xp + %lld).even)", off, off + 16);
+  if (!st) st = kiln_cl_src_printf(s, ", m%d);\n", c);
+  return st;
+}
+
+/* The implicit conv's masks: lane l of vector c reads input column
+ * q<c>.l = ix + (c * nv + l) * sw, m<c> says it lies inside the row. */
+static kiln_status emit_iconv_masks(kiln_cl_src *s, const kiln_clop_iconv *cv, gemm_tile t, const char *it,
+                                    const char *ind) {
+  kiln_status st = KILN_OK;
+  for (int c = 0; c < t.nc && !st; c++)
+    st = kiln_cl_src_printf(s, "%sconst %s q%d = (%s)((int)ix + %d) + lv_, m%d = q%d >= 0 && q%d < %lld;\n", ind, it, c,
+                            it, c * t.nv * (int)cv->sw, c, c, c, (long long)cv->w);
+  return st;
+}
+
+/* One step of the implicit conv's loops: xp = xp_expr, B's nc vectors
+ * (vector loads at xp, or with gather lane by lane from xp[q<c>.l] where
+ * a vector would leave X — no private array: PoCL would keep one per work
+ * item of its work-group on the stack), then the tile's FMAs with A's
+ * column ak. */
+static kiln_status emit_iconv_body(kiln_cl_src *s, const kiln_clop_iconv *cv, gemm_tile t, bool gather,
+                                   const char *xp_expr) {
+  char vt[16];
+  vtype(t.nv, vt, sizeof vt);
+  kiln_status st = kiln_cl_src_printf(s, "        __global const float *xp = %s;\n", xp_expr);
+  for (int c = 0; c < t.nc && !st; c++) {
+    if (!gather) {
+      st = emit_iconv_load(s, cv, t, c);
+      continue;
+    }
+    st = kiln_cl_src_printf(s, "        const %s b%d = (%s)(", vt, c, vt);
+    for (int l = 0; l < t.nv && !st; l++) {
+      char sl[8] = "";
+      if (t.nv > 1) snprintf(sl, sizeof sl, ".s%c", lane[l]);
+      st = kiln_cl_src_printf(s, "%sm%d%s ? xp[q%d%s] : 0.0f", l ? ", " : "", c, sl, c, sl);
+    }
+    if (!st) st = kiln_cl_src_printf(s, ");\n");
+  }
+  for (int r = 0; r < t.mr && !st; r++) {
+    st = kiln_cl_src_printf(s, "        { const %s x = (%s)(a%d[ak]);", vt, vt, r);
+    for (int c = 0; c < t.nc && !st; c++) st = kiln_cl_src_printf(s, " c%d_%d = fma(x, b%d, c%d_%d);", r, c, c, r, c);
+    if (!st) st = kiln_cl_src_printf(s, " }\n");
+  }
+  return st;
+}
+
+/* An implicit-GEMM conv (g->cv): the broadcast tile, its mr rows of W
+ * against nw consecutive output columns of one output row, B read from X
+ * through the window. The window's rows outside the input are not visited
+ * (the ky loop's bounds depend on the output row, which also keeps PoCL
+ * from adding its implicit loop barriers: their per-work-item copies of
+ * the accumulators overflowed the stack of a 4096-item work-group); the
+ * lanes' input columns give the masks (inside the input row); B's vectors
+ * are vector loads of X (stride 1 or 2) with the masked lanes zeroed. The
+ * loads read X's neighbouring elements there, so where one would leave X
+ * (a tile at its first or last rows) the lanes are gathered one by one
+ * instead. Loop order: iconv_channels_outer. */
+static kiln_status emit_iconv(kiln_cl_src *s, const char *name, const kiln_clop_gemm *g, gemm_tile t, size_t nt,
+                              size_t mt, size_t batch, const kiln_clop_epi *e) {
+  const kiln_clop_iconv *cv = g->cv;
+  int nw = t.nv * t.nc;
+  long long in_sp = (long long)(cv->h * cv->w), ksp = (long long)(cv->kh * cv->kw);
+  char vt[16], it[16];
+  vtype(t.nv, vt, sizeof vt);
+  if (t.nv == 1)
+    snprintf(it, sizeof it, "int");
+  else
+    snprintf(it, sizeof it, "int%d", t.nv);
+  kiln_status st = emit_head(s, name, g, nt, mt, batch, nw, t.mr, e);
+  for (int r = 0; r < t.mr && !st; r++)
+    st = kiln_cl_src_printf(s, "  __global const float *a%d = A + min(i0 + %dUL, %zuUL) * %zuUL;\n", r, r, g->m - 1,
+                            g->lda);
+  for (int r = 0; r < t.mr && !st; r++)
+    for (int c = 0; c < t.nc && !st; c++) st = kiln_cl_src_printf(s, "  %s c%d_%d = (%s)(0.0f);\n", vt, r, c, vt);
+  /* lane l of vector c reads input column ix + (c * nv + l) * sw */
+  if (!st) st = kiln_cl_src_printf(s, "  const %s lv_ = (%s)(", it, it);
+  for (int l = 0; l < t.nv && !st; l++) st = kiln_cl_src_printf(s, "%s%lld", l ? ", " : "", (long long)l * cv->sw);
+  if (!st)
+    st = kiln_cl_src_printf(s,
+                            ");\n"
+                            "  const long iy0_ = (long)oy_ * %lldL - %lldL, ix0_ = (long)ox_ * %lldL - %lldL;\n"
+                            "  const long kyb_ = iy0_ < 0 ? (-iy0_ + %lldL) / %lldL : 0;\n"
+                            "  const long kye_ = min(%lldL, iy0_ < %lldL ? (%lldL - iy0_) / %lldL + 1 : 0L);\n",
+                            (long long)cv->sh, (long long)cv->ph, (long long)cv->sw, (long long)cv->pw,
+                            (long long)cv->dh - 1, (long long)cv->dh, (long long)cv->kh, (long long)cv->h,
+                            (long long)cv->h - 1, (long long)cv->dh);
+  char xp[64];
+  if (iconv_channels_outer(cv)) {
+    /* one bounds check for the whole window: the fast loops (every vector
+       load of the tile inside X) or the edge loops (lanes gathered) */
+    long long span = (long long)(cv->cg - 1) * in_sp + (long long)(cv->kw - 1) * cv->dw + (long long)nw * cv->sw - 1;
+    if (!st)
+      st = kiln_cl_src_printf(s,
+                              "  const long lo_ = ob + (iy0_ + kyb_ * %lldL) * %lldL + ix0_;\n"
+                              "  const long hi_ = lo_ + (kye_ - 1 - kyb_) * %lldL + %lldL;\n",
+                              (long long)cv->dh, (long long)cv->w, (long long)cv->dh * cv->w, span);
+    for (int pass = 0; pass < 2 && !st; pass++) {
+      st = kiln_cl_src_printf(s, pass ? "  } else {\n" : "  if (lo_ >= 0 && hi_ < %lldL) {\n", (long long)cv->xtotal);
+      if (!st)
+        st = kiln_cl_src_printf(s,
+                                "  for (ulong cc = 0; cc < %lldUL; cc++) {\n"
+                                "    __global const float *xc = B + cc * %lldUL;\n"
+                                "    for (long ky = kyb_; ky < kye_; ky++) {\n"
+                                "      __global const float *xr = xc + (iy0_ + ky * %lldL) * %lldL;\n"
+                                "      const ulong ak0 = cc * %lldUL + (ulong)ky * %lldUL;\n"
+                                "      for (long kx = 0; kx < %lldL; kx++) {\n"
+                                "        const long ix = ix0_ + kx * %lldL;\n"
+                                "        const ulong ak = ak0 + (ulong)kx;\n",
+                                (long long)cv->cg, in_sp, (long long)cv->dh, (long long)cv->w, ksp,
+                                (long long)cv->kw, (long long)cv->kw, (long long)cv->dw);
+      if (!st) st = emit_iconv_masks(s, cv, t, it, "        ");
+      if (!st) st = emit_iconv_body(s, cv, t, pass == 1, pass ? "xr" : "xr + ix");
+      if (!st) st = kiln_cl_src_printf(s, "      }\n    }\n  }\n");
+    }
+    if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  } else {
+    /* per window position: its masks and bounds check, then the channels */
+    if (!st)
+      st = kiln_cl_src_printf(s,
+                              "  for (long ky = kyb_; ky < kye_; ky++) {\n"
+                              "    const long iy = iy0_ + ky * %lldL;\n"
+                              "    for (long kx = 0; kx < %lldL; kx++) {\n"
+                              "      const long ix = ix0_ + kx * %lldL, lo_ = ob + iy * %lldL + ix;\n"
+                              "      const ulong kb = (ulong)(ky * %lldL + kx);\n"
+                              "      __global const float *xr = B + iy * %lldL;\n",
+                              (long long)cv->dh, (long long)cv->kw, (long long)cv->dw, (long long)cv->w,
+                              (long long)cv->kw, (long long)cv->w);
+    if (!st) st = emit_iconv_masks(s, cv, t, it, "      ");
+    for (int pass = 0; pass < 2 && !st; pass++) {
+      if (pass == 0)
+        st = kiln_cl_src_printf(s, "      if (lo_ >= 0 && lo_ + %lldL < %lldL) {\n",
+                                (long long)(cv->cg - 1) * in_sp + (long long)nw * cv->sw - 1, (long long)cv->xtotal);
+      else
+        st = kiln_cl_src_printf(s, "      } else {\n");
+      if (!st)
+        st = kiln_cl_src_printf(s,
+                                "      for (ulong cc = 0; cc < %lldUL; cc++) {\n"
+                                "        const ulong ak = cc * %lldUL + kb;\n",
+                                (long long)cv->cg, ksp);
+      snprintf(xp, sizeof xp, "xr + cc * %lldUL%s", in_sp, pass ? "" : " + ix");
+      if (!st) st = emit_iconv_body(s, cv, t, pass == 1, xp);
+      if (!st) st = kiln_cl_src_printf(s, "      }\n");
+    }
+    if (!st) st = kiln_cl_src_printf(s, "      }\n    }\n  }\n");
+  }
+  bool ragged = cv->ow % nw != 0;
+  if (!e && ragged) {
+    if (!st) st = kiln_cl_src_printf(s, "  if (ox_ + %dUL <= %lldUL) {\n", nw, (long long)cv->ow);
+    if (!st) st = emit_bcast_store(s, g, t, false, NULL);
+    if (!st) st = kiln_cl_src_printf(s, "  } else {\n");
+    if (!st) st = emit_bcast_store(s, g, t, true, NULL);
+    if (!st) st = kiln_cl_src_printf(s, "  }\n");
+  } else if (!st) {
+    st = emit_bcast_store(s, g, t, false, e);
   }
   if (!st && e) st = emit_epi_store(s, g, t, nw, e);
   if (!st) st = kiln_cl_src_printf(s, "}\n");
@@ -387,11 +587,12 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
     *impl = "kiln";
     gemm_tile t = tile_pick(c->dev, g);
     size_t mt = (g->m + (size_t)t.mr - 1) / (size_t)t.mr, nw = (size_t)(t.dot ? t.nc : t.nc * t.nv);
-    size_t nt = (g->n + nw - 1) / nw;
+    size_t nt = g->cv ? (size_t)g->cv->oh * (((size_t)g->cv->ow + nw - 1) / nw) : (g->n + nw - 1) / nw;
     int k;
     if ((s = kiln_clop_kernel(op, "sgemm", &k))) return s;
-    s = t.dot ? emit_dot(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch, NULL)
-              : emit_bcast(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch, NULL);
+    s = g->cv    ? emit_iconv(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch, NULL)
+        : t.dot ? emit_dot(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch, NULL)
+                : emit_bcast(c->src, kiln_clop_kname(op, k), g, t, nt, mt, batch, NULL);
     if (!s) s = kiln_clop_launch(op, k, nt, 3, (opb[]){g->a, g->b, g->c});
     if (s) return s;
     op_step *st = &op->steps[op->n_steps - 1];
@@ -406,6 +607,7 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
     st->c = g->c;
     return KILN_OK;
   }
+  if (g->cv) return kiln_fail(KILN_E_INTERNAL, "opencl: an implicit-GEMM conv takes kiln's SGEMM");
   *impl = "clblast";
   op_step *st;
   if ((s = kiln_clop_step_add(op, batch == 1 ? ST_GEMM : ST_GEMM_BATCHED, &st))) return s;
@@ -456,7 +658,8 @@ kiln_status kiln_clop_sgemm_fused(const kiln_cl_device *dev, const kiln_clop_gem
   for (int d = 0; d < g->nb; d++) batch *= (size_t)g->bd[d];
   gemm_tile t = tile_pick(dev, g);
   size_t mt = (g->m + (size_t)t.mr - 1) / (size_t)t.mr, nw = (size_t)(t.dot ? t.nc : t.nc * t.nv);
-  size_t nt = (g->n + nw - 1) / nw;
+  size_t nt = g->cv ? (size_t)g->cv->oh * (((size_t)g->cv->ow + nw - 1) / nw) : (g->n + nw - 1) / nw;
   *items = (int64_t)(batch * g->m * nt);
+  if (g->cv) return emit_iconv(src, name, g, t, nt, mt, batch, e);
   return t.dot ? emit_dot(src, name, g, t, nt, mt, batch, e) : emit_bcast(src, name, g, t, nt, mt, batch, e);
 }

@@ -13,13 +13,19 @@
 # the SGEMM's store (no op, no g*_epi kernel in the KILN_DUMP plan), an
 # im2col conv's group is TWO kernels (im2col into the scratch, then that
 # SGEMM) instead of the op (im2col, bias, SGEMM) + an epilogue kernel, and
-# KILN_CL_GEMM_EPILOGUE=0 brings back op + epilogue kernel. Run through
-# tests/opencl_run.sh (exit 77 without a device).
+# KILN_CL_GEMM_EPILOGUE=0 brings back op + epilogue kernel. Those checks
+# run with KILN_CL_CONV_IMPLICIT=0 (im2col + SGEMM, whatever the shape);
+# then with kiln's GEMM the suite runs again with the implicit GEMM forced
+# (=1): each such conv group is ONE kernel, the SGEMM reading X through the
+# window, no im2col kernel and no scratch. (The default choice, per shape,
+# is the plain fusion_suite_opencl_* run.) Run through tests/opencl_run.sh
+# (exit 77 without a device).
 set -u
 conf=$1 lib=$2 root=$3 gemm=${4:-clblast}
 log=$(mktemp) || exit 1
 dump=$(mktemp -d) || exit 1
 trap 'rm -rf "$log" "$dump"' EXIT
+export KILN_CL_CONV_IMPLICIT=0
 KILN_DUMP=$dump KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
 rc=$?
 fail=0
@@ -115,6 +121,34 @@ clblast conv_im2col_grouped 1 1 1
 clblast conv_im2col_residual 2 2 3
 clblast conv_im2col_strided 2 2 2
 TABLE
+  # the implicit GEMM forced: one kernel per conv group, no columns
+  rm -rf "$dump"/*
+  KILN_CL_CONV_IMPLICIT=1 KILN_DUMP=$dump KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
+    echo "FAIL: the fusion suite with KILN_CL_CONV_IMPLICIT=1 did not pass (rc $rc)"
+    grep -E "FAIL|conformance:" "$log"; fail=1
+  fi
+  gemm=kiln
+  check_table <<'TABLE'
+kiln conv_gemm_epilogue 1 1 0
+kiln conv_im2col_bn_relu 1 1 0
+kiln conv_im2col_grouped 1 1 0
+kiln conv_im2col_residual 2 2 1
+kiln conv_im2col_strided 2 2 0
+TABLE
+  for name in conv_gemm_epilogue conv_im2col_bn_relu conv_im2col_grouped conv_im2col_residual conv_im2col_strided; do
+    f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
+    if [ -n "$f" ] && grep -q "^kernel g[0-9]*_mm:" "$f" && ! grep -q "^kernel g[0-9]*_col:" "$f" &&
+      ! grep -q "^kernel g[0-9]*_epi" "$f" && ! grep -q "^scratch: [1-9]" "$f" &&
+      grep -q "Conv in kiln's SGEMM with the epilogue in its store, one kernel" "$f"; then
+      echo "ok   $name: implicit GEMM, one SGEMM kernel with the epilogue in its store, no columns"
+    else
+      echo "FAIL $name: the KILN_DUMP plan ${f:-(none)} does not show the implicit GEMM conv in one kernel"
+      [ -n "$f" ] && cat "$f"
+      fail=1
+    fi
+  done
 fi
 # unfused: the same results, more launches
 KILN_FUSION=0 KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1

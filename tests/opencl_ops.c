@@ -57,7 +57,7 @@ typedef struct tcase {
   bool use_mag, expect_dev;
   kiln_cl_op *op;
   char prefix[16];
-  char env[96]; /* "NAME=VALUE ..." set while the case is prepared (KILN_CL_CONV, KILN_CL_GEMM) */
+  char env[96]; /* "NAME=VALUE ..." set while the case is prepared (KILN_CL_CONV, KILN_CL_GEMM, ...) */
 } tcase;
 
 static tcase *cases;
@@ -271,8 +271,11 @@ static kiln_status prepare(tcase *c, const kiln_cl_device *dev, kiln_cl_src *src
     if (eq) *eq = 0, setenv(kv, eq + 1, 1);
   }
   kiln_status s = kiln_cl_op_prepare(dev, c->g, n, in, out, konst, c->prefix, src, &c->op);
-  unsetenv("KILN_CL_CONV");
-  unsetenv("KILN_CL_GEMM");
+  snprintf(env, sizeof env, "%s", c->env);
+  for (char *kv = strtok_r(env, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+    char *eq = strchr(kv, '=');
+    if (eq) *eq = 0, unsetenv(kv);
+  }
   return s;
 }
 
@@ -596,10 +599,14 @@ static void conv_case(const char *what, int opset, int rank, const int64_t *x, c
 }
 
 static void cases_conv(void) {
-  /* both strategies for each shape */
-  static const char *const modes[] = {"direct", "gemm", "gemm"};
-  for (int m = 0; m < 3; m++) {
-    snprintf(case_env, sizeof case_env, "KILN_CL_CONV=%s KILN_CL_GEMM=%s", modes[m], m == 2 ? "clblast" : "kiln");
+  /* both strategies for each shape; GEMM through kiln's SGEMM three ways:
+     its own choice, implicit GEMM forced (X read through the window), and
+     im2col + SGEMM (KILN_CL_CONV_IMPLICIT=0); then CLBlast */
+  static const char *const modes[] = {"direct", "gemm", "gemm", "gemm", "gemm"};
+  static const char *const gemms[] = {"kiln", "kiln", "clblast", "kiln KILN_CL_CONV_IMPLICIT=1",
+                                      "kiln KILN_CL_CONV_IMPLICIT=0"};
+  for (int m = 0; m < 5; m++) {
+    snprintf(case_env, sizeof case_env, "KILN_CL_CONV=%s KILN_CL_GEMM=%s", modes[m], gemms[m]);
     char w[96];
     snprintf(w, sizeof w, "2-D 3x3 pad 1 (%s)", modes[m]);
     conv_case(w, 11, 4, (int64_t[]){1, 3, 7, 9}, (int64_t[]){4, 3, 3, 3}, true, 1, NULL, NULL, (int64_t[]){1, 1, 1, 1},
@@ -638,6 +645,35 @@ static void cases_conv(void) {
     snprintf(w, sizeof w, "resnet-like 32->32 3x3 on 14x14 (%s)", modes[m]);
     conv_case(w, 11, 4, (int64_t[]){1, 32, 14, 14}, (int64_t[]){32, 32, 3, 3}, true, 1, NULL, NULL,
               (int64_t[]){1, 1, 1, 1}, NULL);
+    /* awkward geometries with rows wider than a vector tile (the implicit
+       GEMM's vector loads, masked lanes at both edges, a ragged last tile
+       of a row, the lane-by-lane loads at X's first and last rows),
+       channels that fill no tile */
+    snprintf(w, sizeof w, "wide, pads 2,1,3,2, 13->19, batch 3 (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){3, 13, 9, 37}, (int64_t[]){19, 13, 3, 3}, true, 1, NULL, NULL,
+              (int64_t[]){2, 1, 3, 2}, NULL);
+    snprintf(w, sizeof w, "wide 5x5 stride 2 pad 2 (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){1, 6, 12, 67}, (int64_t[]){17, 6, 5, 5}, true, 1, (int64_t[]){2, 2}, NULL,
+              (int64_t[]){2, 2, 2, 2}, NULL);
+    snprintf(w, sizeof w, "wide dilation 2 stride 2, batch 2 (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){2, 4, 15, 50}, (int64_t[]){9, 4, 3, 3}, false, 1, (int64_t[]){2, 2},
+              (int64_t[]){2, 2}, (int64_t[]){2, 2, 2, 2}, NULL);
+    snprintf(w, sizeof w, "wide groups 3, batch 2 (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){2, 12, 6, 40}, (int64_t[]){15, 4, 3, 3}, true, 3, NULL, NULL,
+              (int64_t[]){1, 1, 1, 1}, NULL);
+    snprintf(w, sizeof w, "one output row (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){1, 8, 3, 40}, (int64_t[]){16, 8, 3, 3}, true, 1, NULL, NULL, NULL, NULL);
+    snprintf(w, sizeof w, "one output column (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){1, 8, 20, 3}, (int64_t[]){16, 8, 3, 3}, true, 1, NULL, NULL, NULL, NULL);
+    snprintf(w, sizeof w, "stem-like 7x7 stride 2 pad 3, batch 3 (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){3, 3, 30, 70}, (int64_t[]){20, 3, 7, 7}, true, 1, (int64_t[]){2, 2}, NULL,
+              (int64_t[]){3, 3, 3, 3}, NULL);
+    snprintf(w, sizeof w, "row of 7, stride (2, 1) (%s)", modes[m]);
+    conv_case(w, 11, 4, (int64_t[]){1, 10, 9, 7}, (int64_t[]){11, 10, 3, 3}, true, 1, (int64_t[]){2, 1}, NULL,
+              (int64_t[]){1, 1, 1, 1}, NULL);
+    snprintf(w, sizeof w, "1-D wide stride 2 dilation 2 (%s)", modes[m]);
+    conv_case(w, 11, 3, (int64_t[]){2, 5, 80}, (int64_t[]){7, 5, 3}, true, 1, (int64_t[]){2}, (int64_t[]){2},
+              (int64_t[]){3, 1}, NULL);
   }
   case_env[0] = 0;
   conv_case("default choice 24->48 3x3 on 12x12", 11, 4, (int64_t[]){1, 24, 12, 12}, (int64_t[]){48, 24, 3, 3}, true, 1,
@@ -1294,7 +1330,7 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
       tcase *c = cur;
       if (setup_alone(c, dev, ctx) >= 0) {
         t[m] = time_case(c, ctx, 5);
-        if (m == 2) dflt = strstr(kiln_cl_op_describe(c->op), "im2col") ? "gemm" : "direct";
+        if (m == 2) dflt = strstr(kiln_cl_op_describe(c->op), "direct") ? "direct" : "gemm";
         if (m == 2) check_case(c, ctx);
       }
       case_free(c);
