@@ -185,7 +185,7 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool ke
   double t_rw = ms_since(&t0);
   /* stored only where it can pay: a rewrite of at least 2 ms (not a node
      test's) that took more than twice the key (a warm init computes the
-     key, reads the record and copies the unchanged weights);
+     key and reads the record; the unchanged weights are referenced);
      KILN_CL_GRAPH_CACHE=1: always */
   keyed = keyed && ((gc && !strcmp(gc, "1")) || (t_rw >= 2.0 && t_rw >= 2 * t_key));
   if (!s && keyed && kiln_cl_graph_pack(*g, g0, rst, &b, &n) && kiln_cl_cache_put(key, b, n)) {
@@ -232,13 +232,14 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   if (kiln_dump_enabled()) kiln_dump_stem(g0->name, p->dump_stem, sizeof p->dump_stem);
   struct timespec tp0, tp1, tp2;
   clock_gettime(CLOCK_MONOTONIC, &tp0);
-  if ((s = kiln_edit_clone(g0, &p->orig))) goto fail;
+  /* the weights stay the caller's (engine.h): the plan's graphs borrow them */
+  if ((s = kiln_edit_clone_shared(g0, &p->orig))) goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp1);
   /* a probe: which inputs set shapes (their values specialise the plan) */
   kiln_graph *g = NULL;
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
-  if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
+  if ((s = kiln_cl_rewrite(p->orig, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
                            &sh, &rst)))
     goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp2);
@@ -355,10 +356,11 @@ static kiln_status make_key(const kiln_cl_plan *p, const kiln_tensor *const *in,
 }
 
 /* The graph of a variant: the original with the specialising inputs as
- * constants and every other runtime input's declared dims made concrete. */
+ * constants and every other runtime input's declared dims made concrete.
+ * Its weights are the plan's (borrowed): it lives no longer than the plan. */
 static kiln_status specialise(const kiln_cl_plan *p, const kiln_tensor *const *in, kiln_graph **out) {
   kiln_graph *d = NULL;
-  kiln_status s = kiln_edit_clone(p->orig, &d);
+  kiln_status s = kiln_edit_clone_shared(p->orig, &d);
   if (s) return s;
   int kept = 0;
   for (int i = 0; i < d->n_inputs; i++) {
@@ -433,6 +435,8 @@ kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const 
   kiln_cl_variant *v = NULL;
   if ((s = specialise(p, in, &d))) goto done;
   if ((s = kiln_cl_variant_compile(p, d, &v))) goto done;
+  v->d = d; /* v->g may borrow d's tensors (a rewritten graph from the kiln cache) */
+  d = NULL;
   v->key = key;
   v->nkey = nkey;
   v->used = p->clock;

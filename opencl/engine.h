@@ -44,9 +44,11 @@ typedef struct kiln_cl_plan_stats {
 
 /* Checks that the engine can run g (reference op tables and shapes). */
 kiln_status kiln_cl_engine_check(const kiln_graph *g);
-/* Compiles g (copied: the plan does not keep g) for device dev (an entry of
- * kiln_cl_engine_devices()). When every input shape is known the variant is
- * compiled now (kernels built), else at the first run. */
+/* Compiles g for device dev (an entry of kiln_cl_engine_devices()). The
+ * plan copies g's structure but borrows its constant tensors (initializers,
+ * tensor attributes: the weights are not copied), so g must stay alive and
+ * unchanged until the plan is released. When every input shape is known the
+ * variant is compiled now (kernels built), else at the first run. */
 kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g, kiln_cl_plan **out);
 /* Runs: bound[v] the tensors of g's runtime inputs (by value index of the
  * graph given to prepare), outs[i] receive owned dense results. */

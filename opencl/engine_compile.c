@@ -734,5 +734,6 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_cl_obs_variant_free(v);
   kiln_shapes_free(v->sh);
   kiln_graph_free(v->g);
+  kiln_graph_free(v->d); /* after g, which may borrow its weights */
   kiln_free(v);
 }

@@ -57,7 +57,8 @@ typedef struct kiln_cl_variant {
   int nkey;
   unsigned long used;
   bool host_only;       /* shapes stay data-dependent: the whole graph runs on the host */
-  kiln_graph *g;        /* the specialised, rewritten graph */
+  kiln_graph *g;        /* the specialised, rewritten graph (its weights may be d's) */
+  kiln_graph *d;        /* the specialised graph g was made from (the plan's weights, borrowed); kept while g is */
   kiln_shapes *sh;
   int *in_map;          /* per input of g: the index of that input in the plan's original graph */
   int n_steps;
@@ -126,7 +127,7 @@ typedef struct kiln_cl_prof {
 struct kiln_cl_plan {
   const kiln_cl_device *dev;
   kiln_cl_slot *slot;
-  kiln_graph *orig; /* the graph as given */
+  kiln_graph *orig; /* the graph as given (its weights borrowed from the caller's graph) */
   bool *spec;       /* per input of orig: specialise on its values */
   kiln_cl_variant *var[KILN_CL_VARIANTS];
   unsigned long clock;

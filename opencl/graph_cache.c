@@ -277,18 +277,20 @@ static void get_tensor(rd *r, kiln_tensor **out) {
   *out = NULL;
   uint64_t tag = get_u64(r);
   if (!tag || r->bad) return;
-  if (tag == 2) { /* base's initializer */
+  if (tag == 2) { /* base's initializer: its data borrowed */
     int64_t b = get_i64(r);
     const kiln_tensor *src = r->base && b >= 0 && b < r->base->n_values ? r->base->values[b].init : NULL;
     if (r->bad) return;
-    kiln_tensor *t = src ? kiln_calloc(1, sizeof *t) : NULL;
-    if (!src || src->strided) r->bad = "bad initializer reference";
-    else if (!t || kiln_tensor_copy(t, src)) r->bad = "out of memory";
-    if (r->bad) {
-      if (t) kiln_tensor_release(t);
-      kiln_free(t);
+    if (!src || src->strided) {
+      r->bad = "bad initializer reference";
       return;
     }
+    kiln_tensor *t = kiln_calloc(1, sizeof *t);
+    if (!t) {
+      r->bad = "out of memory";
+      return;
+    }
+    kiln_tensor_wrap(t, src->dtype, src->rank, src->dims, src->numel, src->data);
     *out = t;
     return;
   }

@@ -164,6 +164,14 @@ static void test_records(void) {
   CHECK(rec2 && !kiln_cl_graph_unpack(rec2, rlen2, g, &back, &rst2) && back && kiln_cl_graph_key(back, "t", &k1) &&
             k1.hi == k2.hi && k1.lo == k2.lo,
         "references round trip: %s", kiln_last_error());
+  int borrowed = 0, inits = 0;
+  for (int v = 0; back && v < back->n_values && v < g->n_values; v++) {
+    const kiln_tensor *bt = back->values[v].init, *gt = g->values[v].init;
+    if (!gt || !gt->numel) continue;
+    inits++;
+    borrowed += bt && bt != gt && bt->data == gt->data && !bt->owns;
+  }
+  CHECK(inits > 0 && borrowed == inits, "references borrow the base's data (%d of %d initializers)", borrowed, inits);
   kiln_graph_free(back);
   back = NULL;
   CHECK(rec2 && kiln_cl_graph_unpack(rec2, rlen2, NULL, &back, &rst2) && !back, "references without the base: refused");
