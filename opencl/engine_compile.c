@@ -585,12 +585,14 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   if (p->probe_g) { /* prepare rewrote this graph already */
     v->g = p->probe_g;
     v->sh = p->probe_sh;
+    v->rec = p->probe_rec;
     rst = p->probe_rst;
     p->probe_g = NULL;
     p->probe_sh = NULL;
+    p->probe_rec = NULL;
   } else {
     s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP),
-                        &v->g, &v->sh, &rst);
+                        &v->g, &v->sh, &rst, &v->rec);
   }
   if (s) goto fail;
   const kiln_graph *g = v->g;
@@ -735,5 +737,6 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_shapes_free(v->sh);
   kiln_graph_free(v->g);
   kiln_graph_free(v->d); /* after g, which may borrow its weights */
+  kiln_free(v->rec);     /* after g, which may read its constants in place */
   kiln_free(v);
 }

@@ -155,6 +155,16 @@ static void test_records(void) {
   CHECK(back && kiln_cl_graph_key(back, "t", &k1) && kiln_cl_graph_key(g, "t", &k2) && k1.hi == k2.hi &&
             k1.lo == k2.lo,
         "the round trip keeps every field (same key)");
+  int in_place = 0, stored = 0;
+  for (int v = 0; back && v < back->n_values; v++) {
+    const kiln_tensor *bt = back->values[v].init;
+    if (!bt || !bt->numel) continue;
+    stored++;
+    const unsigned char *d = bt->data, *r0 = rec;
+    in_place += !bt->owns && d >= r0 && d + kiln_tensor_bytes(bt) <= r0 + rlen &&
+                (uintptr_t)d % kiln_dtype_size(bt->dtype) == 0;
+  }
+  CHECK(stored > 0 && in_place == stored, "stored tensors are read in place, aligned (%d of %d)", in_place, stored);
   kiln_graph_free(back);
   void *rec2 = NULL; /* against a base: every initializer a reference */
   size_t rlen2 = 0;
