@@ -39,6 +39,7 @@ typedef struct kiln_cl_plan_stats {
   int device_ops, host_nodes, copies; /* nodes run by opencl/ops, on the host, as a buffer copy */
   int host_graphs;         /* variants run wholly on the host (data-dependent shapes) */
   uint64_t arena_bytes, lower_bound, no_reuse;
+  int host_weights;        /* weights read in place from host memory (CPU devices; KILN_CL_HOST_WEIGHTS) */
   int folded, bn_folded, cse, noops, transposes, dead;
 } kiln_cl_plan_stats;
 

@@ -59,6 +59,7 @@ typedef struct kiln_cl_variant {
   bool host_only;       /* shapes stay data-dependent: the whole graph runs on the host */
   kiln_graph *g;        /* the specialised, rewritten graph (its weights may be d's or rec's) */
   void *rec;            /* the kiln cache record g was read from (g's folded constants are read in place), or NULL */
+  int host_weights;     /* weights whose buffer is their host bytes (kiln_cl_buffer_over_host) */
   kiln_graph *d;        /* the specialised graph g was made from (the plan's weights, borrowed); kept while g is */
   kiln_shapes *sh;
   int *in_map;          /* per input of g: the index of that input in the plan's original graph */
