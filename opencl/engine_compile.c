@@ -412,11 +412,16 @@ static kiln_status place_values(cstate *c) {
       if (g->values[w].init && !dev_read[w]) continue; /* read by host steps only */
       kiln_cl_buffer b;
       if (over_host(c, w, bytes[w], size[w])) { /* the weight read in place (no copy) */
-        if ((s = kiln_cl_buffer_over_host(ctx, g->values[w].init->data, size[w], &b))) break;
-        pl->mem = pl->base = b.mem;
-        pl->own = true;
-        v->host_weights++;
-        continue;
+        if (!kiln_cl_buffer_over_host(ctx, g->values[w].init->data, size[w], &b)) {
+          pl->mem = pl->base = b.mem;
+          pl->own = true;
+          v->host_weights++;
+          continue;
+        }
+        /* a driver that will not take the host's bytes: copied as on any device */
+        kiln_log(KILN_LOG_INFO, "opencl: weight '%s' not read in place (%s): copied", g->values[w].name,
+                 kiln_last_error());
+        kiln_error_clear();
       }
       if ((s = kiln_cl_buffer_create(ctx, size[w], &b))) break;
       pl->mem = pl->base = b.mem;
