@@ -57,11 +57,17 @@ static void free_value(kiln_value *v) {
 
 /* ---- copying ---- */
 
-static kiln_status copy_tensor_ptr(kiln_tensor **dst, const kiln_tensor *src) {
+/* shared: a dense src lends its data (a borrowing copy of the header) */
+static kiln_status copy_tensor_ptr(kiln_tensor **dst, const kiln_tensor *src, bool shared) {
   *dst = NULL;
   if (!src) return KILN_OK;
   kiln_tensor *t = kiln_calloc(1, sizeof *t);
   if (!t) return nomem();
+  if (shared && !src->strided) {
+    kiln_tensor_wrap(t, src->dtype, src->rank, src->dims, src->numel, src->data);
+    *dst = t;
+    return KILN_OK;
+  }
   kiln_status s = kiln_tensor_copy(t, src);
   if (s) {
     kiln_free(t);
@@ -79,7 +85,7 @@ static kiln_status copy_type(kiln_type *d, const kiln_type *s) {
   return KILN_OK;
 }
 
-kiln_status kiln_edit_copy_attr(kiln_attr *d, const kiln_attr *s) {
+static kiln_status copy_attr(kiln_attr *d, const kiln_attr *s, bool shared) {
   memset(d, 0, sizeof *d);
   d->type = s->type;
   d->i = s->i;
@@ -100,10 +106,12 @@ kiln_status kiln_edit_copy_attr(kiln_attr *d, const kiln_attr *s) {
     for (size_t k = 0; k < s->n; k++)
       if (!(d->strings[k] = kiln_strdup(s->strings[k] ? s->strings[k] : ""))) return nomem();
   }
-  return copy_tensor_ptr(&d->t, s->t);
+  return copy_tensor_ptr(&d->t, s->t, shared);
 }
 
-static kiln_status copy_node(kiln_node *d, const kiln_node *s) {
+kiln_status kiln_edit_copy_attr(kiln_attr *d, const kiln_attr *s) { return copy_attr(d, s, false); }
+
+static kiln_status copy_node(kiln_node *d, const kiln_node *s, bool shared) {
   memset(d, 0, sizeof *d);
   d->opset = s->opset;
   d->name = kiln_strdup(s->name ? s->name : "");
@@ -119,13 +127,13 @@ static kiln_status copy_node(kiln_node *d, const kiln_node *s) {
   if (s->n_out) memcpy(d->out, s->out, (size_t)s->n_out * sizeof *d->out);
   for (int a = 0; a < s->n_attrs; a++) {
     d->n_attrs = a + 1; /* so a half-copied attribute is freed with the node */
-    kiln_status st = kiln_edit_copy_attr(&d->attrs[a], &s->attrs[a]);
+    kiln_status st = copy_attr(&d->attrs[a], &s->attrs[a], shared);
     if (st) return st;
   }
   return KILN_OK;
 }
 
-static kiln_status clone_into(kiln_graph *d, const kiln_graph *g) {
+static kiln_status clone_into(kiln_graph *d, const kiln_graph *g, bool shared) {
   d->ir_version = g->ir_version;
   if (!(d->name = kiln_strdup(g->name ? g->name : ""))) return nomem();
   d->opsets = kiln_calloc((size_t)g->n_opsets + 1, sizeof *d->opsets);
@@ -148,12 +156,12 @@ static kiln_status clone_into(kiln_graph *d, const kiln_graph *g) {
     t->is_output = s->is_output;
     if (!(t->name = kiln_strdup(s->name ? s->name : ""))) return nomem();
     kiln_status st = copy_type(&t->type, &s->type);
-    if (!st) st = copy_tensor_ptr(&t->init, s->init);
+    if (!st) st = copy_tensor_ptr(&t->init, s->init, shared);
     if (st) return st;
   }
   for (int i = 0; i < g->n_nodes; i++) {
     d->n_nodes = i + 1;
-    kiln_status st = copy_node(&d->nodes[i], &g->nodes[i]);
+    kiln_status st = copy_node(&d->nodes[i], &g->nodes[i], shared);
     if (st) return st;
   }
   d->n_inputs = g->n_inputs;
@@ -173,11 +181,11 @@ static kiln_status clone_into(kiln_graph *d, const kiln_graph *g) {
   return KILN_OK;
 }
 
-kiln_status kiln_edit_clone(const kiln_graph *g, kiln_graph **out) {
+static kiln_status clone(const kiln_graph *g, bool shared, kiln_graph **out) {
   *out = NULL;
   kiln_graph *d = kiln_calloc(1, sizeof *d);
   if (!d) return nomem();
-  kiln_status s = clone_into(d, g);
+  kiln_status s = clone_into(d, g, shared);
   if (s) {
     kiln_graph_free(d);
     return s;
@@ -185,6 +193,10 @@ kiln_status kiln_edit_clone(const kiln_graph *g, kiln_graph **out) {
   *out = d;
   return KILN_OK;
 }
+
+kiln_status kiln_edit_clone(const kiln_graph *g, kiln_graph **out) { return clone(g, false, out); }
+
+kiln_status kiln_edit_clone_shared(const kiln_graph *g, kiln_graph **out) { return clone(g, true, out); }
 
 kiln_status kiln_edit_new_graph(int64_t opset, kiln_graph **out) {
   *out = NULL;

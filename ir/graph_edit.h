@@ -17,6 +17,12 @@ kiln_status kiln_edit_new_graph(int64_t opset, kiln_graph **out);
 /* Deep copy: every name, type, attribute and constant tensor is copied, so
  * the two graphs share nothing. On failure *out is NULL. */
 kiln_status kiln_edit_clone(const kiln_graph *g, kiln_graph **out);
+/* kiln_edit_clone, except that the dense constant tensors (initializers,
+ * tensor attributes) borrow g's data (owns false) instead of copying it:
+ * the clone must be freed before g is, and g's tensors must not change
+ * meanwhile. The clone's own edits (types, names, a new initializer) are
+ * its own; a borrowed tensor's data must not be written. */
+kiln_status kiln_edit_clone_shared(const kiln_graph *g, kiln_graph **out);
 
 /* True when v holds constant data: an initializer that is not also a graph
  * input (a listed input's initializer is only a default the caller may

@@ -84,7 +84,32 @@ static size_t stored_count(const Onnx__TensorProto *tp, kiln_dtype dt) {
   }
 }
 
-static kiln_status tensor_from_proto(const Onnx__TensorProto *tp, kiln_tensor *t) {
+/* tp's data as t's storage without a copy: protobuf-c copied each bytes
+ * field and each repeated field into a block of its own from our allocator
+ * (pb_alloc, kiln_malloc), so t takes that block (owned, freed by
+ * kiln_tensor_release) and tp forgets it (free_unpacked skips a NULL
+ * pointer). True when taken; false when dt is stored elsewhere or needs a
+ * conversion (then the caller copies). */
+static bool take_data(Onnx__TensorProto *tp, kiln_dtype dt, int64_t n, size_t bytes, kiln_tensor *t) {
+  void **field = NULL;
+  if (!bytes) return false;
+  if (tp->has_raw_data) field = (void **)&tp->raw_data.data;
+  else if (dt == KILN_F32 && (int64_t)tp->n_float_data == n) field = (void **)&tp->float_data;
+  else if (dt == KILN_F64 && (int64_t)tp->n_double_data == n) field = (void **)&tp->double_data;
+  else if (dt == KILN_I64 && (int64_t)tp->n_int64_data == n) field = (void **)&tp->int64_data;
+  if (!field || !*field) return false;
+  kiln_tensor_wrap(t, dt, (int)tp->n_dims, tp->dims, n, *field);
+  t->owns = true;
+  *field = NULL;
+  if (tp->has_raw_data) tp->raw_data.len = 0;
+  else if (dt == KILN_F32) tp->n_float_data = 0;
+  else if (dt == KILN_F64) tp->n_double_data = 0;
+  else tp->n_int64_data = 0;
+  return true;
+}
+
+/* Fills t from tp; t may take tp's data (take_data): tp is used once. */
+static kiln_status tensor_from_proto(Onnx__TensorProto *tp, kiln_tensor *t) {
   const char *nm = tp->name ? tp->name : "";
   kiln_dtype dt = (kiln_dtype)(tp->has_data_type ? tp->data_type : 0);
   if (dt == KILN_STRING)
@@ -114,6 +139,7 @@ static kiln_status tensor_from_proto(const Onnx__TensorProto *tp, kiln_tensor *t
                        tp->raw_data.len, bytes);
     return kiln_fail(KILN_E_MODEL, "tensor '%s': %zu values stored, its shape needs %lld", nm, have, (long long)n);
   }
+  if (take_data(tp, dt, n, bytes, t)) return KILN_OK;
   s = kiln_tensor_alloc(t, dt, (int)tp->n_dims, tp->dims);
   if (s) {
     kiln_error_prefix("tensor '%s'", nm);
@@ -367,7 +393,7 @@ static kiln_status import_graph(importer *im, const Onnx__ModelProto *mp) {
     g->inputs[g->n_inputs++] = v;
   }
   for (size_t i = 0; i < gp->n_initializer; i++) {
-    const Onnx__TensorProto *tp = gp->initializer[i];
+    Onnx__TensorProto *tp = gp->initializer[i];
     const char *nm = tp->name ? tp->name : "";
     if (!*nm) return kiln_fail(KILN_E_MODEL, "initializer %zu has no name", i);
     int v = map_get(&im->names, nm);

@@ -127,15 +127,14 @@ static double ms_since(const struct timespec *t0) {
 /* The rewritten graph from the kiln cache (opencl/graph_cache): true with
  * *g and *sh on a hit. */
 static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph **g, kiln_shapes **sh,
-                               kiln_rewrite_stats *rst) {
+                               kiln_rewrite_stats *rst, void **rec) {
   void *b = NULL;
   size_t n = 0;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   if (!kiln_cl_cache_get(key, &b, &n)) return false;
   double t_read = ms_since(&t0);
-  kiln_status s = kiln_cl_graph_unpack(b, n, g0, g, rst);
-  kiln_free(b);
+  kiln_status s = kiln_cl_graph_unpack(b, n, g0, g, rst); /* *g borrows b */
   double t_unpack = ms_since(&t0) - t_read;
   if (!s) s = kiln_ref_check_graph(*g);
   if (!s) s = kiln_shapes_infer(*g, sh);
@@ -143,17 +142,20 @@ static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph
     kiln_cl_graph_cache_count(true);
     kiln_log(KILN_LOG_INFO, "opencl: rewritten graph from the kiln cache (%zu bytes): read %.1f ms, unpack %.1f ms, "
              "check+shapes %.1f ms", n, t_read, t_unpack, ms_since(&t0) - t_read - t_unpack);
+    *rec = b;
     return true;
   }
   kiln_log(KILN_LOG_INFO, "opencl: cached rewritten graph not used (%s): rewriting", kiln_last_error());
   kiln_error_clear();
   kiln_graph_free(*g);
   *g = NULL;
+  kiln_free(b);
   return false;
 }
 
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
-                            kiln_shapes **sh, kiln_rewrite_stats *rst) {
+                            kiln_shapes **sh, kiln_rewrite_stats *rst, void **rec) {
+  *rec = NULL;
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
   ro.keep_outputs = keep_outputs;
@@ -171,7 +173,7 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool ke
                kiln_cl_graph_key(g0, keep_outputs ? "kiln rewritten graph 1 keep" : "kiln rewritten graph 1", &key);
   double t_key = ms_since(&t0);
   if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms", t_key);
-  if (keyed && rewrite_from_cache(key, g0, g, sh, rst)) return KILN_OK;
+  if (keyed && rewrite_from_cache(key, g0, g, sh, rst, rec)) return KILN_OK;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
   if (!s) s = kiln_ref_check_graph(*g);
@@ -185,7 +187,7 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool ke
   double t_rw = ms_since(&t0);
   /* stored only where it can pay: a rewrite of at least 2 ms (not a node
      test's) that took more than twice the key (a warm init computes the
-     key, reads the record and copies the unchanged weights);
+     key and reads the record; the unchanged weights are referenced);
      KILN_CL_GRAPH_CACHE=1: always */
   keyed = keyed && ((gc && !strcmp(gc, "1")) || (t_rw >= 2.0 && t_rw >= 2 * t_key));
   if (!s && keyed && kiln_cl_graph_pack(*g, g0, rst, &b, &n) && kiln_cl_cache_put(key, b, n)) {
@@ -232,14 +234,16 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   if (kiln_dump_enabled()) kiln_dump_stem(g0->name, p->dump_stem, sizeof p->dump_stem);
   struct timespec tp0, tp1, tp2;
   clock_gettime(CLOCK_MONOTONIC, &tp0);
-  if ((s = kiln_edit_clone(g0, &p->orig))) goto fail;
+  /* the weights stay the caller's (engine.h): the plan's graphs borrow them */
+  if ((s = kiln_edit_clone_shared(g0, &p->orig))) goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp1);
   /* a probe: which inputs set shapes (their values specialise the plan) */
   kiln_graph *g = NULL;
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
-  if ((s = kiln_cl_rewrite(g0, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
-                           &sh, &rst)))
+  void *rec = NULL; /* g borrows it */
+  if ((s = kiln_cl_rewrite(p->orig, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
+                           &sh, &rst, &rec)))
     goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp2);
   kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",
@@ -250,6 +254,7 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   if (!p->spec) {
     kiln_graph_free(g);
     kiln_shapes_free(sh);
+    kiln_free(rec);
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     goto fail;
   }
@@ -275,11 +280,14 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
     p->probe_g = g;
     p->probe_sh = sh;
     p->probe_rst = rst;
+    p->probe_rec = rec;
     g = NULL;
     sh = NULL;
+    rec = NULL;
   }
   kiln_graph_free(g);
   kiln_shapes_free(sh);
+  kiln_free(rec); /* after g */
   /* observing plans (mode) run exact variants: their partial buffers are sized per launch */
   if (!all_known && !mode && (s = kiln_cl_sym_setup(p))) goto fail;
   if (all_known) {
@@ -355,10 +363,11 @@ static kiln_status make_key(const kiln_cl_plan *p, const kiln_tensor *const *in,
 }
 
 /* The graph of a variant: the original with the specialising inputs as
- * constants and every other runtime input's declared dims made concrete. */
+ * constants and every other runtime input's declared dims made concrete.
+ * Its weights are the plan's (borrowed): it lives no longer than the plan. */
 static kiln_status specialise(const kiln_cl_plan *p, const kiln_tensor *const *in, kiln_graph **out) {
   kiln_graph *d = NULL;
-  kiln_status s = kiln_edit_clone(p->orig, &d);
+  kiln_status s = kiln_edit_clone_shared(p->orig, &d);
   if (s) return s;
   int kept = 0;
   for (int i = 0; i < d->n_inputs; i++) {
@@ -433,6 +442,8 @@ kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const 
   kiln_cl_variant *v = NULL;
   if ((s = specialise(p, in, &d))) goto done;
   if ((s = kiln_cl_variant_compile(p, d, &v))) goto done;
+  v->d = d; /* v->g may borrow d's tensors (a rewritten graph from the kiln cache) */
+  d = NULL;
   v->key = key;
   v->nkey = nkey;
   v->used = p->clock;
@@ -583,6 +594,7 @@ void kiln_cl_plan_release(kiln_cl_plan *p) {
   kiln_free(p->trace_ev);
   kiln_graph_free(p->probe_g);
   kiln_shapes_free(p->probe_sh);
+  kiln_free(p->probe_rec); /* after probe_g */
   kiln_graph_free(p->orig);
   kiln_free(p->spec);
   kiln_free(p);

@@ -39,6 +39,7 @@ typedef struct kiln_cl_plan_stats {
   int device_ops, host_nodes, copies; /* nodes run by opencl/ops, on the host, as a buffer copy */
   int host_graphs;         /* variants run wholly on the host (data-dependent shapes) */
   uint64_t arena_bytes, lower_bound, no_reuse;
+  int host_weights;        /* weights read in place from host memory (CPU devices; KILN_CL_HOST_WEIGHTS) */
   int folded, bn_folded, cse, noops, transposes, dead;
   /* zero-copy (opencl/engine_zerocopy.c), summed over runs: host-memory
      inputs and outputs wrapped and used in place, and those refused
@@ -49,9 +50,11 @@ typedef struct kiln_cl_plan_stats {
 
 /* Checks that the engine can run g (reference op tables and shapes). */
 kiln_status kiln_cl_engine_check(const kiln_graph *g);
-/* Compiles g (copied: the plan does not keep g) for device dev (an entry of
- * kiln_cl_engine_devices()). When every input shape is known the variant is
- * compiled now (kernels built), else at the first run. */
+/* Compiles g for device dev (an entry of kiln_cl_engine_devices()). The
+ * plan copies g's structure but borrows its constant tensors (initializers,
+ * tensor attributes: the weights are not copied), so g must stay alive and
+ * unchanged until the plan is released. When every input shape is known the
+ * variant is compiled now (kernels built), else at the first run. */
 kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g, kiln_cl_plan **out);
 /* Runs: bound[v] the tensors of g's runtime inputs (by value index of the
  * graph given to prepare), outs[i] receive owned dense results. */

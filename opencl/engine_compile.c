@@ -332,6 +332,21 @@ static kiln_status lower(cstate *c) {
   return s;
 }
 
+/* May constant w's device buffer be its host bytes (kiln_cl_buffer_over_host)?
+ * On a CPU device, for a constant that is not also a graph input (a run
+ * writes those), dense, whose buffer would be exactly its bytes (no rounding
+ * to read past them) and 16-byte aligned; its host bytes outlive the buffer
+ * (the variant's graph, its record, the plan's graph or the caller's, all
+ * freed after the variant's buffers). KILN_CL_HOST_WEIGHTS=0: never. */
+static bool over_host(const cstate *c, int w, uint64_t bytes, uint64_t size) {
+  const kiln_graph *g = c->v->g;
+  const kiln_tensor *t = g->values[w].init;
+  const char *e = getenv("KILN_CL_HOST_WEIGHTS");
+  return !(e && !strcmp(e, "0")) && (c->p->dev->type & CL_DEVICE_TYPE_CPU) && t && !g->values[w].is_input &&
+         !t->strided && t->data && bytes && bytes == size && bytes == kiln_tensor_bytes(t) &&
+         (uintptr_t)t->data % 16 == 0;
+}
+
 /* Places every value the steps touch: weights and inputs in buffers of
  * their own, the rest in the arena planned by ir/memplan. */
 static kiln_status place_values(cstate *c) {
@@ -396,6 +411,18 @@ static kiln_status place_values(cstate *c) {
     if (ext[w]) {
       if (g->values[w].init && !dev_read[w]) continue; /* read by host steps only */
       kiln_cl_buffer b;
+      if (over_host(c, w, bytes[w], size[w])) { /* the weight read in place (no copy) */
+        if (!kiln_cl_buffer_over_host(ctx, g->values[w].init->data, size[w], &b)) {
+          pl->mem = pl->base = b.mem;
+          pl->own = true;
+          v->host_weights++;
+          continue;
+        }
+        /* a driver that will not take the host's bytes: copied as on any device */
+        kiln_log(KILN_LOG_INFO, "opencl: weight '%s' not read in place (%s): copied", g->values[w].name,
+                 kiln_last_error());
+        kiln_error_clear();
+      }
       if ((s = kiln_cl_buffer_create(ctx, size[w], &b))) break;
       pl->mem = pl->base = b.mem;
       pl->own = true;
@@ -424,6 +451,7 @@ static kiln_status place_values(cstate *c) {
     pl->base = v->arena;
     pl->offset = off;
   }
+  c->p->st.host_weights = v->host_weights;
   /* the kernels' scratch: one buffer, the largest any kernel asks for
      (their steps run one after another; codegen.h) */
   for (int k = 0; k < v->n_kern; k++)
@@ -585,12 +613,14 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   if (p->probe_g) { /* prepare rewrote this graph already */
     v->g = p->probe_g;
     v->sh = p->probe_sh;
+    v->rec = p->probe_rec;
     rst = p->probe_rst;
     p->probe_g = NULL;
     p->probe_sh = NULL;
+    p->probe_rec = NULL;
   } else {
     s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP),
-                        &v->g, &v->sh, &rst);
+                        &v->g, &v->sh, &rst, &v->rec);
   }
   if (s) goto fail;
   const kiln_graph *g = v->g;
@@ -666,10 +696,10 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   }
   kiln_log(KILN_LOG_INFO,
            "opencl plan '%s' on %s: %d -> %d nodes, %d kernels (%d fused groups), %d device ops, %d copies, %d on "
-           "the host, arena %llu bytes, scratch %llu bytes",
+           "the host, arena %llu bytes, scratch %llu bytes, %d weights read in place",
            g->name ? g->name : "", p->dev->id, d->n_nodes, g->n_nodes, v->n_kern, p->st.fused_groups,
            p->st.device_ops, p->st.copies, p->st.host_nodes, (unsigned long long)v->arena_bytes,
-           (unsigned long long)v->scratch_bytes);
+           (unsigned long long)v->scratch_bytes, v->host_weights);
   double ms[4];
   for (int k = 0; k < 4; k++)
     ms[k] = (double)(tc[k + 1].tv_sec - tc[k].tv_sec) * 1e3 + (double)(tc[k + 1].tv_nsec - tc[k].tv_nsec) / 1e6;
@@ -711,7 +741,8 @@ fail:
 void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   (void)p;
   if (!v) return;
-  if (p && p->slot && p->slot->ctx && (v->n_kern || v->arena)) clFinish(p->slot->ctx->queue);
+  /* finished before the buffers go, and before the host bytes under them do */
+  if (p && p->slot && p->slot->ctx && (v->n_kern || v->arena || v->host_weights)) clFinish(p->slot->ctx->queue);
   for (int k = 0; k < v->n_steps; k++) kiln_cl_op_free(v->steps[k].op);
   kiln_free(v->steps);
   for (int k = 0; v->kern && k < v->n_kern; k++) kiln_cl_kernel_free(&v->kern[k]);
@@ -734,5 +765,7 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_cl_obs_variant_free(v);
   kiln_shapes_free(v->sh);
   kiln_graph_free(v->g);
+  kiln_graph_free(v->d); /* after g, which may borrow its weights */
+  kiln_free(v->rec);     /* after g, which may read its constants in place */
   kiln_free(v);
 }

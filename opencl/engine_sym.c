@@ -227,7 +227,7 @@ static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int
                                   size_t wsz) {
   kiln_graph *c = NULL;
   kiln_shapes *sh = NULL;
-  kiln_status s = kiln_edit_clone(v->g, &c);
+  kiln_status s = kiln_edit_clone_shared(v->g, &c); /* freed here: may borrow v->g's weights */
   if (s) return s;
   for (int i = 0; i < c->n_inputs; i++) {
     kiln_value *val = &c->values[c->inputs[i]];

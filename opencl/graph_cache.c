@@ -10,7 +10,8 @@
 
 #include "ir/alloc.h"
 
-#define FORMAT "kiln graph record 1"
+#define FORMAT "kiln graph record 2" /* 2: tensor data at 64-byte offsets (read in place) */
+#define DATA_ALIGN 64
 
 /* ---- the writer: into a buffer, or into a key ---- */
 
@@ -94,6 +95,10 @@ static void put_tensor(wr *w, const kiln_tensor *t) {
   for (int d = 0; d < t->rank; d++) put_i64(w, t->dims[d]);
   size_t bytes = (size_t)t->numel * kiln_dtype_size(t->dtype);
   put_u64(w, bytes);
+  if (bytes && !w->key) { /* zeros up to an offset the reader can use in place */
+    static const unsigned char zeros[DATA_ALIGN];
+    put(w, zeros, (DATA_ALIGN - w->len % DATA_ALIGN) % DATA_ALIGN);
+  }
   if (bytes) put(w, t->data, bytes);
 }
 
@@ -277,18 +282,20 @@ static void get_tensor(rd *r, kiln_tensor **out) {
   *out = NULL;
   uint64_t tag = get_u64(r);
   if (!tag || r->bad) return;
-  if (tag == 2) { /* base's initializer */
+  if (tag == 2) { /* base's initializer: its data borrowed */
     int64_t b = get_i64(r);
     const kiln_tensor *src = r->base && b >= 0 && b < r->base->n_values ? r->base->values[b].init : NULL;
     if (r->bad) return;
-    kiln_tensor *t = src ? kiln_calloc(1, sizeof *t) : NULL;
-    if (!src || src->strided) r->bad = "bad initializer reference";
-    else if (!t || kiln_tensor_copy(t, src)) r->bad = "out of memory";
-    if (r->bad) {
-      if (t) kiln_tensor_release(t);
-      kiln_free(t);
+    if (!src || src->strided) {
+      r->bad = "bad initializer reference";
       return;
     }
+    kiln_tensor *t = kiln_calloc(1, sizeof *t);
+    if (!t) {
+      r->bad = "out of memory";
+      return;
+    }
+    kiln_tensor_wrap(t, src->dtype, src->rank, src->dims, src->numel, src->data);
     *out = t;
     return;
   }
@@ -320,13 +327,35 @@ static void get_tensor(rd *r, kiln_tensor **out) {
     if (!r->bad) r->bad = "tensor size";
     return;
   }
+  int64_t checked;
+  if (kiln_shape_numel((int)rank, dims, &checked)) { /* beyond KILN_MAX_NUMEL */
+    kiln_error_clear();
+    r->bad = "bad tensor dims";
+    return;
+  }
+  if (bytes) { /* the padding: zeros up to the next DATA_ALIGN offset */
+    size_t pad = (DATA_ALIGN - r->at % DATA_ALIGN) % DATA_ALIGN;
+    if (!need(r, pad + (size_t)bytes, "truncated tensor")) return;
+    for (size_t k = 0; k < pad; k++)
+      if (r->p[r->at + k]) r->bad = "bad tensor padding";
+    if (r->bad) return;
+    r->at += pad;
+  }
   kiln_tensor *t = kiln_calloc(1, sizeof *t);
-  if (!t || kiln_tensor_alloc(t, (kiln_dtype)dt, (int)rank, dims)) {
-    kiln_free(t);
+  if (!t) {
     r->bad = "out of memory";
     return;
   }
-  if (bytes) memcpy(t->data, r->p + r->at, (size_t)bytes);
+  const unsigned char *at = r->p + r->at;
+  if (bytes && (uintptr_t)at % kiln_dtype_size((kiln_dtype)dt) == 0) { /* read in place: borrowed */
+    kiln_tensor_wrap(t, (kiln_dtype)dt, (int)rank, dims, checked, (void *)(uintptr_t)at);
+  } else if (kiln_tensor_alloc(t, (kiln_dtype)dt, (int)rank, dims)) {
+    kiln_free(t);
+    r->bad = "out of memory";
+    return;
+  } else if (bytes) {
+    memcpy(t->data, at, (size_t)bytes);
+  }
   r->at += (size_t)bytes;
   *out = t;
 }

@@ -28,8 +28,12 @@ bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_
                         size_t *len);
 
 /* Rebuilds a graph from kiln_cl_graph_pack's bytes (base: the same graph
- * given to pack; references copy its tensors); KILN_E_MODEL with a message
- * when they are malformed (every length, index and reference is checked). */
+ * given to pack). Its tensors are not copied: a reference borrows base's
+ * tensor's data, a tensor stored in the record is read in place (borrows
+ * buf; copied only where buf's address leaves it misaligned for its type),
+ * so *g must be freed before buf and base's tensors are. KILN_E_MODEL with
+ * a message when the bytes are malformed (every length, index, reference
+ * and padding byte is checked). */
 kiln_status kiln_cl_graph_unpack(const void *buf, size_t len, const kiln_graph *base, kiln_graph **g,
                                  kiln_rewrite_stats *st);
 

@@ -154,7 +154,8 @@ kiln_status kiln_cl_finish(kiln_cl_context *c) {
 
 /* ---- buffers ---- */
 
-kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffer *out) {
+/* host NULL: a new allocation; else a read-only buffer over host's bytes */
+static kiln_status buffer_make(kiln_cl_context *c, size_t size, void *host, kiln_cl_buffer *out) {
   out->mem = NULL;
   out->size = 0;
   if (!size) return kiln_fail(KILN_E_INTERNAL, "OpenCL buffer of 0 bytes requested on %s", c->id);
@@ -165,15 +166,23 @@ kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffe
                      size, c->id, c->name, (unsigned long long)c->max_mem_alloc_size,
                      (unsigned long long)c->global_mem_size);
   cl_int e = CL_SUCCESS;
-  cl_mem m = clCreateBuffer(c->ctx, CL_MEM_READ_WRITE, size, NULL, &e);
+  cl_mem m = clCreateBuffer(c->ctx, host ? CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR : CL_MEM_READ_WRITE, size, host, &e);
   if (!m || e) {
     if (m) clReleaseMemObject(m);
-    return kiln_cl_fail(e ? e : CL_MEM_OBJECT_ALLOCATION_FAILURE, "allocating an OpenCL buffer of %zu bytes on %s (%s)",
-                        size, c->id, c->name);
+    return kiln_cl_fail(e ? e : CL_MEM_OBJECT_ALLOCATION_FAILURE, "%s an OpenCL buffer of %zu bytes on %s (%s)",
+                        host ? "making (over host memory)" : "allocating", size, c->id, c->name);
   }
   out->mem = m;
   out->size = size;
   return KILN_OK;
+}
+
+kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffer *out) {
+  return buffer_make(c, size, NULL, out);
+}
+
+kiln_status kiln_cl_buffer_over_host(kiln_cl_context *c, void *host, size_t size, kiln_cl_buffer *out) {
+  return buffer_make(c, size, host, out);
 }
 
 void kiln_cl_buffer_free(kiln_cl_buffer *b) {

@@ -89,6 +89,11 @@ typedef struct kiln_cl_buffer {
  * largest allocation fails before the driver is asked (status of
  * CL_INVALID_BUFFER_SIZE, i.e. out of memory), with the limits in the message. */
 kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffer *out);
+/* A buffer kernels only read, over size bytes of host memory
+ * (CL_MEM_USE_HOST_PTR: a CPU device reads them in place, no copy). The
+ * bytes must stay alive and unchanged until the buffer is released and the
+ * commands using it have finished. */
+kiln_status kiln_cl_buffer_over_host(kiln_cl_context *c, void *host, size_t size, kiln_cl_buffer *out);
 
 /* Releases b's memory (NULL-safe, idempotent: b->mem becomes NULL). */
 void kiln_cl_buffer_free(kiln_cl_buffer *b);

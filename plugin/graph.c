@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir/alloc.h"
 #include "ir/onnx_import.h"
@@ -193,6 +194,10 @@ static onnxStatus check_declared(const kiln_value *val, const onnxTensorDescript
 
 /* ---- init ---- */
 
+static double ms_between(const struct timespec *a, const struct timespec *b) {
+  return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
 static void graph_free(kiln_graph_handle *h) {
   if (!h) return;
   kiln_obs_free(h->obs);
@@ -211,6 +216,8 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   kiln_graph_handle *h = kiln_calloc(1, sizeof *h);
   if (!h) return kiln_onnx_status(kiln_fail(KILN_E_NOMEM, "out of memory creating a graph"));
   h->backend = b;
+  struct timespec t0, t1, t2;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   if ((s = kiln_onnx_import(model, size, &h->g))) goto fail;
   kiln_graph *g = h->g;
   if (g->ir_version > 8) {
@@ -271,9 +278,11 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     g->values[v].init = t;
   }
   for (int i = 0; i < g->n_inputs; i++) h->runtime_input[i] = !g->values[g->inputs[i]].init;
+  clock_gettime(CLOCK_MONOTONIC, &t1); /* imported, the weights copied */
   s = b->bctx ? b->engine->prepare_in(b->engine->impl, b->bctx, g, &h->plan)
       : b->engine->prepare_on ? b->engine->prepare_on(b->engine->impl, g, &h->plan)
                               : b->engine->prepare(g, &h->plan);
+  clock_gettime(CLOCK_MONOTONIC, &t2);
   if (s) goto fail;
   if (pthread_mutex_init(&h->mu, NULL)) {
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
@@ -300,8 +309,11 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   atomic_init(&h->pins, 0);
   const char *row = getenv("KILN_RUN_ON_WAIT");
   h->run_on_wait = !(row && !strcmp(row, "0"));
-  kiln_log(KILN_LOG_INFO, "graph '%s' ready on %s: %d nodes, %d values, %d inputs (%u weights), %d outputs",
-           g->name, b->engine->name, g->n_nodes, g->n_values, g->n_inputs, (unsigned)nweights, g->n_outputs);
+  kiln_log(KILN_LOG_INFO,
+           "graph '%s' ready on %s: %d nodes, %d values, %d inputs (%u weights), %d outputs; import %.1f ms (%zu "
+           "bytes), engine prepare %.1f ms",
+           g->name, b->engine->name, g->n_nodes, g->n_values, g->n_inputs, (unsigned)nweights, g->n_outputs,
+           ms_between(&t0, &t1), size, ms_between(&t1, &t2));
   *out = h;
   return ONNXIFI_STATUS_SUCCESS;
 fail:

@@ -50,6 +50,7 @@ static char root[256], cdir[512];
 /* Prepares a plan of g, runs it `runs` times and checks each result against
  * the reference; returns the cache statistics' change in *d. */
 static kiln_cl_graph_cache_stats gd; /* the graph records' part of the last run_plan */
+static int host_weights; /* the last run_plan's weights read in place (kiln_cl_plan_stats) */
 
 static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kiln_cl_cache_stats s0, s1;
@@ -70,6 +71,9 @@ static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
     kiln_tensor_release(&out);
   }
   kiln_free(bound);
+  kiln_cl_plan_stats pst;
+  kiln_cl_plan_get_stats(p, &pst);
+  host_weights = pst.host_weights;
   kiln_cl_plan_release(p);
   kiln_cl_cache_stats_get(&s1);
   kiln_cl_graph_cache_stats_get(&g1);
@@ -155,6 +159,16 @@ static void test_records(void) {
   CHECK(back && kiln_cl_graph_key(back, "t", &k1) && kiln_cl_graph_key(g, "t", &k2) && k1.hi == k2.hi &&
             k1.lo == k2.lo,
         "the round trip keeps every field (same key)");
+  int in_place = 0, stored = 0;
+  for (int v = 0; back && v < back->n_values; v++) {
+    const kiln_tensor *bt = back->values[v].init;
+    if (!bt || !bt->numel) continue;
+    stored++;
+    const unsigned char *d = bt->data, *r0 = rec;
+    in_place += !bt->owns && d >= r0 && d + kiln_tensor_bytes(bt) <= r0 + rlen &&
+                (uintptr_t)d % kiln_dtype_size(bt->dtype) == 0;
+  }
+  CHECK(stored > 0 && in_place == stored, "stored tensors are read in place, aligned (%d of %d)", in_place, stored);
   kiln_graph_free(back);
   void *rec2 = NULL; /* against a base: every initializer a reference */
   size_t rlen2 = 0;
@@ -164,6 +178,14 @@ static void test_records(void) {
   CHECK(rec2 && !kiln_cl_graph_unpack(rec2, rlen2, g, &back, &rst2) && back && kiln_cl_graph_key(back, "t", &k1) &&
             k1.hi == k2.hi && k1.lo == k2.lo,
         "references round trip: %s", kiln_last_error());
+  int borrowed = 0, inits = 0;
+  for (int v = 0; back && v < back->n_values && v < g->n_values; v++) {
+    const kiln_tensor *bt = back->values[v].init, *gt = g->values[v].init;
+    if (!gt || !gt->numel) continue;
+    inits++;
+    borrowed += bt && bt != gt && bt->data == gt->data && !bt->owns;
+  }
+  CHECK(inits > 0 && borrowed == inits, "references borrow the base's data (%d of %d initializers)", borrowed, inits);
   kiln_graph_free(back);
   back = NULL;
   CHECK(rec2 && kiln_cl_graph_unpack(rec2, rlen2, NULL, &back, &rst2) && !back, "references without the base: refused");
@@ -243,6 +265,13 @@ int main(int argc, char **argv) {
   run_plan("warm", 2, &d);
   CHECK(d.hits == 2 && gd.hits == 1 && d.writes == 0 && d.corrupt == 0,
         "warm: the rewritten graph and the binary from the cache, nothing stored");
+  bool cpu = (dev->type & CL_DEVICE_TYPE_CPU) != 0;
+  CHECK(cpu ? host_weights >= 1 : host_weights == 0, "warm: %d weights read in place on a %s device", host_weights,
+        cpu ? "CPU" : "non-CPU");
+  setenv("KILN_CL_HOST_WEIGHTS", "0", 1);
+  run_plan("warm, KILN_CL_HOST_WEIGHTS=0", 2, &d);
+  CHECK(host_weights == 0 && d.hits == 2, "KILN_CL_HOST_WEIGHTS=0: every weight copied (%d in place)", host_weights);
+  unsetenv("KILN_CL_HOST_WEIGHTS");
 
   /* a flipped payload byte: detected (checksum), warned once, rebuilt */
   flip_byte(path, 48 + size / 2);

@@ -217,6 +217,20 @@ static void test_edit(void) {
   CHECK(!agree(g, c, 1e-6, 1e-7, m, sizeof m), "the clone with another alpha computes something else");
   kiln_graph_free(c);
 
+  /* shared clone: the constants' data borrowed (not owned), the rest its own */
+  CHECK(kiln_edit_clone_shared(g, &c) == KILN_OK && c, "shared clone");
+  const kiln_tensor *ct = c->values[val(c, "c")].init, *gt = g->values[val(g, "c")].init;
+  CHECK(ct && ct != gt && ct->data == gt->data && !ct->owns && gt->owns && ct->numel == 6 && ct->dtype == KILN_F32,
+        "shared clone borrows the constant's data");
+  CHECK(c->nodes[1].attrs != g->nodes[1].attrs && c->values[0].name != g->values[0].name && valid(c),
+        "shared clone has its own structure");
+  CHECK(agree(g, c, 0, 0, m, sizeof m), "shared clone computes the same: %s", m);
+  float before[6];
+  memcpy(before, gt->data, sizeof before);
+  kiln_graph_free(c); /* frees nothing of g's (ASan: g's data is read below) */
+  CHECK(g->values[val(g, "c")].init == gt && gt->owns && !memcmp(gt->data, before, sizeof before),
+        "freeing the shared clone leaves g's constant");
+
   /* unique names */
   char nm[64];
   kiln_edit_unique_name(g, "a", nm, sizeof nm);
