@@ -154,49 +154,14 @@ void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t 
  * accumulators never stored), so broadcast k of row r is A[r·lda + k] —
  * the value the packed strip holds (alpha 1), the same fmas in the same
  * order: the packed kernel's bits. */
-static inline __attribute__((always_inline)) void micro_a_rows(int R, int64_t kc, const float *A, int64_t lda,
-                                                                const float *restrict bp, float beta, float *C,
-                                                                int64_t ldc, int mr, int nr) {
-  __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a;
-  __m512 c4a = c0a, c4b = c0a, c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
-  __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
-  const float *ar[KILN_SGEMM_WIDE_MR];
-  for (int r = 0; r < KILN_SGEMM_WIDE_MR; r++) ar[r] = A + (r < mr ? r : 0) * lda;
-  for (int64_t k = 0; k < kc; k++) {
-    __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
-    __m512 a;
-#define ROW(r, x, y)                  \
-  if (r < R) {                        \
-    a = _mm512_set1_ps(ar[r][k]);     \
-    x = _mm512_fmadd_ps(a, b0, x);    \
-    y = _mm512_fmadd_ps(a, b1, y);    \
-  }
-    ROW(0, c0a, c0b) ROW(1, c1a, c1b) ROW(2, c2a, c2b) ROW(3, c3a, c3b) ROW(4, c4a, c4b) ROW(5, c5a, c5b)
-    ROW(6, c6a, c6b) ROW(7, c7a, c7b) ROW(8, c8a, c8b) ROW(9, c9a, c9b) ROW(10, cAa, cAb) ROW(11, cBa, cBb)
-#undef ROW
-    bp += KILN_SGEMM_WIDE_NR;
-  }
-  __m512 acc[KILN_SGEMM_WIDE_MR][2] = {{c0a, c0b}, {c1a, c1b}, {c2a, c2b}, {c3a, c3b}, {c4a, c4b}, {c5a, c5b},
-                                       {c6a, c6b}, {c7a, c7b}, {c8a, c8b}, {c9a, c9b}, {cAa, cAb}, {cBa, cBb}};
-  __mmask16 m0 = mask_of(nr), m1 = mask_of(nr - 16);
-  __m512 vb = _mm512_set1_ps(beta);
-  for (int r = 0; r < mr; r++) {
-    float *y = C + r * ldc;
-    __m512 l = acc[r][0], h = acc[r][1];
-    if (beta != 0) {
-      l = _mm512_add_ps(l, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, y)));
-      h = _mm512_add_ps(h, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, y + 16)));
-    }
-    _mm512_mask_storeu_ps(y, m0, l);
-    _mm512_mask_storeu_ps(y + 16, m1, h);
-  }
-}
-
 void kiln_sgemm_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta,
                                float *C, int64_t ldc, int mr, int nr) {
-  if (mr <= 4) micro_a_rows(4, kc, A, lda, bp, beta, C, ldc, mr, nr);
-  else if (mr <= 8) micro_a_rows(8, kc, A, lda, bp, beta, C, ldc, mr, nr);
-  else micro_a_rows(KILN_SGEMM_WIDE_MR, kc, A, lda, bp, beta, C, ldc, mr, nr);
+#define MICRO_A(R) micro_rows(R, false, false, false, kc, NULL, A, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, \
+                              false, 0.0f, 0.0f)
+  if (mr <= 4) MICRO_A(4);
+  else if (mr <= 8) MICRO_A(8);
+  else MICRO_A(KILN_SGEMM_WIDE_MR);
+#undef MICRO_A
 }
 
 /* The few-rows kernel (sgemm.h kiln_sgemm_rows_fn). Every element gets the

@@ -579,6 +579,16 @@ static kiln_status emit_dot(kiln_cl_src *s, const char *name, const kiln_clop_ge
   return st;
 }
 
+/* g's sizes, transposes, scalars and buffers into step st (kiln's kernel
+ * step reads ta, m, a, b, c for run-time rows; a CLBlast step all of them). */
+static void step_gemm(op_step *st, const kiln_clop_gemm *g) {
+  st->ta = g->ta, st->tb = g->tb;
+  st->m = g->m, st->n = g->n, st->k = g->k;
+  st->lda = g->lda, st->ldb = g->ldb, st->ldc = g->ldc;
+  st->alpha = g->alpha, st->beta = g->beta;
+  st->a = g->a, st->b = g->b, st->c = g->c;
+}
+
 kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gemm *g, const char **impl) {
   size_t batch = 1;
   for (int d = 0; d < g->nb; d++) batch *= (size_t)g->bd[d];
@@ -599,31 +609,15 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
     st->dims = 2;
     st->items[1] = batch * mt;
     st->rows_tile = (size_t)t.mr;
-    st->ta = g->ta;
-    st->m = g->m;
+    step_gemm(st, g);
     st->batch = batch;
-    st->a = g->a;
-    st->b = g->b;
-    st->c = g->c;
     return KILN_OK;
   }
   if (g->cv) return kiln_fail(KILN_E_INTERNAL, "opencl: an implicit-GEMM conv takes kiln's SGEMM");
   *impl = "clblast";
   op_step *st;
   if ((s = kiln_clop_step_add(op, batch == 1 ? ST_GEMM : ST_GEMM_BATCHED, &st))) return s;
-  st->ta = g->ta;
-  st->tb = g->tb;
-  st->m = g->m;
-  st->n = g->n;
-  st->k = g->k;
-  st->lda = g->lda;
-  st->ldb = g->ldb;
-  st->ldc = g->ldc;
-  st->alpha = g->alpha;
-  st->beta = g->beta;
-  st->a = g->a;
-  st->b = g->b;
-  st->c = g->c;
+  step_gemm(st, g);
   op->blas |= batch == 1 ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED;
   if (batch == 1) return KILN_OK;
   st->batch = batch;

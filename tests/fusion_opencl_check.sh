@@ -26,12 +26,19 @@ log=$(mktemp) || exit 1
 dump=$(mktemp -d) || exit 1
 trap 'rm -rf "$log" "$dump"' EXIT
 export KILN_CL_CONV_IMPLICIT=0
-KILN_DUMP=$dump KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
-rc=$?
 fail=0
-if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
-  echo "FAIL: the fusion suite did not pass (rc $rc):"; grep -E "FAIL|conformance:" "$log"; fail=1
-fi
+# run_suite WHAT [VAR=value...]: the fusion suite with those variables (and
+# KILN_LOG=info) into $log; every case must pass
+run_suite() {
+  what=$1
+  shift
+  env "$@" KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
+    echo "FAIL: the fusion suite$what did not pass (rc $rc):"; grep -E "FAIL|conformance:" "$log"; fail=1
+  fi
+}
+run_suite "" KILN_DUMP="$dump"
 # graph: kernels fused_groups device_ops; the lines marked "kiln" / "clblast" apply with that GEMM
 check_table() {
   while read -r g name k f d; do
@@ -105,11 +112,7 @@ if [ "$gemm" = kiln ]; then
     fi
   done
   # the switch: op + separate epilogue kernel again, same results
-  KILN_CL_GEMM_EPILOGUE=0 KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
-    echo "FAIL: the fusion suite with KILN_CL_GEMM_EPILOGUE=0 did not pass (rc $rc)"; grep -E "FAIL|conformance:" "$log"; fail=1
-  fi
+  run_suite " with KILN_CL_GEMM_EPILOGUE=0" KILN_CL_GEMM_EPILOGUE=0
   gemm=clblast
   check_table <<'TABLE'
 clblast gemm_bias_relu 1 1 1
@@ -123,12 +126,7 @@ clblast conv_im2col_strided 2 2 2
 TABLE
   # the implicit GEMM forced: one kernel per conv group, no columns
   rm -rf "$dump"/*
-  KILN_CL_CONV_IMPLICIT=1 KILN_DUMP=$dump KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
-  rc=$?
-  if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
-    echo "FAIL: the fusion suite with KILN_CL_CONV_IMPLICIT=1 did not pass (rc $rc)"
-    grep -E "FAIL|conformance:" "$log"; fail=1
-  fi
+  run_suite " with KILN_CL_CONV_IMPLICIT=1" KILN_CL_CONV_IMPLICIT=1 KILN_DUMP="$dump"
   gemm=kiln
   check_table <<'TABLE'
 kiln conv_gemm_epilogue 1 1 0
@@ -151,11 +149,7 @@ TABLE
   done
 fi
 # unfused: the same results, more launches
-KILN_FUSION=0 KILN_LOG=info "$conf" --lib "$lib" "$root" >"$log" 2>&1
-rc=$?
-if [ $rc -ne 0 ] || ! grep -q "conformance: [1-9][0-9]* passed, 0 failed, 0 skipped" "$log"; then
-  echo "FAIL: the fusion suite with KILN_FUSION=0 did not pass (rc $rc)"; grep -E "FAIL|conformance:" "$log"; fail=1
-fi
+run_suite " with KILN_FUSION=0" KILN_FUSION=0
 line=$(grep "opencl plan 'conv_bn_relu_pool' on" "$log" | head -1)
 case "$line" in
 *"(0 fused groups)"*) echo "ok   KILN_FUSION=0: conv_bn_relu_pool unfused" ;;

@@ -107,6 +107,17 @@ static kiln_status run_tile(const kiln_fuse_spec *sp, kiln_tile_prog *tp, kiln_t
   return s;
 }
 
+/* g's shapes, fusion context, schedule and fused plan (the caller frees
+ * what was made, also on an error). */
+static kiln_status fuse_graph(kiln_graph *g, kiln_shapes **sh, kiln_fuse_ctx **c, kiln_schedule **s,
+                              kiln_fuse_plan **fp) {
+  kiln_status st = kiln_shapes_infer(g, sh);
+  if (!st) st = kiln_fuse_ctx_new(g, *sh, NULL, c);
+  if (!st) st = kiln_schedule_from_graph(g, s);
+  if (!st) st = kiln_fuse_schedule(*c, *s, fp);
+  return st;
+}
+
 /* Fuses g, then runs its schedule twice: every step by the oracle, and
  * every step the tile executor accepts by tiles (under each ISA, whole and
  * in odd chunks); compares every stored value. Returns the number of tile
@@ -116,10 +127,7 @@ static int check_graph(const char *what, kiln_graph *g, int64_t sym) {
   kiln_fuse_ctx *c = NULL;
   kiln_schedule *s = NULL;
   kiln_fuse_plan *fp = NULL;
-  kiln_status st = kiln_shapes_infer(g, &sh);
-  if (!st) st = kiln_fuse_ctx_new(g, sh, NULL, &c);
-  if (!st) st = kiln_schedule_from_graph(g, &s);
-  if (!st) st = kiln_fuse_schedule(c, s, &fp);
+  kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
   CHECK(!st, "%s: fusing: %s", what, st ? kiln_last_error() : "");
   int checked = 0;
   if (st) goto out;
@@ -406,10 +414,7 @@ static void test_gelu(void) {
       kiln_fuse_ctx *c = NULL;
       kiln_schedule *s = NULL;
       kiln_fuse_plan *fp = NULL;
-      kiln_status st = kiln_shapes_infer(g, &sh);
-      if (!st) st = kiln_fuse_ctx_new(g, sh, NULL, &c);
-      if (!st) st = kiln_schedule_from_graph(g, &s);
-      if (!st) st = kiln_fuse_schedule(c, s, &fp);
+      kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
       CHECK(!st, "%s: fusing", what);
       kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
       kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
