@@ -748,11 +748,8 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   for (int k = 0; v->kern && k < v->n_kern; k++) kiln_cl_kernel_free(&v->kern[k]);
   kiln_free(v->kern);
   kiln_free(v->sig);
-  kiln_free(v->sym_dep);
-  kiln_free(v->sym_step);
-  kiln_free(v->sym_axis);
-  kiln_free(v->sym_box);
-  kiln_free(v->sym_outer);
+  kiln_free(v->sym_val);
+  kiln_free(v->sym_st);
   kiln_cl_program_free(v->prog);
   for (int w = 0; v->place && v->g && w < v->g->n_values; w++)
     if (v->place[w].mem) clReleaseMemObject(v->place[w].mem);

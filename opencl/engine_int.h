@@ -52,6 +52,30 @@ typedef struct kiln_cl_place {
   bool own;     /* mem is an allocation of its own (not a sub-buffer) */
 } kiln_cl_place;
 
+/* Symbolic dims (opencl/engine_sym.c): how many symbols one variant serves
+ * (the batch N and a sequence dim S). */
+enum { KILN_CL_SYMS = 2 };
+/* A value's dims that scale with the symbols: dim ax[k] is c * symbol k
+ * (-1: none). Its layout is `outer` blocks (at the bounds: the product of
+ * the dims before the innermost symbolic axis, whose symbol is `row`) of
+ * rows that scale with `row`; the blocks scale with `blk` (-1: a constant
+ * count), a symbol with only dims of 1 before it. */
+typedef struct kiln_cl_symval {
+  bool dep;
+  int8_t ax[KILN_CL_SYMS];
+  int8_t row, blk;
+  int64_t outer;
+} kiln_cl_symval;
+/* A step at a smaller run: on — over the run's part (else at the bounds);
+ * box > 0 — that many blocks at the bounds, a launch (GEMM) per block of
+ * the run's (blocks scaled by blk, -1: all) over the rows scaled by row;
+ * box 0 — a prefix: its rows (items, groups, GEMM m) scaled by row. */
+typedef struct kiln_cl_symstep {
+  bool on;
+  int32_t box;
+  int8_t row, blk;
+} kiln_cl_symstep;
+
 typedef struct kiln_cl_variant {
   int64_t *key;
   int nkey;
@@ -84,40 +108,49 @@ typedef struct kiln_cl_variant {
   cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
   kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
   struct kiln_cl_vobs *obs; /* observing plans: partial buffers, the record map (engine_observe.c) */
-  /* symbolic dim (opencl/engine_sym.c): compiled at bound sym_bound (0:
-     not resizable), run at sym_n; per value: the axis that scales with it
-     (-1: none) and the product of the dims before it at the bound; per
-     step: launched over the run's rows. sym_padded: some value has dims
-     other than 1 before the symbol's axis, so a smaller run is a sub-box
-     of the bound's layout (not a prefix), the inputs and outputs are
-     copied as rectangles, and a step whose outputs are sym_box[k] blocks
-     (> 0) runs over the run's rows of each block, the others at the bound */
-  bool sym_checked, sym_padded;
-  int64_t sym_bound, sym_n;
-  bool *sym_dep, *sym_step;
-  int32_t *sym_box;
-  int8_t *sym_axis;
-  int64_t *sym_outer;
+  /* symbolic dims (opencl/engine_sym.c): compiled at the bounds
+     sym_bound[] of its sym_count symbols (0: not resizable), run at sym_n[]
+     (sym_small: some symbol below its bound this run); per value and per
+     step what scales with which symbol. sym_padded: some value has dims
+     other than 1 before its innermost symbolic axis, so a smaller run is a
+     sub-box of the bound's layout (not a prefix), the inputs and outputs
+     are copied as rectangles, and a step runs over the run's blocks and
+     rows (sym_st), else at the bounds */
+  bool sym_checked, sym_padded, sym_small;
+  int sym_count;
+  int64_t sym_bound[KILN_CL_SYMS], sym_n[KILN_CL_SYMS];
+  kiln_cl_symval *sym_val;
+  kiln_cl_symstep *sym_st;
 } kiln_cl_variant;
 
-/* Value w's extent x (its symbolic axis's dim, or bytes) at this run's
-   size (its dense size: a padded value's host copy). */
-static inline int64_t kiln_cl_sym_at(const kiln_cl_variant *v, int w, int64_t x) {
-  return v->sym_bound && v->sym_n != v->sym_bound && v->sym_dep[w] ? x / v->sym_bound * v->sym_n : x;
+/* x (a dim, rows or bytes that are c * bound of symbol k) at this run's
+   size of symbol k (k < 0: x). */
+static inline int64_t kiln_cl_sym_scale(const kiln_cl_variant *v, int k, int64_t x) {
+  return k < 0 ? x : x / v->sym_bound[k] * v->sym_n[k];
 }
-/* Value w is a sub-box of its buffer this run (padded layout): outer
-   blocks of row bytes of the bound's rows each (the run's: *run). */
+/* Value w's bytes (or elements) x at this run's sizes (its dense size: a
+   padded value's host copy). */
+static inline int64_t kiln_cl_sym_at(const kiln_cl_variant *v, int w, int64_t x) {
+  if (!v->sym_small || !v->sym_val[w].dep) return x;
+  for (int k = 0; k < v->sym_count; k++)
+    if (v->sym_val[w].ax[k] >= 0) x = kiln_cl_sym_scale(v, k, x);
+  return x;
+}
+/* Value w is a sub-box of its buffer this run (padded layout): *outer
+   blocks (the run's) of *row bytes each at the bounds, the first *run
+   bytes of each the run's. */
 static inline bool kiln_cl_sym_box(const kiln_cl_variant *v, int w, size_t bytes, size_t *outer, size_t *row,
                                    size_t *run) {
-  if (!v->sym_bound || v->sym_n == v->sym_bound || !v->sym_dep[w] || v->sym_outer[w] <= 1) return false;
-  *outer = (size_t)v->sym_outer[w];
-  *row = bytes / *outer;
-  *run = *row / (size_t)v->sym_bound * (size_t)v->sym_n;
+  const kiln_cl_symval *x = v->sym_small ? &v->sym_val[w] : NULL;
+  if (!x || !x->dep || x->outer <= 1) return false;
+  *outer = (size_t)kiln_cl_sym_scale(v, x->blk, x->outer);
+  *row = bytes / (size_t)x->outer;
+  *run = (size_t)kiln_cl_sym_scale(v, x->row, (int64_t)*row);
   return true;
 }
-/* Step k runs with fewer rows than compiled this run. */
+/* Step k runs with fewer rows (or blocks) than compiled this run. */
 static inline bool kiln_cl_sym_resized(const kiln_cl_variant *v, int k) {
-  return v->sym_bound && v->sym_n != v->sym_bound && v->sym_step[k];
+  return v->sym_small && v->sym_st[k].on;
 }
 
 typedef struct kiln_cl_prof {
@@ -161,16 +194,17 @@ struct kiln_cl_plan {
   cl_program obs_prog;
   kiln_cl_kernel obs_red[16], obs_final, obs_batch;
   kiln_obs *run_obs;
-  struct kiln_cl_sym *sym; /* symbolic dim (opencl/engine_sym.c); NULL: none */
+  struct kiln_cl_sym *sym; /* symbolic dims (opencl/engine_sym.c); NULL: none */
 };
 
-/* ---- symbolic dim (opencl/engine_sym.c) ---- */
-/* At prepare: finds the symbolic input dim (one dim_param, any axis) and its bound
- * (kiln.bound.<name>, else the first run's size); KILN_CL_SYMBOLIC=0 off. */
+/* ---- symbolic dims (opencl/engine_sym.c) ---- */
+/* At prepare: finds the symbolic input dims (up to KILN_CL_SYMS dim_params,
+ * each at most once per input, any axis) and their bounds
+ * (kiln.bound.<name>, else the first run's sizes); KILN_CL_SYMBOLIC=0 off. */
 kiln_status kiln_cl_sym_setup(kiln_cl_plan *p);
 void kiln_cl_sym_free(kiln_cl_plan *p);
-/* The variant for these inputs: the one compiled at the bound with the
- * run's rows set, or (graphs that cannot resize) the exact one. */
+/* The variant for these inputs: the one compiled at the bounds with the
+ * run's sizes set, or (graphs that cannot resize) the exact one. */
 kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out);
 /* kiln_cl_variant_get without the symbolic path: keyed by exact shapes. */
 kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out);

@@ -28,8 +28,8 @@ static void dims_of(const kiln_cl_variant *v, int w, int *rank, int64_t *dims) {
   *rank = x->rank;
   for (int d = 0; d < x->rank; d++)
     if (!kiln_dimx_is_const(v->sh->tab, x->dims[d], &dims[d])) dims[d] = 0;
-  if (v->sym_bound && v->sym_dep[w]) /* this run's size of the symbolic axis */
-    dims[v->sym_axis[w]] = kiln_cl_sym_at(v, w, dims[v->sym_axis[w]]);
+  for (int k = 0; k < v->sym_count && v->sym_val[w].dep; k++) /* this run's sizes of the symbolic axes */
+    if (v->sym_val[w].ax[k] >= 0) dims[v->sym_val[w].ax[k]] = kiln_cl_sym_scale(v, k, dims[v->sym_val[w].ax[k]]);
 }
 
 /* The buffer holding value w: the host's cl_mem bound to it for this run,
@@ -178,21 +178,25 @@ static void prof_add(kiln_cl_plan *p, int e, double t0_ns, double ns) {
   p->trace_ev[p->n_trace++] = (struct kiln_cl_trace_ev){e, t0_ns, ns};
 }
 
-/* A padded symbolic dim: kernel st over the run's rows of each of its
- * outputs' sym_box blocks, one launch per block at the block's global
- * offset (a work-item kernel's get_global_id, a reduction's group offset:
- * codegen.h group_offset). */
+/* A padded symbolic dim: kernel st over the run's rows of each of the
+ * run's blocks of its outputs (sym_st), one launch per block at the
+ * block's global offset (a work-item kernel's get_global_id, a
+ * reduction's group offset: codegen.h group_offset); one launch over the
+ * run's blocks where their rows are whole. */
 static kiln_status run_gen_box(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_variant *v, const kiln_cl_step *st) {
   kiln_cl_kernel *k = &v->kern[st->kern];
-  size_t outer = (size_t)v->sym_box[st - v->steps], local = v->sig[st->kern].local, unit = local ? local : 1;
-  size_t per = (size_t)v->sig[st->kern].n_items / unit / outer, run = per / (size_t)v->sym_bound * (size_t)v->sym_n;
+  const kiln_cl_symstep *ss = &v->sym_st[st - v->steps];
+  size_t outer = (size_t)ss->box, local = v->sig[st->kern].local, unit = local ? local : 1;
+  size_t per = (size_t)v->sig[st->kern].n_items / unit / outer, run = (size_t)kiln_cl_sym_scale(v, ss->row, (int64_t)per);
+  size_t blocks = (size_t)kiln_cl_sym_scale(v, ss->blk, (int64_t)outer);
+  if (run == per) run *= blocks, blocks = 1; /* whole rows: the run's blocks are a prefix */
   if (local) { /* (as run_gen: a power of two the kernel allows) */
     size_t lim = k->wg_size < ctx->max_work_item_size0 ? k->wg_size : ctx->max_work_item_size0;
     while (local > 1 && local > lim) local /= 2;
   }
   unit = local ? local : 1;
   double w0 = p->profile ? now_ns() : 0;
-  for (size_t o = 0; o < outer && run; o++) {
+  for (size_t o = 0; o < blocks && run; o++) {
     size_t off = o * per * unit, gsz = run * unit;
     cl_int e = clEnqueueNDRangeKernel(ctx->queue, k->k, 1, &off, &gsz, local ? &local : NULL, 0, NULL, NULL);
     if (e) return kiln_cl_fail(e, "launching OpenCL kernel '%s' on %s (%s)", k->name, ctx->id, ctx->name);
@@ -212,9 +216,9 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
   /* symbolic batch, fewer rows than compiled: the run's items (rows, or a
      work-group per row), launched exactly (the kernel's guard is the bound's) */
   bool exact = false;
-  if (v->sym_padded && kiln_cl_sym_resized(v, (int)(st - v->steps))) return run_gen_box(p, ctx, v, st);
+  if (kiln_cl_sym_resized(v, (int)(st - v->steps)) && v->sym_st[st - v->steps].box) return run_gen_box(p, ctx, v, st);
   if (kiln_cl_sym_resized(v, (int)(st - v->steps))) {
-    n = n / (size_t)v->sym_bound * (size_t)v->sym_n;
+    n = (size_t)kiln_cl_sym_scale(v, v->sym_st[st - v->steps].row, (int64_t)n);
     exact = !local;
   }
   if (local && !v->sig[st->kern].n_obs) { /* work-group kernels (engine_fuse reductions): groups of a power of two
@@ -281,9 +285,11 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
                                        : (kiln_cl_arg){v->place[w].base, v->place[w].offset};
     }
     int k = (int)(st - v->steps);
-    s = kiln_cl_sym_resized(v, k) && v->sym_padded
-            ? kiln_cl_op_enqueue_box(st->op, ctx, in, out, v->sym_box[k], v->sym_n, v->sym_bound)
-        : kiln_cl_sym_resized(v, k) ? kiln_cl_op_enqueue_rows(st->op, ctx, in, out, v->sym_n, v->sym_bound)
+    const kiln_cl_symstep *ss = v->sym_st ? &v->sym_st[k] : NULL;
+    int64_t nr = ss && ss->row >= 0 ? v->sym_n[ss->row] : 0, br = ss && ss->row >= 0 ? v->sym_bound[ss->row] : 0;
+    s = kiln_cl_sym_resized(v, k) && ss->box
+            ? kiln_cl_op_enqueue_box(st->op, ctx, in, out, ss->box, kiln_cl_sym_scale(v, ss->blk, ss->box), nr, br)
+        : kiln_cl_sym_resized(v, k) ? kiln_cl_op_enqueue_rows(st->op, ctx, in, out, nr, br)
                                     : kiln_cl_op_enqueue(st->op, ctx, in, out);
   } else {
     s = run_host(ctx, v, st->node, vin);
@@ -481,7 +487,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
   bool bind_ok = !(bind_env && !strcmp(bind_env, "0"));
   /* a run with fewer rows than compiled (symbolic batch) copies the host's
      buffers: the binding rules speak of the bound's places */
-  if (v->sym_bound && v->sym_n != v->sym_bound) bind_ok = false;
+  if (v->sym_small) bind_ok = false;
   for (int i = 0; i < g->n_inputs && !s; i++) {
     int w = g->inputs[i];
     if (g->values[w].init) continue;

@@ -2,8 +2,8 @@
  * bound, serves every run of that size or smaller. The bound is the
  * model's "kiln.bound.<name>" (metadata_props), else the first run's size;
  * a run beyond it compiles a variant at its size, which becomes the bound.
- * One symbol, at any axis of the graph inputs; every value keeps the
- * bound's layout. Where only dims of 1 precede the symbol in every value
+ * Up to KILN_CL_SYMS symbols (a batch N and a sequence dim S), each at any
+ * axis of the graph inputs; every value keeps the bounds' layout. Where only dims of 1 precede the symbol in every value
  * (a batch), a smaller run's rows are a prefix of it: generated kernels
  * are launched over the run's items (their literal inner sizes and strides
  * unchanged), the CLBlast GEMMs get the run's M, copies and host transfers
@@ -11,10 +11,13 @@
  * [N,S,H]), a smaller run is a sub-box (padded): inputs and outputs are
  * copied as rectangles, and kernels and GEMMs run over the run's rows of
  * each block (the index of the dims before the symbol), the other steps at
- * the bound over the padding too. A graph that cannot be run this way (an
- * op mixing the symbol's positions, a shape folded at the bound, a host
- * step or device op without a run-time size, non-float padded values, two
- * symbols) falls back to a variant per input-shape set; KILN_LOG=info and
+ * the bound over the padding too. With two symbols a value may hold both
+ * only with the outer one a prefix ([N,S,H]: blocks N, rows S): a smaller
+ * run is the run's first blocks, and in each the run's rows. A graph that
+ * cannot be run this way (an op mixing a symbol's positions, a shape
+ * folded at a bound, a host step or device op without a run-time size,
+ * non-float padded values, a value with both symbols the other way round,
+ * three symbols) falls back to a variant per input-shape set; KILN_LOG=info and
  * the KILN_DUMP file <graph>.opencl-sym.txt say which and why. See
  * opencl/ENGINE.md, "Symbolic dims". */
 #include <inttypes.h>
@@ -30,10 +33,12 @@
 
 typedef struct kiln_cl_sym kiln_cl_sym;
 struct kiln_cl_sym {
-  char name[KILN_SYMDIM_MAX_NAME + 1];
-  int64_t bound; /* 0: none yet (the first run's rows) */
+  int n; /* symbols */
+  char name[KILN_CL_SYMS][KILN_SYMDIM_MAX_NAME + 1];
+  char label[64]; /* "dim N", "dims N, S" (the notes) */
+  int64_t bound[KILN_CL_SYMS]; /* 0: none yet (the first run's size) */
   bool off;      /* declined: a variant per input-shape set */
-  int *sym_ax;   /* per input of p->orig: the axis that is the symbol (-1: none) */
+  int *sym_ax;   /* per input i of p->orig and symbol k: [i * KILN_CL_SYMS + k], the axis that is k (-1: none) */
   char notes[2048]; /* what note() said (the dump file) */
 };
 
@@ -67,50 +72,64 @@ kiln_status kiln_cl_sym_setup(kiln_cl_plan *p) {
   const kiln_graph *g = p->orig;
   const char *env = getenv("KILN_CL_SYMBOLIC");
   if (env && !strcmp(env, "0")) return KILN_OK;
-  const char *name = NULL, *why = NULL;
+  const char *names[KILN_CL_SYMS], *why = NULL;
+  int nn = 0;
   for (int i = 0; i < g->n_inputs && !why; i++) {
     const kiln_value *val = &g->values[g->inputs[i]];
     if (val->init) continue;
     if (p->spec[i]) why = "inputs set shapes (a variant per value set)";
-    bool seen = false;
+    bool seen[KILN_CL_SYMS] = {false};
     for (int d = 0; d < val->type.rank && !why; d++) {
       const kiln_dim *x = &val->type.dims[d];
       if (!x->param && x->value >= 0) continue;
-      if (!x->param) why = "an input dim is unknown (no dim_param)";
-      else if (name && strcmp(name, x->param)) why = "more than one dim_param";
-      else if (seen) why = "the dim_param twice in one input";
-      else name = x->param, seen = true;
+      if (!x->param) {
+        why = "an input dim is unknown (no dim_param)";
+        break;
+      }
+      int k = 0;
+      while (k < nn && strcmp(names[k], x->param)) k++;
+      if (k == KILN_CL_SYMS) why = "more than two dim_params";
+      else if (k < nn && seen[k]) why = "a dim_param twice in one input";
+      else if (k == nn) names[nn++] = x->param;
+      if (!why) seen[k] = true;
     }
   }
-  if (!name) return KILN_OK;
+  if (!nn) return KILN_OK;
+  char label[64];
+  snprintf(label, sizeof label, nn > 1 ? "dims %s, %s" : "dim %s", names[0], nn > 1 ? names[1] : "");
   for (int k = 0; k < g->n_nodes && !why; k++) /* a shape read at run time would be folded at the bound */
     if (!*g->nodes[k].domain && (!strcmp(g->nodes[k].op_type, "Shape") || !strcmp(g->nodes[k].op_type, "Size")))
       why = "the graph reads shapes (Shape/Size): they would be folded at the bound";
   if (why) {
-    note(p, "symbolic dim %s: %s; one variant per input-shape set", name, why);
+    note(p, "symbolic %s: %s; one variant per input-shape set", label, why);
     return KILN_OK;
   }
   kiln_cl_sym *y = kiln_calloc(1, sizeof *y);
-  if (y) y->sym_ax = kiln_calloc((size_t)g->n_inputs + 1, sizeof *y->sym_ax);
+  if (y) y->sym_ax = kiln_calloc((size_t)g->n_inputs * KILN_CL_SYMS + 1, sizeof *y->sym_ax);
   if (!y || !y->sym_ax) {
     if (y) kiln_free(y);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   }
-  snprintf(y->name, sizeof y->name, "%s", name);
+  y->n = nn;
+  snprintf(y->label, sizeof y->label, "%s", label);
+  for (int k = 0; k < nn; k++) snprintf(y->name[k], sizeof y->name[k], "%s", names[k]);
   for (int i = 0; i < g->n_inputs; i++) {
     const kiln_value *val = &g->values[g->inputs[i]];
-    y->sym_ax[i] = -1;
+    for (int k = 0; k < KILN_CL_SYMS; k++) y->sym_ax[i * KILN_CL_SYMS + k] = -1;
     for (int d = 0; d < val->type.rank && !val->init; d++)
-      if (val->type.dims[d].param) y->sym_ax[i] = d;
+      for (int k = 0; k < nn; k++)
+        if (val->type.dims[d].param && !strcmp(val->type.dims[d].param, names[k])) y->sym_ax[i * KILN_CL_SYMS + k] = d;
   }
-  char key[KILN_SYMDIM_MAX_NAME + 16];
-  snprintf(key, sizeof key, "kiln.bound.%s", name);
-  for (int i = 0; i < g->n_props; i++)
-    if (!strcmp(g->prop_keys[i], key)) {
-      char *end = NULL;
-      long long b = strtoll(g->prop_vals[i], &end, 10);
-      if (end && !*end && b >= 1) y->bound = b; /* (ir/shape rejects a bad one at check) */
-    }
+  for (int k = 0; k < nn; k++) {
+    char key[KILN_SYMDIM_MAX_NAME + 16];
+    snprintf(key, sizeof key, "kiln.bound.%s", names[k]);
+    for (int i = 0; i < g->n_props; i++)
+      if (!strcmp(g->prop_keys[i], key)) {
+        char *end = NULL;
+        long long b = strtoll(g->prop_vals[i], &end, 10);
+        if (end && !*end && b >= 1) y->bound[k] = b; /* (ir/shape rejects a bad one at check) */
+      }
+  }
   p->sym = y;
   return KILN_OK;
 }
@@ -220,26 +239,36 @@ no:
   return false;
 }
 
-/* Values of v that scale with the symbol, from v's graph inferred again
- * with the symbolic inputs' axis as the symbol: exactly one dim of each
- * such value is c * symbol, its other dims constant. */
-static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int64_t bound, sym_vals *sv, char *why,
-                                  size_t wsz) {
+/* Values of v that scale with the symbols, from v's graph inferred again
+ * with the symbolic inputs' axes as the symbols: each dim of such a value
+ * is a constant or c * one symbol, each symbol at most once; with two, the
+ * outer one has only dims of 1 before it. val[w]: the value's layout;
+ * outer_k[w * KILN_CL_SYMS + k]: the product of its dims before symbol k's
+ * axis at the bounds (the check of a Reshape). */
+static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, const int64_t *bound, kiln_cl_symval *val,
+                                  int64_t *outer_k, char *why, size_t wsz) {
+  const kiln_cl_sym *y = p->sym;
   kiln_graph *c = NULL;
   kiln_shapes *sh = NULL;
   kiln_status s = kiln_edit_clone_shared(v->g, &c); /* freed here: may borrow v->g's weights */
   if (s) return s;
-  for (int i = 0; i < c->n_inputs; i++) {
-    kiln_value *val = &c->values[c->inputs[i]];
-    int ax = v->in_map[i] >= 0 ? p->sym->sym_ax[v->in_map[i]] : -1;
-    if (val->init || ax < 0 || val->type.rank <= ax) continue;
-    char *nm = kiln_strdup(p->sym->name);
-    if (!nm) {
-      kiln_graph_free(c);
-      return kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
+  for (int i = 0; i < c->n_inputs && !s; i++) {
+    kiln_value *x = &c->values[c->inputs[i]];
+    for (int k = 0; k < y->n && !s && !x->init && v->in_map[i] >= 0; k++) {
+      int ax = y->sym_ax[v->in_map[i] * KILN_CL_SYMS + k];
+      if (ax < 0 || x->type.rank <= ax) continue;
+      char *nm = kiln_strdup(y->name[k]);
+      if (!nm) {
+        s = kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
+        break;
+      }
+      kiln_free(x->type.dims[ax].param);
+      x->type.dims[ax] = (kiln_dim){-1, nm};
     }
-    kiln_free(val->type.dims[ax].param);
-    val->type.dims[ax] = (kiln_dim){-1, nm};
+  }
+  if (s) {
+    kiln_graph_free(c);
+    return s;
   }
   if ((s = kiln_shapes_infer(c, &sh))) {
     snprintf(why, wsz, "shapes at a symbolic size: %s", kiln_last_error());
@@ -247,17 +276,25 @@ static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int
     kiln_graph_free(c);
     return KILN_OK;
   }
-  int sym = kiln_sym_find(sh->tab, p->sym->name);
-  int64_t pinned = 0;
-  kiln_dimx x1 = KILN_DIMX_NONE;
-  if (sym < 0) snprintf(why, wsz, "the symbol is not used");
-  else if (kiln_sym_value(sh->tab, sym, &pinned))
-    snprintf(why, wsz, "the rewritten graph fixes %s = %" PRId64 " (a shape folded at the bound)", p->sym->name, pinned);
-  else
-    s = kiln_dimx_sym(sh->tab, p->sym->name, &x1);
+  int sym[KILN_CL_SYMS];
+  kiln_dimx x1[KILN_CL_SYMS];
+  for (int k = 0; k < y->n && !s && !*why; k++) {
+    int64_t pinned = 0;
+    sym[k] = kiln_sym_find(sh->tab, y->name[k]);
+    if (sym[k] < 0) snprintf(why, wsz, "the symbol %s is not used", y->name[k]);
+    else if (kiln_sym_value(sh->tab, sym[k], &pinned))
+      snprintf(why, wsz, "the rewritten graph fixes %s = %" PRId64 " (a shape folded at the bound)", y->name[k], pinned);
+    else
+      s = kiln_dimx_sym(sh->tab, y->name[k], &x1[k]);
+  }
+  int ns = kiln_symtab_nsyms(sh->tab);
+  int64_t *vals = kiln_calloc((size_t)ns + 1, sizeof *vals);
+  if (!vals && !s) s = kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
   for (int w = 0; w < c->n_values && !s && !*why; w++) {
     const kiln_vshape *a = &sh->v[w], *b = &v->sh->v[w];
     const char *vn = c->values[w].name ? c->values[w].name : "";
+    kiln_cl_symval *x = &val[w];
+    *x = (kiln_cl_symval){false, {-1, -1}, -1, -1, 1};
     if (a->data_dependent) {
       snprintf(why, wsz, "value '%s' has a data-dependent shape", vn);
       break;
@@ -267,190 +304,260 @@ static kiln_status scaling_values(const kiln_cl_plan *p, kiln_cl_variant *v, int
       snprintf(why, wsz, "value '%s': rank differs at a symbolic size", vn);
       break;
     }
-    int ax = -1;
-    for (int d = 0; d < a->rank && !*why; d++)
-      if (!kiln_dimx_is_const(sh->tab, a->dims[d], NULL)) {
-        if (ax >= 0) snprintf(why, wsz, "value '%s': the symbol reaches dims %d and %d", vn, ax, d);
-        ax = d;
+    for (int d = 0; d < a->rank && !*why; d++) {
+      if (kiln_dimx_is_const(sh->tab, a->dims[d], NULL)) continue;
+      /* dim d = c * symbol k, and c * bound at the bound */
+      int which = -1;
+      for (int k = 0; k < y->n && which < 0; k++) {
+        int64_t c1 = 0, cb = 0;
+        kiln_dimx want = KILN_DIMX_NONE;
+        for (int j = 0; j < ns; j++) vals[j] = KILN_DIM_UNSET;
+        vals[sym[k]] = 1;
+        if (!kiln_dimx_eval(sh->tab, a->dims[d], vals, ns, &c1) && c1 >= 1 &&
+            !kiln_dimx_mul_const(sh->tab, x1[k], c1, &want) && want == a->dims[d] &&
+            kiln_dimx_is_const(v->sh->tab, b->dims[d], &cb) && cb == c1 * bound[k])
+          which = k;
+        kiln_error_clear();
       }
-    if (*why || ax < 0) continue;
-    /* dim ax = c * S, and c * bound at the bound */
-    int64_t c1 = 0, cb = 0, outer = 1;
-    kiln_dimx want = KILN_DIMX_NONE;
-    int ns = kiln_symtab_nsyms(sh->tab);
-    int64_t *vals = kiln_calloc((size_t)ns + 1, sizeof *vals);
-    if (!vals) {
-      s = kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
-      break;
-    }
-    for (int k = 0; k < ns; k++) vals[k] = KILN_DIM_UNSET;
-    vals[sym] = 1;
-    bool ok = !kiln_dimx_eval(sh->tab, a->dims[ax], vals, ns, &c1) && c1 >= 1 &&
-              !kiln_dimx_mul_const(sh->tab, x1, c1, &want) && want == a->dims[ax] &&
-              kiln_dimx_is_const(v->sh->tab, b->dims[ax], &cb) && cb == c1 * bound;
-    for (int d = 0; d < ax && ok; d++) {
-      int64_t x = 0;
-      ok = kiln_dimx_is_const(v->sh->tab, b->dims[d], &x);
-      outer *= x;
-    }
-    kiln_free(vals);
-    kiln_error_clear();
-    if (!ok) {
       char e[64];
-      snprintf(why, wsz, "value '%s': dim %d is %s, not a multiple of %s", vn, ax,
-               kiln_dimx_str(sh->tab, a->dims[ax], e, sizeof e), p->sym->name);
-      break;
+      if (which < 0)
+        snprintf(why, wsz, "value '%s': dim %d is %s, not a multiple of one symbol", vn, d,
+                 kiln_dimx_str(sh->tab, a->dims[d], e, sizeof e));
+      else if (x->ax[which] >= 0)
+        snprintf(why, wsz, "value '%s': %s reaches dims %d and %d", vn, y->name[which], x->ax[which], d);
+      else
+        x->ax[which] = (int8_t)d;
     }
-    sv->dep[w] = true;
-    sv->ax[w] = (int8_t)ax;
-    sv->outer[w] = outer;
+    for (int k = 0; k < y->n && !*why; k++) {
+      if (x->ax[k] < 0) continue;
+      x->dep = true;
+      if (x->row < 0 || x->ax[k] > x->ax[x->row]) x->row = (int8_t)k;
+    }
+    if (*why || !x->dep) continue;
+    for (int k = 0; k < y->n; k++)
+      if (x->ax[k] >= 0 && k != x->row) x->blk = (int8_t)k;
+    for (int k = 0; k < y->n; k++) outer_k[w * KILN_CL_SYMS + k] = 1;
+    for (int d = 0; d < a->rank; d++) { /* at the bounds (compile made them constants) */
+      int64_t dim = 0;
+      kiln_dimx_is_const(v->sh->tab, b->dims[d], &dim);
+      if (x->blk >= 0 && d < x->ax[x->blk] && dim != 1) {
+        snprintf(why, wsz, "value '%s': %s (dim %d) and %s (dim %d) with dims other than 1 before %s", vn,
+                 y->name[x->blk], x->ax[x->blk], y->name[x->row], x->ax[x->row], y->name[x->blk]);
+        break;
+      }
+      if (d < x->ax[x->row]) x->outer *= dim;
+      for (int k = 0; k < y->n; k++)
+        if (x->ax[k] >= 0 && d < x->ax[k]) outer_k[w * KILN_CL_SYMS + k] *= dim;
+    }
   }
+  kiln_free(vals);
   kiln_shapes_free(sh);
   kiln_graph_free(c);
   return s;
 }
 
-/* A padded variant's step st: the number of blocks (the dims before the
- * symbol, the same for every output) it may run over the run's rows of,
- * else 0 (it runs at the bound): a work-item kernel, a reduction kernel
- * that takes a group offset, a GEMM op with its rows in the blocks. */
+/* The symbol whose rows value w's layout is a prefix in (its blocks' when
+ * it has several, else its rows'), else -1 (a constant count of blocks). */
+static int lead_of(const kiln_cl_symval *x) {
+  return x->outer == 1 ? x->row : x->blk;
+}
+
+/* A padded variant's step st: the blocks (the dims before the innermost
+ * symbolic axis, the same layout for every output) it may run over the
+ * run's rows of, else 0: a work-item kernel, a reduction kernel that
+ * takes a group offset, a GEMM op with its rows in the blocks. */
 enum { SYM_MAX_BLOCKS = 64 }; /* more blocks: a launch (a GEMM) each costs more than the padding saves */
 
-static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const sym_vals *sv, int64_t bound) {
+static bool same_layout(const kiln_cl_symval *a, const kiln_cl_symval *b) {
+  return a->dep && b->dep && a->outer == b->outer && a->row == b->row && a->blk == b->blk;
+}
+
+static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const kiln_cl_symval *val, const int64_t *bound,
+                      kiln_cl_symstep *ss) {
   const kiln_node *n = &v->g->nodes[st->node];
-  int64_t outer = -1;
+  const kiln_cl_symval *x = NULL;
   if (st->kind == KILN_CL_STEP_GEN) {
     const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
     for (int a = 0; a < sig->n_args; a++) {
-      int w = sig->args[a].value;
+      const kiln_cl_symval *o = &val[sig->args[a].value];
       if (!sig->args[a].output) continue;
-      if (!sv->dep[w] || (outer >= 0 && sv->outer[w] != outer)) return 0;
-      outer = sv->outer[w];
+      if (!o->dep || (x && !same_layout(x, o))) return 0;
+      x = o;
     }
     size_t unit = sig->local ? sig->local : 1;
     bool ranged = sig->local ? sig->group_offset : !sig->twin[0];
-    if (outer < 1 || outer > SYM_MAX_BLOCKS || sig->n_obs || !ranged || (size_t)sig->n_items % unit ||
-        ((size_t)sig->n_items / unit) % ((size_t)outer * (size_t)bound))
+    if (!x || x->outer < 1 || x->outer > SYM_MAX_BLOCKS || sig->n_obs || !ranged || (size_t)sig->n_items % unit ||
+        ((size_t)sig->n_items / unit) % ((size_t)x->outer * (size_t)bound[x->row]))
       return 0;
-    return (int32_t)outer;
+  } else {
+    if (st->kind != KILN_CL_STEP_OP || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) return 0;
+    x = &val[n->out[0]];
+    if (!same_layout(&val[n->in[0]], x) || x->outer > SYM_MAX_BLOCKS ||
+        !kiln_cl_op_box_ok(st->op, x->outer, bound[x->row]))
+      return 0;
   }
-  if (st->kind != KILN_CL_STEP_OP || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) return 0;
-  int a = n->in[0], c = n->out[0];
-  if (!sv->dep[a] || !sv->dep[c] || sv->outer[a] != sv->outer[c] || sv->outer[c] > SYM_MAX_BLOCKS) return 0;
-  return kiln_cl_op_box_ok(st->op, sv->outer[c], bound) ? (int32_t)sv->outer[c] : 0;
+  *ss = (kiln_cl_symstep){true, (int32_t)x->outer, x->row, x->blk};
+  return ss->box;
 }
 
-/* Decides whether v (compiled at bound) runs at a smaller size; sets
- * v->sym_bound, sym_dep, sym_step, sym_axis, sym_outer, sym_padded, or
- * leaves sym_bound 0 with why. */
-static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bound, char *why, size_t wsz) {
+/* Step st (GEN) over a prefix of its items: every output's layout a
+ * prefix in the same symbol, whose bound divides the items (or groups);
+ * that symbol, else -1. strict (a padded variant): no tiled or observed
+ * kernel. */
+static int gen_rows(const kiln_cl_variant *v, const kiln_cl_step *st, const kiln_cl_symval *val, const int64_t *bound,
+                    bool strict) {
+  const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
+  int lead = -1, outs = 0;
+  for (int a = 0; a < sig->n_args; a++) outs += sig->args[a].output;
+  for (int a = 0; a < sig->n_args; a++) { /* (a kernel writing only scratch, im2col: its inputs) */
+    const kiln_cl_symval *o = &val[sig->args[a].value];
+    if (outs ? !sig->args[a].output : !o->dep) continue;
+    if (!o->dep || lead_of(o) < 0 || (lead >= 0 && lead_of(o) != lead)) return -1;
+    lead = lead_of(o);
+  }
+  size_t unit = sig->local ? sig->local : 1;
+  if (lead < 0 || (size_t)sig->n_items % unit || ((size_t)sig->n_items / unit) % (size_t)bound[lead] ||
+      (strict && (sig->n_obs || sig->twin[0])))
+    return -1;
+  return lead;
+}
+
+/* Decides whether v (compiled at the bounds) runs at smaller sizes; sets
+ * v->sym_count, sym_bound, sym_val, sym_st, sym_padded, or leaves
+ * sym_count 0 with why. */
+static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, const int64_t *bound, char *why, size_t wsz) {
   *why = 0;
   if (v->host_only) {
     snprintf(why, wsz, "the graph runs on the host (data-dependent shapes)");
     return KILN_OK;
   }
+  const kiln_cl_sym *y = p->sym;
   const kiln_graph *g = v->g;
   size_t nv = (size_t)g->n_values + 1;
+  kiln_cl_symval *val = kiln_calloc(nv, sizeof *val);
+  int64_t *outer_k = kiln_calloc(nv * KILN_CL_SYMS, sizeof *outer_k);
   sym_vals sv = {kiln_calloc(nv, sizeof *sv.dep), kiln_calloc(nv, sizeof *sv.ax), kiln_calloc(nv, sizeof *sv.outer)};
-  bool *stp = kiln_calloc((size_t)v->n_steps + 1, sizeof *stp);
-  int32_t *box = kiln_calloc((size_t)v->n_steps + 1, sizeof *box);
-  kiln_status s = sv.dep && sv.ax && sv.outer && stp && box
+  kiln_cl_symstep *sst = kiln_calloc((size_t)v->n_steps + 1, sizeof *sst);
+  kiln_status s = val && outer_k && sv.dep && sv.ax && sv.outer && sst
                       ? KILN_OK
                       : kiln_fail(KILN_E_NOMEM, "out of memory checking a symbolic dim");
-  if (!s) s = scaling_values(p, v, bound, &sv, why, wsz);
-  /* padded: some value has dims other than 1 before the symbol's axis; a
-     smaller run is then a sub-box of the bound's layout, every step runs at
-     the bound and computes the padding too: only float (and bool) values,
-     where that garbage cannot trap (an integer division could) */
+  if (!s) s = scaling_values(p, v, bound, val, outer_k, why, wsz);
+  /* padded: some value has dims other than 1 before its innermost symbolic
+     axis; a smaller run is then a sub-box of the bound's layout, and steps
+     that cannot take it run at the bound and compute the padding too: only
+     float (and bool) values, where that garbage cannot trap (an integer
+     division could) */
   bool padded = false;
-  for (int w = 0; w < g->n_values && !s && !*why; w++) padded = padded || (sv.dep[w] && sv.outer[w] > 1);
+  for (int w = 0; w < g->n_values && !s && !*why; w++) padded = padded || (val[w].dep && val[w].outer > 1);
   for (int w = 0; w < g->n_values && !s && !*why && padded; w++)
-    if (sv.dep[w] && !(KILN_T(v->sh->v[w].dtype) & (KILN_TS_FLOAT | KILN_T(KILN_BOOL))))
+    if (val[w].dep && !(KILN_T(v->sh->v[w].dtype) & (KILN_TS_FLOAT | KILN_T(KILN_BOOL))))
       snprintf(why, wsz, "value '%s' is not float, and a padded layout would compute its padding",
                g->values[w].name ? g->values[w].name : "");
-  for (int k = 0; k < g->n_nodes && !s && !*why; k++) {
-    const kiln_node *n = &g->nodes[k];
-    bool touches = false;
-    for (int i = 0; i < n->n_in; i++) touches = touches || (n->in[i] >= 0 && sv.dep[n->in[i]]);
-    for (int i = 0; i < n->n_out; i++) touches = touches || (n->out[i] >= 0 && sv.dep[n->out[i]]);
-    char lbl[128];
-    if (touches && !node_ok(v, n, &sv, why, wsz) && !*why)
-      snprintf(why, wsz, "node %s (%s) mixes or moves the positions of %s", kiln_node_label(g, n, lbl, sizeof lbl),
-               n->op_type, p->sym->name);
+  /* every node keeps each symbol's positions apart */
+  for (int k = 0; k < y->n && !s && !*why; k++) {
+    for (int w = 0; w < g->n_values; w++) {
+      sv.dep[w] = val[w].ax[k] >= 0;
+      sv.ax[w] = val[w].ax[k];
+      sv.outer[w] = outer_k[w * KILN_CL_SYMS + k];
+    }
+    for (int j = 0; j < g->n_nodes && !*why; j++) {
+      const kiln_node *n = &g->nodes[j];
+      bool touches = false;
+      for (int i = 0; i < n->n_in; i++) touches = touches || (n->in[i] >= 0 && sv.dep[n->in[i]]);
+      for (int i = 0; i < n->n_out; i++) touches = touches || (n->out[i] >= 0 && sv.dep[n->out[i]]);
+      char lbl[128];
+      if (touches && !node_ok(v, n, &sv, why, wsz) && !*why)
+        snprintf(why, wsz, "node %s (%s) mixes or moves the positions of %s", kiln_node_label(g, n, lbl, sizeof lbl),
+                 n->op_type, y->name[k]);
+    }
   }
   char lbl[128];
-  const bool *dep = sv.dep;
   for (int k = 0; k < v->n_steps && !s && !*why; k++) {
     const kiln_cl_step *st = &v->steps[k];
     const kiln_node *n = &g->nodes[st->node];
-    bool any = false, all = true;
+    kiln_cl_symstep *ss = &sst[k];
+    *ss = (kiln_cl_symstep){false, 0, -1, -1};
+    bool any = false;
     if (st->kind == KILN_CL_STEP_GEN) {
       const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
-      for (int a = 0; a < sig->n_args; a++) {
-        bool d = dep[sig->args[a].value];
-        any = any || d;
-        if (sig->args[a].output) all = all && d;
-      }
-      if (any && !padded && (!all || sig->n_items % bound)) {
+      for (int a = 0; a < sig->n_args; a++) any = any || val[sig->args[a].value].dep;
+      if (!any) continue;
+      if (padded && box_of(v, st, val, bound, ss)) continue;
+      int r = gen_rows(v, st, val, bound, padded);
+      if (r >= 0) *ss = (kiln_cl_symstep){true, 0, (int8_t)r, -1};
+      else if (!padded) /* (padded: at the bound) */
         snprintf(why, wsz, "kernel %s (from %s, %s) does not take the run's rows", sig->name,
                  kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
-        break;
-      }
-    } else {
-      for (int i = 0; i < n->n_in; i++) any = any || (n->in[i] >= 0 && dep[n->in[i]]);
-      for (int i = 0; i < n->n_out; i++) any = any || (n->out[i] >= 0 && dep[n->out[i]]);
-      if (any && st->kind == KILN_CL_STEP_HOST) {
-        snprintf(why, wsz, "node %s (%s) runs on the host", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
-        break;
-      }
-      bool gemm = !strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm");
-      bool rowwise = !strcmp(n->op_type, "Softmax") || !strcmp(n->op_type, "LogSoftmax") ||
-                     !strcmp(n->op_type, "LayerNormalization") || /* over a later axis (node_ok) */
-                     in_list(n->op_type, reductions);              /* the symbol's axis kept (node_ok) */
-      bool image = in_list(n->op_type, images);
-      kiln_cl_rows_kind rk = image ? KILN_CL_ROWS_IMAGES : rowwise ? KILN_CL_ROWS_ROWWISE : KILN_CL_ROWS_GEMM;
-      /* (padded: the op runs at the bound, over the padding too) */
-      if (any && st->kind == KILN_CL_STEP_OP &&
-          (!(gemm || rowwise || image) || (!padded && !kiln_cl_op_rows_ok(st->op, bound, rk)))) {
-        snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
-                 n->op_type, kiln_cl_op_describe(st->op));
-        break;
-      }
-      if (any && st->kind == KILN_CL_STEP_COPY && !(dep[n->in[0]] && dep[n->out[0]])) {
-        snprintf(why, wsz, "copy of node %s (%s) changes the rows", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
-        break;
-      }
+      continue;
     }
-    stp[k] = any && !padded;
-    if (any && padded) box[k] = box_of(v, st, &sv, bound);
-    stp[k] = stp[k] || box[k] > 0;
+    for (int i = 0; i < n->n_in; i++) any = any || (n->in[i] >= 0 && val[n->in[i]].dep);
+    for (int i = 0; i < n->n_out; i++) any = any || (n->out[i] >= 0 && val[n->out[i]].dep);
+    if (!any) continue;
+    if (st->kind == KILN_CL_STEP_HOST) {
+      snprintf(why, wsz, "node %s (%s) runs on the host", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+      break;
+    }
+    if (st->kind == KILN_CL_STEP_COPY) {
+      if (!(val[n->in[0]].dep && val[n->out[0]].dep))
+        snprintf(why, wsz, "copy of node %s (%s) changes the rows", kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
+      /* (prefix: the run's bytes, kiln_cl_sym_at; padded: the bound's layout whole) */
+      ss->on = !padded;
+      ss->row = val[n->out[0]].row;
+      continue;
+    }
+    bool gemm = !strcmp(n->op_type, "MatMul") || !strcmp(n->op_type, "Gemm");
+    bool rowwise = !strcmp(n->op_type, "Softmax") || !strcmp(n->op_type, "LogSoftmax") ||
+                   !strcmp(n->op_type, "LayerNormalization") || /* over a later axis (node_ok) */
+                   in_list(n->op_type, reductions);              /* the symbol's axis kept (node_ok) */
+    bool image = in_list(n->op_type, images);
+    kiln_cl_rows_kind rk = image ? KILN_CL_ROWS_IMAGES : rowwise ? KILN_CL_ROWS_ROWWISE : KILN_CL_ROWS_GEMM;
+    if (padded && (gemm || rowwise || image) && box_of(v, st, val, bound, ss)) continue;
+    /* over the run's rows of a prefix: input 0 and every output laid out as
+       a prefix in the same symbol */
+    int r = n->in[0] >= 0 && val[n->in[0]].dep ? lead_of(&val[n->in[0]]) : -1;
+    for (int i = 0; i < n->n_out && r >= 0; i++)
+      if (n->out[i] >= 0 && (!val[n->out[i]].dep || lead_of(&val[n->out[i]]) != r)) r = -1;
+    if ((gemm || rowwise || image) && r >= 0 && kiln_cl_op_rows_ok(st->op, bound[r], rk))
+      *ss = (kiln_cl_symstep){true, 0, (int8_t)r, -1};
+    else if (!padded || !(gemm || rowwise || image)) /* (padded: the op runs at the bound, over the padding too) */
+      snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
+               n->op_type, kiln_cl_op_describe(st->op));
+  }
+  for (int k = 0; k < v->n_steps && !s && !*why && kiln_log_level() >= KILN_LOG_DEBUG; k++) {
+    const kiln_cl_step *st = &v->steps[k];
+    const kiln_cl_symstep *ss = &sst[k];
+    const kiln_node *n = &g->nodes[st->node];
+    kiln_log(KILN_LOG_DEBUG, "opencl plan '%s': step %d (%s %s): %s%s%s%s%s", g->name ? g->name : "", k,
+             st->kind == KILN_CL_STEP_GEN ? v->sig[st->kern].name : kiln_node_label(g, n, lbl, sizeof lbl), n->op_type,
+             !ss->on ? "at the bounds" : ss->box ? "per block, rows of " : "a prefix, rows of ",
+             ss->on ? y->name[ss->row] : "", ss->box ? (ss->blk >= 0 ? ", blocks of " : ", every block") : "",
+             ss->box && ss->blk >= 0 ? y->name[ss->blk] : "", "");
   }
   if (!s && !*why) {
-    v->sym_dep = sv.dep;
-    v->sym_axis = sv.ax;
-    v->sym_outer = sv.outer;
-    v->sym_step = stp;
-    v->sym_box = box;
+    v->sym_count = y->n;
+    for (int k = 0; k < y->n; k++) v->sym_bound[k] = v->sym_n[k] = bound[k];
+    v->sym_small = false;
+    v->sym_val = val;
+    v->sym_st = sst;
     v->sym_padded = padded;
-    v->sym_bound = v->sym_n = bound;
-    sv = (sym_vals){NULL, NULL, NULL};
-    stp = NULL;
-    box = NULL;
+    val = NULL;
+    sst = NULL;
   }
-  kiln_free(box);
+  kiln_free(val);
+  kiln_free(outer_k);
+  kiln_free(sst);
   kiln_free(sv.dep);
   kiln_free(sv.ax);
   kiln_free(sv.outer);
-  kiln_free(stp);
   return s;
 }
 
-/* The model's kiln.bound.<name>, if any, raised to n in the plan's copy of
- * the graph (shape inference holds the variants to it). */
-static kiln_status raise_bound(kiln_cl_plan *p, int64_t n) {
+/* The model's kiln.bound.<name> of symbol k, if any, raised to n in the
+ * plan's copy of the graph (shape inference holds the variants to it). */
+static kiln_status raise_bound(kiln_cl_plan *p, int k, int64_t n) {
   kiln_graph *g = p->orig;
   char key[KILN_SYMDIM_MAX_NAME + 16], val[32];
-  snprintf(key, sizeof key, "kiln.bound.%s", p->sym->name);
+  snprintf(key, sizeof key, "kiln.bound.%s", p->sym->name[k]);
   snprintf(val, sizeof val, "%" PRId64, n);
   for (int i = 0; i < g->n_props; i++)
     if (!strcmp(g->prop_keys[i], key)) {
@@ -462,38 +569,56 @@ static kiln_status raise_bound(kiln_cl_plan *p, int64_t n) {
   return KILN_OK;
 }
 
+/* "64" or "N = 4, S = 12" (the notes). */
+static void bounds_str(const kiln_cl_sym *y, const int64_t *b, char *out, size_t size) {
+  if (y->n == 1) {
+    snprintf(out, size, "%" PRId64, b[0]);
+    return;
+  }
+  snprintf(out, size, "%s = %" PRId64 ", %s = %" PRId64, y->name[0], b[0], y->name[1], b[1]);
+}
+
 kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *in, kiln_cl_variant **out) {
   kiln_cl_sym *y = p->sym;
   const kiln_graph *g0 = p->orig;
   *out = NULL;
-  int64_t n = -1;
-  for (int i = 0; i < g0->n_inputs; i++) {
-    int ax = y->sym_ax[i];
-    if (ax < 0) continue;
-    if (!in[i] || in[i]->rank <= ax) return kiln_cl_variant_get_exact(p, in, out);
-    if (n < 0) n = in[i]->dims[ax];
-    else if (n != in[i]->dims[ax]) return kiln_cl_variant_get_exact(p, in, out); /* inputs disagree: shapes say why */
-  }
-  if (n < 1) return kiln_cl_variant_get_exact(p, in, out);
-  if (n > y->bound) {
-    if (y->bound)
-      kiln_log(KILN_LOG_INFO, "opencl plan '%s': %s = %" PRId64 " exceeds its bound %" PRId64 ": compiling at %" PRId64,
-               g0->name ? g0->name : "", y->name, n, y->bound, n);
-    y->bound = n;
-    kiln_status s = raise_bound(p, n);
-    if (s) return s;
-  }
+  int64_t n[KILN_CL_SYMS] = {-1, -1};
+  for (int i = 0; i < g0->n_inputs; i++)
+    for (int k = 0; k < y->n; k++) {
+      int ax = y->sym_ax[i * KILN_CL_SYMS + k];
+      if (ax < 0) continue;
+      if (!in[i] || in[i]->rank <= ax) return kiln_cl_variant_get_exact(p, in, out);
+      if (n[k] < 0) n[k] = in[i]->dims[ax];
+      else if (n[k] != in[i]->dims[ax]) return kiln_cl_variant_get_exact(p, in, out); /* inputs disagree: shapes say why */
+    }
+  for (int k = 0; k < y->n; k++)
+    if (n[k] < 1) return kiln_cl_variant_get_exact(p, in, out);
+  for (int k = 0; k < y->n; k++) /* beyond a bound: compiled at the larger size of each */
+    if (n[k] > y->bound[k]) {
+      if (y->bound[k])
+        kiln_log(KILN_LOG_INFO, "opencl plan '%s': %s = %" PRId64 " exceeds its bound %" PRId64 ": compiling at %" PRId64,
+                 g0->name ? g0->name : "", y->name[k], n[k], y->bound[k], n[k]);
+      y->bound[k] = n[k];
+      kiln_status s = raise_bound(p, k, n[k]);
+      if (s) return s;
+    }
   if (y->off) return kiln_cl_variant_get_exact(p, in, out);
-  int64_t bound = y->bound;
+  int64_t bound[KILN_CL_SYMS] = {0, 0};
+  bool at_bound = true;
+  for (int k = 0; k < y->n; k++) bound[k] = y->bound[k], at_bound = at_bound && n[k] == bound[k];
   const kiln_tensor **at = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *at);
   kiln_tensor *fake = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *fake);
   kiln_status s = at && fake ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory keying an OpenCL plan");
   for (int i = 0; i < g0->n_inputs && !s; i++) {
     at[i] = in[i];
-    if (y->sym_ax[i] < 0) continue;
+    bool any = false;
     int64_t dims[KILN_MAX_RANK];
-    memcpy(dims, in[i]->dims, sizeof *dims * (size_t)in[i]->rank);
-    dims[y->sym_ax[i]] = bound;
+    if (in[i]) memcpy(dims, in[i]->dims, sizeof *dims * (size_t)in[i]->rank);
+    for (int k = 0; k < y->n; k++) {
+      int ax = y->sym_ax[i * KILN_CL_SYMS + k];
+      if (ax >= 0) dims[ax] = bound[k], any = true;
+    }
+    if (!any) continue;
     kiln_tensor_wrap(&fake[i], in[i]->dtype, in[i]->rank, dims, 0, NULL);
     at[i] = &fake[i];
   }
@@ -501,10 +626,12 @@ kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *i
   if (!s) s = kiln_cl_variant_get_exact(p, at, &v);
   kiln_free(at);
   kiln_free(fake);
-  if (s && n != bound && s != KILN_E_NOMEM) { /* e.g. the bound's arena exceeds the device: this size alone */
+  char bs[KILN_CL_SYMS * (KILN_SYMDIM_MAX_NAME + 32)];
+  bounds_str(y, bound, bs, sizeof bs);
+  if (s && !at_bound && s != KILN_E_NOMEM) { /* e.g. the bound's arena exceeds the device: this size alone */
     y->off = true;
-    note(p, "symbolic dim %s: compiling at the bound %" PRId64 " failed (%s); one variant per input-shape set from now on",
-         y->name, bound, kiln_last_error());
+    note(p, "symbolic %s: compiling at the bound %s failed (%s); one variant per input-shape set from now on", y->label,
+         bs, kiln_last_error());
     kiln_error_clear();
     return kiln_cl_variant_get_exact(p, in, out);
   }
@@ -513,26 +640,30 @@ kiln_status kiln_cl_sym_variant_get(kiln_cl_plan *p, const kiln_tensor *const *i
     char why[400];
     v->sym_checked = true;
     if ((s = check_variant(p, v, bound, why, sizeof why))) return s;
-    if (v->sym_bound) {
+    if (v->sym_count) {
       int ops = 0, kern = 0;
       for (int k = 0; k < v->n_steps; k++)
-        if (v->sym_step[k]) ops += v->steps[k].kind != KILN_CL_STEP_GEN, kern += v->steps[k].kind == KILN_CL_STEP_GEN;
+        if (v->sym_st[k].on) ops += v->steps[k].kind != KILN_CL_STEP_GEN, kern += v->steps[k].kind == KILN_CL_STEP_GEN;
+      char serves[64];
+      if (y->n == 1) snprintf(serves, sizeof serves, "1..%" PRId64, bound[0]);
+      else snprintf(serves, sizeof serves, "every size within them");
       if (v->sym_padded)
-        note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
+        note(p, "symbolic %s: one variant at the bound%s %s serves %s"
              " (padded: a smaller run is a sub-box of the bound's layout; %d kernels and %d ops run over the run's "
              "rows of each block, the other steps at the bound; inputs and outputs copied as rectangles)",
-             y->name, bound, bound, kern, ops);
+             y->label, y->n > 1 ? "s" : "", bs, serves, kern, ops);
       else
-        note(p, "symbolic dim %s: one variant at the bound %" PRId64 " serves 1..%" PRId64
+        note(p, "symbolic %s: one variant at the bound%s %s serves %s"
              " (%d kernels launched over the run's rows, %d ops/copies given them)",
-             y->name, bound, bound, kern, ops);
+             y->label, y->n > 1 ? "s" : "", bs, serves, kern, ops);
     } else {
       y->off = true;
-      note(p, "symbolic dim %s: %s; one variant per input-shape set from now on", y->name, why);
+      note(p, "symbolic %s: %s; one variant per input-shape set from now on", y->label, why);
     }
   }
-  if (!v->sym_bound) return n == bound ? (*out = v, KILN_OK) : kiln_cl_variant_get_exact(p, in, out);
-  v->sym_n = n;
+  if (!v->sym_count) return at_bound ? (*out = v, KILN_OK) : kiln_cl_variant_get_exact(p, in, out);
+  for (int k = 0; k < y->n; k++) v->sym_n[k] = n[k];
+  v->sym_small = !at_bound;
   *out = v;
   return KILN_OK;
 }

@@ -97,7 +97,7 @@ kiln_status kiln_cl_zc_begin(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_ten
   /* the whole graph on the host, or a run smaller than compiled (a padded
      layout, inputs and outputs copied as rectangles): nothing to bind */
   size_t min = kiln_cl_zc_min_bytes(p);
-  if (min == SIZE_MAX || v->host_only || (v->sym_bound && v->sym_n != v->sym_bound)) return KILN_OK;
+  if (min == SIZE_MAX || v->host_only || v->sym_small) return KILN_OK;
   int ni = g0->n_inputs, no = g->n_outputs;
   zc_range *r = kiln_calloc((size_t)(ni + no) + 1, sizeof *r);
   z->in = kiln_calloc((size_t)ni + 1, sizeof *z->in);

@@ -630,11 +630,11 @@ bool kiln_cl_op_box_ok(const kiln_cl_op *op, int64_t outer, int64_t bound) {
 }
 
 kiln_status kiln_cl_op_enqueue_box(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
-                                   const kiln_cl_arg *out, int64_t outer, int64_t n, int64_t bound) {
-  if (n == bound) return kiln_cl_op_enqueue(op, ctx, in, out);
+                                   const kiln_cl_arg *out, int64_t outer, int64_t blocks, int64_t n, int64_t bound) {
+  if (n == bound) return kiln_cl_op_enqueue_rows(op, ctx, in, out, blocks, outer); /* whole blocks: a prefix */
   kiln_status s = KILN_OK;
   size_t uo = (size_t)outer;
-  for (size_t o = 0; o < uo && !s; o++) { /* block o: its first rows, at its offsets; set back below */
+  for (size_t o = 0; o < (size_t)blocks && !s; o++) { /* block o: its first rows, at its offsets; set back below */
     for (int i = 0; i < op->n_steps; i++) {
       op_step *st = &op->steps[i];
       size_t rows = st->m / uo;

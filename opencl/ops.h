@@ -91,10 +91,11 @@ bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, kiln_cl_rows_kind k
 /* A padded symbolic dim (opencl/engine_sym.c): the op is GEMMs only whose
  * A rows (input 0) and C rows (output 0) are `outer` blocks of c * bound
  * rows each; kiln_cl_op_enqueue_box may run the first c * n rows of each
- * block (outer GEMMs per step, at the blocks' offsets). */
+ * of the first `blocks` blocks (1 <= blocks <= outer: a GEMM per block
+ * and step, at the blocks' offsets; one over the blocks when n = bound). */
 bool kiln_cl_op_box_ok(const kiln_cl_op *op, int64_t outer, int64_t bound);
 kiln_status kiln_cl_op_enqueue_box(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in,
-                                   const kiln_cl_arg *out, int64_t outer, int64_t n, int64_t bound);
+                                   const kiln_cl_arg *out, int64_t outer, int64_t blocks, int64_t n, int64_t bound);
 /* kiln_cl_op_enqueue with each step's rows (GEMM m, batched GEMM count,
  * kernel items) scaled by n / bound for this launch (1 <= n <= bound;
  * work-groups per row too). */

@@ -535,6 +535,183 @@ static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound,
   CHECK(!lib.onnxReleaseBackend(cpu) && !lib.onnxReleaseBackend(ref), "release backends");
 }
 
+/* ---- two symbols: x[N,S,16], N the batch, S a sequence dim ---- */
+
+static float lng[SEQ_HID], lnb[SEQ_HID];
+
+/* A float32 value info's storage; dims: a size, or -1 for N, -2 for S. */
+typedef struct vi_buf {
+  Onnx__TensorShapeProto__Dimension d[4], *dp[4];
+  Onnx__TensorShapeProto s;
+  Onnx__TypeProto__Tensor t;
+  Onnx__TypeProto ty;
+  Onnx__ValueInfoProto v;
+} vi_buf;
+
+static Onnx__ValueInfoProto *vi_make(vi_buf *b, const char *name, int rank, const int64_t *dims) {
+  for (int k = 0; k < rank; k++) {
+    b->d[k] = (Onnx__TensorShapeProto__Dimension)ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    if (dims[k] > 0)
+      b->d[k].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, b->d[k].dim_value = dims[k];
+    else
+      b->d[k].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM,
+      b->d[k].dim_param = dims[k] == -1 ? "N" : "S";
+    b->dp[k] = &b->d[k];
+  }
+  b->s = (Onnx__TensorShapeProto)ONNX__TENSOR_SHAPE_PROTO__INIT;
+  b->s.n_dim = (size_t)rank, b->s.dim = b->dp;
+  b->t = (Onnx__TypeProto__Tensor)ONNX__TYPE_PROTO__TENSOR__INIT;
+  b->t.has_elem_type = 1, b->t.elem_type = 1, b->t.shape = &b->s;
+  b->ty = (Onnx__TypeProto)ONNX__TYPE_PROTO__INIT;
+  b->ty.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE, b->ty.tensor_type = &b->t;
+  b->v = (Onnx__ValueInfoProto)ONNX__VALUE_INFO_PROTO__INIT;
+  b->v.name = (char *)name, b->v.type = &b->ty;
+  return &b->v;
+}
+
+/* The outputs of make_two(kind): names and dims (-1 N, -2 S). */
+enum { TWO_OUTS = 3 };
+static const char *const two_out[TWO_OUTS] = {"y", "z", "q"};
+static const int64_t two_dims[TWO_OUTS][3] = {{-1, -2, OUT}, {-1, SEQ_HID, -2}, {-2, -1, SEQ_HID}};
+static int two_nout(int kind) { return kind == 2 ? 3 : 1; }
+
+/* x[N,S,16] -> y[N,S,8], float32, opset 17; with_bound: kiln.bound.N = 3
+ * and kiln.bound.S = 12:
+ * 1: MatMul w1 [16,32] -> Add b -> Relu -> LayerNormalization(-1) ->
+ *    MatMul w2 [32,8] -> Softmax(-1) (N outer, S inner: padded);
+ * 2: MatMul w1 -> h0 -> Transpose [0,2,1] -> Tanh -> z[N,32,S] (an output:
+ *    S moved innermost) -> Transpose [0,2,1] -> Add h0 -> Transpose [1,0,2]
+ *    -> Sigmoid -> q[S,N,32] (an output: S outer, N inner) -> Transpose
+ *    [1,0,2] -> MatMul w2 -> y;
+ * 3: MatMul w1 -> Softmax(axis 1, over S) -> MatMul w2: mixes S (declined
+ *    on opencl). */
+static void *make_two(int kind, bool with_bound, size_t *size) {
+  vi_buf bx, bo[TWO_OUTS];
+  static const int64_t xdims[3] = {-1, -2, IN};
+  Onnx__ValueInfoProto *ins[1] = {vi_make(&bx, "x", 3, xdims)}, *outs[TWO_OUTS];
+  for (int o = 0; o < TWO_OUTS; o++) outs[o] = vi_make(&bo[o], two_out[o], 3, two_dims[o]);
+  int64_t dw1[2] = {IN, SEQ_HID}, db[1] = {SEQ_HID}, dw2[2] = {SEQ_HID, OUT};
+  Onnx__TensorProto tw1 = float_init("w1", dw1, 2, w1), tb = float_init("b", db, 1, sb1),
+                    tw2 = float_init("w2", dw2, 2, w2), tg = float_init("g", db, 1, lng), tbe = float_init("be", db, 1, lnb);
+  Onnx__TensorProto *inits[5] = {&tw1, &tw2, &tb, &tg, &tbe};
+  int64_t p021[3] = {0, 2, 1}, p102[3] = {1, 0, 2};
+  Onnx__AttributeProto a_last = int_attr("axis", -1), a_one = int_attr("axis", 1), a_p021 = ints_attr("perm", p021, 3),
+                       a_p102 = ints_attr("perm", p102, 3);
+  Onnx__AttributeProto *at_last[1] = {&a_last}, *at_one[1] = {&a_one}, *at_021[1] = {&a_p021}, *at_102[1] = {&a_p102};
+  char *i_mm1[2] = {"x", "w1"}, *o_h0[1] = {"h0"}, *i_add[2] = {"h0", "b"}, *o_h1[1] = {"h1"}, *i_relu[1] = {"h1"},
+       *o_h2[1] = {"h2"}, *i_ln[3] = {"h2", "g", "be"}, *o_h3[1] = {"h3"}, *i_mm2[2] = {"h3", "w2"}, *o_h4[1] = {"h4"},
+       *i_sm[1] = {"h4"}, *o_y[1] = {"y"};
+  char *i_t1[1] = {"h0"}, *o_t[1] = {"t"}, *i_th[1] = {"t"}, *o_z[1] = {"z"}, *i_t2[1] = {"z"}, *o_u[1] = {"u"},
+       *i_ad2[2] = {"u", "h0"}, *i_t3[1] = {"h1"}, *o_p[1] = {"p"}, *i_sg[1] = {"p"}, *o_q[1] = {"q"}, *i_t4[1] = {"q"},
+       *o_r[1] = {"r"}, *i_mm4[2] = {"r", "w2"};
+  char *i_sm3[1] = {"h0"}, *o_s[1] = {"s"}, *i_mm3[2] = {"s", "w2"};
+  Onnx__NodeProto nd[12];
+  int nn = 0;
+  nd[nn++] = mk_node("MatMul", i_mm1, 2, o_h0, NULL, 0);
+  if (kind == 1) {
+    nd[nn++] = mk_node("Add", i_add, 2, o_h1, NULL, 0);
+    nd[nn++] = mk_node("Relu", i_relu, 1, o_h2, NULL, 0);
+    nd[nn++] = mk_node("LayerNormalization", i_ln, 3, o_h3, at_last, 1);
+    nd[nn++] = mk_node("MatMul", i_mm2, 2, o_h4, NULL, 0);
+    nd[nn++] = mk_node("Softmax", i_sm, 1, o_y, at_last, 1);
+  } else if (kind == 2) {
+    nd[nn++] = mk_node("Transpose", i_t1, 1, o_t, at_021, 1);
+    nd[nn++] = mk_node("Tanh", i_th, 1, o_z, NULL, 0);
+    nd[nn++] = mk_node("Transpose", i_t2, 1, o_u, at_021, 1);
+    nd[nn++] = mk_node("Add", i_ad2, 2, o_h1, NULL, 0);
+    nd[nn++] = mk_node("Transpose", i_t3, 1, o_p, at_102, 1);
+    nd[nn++] = mk_node("Sigmoid", i_sg, 1, o_q, NULL, 0);
+    nd[nn++] = mk_node("Transpose", i_t4, 1, o_r, at_102, 1);
+    nd[nn++] = mk_node("MatMul", i_mm4, 2, o_y, NULL, 0);
+  } else {
+    nd[nn++] = mk_node("Softmax", i_sm3, 1, o_s, at_one, 1);
+    nd[nn++] = mk_node("MatMul", i_mm3, 2, o_y, NULL, 0);
+  }
+  Onnx__NodeProto *nodes[12];
+  for (int k = 0; k < nn; k++) nodes[k] = &nd[k];
+  Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+  g.name = "two", g.n_node = (size_t)nn, g.node = nodes, g.n_input = 1, g.input = ins;
+  g.n_output = (size_t)two_nout(kind), g.output = outs, g.n_initializer = kind == 1 ? 5 : 2, g.initializer = inits;
+  Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+  os.domain = "", os.has_version = 1, os.version = 17;
+  Onnx__OperatorSetIdProto *oss[1] = {&os};
+  Onnx__StringStringEntryProto bn = ONNX__STRING_STRING_ENTRY_PROTO__INIT, bs = bn;
+  bn.key = "kiln.bound.N", bn.value = "3", bs.key = "kiln.bound.S", bs.value = "12";
+  Onnx__StringStringEntryProto *props[2] = {&bn, &bs};
+  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+  m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
+  if (with_bound) m.n_metadata_props = 2, m.metadata_props = props;
+  *size = onnx__model_proto__get_packed_size(&m);
+  void *buf = malloc(*size);
+  onnx__model_proto__pack(&m, buf);
+  return buf;
+}
+
+/* One synchronous run of make_two(kind) at (n, s): x in, the outputs in y[o]. */
+static int run_two(onnxBackend be, onnxGraph g, int kind, int n, int s, const float *x, float *const *y) {
+  uint64_t xs[3] = {(uint64_t)n, (uint64_t)s, IN}, ys[TWO_OUTS][3];
+  onnxTensorDescriptorV1 in = {ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, "x", ONNXIFI_DATATYPE_FLOAT32,
+                               ONNXIFI_MEMORY_TYPE_CPU, 3, xs, (onnxPointer)x};
+  onnxTensorDescriptorV1 out[TWO_OUTS];
+  for (int o = 0; o < two_nout(kind); o++) {
+    for (int d = 0; d < 3; d++)
+      ys[o][d] = two_dims[o][d] == -1 ? (uint64_t)n : two_dims[o][d] == -2 ? (uint64_t)s : (uint64_t)two_dims[o][d];
+    out[o] = (onnxTensorDescriptorV1){ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, two_out[o], ONNXIFI_DATATYPE_FLOAT32,
+                                      ONNXIFI_MEMORY_TYPE_CPU, 3, ys[o], (onnxPointer)y[o]};
+  }
+  if (lib.onnxSetGraphIO(g, 1, &in, (uint32_t)two_nout(kind), out)) return 0;
+  onnxMemoryFenceV1 fin = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {NULL}};
+  onnxMemoryFenceV1 fout = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {NULL}};
+  if (lib.onnxInitEvent(be, &fin.event)) return 0;
+  int ok = !lib.onnxSignalEvent(fin.event) && !lib.onnxRunGraph(g, &fin, &fout);
+  if (ok) ok = !lib.onnxWaitEvent(fout.event);
+  if (fout.event && lib.onnxReleaseEvent(fout.event)) ok = 0;
+  if (lib.onnxReleaseEvent(fin.event)) ok = 0;
+  return ok;
+}
+
+/* make_two(kind) at each (N, S) of runs on BACKEND and reference: every
+ * output agrees, and BACKEND has want_plans[k] plans after run k. */
+static void two_scenario(onnxBackendID be_id, onnxBackendID ref_id, int kind, bool with_bound, const int (*runs)[2],
+                         int nr, const uint64_t *want_plans) {
+  onnxBackend be, ref;
+  onnxGraph gb = NULL, gr = NULL;
+  size_t msize;
+  void *model = make_two(kind, with_bound, &msize);
+  CHECK(!lib.onnxInitBackend(be_id, NULL, &be) && !lib.onnxInitBackend(ref_id, NULL, &ref), "init backends");
+  CHECK(!lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &gb), "two %d: init graph on the backend", kind);
+  CHECK(!lib.onnxInitGraph(ref, NULL, msize, model, 0, NULL, &gr), "two %d: init graph on reference", kind);
+  free(model);
+  enum { CAP = 8 * 16 * SEQ_HID };
+  float *x = malloc(sizeof(float) * CAP), *yb[TWO_OUTS], *yr[TWO_OUTS];
+  for (int o = 0; o < TWO_OUTS; o++) yb[o] = malloc(sizeof(float) * CAP), yr[o] = malloc(sizeof(float) * CAP);
+  for (int k = 0; k < nr && gb && gr; k++) {
+    int n = runs[k][0], s = runs[k][1];
+    for (int i = 0; i < n * s * IN; i++) x[i] = (float)sin(0.37 * i + n + 3 * s);
+    for (int o = 0; o < TWO_OUTS; o++) memset(yb[o], 0xff, sizeof(float) * CAP);
+    CHECK(run_two(be, gb, kind, n, s, x, yb), "two %d: backend run at N = %d, S = %d", kind, n, s);
+    CHECK(run_two(ref, gr, kind, n, s, x, yr), "two %d: reference run at N = %d, S = %d", kind, n, s);
+    double d = 0;
+    for (int o = 0; o < two_nout(kind); o++) {
+      int cnt = n * s * (o == 0 ? OUT : SEQ_HID);
+      d = fmax(d, max_diff(yb[o], yr[o], cnt));
+      CHECK(yb[o][cnt] != yb[o][cnt], "two %d, N = %d, S = %d: output %s written past its %d elements", kind, n, s,
+            two_out[o], cnt);
+    }
+    CHECK(d <= tol, "two %d, N = %d, S = %d: backend and reference differ by %g", kind, n, s, d);
+    uint64_t p = plans_of(gb);
+    CHECK(p == want_plans[k], "two %d, after N = %d, S = %d: %llu memory plans, expected %llu", kind, n, s,
+          (unsigned long long)p, (unsigned long long)want_plans[k]);
+    printf("two %d%s: N %d S %2d ok (max |backend - reference| %.2g, %llu plan(s))\n", kind, with_bound ? "" : " (no bound)",
+           n, s, d, (unsigned long long)p);
+  }
+  free(x);
+  for (int o = 0; o < TWO_OUTS; o++) free(yb[o]), free(yr[o]);
+  if (gb) CHECK(!lib.onnxReleaseGraph(gb), "release backend graph");
+  if (gr) CHECK(!lib.onnxReleaseGraph(gr), "release reference graph");
+  CHECK(!lib.onnxReleaseBackend(be) && !lib.onnxReleaseBackend(ref), "release backends");
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || !onnxifi_load(ONNXIFI_LOADER_FLAG_VERSION_1_0, argv[1], &lib)) {
     printf("symbolic_batch: cannot load the plugin\n");
@@ -549,6 +726,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 16 * 32 * 9; i++) cw2[i] = (float)cos(0.013 * i + 0.3) * 0.08f;
   for (int i = 0; i < 16 * OUT; i++) w4[i] = (float)sin(0.17 * i + 1.5) * 0.5f;
   for (int i = 0; i < SEQ_HID; i++) sb1[i] = (float)cos(0.4 * i + 0.2) * 0.2f;
+  for (int i = 0; i < SEQ_HID; i++) lng[i] = 1.0f + (float)sin(0.3 * i) * 0.2f, lnb[i] = (float)cos(0.6 * i) * 0.1f;
   onnxGetExtensionFunctionAddressFunction get_ext =
       (onnxGetExtensionFunctionAddressFunction)dlsym(lib.handle, "onnxGetExtensionFunctionAddress");
   onnxBackendID ids[8];
@@ -618,15 +796,28 @@ int main(int argc, char **argv) {
     static const int ss[] = {5, 12, 1, 13, 5};
     static const uint64_t ps[] = {2, 2, 3, 4, 4};
     for (int kind = 4; kind <= 5; kind++) seq_scenario(cpu, ref, kind, ss, 5, ps);
-    /* two symbols: declined before any compile, a variant per size (13,
-       beyond S's bound, runs too) */
-    static const uint64_t p6[] = {1, 2, 3, 4, 4};
-    seq_scenario(cpu, ref, 6, ss, 5, p6);
   }
-  if (cpu && ref && !opencl) { /* cpu plans both symbols at their bounds (N: the first run's 4) */
+  if (cpu && ref) {
+    /* two symbols (N: the first run's 4, S: 12): one plan at the bounds, one
+       more at S = 13 */
     static const int ss[] = {5, 12, 1, 13, 5};
     static const uint64_t ps[] = {1, 1, 1, 2, 2};
     seq_scenario(cpu, ref, 6, ss, 5, ps);
+    /* [N,S,H] under kiln.bound.N = 3, kiln.bound.S = 12: sizes below and at
+       both bounds in mixed order with one plan; beyond N (4: planned at
+       N = 4, S = 12), then beyond S (13: at 4, 13), then within both */
+    static const int r2[][2] = {{2, 5}, {3, 12}, {1, 1}, {3, 7}, {1, 12}, {2, 12}, {4, 5}, {2, 13}, {3, 9}, {1, 1}};
+    static const uint64_t p2[] = {1, 1, 1, 1, 1, 1, 2, 3, 3, 3};
+    for (int kind = 1; kind <= 2; kind++) two_scenario(cpu, ref, kind, true, r2, 10, p2);
+    /* no bounds: the first run's sizes, raised one symbol at a time */
+    static const int r3[][2] = {{2, 5}, {1, 3}, {2, 5}, {3, 4}, {1, 5}, {3, 6}};
+    static const uint64_t p3[] = {1, 1, 1, 2, 2, 3};
+    two_scenario(cpu, ref, 1, false, r3, 6, p3);
+    /* a Softmax over S: the bound's variant, then one per size on opencl
+       (right answers all the same); cpu plans it once */
+    static const int r4[][2] = {{2, 5}, {3, 12}, {1, 1}, {2, 5}};
+    static const uint64_t p4o[] = {2, 2, 3, 3}, p4c[] = {1, 1, 1, 1};
+    two_scenario(cpu, ref, 3, true, r4, 4, opencl ? p4o : p4c);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
