@@ -399,7 +399,8 @@ static kiln_status specialise(const kiln_cl_plan *p, const kiln_tensor *const *i
   d->n_inputs = kept;
   /* the inputs' dims are concrete now: the symbols' bounds (kiln.bound.*)
      would only hold an output's declared symbol to them, and a run beyond a
-     bound the symbolic path does not raise (two symbols) would fail */
+     bound the symbolic path does not raise (three symbols, a graph reading
+     shapes) would fail */
   int np = 0;
   for (int i = 0; i < d->n_props; i++) {
     if (!strncmp(d->prop_keys[i], "kiln.bound.", 11)) {

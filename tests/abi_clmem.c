@@ -716,9 +716,11 @@ static void test_suite(const char *root) {
  * variant compiled at 8 with fewer rows (opencl/engine_sym.c), so their
  * device buffers are copied, not bound. Compared with the reference each.
  * ax 1: the symbol inside [3,n1,5] (a padded layout: the smaller runs'
- * buffers copied as rectangles). */
+ * buffers copied as rectangles); ax 2: two symbols, [n0,n1,8] (bounds
+ * the first run's 4 and 6; the run's first blocks, each copied, the
+ * kernels launched per block). */
 static void test_symbolic(int ax) {
-  int64_t d[3] = {ax ? 3 : -1, ax ? -1 : 3, 5};
+  int64_t inner = ax == 2 ? 8 : 5, d[3] = {ax == 1 ? 3 : -1, ax == 0 ? 3 : -1, inner};
   mb *m = mb_new("sym_chain");
   mb_in(m, "x", F32, 3, d);
   mb_in(m, "y", F32, 3, d);
@@ -734,19 +736,21 @@ static void test_symbolic(int ax) {
   if (!check_st("InitGraph(symbolic chain)", lib.onnxInitGraph(be_cl, NULL, size, model, 0, NULL, &g),
                 ONNXIFI_STATUS_SUCCESS, NULL))
     return;
-  static const int batches[] = {8, 3, 8, 5};
+  static const int batches[] = {8, 3, 8, 5}, two[][2] = {{4, 6}, {2, 3}, {4, 6}, {3, 5}};
   for (int r = 0; r < 4; r++) {
     uint64_t nb = (uint64_t)batches[r];
-    size_t cnt = (size_t)nb * 15, bytes = cnt * sizeof(float);
+    uint64_t d0 = ax == 2 ? (uint64_t)two[r][0] : ax ? 3 : nb, d1 = ax == 2 ? (uint64_t)two[r][1] : ax ? nb : 3;
+    size_t cnt = (size_t)(d0 * d1 * (uint64_t)inner), bytes = cnt * sizeof(float);
     float *xh = palloc(bytes), *yh = palloc(bytes), *z = palloc(bytes), *w = palloc(bytes);
     fill(xh, cnt, (unsigned)(40 + r));
     fill(yh, cnt, (unsigned)(50 + r));
     cl_mem xm = new_buf(bytes), ym = new_buf(bytes), zm = new_buf(bytes), wm = new_buf(bytes);
-    uint64_t d0 = ax ? 3 : nb, d1 = ax ? nb : 3;
-    io in[2] = {{"x", F32, 3, {d0, d1, 5}, xh, xm}, {"y", F32, 3, {d0, d1, 5}, yh, ym}};
-    io out[2] = {{"z", F32, 3, {d0, d1, 5}, z, zm}, {"w", F32, 3, {d0, d1, 5}, w, wm}};
+    uint64_t d2 = (uint64_t)inner;
+    io in[2] = {{"x", F32, 3, {d0, d1, d2}, xh, xm}, {"y", F32, 3, {d0, d1, d2}, yh, ym}};
+    io out[2] = {{"z", F32, 3, {d0, d1, d2}, z, zm}, {"w", F32, 3, {d0, d1, d2}, w, wm}};
     char what[96];
-    snprintf(what, sizeof what, "symbolic chain, all IO on the device, %s %d", ax ? "dim 1" : "batch", batches[r]);
+    snprintf(what, sizeof what, "symbolic chain, all IO on the device, %s %d x %d",
+             ax == 2 ? "two symbols" : ax ? "dim 1" : "batch", (int)d0, (int)d1);
     void *ref[2] = {0};
     if (check_st(what, run(be_cl, g, in, 2, out, 2, false), ONNXIFI_STATUS_SUCCESS, NULL) &&
         check_st("reference run", run_ref(model, size, in, 2, out, 2, ref), ONNXIFI_STATUS_SUCCESS, NULL))
@@ -1210,6 +1214,7 @@ int main(int argc, char **argv) {
   test_chain();
   test_symbolic(0);
   test_symbolic(1);
+  test_symbolic(2);
   test_special();
   test_ops();
   test_errors();
