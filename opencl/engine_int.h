@@ -68,12 +68,16 @@ typedef struct kiln_cl_symval {
 } kiln_cl_symval;
 /* A step at a smaller run: on — over the run's part (else at the bounds);
  * box > 0 — that many blocks at the bounds, a launch (GEMM) per block of
- * the run's (blocks scaled by blk, -1: all) over the rows scaled by row;
- * box 0 — a prefix: its rows (items, groups, GEMM m) scaled by row. */
+ * the run's (blocks scaled by blk, -1: all) over the rows scaled by row,
+ * or (lead >= 0: where that saves little, kiln_cl_sym_mode) a prefix in
+ * lead, whole blocks with their padding in one launch; box 0 — a prefix:
+ * its rows (items, groups, GEMM m) scaled by row. bytes: a block of its
+ * first output at the bounds. */
 typedef struct kiln_cl_symstep {
   bool on;
   int32_t box;
-  int8_t row, blk;
+  int8_t row, blk, lead;
+  int64_t bytes;
 } kiln_cl_symstep;
 
 typedef struct kiln_cl_variant {
@@ -148,9 +152,23 @@ static inline bool kiln_cl_sym_box(const kiln_cl_variant *v, int w, size_t bytes
   *run = (size_t)kiln_cl_sym_scale(v, x->row, (int64_t)*row);
   return true;
 }
-/* Step k runs with fewer rows (or blocks) than compiled this run. */
-static inline bool kiln_cl_sym_resized(const kiln_cl_variant *v, int k) {
-  return v->sym_small && v->sym_st[k].on;
+/* A launch per block where the padding it skips is at least half of each
+   block and this many bytes of it (opencl/ENGINE.md, "Two symbols":
+   measured on PoCL and rusticl); else one launch over whole blocks. */
+enum { KILN_CL_SYM_BOX_BYTES = 64 << 10 };
+/* Step k this run: 0 at the bounds; 1 a prefix, its rows scaled by
+   symbol *sym; 2 per block (sym_st[k]). */
+static inline int kiln_cl_sym_mode(const kiln_cl_variant *v, int k, int *sym) {
+  const kiln_cl_symstep *ss = v->sym_small ? &v->sym_st[k] : NULL;
+  if (!ss || !ss->on) return 0;
+  if (ss->box) {
+    int64_t n = ss->row >= 0 ? v->sym_n[ss->row] : 1, b = ss->row >= 0 ? v->sym_bound[ss->row] : 1;
+    if (ss->lead < 0 || kiln_cl_sym_scale(v, ss->blk, ss->box) == 1 ||
+        (2 * n <= b && ss->bytes / b * (b - n) >= KILN_CL_SYM_BOX_BYTES))
+      return 2;
+  }
+  *sym = ss->box ? ss->lead : ss->row;
+  return 1;
 }
 
 typedef struct kiln_cl_prof {

@@ -216,9 +216,10 @@ static kiln_status run_gen(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varian
   /* symbolic batch, fewer rows than compiled: the run's items (rows, or a
      work-group per row), launched exactly (the kernel's guard is the bound's) */
   bool exact = false;
-  if (kiln_cl_sym_resized(v, (int)(st - v->steps)) && v->sym_st[st - v->steps].box) return run_gen_box(p, ctx, v, st);
-  if (kiln_cl_sym_resized(v, (int)(st - v->steps))) {
-    n = (size_t)kiln_cl_sym_scale(v, v->sym_st[st - v->steps].row, (int64_t)n);
+  int sym = -1, mode = kiln_cl_sym_mode(v, (int)(st - v->steps), &sym);
+  if (mode == 2) return run_gen_box(p, ctx, v, st);
+  if (mode == 1) {
+    n = (size_t)kiln_cl_sym_scale(v, sym, (int64_t)n);
     exact = !local;
   }
   if (local && !v->sig[st->kern].n_obs) { /* work-group kernels (engine_fuse reductions): groups of a power of two
@@ -285,12 +286,12 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
                                        : (kiln_cl_arg){v->place[w].base, v->place[w].offset};
     }
     int k = (int)(st - v->steps);
-    const kiln_cl_symstep *ss = v->sym_st ? &v->sym_st[k] : NULL;
-    int64_t nr = ss && ss->row >= 0 ? v->sym_n[ss->row] : 0, br = ss && ss->row >= 0 ? v->sym_bound[ss->row] : 0;
-    s = kiln_cl_sym_resized(v, k) && ss->box
-            ? kiln_cl_op_enqueue_box(st->op, ctx, in, out, ss->box, kiln_cl_sym_scale(v, ss->blk, ss->box), nr, br)
-        : kiln_cl_sym_resized(v, k) ? kiln_cl_op_enqueue_rows(st->op, ctx, in, out, nr, br)
-                                    : kiln_cl_op_enqueue(st->op, ctx, in, out);
+    int sym = -1, mode = kiln_cl_sym_mode(v, k, &sym);
+    const kiln_cl_symstep *ss = mode ? &v->sym_st[k] : NULL;
+    s = mode == 2 ? kiln_cl_op_enqueue_box(st->op, ctx, in, out, ss->box, kiln_cl_sym_scale(v, ss->blk, ss->box),
+                                           v->sym_n[ss->row], v->sym_bound[ss->row])
+        : mode == 1 ? kiln_cl_op_enqueue_rows(st->op, ctx, in, out, v->sym_n[sym], v->sym_bound[sym])
+                    : kiln_cl_op_enqueue(st->op, ctx, in, out);
   } else {
     s = run_host(ctx, v, st->node, vin);
   }

@@ -376,12 +376,14 @@ static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const ki
                       kiln_cl_symstep *ss) {
   const kiln_node *n = &v->g->nodes[st->node];
   const kiln_cl_symval *x = NULL;
+  int w0 = -1;
   if (st->kind == KILN_CL_STEP_GEN) {
     const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
     for (int a = 0; a < sig->n_args; a++) {
       const kiln_cl_symval *o = &val[sig->args[a].value];
       if (!sig->args[a].output) continue;
       if (!o->dep || (x && !same_layout(x, o))) return 0;
+      if (!x) w0 = sig->args[a].value;
       x = o;
     }
     size_t unit = sig->local ? sig->local : 1;
@@ -391,12 +393,12 @@ static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const ki
       return 0;
   } else {
     if (st->kind != KILN_CL_STEP_OP || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) return 0;
-    x = &val[n->out[0]];
+    x = &val[w0 = n->out[0]];
     if (!same_layout(&val[n->in[0]], x) || x->outer > SYM_MAX_BLOCKS ||
         !kiln_cl_op_box_ok(st->op, x->outer, bound[x->row]))
       return 0;
   }
-  *ss = (kiln_cl_symstep){true, (int32_t)x->outer, x->row, x->blk};
+  *ss = (kiln_cl_symstep){true, (int32_t)x->outer, x->row, x->blk, -1, (int64_t)v->place[w0].bytes / x->outer};
   return ss->box;
 }
 
@@ -476,15 +478,18 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, const int6
     const kiln_cl_step *st = &v->steps[k];
     const kiln_node *n = &g->nodes[st->node];
     kiln_cl_symstep *ss = &sst[k];
-    *ss = (kiln_cl_symstep){false, 0, -1, -1};
+    *ss = (kiln_cl_symstep){false, 0, -1, -1, -1, 0};
     bool any = false;
     if (st->kind == KILN_CL_STEP_GEN) {
       const kiln_cl_kernel_sig *sig = &v->sig[st->kern];
       for (int a = 0; a < sig->n_args; a++) any = any || val[sig->args[a].value].dep;
       if (!any) continue;
-      if (padded && box_of(v, st, val, bound, ss)) continue;
       int r = gen_rows(v, st, val, bound, padded);
-      if (r >= 0) *ss = (kiln_cl_symstep){true, 0, (int8_t)r, -1};
+      if (padded && box_of(v, st, val, bound, ss)) { /* (and a prefix where the padding is small) */
+        ss->lead = (int8_t)r;
+        continue;
+      }
+      if (r >= 0) *ss = (kiln_cl_symstep){true, 0, (int8_t)r, -1, -1, 0};
       else if (!padded) /* (padded: at the bound) */
         snprintf(why, wsz, "kernel %s (from %s, %s) does not take the run's rows", sig->name,
                  kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
@@ -511,14 +516,18 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, const int6
                    in_list(n->op_type, reductions);              /* the symbol's axis kept (node_ok) */
     bool image = in_list(n->op_type, images);
     kiln_cl_rows_kind rk = image ? KILN_CL_ROWS_IMAGES : rowwise ? KILN_CL_ROWS_ROWWISE : KILN_CL_ROWS_GEMM;
-    if (padded && (gemm || rowwise || image) && box_of(v, st, val, bound, ss)) continue;
     /* over the run's rows of a prefix: input 0 and every output laid out as
        a prefix in the same symbol */
     int r = n->in[0] >= 0 && val[n->in[0]].dep ? lead_of(&val[n->in[0]]) : -1;
     for (int i = 0; i < n->n_out && r >= 0; i++)
       if (n->out[i] >= 0 && (!val[n->out[i]].dep || lead_of(&val[n->out[i]]) != r)) r = -1;
-    if ((gemm || rowwise || image) && r >= 0 && kiln_cl_op_rows_ok(st->op, bound[r], rk))
-      *ss = (kiln_cl_symstep){true, 0, (int8_t)r, -1};
+    if (r >= 0 && !((gemm || rowwise || image) && kiln_cl_op_rows_ok(st->op, bound[r], rk))) r = -1;
+    if (padded && (gemm || rowwise || image) && box_of(v, st, val, bound, ss)) {
+      ss->lead = (int8_t)r; /* (a prefix where the padding is small) */
+      continue;
+    }
+    if (r >= 0)
+      *ss = (kiln_cl_symstep){true, 0, (int8_t)r, -1, -1, 0};
     else if (!padded || !(gemm || rowwise || image)) /* (padded: the op runs at the bound, over the padding too) */
       snprintf(why, wsz, "device op of node %s (%s: %s) takes no run-time rows", kiln_node_label(g, n, lbl, sizeof lbl),
                n->op_type, kiln_cl_op_describe(st->op));
@@ -531,7 +540,8 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, const int6
              st->kind == KILN_CL_STEP_GEN ? v->sig[st->kern].name : kiln_node_label(g, n, lbl, sizeof lbl), n->op_type,
              !ss->on ? "at the bounds" : ss->box ? "per block, rows of " : "a prefix, rows of ",
              ss->on ? y->name[ss->row] : "", ss->box ? (ss->blk >= 0 ? ", blocks of " : ", every block") : "",
-             ss->box && ss->blk >= 0 ? y->name[ss->blk] : "", "");
+             ss->box && ss->blk >= 0 ? y->name[ss->blk] : "",
+             ss->box && ss->lead >= 0 ? " (or a prefix in the blocks where that skips little padding)" : "");
   }
   if (!s && !*why) {
     v->sym_count = y->n;

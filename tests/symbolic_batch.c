@@ -11,10 +11,12 @@
  * every backend); --bench times batch 64 / 1000 / 4000 at the bound (4096)
  * against the exact size, both on BACKEND.
  * The sequence models (make_seq) put a symbolic S after a dim of 1 and
- * inside [4,S,16] (one variant), or reduce or normalise over it, or add a
- * second symbol (a variant per size on opencl); --bench seq times the
- * first two.
- *   symbolic_batch PLUGIN [BACKEND [--bench [seq]]] */
+ * inside [4,S,16] (one variant), or reduce or normalise over it (a variant
+ * per size on opencl); --bench seq times the first two. The two-symbol
+ * models (make_two: x[N,S,16]) get one plan per pair of bounds on every
+ * backend, except one with a Softmax over S (a variant per size on
+ * opencl); --bench two times them.
+ *   symbolic_batch PLUGIN [BACKEND [--bench [seq|two [S_BOUND]]]] */
 #include <onnx/onnxifi_loader.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -538,6 +540,7 @@ static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound,
 /* ---- two symbols: x[N,S,16], N the batch, S a sequence dim ---- */
 
 static float lng[SEQ_HID], lnb[SEQ_HID];
+static const char *two_bn = "3", *two_bs = "12"; /* make_two's bounds */
 
 /* A float32 value info's storage; dims: a size, or -1 for N, -2 for S. */
 typedef struct vi_buf {
@@ -636,7 +639,7 @@ static void *make_two(int kind, bool with_bound, size_t *size) {
   os.domain = "", os.has_version = 1, os.version = 17;
   Onnx__OperatorSetIdProto *oss[1] = {&os};
   Onnx__StringStringEntryProto bn = ONNX__STRING_STRING_ENTRY_PROTO__INIT, bs = bn;
-  bn.key = "kiln.bound.N", bn.value = "3", bs.key = "kiln.bound.S", bs.value = "12";
+  bn.key = "kiln.bound.N", bn.value = (char *)two_bn, bs.key = "kiln.bound.S", bs.value = (char *)two_bs;
   Onnx__StringStringEntryProto *props[2] = {&bn, &bs};
   Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
   m.has_ir_version = 1, m.ir_version = 8, m.n_opset_import = 1, m.opset_import = oss, m.graph = &g;
@@ -712,6 +715,76 @@ static void two_scenario(onnxBackendID be_id, onnxBackendID ref_id, int kind, bo
   CHECK(!lib.onnxReleaseBackend(be) && !lib.onnxReleaseBackend(ref), "release backends");
 }
 
+/* --bench two [SB]: make_two(kind 1, 2) at (N, S) on two graphs, one with
+ * its bounds exactly there, one under the bounds N = 8, S = SB (128; a smaller run
+ * of the bounds' variant: per-block launches and copies, whole blocks of
+ * padding in the prefix steps); alternated run by run as bench() does.
+ * Then a sweep: one graph (bounds 8, 128) run once at each of 8 sizes, the
+ * total wall time (compare a process with KILN_CL_SYMBOLIC=0: a variant
+ * per size). */
+static void bench_two(onnxBackendID id, int sb) {
+  onnxBackend be;
+  if (lib.onnxInitBackend(id, NULL, &be)) return;
+  static const int sizes[][2] = {{1, 16}, {8, 32}, {4, 64}, {8, 100}, {8, 256}, {8, 512}, {8, 1000}};
+  char sbt[16];
+  snprintf(sbt, sizeof sbt, "%d", sb);
+  size_t CAP = (size_t)8 * (size_t)(sb > 128 ? sb : 128) * SEQ_HID;
+  float *x = malloc(sizeof(float) * CAP), *y[TWO_OUTS];
+  for (int o = 0; o < TWO_OUTS; o++) y[o] = malloc(sizeof(float) * CAP);
+  for (size_t i = 0; i < CAP; i++) x[i] = (float)sin(0.37 * (double)i);
+  for (int kind = 1; kind <= 2; kind++)
+    for (int si = 0; si < 7 && sizes[si][1] <= sb; si++) {
+      int n = sizes[si][0], sq = sizes[si][1];
+      char en[16], es[16];
+      snprintf(en, sizeof en, "%d", n);
+      snprintf(es, sizeof es, "%d", sq);
+      onnxGraph g[2] = {NULL, NULL};
+      for (int k = 0; k < 2; k++) {
+        size_t msize;
+        two_bn = k ? "8" : en, two_bs = k ? sbt : es;
+        void *model = make_two(kind, true, &msize);
+        if (lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &g[k])) g[k] = NULL;
+        free(model);
+      }
+      double t[2][BENCH_RUNS];
+      for (int r = 0; r < BENCH_RUNS + 3 && g[0] && g[1]; r++)
+        for (int k = 0; k < 2; k++) {
+          double t0 = now_ms();
+          if (!run_two(be, g[k], kind, n, sq, x, y)) printf("bench: run failed\n");
+          if (r >= 3) t[k][r - 3] = now_ms() - t0;
+        }
+      if (g[0] && g[1]) {
+        qsort(t[0], BENCH_RUNS, sizeof(double), cmp_d);
+        qsort(t[1], BENCH_RUNS, sizeof(double), cmp_d);
+        printf("bench two %d N %d S %4d: exact %.3f ms (min %.3f), bounds 8,%d %.3f ms (min %.3f): bound/exact "
+               "median %.2f, min %.2f\n",
+               kind, n, sq, t[0][BENCH_RUNS / 2], t[0][0], sb, t[1][BENCH_RUNS / 2], t[1][0],
+               t[1][BENCH_RUNS / 2] / t[0][BENCH_RUNS / 2], t[1][0] / t[0][0]);
+      }
+      for (int k = 0; k < 2; k++)
+        if (g[k]) lib.onnxReleaseGraph(g[k]);
+    }
+  static const int sweep[][2] = {{1, 16}, {2, 32}, {3, 48}, {4, 64}, {5, 80}, {6, 96}, {7, 112}, {8, 128}};
+  for (int kind = 1; kind <= 2; kind++) {
+    size_t msize;
+    two_bn = "8", two_bs = "128";
+    void *model = make_two(kind, true, &msize);
+    onnxGraph g = NULL;
+    if (lib.onnxInitGraph(be, NULL, msize, model, 0, NULL, &g)) g = NULL;
+    free(model);
+    double t0 = now_ms();
+    for (int r = 0; r < 8 && g; r++)
+      if (!run_two(be, g, kind, sweep[r][0], sweep[r][1], x, y)) printf("bench: run failed\n");
+    if (g) printf("bench two %d sweep of 8 sizes: %.1f ms, %llu variant(s)\n", kind, now_ms() - t0,
+                  (unsigned long long)plans_of(g));
+    if (g) lib.onnxReleaseGraph(g);
+  }
+  two_bn = "3", two_bs = "12";
+  free(x);
+  for (int o = 0; o < TWO_OUTS; o++) free(y[o]);
+  lib.onnxReleaseBackend(be);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || !onnxifi_load(ONNXIFI_LOADER_FLAG_VERSION_1_0, argv[1], &lib)) {
     printf("symbolic_batch: cannot load the plugin\n");
@@ -738,7 +811,11 @@ int main(int argc, char **argv) {
   onnxBackendID cpu = find_backend(ids, n, be_name), ref = find_backend(ids, n, "kiln-reference");
   CHECK(cpu && ref, "both the %s and the reference backend are offered", be_name);
   if (opencl && argc > 3 && !strcmp(argv[3], "--bench") && cpu && ref) {
-    bench(cpu, argc > 4 && !strcmp(argv[4], "seq"));
+    onnxExtensionFunctionPointer bfp;
+    if (get_ext && !get_ext(cpu, "kilnGetGraphStatistics", &bfp))
+      graph_stats = (kilnGetGraphStatisticsFunction)(void (*)(void))bfp;
+    if (argc > 4 && !strcmp(argv[4], "two")) bench_two(cpu, argc > 5 ? atoi(argv[5]) : 128);
+    else bench(cpu, argc > 4 && !strcmp(argv[4], "seq"));
     for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
     onnxifi_unload(&lib);
     return 0;
