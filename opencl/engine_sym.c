@@ -449,7 +449,9 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, const int6
      that cannot take it run at the bound and compute the padding too: only
      float (and bool) values, where that garbage cannot trap (an integer
      division could) */
-  bool padded = false;
+  /* (two symbols: as padded even where the outer one's bound is 1, so that
+     the variant at 1 takes the rule the larger ones take) */
+  bool padded = y->n > 1;
   for (int w = 0; w < g->n_values && !s && !*why; w++) padded = padded || (val[w].dep && val[w].outer > 1);
   for (int w = 0; w < g->n_values && !s && !*why && padded; w++)
     if (val[w].dep && !(KILN_T(v->sh->v[w].dtype) & (KILN_TS_FLOAT | KILN_T(KILN_BOOL))))
