@@ -1,25 +1,28 @@
-/* opencl/engine_sym: a symbolic dim — one variant, compiled at the dim's
- * bound, serves every run of that size or smaller. The bound is the
+/* opencl/engine_sym: symbolic dims — one variant, compiled at the dims'
+ * bounds, serves every run of those sizes or smaller. A bound is the
  * model's "kiln.bound.<name>" (metadata_props), else the first run's size;
- * a run beyond it compiles a variant at its size, which becomes the bound.
- * Up to KILN_CL_SYMS symbols (a batch N and a sequence dim S), each at any
- * axis of the graph inputs; every value keeps the bounds' layout. Where only dims of 1 precede the symbol in every value
+ * a run beyond one compiles a variant at the larger size of each, which
+ * become the bounds. Up to KILN_CL_SYMS symbols (a batch N and a sequence
+ * dim S), each at any axis of the graph inputs; every value keeps the
+ * bounds' layout. Where only dims of 1 precede the symbol in every value
  * (a batch), a smaller run's rows are a prefix of it: generated kernels
  * are launched over the run's items (their literal inner sizes and strides
  * unchanged), the CLBlast GEMMs get the run's M, copies and host transfers
  * the run's bytes. Where other dims precede it (a sequence dim in
- * [N,S,H]), a smaller run is a sub-box (padded): inputs and outputs are
+ * [4,S,H]), a smaller run is a sub-box (padded): inputs and outputs are
  * copied as rectangles, and kernels and GEMMs run over the run's rows of
- * each block (the index of the dims before the symbol), the other steps at
- * the bound over the padding too. With two symbols a value may hold both
- * only with the outer one a prefix ([N,S,H]: blocks N, rows S): a smaller
- * run is the run's first blocks, and in each the run's rows. A graph that
- * cannot be run this way (an op mixing a symbol's positions, a shape
- * folded at a bound, a host step or device op without a run-time size,
- * non-float padded values, a value with both symbols the other way round,
- * three symbols) falls back to a variant per input-shape set; KILN_LOG=info and
- * the KILN_DUMP file <graph>.opencl-sym.txt say which and why. See
- * opencl/ENGINE.md, "Symbolic dims". */
+ * each block (the index of the dims before the symbol), steps whose values
+ * are a prefix in some symbol over that prefix, the others at the bound
+ * over the padding too. With two symbols a value may hold both only with
+ * the outer one a prefix ([N,S,H]: blocks N, rows S): a smaller run is the
+ * run's first blocks, and in each the run's rows. A graph that cannot be
+ * run this way (an op mixing a symbol's positions, a shape folded at a
+ * bound, a host step or device op without a run-time size, non-float
+ * padded values, a value with both symbols and dims other than 1 before
+ * the outer one, a dim that is a product of the symbols, three symbols)
+ * falls back to a variant per input-shape set; KILN_LOG=info and the
+ * KILN_DUMP file <graph>.opencl-sym.txt say which and why (KILN_LOG=debug:
+ * each step's choice). See opencl/ENGINE.md, "Symbolic dims". */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>

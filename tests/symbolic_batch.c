@@ -542,7 +542,8 @@ static void scenario(onnxBackendID cpu_id, onnxBackendID ref_id, int with_bound,
 static float lng[SEQ_HID], lnb[SEQ_HID];
 static const char *two_bn = "3", *two_bs = "12"; /* make_two's bounds */
 
-/* A float32 value info's storage; dims: a size, or -1 for N, -2 for S. */
+/* A float32 value info's storage; dims: a size, or -1 for N, -2 for S, -3
+ * for M. */
 typedef struct vi_buf {
   Onnx__TensorShapeProto__Dimension d[4], *dp[4];
   Onnx__TensorShapeProto s;
@@ -558,7 +559,7 @@ static Onnx__ValueInfoProto *vi_make(vi_buf *b, const char *name, int rank, cons
       b->d[k].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE, b->d[k].dim_value = dims[k];
     else
       b->d[k].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM,
-      b->d[k].dim_param = dims[k] == -1 ? "N" : "S";
+      b->d[k].dim_param = dims[k] == -1 ? "N" : dims[k] == -2 ? "S" : "M";
     b->dp[k] = &b->d[k];
   }
   b->s = (Onnx__TensorShapeProto)ONNX__TENSOR_SHAPE_PROTO__INIT;
@@ -587,12 +588,15 @@ static int two_nout(int kind) { return kind == 2 ? 3 : 1; }
  *    -> Sigmoid -> q[S,N,32] (an output: S outer, N inner) -> Transpose
  *    [1,0,2] -> MatMul w2 -> y;
  * 3: MatMul w1 -> Softmax(axis 1, over S) -> MatMul w2: mixes S (declined
- *    on opencl). */
+ *    on opencl);
+ * 4: Reshape [-1,16] (N and S merged: [N*S,16]) -> MatMul w1 -> Relu ->
+ *    MatMul w2 -> y[M,8] (declined on opencl). */
 static void *make_two(int kind, bool with_bound, size_t *size) {
   vi_buf bx, bo[TWO_OUTS];
-  static const int64_t xdims[3] = {-1, -2, IN};
+  static const int64_t xdims[3] = {-1, -2, IN}, mdims[2] = {-3, OUT};
   Onnx__ValueInfoProto *ins[1] = {vi_make(&bx, "x", 3, xdims)}, *outs[TWO_OUTS];
   for (int o = 0; o < TWO_OUTS; o++) outs[o] = vi_make(&bo[o], two_out[o], 3, two_dims[o]);
+  if (kind == 4) outs[0] = vi_make(&bo[0], "y", 2, mdims);
   int64_t dw1[2] = {IN, SEQ_HID}, db[1] = {SEQ_HID}, dw2[2] = {SEQ_HID, OUT};
   Onnx__TensorProto tw1 = float_init("w1", dw1, 2, w1), tb = float_init("b", db, 1, sb1),
                     tw2 = float_init("w2", dw2, 2, w2), tg = float_init("g", db, 1, lng), tbe = float_init("be", db, 1, lnb);
@@ -608,6 +612,11 @@ static void *make_two(int kind, bool with_bound, size_t *size) {
        *i_ad2[2] = {"u", "h0"}, *i_t3[1] = {"h1"}, *o_p[1] = {"p"}, *i_sg[1] = {"p"}, *o_q[1] = {"q"}, *i_t4[1] = {"q"},
        *o_r[1] = {"r"}, *i_mm4[2] = {"r", "w2"};
   char *i_sm3[1] = {"h0"}, *o_s[1] = {"s"}, *i_mm3[2] = {"s", "w2"};
+  char *i_rs[2] = {"x", "shp"}, *o_xr[1] = {"xr"}, *i_mr[2] = {"xr", "w1"}, *i_rl4[1] = {"h0"}, *i_mm42[2] = {"h2", "w2"};
+  int64_t dshp[1] = {2}, shp[2] = {-1, IN};
+  Onnx__TensorProto tshp = ONNX__TENSOR_PROTO__INIT;
+  tshp.name = "shp", tshp.n_dims = 1, tshp.dims = dshp, tshp.has_data_type = 1, tshp.data_type = 7,
+  tshp.n_int64_data = 2, tshp.int64_data = shp;
   Onnx__NodeProto nd[12];
   int nn = 0;
   nd[nn++] = mk_node("MatMul", i_mm1, 2, o_h0, NULL, 0);
@@ -626,15 +635,23 @@ static void *make_two(int kind, bool with_bound, size_t *size) {
     nd[nn++] = mk_node("Sigmoid", i_sg, 1, o_q, NULL, 0);
     nd[nn++] = mk_node("Transpose", i_t4, 1, o_r, at_102, 1);
     nd[nn++] = mk_node("MatMul", i_mm4, 2, o_y, NULL, 0);
-  } else {
+  } else if (kind == 3) {
     nd[nn++] = mk_node("Softmax", i_sm3, 1, o_s, at_one, 1);
     nd[nn++] = mk_node("MatMul", i_mm3, 2, o_y, NULL, 0);
+  } else {
+    nn = 0;
+    nd[nn++] = mk_node("Reshape", i_rs, 2, o_xr, NULL, 0);
+    nd[nn++] = mk_node("MatMul", i_mr, 2, o_h0, NULL, 0);
+    nd[nn++] = mk_node("Relu", i_rl4, 1, o_h2, NULL, 0);
+    nd[nn++] = mk_node("MatMul", i_mm42, 2, o_y, NULL, 0);
+    inits[2] = &tshp;
   }
   Onnx__NodeProto *nodes[12];
   for (int k = 0; k < nn; k++) nodes[k] = &nd[k];
   Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
   g.name = "two", g.n_node = (size_t)nn, g.node = nodes, g.n_input = 1, g.input = ins;
-  g.n_output = (size_t)two_nout(kind), g.output = outs, g.n_initializer = kind == 1 ? 5 : 2, g.initializer = inits;
+  g.n_output = (size_t)two_nout(kind), g.output = outs, g.n_initializer = kind == 1 ? 5 : kind == 4 ? 3 : 2;
+  g.initializer = inits;
   Onnx__OperatorSetIdProto os = ONNX__OPERATOR_SET_ID_PROTO__INIT;
   os.domain = "", os.has_version = 1, os.version = 17;
   Onnx__OperatorSetIdProto *oss[1] = {&os};
@@ -662,6 +679,8 @@ static int run_two(onnxBackend be, onnxGraph g, int kind, int n, int s, const fl
     out[o] = (onnxTensorDescriptorV1){ONNXIFI_TAG_TENSOR_DESCRIPTOR_V1, two_out[o], ONNXIFI_DATATYPE_FLOAT32,
                                       ONNXIFI_MEMORY_TYPE_CPU, 3, ys[o], (onnxPointer)y[o]};
   }
+  if (kind == 4) /* y[N*S,8] */
+    ys[0][0] = (uint64_t)n * (uint64_t)s, ys[0][1] = OUT, out[0].dimensions = 2;
   if (lib.onnxSetGraphIO(g, 1, &in, (uint32_t)two_nout(kind), out)) return 0;
   onnxMemoryFenceV1 fin = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {NULL}};
   onnxMemoryFenceV1 fout = {ONNXIFI_TAG_MEMORY_FENCE_V1, ONNXIFI_SYNCHRONIZATION_EVENT, {NULL}};
@@ -892,10 +911,12 @@ int main(int argc, char **argv) {
     static const uint64_t p3[] = {1, 1, 2, 2, 3, 3};
     for (int kind = 1; kind <= 2; kind++) two_scenario(cpu, ref, kind, false, r3, 6, p3);
     /* a Softmax over S: the bound's variant, then one per size on opencl
-       (right answers all the same); cpu plans it once */
+       (right answers all the same); cpu plans it once (at the bounds) */
     static const int r4[][2] = {{2, 5}, {3, 12}, {1, 1}, {2, 5}};
     static const uint64_t p4o[] = {2, 2, 3, 3}, p4c[] = {1, 1, 1, 1};
     two_scenario(cpu, ref, 3, true, r4, 4, opencl ? p4o : p4c);
+    /* a Reshape merging N and S ([N*S,16]): the same */
+    two_scenario(cpu, ref, 4, true, r4, 4, opencl ? p4o : p4c);
   }
   for (size_t i = 0; i < n; i++) (void)lib.onnxReleaseBackendID(ids[i]);
   onnxifi_unload(&lib);
