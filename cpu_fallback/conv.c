@@ -36,6 +36,7 @@
 
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/prepack.h"
+#include "cpu_fallback/pwt.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 
@@ -968,6 +969,33 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   return KILN_OK;
 }
 
+/* ---- pointwise on small planes, lanes over output channels (pwt.h) ----
+ * On 14 x 14 and 7 x 7 planes the pixels fill the wide GEMM's 32-column
+ * tiles badly (224 and 64 computed for 196 and 49); 12 pixels x 32 output
+ * channels per tile with W's pack made at plan time compute 204 and 52,
+ * and read X in place. The same bits as the GEMM path. Measured
+ * (MobileNetV2 per step, 1 thread; GEMM_CONV.md): 0.64-0.95 of the GEMM
+ * path's time on its 14 x 14 and 7 x 7 layers (K 64-960), and on 28 x 28
+ * with K >= 128 0.82-0.90 of the direct path's; 1.02-1.04 there with K 32,
+ * 1.08-1.5 on 56 x 56 and 112 x 112, which keep the direct path. */
+#define KILN_CONV_PWT_MAX_PLANE 1024 /* and K >= KILN_CONV_PWT_MIN_K at KILN_CONV_PW_DIRECT_MIN_PLANE and more */
+#define KILN_CONV_PWT_MIN_K 128
+static _Atomic int pwt_mode = -1; /* -1: KILN_CONV_PWT not read yet; -2: the default rule; else kiln_conv_pwt_force */
+void kiln_conv_pwt_force(int mode) { pwt_mode = mode < 0 ? -2 : mode; }
+
+static kiln_pwt_fn pwt_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
+  if (pwt_mode == -1) { /* KILN_CONV_PWT=0|1 (benches): the same as kiln_conv_pwt_force */
+    const char *e = getenv("KILN_CONV_PWT");
+    pwt_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
+  }
+  int mode = pwt_mode;
+  if (mode == 0 || !pk || !pk->tdata || g->G != 1 || !pointwise(g)) return NULL;
+  if (mode < 0 && (g->out_sp >= KILN_CONV_PWT_MAX_PLANE ||
+                   (g->out_sp >= KILN_CONV_PW_DIRECT_MIN_PLANE && g->Cg < KILN_CONV_PWT_MIN_K)))
+    return NULL;
+  return mode == 2 ? kiln_pwt_tile_base : kiln_pwt_tile();
+}
+
 /* ---- the kernel ---- */
 
 static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
@@ -1008,7 +1036,9 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
       kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
       const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
-      if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
+      kiln_pwt_fn pwt = pwt_wanted(&g, rpk);
+      if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, rpk->tdata, bias, c->out[0].data, ep, pwt);
+      else if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
         s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);

@@ -55,6 +55,12 @@ void kiln_conv_direct_force(int mode);
 /* Tests only: false sends small stride-1 depthwise planes through the
  * padded-plane rows kernel instead of kiln_dw_plane (true: the default). */
 void kiln_conv_dw_plane_enable(bool on);
+/* Tests only: the lanes-over-channels pointwise path (pwt.h) -1 by the
+ * default rule (planes under 512 pixels, or under 1024 with K >= 128; W's
+ * pack made; KILN_CONV_PWT=0|1 sets 0 or 1 for benches), 0
+ * never, 1 on every plane where the pack was made, 2 the same with the
+ * scalar twin. */
+void kiln_conv_pwt_force(int mode);
 
 /* A kernel: see the calling convention above. ep is NULL except for
  * kernels whose table entry says takes_epilogue. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_fallback/nn.h"
+#include "cpu_fallback/pwt.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 
@@ -90,9 +91,27 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
       break;
     }
   pthread_mutex_unlock(&reg_mu);
-  for (int i = 0; i < p->n_nodes; i++) kiln_free(p->at[i].data);
+  for (int i = 0; i < p->n_nodes; i++) {
+    kiln_free(p->at[i].data);
+    kiln_free(p->at[i].tdata);
+  }
   kiln_free(p->at);
   kiln_free(p);
+}
+
+/* A 1x1 kernel, group 1, strides absent or all 1 (pads are checked by the
+ * call: a padded 1x1 takes another path). */
+static bool pointwise_g1(const kiln_node *n, const kiln_tensor *w, int64_t G) {
+  if (G != 1) return false;
+  for (int d = 2; d < w->rank; d++)
+    if (w->dims[d] != 1) return false;
+  for (int a = 0; a < n->n_attrs; a++)
+    if (!strcmp(n->attrs[a].name, "strides")) {
+      if (n->attrs[a].type != KILN_ATTR_INTS) return false;
+      for (size_t k = 0; k < n->attrs[a].n; k++)
+        if (n->attrs[a].ints[k] != 1) return false;
+    }
+  return true;
 }
 
 kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out, size_t *bytes) {
@@ -132,8 +151,18 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
       return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
     }
     for (int64_t gi = 0; gi < G; gi++) kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
-    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d};
+    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d, NULL};
     total += (size_t)(gs * G) * sizeof *d;
+    if (pointwise_g1(n, w, G)) { /* also lanes over channels (pwt.h): for small planes */
+      float *t = kiln_malloc((size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *t);
+      if (!t) {
+        kiln_cpu_conv_packs_free(p);
+        return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
+      }
+      kiln_pwt_pack((const float *)w->data, Mg, Kc, t);
+      p->at[i].tdata = t;
+      total += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *t;
+    }
   }
   if (p) {
     pthread_mutex_lock(&reg_mu);

@@ -43,6 +43,10 @@ typedef struct kiln_cpu_conv_pack {
   const float *src;
   int64_t G, Mg, Kc, gstride;
   float *data;
+  /* A 1x1 Conv with group 1 and no strides other than 1 also gets W in the
+   * lanes-over-channels layout (pwt.h kiln_pwt_pack: Mg x Kc), for small
+   * planes; else NULL. */
+  float *tdata;
 } kiln_cpu_conv_pack;
 const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n);
 
