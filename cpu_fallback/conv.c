@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/dws2.h"
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/prepack.h"
 #include "cpu_fallback/pwt.h"
@@ -489,6 +490,7 @@ typedef struct dw_job {
   kiln_la_copy_rows_fn copy_rows;
   kiln_dw_plane_fn plane;  /* a small 'same' plane read in place (no padded copy): tapoff then holds the */
   const uint16_t *masks;   /* taps' shifts, masks where each falls inside (sgemm.h kiln_dw_plane_fn) */
+  kiln_dw_s2_fn s2;        /* stride 2, read in place (dws2.h): no padded plane either */
 } dw_job;
 
 /* The padded input plane of one channel split by stride phase in both
@@ -566,7 +568,13 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       j->plane(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,
                j->w + m * nk, (int)nk, j->bias ? j->bias[m] : 0.0f, lo, hi);
     }
-  for (int64_t c = c0; c < c1 && !j->plane; c++) {
+  for (int64_t c = c0; c < c1 && j->s2; c++) /* stride 2 in place */
+    for (int64_t mm = 0; mm < mult; mm++) {
+      int64_t m = c * mult + mm;
+      j->s2(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->in[1], g->in[2], OH, OW,
+            g->pb[1], g->pb[2], j->w + m * nk, (int)g->k[1], (int)g->k[2], j->bias ? j->bias[m] : 0.0f, lo, hi);
+    }
+  for (int64_t c = c0; c < c1 && !j->plane && !j->s2; c++) {
     dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j);
     for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
     for (int64_t mm = 0; mm < mult; mm++) {
@@ -589,6 +597,8 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
 
 static _Atomic bool dw_plane_on = true; /* kiln_conv_dw_plane_enable (tests) */
 void kiln_conv_dw_plane_enable(bool on) { dw_plane_on = on; }
+static _Atomic int dw_s2_mode = -1; /* -1: KILN_DW_S2 not read yet; -2: where it applies; kiln_conv_dw_s2_force */
+void kiln_conv_dw_s2_force(int mode) { dw_s2_mode = mode < 0 ? -2 : mode; }
 
 /* Output rows narrower than this take the flat form (one row of the
  * kernel per plane instead of OH rows, Wq - OW wasted columns per row, then
@@ -628,8 +638,18 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
                                  g->out_sp <= KILN_DW_PLANE_MAX && 4 * planelanes <= 3 * rowlanes
                              ? kiln_dw_plane()
                              : NULL;
-  bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn;
-  size_t plane_size = pfn ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
+  /* stride 2 (dilation 1, kernels up to 8 x 8): read in place, the phases split in registers (dws2.h) instead of
+     copying each plane into its padded phase planes. Measured: GEMM_CONV.md "Stride-2 depthwise in place" */
+  if (dw_s2_mode == -1) { /* KILN_DW_S2=0 (benches): the padded phase planes */
+    const char *e = getenv("KILN_DW_S2");
+    dw_s2_mode = e && *e == '0' ? 0 : -2;
+  }
+  int mode = dw_s2_mode;
+  kiln_dw_s2_fn s2 = mode != 0 && !pfn && sh == 2 && sw == 2 && dh == 1 && dw == 1 && KH <= 8 && KW <= 8
+                         ? mode == 2 ? kiln_dw_s2_base : kiln_dw_s2()
+                         : NULL;
+  bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn && !s2;
+  size_t plane_size = pfn || s2 ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
   int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff), nv = (g->out_sp + 15) / 16;
   uint16_t *masks = pfn ? kiln_calloc((size_t)(nk * nv), sizeof *masks) : NULL;
   for (int64_t ky = 0; ky < KH && tapoff; ky++)
@@ -644,11 +664,11 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
         if (iy >= 0 && iy < OH && ix >= 0 && ix < OW) masks[t * nv + p / 16] |= (uint16_t)(1u << (p % 16));
       }
     }
-  dw_job j = {g, x, w, bias, y, ep, pfn ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
+  dw_job j = {g, x, w, bias, y, ep, pfn || s2 ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks};
-  if ((!pfn && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
+              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks, s2};
+  if ((!pfn && !s2 && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
     kiln_free(masks);
     kiln_free(tapoff);
     kiln_free(j.planes);

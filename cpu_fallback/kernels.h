@@ -55,6 +55,9 @@ void kiln_conv_direct_force(int mode);
 /* Tests only: false sends small stride-1 depthwise planes through the
  * padded-plane rows kernel instead of kiln_dw_plane (true: the default). */
 void kiln_conv_dw_plane_enable(bool on);
+/* Tests only: stride-2 depthwise in place (dws2.h) -1 where it applies
+ * (the default), 0 never (the padded phase planes), 2 with its twin. */
+void kiln_conv_dw_s2_force(int mode);
 /* Tests only: the lanes-over-channels pointwise path (pwt.h) -1 by the
  * default rule (planes under 512 pixels, or under 1024 with K >= 128; W's
  * pack made; KILN_CONV_PWT=0|1 sets 0 or 1 for benches), 0
