@@ -104,10 +104,14 @@ static void pwt_task(void *ctx, int64_t task, int worker) {
 kiln_status kiln_pwt_conv(int64_t N, int64_t K, int64_t M, int64_t P, const float *x, const float *wt,
                           const float *bias, float *y, const kiln_cpu_epilogue *ep, kiln_pwt_fn fn) {
   int64_t blocks = (M + NR - 1) / NR, strips = (P + MR - 1) / MR, sgroups = 1;
+  /* the wide GEMM's split (sgemm.c, which split these layers before): about 4 tasks per thread of at least 2^20
+     multiply-adds, whole rounds of the threads; here channel blocks first, then groups of strips */
   int workers = kiln_pool_threads();
-  if ((double)M * (double)K * (double)P * (double)N < (double)(1 << 23)) workers = 1;
-  if (workers > 1 && N * blocks < 4 * (int64_t)workers) /* about 4 tasks per thread */
-    sgroups = (4 * workers + N * blocks - 1) / (N * blocks);
+  double work = (double)M * (double)K * (double)P * (double)N;
+  int64_t tasks = workers > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 20, 4 * (int64_t)workers) : 1;
+  if (tasks > 1) tasks = (tasks + workers - 1) / workers * workers;
+  else workers = 1;
+  if (N * blocks < tasks) sgroups = (tasks + N * blocks - 1) / (N * blocks);
   if (sgroups > strips) sgroups = strips;
   int64_t sper = (strips + sgroups - 1) / sgroups;
   sgroups = (strips + sper - 1) / sper;
