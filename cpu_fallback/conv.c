@@ -9,10 +9,13 @@
  *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
  *     no bounds checks; channels in blocks; small stride-1 'same' planes
  *     (7x7) read in place instead, each tap a shift of the plane, the
- *     padding by opmask (kiln_dw_plane);
+ *     padding by opmask (kiln_dw_plane); stride 2 (dilation 1) read in
+ *     place too, even and odd columns split in registers (dws2.h);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
- *     from NCHW; on planes of 28x28 and more the direct micro-kernel reads
- *     X's rows in place (no B panel packed per call);
+ *     from NCHW; on planes under 512 pixels (and under 1024 with K >= 128)
+ *     with lanes over output channels from W's plan-time pack (pwt.h); on
+ *     larger planes the direct micro-kernel reads X's rows in place (no B
+ *     panel packed per call);
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split
