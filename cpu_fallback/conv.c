@@ -10,10 +10,12 @@
  *     no bounds checks; channels in blocks; small stride-1 'same' planes
  *     (7x7) read in place instead, each tap a shift of the plane, the
  *     padding by opmask (kiln_dw_plane); stride 2 (dilation 1) read in
- *     place too, even and odd columns split in registers (dws2.h);
+ *     place too, even and odd columns split in registers (dws2.h; AVX2
+ *     without AVX-512F: on output rows of at most 16);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
- *     from NCHW; on planes under 512 pixels (and under 1024 with K >= 128)
- *     with lanes over output channels from W's plan-time pack (pwt.h); on
+ *     from NCHW; on planes under 512 pixels (and under 1024 with K >= 128;
+ *     AVX2 without AVX-512F: under 1024 with K >= 128 only) with lanes over
+ *     output channels from W's plan-time pack (pwt.h); on
  *     larger planes the direct micro-kernel reads X's rows in place (no B
  *     panel packed per call);
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
@@ -649,7 +651,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   }
   int mode = dw_s2_mode;
   kiln_dw_s2_fn s2 = mode != 0 && !pfn && sh == 2 && sw == 2 && dh == 1 && dw == 1 && KH <= 8 && KW <= 8
-                         ? mode == 2 ? kiln_dw_s2_base : kiln_dw_s2()
+                         ? mode == 2 ? kiln_dw_s2_base : kiln_dw_s2(OW)
                          : NULL;
   bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn && !s2;
   size_t plane_size = pfn || s2 ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
@@ -1001,21 +1003,10 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
  * path's time on its 14 x 14 and 7 x 7 layers (K 64-960), and on 28 x 28
  * with K >= 128 0.82-0.90 of the direct path's; 1.02-1.04 there with K 32,
  * 1.08-1.5 on 56 x 56 and 112 x 112, which keep the direct path. */
-#define KILN_CONV_PWT_MAX_PLANE 1024 /* and K >= KILN_CONV_PWT_MIN_K at KILN_CONV_PW_DIRECT_MIN_PLANE and more */
-#define KILN_CONV_PWT_MIN_K 128
-static _Atomic int pwt_mode = -1; /* -1: KILN_CONV_PWT not read yet; -2: the default rule; else kiln_conv_pwt_force */
-void kiln_conv_pwt_force(int mode) { pwt_mode = mode < 0 ? -2 : mode; }
-
 static kiln_pwt_fn pwt_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
-  if (pwt_mode == -1) { /* KILN_CONV_PWT=0|1 (benches): the same as kiln_conv_pwt_force */
-    const char *e = getenv("KILN_CONV_PWT");
-    pwt_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
-  }
-  int mode = pwt_mode;
+  int mode = kiln_pwt_mode();
   if (mode == 0 || !pk || !pk->tdata || g->G != 1 || !pointwise(g)) return NULL;
-  if (mode < 0 && (g->out_sp >= KILN_CONV_PWT_MAX_PLANE ||
-                   (g->out_sp >= KILN_CONV_PW_DIRECT_MIN_PLANE && g->Cg < KILN_CONV_PWT_MIN_K)))
-    return NULL;
+  if (mode < 0 && !kiln_pwt_plane_wanted(g->out_sp, g->Cg)) return NULL;
   return mode == 2 ? kiln_pwt_tile_base : kiln_pwt_tile();
 }
 
@@ -1056,17 +1047,17 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
         direct_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
       }
       kiln_conv_direct_fn dmicro = direct_mode == 2 ? kiln_conv_direct_micro_base : kiln_conv_direct_micro();
-      const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
+      const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() && pk && pk->data ? pk : NULL; /* the wide kernels' */
       kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
       const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
-      kiln_pwt_fn pwt = pwt_wanted(&g, rpk);
-      if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, rpk->tdata, bias, c->out[0].data, ep, pwt);
+      kiln_pwt_fn pwt = pwt_wanted(&g, kiln_pwt_tile() ? pk : NULL); /* AVX2 without AVX-512: W^T packs alone */
+      if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, pk->tdata, bias, c->out[0].data, ep, pwt);
       else if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
         s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else
-        s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
+        s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, rpk);
     }
   }
   kiln_tensor_release(&xd);

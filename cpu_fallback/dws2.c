@@ -23,9 +23,12 @@ void kiln_dw_s2_base(float *y, const float *x, int64_t H, int64_t W, int64_t OH,
     }
 }
 
-kiln_dw_s2_fn kiln_dw_s2(void) {
+kiln_dw_s2_fn kiln_dw_s2(int64_t OW) {
 #ifdef KILN_DWS2_HAVE_X86
   if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_dw_s2_avx512;
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && OW <= KILN_DW_S2_AVX2_MAX_OW) return kiln_dw_s2_avx2;
+#else
+  (void)OW;
 #endif
   return NULL;
 }

@@ -27,13 +27,17 @@ void kiln_dw_s2_base(float *y, const float *x, int64_t H, int64_t W, int64_t OH,
 /* Only callable where kiln_la_cpu_has_avx512() is true (dws2_avx512.c). */
 void kiln_dw_s2_avx512(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt, int64_t pl,
                        const float *w, int KH, int KW, float bias, float lo, float hi);
-/* Only callable where AVX2 and FMA are (dws2_avx2.c). Tested against the
- * twin; not chosen by kiln_dw_s2() (not measured against the AVX2 rows
- * kernel on a machine without AVX-512, which keeps the padded planes). */
+/* Only callable where AVX2 and FMA are (dws2_avx2.c): one chain, vector
+ * by vector. Chosen without AVX-512F on output rows of at most 16 (two
+ * vectors): there it beat the padded planes and the AVX2 rows kernel
+ * (MobileNetV2, 1 thread: 14 -> 7 0.48, 28 -> 14 0.74 of their time),
+ * on rows of 28 it lost (1.05-1.07), on 56 it tied (GEMM_CONV.md). */
+enum { KILN_DW_S2_AVX2_MAX_OW = 16 };
 void kiln_dw_s2_avx2(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt, int64_t pl,
                      const float *w, int KH, int KW, float bias, float lo, float hi);
-/* The AVX-512 kernel under the AVX2 setting where AVX-512F is usable,
- * else NULL (the padded-plane path). */
-kiln_dw_s2_fn kiln_dw_s2(void);
+/* For output rows of OW: the AVX-512 kernel under the AVX2 setting where
+ * AVX-512F is usable; the AVX2 one where it is not and OW <= 16; else NULL
+ * (the padded-plane path). */
+kiln_dw_s2_fn kiln_dw_s2(int64_t OW);
 
 #endif

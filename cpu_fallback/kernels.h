@@ -59,10 +59,11 @@ void kiln_conv_dw_plane_enable(bool on);
  * (the default), 0 never (the padded phase planes), 2 with its twin. */
 void kiln_conv_dw_s2_force(int mode);
 /* Tests only: the lanes-over-channels pointwise path (pwt.h) -1 by the
- * default rule (planes under 512 pixels, or under 1024 with K >= 128; W's
- * pack made; KILN_CONV_PWT=0|1 sets 0 or 1 for benches), 0
- * never, 1 on every plane where the pack was made, 2 the same with the
- * scalar twin. */
+ * default rule (pwt.h kiln_pwt_plane_wanted; KILN_CONV_PWT=0|1 sets 0 or 1
+ * for benches), 0 never, 1 on every plane where W^T was packed, 2 the same
+ * with the scalar twin. Set before a plan is made it also says which 1x1
+ * Convs get W^T (kiln_cpu_conv_prepack: -1 those the rule takes, 0 none,
+ * 1 and 2 all). */
 void kiln_conv_pwt_force(int mode);
 
 /* A kernel: see the calling convention above. ep is NULL except for

@@ -5,6 +5,8 @@
 #include "cpu_fallback/pwt.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_fallback/pool.h"
@@ -55,8 +57,27 @@ void kiln_pwt_tile_base(int64_t K, int64_t p0, const float *x, int64_t ldx, cons
 kiln_pwt_fn kiln_pwt_tile(void) {
 #ifdef KILN_PWT_HAVE_AVX512
   if (kiln_sgemm_pack_reader()) return kiln_pwt_tile_avx512;
+  if (kiln_la_isa() == KILN_VM_ISA_AVX2 && !kiln_la_cpu_has_avx512()) return kiln_pwt_tile_avx2;
 #endif
   return NULL;
+}
+
+static _Atomic int pwt_mode = -1; /* -1: KILN_CONV_PWT not read yet; -2: the default rule; else kiln_conv_pwt_force */
+void kiln_conv_pwt_force(int mode) { pwt_mode = mode < 0 ? -2 : mode; }
+
+int kiln_pwt_mode(void) {
+  if (pwt_mode == -1) { /* KILN_CONV_PWT=0|1 (benches): the same as kiln_conv_pwt_force */
+    const char *e = getenv("KILN_CONV_PWT");
+    pwt_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
+  }
+  return pwt_mode;
+}
+
+bool kiln_pwt_plane_wanted(int64_t P, int64_t K) {
+#ifdef KILN_PWT_HAVE_AVX512
+  if (kiln_pwt_tile() == kiln_pwt_tile_avx2) return P < KILN_PWT_MAX_PLANE && K >= KILN_PWT_MIN_K;
+#endif
+  return P < KILN_PWT_MAX_PLANE && (P < KILN_PWT_MAX_PLANE / 2 || K >= KILN_PWT_MIN_K);
 }
 
 typedef struct pwt_job {

@@ -50,9 +50,23 @@ void kiln_pwt_tile_avx512(int64_t K, int64_t p0, const float *x, int64_t ldx, co
 /* Only callable where AVX2 and FMA are (pwt_avx2.c): 6 x 16 sub-tiles. */
 void kiln_pwt_tile_avx2(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
                         int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
-/* The AVX-512 tile where kiln_sgemm_pack_reader() is set (the packs exist
- * only then), else NULL. */
+/* The tile kernel of the active setting: the AVX-512 one where
+ * kiln_sgemm_pack_reader() is set, the AVX2 one under the AVX2 setting
+ * without AVX-512F; else NULL (the base setting: no pack made or read). */
 kiln_pwt_fn kiln_pwt_tile(void);
+
+/* The default size rule (GEMM_CONV.md): planes of P output pixels under
+ * 512, and under 1024 with K >= 128 input channels (28 x 28 projections);
+ * with the AVX2 tiles (whose bias, clamp and transposed store are scalar)
+ * planes under 1024 with K >= 128 only: with K 64 or 96 on 14 x 14 they
+ * tied OpenBLAS. The Conv kernel takes the tiles there;
+ * kiln_cpu_conv_prepack makes W's pack for them only where the plan's
+ * shapes pass it (or are unknown). */
+enum { KILN_PWT_MAX_PLANE = 1024, KILN_PWT_MIN_K = 128 };
+bool kiln_pwt_plane_wanted(int64_t P, int64_t K);
+/* KILN_CONV_PWT / kiln_conv_pwt_force (kernels.h): 0 off, 1 on every plane
+ * where the pack exists, 2 the twin there, -2 the default rule. */
+int kiln_pwt_mode(void);
 
 /* The convolution: N images, K input and M output channels, P pixels, x
  * [N][K][P], y [N][M][P], wt the pack of W, bias (M) or NULL, the

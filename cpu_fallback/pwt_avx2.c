@@ -1,9 +1,8 @@
 /* cpu_fallback/pwt_avx2: the AVX2/FMA tile of the lanes-over-channels
  * pointwise convolution (pwt.h; twin kiln_pwt_tile_base in pwt.c). Built
- * with -mavx2 -mfma; callable only where both are usable. Not chosen by
- * kiln_pwt_tile() today (W's packs are made only where the AVX-512 GEMM
- * reads packs); kept equal to the twin by tests for a machine without
- * AVX-512.
+ * with -mavx2 -mfma; callable only where both are usable. Chosen by
+ * kiln_pwt_tile() under the AVX2 setting without AVX-512F (W^T packed
+ * alone there, by its own size rule: pwt.h kiln_pwt_plane_wanted).
  *
  * The 12 x 32 tile as sub-tiles of 6 pixels x 16 channels (12 ymm
  * accumulators: per k two loads of the pack's row and six broadcasts of X

@@ -292,24 +292,34 @@ static void conv_case_run(const conv_case *cc) {
   kiln_status s0 = run_conv(&g, &x, &w, &b, &y0); /* no pack */
   kiln_cpu_conv_packs *pk = NULL;
   size_t bytes = 0;
-  kiln_status sp = kiln_cpu_conv_prepack(&g, &pk, &bytes);
+  kiln_status sp = kiln_cpu_conv_prepack(&g, NULL, &pk, &bytes);
   CHECK(!s0 && !sp, "%s: run %d, prepack %d", cc->name, (int)s0, (int)sp);
   bool reader = kiln_sgemm_pack_reader() != NULL;
-  CHECK(reader == (pk != NULL), "%s: a pack made (%d) where the wide GEMM reads packs (%d)", cc->name, pk != NULL,
-        reader);
+  bool pw = cc->G == 1 && w.numel / cc->M == cc->C && cc->st == 1 && cc->pad == 0;
+  bool treader = kiln_pwt_tile() != NULL && pw; /* W^T (pwt.h): with the A pack, or alone under AVX2 only */
+  CHECK((reader || treader) == (pk != NULL), "%s: a pack made (%d) where the wide GEMM reads packs (%d) or the tiles (%d)",
+        cc->name, pk != NULL, reader, treader);
   if (pk) {
     int64_t Mg = cc->M / cc->G, Kc = w.numel / cc->M;
-    size_t want = (size_t)(kiln_sgemm_wide_pack_a_floats(Mg, Kc) * cc->G) * sizeof(float);
-    if (cc->G == 1 && Kc == cc->C) /* a 1x1 with group 1: also W in the lanes-over-channels layout (pwt.h) */
+    size_t want = reader ? (size_t)(kiln_sgemm_wide_pack_a_floats(Mg, Kc) * cc->G) * sizeof(float) : 0;
+    if (treader) /* a 1x1 with group 1: also W in the lanes-over-channels layout (pwt.h) */
       want += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof(float);
     CHECK(bytes == want && kiln_cpu_conv_pack_find(&node), "%s: pack of %zu bytes, want %zu", cc->name, bytes, want);
   }
   kiln_status s1 = run_conv(&g, &x, &w, &b, &y1); /* with the pack */
-  CHECK(!s1 && y0.numel == y1.numel && !memcmp(y0.data, y1.data, (size_t)y0.numel * sizeof(float)),
-        "%s: packed and unpacked Conv differ", cc->name);
+  if (treader && !reader) { /* AVX2 without AVX-512F: the tiles against OpenBLAS, within tolerance */
+    int64_t bad = s1 || y0.numel != y1.numel;
+    for (int64_t i = 0; !bad && i < y0.numel; i++) {
+      float a = ((float *)y0.data)[i], t = ((float *)y1.data)[i];
+      bad += !(fabsf(a - t) <= 1e-4f * (1.0f + fabsf(a)) * (float)cc->C);
+    }
+    CHECK(!bad, "%s: packed (the tiles) and unpacked (OpenBLAS) Conv differ", cc->name);
+  } else
+    CHECK(!s1 && y0.numel == y1.numel && !memcmp(y0.data, y1.data, (size_t)y0.numel * sizeof(float)),
+          "%s: packed and unpacked Conv differ", cc->name);
   if (pk) { /* the pack is what the kernel reads: zeroing it changes the result */
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
-    for (int t = 0; t < (q->tdata ? 2 : 1); t++) { /* the A pack (lanes over channels off), the pwt pack (on) */
+    for (int t = q->data ? 0 : 1; t < (q->tdata ? 2 : 1); t++) { /* the A pack (lanes over channels off), W^T (on) */
       float *d = t ? q->tdata : q->data, keep = d[0];
       d[0] = 1e30f;
       kiln_conv_pwt_force(t);
@@ -416,7 +426,7 @@ static void direct_case_run(const direct_case *dc) {
   int64_t Kc = w.numel / dc->M;
   for (int packed = 0; packed < 2; packed++) {
     kiln_cpu_conv_packs *pk = NULL;
-    if (packed) CHECK(!kiln_cpu_conv_prepack(&g, &pk, NULL), "%s: prepack", dc->name);
+    if (packed) CHECK(!kiln_cpu_conv_prepack(&g, NULL, &pk, NULL), "%s: prepack", dc->name);
     for (int e = 0; e < 3; e++) { /* no epilogue, a clamp, a counted apply */
       kiln_tensor y[3];
       count_ep cnt[3];
@@ -634,9 +644,12 @@ static void pwt_case_run(const pwt_case *pc) {
   kiln_graph g;
   one_node_graph(&g, vals, &node, &w);
   kiln_cpu_conv_packs *pk = NULL;
-  CHECK(!kiln_cpu_conv_prepack(&g, &pk, NULL), "%s: prepack", pc->name);
+  CHECK(!kiln_cpu_conv_prepack(&g, NULL, &pk, NULL), "%s: prepack", pc->name);
   const kiln_cpu_conv_pack *p = kiln_cpu_conv_pack_find(&node);
-  if (kiln_sgemm_pack_reader()) CHECK(p && p->tdata, "%s: no lanes-over-channels pack made", pc->name);
+  if (kiln_pwt_tile()) CHECK(p && p->tdata, "%s: no lanes-over-channels pack made", pc->name);
+  /* the path replaced: bit-equal where it is kiln's wide GEMM / direct path or no pack is read (base); under
+     AVX2 without AVX-512F it is OpenBLAS: the tiles bit-equal to their twin there, OpenBLAS within tolerance */
+  bool blas = !kiln_sgemm_pack_reader() && kiln_pwt_tile();
   static const int modes[4] = {0, 1, 2, -1};
   for (int e = 0; e < 3; e++) { /* no epilogue, a clamp, a counted apply */
     kiln_tensor y[4];
@@ -664,14 +677,94 @@ static void pwt_case_run(const pwt_case *pc) {
     if (st[0] || st[1] || st[2] || st[3]) continue;
     size_t bytes = (size_t)y[0].numel * sizeof(float);
     for (int mi = 1; mi < 4; mi++)
-      CHECK(!memcmp(y[0].data, y[mi].data, bytes), "%s (epilogue %d): mode %d != the GEMM/direct path", pc->name,
-            e, modes[mi]);
+      if (!blas || mi == 2)
+        CHECK(!memcmp(y[blas ? 1 : 0].data, y[mi].data, bytes), "%s (epilogue %d): mode %d != the %s", pc->name, e,
+              modes[mi], blas ? "tiles' twin" : "GEMM/direct path");
+    if (blas) {
+      int d = kiln_pwt_plane_wanted(pc->nsp == 2 ? pc->H * pc->W : pc->W, pc->C) ? 1 : 0; /* the AVX2 tiles' rule */
+      CHECK(!memcmp(y[d].data, y[3].data, bytes), "%s (epilogue %d): the default rule != %s", pc->name, e,
+            d ? "the tiles" : "OpenBLAS");
+      int64_t bad = 0;
+      for (int64_t i = 0; i < y[0].numel; i++) {
+        float a = ((float *)y[0].data)[i], t = ((float *)y[1].data)[i];
+        bad += !(isnan(a) ? isnan(t) : fabsf(a - t) <= 1e-4f * (1.0f + fabsf(a)) * (float)pc->C);
+      }
+      CHECK(!bad, "%s (epilogue %d): %lld outputs of the tiles off OpenBLAS's", pc->name, e, (long long)bad);
+    }
     for (int mi = 0; mi < 4; mi++) kiln_tensor_release(&y[mi]);
   }
   kiln_cpu_conv_packs_free(pk);
   kiln_tensor_release(&x);
   kiln_tensor_release(&w);
   kiln_tensor_release(&b);
+}
+
+/* W^T is packed only for the 1x1 Convs whose plane (kiln_cpu_conv_prepack's
+ * planes, from the plan's shapes) passes the tiles' size rule or is not
+ * known; KILN_CONV_PWT's modes 1 / 2 pack it everywhere, 0 nowhere. The A
+ * pack (where the wide GEMM reads packs) only where the plane is not known
+ * to take the tiles; a run with the tiles off then reads neither. */
+static void test_pwt_planes(void) {
+  static const struct {
+    int64_t C, P;
+    int mode;
+    bool want, want2; /* with the AVX-512 tiles, with the AVX2 ones (K >= 128 only) */
+  } cases[] = {{32, 3136, -1, false, false}, {32, 196, -1, true, false},   {32, 49, -1, true, false},
+               {160, 49, -1, true, true},    {130, 784, -1, true, true},    {32, 784, -1, false, false},
+               {200, 1024, -1, false, false}, {32, 511, -1, true, false},  {128, 1023, -1, true, true},
+               {32, -1, -1, true, true},     {32, 3136, 1, true, true},    {32, 3136, 2, true, true},
+               {32, 196, 0, false, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int64_t wd[4] = {24, cases[i].C, 1, 1}, ks[2] = {1, 1};
+    kiln_tensor w = {0};
+    kiln_tensor_alloc(&w, KILN_F32, 4, wd);
+    for (int64_t k = 0; k < w.numel; k++) ((float *)w.data)[k] = frand();
+    kiln_attr at[1] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks}};
+    int ins[3] = {0, 1, 2}, outs[1] = {3};
+    kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, 1, ins, outs, at};
+    kiln_value vals[4];
+    kiln_graph g;
+    one_node_graph(&g, vals, &node, &w);
+    kiln_cpu_conv_packs *pk = NULL;
+    size_t bytes = 0;
+    kiln_conv_pwt_force(cases[i].mode);
+    kiln_status s = kiln_cpu_conv_prepack(&g, &cases[i].P, &pk, &bytes);
+    kiln_conv_pwt_force(-1);
+    const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
+    kiln_pwt_fn tile = kiln_pwt_tile();
+    bool want = tile && (tile == kiln_pwt_tile_avx2 ? cases[i].want2 : cases[i].want);
+    bool reader = kiln_sgemm_pack_reader() && !(want && cases[i].P >= 0);
+    size_t wb = (reader ? (size_t)kiln_sgemm_wide_pack_a_floats(24, cases[i].C) * sizeof(float) : 0) +
+                (want ? (size_t)kiln_pwt_pack_floats(24, cases[i].C) * sizeof(float) : 0);
+    CHECK(!s && (q != NULL) == (reader || want) && (!q || ((q->tdata != NULL) == want && (q->data != NULL) == reader)) &&
+              bytes == wb,
+          "pwt planes: K %lld, plane %lld, mode %d: pack %d (A %d, W^T %d, want %d), %zu bytes, want %zu",
+          (long long)cases[i].C, (long long)cases[i].P, cases[i].mode, q != NULL, q && q->data, q && q->tdata, want,
+          bytes, wb);
+    int64_t side = (int64_t)sqrt((double)cases[i].P);
+    if (q && side > 1 && side * side == cases[i].P && cases[i].mode < 0) { /* W^T alone: the tiles, and with them */
+      int64_t xd[4] = {1, cases[i].C, side, side}, bd[1] = {24}; /* off the GEMM without a pack: the same bits */
+      kiln_tensor x = {0}, b = {0}, y[2];
+      kiln_tensor_alloc(&x, KILN_F32, 4, xd);
+      kiln_tensor_alloc(&b, KILN_F32, 1, bd);
+      for (int64_t k = 0; k < x.numel; k++) ((float *)x.data)[k] = frand();
+      for (int64_t k = 0; k < b.numel; k++) ((float *)b.data)[k] = frand();
+      kiln_status s0 = run_conv(&g, &x, &w, &b, &y[0]);
+      kiln_conv_pwt_force(0);
+      kiln_status s1 = run_conv(&g, &x, &w, &b, &y[1]);
+      kiln_conv_pwt_force(-1);
+      CHECK(!s0 && !s1, "pwt planes: plane %lld: run %d %d", (long long)cases[i].P, (int)s0, (int)s1);
+      if (!s0 && !s1 && kiln_sgemm_pack_reader())
+        CHECK(!memcmp(y[0].data, y[1].data, (size_t)y[0].numel * sizeof(float)),
+              "pwt planes: plane %lld: the tiles != the GEMM without a pack", (long long)cases[i].P);
+      for (int k = 0; k < 2; k++)
+        if (k ? !s1 : !s0) kiln_tensor_release(&y[k]);
+      kiln_tensor_release(&x);
+      kiln_tensor_release(&b);
+    }
+    kiln_cpu_conv_packs_free(pk);
+    kiln_tensor_release(&w);
+  }
 }
 
 static void test_pwt(void) {
@@ -703,6 +796,7 @@ int main(void) {
   test_direct_a_kernel();
   test_pwt_kernel();
   test_pwt();
+  test_pwt_planes();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
