@@ -9,10 +9,15 @@
  *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
  *     no bounds checks; channels in blocks; small stride-1 'same' planes
  *     (7x7) read in place instead, each tap a shift of the plane, the
- *     padding by opmask (kiln_dw_plane);
+ *     padding by opmask (kiln_dw_plane); stride 2 (dilation 1) read in
+ *     place too, even and odd columns split in registers (dws2.h; AVX2
+ *     without AVX-512F: on output rows of at most 16);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
- *     from NCHW; on planes of 28x28 and more the direct micro-kernel reads
- *     X's rows in place (no B panel packed per call);
+ *     from NCHW; on planes under 512 pixels (and under 1024 with K >= 128;
+ *     AVX2 without AVX-512F: under 1024 with K >= 128 only) with lanes over
+ *     output channels from W's plan-time pack (pwt.h); on
+ *     larger planes the direct micro-kernel reads X's rows in place (no B
+ *     panel packed per call);
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split
@@ -34,8 +39,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/dws2.h"
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/prepack.h"
+#include "cpu_fallback/pwt.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 
@@ -488,6 +495,7 @@ typedef struct dw_job {
   kiln_la_copy_rows_fn copy_rows;
   kiln_dw_plane_fn plane;  /* a small 'same' plane read in place (no padded copy): tapoff then holds the */
   const uint16_t *masks;   /* taps' shifts, masks where each falls inside (sgemm.h kiln_dw_plane_fn) */
+  kiln_dw_s2_fn s2;        /* stride 2, read in place (dws2.h): no padded plane either */
 } dw_job;
 
 /* The padded input plane of one channel split by stride phase in both
@@ -565,7 +573,13 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       j->plane(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,
                j->w + m * nk, (int)nk, j->bias ? j->bias[m] : 0.0f, lo, hi);
     }
-  for (int64_t c = c0; c < c1 && !j->plane; c++) {
+  for (int64_t c = c0; c < c1 && j->s2; c++) /* stride 2 in place */
+    for (int64_t mm = 0; mm < mult; mm++) {
+      int64_t m = c * mult + mm;
+      j->s2(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->in[1], g->in[2], OH, OW,
+            g->pb[1], g->pb[2], j->w + m * nk, (int)g->k[1], (int)g->k[2], j->bias ? j->bias[m] : 0.0f, lo, hi);
+    }
+  for (int64_t c = c0; c < c1 && !j->plane && !j->s2; c++) {
     dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j);
     for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
     for (int64_t mm = 0; mm < mult; mm++) {
@@ -588,6 +602,8 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
 
 static _Atomic bool dw_plane_on = true; /* kiln_conv_dw_plane_enable (tests) */
 void kiln_conv_dw_plane_enable(bool on) { dw_plane_on = on; }
+static _Atomic int dw_s2_mode = -1; /* -1: KILN_DW_S2 not read yet; -2: where it applies; kiln_conv_dw_s2_force */
+void kiln_conv_dw_s2_force(int mode) { dw_s2_mode = mode < 0 ? -2 : mode; }
 
 /* Output rows narrower than this take the flat form (one row of the
  * kernel per plane instead of OH rows, Wq - OW wasted columns per row, then
@@ -627,8 +643,18 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
                                  g->out_sp <= KILN_DW_PLANE_MAX && 4 * planelanes <= 3 * rowlanes
                              ? kiln_dw_plane()
                              : NULL;
-  bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn;
-  size_t plane_size = pfn ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
+  /* stride 2 (dilation 1, kernels up to 8 x 8): read in place, the phases split in registers (dws2.h) instead of
+     copying each plane into its padded phase planes. Measured: GEMM_CONV.md "Stride-2 depthwise in place" */
+  if (dw_s2_mode == -1) { /* KILN_DW_S2=0 (benches): the padded phase planes */
+    const char *e = getenv("KILN_DW_S2");
+    dw_s2_mode = e && *e == '0' ? 0 : -2;
+  }
+  int mode = dw_s2_mode;
+  kiln_dw_s2_fn s2 = mode != 0 && !pfn && sh == 2 && sw == 2 && dh == 1 && dw == 1 && KH <= 8 && KW <= 8
+                         ? mode == 2 ? kiln_dw_s2_base : kiln_dw_s2(OW)
+                         : NULL;
+  bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn && !s2;
+  size_t plane_size = pfn || s2 ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
   int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff), nv = (g->out_sp + 15) / 16;
   uint16_t *masks = pfn ? kiln_calloc((size_t)(nk * nv), sizeof *masks) : NULL;
   for (int64_t ky = 0; ky < KH && tapoff; ky++)
@@ -643,11 +669,11 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
         if (iy >= 0 && iy < OH && ix >= 0 && ix < OW) masks[t * nv + p / 16] |= (uint16_t)(1u << (p % 16));
       }
     }
-  dw_job j = {g, x, w, bias, y, ep, pfn ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
+  dw_job j = {g, x, w, bias, y, ep, pfn || s2 ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks};
-  if ((!pfn && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
+              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks, s2};
+  if ((!pfn && !s2 && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
     kiln_free(masks);
     kiln_free(tapoff);
     kiln_free(j.planes);
@@ -968,6 +994,22 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   return KILN_OK;
 }
 
+/* ---- pointwise on small planes, lanes over output channels (pwt.h) ----
+ * On 14 x 14 and 7 x 7 planes the pixels fill the wide GEMM's 32-column
+ * tiles badly (224 and 64 computed for 196 and 49); 12 pixels x 32 output
+ * channels per tile with W's pack made at plan time compute 204 and 52,
+ * and read X in place. The same bits as the GEMM path. Measured
+ * (MobileNetV2 per step, 1 thread; GEMM_CONV.md): 0.64-0.95 of the GEMM
+ * path's time on its 14 x 14 and 7 x 7 layers (K 64-960), and on 28 x 28
+ * with K >= 128 0.82-0.90 of the direct path's; 1.02-1.04 there with K 32,
+ * 1.08-1.5 on 56 x 56 and 112 x 112, which keep the direct path. */
+static kiln_pwt_fn pwt_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
+  int mode = kiln_pwt_mode();
+  if (mode == 0 || !pk || !pk->tdata || g->G != 1 || !pointwise(g)) return NULL;
+  if (mode < 0 && !kiln_pwt_plane_wanted(g->out_sp, g->Cg)) return NULL;
+  return mode == 2 ? kiln_pwt_tile_base : kiln_pwt_tile();
+}
+
 /* ---- the kernel ---- */
 
 static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
@@ -1005,15 +1047,17 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
         direct_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
       }
       kiln_conv_direct_fn dmicro = direct_mode == 2 ? kiln_conv_direct_micro_base : kiln_conv_direct_micro();
-      const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
+      const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() && pk && pk->data ? pk : NULL; /* the wide kernels' */
       kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
       const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
-      if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
+      kiln_pwt_fn pwt = pwt_wanted(&g, kiln_pwt_tile() ? pk : NULL); /* AVX2 without AVX-512: W^T packs alone */
+      if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, pk->tdata, bias, c->out[0].data, ep, pwt);
+      else if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
         s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else
-        s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, pk);
+        s = conv_gemm(&g, xp, wp, bias, c->out[0].data, ep, rpk);
     }
   }
   kiln_tensor_release(&xd);

@@ -55,6 +55,16 @@ void kiln_conv_direct_force(int mode);
 /* Tests only: false sends small stride-1 depthwise planes through the
  * padded-plane rows kernel instead of kiln_dw_plane (true: the default). */
 void kiln_conv_dw_plane_enable(bool on);
+/* Tests only: stride-2 depthwise in place (dws2.h) -1 where it applies
+ * (the default), 0 never (the padded phase planes), 2 with its twin. */
+void kiln_conv_dw_s2_force(int mode);
+/* Tests only: the lanes-over-channels pointwise path (pwt.h) -1 by the
+ * default rule (pwt.h kiln_pwt_plane_wanted; KILN_CONV_PWT=0|1 sets 0 or 1
+ * for benches), 0 never, 1 on every plane where W^T was packed, 2 the same
+ * with the scalar twin. Set before a plan is made it also says which 1x1
+ * Convs get W^T (kiln_cpu_conv_prepack: -1 those the rule takes, 0 none,
+ * 1 and 2 all). */
+void kiln_conv_pwt_force(int mode);
 
 /* A kernel: see the calling convention above. ep is NULL except for
  * kernels whose table entry says takes_epilogue. */

@@ -708,6 +708,24 @@ static kiln_status find_spec_inputs(kiln_cpu_plan *p, const kiln_graph *g0) {
   return KILN_OK;
 }
 
+/* Per node, the output pixels per image of each Conv (the product of its
+ * output's spatial dims) where the shapes give them as constants, else -1;
+ * NULL when out of memory (prepack then takes every plane as unknown). */
+static int64_t *conv_planes(const kiln_graph *g, const kiln_shapes *sh) {
+  int64_t *pl = kiln_malloc(((size_t)g->n_nodes + 1) * sizeof *pl);
+  for (int i = 0; pl && i < g->n_nodes; i++) {
+    const kiln_node *n = &g->nodes[i];
+    pl[i] = -1;
+    if (strcmp(n->op_type, "Conv") || n->n_out < 1 || n->out[0] < 0) continue;
+    const kiln_vshape *y = &sh->v[n->out[0]];
+    int64_t P = y->rank >= 3 ? 1 : -1, d;
+    for (int k = 2; k < y->rank && P > 0; k++)
+      P = kiln_dimx_is_const(sh->tab, y->dims[k], &d) && d >= 0 && d <= INT32_MAX && P <= INT32_MAX ? P * d : -1;
+    pl[i] = P > INT32_MAX ? -1 : P;
+  }
+  return pl;
+}
+
 static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mode, kiln_cpu_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
@@ -727,14 +745,17 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   if ((s = kiln_cpu_pretranspose(g, NULL))) goto fail; /* prepack.h: constant Gemm B stored [K, N] once */
   if (!obs_mode && (s = kiln_cpu_embedding_bags(g, &p->st.bags))) goto fail; /* bags.h: Gather-Mul-ReduceSum as one */
   if ((s = kiln_ref_check_graph(g))) goto fail;
+  if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
   {
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
-    if ((s = kiln_cpu_conv_prepack(g, &p->conv_packs, &pb))) goto fail;
+    int64_t *planes = conv_planes(g, p->sh); /* which 1x1 Convs the lanes-over-channels tiles will take */
+    s = kiln_cpu_conv_prepack(g, planes, &p->conv_packs, &pb);
+    kiln_free(planes);
+    if (s) goto fail;
     p->st.conv_pack_bytes = pb;
     if ((s = kiln_cpu_gemm_prepack(g, &p->gemm_packs, &pb))) goto fail; /* constant MatMul / Gemm B, likewise */
     p->st.gemm_pack_bytes = pb;
   }
-  if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
   int nv = g->n_values, nn = g->n_nodes;
   p->def = kiln_calloc((size_t)nn + 1, sizeof *p->def);
   p->own = kiln_calloc((size_t)nn + 1, sizeof *p->own);

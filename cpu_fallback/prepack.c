@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_fallback/nn.h"
+#include "cpu_fallback/pwt.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 
@@ -90,16 +91,49 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
       break;
     }
   pthread_mutex_unlock(&reg_mu);
-  for (int i = 0; i < p->n_nodes; i++) kiln_free(p->at[i].data);
+  for (int i = 0; i < p->n_nodes; i++) {
+    kiln_free(p->at[i].data);
+    kiln_free(p->at[i].tdata);
+  }
   kiln_free(p->at);
   kiln_free(p);
 }
 
-kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out, size_t *bytes) {
+/* A 1x1 kernel, group 1, strides absent or all 1, pads absent or all 0
+ * (the call checks the geometry again; auto_pad gives a 1x1 stride-1
+ * kernel no pads). */
+static bool pointwise_g1(const kiln_node *n, const kiln_tensor *w, int64_t G) {
+  if (G != 1) return false;
+  for (int d = 2; d < w->rank; d++)
+    if (w->dims[d] != 1) return false;
+  for (int a = 0; a < n->n_attrs; a++) {
+    bool st = !strcmp(n->attrs[a].name, "strides"), pd = !strcmp(n->attrs[a].name, "pads");
+    if (!st && !pd) continue;
+    if (n->attrs[a].type != KILN_ATTR_INTS) return false;
+    for (size_t k = 0; k < n->attrs[a].n; k++)
+      if (n->attrs[a].ints[k] != (st ? 1 : 0)) return false;
+  }
+  return true;
+}
+
+/* Whether node i (a 1x1 with group 1, K input channels) gets W^T for the
+ * lanes-over-channels tiles: where its plane is unknown or passes the
+ * tiles' size rule (every plane where KILN_CONV_PWT forces them; none where
+ * it turns them off). */
+static bool pwt_pack_wanted(const int64_t *planes, int i, int64_t K) {
+  int mode = kiln_pwt_mode();
+  if (!kiln_pwt_tile()) return false;
+  if (!planes || planes[i] < 0 || mode > 0) return true;
+  return mode < 0 && kiln_pwt_plane_wanted(planes[i], K);
+}
+
+kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, kiln_cpu_conv_packs **out,
+                                  size_t *bytes) {
   *out = NULL;
   if (bytes) *bytes = 0;
   int64_t limit = prepack_limit();
-  if (!kiln_sgemm_pack_reader() || !limit || g->n_nodes < 1) return KILN_OK;
+  bool areader = kiln_sgemm_pack_reader() != NULL; /* else W^T packs alone, where the AVX2 tiles read them */
+  if ((!areader && !kiln_pwt_tile()) || !limit || g->n_nodes < 1) return KILN_OK;
   kiln_cpu_conv_packs *p = NULL;
   size_t total = 0;
   for (int i = 0; i < g->n_nodes; i++) {
@@ -116,6 +150,10 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
       if (!strcmp(n->attrs[a].name, "group")) G = n->attrs[a].type == KILN_ATTR_INT ? n->attrs[a].i : 0;
     if (G < 1 || w->dims[0] % G || w->dims[1] < 1 || (w->dims[1] == 1 && G > 1)) continue; /* depthwise: its own path */
     int64_t Mg = w->dims[0] / G, Kc = w->numel / w->dims[0], gs = kiln_sgemm_wide_pack_a_floats(Mg, Kc);
+    bool tw = pointwise_g1(n, w, G) && pwt_pack_wanted(planes, i, Kc); /* also lanes over channels (pwt.h) */
+    /* the A pack where the wide GEMM reads packs, unless the plane is known to take the tiles (W^T alone) */
+    bool aw = areader && !(tw && planes && planes[i] >= 0);
+    if (!aw && !tw) continue;
     if (!p) {
       p = kiln_calloc(1, sizeof *p);
       if (p) p->at = kiln_calloc((size_t)g->n_nodes, sizeof *p->at);
@@ -126,14 +164,25 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
       p->nodes = g->nodes;
       p->n_nodes = g->n_nodes;
     }
-    float *d = kiln_malloc((size_t)(gs * G) * sizeof *d);
-    if (!d) {
+    float *d = aw ? kiln_malloc((size_t)(gs * G) * sizeof *d) : NULL;
+    if (aw && !d) {
       kiln_cpu_conv_packs_free(p);
       return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
     }
-    for (int64_t gi = 0; gi < G; gi++) kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
-    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d};
-    total += (size_t)(gs * G) * sizeof *d;
+    for (int64_t gi = 0; d && gi < G; gi++)
+      kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
+    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d, NULL};
+    if (d) total += (size_t)(gs * G) * sizeof *d;
+    if (tw) {
+      float *t = kiln_malloc((size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *t);
+      if (!t) {
+        kiln_cpu_conv_packs_free(p);
+        return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
+      }
+      kiln_pwt_pack((const float *)w->data, Mg, Kc, t);
+      p->at[i].tdata = t;
+      total += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *t;
+    }
   }
   if (p) {
     pthread_mutex_lock(&reg_mu);
@@ -152,7 +201,7 @@ const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n) {
   for (kiln_cpu_conv_packs *q = reg_head; q && !r; q = q->next)
     if ((uintptr_t)n >= (uintptr_t)q->nodes && (uintptr_t)n < (uintptr_t)(q->nodes + q->n_nodes)) {
       size_t i = ((uintptr_t)n - (uintptr_t)q->nodes) / sizeof *n;
-      if (q->at[i].data) r = &q->at[i];
+      if (q->at[i].data || q->at[i].tdata) r = &q->at[i];
     }
   pthread_mutex_unlock(&reg_mu);
   return r;

@@ -30,19 +30,33 @@ kiln_status kiln_cpu_pretranspose(kiln_graph *g, int *count);
  * it): the packs cost about the weights' size again. The packs are
  * registered under g's nodes until kiln_cpu_conv_packs_free (call it before
  * g is freed). *out is NULL when nothing was packed; *bytes (optional) gets
- * the packs' size. */
+ * the packs' size.
+ * A 1x1 Conv with group 1 and unit strides also gets W^T for the
+ * lanes-over-channels tiles (pwt.h; the AVX-512 tiles, and under the AVX2
+ * setting without AVX-512F the AVX2 ones: there these packs alone), where
+ * its output plane passes the tiles' size rule (kiln_pwt_plane_wanted):
+ * planes (optional, indexed by node) holds each node's output pixels per
+ * image from the plan's shapes, -1 where not known; NULL: all unknown (W^T
+ * for every such Conv). */
 typedef struct kiln_cpu_conv_packs kiln_cpu_conv_packs;
-kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out, size_t *bytes);
+kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, kiln_cpu_conv_packs **out,
+                                  size_t *bytes);
 void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p);
 
 /* The pack of a Conv node, or NULL: data holds G packs of Mg x Kc, one per
  * group, gstride floats apart, made from W's data src. Valid while the plan
- * lives. Callers check src, G, Mg and Kc against the call, and read the
- * pack only with kiln_sgemm_pack_reader()'s micro-kernel. */
+ * lives. Callers check src, G, Mg and Kc against the call, and read data
+ * only with kiln_sgemm_pack_reader()'s micro-kernel, tdata only with
+ * kiln_pwt_tile()'s. */
 typedef struct kiln_cpu_conv_pack {
   const float *src;
   int64_t G, Mg, Kc, gstride;
   float *data;
+  /* data: NULL where the wide GEMM reads no packs (AVX2 without AVX-512F).
+   * A 1x1 Conv with group 1 and no strides other than 1 whose plane passes
+   * the tiles' rule also gets W in the lanes-over-channels layout (pwt.h
+   * kiln_pwt_pack: Mg x Kc); else tdata is NULL. */
+  float *tdata;
 } kiln_cpu_conv_pack;
 const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n);
 

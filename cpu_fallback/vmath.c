@@ -184,8 +184,11 @@ int kiln_vm_cpu_has_avx2(void) {
 #endif
 }
 
+/* A build with -DKILN_CPU_NO_AVX512=ON says no here whatever the CPU has:
+ * the AVX2 kernels (and OpenBLAS for the GEMMs) as on a CPU without
+ * AVX-512, to test and measure them on one that has it. */
 int kiln_vm_cpu_has_avx512(void) {
-#if defined(KILN_VM_HAVE_AVX512) && (defined(__x86_64__) || defined(__i386__))
+#if defined(KILN_VM_HAVE_AVX512) && !defined(KILN_VM_NO_AVX512) && (defined(__x86_64__) || defined(__i386__))
   unsigned a, b, c, d;
   if (!kiln_vm_cpu_has_avx2() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 16) & 1)) return 0;
   unsigned lo, hi;

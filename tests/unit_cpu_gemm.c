@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/dws2.h"
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
@@ -784,6 +785,104 @@ static void test_dw_plane(void) {
   }
 }
 
+/* Stride-2 depthwise in place (dws2.h): the AVX-512 and AVX2 kernels
+ * bit-equal to their twin on input sizes 1..40 x 1..140 (odd and even;
+ * output rows of 1 to 5 vectors), pads 0..2 (top and left; outputs past the right and bottom edge
+ * reading padding), kernels 3x3, 1x1, 2x4, 5x3, clamps, NaN and -0 in
+ * the input; the input allocated to its exact size (ASan: no lane read
+ * outside it), nothing written past the output. Then Conv with it on (the
+ * default), forced to the twin and off (the padded phase planes) bit-equal
+ * on awkward depthwise layers, with and without a clamp epilogue. */
+static void test_dw_s2(void) {
+  if (nisa < 2) return;
+  bool avx512 = kiln_la_cpu_has_avx512();
+  static const int ks[4][2] = {{3, 3}, {1, 1}, {2, 4}, {5, 3}};
+  const float clamps[2][2] = {{-INFINITY, INFINITY}, {-0.25f, 0.5f}};
+  float w[15];
+  for (int j = 0; j < 15; j++) w[j] = frand();
+  int bad = 0, cases = 0;
+  for (int64_t H = 1; H <= 40; H += H < 6 ? 1 : 7)
+    for (int64_t W = 1; W <= 140; W += W < 4 ? 1 : W < 37 ? 3 : W < 67 ? 29 : 31) /* rows of 1 .. 5 vectors */
+      for (int ki = 0; ki < 4; ki++)
+        for (int64_t pad = 0; pad <= 2; pad++) {
+          int KH = ks[ki][0], KW = ks[ki][1];
+          int64_t pt = pad < KH ? pad : 0, pl = (pad + 1) % 3 < KW ? (pad + 1) % 3 : 0; /* unequal top and left */
+          int64_t OH = (H + 2 * pt - KH) / 2 + 1, OW = (W + 2 * pl - KW) / 2 + 1;
+          if (H + 2 * pt < KH || W + 2 * pl < KW) continue;
+          float *x = malloc(sizeof(float) * (size_t)(H * W)), *y[3];
+          for (int64_t i = 0; i < H * W; i++) x[i] = frand();
+          x[0] = NAN, x[H * W - 1] = -0.0f;
+          for (int c = 0; c < 2; c++) {
+            for (int v = 0; v < 3; v++) {
+              y[v] = malloc(sizeof(float) * (size_t)(OH * OW + 1));
+              for (int64_t i = 0; i <= OH * OW; i++) y[v][i] = 42.0f;
+            }
+            kiln_dw_s2_base(y[0], x, H, W, OH, OW, pt, pl, w, KH, KW, 0.5f, clamps[c][0], clamps[c][1]);
+            kiln_dw_s2_avx2(y[1], x, H, W, OH, OW, pt, pl, w, KH, KW, 0.5f, clamps[c][0], clamps[c][1]);
+            if (avx512) kiln_dw_s2_avx512(y[2], x, H, W, OH, OW, pt, pl, w, KH, KW, 0.5f, clamps[c][0], clamps[c][1]);
+            size_t bytes = sizeof(float) * (size_t)(OH * OW + 1);
+            if (memcmp(y[0], y[1], bytes) || (avx512 && memcmp(y[0], y[2], bytes)) || y[0][OH * OW] != 42.0f) bad++;
+            cases++;
+            for (int v = 0; v < 3; v++) free(y[v]);
+          }
+          free(x);
+        }
+  CHECK(!bad && cases > 1000, "stride-2 depthwise kernels differ from their twin in %d of %d cases", bad, cases);
+  static const conv_case cc[] = {
+      {"dw s2 3x3 pad 1, 112x112 -> 56, 5 channels", 2, 1, 5, 5, 5, {112, 112}, {3, 3}, {2, 2}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"dw s2 3x3 pad 1, 15x29 (odd), batch 2", 2, 2, 7, 7, 7, {15, 29}, {3, 3}, {2, 2}, {0}, {1, 1, 1, 1}, NULL, 0},
+      {"dw s2 3x3 SAME_UPPER (pads 0 / 1), 14x14, 40 channels", 2, 1, 40, 40, 40, {14, 14}, {3, 3}, {2, 2}, {0}, {-1},
+       "SAME_UPPER", 1},
+      {"dw s2 5x5 pads (2, 1, 0, 2), multiplier 2, 23x38", 2, 1, 3, 6, 3, {23, 38}, {5, 5}, {2, 2}, {0},
+       {2, 1, 0, 2}, NULL, 1},
+      {"dw s2 3x3 no pads, 9x9 (last column unread)", 2, 1, 4, 4, 4, {9, 9}, {3, 3}, {2, 2}, {0}, {0, 0, 0, 0}, NULL, 1},
+      {"dw s2 1-D k3 pad 1, width 61", 1, 1, 6, 6, 6, {61}, {3}, {2}, {0}, {1, 1}, NULL, 1},
+  };
+  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
+  for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
+    int nsp = cc[i].nsp;
+    int64_t xd[4] = {cc[i].N, cc[i].C}, wd[4] = {cc[i].M, 1}, bd[1] = {cc[i].M};
+    for (int d = 0; d < nsp; d++) xd[2 + d] = cc[i].in[d], wd[2 + d] = cc[i].k[d];
+    kiln_tensor xt, wt, bt;
+    rand_tensor(&xt, nsp + 2, xd);
+    rand_tensor(&wt, nsp + 2, wd);
+    rand_tensor(&bt, 1, bd);
+    node_b nb;
+    node_init(&nb, "Conv", 11);
+    attr_i(&nb, "group", cc[i].G);
+    attr_is(&nb, "strides", nsp, cc[i].st);
+    if (cc[i].pads[0] >= 0 && !cc[i].auto_pad) attr_is(&nb, "pads", 2 * nsp, cc[i].pads);
+    if (cc[i].auto_pad) attr_s(&nb, "auto_pad", cc[i].auto_pad);
+    attr_is(&nb, "kernel_shape", nsp, cc[i].k);
+    const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
+    kiln_graph g;
+    memset(&g, 0, sizeof g);
+    bool used = true;
+    for (int e = 0; e < 2; e++) {
+      kiln_tensor y[3];
+      kiln_status st[3];
+      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f};
+      for (int mode = 0; mode < 3; mode++) { /* off, on (the default), the twin */
+        memset(&y[mode], 0, sizeof y[mode]);
+        kiln_conv_dw_s2_force(mode == 1 ? -1 : mode);
+        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[mode], &used};
+        bool declined = true;
+        st[mode] = own->run(&kc, e ? &ep : NULL, &declined);
+        if (declined) st[mode] = KILN_E_INTERNAL;
+      }
+      kiln_conv_dw_s2_force(-1);
+      for (int mode = 1; mode < 3; mode++)
+        CHECK(!st[0] && !st[mode] && y[0].numel == y[mode].numel &&
+                  !memcmp(y[0].data, y[mode].data, (size_t)y[0].numel * sizeof(float)),
+              "Conv %s (clamp %d): stride-2 in place (mode %d) != padded phase planes", cc[i].name, e, mode);
+      for (int mode = 0; mode < 3; mode++) kiln_tensor_release(&y[mode]);
+    }
+    kiln_tensor_release(&xt);
+    kiln_tensor_release(&wt);
+    kiln_tensor_release(&bt);
+  }
+}
+
 /* The strided gathers: equal, and no read past the last element of the
  * source nor write past the last of the destination (both allocated to
  * exactly their size, for ASan; the stride-2 tail is masked). */
@@ -866,6 +965,7 @@ int main(void) {
   test_sgemm_raw();
   test_dw_rows();
   test_dw_plane();
+  test_dw_s2();
   test_gather();
   test_split2();
   test_copy_rows();

@@ -26,6 +26,11 @@
  *    twin and the packed kernel bit-equal on every row count and column
  *    tail (test_direct_a_kernel). Pointwise convs through the direct
  *    kernel (the input read in place) the same way.
+ * 5. Pointwise convs on small planes with lanes over output channels
+ *    (pwt.h): the tile kernels (AVX-512, AVX2) bit-equal to their twin on
+ *    every pixel and channel tail and K in 1-3 KC slices; the Conv kernel
+ *    through that path (forced, its twin, the default rule) bit-equal to
+ *    the GEMM / direct path it replaces, with each epilogue kind.
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +40,7 @@
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/pool.h"
 #include "cpu_fallback/prepack.h"
+#include "cpu_fallback/pwt.h"
 #include "cpu_fallback/sgemm.h"
 #include "ir/alloc.h"
 #include "reference/ops.h"
@@ -286,29 +292,45 @@ static void conv_case_run(const conv_case *cc) {
   kiln_status s0 = run_conv(&g, &x, &w, &b, &y0); /* no pack */
   kiln_cpu_conv_packs *pk = NULL;
   size_t bytes = 0;
-  kiln_status sp = kiln_cpu_conv_prepack(&g, &pk, &bytes);
+  kiln_status sp = kiln_cpu_conv_prepack(&g, NULL, &pk, &bytes);
   CHECK(!s0 && !sp, "%s: run %d, prepack %d", cc->name, (int)s0, (int)sp);
   bool reader = kiln_sgemm_pack_reader() != NULL;
-  CHECK(reader == (pk != NULL), "%s: a pack made (%d) where the wide GEMM reads packs (%d)", cc->name, pk != NULL,
-        reader);
+  bool pw = cc->G == 1 && w.numel / cc->M == cc->C && cc->st == 1 && cc->pad == 0;
+  bool treader = kiln_pwt_tile() != NULL && pw; /* W^T (pwt.h): with the A pack, or alone under AVX2 only */
+  CHECK((reader || treader) == (pk != NULL), "%s: a pack made (%d) where the wide GEMM reads packs (%d) or the tiles (%d)",
+        cc->name, pk != NULL, reader, treader);
   if (pk) {
     int64_t Mg = cc->M / cc->G, Kc = w.numel / cc->M;
-    size_t want = (size_t)(kiln_sgemm_wide_pack_a_floats(Mg, Kc) * cc->G) * sizeof(float);
+    size_t want = reader ? (size_t)(kiln_sgemm_wide_pack_a_floats(Mg, Kc) * cc->G) * sizeof(float) : 0;
+    if (treader) /* a 1x1 with group 1: also W in the lanes-over-channels layout (pwt.h) */
+      want += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof(float);
     CHECK(bytes == want && kiln_cpu_conv_pack_find(&node), "%s: pack of %zu bytes, want %zu", cc->name, bytes, want);
   }
   kiln_status s1 = run_conv(&g, &x, &w, &b, &y1); /* with the pack */
-  CHECK(!s1 && y0.numel == y1.numel && !memcmp(y0.data, y1.data, (size_t)y0.numel * sizeof(float)),
-        "%s: packed and unpacked Conv differ", cc->name);
+  if (treader && !reader) { /* AVX2 without AVX-512F: the tiles against OpenBLAS, within tolerance */
+    int64_t bad = s1 || y0.numel != y1.numel;
+    for (int64_t i = 0; !bad && i < y0.numel; i++) {
+      float a = ((float *)y0.data)[i], t = ((float *)y1.data)[i];
+      bad += !(fabsf(a - t) <= 1e-4f * (1.0f + fabsf(a)) * (float)cc->C);
+    }
+    CHECK(!bad, "%s: packed (the tiles) and unpacked (OpenBLAS) Conv differ", cc->name);
+  } else
+    CHECK(!s1 && y0.numel == y1.numel && !memcmp(y0.data, y1.data, (size_t)y0.numel * sizeof(float)),
+          "%s: packed and unpacked Conv differ", cc->name);
   if (pk) { /* the pack is what the kernel reads: zeroing it changes the result */
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
-    float keep = q->data[0];
-    q->data[0] = 1e30f;
-    kiln_tensor yz;
-    kiln_status sz = run_conv(&g, &x, &w, &b, &yz);
-    CHECK(!sz && memcmp(y0.data, yz.data, (size_t)y0.numel * sizeof(float)), "%s: the pack was not read",
-          cc->name);
-    q->data[0] = keep;
-    kiln_tensor_release(&yz);
+    for (int t = q->data ? 0 : 1; t < (q->tdata ? 2 : 1); t++) { /* the A pack (lanes over channels off), W^T (on) */
+      float *d = t ? q->tdata : q->data, keep = d[0];
+      d[0] = 1e30f;
+      kiln_conv_pwt_force(t);
+      kiln_tensor yz;
+      kiln_status sz = run_conv(&g, &x, &w, &b, &yz);
+      CHECK(!sz && memcmp(y0.data, yz.data, (size_t)y0.numel * sizeof(float)), "%s: the pack (%d) was not read",
+            cc->name, t);
+      d[0] = keep;
+      kiln_tensor_release(&yz);
+    }
+    kiln_conv_pwt_force(-1);
   }
   /* the base setting: the pack is not read; equals base without one */
   kiln_la_force_isa(KILN_VM_ISA_BASE);
@@ -404,7 +426,7 @@ static void direct_case_run(const direct_case *dc) {
   int64_t Kc = w.numel / dc->M;
   for (int packed = 0; packed < 2; packed++) {
     kiln_cpu_conv_packs *pk = NULL;
-    if (packed) CHECK(!kiln_cpu_conv_prepack(&g, &pk, NULL), "%s: prepack", dc->name);
+    if (packed) CHECK(!kiln_cpu_conv_prepack(&g, NULL, &pk, NULL), "%s: prepack", dc->name);
     for (int e = 0; e < 3; e++) { /* no epilogue, a clamp, a counted apply */
       kiln_tensor y[3];
       count_ep cnt[3];
@@ -548,6 +570,220 @@ static void test_direct_a_kernel(void) {
         (long long)bad, (long long)runs, avx512 ? ", AVX-512" : "");
 }
 
+/* ---- 5. pointwise on small planes, lanes over output channels (pwt.h) ---- */
+
+/* The tile kernels: AVX-512 and AVX2 bit-equal to the scalar twin on every
+ * pixel count 1..12, channel tails, K in 1-3 KC slices (the totals
+ * carried between calls), odd ldx, bias and clamp, NaN and -0 in X and W;
+ * X allocated to its last element read (ASan), outputs outside the tile
+ * untouched. */
+static void test_pwt_kernel(void) {
+  enum { MR = KILN_PWT_MR, NR = KILN_PWT_NR };
+  static const int64_t Ks[] = {1, 5, 33, 257, 320, 321, 700};
+  static const int nrs[] = {1, 2, 15, 16, 17, 31, 32};
+  bool avx512 = kiln_la_cpu_has_avx512(), avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int64_t bad = 0, runs = 0, touched = 0;
+  for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+    for (int mr = 1; mr <= MR; mr++)
+      for (size_t ni = 0; ni < sizeof nrs / sizeof *nrs; ni++) {
+        int64_t K = Ks[ki], ldx = mr + 2 * (int64_t)(ki % 3) + 1, ldy = mr + 3, nr = nrs[ni];
+        int64_t nx = (K - 1) * ldx + mr; /* the last element read */
+        float *x = rand_buf(nx), *wt = rand_buf(K * NR), bias[NR], tot[3][MR * NR];
+        x[0] = NAN, x[nx - 1] = -0.0f, wt[K * NR - 1] = -0.0f;
+        for (int c = 0; c < NR; c++) bias[c] = frand();
+        for (int bi = 0; bi < 2; bi++)
+          for (int clamp = 0; clamp < 2; clamp++) {
+            float y[3][NR * (MR + 3) + 1];
+            kiln_pwt_fn fns[3] = {kiln_pwt_tile_base, avx512 ? kiln_pwt_tile_avx512 : NULL,
+                                  avx2 ? kiln_pwt_tile_avx2 : NULL};
+            for (int v = 0; v < 3; v++) {
+              for (int i = 0; i < NR * (MR + 3) + 1; i++) y[v][i] = 1000.0f + (float)i;
+              for (int64_t p0 = 0; fns[v] && p0 < K; p0 += kiln_sgemm_wide_kc(K, p0))
+                fns[v](K, p0, x, ldx, wt, tot[v], y[v], ldy, mr, (int)nr, bi ? bias : NULL, clamp, -0.5f, 0.75f);
+            }
+            for (int v = 1; v < 3; v++) bad += fns[v] && memcmp(y[0], y[v], sizeof y[0]) != 0;
+            for (int i = 0; i < NR * (MR + 3) + 1; i++) /* outside the tile: c >= nr or r >= mr */
+              touched += (i / ldy >= nr || i % ldy >= mr) && y[0][i] != 1000.0f + (float)i;
+            runs++;
+          }
+        free(x), free(wt);
+      }
+  CHECK(runs > 0 && bad == 0, "pointwise lanes-over-channels tiles: %lld of %lld runs differ from the twin%s%s",
+        (long long)bad, (long long)runs, avx512 ? " (AVX-512" : " (", avx2 ? ", AVX2)" : ")");
+  CHECK(touched == 0, "pointwise lanes-over-channels twin wrote %lld elements outside its tiles", (long long)touched);
+}
+
+typedef struct pwt_case {
+  const char *name;
+  int nsp;
+  int64_t N, C, M, H, W;
+} pwt_case;
+
+/* The Conv kernel on a 1x1 node with its packs: the lanes-over-channels
+ * path (kiln_conv_pwt_force 1: AVX-512; 2: its twin; -1: the default
+ * rule) bit-equal to the path it replaces (force 0: the GEMM or direct
+ * path), with no epilogue, a clamp (apply never called) and a counted
+ * apply (each element exactly once); under the base setting no pack is
+ * read (the twin within tolerance of the portable GEMM). */
+static void pwt_case_run(const pwt_case *pc) {
+  int nsp = pc->nsp, r = nsp + 2;
+  int64_t xd[4] = {pc->N, pc->C, nsp == 2 ? pc->H : pc->W, pc->W}, wd[4] = {pc->M, pc->C, 1, 1}, bd[1] = {pc->M};
+  int64_t ks[2] = {1, 1};
+  kiln_tensor x = {0}, w = {0}, b = {0};
+  kiln_tensor_alloc(&x, KILN_F32, r, xd);
+  kiln_tensor_alloc(&w, KILN_F32, r, wd);
+  kiln_tensor_alloc(&b, KILN_F32, 1, bd);
+  for (int64_t i = 0; i < x.numel; i++) ((float *)x.data)[i] = frand();
+  for (int64_t i = 0; i < w.numel; i++) ((float *)w.data)[i] = frand();
+  for (int64_t i = 0; i < b.numel; i++) ((float *)b.data)[i] = frand();
+  ((float *)x.data)[x.numel - 1] = NAN;
+  kiln_attr at[1] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = ks}};
+  int ins[3] = {0, 1, 2}, outs[1] = {3};
+  kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, 1, ins, outs, at};
+  kiln_value vals[4];
+  kiln_graph g;
+  one_node_graph(&g, vals, &node, &w);
+  kiln_cpu_conv_packs *pk = NULL;
+  CHECK(!kiln_cpu_conv_prepack(&g, NULL, &pk, NULL), "%s: prepack", pc->name);
+  const kiln_cpu_conv_pack *p = kiln_cpu_conv_pack_find(&node);
+  if (kiln_pwt_tile()) CHECK(p && p->tdata, "%s: no lanes-over-channels pack made", pc->name);
+  /* the path replaced: bit-equal where it is kiln's wide GEMM / direct path or no pack is read (base); under
+     AVX2 without AVX-512F it is OpenBLAS: the tiles bit-equal to their twin there, OpenBLAS within tolerance */
+  bool blas = !kiln_sgemm_pack_reader() && kiln_pwt_tile();
+  static const int modes[4] = {0, 1, 2, -1};
+  for (int e = 0; e < 3; e++) { /* no epilogue, a clamp, a counted apply */
+    kiln_tensor y[4];
+    kiln_status st[4];
+    for (int mi = 0; mi < 4; mi++) {
+      count_ep cnt = {0};
+      kiln_cpu_epilogue ep = {count_apply, &cnt, e == 1, -0.5f, 0.75f};
+      kiln_conv_pwt_force(modes[mi]);
+      st[mi] = run_conv_ep(&g, &x, &w, &b, &y[mi], e ? &ep : NULL);
+      if (!st[mi] && e == 2) { /* every element passed to apply exactly once */
+        cnt.n = y[mi].numel;
+        cnt.seen = calloc((size_t)y[mi].numel, sizeof(int64_t));
+        kiln_tensor_release(&y[mi]);
+        st[mi] = run_conv_ep(&g, &x, &w, &b, &y[mi], &ep);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < cnt.n; i++) bad += cnt.seen[i] != 1;
+        CHECK(!bad, "%s: mode %d: %lld elements not applied exactly once", pc->name, modes[mi], (long long)bad);
+        free(cnt.seen);
+      }
+      if (e == 1) CHECK(cnt.calls == 0, "%s: mode %d: apply called with a clamp", pc->name, modes[mi]);
+    }
+    kiln_conv_pwt_force(-1);
+    CHECK(!st[0] && !st[1] && !st[2] && !st[3], "%s: run %d %d %d %d", pc->name, (int)st[0], (int)st[1], (int)st[2],
+          (int)st[3]);
+    if (st[0] || st[1] || st[2] || st[3]) continue;
+    size_t bytes = (size_t)y[0].numel * sizeof(float);
+    for (int mi = 1; mi < 4; mi++)
+      if (!blas || mi == 2)
+        CHECK(!memcmp(y[blas ? 1 : 0].data, y[mi].data, bytes), "%s (epilogue %d): mode %d != the %s", pc->name, e,
+              modes[mi], blas ? "tiles' twin" : "GEMM/direct path");
+    if (blas) {
+      int d = kiln_pwt_plane_wanted(pc->nsp == 2 ? pc->H * pc->W : pc->W, pc->C) ? 1 : 0; /* the AVX2 tiles' rule */
+      CHECK(!memcmp(y[d].data, y[3].data, bytes), "%s (epilogue %d): the default rule != %s", pc->name, e,
+            d ? "the tiles" : "OpenBLAS");
+      int64_t bad = 0;
+      for (int64_t i = 0; i < y[0].numel; i++) {
+        float a = ((float *)y[0].data)[i], t = ((float *)y[1].data)[i];
+        bad += !(isnan(a) ? isnan(t) : fabsf(a - t) <= 1e-4f * (1.0f + fabsf(a)) * (float)pc->C);
+      }
+      CHECK(!bad, "%s (epilogue %d): %lld outputs of the tiles off OpenBLAS's", pc->name, e, (long long)bad);
+    }
+    for (int mi = 0; mi < 4; mi++) kiln_tensor_release(&y[mi]);
+  }
+  kiln_cpu_conv_packs_free(pk);
+  kiln_tensor_release(&x);
+  kiln_tensor_release(&w);
+  kiln_tensor_release(&b);
+}
+
+/* W^T is packed only for the 1x1 Convs whose plane (kiln_cpu_conv_prepack's
+ * planes, from the plan's shapes) passes the tiles' size rule or is not
+ * known; KILN_CONV_PWT's modes 1 / 2 pack it everywhere, 0 nowhere. The A
+ * pack (where the wide GEMM reads packs) only where the plane is not known
+ * to take the tiles; a run with the tiles off then reads neither. */
+static void test_pwt_planes(void) {
+  static const struct {
+    int64_t C, P;
+    int mode;
+    bool want, want2; /* with the AVX-512 tiles, with the AVX2 ones (K >= 128 only) */
+  } cases[] = {{32, 3136, -1, false, false}, {32, 196, -1, true, false},   {32, 49, -1, true, false},
+               {160, 49, -1, true, true},    {130, 784, -1, true, true},    {32, 784, -1, false, false},
+               {200, 1024, -1, false, false}, {32, 511, -1, true, false},  {128, 1023, -1, true, true},
+               {32, -1, -1, true, true},     {32, 3136, 1, true, true},    {32, 3136, 2, true, true},
+               {32, 196, 0, false, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int64_t wd[4] = {24, cases[i].C, 1, 1}, ks[2] = {1, 1};
+    kiln_tensor w = {0};
+    kiln_tensor_alloc(&w, KILN_F32, 4, wd);
+    for (int64_t k = 0; k < w.numel; k++) ((float *)w.data)[k] = frand();
+    kiln_attr at[1] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks}};
+    int ins[3] = {0, 1, 2}, outs[1] = {3};
+    kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, 1, ins, outs, at};
+    kiln_value vals[4];
+    kiln_graph g;
+    one_node_graph(&g, vals, &node, &w);
+    kiln_cpu_conv_packs *pk = NULL;
+    size_t bytes = 0;
+    kiln_conv_pwt_force(cases[i].mode);
+    kiln_status s = kiln_cpu_conv_prepack(&g, &cases[i].P, &pk, &bytes);
+    kiln_conv_pwt_force(-1);
+    const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
+    kiln_pwt_fn tile = kiln_pwt_tile();
+    bool want = tile && (tile == kiln_pwt_tile_avx2 ? cases[i].want2 : cases[i].want);
+    bool reader = kiln_sgemm_pack_reader() && !(want && cases[i].P >= 0);
+    size_t wb = (reader ? (size_t)kiln_sgemm_wide_pack_a_floats(24, cases[i].C) * sizeof(float) : 0) +
+                (want ? (size_t)kiln_pwt_pack_floats(24, cases[i].C) * sizeof(float) : 0);
+    CHECK(!s && (q != NULL) == (reader || want) && (!q || ((q->tdata != NULL) == want && (q->data != NULL) == reader)) &&
+              bytes == wb,
+          "pwt planes: K %lld, plane %lld, mode %d: pack %d (A %d, W^T %d, want %d), %zu bytes, want %zu",
+          (long long)cases[i].C, (long long)cases[i].P, cases[i].mode, q != NULL, q && q->data, q && q->tdata, want,
+          bytes, wb);
+    int64_t side = (int64_t)sqrt((double)cases[i].P);
+    if (q && side > 1 && side * side == cases[i].P && cases[i].mode < 0) { /* W^T alone: the tiles, and with them */
+      int64_t xd[4] = {1, cases[i].C, side, side}, bd[1] = {24}; /* off the GEMM without a pack: the same bits */
+      kiln_tensor x = {0}, b = {0}, y[2];
+      kiln_tensor_alloc(&x, KILN_F32, 4, xd);
+      kiln_tensor_alloc(&b, KILN_F32, 1, bd);
+      for (int64_t k = 0; k < x.numel; k++) ((float *)x.data)[k] = frand();
+      for (int64_t k = 0; k < b.numel; k++) ((float *)b.data)[k] = frand();
+      kiln_status s0 = run_conv(&g, &x, &w, &b, &y[0]);
+      kiln_conv_pwt_force(0);
+      kiln_status s1 = run_conv(&g, &x, &w, &b, &y[1]);
+      kiln_conv_pwt_force(-1);
+      CHECK(!s0 && !s1, "pwt planes: plane %lld: run %d %d", (long long)cases[i].P, (int)s0, (int)s1);
+      if (!s0 && !s1 && kiln_sgemm_pack_reader())
+        CHECK(!memcmp(y[0].data, y[1].data, (size_t)y[0].numel * sizeof(float)),
+              "pwt planes: plane %lld: the tiles != the GEMM without a pack", (long long)cases[i].P);
+      for (int k = 0; k < 2; k++)
+        if (k ? !s1 : !s0) kiln_tensor_release(&y[k]);
+      kiln_tensor_release(&x);
+      kiln_tensor_release(&b);
+    }
+    kiln_cpu_conv_packs_free(pk);
+    kiln_tensor_release(&w);
+  }
+}
+
+static void test_pwt(void) {
+  static const pwt_case cases[] = {
+      {"pwt: C 1, M 1, 7x7", 2, 1, 1, 1, 7, 7},
+      {"pwt: C 17, M 33 (channel tail), 5x9, batch 2", 2, 2, 17, 33, 5, 9},
+      {"pwt: C 300 (K: 2 slices), M 64, 14x14", 2, 1, 300, 64, 14, 14},
+      {"pwt: C 700 (K: 3 slices), M 64, 14x14 (pixel groups on the pool)", 2, 1, 700, 64, 14, 14},
+      {"pwt: C 160, M 100, 7x7, batch 2 (pool tasks)", 2, 2, 160, 100, 7, 7},
+      {"pwt: C 24, M 40, 1x1 plane", 2, 1, 24, 40, 1, 1},
+      {"pwt: C 130, M 24, 28x28 (the default rule: K >= 128)", 2, 1, 130, 24, 28, 28},
+      {"pwt: 1-D, C 5, M 7, width 100", 1, 1, 5, 7, 1, 100},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) pwt_case_run(&cases[i]);
+  kiln_la_force_isa(KILN_VM_ISA_BASE); /* no pack read: the same graph through the portable GEMM, all modes equal */
+  pwt_case_run(&cases[1]);
+  kiln_la_force_isa(KILN_VM_NISA);
+}
+
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
@@ -558,6 +794,9 @@ int main(void) {
   test_gemm_nodes();
   test_direct();
   test_direct_a_kernel();
+  test_pwt_kernel();
+  test_pwt();
+  test_pwt_planes();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

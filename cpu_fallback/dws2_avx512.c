@@ -1,0 +1,166 @@
+/* cpu_fallback/dws2_avx512: the in-place stride-2 depthwise kernel with
+ * AVX-512F (dws2.h; its twin kiln_dw_s2_base is in dws2.c). Built with
+ * -mavx512f -mfma; called only where kiln_la_cpu_has_avx512() is true.
+ *
+ * Per vector of 16 outputs of a row, per tap row: two loads of the 32
+ * input columns under the taps kx = 0, 1 (even and odd columns split by
+ * vpermt2ps) and two more, 2 columns on, for kx = 2 (and so on for wider
+ * kernels); the loads by opmask (a masked load reads and faults on no lane
+ * outside its mask: the padding). The fmas in tap order from the bias, the
+ * clamp, a store by opmask. Each output vector is one chain of KH·KW
+ * fmas: eight chains in flight on rows of 1 or 2 vectors (8 / vectors rows
+ * at a time, as the rows kernel); wider rows vector after vector. */
+#include <immintrin.h>
+
+#include "cpu_fallback/dws2.h"
+
+static const int32_t even_idx[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+static const int32_t odd_idx[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+
+/* The lanes j with 0 <= c + j < W. */
+static inline __mmask16 cols(int64_t c, int64_t W) {
+  int64_t lo = c < 0 ? -c : 0, hi = W - c < 16 ? W - c : 16;
+  return hi <= lo ? 0 : (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+/* R output rows from oy0 x PER vectors of 16 outputs from vector v0: R ·
+ * PER <= 8 chains in flight, the tap loop outermost. Per chain, per tap
+ * row, per pair of taps (kx = 2m, 2m + 1): the 32 columns from bx + 2m
+ * (bx = 2 · 16 · vector - pl) loaded by opmask (the columns inside the
+ * input; none on a padding row: a zero vector, nothing read) and split
+ * into even and odd ones. Inlined with constant R, PER (and KH, KW for
+ * 3 x 3): the chains' slots are fixed. */
+static inline __attribute__((always_inline)) void group(float *y, const float *x, int64_t H, int64_t W, int64_t OW,
+                                                         int64_t pt, int64_t pl, int64_t oy0, int64_t v0,
+                                                         const float *w, const int KH, const int KW, __m512 vb,
+                                                         __m512 vlo, __m512 vhi, __m512i ie, __m512i io,
+                                                         const int PER, const int R) {
+  __m512 acc[8];
+  __mmask16 ma[4][4], mb[4][4];
+  int64_t bx[4];
+  uintptr_t xa = (uintptr_t)x; /* addresses as integers: a masked load's column may be negative */
+#pragma GCC unroll 4
+  for (int p = 0; p < PER; p++) {
+    bx[p] = 32 * (v0 + p) - pl;
+    for (int m = 0; 2 * m < KW; m++) ma[p][m] = cols(bx[p] + 2 * m, W), mb[p][m] = cols(bx[p] + 2 * m + 16, W);
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < R * PER; k++) acc[k] = vb;
+  for (int ky = 0; ky < KH; ky++) {
+    uintptr_t ra[8];
+    __mmask16 rm[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      int64_t iy = 2 * (oy0 + r) - pt + ky;
+      bool in = iy >= 0 && iy < H;
+      ra[r] = xa + (uintptr_t)((in ? iy : 0) * W * (int64_t)sizeof(float));
+      rm[r] = in ? (__mmask16)0xffff : 0;
+    }
+    for (int m = 0; 2 * m < KW; m++) {
+      __m512 w0 = _mm512_set1_ps(w[ky * KW + 2 * m]), w1 = _mm512_set1_ps(2 * m + 1 < KW ? w[ky * KW + 2 * m + 1] : 0);
+#pragma GCC unroll 8
+      for (int k = 0; k < R * PER; k++) {
+        int r = k / PER, p = k % PER;
+        uintptr_t c = ra[r] + (uintptr_t)((bx[p] + 2 * m) * (int64_t)sizeof(float));
+        __m512 a = _mm512_maskz_loadu_ps(ma[p][m] & rm[r], (const void *)c);
+        __m512 b = _mm512_maskz_loadu_ps(mb[p][m] & rm[r], (const void *)(c + 16 * sizeof(float)));
+        acc[k] = _mm512_fmadd_ps(w0, _mm512_permutex2var_ps(a, ie, b), acc[k]);
+        if (2 * m + 1 < KW) acc[k] = _mm512_fmadd_ps(w1, _mm512_permutex2var_ps(a, io, b), acc[k]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < R * PER; k++) {
+    int r = k / PER, p = k % PER;
+    int64_t ox = 16 * (v0 + p);
+    __m512 v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[k])); /* v stays when NaN, as the twin's compares */
+    _mm512_mask_storeu_ps(y + (oy0 + r) * OW + ox, cols(0, OW - ox), v);
+  }
+}
+
+/* One vector of 16 outputs of one row from column bx on (the form for
+ * rows of 3 or more vectors, one vector after another: on MobileNetV2's
+ * 112 -> 56 layer the grouped form above was 1.3x slower, its sixteen
+ * masks past the eight mask registers; consecutive vectors are
+ * independent chains, overlapped by the out-of-order core): per tap row,
+ * per pair of taps, the 32 columns from bx + 2m, plain loads where the
+ * vector's columns are all inside the input (inside), else by masks ma,
+ * mb; a padding row (NULL) gives zero. */
+static inline __attribute__((always_inline)) __m512 out16(const float *const *rows, int64_t bx, const __mmask16 *ma,
+                                                           const __mmask16 *mb, bool inside, const float *w,
+                                                           const int KH, const int KW, __m512 acc, __m512i ie,
+                                                           __m512i io) {
+  for (int ky = 0; ky < KH; ky++)
+    for (int m = 0; 2 * m < KW; m++) {
+      __m512 a, b;
+      if (!rows[ky]) {
+        a = b = _mm512_setzero_ps();
+      } else if (inside) {
+        a = _mm512_loadu_ps(rows[ky] + bx + 2 * m), b = _mm512_loadu_ps(rows[ky] + bx + 2 * m + 16);
+      } else {
+        uintptr_t c = (uintptr_t)rows[ky] + (uintptr_t)((bx + 2 * m) * (int64_t)sizeof(float));
+        a = _mm512_maskz_loadu_ps(ma[m], (const void *)c);
+        b = _mm512_maskz_loadu_ps(mb[m], (const void *)(c + 16 * sizeof(float)));
+      }
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(w[ky * KW + 2 * m]), _mm512_permutex2var_ps(a, ie, b), acc);
+      if (2 * m + 1 < KW)
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(w[ky * KW + 2 * m + 1]), _mm512_permutex2var_ps(a, io, b), acc);
+    }
+  return acc;
+}
+
+static inline __attribute__((always_inline)) void rows_wide(float *y, const float *x, int64_t H, int64_t W, int64_t OH,
+                                                             int64_t OW, int64_t pt, int64_t pl, const float *w,
+                                                             const int KH, const int KW, __m512 vb, __m512 vlo,
+                                                             __m512 vhi, __m512i ie, __m512i io) {
+  const float *rows[8];
+  int64_t reach = 2 * ((KW - 1) / 2) + 32; /* columns a vector's loads span from bx */
+  for (int64_t oy = 0; oy < OH; oy++) {
+    for (int ky = 0; ky < KH; ky++) {
+      int64_t iy = 2 * oy - pt + ky;
+      rows[ky] = iy >= 0 && iy < H ? x + iy * W : NULL;
+    }
+    for (int64_t ox = 0; ox < OW; ox += 16) {
+      int64_t bx = 2 * ox - pl;
+      __m512 acc;
+      if (bx >= 0 && bx + reach <= W) {
+        acc = out16(rows, bx, NULL, NULL, true, w, KH, KW, vb, ie, io);
+      } else {
+        __mmask16 ma[4], mb[4];
+        for (int m = 0; 2 * m < KW; m++) ma[m] = cols(bx + 2 * m, W), mb[m] = cols(bx + 2 * m + 16, W);
+        acc = out16(rows, bx, ma, mb, false, w, KH, KW, vb, ie, io);
+      }
+      acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)); /* v stays when NaN, as the twin's compares */
+      _mm512_mask_storeu_ps(y + oy * OW + ox, cols(0, OW - ox), acc);
+    }
+  }
+}
+
+/* Rows of PER vectors (from v0), 8 / PER rows at a time, then one at a time. */
+#define S2_GROUPS(PER)                                                                                         \
+  do {                                                                                                         \
+    int64_t oy = 0;                                                                                            \
+    for (; oy + 8 / (PER) <= OH; oy += 8 / (PER))                                                              \
+      group(y, x, H, W, OW, pt, pl, oy, v0, w, KH, KW, vb, vlo, vhi, ie, io, PER, 8 / (PER));                  \
+    for (; oy < OH; oy++) group(y, x, H, W, OW, pt, pl, oy, v0, w, KH, KW, vb, vlo, vhi, ie, io, PER, 1);      \
+  } while (0)
+
+/* Rows of 1 or 2 vectors (outputs up to 32 wide) in groups of 8 chains;
+ * wider rows vector by vector. */
+static inline __attribute__((always_inline)) void plane(float *y, const float *x, int64_t H, int64_t W, int64_t OH,
+                                                         int64_t OW, int64_t pt, int64_t pl, const float *w,
+                                                         const int KH, const int KW, float bias, float lo, float hi) {
+  __m512i ie = _mm512_loadu_si512(even_idx), io = _mm512_loadu_si512(odd_idx);
+  __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  int64_t nv = (OW + 15) / 16, v0 = 0;
+  if (nv == 1) S2_GROUPS(1);
+  else if (nv == 2) S2_GROUPS(2);
+  else rows_wide(y, x, H, W, OH, OW, pt, pl, w, KH, KW, vb, vlo, vhi, ie, io);
+}
+#undef S2_GROUPS
+
+void kiln_dw_s2_avx512(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt, int64_t pl,
+                       const float *w, int KH, int KW, float bias, float lo, float hi) {
+  if (KH == 3 && KW == 3) plane(y, x, H, W, OH, OW, pt, pl, w, 3, 3, bias, lo, hi);
+  else if (KH <= 8 && KW <= 8) plane(y, x, H, W, OH, OW, pt, pl, w, KH, KW, bias, lo, hi);
+}
