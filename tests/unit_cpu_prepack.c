@@ -492,6 +492,19 @@ static void test_direct(void) {
       {"pointwise: C 16, M 40, 1x1 plane, batch 2", 2, 2, 16, 40, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
       {"pointwise: 1-D, C 5, M 7, width 100", 1, 1, 5, 7, 1, 1, 100, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
       {"pointwise: C 24, M 30, 48x48 (pool tasks)", 2, 1, 24, 30, 1, 48, 48, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      /* strided 1x1 (sampled planes in rows of 16, then the pointwise direct path): odd sizes (the last row and
+         column sampled), batch 2, groups, strides (1, 3), 1-D, K in 2 slices, pool tasks; pads at the end (the
+         padding read: the direct path instead) */
+      {"strided pointwise: stride 2, C 19, M 26, 57x57, batch 2", 2, 2, 19, 26, 1, 57, 57, 1, 1, {0, 0, 0, 0}, 1,
+       2, 2},
+      {"strided pointwise: strides (1, 3), group 2, C 10, M 14, 9x20", 2, 1, 10, 14, 2, 9, 20, 1, 1, {0, 0, 0, 0},
+       1, 1, 3},
+      {"strided pointwise: 1-D stride 2, C 300 (K: 2 slices), M 13, width 64", 1, 1, 300, 13, 1, 1, 64, 1, 1,
+       {0, 0, 0, 0}, 1, 1, 2},
+      {"strided pointwise: stride 2, C 24, M 40, 64x64 (pool tasks)", 2, 1, 24, 40, 1, 64, 64, 1, 1, {0, 0, 0, 0},
+       1, 2, 2},
+      {"strided 1x1 with end pads (padding read: not the sampled path), 8x8", 2, 1, 5, 7, 1, 8, 8, 1, 1,
+       {0, 0, 1, 1}, 1, 2, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
