@@ -873,6 +873,122 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   return KILN_OK;
 }
 
+/* ---- channel tiles: the direct path with lanes over output channels ----
+ * For output rows of a multiple of 14 pixels (ResNet's 112, 56, 28, 14):
+ * the same padded, phase-split planes and tap offsets as the direct path,
+ * but the tile is 14 pixels of one output row (their inputs broadcast) by
+ * 32 output channels (W transposed, two aligned vectors per k): no columns
+ * between output rows computed and dropped (the 12 x 32 tile's q space
+ * computes Wq - OW of every Wq: 4 % on 56 x 56, 10 % on 28 x 28, 14 % on
+ * 14 x 14, plus its last tile's rounding), and no 4-row tail strip (M 64:
+ * 5 x 12 + 4, the 4-row tile at ~0.77 of the fma peak). Each KC slice's
+ * tile is summed in T (pixel-major) as the 12 x 32 tile sums it in C; the
+ * bias and clamp follow, then the tile is stored transposed into Y: the
+ * same operations per element, the same bits. */
+
+/* -1: not read yet (KILN_CONV_CT); 0: never; 1: where it applies. */
+static _Atomic int ct_mode = -1;
+
+typedef struct ct_job {
+  const geom *g;
+  const float *xp, *wt, *bias; /* padded planes; W transposed (per group, wt_g floats apart) */
+  float *y;
+  const kiln_cpu_epilogue *ep;
+  const int64_t *off;
+  int64_t P, Wq, cblocks, chunks, rper, wt_g; /* rper output rows a task */
+  kiln_conv_ct_fn micro;
+} ct_job;
+
+static void ct_task(void *ctx, int64_t task, int worker) {
+  (void)worker;
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
+  const ct_job *j = ctx;
+  const geom *g = j->g;
+  int64_t ch = task % j->chunks, cb = task / j->chunks % j->cblocks, ng = task / j->chunks / j->cblocks;
+  int64_t n = ng / g->G, gi = ng % g->G, OH = g->out[1], OW = g->out[2], OSP = g->out_sp, Kc = g->Cg * g->k_sp;
+  int64_t Mpad = j->cblocks * NR, oh0 = ch * j->rper, oh1 = oh0 + j->rper < OH ? oh0 + j->rper : OH;
+  int64_t m0 = cb * NR, nc = g->Mg - m0 < NR ? g->Mg - m0 : NR;
+  const float *x = j->xp + ng * g->Cg * j->P, *wt = j->wt + gi * j->wt_g;
+  const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
+  bool clamp = j->ep && j->ep->clamp;
+  float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
+  float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
+  _Alignas(64) float T[PX * NR];
+  for (int64_t oh = oh0; oh < oh1; oh++)
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += PX) {
+      for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+        kc = kiln_sgemm_wide_kc(Kc, p0);
+        j->micro(kc, wt + p0 * Mpad + cb * kc * NR, x + oh * j->Wq + ow0, j->off + p0, T, p0 > 0);
+      }
+      for (int64_t c = 0; c < nc; c++) { /* the bias and clamp of kiln_sgemm_post_base, stored transposed */
+        float *yc = y + c * OSP + oh * OW + ow0, bc = bias ? bias[c] : 0.0f;
+        for (int p = 0; p < PX; p++) {
+          float v = T[p * NR + c];
+          if (bias) v = v + bc;
+          if (clamp) {
+            v = v < lo ? lo : v;
+            v = v > hi ? hi : v;
+          }
+          yc[p] = v;
+        }
+      }
+    }
+  for (int64_t c = 0; j->ep && !clamp && c < nc && oh1 > oh0; c++)
+    j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0 + c) * OSP + oh0 * OW, (oh1 - oh0) * OW,
+                 y + c * OSP + oh0 * OW);
+}
+
+/* Output rows of whole 14-pixel tiles, a kernel wider than 1x1, the direct
+ * path's planes. */
+static bool ct_applies(const geom *g) {
+  return g->out[2] % KILN_CONV_CT_PX == 0 && g->k_sp > 1 && g->nsp <= 2 && g->s[1] <= 8 && g->s[2] <= 8;
+}
+
+static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_conv_pack *pk, const float *bias,
+                                  float *y, const kiln_cpu_epilogue *ep, kiln_conv_ct_fn micro) {
+  enum { NR = KILN_SGEMM_WIDE_NR };
+  dw_shape d = dw_shape_of(g);
+  int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
+  int64_t cblocks = (g->Mg + NR - 1) / NR;
+  float *xp = kiln_malloc((size_t)(planes * P + NR) * sizeof *xp); /* NR: reads past the last plane's row */
+  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
+  int workers = kiln_pool_threads();
+  if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
+  if (!xp || !off) {
+    kiln_free(xp);
+    kiln_free(off);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
+  }
+  int64_t sh = g->s[1], sw = g->s[2];
+  for (int64_t c = 0, k = 0; c < g->Cg; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++, k++) {
+        int64_t ty = kh * g->d[1], tx = kw * g->d[2];
+        off[k] = c * P + ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
+      }
+  memset(xp + planes * P, 0, NR * sizeof *xp);
+  direct_job pj = {.g = g,
+                   .xp = xp,
+                   .P = P,
+                   .planes = {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
+                              .copy_rows = kiln_la_copy_rows()},
+                   .pp = 1};
+  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
+  pj.pp = (planes + ptasks - 1) / ptasks;
+  kiln_pool_for((planes + pj.pp - 1) / pj.pp, workers, direct_planes, &pj);
+  /* tasks: (image, group, block of 32 channels, chunk of output rows), about 4 per thread */
+  int64_t chunks = 1;
+  if (workers > 1 && g->N * g->G * cblocks < 4 * (int64_t)workers)
+    chunks = (4 * workers + g->N * g->G * cblocks - 1) / (g->N * g->G * cblocks);
+  int64_t rper = (OH + chunks - 1) / chunks;
+  chunks = (OH + rper - 1) / rper;
+  ct_job j = {g, xp, pk->tdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->tgstride, micro};
+  kiln_pool_for(g->N * g->G * cblocks * chunks, workers, ct_task, &j);
+  kiln_free(xp);
+  kiln_free(off);
+  return KILN_OK;
+}
+
 /* ---- pointwise through the direct micro-kernel ----
  * A 1x1 stride-1 unpadded conv is a GEMM whose B is the input itself:
  * row k of B (input channel k) at x + k·in_sp, output o at column o. The
@@ -1084,11 +1200,18 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
         direct_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
       }
       kiln_conv_direct_fn dmicro = direct_mode == 2 ? kiln_conv_direct_micro_base : kiln_conv_direct_micro();
+      if (ct_mode == -1) { /* KILN_CONV_CT=0: the 12 x 32 direct tile instead (benches) */
+        const char *e = getenv("KILN_CONV_CT");
+        ct_mode = !(e && *e == '0');
+      }
+      kiln_conv_ct_fn ctmicro = direct_mode == 2 ? kiln_conv_ct_micro_base : kiln_conv_ct_micro();
       const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
       kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
       const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
       if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
+      else if (ctmicro && direct_mode != 0 && ct_mode && rpk && rpk->tdata && ct_applies(&g))
+        s = conv_direct_ct(&g, xp, rpk, bias, c->out[0].data, ep, ctmicro);
       else if (dmicro && direct_mode != 0 && strided_pointwise(&g) &&
                (direct_mode > 0 || strided_pointwise_wanted(&g)))
         s = conv_strided_pointwise(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);

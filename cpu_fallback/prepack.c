@@ -90,7 +90,10 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
       break;
     }
   pthread_mutex_unlock(&reg_mu);
-  for (int i = 0; i < p->n_nodes; i++) kiln_free(p->at[i].data);
+  for (int i = 0; i < p->n_nodes; i++) {
+    kiln_free(p->at[i].data);
+    kiln_free(p->at[i].tdata);
+  }
   kiln_free(p->at);
   kiln_free(p);
 }
@@ -132,8 +135,21 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
       return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
     }
     for (int64_t gi = 0; gi < G; gi++) kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
-    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d};
-    total += (size_t)(gs * G) * sizeof *d;
+    /* the channel tiles' transposed pack: kernels wider than 1x1 on 1 or 2 spatial dims, K large enough */
+    int64_t tgs = 0, ksp = w->numel / (w->dims[0] * w->dims[1]);
+    float *t = NULL;
+    if (w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K) {
+      tgs = kiln_conv_ct_pack_floats(Mg, Kc);
+      if (!(t = kiln_malloc((size_t)(tgs * G) * sizeof *t))) {
+        kiln_free(d);
+        kiln_cpu_conv_packs_free(p);
+        return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'",
+                         n->name ? n->name : "");
+      }
+      for (int64_t gi = 0; gi < G; gi++) kiln_conv_ct_pack((const float *)w->data + gi * Mg * Kc, Mg, Kc, t + gi * tgs);
+    }
+    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d, tgs, t};
+    total += (size_t)(gs * G + tgs * G) * sizeof *d;
   }
   if (p) {
     pthread_mutex_lock(&reg_mu);

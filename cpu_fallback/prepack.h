@@ -43,7 +43,17 @@ typedef struct kiln_cpu_conv_pack {
   const float *src;
   int64_t G, Mg, Kc, gstride;
   float *data;
+  /* W transposed for the direct path's channel tiles (conv.c; sgemm.h
+     kiln_conv_ct_pack), tgstride floats a group; NULL unless W's kernel is
+     wider than 1x1 on at most 2 spatial dims and Kc >= KILN_CONV_CT_MIN_K
+     (its cost: W's size again) */
+  int64_t tgstride;
+  float *tdata;
 } kiln_cpu_conv_pack;
+/* The smallest Kc given a transposed pack: below it (ResNet's conv1, K
+ * 147) the channel tile's transposed store cost more than it saved (1.25x
+ * the 12 x 32 row tiles). */
+#define KILN_CONV_CT_MIN_K 288
 const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n);
 
 /* Gemm / MatMul weights packed once (GEMM_CONV.md, "GEMM weights packed

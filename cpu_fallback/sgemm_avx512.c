@@ -307,3 +307,37 @@ void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int6
     }
   }
 }
+
+/* The channel tile (sgemm.h kiln_conv_ct_fn): 14 pixels x 32 channels in
+ * 28 accumulators; per k two aligned loads of W's transposed pack, 14
+ * broadcasts of the pixels' inputs (one or two cache lines), and the
+ * pixels' row k + 16 prefetched into L1 as the 12 x 32 direct tile does. */
+void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add) {
+  __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0, a4 = a0, b4 = a0;
+  __m512 a5 = a0, b5 = a0, a6 = a0, b6 = a0, a7 = a0, b7 = a0, a8 = a0, b8 = a0, a9 = a0, b9 = a0, aA = a0, bA = a0;
+  __m512 aB = a0, bB = a0, aC = a0, bC = a0, aD = a0, bD = a0;
+  for (int64_t k = 0; k < kc; k++, wt += KILN_SGEMM_WIDE_NR) {
+    const float *xk = x + off[k];
+    if (k + 16 < kc) _mm_prefetch((const char *)(x + off[k + 16]), _MM_HINT_T0);
+    __m512 w0 = _mm512_loadu_ps(wt), w1 = _mm512_loadu_ps(wt + 16), v;
+#define PX(p, lo, hi)                    \
+  v = _mm512_set1_ps(xk[p]);             \
+  lo = _mm512_fmadd_ps(v, w0, lo);       \
+  hi = _mm512_fmadd_ps(v, w1, hi);
+    PX(0, a0, b0) PX(1, a1, b1) PX(2, a2, b2) PX(3, a3, b3) PX(4, a4, b4) PX(5, a5, b5) PX(6, a6, b6)
+    PX(7, a7, b7) PX(8, a8, b8) PX(9, a9, b9) PX(10, aA, bA) PX(11, aB, bB) PX(12, aC, bC) PX(13, aD, bD)
+#undef PX
+  }
+  __m512 acc[KILN_CONV_CT_PX][2] = {{a0, b0}, {a1, b1}, {a2, b2}, {a3, b3}, {a4, b4}, {a5, b5}, {a6, b6},
+                                    {a7, b7}, {a8, b8}, {a9, b9}, {aA, bA}, {aB, bB}, {aC, bC}, {aD, bD}};
+  for (int p = 0; p < KILN_CONV_CT_PX; p++) {
+    float *t = T + p * KILN_SGEMM_WIDE_NR;
+    __m512 l = acc[p][0], h = acc[p][1];
+    if (add) { /* acc + 1·T, as the 12 x 32 tile's beta 1 */
+      l = _mm512_add_ps(l, _mm512_loadu_ps(t));
+      h = _mm512_add_ps(h, _mm512_loadu_ps(t + 16));
+    }
+    _mm512_storeu_ps(t, l);
+    _mm512_storeu_ps(t + 16, h);
+  }
+}

@@ -292,22 +292,29 @@ static void conv_case_run(const conv_case *cc) {
   CHECK(reader == (pk != NULL), "%s: a pack made (%d) where the wide GEMM reads packs (%d)", cc->name, pk != NULL,
         reader);
   if (pk) {
-    int64_t Mg = cc->M / cc->G, Kc = w.numel / cc->M;
-    size_t want = (size_t)(kiln_sgemm_wide_pack_a_floats(Mg, Kc) * cc->G) * sizeof(float);
-    CHECK(bytes == want && kiln_cpu_conv_pack_find(&node), "%s: pack of %zu bytes, want %zu", cc->name, bytes, want);
+    int64_t Mg = cc->M / cc->G, Kc = w.numel / cc->M, ksp = Kc / (w.dims[1]);
+    /* the channel tiles' transposed pack too: kernels wider than 1x1 on at most 2 spatial dims, K >= 288 */
+    bool ct = w.rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K;
+    size_t want = (size_t)((kiln_sgemm_wide_pack_a_floats(Mg, Kc) + (ct ? kiln_conv_ct_pack_floats(Mg, Kc) : 0)) *
+                           cc->G) * sizeof(float);
+    const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
+    CHECK(bytes == want && q && (q->tdata != NULL) == ct, "%s: pack of %zu bytes, want %zu (transposed %d)",
+          cc->name, bytes, want, ct);
   }
   kiln_status s1 = run_conv(&g, &x, &w, &b, &y1); /* with the pack */
   CHECK(!s1 && y0.numel == y1.numel && !memcmp(y0.data, y1.data, (size_t)y0.numel * sizeof(float)),
         "%s: packed and unpacked Conv differ", cc->name);
-  if (pk) { /* the pack is what the kernel reads: zeroing it changes the result */
+  if (pk) { /* the packs are what the kernels read: changing them changes the result */
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
-    float keep = q->data[0];
+    float keep = q->data[0], tkeep = q->tdata ? q->tdata[0] : 0.0f;
     q->data[0] = 1e30f;
+    if (q->tdata) q->tdata[0] = 1e30f;
     kiln_tensor yz;
     kiln_status sz = run_conv(&g, &x, &w, &b, &yz);
     CHECK(!sz && memcmp(y0.data, yz.data, (size_t)y0.numel * sizeof(float)), "%s: the pack was not read",
           cc->name);
     q->data[0] = keep;
+    if (q->tdata) q->tdata[0] = tkeep;
     kiln_tensor_release(&yz);
   }
   /* the base setting: the pack is not read; equals base without one */
@@ -505,6 +512,20 @@ static void test_direct(void) {
        1, 2, 2},
       {"strided 1x1 with end pads (padding read: not the sampled path), 8x8", 2, 1, 5, 7, 1, 8, 8, 1, 1,
        {0, 0, 1, 1}, 1, 2, 2},
+      /* channel tiles (output rows a multiple of 14, K >= 288, with the pack): a channel block of 8 after 32,
+         K in 1-3 slices, stride 2, groups, batch 2, dilation, 1-D, row chunks on the pool; without the pack
+         the 12 x 32 tile */
+      {"channel tiles: C 32, M 40, 3x3 pad 1, 14x28 (K 288)", 2, 1, 32, 40, 1, 14, 28, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"channel tiles: stride 2, C 64, M 20, 3x3 pad 1, 28x28 (K 576: 2 slices)", 2, 2, 64, 20, 1, 28, 28, 3, 3,
+       {1, 1, 1, 1}, 1, 2, 2},
+      {"channel tiles: group 2, C 80, M 70, 3x3 no pads, 6x16 (K 360)", 2, 1, 80, 70, 2, 6, 16, 3, 3,
+       {0, 0, 0, 0}, 1, 1, 1},
+      {"channel tiles: C 72, M 33, 3x3 pad 2 dilation 2, 9x42 (K 648: 3 slices)", 2, 1, 72, 33, 1, 9, 42, 3, 3,
+       {2, 2, 2, 2}, 2, 1, 1},
+      {"channel tiles: 1-D k3 pad (1, 1), C 100, M 45, width 56", 1, 2, 100, 45, 1, 1, 56, 1, 3, {0, 1, 0, 1}, 1, 1,
+       1},
+      {"channel tiles: C 32, M 64, 3x3 pad 1, 28x28 (row chunks on the pool)", 2, 1, 32, 64, 1, 28, 28, 3, 3,
+       {1, 1, 1, 1}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
@@ -561,6 +582,35 @@ static void test_direct_a_kernel(void) {
         (long long)bad, (long long)runs, avx512 ? ", AVX-512" : "");
 }
 
+/* The channel tile (kiln_conv_ct_micro_*): AVX-512 = its twin bit for bit
+ * on kc 1/5/33/257, T overwritten or added to, taps out of order, NaN and
+ * -0 in the input, nothing written past the 14 x 32 tile. */
+static void test_ct_kernel(void) {
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
+  static const int64_t kcs[] = {1, 5, 33, 257};
+  kiln_conv_ct_fn simd = kiln_conv_ct_micro();
+  int64_t bad = 0, runs = 0;
+  for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+    for (int add = 0; add < 2; add++) {
+      int64_t kc = kcs[ki], nx = kc * 3 + PX, *off = malloc((size_t)kc * sizeof *off);
+      float *wt = rand_buf(kc * NR), *x = rand_buf(nx), T[2][PX * NR + 1];
+      for (int64_t k = 0; k < kc; k++) off[k] = (k * 7) % (kc * 3 + 1);
+      x[0] = NAN, x[nx - 1] = -0.0f, wt[kc * NR - 1] = -0.0f;
+      for (int v = 0; v < 2; v++)
+        for (int i = 0; i < PX * NR + 1; i++) T[v][i] = (float)(i % 13) - 6.0f;
+      kiln_conv_ct_micro_base(kc, wt, x, off, T[0], add);
+      if (simd) {
+        simd(kc, wt, x, off, T[1], add);
+        bad += memcmp(T[0], T[1], sizeof T[0]) != 0;
+      }
+      bad += T[0][PX * NR] != (float)((PX * NR) % 13) - 6.0f; /* the element after the tile untouched */
+      runs++;
+      free(wt), free(x), free(off);
+    }
+  CHECK(runs > 0 && bad == 0, "channel tile: %lld of %lld runs differ from the twin%s", (long long)bad,
+        (long long)runs, simd ? " (AVX-512)" : "");
+}
+
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
@@ -571,6 +621,7 @@ int main(void) {
   test_gemm_nodes();
   test_direct();
   test_direct_a_kernel();
+  test_ct_kernel();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
