@@ -1195,6 +1195,8 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
     else {
       const kiln_cpu_conv_pack *pk = w->strided ? NULL : kiln_cpu_conv_pack_find(c->node);
       if (pk && (pk->src != wp || pk->G != g.G || pk->Mg != g.Mg || pk->Kc != g.Cg * g.k_sp)) pk = NULL;
+      const kiln_cpu_conv_pack *tpk = pk && pk->tdata ? pk : NULL; /* the channel tiles' W^T */
+      if (pk && !pk->data) pk = NULL; /* only a transposed pack: the other paths read none */
       if (direct_mode == -1) { /* KILN_CONV_DIRECT=0|1 (benches): the same as kiln_conv_direct_force */
         const char *e = getenv("KILN_CONV_DIRECT");
         direct_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
@@ -1210,8 +1212,8 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
       if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
-      else if (ctmicro && direct_mode != 0 && ct_mode && rpk && rpk->tdata && ct_applies(&g))
-        s = conv_direct_ct(&g, xp, rpk, bias, c->out[0].data, ep, ctmicro);
+      else if (ctmicro && direct_mode != 0 && ct_mode && tpk && kiln_sgemm_pack_reader() && ct_applies(&g))
+        s = conv_direct_ct(&g, xp, tpk, bias, c->out[0].data, ep, ctmicro);
       else if (dmicro && direct_mode != 0 && strided_pointwise(&g) &&
                (direct_mode > 0 || strided_pointwise_wanted(&g)))
         s = conv_strided_pointwise(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);

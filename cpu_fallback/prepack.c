@@ -111,14 +111,21 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
         n->in[1] < 0)
       continue;
     const kiln_tensor *w = g->values[n->in[1]].init;
-    if (!w || w->dtype != KILN_F32 || w->strided || w->rank < 3 || w->rank > 5 || !w->data || w->numel < 1 ||
-        w->numel > limit / (int64_t)sizeof(float))
-      continue; /* a large W is read from memory once a run either way: packing per call costs it little */
+    if (!w || w->dtype != KILN_F32 || w->strided || w->rank < 3 || w->rank > 5 || !w->data || w->numel < 1)
+      continue;
     int64_t G = 1;
     for (int a = 0; a < n->n_attrs; a++)
       if (!strcmp(n->attrs[a].name, "group")) G = n->attrs[a].type == KILN_ATTR_INT ? n->attrs[a].i : 0;
     if (G < 1 || w->dims[0] % G || w->dims[1] < 1 || (w->dims[1] == 1 && G > 1)) continue; /* depthwise: its own path */
-    int64_t Mg = w->dims[0] / G, Kc = w->numel / w->dims[0], gs = kiln_sgemm_wide_pack_a_floats(Mg, Kc);
+    int64_t Mg = w->dims[0] / G, Kc = w->numel / w->dims[0], ksp = Kc / w->dims[1];
+    /* the A pack up to the limit (a large W is read from memory once a run either way: packing per call costs it
+       little); the channel tiles' transposed pack (kernels wider than 1x1 on at most 2 spatial dims, K large
+       enough) up to KILN_CONV_CT_PACK_MAX too, alone above the limit */
+    bool apack = w->numel <= limit / (int64_t)sizeof(float);
+    bool ct = w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K &&
+              w->numel <= (limit > KILN_CONV_CT_PACK_MAX ? limit : KILN_CONV_CT_PACK_MAX) / (int64_t)sizeof(float);
+    if (!apack && !ct) continue;
+    int64_t gs = apack ? kiln_sgemm_wide_pack_a_floats(Mg, Kc) : 0;
     if (!p) {
       p = kiln_calloc(1, sizeof *p);
       if (p) p->at = kiln_calloc((size_t)g->n_nodes, sizeof *p->at);
@@ -129,16 +136,16 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
       p->nodes = g->nodes;
       p->n_nodes = g->n_nodes;
     }
-    float *d = kiln_malloc((size_t)(gs * G) * sizeof *d);
-    if (!d) {
+    float *d = apack ? kiln_malloc((size_t)(gs * G) * sizeof *d) : NULL;
+    if (apack && !d) {
       kiln_cpu_conv_packs_free(p);
       return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
     }
-    for (int64_t gi = 0; gi < G; gi++) kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
-    /* the channel tiles' transposed pack: kernels wider than 1x1 on 1 or 2 spatial dims, K large enough */
-    int64_t tgs = 0, ksp = w->numel / (w->dims[0] * w->dims[1]);
+    for (int64_t gi = 0; d && gi < G; gi++)
+      kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
+    int64_t tgs = 0;
     float *t = NULL;
-    if (w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K) {
+    if (ct) {
       tgs = kiln_conv_ct_pack_floats(Mg, Kc);
       if (!(t = kiln_malloc((size_t)(tgs * G) * sizeof *t))) {
         kiln_free(d);
@@ -168,7 +175,7 @@ const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n) {
   for (kiln_cpu_conv_packs *q = reg_head; q && !r; q = q->next)
     if ((uintptr_t)n >= (uintptr_t)q->nodes && (uintptr_t)n < (uintptr_t)(q->nodes + q->n_nodes)) {
       size_t i = ((uintptr_t)n - (uintptr_t)q->nodes) / sizeof *n;
-      if (q->at[i].data) r = &q->at[i];
+      if (q->at[i].data || q->at[i].tdata) r = &q->at[i];
     }
   pthread_mutex_unlock(&reg_mu);
   return r;

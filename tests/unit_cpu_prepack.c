@@ -25,8 +25,13 @@
  *    Without a pack the kernel reads W's rows in place: that kernel, its
  *    twin and the packed kernel bit-equal on every row count and column
  *    tail (test_direct_a_kernel). Pointwise convs through the direct
- *    kernel (the input read in place) the same way.
+ *    kernel (the input read in place) the same way; strided 1x1 convs
+ *    (sampled rows, then that path); channel tiles (output rows a multiple
+ *    of 14: 14 pixels x 32 channels, W's transposed pack; also that pack
+ *    alone, for a W over the A pack's limit), and their kernel against its
+ *    twin (test_ct_kernel).
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
+#define _GNU_SOURCE /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -528,6 +533,13 @@ static void test_direct(void) {
        {1, 1, 1, 1}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
+  /* a W over the A pack's limit (KILN_CONV_PREPACK=1: 1 MiB; W 1.25 MB) gets the transposed pack alone: the
+     channel tiles read it (a last block of 16 channels), the other paths no pack */
+  static const direct_case ct_alone = {"channel tiles, transposed pack alone: C 128, M 272, 3x3 pad 1, 7x14",
+                                       2, 1, 128, 272, 1, 7, 14, 3, 3, {1, 1, 1, 1}, 1, 1, 1};
+  setenv("KILN_CONV_PREPACK", "1", 1);
+  direct_case_run(&ct_alone);
+  unsetenv("KILN_CONV_PREPACK");
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
   direct_case_run(&cases[2]);
   direct_case_run(&cases[5]);
