@@ -19,7 +19,9 @@
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split
  *     input planes (the depthwise path's), W from its pack or its rows in
- *     place; the same bits as the general path;
+ *     place; where output rows are a multiple of 14 wide and W has a
+ *     transposed pack, 14-pixel x 32-channel tiles instead (channel
+ *     tiles); the same bits as the general path;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
  *     that is bigger; in the wide GEMM's packed B layout for small K), then
