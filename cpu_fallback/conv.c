@@ -984,7 +984,7 @@ static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_
     chunks = (4 * workers + g->N * g->G * cblocks - 1) / (g->N * g->G * cblocks);
   int64_t rper = (OH + chunks - 1) / chunks;
   chunks = (OH + rper - 1) / rper;
-  ct_job j = {g, xp, pk->tdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->tgstride, micro};
+  ct_job j = {g, xp, pk->ctdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->ctgstride, micro};
   kiln_pool_for(g->N * g->G * cblocks * chunks, workers, ct_task, &j);
   kiln_free(xp);
   kiln_free(off);
@@ -1197,7 +1197,7 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
     else {
       const kiln_cpu_conv_pack *pk = w->strided ? NULL : kiln_cpu_conv_pack_find(c->node);
       if (pk && (pk->src != wp || pk->G != g.G || pk->Mg != g.Mg || pk->Kc != g.Cg * g.k_sp)) pk = NULL;
-      const kiln_cpu_conv_pack *tpk = pk && pk->tdata ? pk : NULL; /* the channel tiles' W^T */
+      const kiln_cpu_conv_pack *tpk = pk && pk->ctdata ? pk : NULL; /* the channel tiles' W^T */
       if (pk && !pk->data) pk = NULL; /* only a transposed pack: the other paths read none */
       if (direct_mode == -1) { /* KILN_CONV_DIRECT=0|1 (benches): the same as kiln_conv_direct_force */
         const char *e = getenv("KILN_CONV_DIRECT");

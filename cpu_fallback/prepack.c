@@ -92,7 +92,7 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
   pthread_mutex_unlock(&reg_mu);
   for (int i = 0; i < p->n_nodes; i++) {
     kiln_free(p->at[i].data);
-    kiln_free(p->at[i].tdata);
+    kiln_free(p->at[i].ctdata);
   }
   kiln_free(p->at);
   kiln_free(p);
@@ -155,7 +155,8 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, kiln_cpu_conv_packs **out
       }
       for (int64_t gi = 0; gi < G; gi++) kiln_conv_ct_pack((const float *)w->data + gi * Mg * Kc, Mg, Kc, t + gi * tgs);
     }
-    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d, tgs, t};
+    p->at[i] = (kiln_cpu_conv_pack){
+        .src = (const float *)w->data, .G = G, .Mg = Mg, .Kc = Kc, .gstride = gs, .data = d, .ctgstride = tgs, .ctdata = t};
     total += (size_t)(gs * G + tgs * G) * sizeof *d;
   }
   if (p) {
@@ -175,7 +176,7 @@ const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n) {
   for (kiln_cpu_conv_packs *q = reg_head; q && !r; q = q->next)
     if ((uintptr_t)n >= (uintptr_t)q->nodes && (uintptr_t)n < (uintptr_t)(q->nodes + q->n_nodes)) {
       size_t i = ((uintptr_t)n - (uintptr_t)q->nodes) / sizeof *n;
-      if (q->at[i].data || q->at[i].tdata) r = &q->at[i];
+      if (q->at[i].data || q->at[i].ctdata) r = &q->at[i];
     }
   pthread_mutex_unlock(&reg_mu);
   return r;

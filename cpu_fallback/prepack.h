@@ -37,7 +37,7 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p);
 
 /* The pack of a Conv node, or NULL: data holds G packs of Mg x Kc, one per
  * group, gstride floats apart, made from W's data src (data NULL: only the
- * transposed pack, tdata). Valid while the plan
+ * transposed pack, ctdata). Valid while the plan
  * lives. Callers check src, G, Mg and Kc against the call, and read the
  * pack only with kiln_sgemm_pack_reader()'s micro-kernel. */
 typedef struct kiln_cpu_conv_pack {
@@ -45,12 +45,12 @@ typedef struct kiln_cpu_conv_pack {
   int64_t G, Mg, Kc, gstride;
   float *data;
   /* W transposed for the direct path's channel tiles (conv.c; sgemm.h
-     kiln_conv_ct_pack), tgstride floats a group; NULL unless W's kernel is
+     kiln_conv_ct_pack), ctgstride floats a group; NULL unless W's kernel is
      wider than 1x1 on at most 2 spatial dims, Kc >= KILN_CONV_CT_MIN_K and W
      at most the A pack's limit or KILN_CONV_CT_PACK_MAX (its cost: W's size
      again) */
-  int64_t tgstride;
-  float *tdata;
+  int64_t ctgstride;
+  float *ctdata;
 } kiln_cpu_conv_pack;
 /* The transposed pack is made for a W of up to this many bytes even above
  * the A pack's limit (ResNet-18's 2.4 MB l3 weights: 0.95-0.96 of the 12 x

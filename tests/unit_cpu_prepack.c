@@ -303,7 +303,7 @@ static void conv_case_run(const conv_case *cc) {
     size_t want = (size_t)((kiln_sgemm_wide_pack_a_floats(Mg, Kc) + (ct ? kiln_conv_ct_pack_floats(Mg, Kc) : 0)) *
                            cc->G) * sizeof(float);
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
-    CHECK(bytes == want && q && (q->tdata != NULL) == ct, "%s: pack of %zu bytes, want %zu (transposed %d)",
+    CHECK(bytes == want && q && (q->ctdata != NULL) == ct, "%s: pack of %zu bytes, want %zu (transposed %d)",
           cc->name, bytes, want, ct);
   }
   kiln_status s1 = run_conv(&g, &x, &w, &b, &y1); /* with the pack */
@@ -311,15 +311,15 @@ static void conv_case_run(const conv_case *cc) {
         "%s: packed and unpacked Conv differ", cc->name);
   if (pk) { /* the packs are what the kernels read: changing them changes the result */
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
-    float keep = q->data[0], tkeep = q->tdata ? q->tdata[0] : 0.0f;
+    float keep = q->data[0], tkeep = q->ctdata ? q->ctdata[0] : 0.0f;
     q->data[0] = 1e30f;
-    if (q->tdata) q->tdata[0] = 1e30f;
+    if (q->ctdata) q->ctdata[0] = 1e30f;
     kiln_tensor yz;
     kiln_status sz = run_conv(&g, &x, &w, &b, &yz);
     CHECK(!sz && memcmp(y0.data, yz.data, (size_t)y0.numel * sizeof(float)), "%s: the pack was not read",
           cc->name);
     q->data[0] = keep;
-    if (q->tdata) q->tdata[0] = tkeep;
+    if (q->ctdata) q->ctdata[0] = tkeep;
     kiln_tensor_release(&yz);
   }
   /* the base setting: the pack is not read; equals base without one */
