@@ -899,6 +899,7 @@ typedef struct ct_job {
   const int64_t *off;
   int64_t P, Wq, cblocks, chunks, rper, wt_g; /* rper output rows a task */
   kiln_conv_ct_fn micro;
+  kiln_conv_ct_store_fn store;
 } ct_job;
 
 static void ct_task(void *ctx, int64_t task, int worker) {
@@ -922,18 +923,7 @@ static void ct_task(void *ctx, int64_t task, int worker) {
         kc = kiln_sgemm_wide_kc(Kc, p0);
         j->micro(kc, wt + p0 * Mpad + cb * kc * NR, x + oh * j->Wq + ow0, j->off + p0, T, p0 > 0);
       }
-      for (int64_t c = 0; c < nc; c++) { /* the bias and clamp of kiln_sgemm_post_base, stored transposed */
-        float *yc = y + c * OSP + oh * OW + ow0, bc = bias ? bias[c] : 0.0f;
-        for (int p = 0; p < PX; p++) {
-          float v = T[p * NR + c];
-          if (bias) v = v + bc;
-          if (clamp) {
-            v = v < lo ? lo : v;
-            v = v > hi ? hi : v;
-          }
-          yc[p] = v;
-        }
-      }
+      j->store(T, nc, bias, clamp, lo, hi, y + oh * OW + ow0, OSP);
     }
   for (int64_t c = 0; j->ep && !clamp && c < nc && oh1 > oh0; c++)
     j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0 + c) * OSP + oh0 * OW, (oh1 - oh0) * OW,
@@ -984,7 +974,8 @@ static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_
     chunks = (4 * workers + g->N * g->G * cblocks - 1) / (g->N * g->G * cblocks);
   int64_t rper = (OH + chunks - 1) / chunks;
   chunks = (OH + rper - 1) / rper;
-  ct_job j = {g, xp, pk->ctdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->ctgstride, micro};
+  ct_job j = {g, xp, pk->ctdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->ctgstride, micro,
+              micro == kiln_conv_ct_micro_base ? kiln_conv_ct_store_base : kiln_conv_ct_store()};
   kiln_pool_for(g->N * g->G * cblocks * chunks, workers, ct_task, &j);
   kiln_free(xp);
   kiln_free(off);

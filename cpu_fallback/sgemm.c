@@ -439,6 +439,29 @@ void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const 
     for (int c = 0; c < WNR; c++) store_beta(&T[p * WNR + c], acc[p][c], add ? 1.0f : 0.0f);
 }
 
+void kiln_conv_ct_store_base(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                             float *y, int64_t ldy) {
+  for (int64_t c = 0; c < nc; c++) { /* the bias and clamp of kiln_sgemm_post_base, stored transposed */
+    float *yc = y + c * ldy, bc = bias ? bias[c] : 0.0f;
+    for (int p = 0; p < KILN_CONV_CT_PX; p++) {
+      float v = T[p * WNR + c];
+      if (bias) v = v + bc;
+      if (clamp) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
+      yc[p] = v;
+    }
+  }
+}
+
+kiln_conv_ct_store_fn kiln_conv_ct_store(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_conv_ct_micro() == kiln_conv_ct_micro_avx512) return kiln_conv_ct_store_avx512;
+#endif
+  return kiln_conv_ct_store_base;
+}
+
 int64_t kiln_conv_ct_pack_floats(int64_t Mg, int64_t Kc) { return (Mg + WNR - 1) / WNR * WNR * Kc; }
 
 void kiln_conv_ct_pack(const float *W, int64_t Mg, int64_t Kc, float *dst) {

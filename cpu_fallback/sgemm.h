@@ -277,6 +277,23 @@ void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, cons
 /* The AVX-512 one where kiln_conv_direct_micro() gives its AVX-512 kernel,
  * else NULL. */
 kiln_conv_ct_fn kiln_conv_ct_micro(void);
+/* A finished tile T (14 x 32, pixel-major, as the micro-kernel leaves it)
+ * into Y: for each channel c < nc, y[c·ldy + p] = post(T[p·32 + c]), p <
+ * 14, where post adds bias[c] (bias non-NULL) and then clamps to [lo, hi]
+ * (clamp) with the comparisons of kiln_sgemm_post_base (NaN kept), so the
+ * same bits. The AVX-512 one loads T's pixel rows as vectors, does the
+ * bias and clamp on them and transposes each 16-channel half in registers
+ * (GEMM_CONV.md: ResNet-18's l1 0.96 against the scalar store). */
+typedef void (*kiln_conv_ct_store_fn)(const float *T, int64_t nc, const float *bias, bool clamp, float lo,
+                                      float hi, float *y, int64_t ldy);
+void kiln_conv_ct_store_base(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                             float *y, int64_t ldy);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_conv_ct_store_avx512(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                               float *y, int64_t ldy);
+/* The AVX-512 one where kiln_conv_ct_micro() gives its AVX-512 kernel,
+ * else the twin. */
+kiln_conv_ct_store_fn kiln_conv_ct_store(void);
 /* W (Mg x Kc row-major, one group) transposed into the wide GEMM's
  * B-panel layout, as kiln_sgemm_wide_pack_b would pack W^T: per KC slice
  * p0 (kc = kiln_sgemm_wide_kc(Kc, p0)) at p0 · Mpad (Mpad = Mg rounded up

@@ -341,3 +341,53 @@ void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, cons
     _mm512_storeu_ps(t + 16, h);
   }
 }
+
+/* 16 x 16 floats transposed in registers: o[j] lane i = r[i] lane j
+ * (unpack pairs, shuffle quads, then the 4 x 4 transpose of 128-bit
+ * lanes). */
+static inline __attribute__((always_inline)) void transpose16(const __m512 r[16], __m512 o[16]) {
+  __m512 a[16], b[16];
+  for (int k = 0; k < 8; k++) {
+    a[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    a[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int m = 0; m < 4; m++) { /* b[4m + q] lane L: channel 4L + q of pixels 4m..4m+3 */
+    b[4 * m] = _mm512_shuffle_ps(a[4 * m], a[4 * m + 2], 0x44);
+    b[4 * m + 1] = _mm512_shuffle_ps(a[4 * m], a[4 * m + 2], 0xEE);
+    b[4 * m + 2] = _mm512_shuffle_ps(a[4 * m + 1], a[4 * m + 3], 0x44);
+    b[4 * m + 3] = _mm512_shuffle_ps(a[4 * m + 1], a[4 * m + 3], 0xEE);
+  }
+  for (int q = 0; q < 4; q++) {
+    __m512 c0 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0x44), c1 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0xEE);
+    __m512 c2 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0x44), c3 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0xEE);
+    o[q] = _mm512_shuffle_f32x4(c0, c2, 0x88);
+    o[4 + q] = _mm512_shuffle_f32x4(c0, c2, 0xDD);
+    o[8 + q] = _mm512_shuffle_f32x4(c1, c3, 0x88);
+    o[12 + q] = _mm512_shuffle_f32x4(c1, c3, 0xDD);
+  }
+}
+
+/* The tile's store (sgemm.h kiln_conv_ct_store_fn): each pixel's two
+ * vectors of 32 channels loaded, the bias added and the clamp applied
+ * (max(lo, v) then min(hi, v): v < lo ? lo : v and v > hi ? hi : v, NaN
+ * kept, as the twin), each half of 16 channels transposed in registers
+ * (pixels 14 and 15 zero) and stored as 14-lane rows of Y. */
+void kiln_conv_ct_store_avx512(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                               float *y, int64_t ldy) {
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __mmask16 m = mask_of(PX);
+  for (int h = 0; h * 16 < nc; h++) {
+    __m512 r[16], o[16];
+    __m512 b = bias ? _mm512_maskz_loadu_ps(mask_of((int)nc - 16 * h), bias + 16 * h) : _mm512_setzero_ps();
+    for (int p = 0; p < 16; p++) {
+      __m512 v = p < PX ? _mm512_loadu_ps(T + p * NR + 16 * h) : _mm512_setzero_ps();
+      if (bias) v = _mm512_add_ps(v, b);
+      if (clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+      r[p] = v;
+    }
+    transpose16(r, o);
+    int n = nc - 16 * h < 16 ? (int)(nc - 16 * h) : 16;
+    for (int c = 0; c < n; c++) _mm512_mask_storeu_ps(y + (16 * h + c) * ldy, m, o[c]);
+  }
+}

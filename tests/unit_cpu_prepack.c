@@ -623,6 +623,49 @@ static void test_ct_kernel(void) {
         (long long)runs, simd ? " (AVX-512)" : "");
 }
 
+/* The channel tile's store (kiln_conv_ct_store_*): AVX-512 = its twin bit
+ * for bit for 32, 17, 16 and 5 channels, with and without bias and clamp,
+ * NaN and -0 in T; the twin = the definition (bias, then v < lo ? lo : v,
+ * v > hi ? hi : v); nothing written past 14 pixels a row or nc rows. */
+static void test_ct_store(void) {
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR, LDY = 19 };
+  static const int64_t ncs[] = {32, 17, 16, 5};
+  kiln_conv_ct_store_fn simd = kiln_conv_ct_store();
+  if (simd == kiln_conv_ct_store_base) simd = NULL;
+  float *T = rand_buf(PX * NR), *bias = rand_buf(NR);
+  T[3] = NAN, T[NR + 1] = -0.0f, T[5 * NR + 20] = 2.0f;
+  int64_t bad = 0, wrong = 0, runs = 0;
+  for (size_t ni = 0; ni < sizeof ncs / sizeof *ncs; ni++)
+    for (int v = 0; v < 4; v++) {
+      int64_t nc = ncs[ni];
+      const float *b = v & 1 ? bias : NULL;
+      bool clamp = v & 2;
+      float lo = -0.25f, hi = 0.5f, y[2][(NR + 1) * LDY];
+      for (int u = 0; u < 2; u++)
+        for (int i = 0; i < (NR + 1) * LDY; i++) y[u][i] = 7.0f;
+      kiln_conv_ct_store_base(T, nc, b, clamp, lo, hi, y[0], LDY);
+      if (simd) {
+        simd(T, nc, b, clamp, lo, hi, y[1], LDY);
+        bad += memcmp(y[0], y[1], sizeof y[0]) != 0;
+      }
+      for (int64_t c = 0; c <= nc && c < NR + 1; c++)
+        for (int p = 0; p < LDY; p++) {
+          float want = 7.0f;
+          if (c < nc && p < PX) {
+            want = T[p * NR + c] + (b ? b[c] : 0.0f);
+            if (clamp) want = want < lo ? lo : want > hi ? hi : want;
+          }
+          float got = y[0][c * LDY + p];
+          wrong += !(got == want || (isnan(got) && isnan(want)));
+        }
+      runs++;
+    }
+  free(T), free(bias);
+  CHECK(runs > 0 && bad == 0 && wrong == 0,
+        "channel tile store: %lld of %lld runs differ from the twin%s, %lld values wrong", (long long)bad,
+        (long long)runs, simd ? " (AVX-512)" : "", (long long)wrong);
+}
+
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
@@ -634,6 +677,7 @@ int main(void) {
   test_direct();
   test_direct_a_kernel();
   test_ct_kernel();
+  test_ct_store();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
