@@ -17,12 +17,16 @@
  *     AVX2 without AVX-512F: under 1024 with K >= 128 only) with lanes over
  *     output channels from W's plan-time pack (pwt.h); on
  *     larger planes the direct micro-kernel reads X's rows in place (no B
- *     panel packed per call);
+ *     panel packed per call); a strided 1x1 with no pads (ResNet's
+ *     downsampling) on planes of 28x28 and more samples X once into rows
+ *     of a multiple of 16 floats and takes the same direct path;
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split
  *     input planes (the depthwise path's), W from its pack or its rows in
- *     place; the same bits as the general path;
+ *     place; where output rows are a multiple of 14 wide and W has a
+ *     transposed pack, 14-pixel x 32-channel tiles instead (channel
+ *     tiles); the same bits as the general path;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
  *     that is bigger; in the wide GEMM's packed B layout for small K), then
@@ -897,6 +901,113 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   return KILN_OK;
 }
 
+/* ---- channel tiles: the direct path with lanes over output channels ----
+ * For output rows of a multiple of 14 pixels (ResNet's 112, 56, 28, 14):
+ * the same padded, phase-split planes and tap offsets as the direct path,
+ * but the tile is 14 pixels of one output row (their inputs broadcast) by
+ * 32 output channels (W transposed, two aligned vectors per k): no columns
+ * between output rows computed and dropped (the 12 x 32 tile's q space
+ * computes Wq - OW of every Wq: 4 % on 56 x 56, 10 % on 28 x 28, 14 % on
+ * 14 x 14, plus its last tile's rounding), and no 4-row tail strip (M 64:
+ * 5 x 12 + 4, the 4-row tile at ~0.77 of the fma peak). Each KC slice's
+ * tile is summed in T (pixel-major) as the 12 x 32 tile sums it in C; the
+ * bias and clamp follow, then the tile is stored transposed into Y: the
+ * same operations per element, the same bits. */
+
+/* -1: not read yet (KILN_CONV_CT); 0: never; 1: where it applies. */
+static _Atomic int ct_mode = -1;
+
+typedef struct ct_job {
+  const geom *g;
+  const float *xp, *wt, *bias; /* padded planes; W transposed (per group, wt_g floats apart) */
+  float *y;
+  const kiln_cpu_epilogue *ep;
+  const int64_t *off;
+  int64_t P, Wq, cblocks, chunks, rper, wt_g; /* rper output rows a task */
+  kiln_conv_ct_fn micro;
+  kiln_conv_ct_store_fn store;
+} ct_job;
+
+static void ct_task(void *ctx, int64_t task, int worker) {
+  (void)worker;
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
+  const ct_job *j = ctx;
+  const geom *g = j->g;
+  int64_t ch = task % j->chunks, cb = task / j->chunks % j->cblocks, ng = task / j->chunks / j->cblocks;
+  int64_t n = ng / g->G, gi = ng % g->G, OH = g->out[1], OW = g->out[2], OSP = g->out_sp, Kc = g->Cg * g->k_sp;
+  int64_t Mpad = j->cblocks * NR, oh0 = ch * j->rper, oh1 = oh0 + j->rper < OH ? oh0 + j->rper : OH;
+  int64_t m0 = cb * NR, nc = g->Mg - m0 < NR ? g->Mg - m0 : NR;
+  const float *x = j->xp + ng * g->Cg * j->P, *wt = j->wt + gi * j->wt_g;
+  const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
+  bool clamp = j->ep && j->ep->clamp;
+  float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
+  float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
+  _Alignas(64) float T[PX * NR];
+  for (int64_t oh = oh0; oh < oh1; oh++)
+    for (int64_t ow0 = 0; ow0 < OW; ow0 += PX) {
+      for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+        kc = kiln_sgemm_wide_kc(Kc, p0);
+        j->micro(kc, wt + p0 * Mpad + cb * kc * NR, x + oh * j->Wq + ow0, j->off + p0, T, p0 > 0);
+      }
+      j->store(T, nc, bias, clamp, lo, hi, y + oh * OW + ow0, OSP);
+    }
+  for (int64_t c = 0; j->ep && !clamp && c < nc && oh1 > oh0; c++)
+    j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0 + c) * OSP + oh0 * OW, (oh1 - oh0) * OW,
+                 y + c * OSP + oh0 * OW);
+}
+
+/* Output rows of whole 14-pixel tiles, a kernel wider than 1x1, the direct
+ * path's planes. */
+static bool ct_applies(const geom *g) {
+  return g->out[2] % KILN_CONV_CT_PX == 0 && g->k_sp > 1 && g->nsp <= 2 && g->s[1] <= 8 && g->s[2] <= 8;
+}
+
+static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_conv_pack *pk, const float *bias,
+                                  float *y, const kiln_cpu_epilogue *ep, kiln_conv_ct_fn micro) {
+  enum { NR = KILN_SGEMM_WIDE_NR };
+  dw_shape d = dw_shape_of(g);
+  int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
+  int64_t cblocks = (g->Mg + NR - 1) / NR;
+  float *xp = kiln_malloc((size_t)(planes * P + NR) * sizeof *xp); /* NR: reads past the last plane's row */
+  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
+  int workers = kiln_pool_threads();
+  if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
+  if (!xp || !off) {
+    kiln_free(xp);
+    kiln_free(off);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
+  }
+  int64_t sh = g->s[1], sw = g->s[2];
+  for (int64_t c = 0, k = 0; c < g->Cg; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++, k++) {
+        int64_t ty = kh * g->d[1], tx = kw * g->d[2];
+        off[k] = c * P + ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
+      }
+  memset(xp + planes * P, 0, NR * sizeof *xp);
+  direct_job pj = {.g = g,
+                   .xp = xp,
+                   .P = P,
+                   .planes = {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
+                              .copy_rows = kiln_la_copy_rows()},
+                   .pp = 1};
+  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
+  pj.pp = (planes + ptasks - 1) / ptasks;
+  kiln_pool_for((planes + pj.pp - 1) / pj.pp, workers, direct_planes, &pj);
+  /* tasks: (image, group, block of 32 channels, chunk of output rows), about 4 per thread */
+  int64_t chunks = 1;
+  if (workers > 1 && g->N * g->G * cblocks < 4 * (int64_t)workers)
+    chunks = (4 * workers + g->N * g->G * cblocks - 1) / (g->N * g->G * cblocks);
+  int64_t rper = (OH + chunks - 1) / chunks;
+  chunks = (OH + rper - 1) / rper;
+  ct_job j = {g, xp, pk->ctdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->ctgstride, micro,
+              micro == kiln_conv_ct_micro_base ? kiln_conv_ct_store_base : kiln_conv_ct_store()};
+  kiln_pool_for(g->N * g->G * cblocks * chunks, workers, ct_task, &j);
+  kiln_free(xp);
+  kiln_free(off);
+  return KILN_OK;
+}
+
 /* ---- pointwise through the direct micro-kernel ----
  * A 1x1 stride-1 unpadded conv is a GEMM whose B is the input itself:
  * row k of B (input channel k) at x + k·in_sp, output o at column o. The
@@ -1010,6 +1121,83 @@ static kiln_pwt_fn pwt_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
   return mode == 2 ? kiln_pwt_tile_base : kiln_pwt_tile();
 }
 
+/* ---- a strided 1x1 through the pointwise direct path ----
+ * ResNet's downsampling (1x1, stride 2, no pads) ran im2col (a strided
+ * gather) and then packed that B panel again for the GEMM. Here the
+ * gather writes each input channel's sampled plane once into rows of a
+ * multiple of 16 floats (so every 32-column tile of the direct kernel
+ * reads whole, 64-byte-aligned vectors), and the pointwise direct path
+ * reads those rows in place: no panel packed. The sampled values are the
+ * im2col's and the fmas the GEMM path's per KC slice: the same bits. */
+
+/* A 1x1 convolution with a stride above 1 in some dim, no pads at the
+ * start and no output reading past the input (pads at the end unread). */
+static bool strided_pointwise(const geom *g) {
+  bool strided = false;
+  for (int i = 0; i < 3; i++) {
+    if (g->k[i] != 1 || g->pb[i] != 0 || (g->out[i] - 1) * g->s[i] >= g->in[i]) return false;
+    strided |= g->s[i] > 1;
+  }
+  return strided;
+}
+
+/* Where it beat the GEMM path (ResNet-18's three downsampling layers,
+ * per step, 1 thread, GEMM_CONV.md "Strided 1x1"): on 28 x 28 outputs
+ * 0.91 of its time; 14 x 14 1.02, 7 x 7 (two tiles of 32 on 49 columns,
+ * 43 strips) 1.27: planes of 512 outputs and more, as the stride-1 rule. */
+static bool strided_pointwise_wanted(const geom *g) { return g->out_sp >= KILN_CONV_PW_DIRECT_MIN_PLANE; }
+
+typedef struct spw_job {
+  const geom *g;
+  const float *x;
+  float *xs; /* the sampled planes, ld floats apart */
+  int64_t ld, pp; /* pp planes a task */
+  kiln_la_gather_fn gather;
+} spw_job;
+
+/* Task t: sampled planes [t·pp, +pp) (of N·C), each row of the output by a
+ * strided gather (a copy for stride 1 along the row), the row's padding
+ * zeroed. */
+static void spw_planes(void *ctx, int64_t t, int worker) {
+  (void)worker;
+  const spw_job *j = ctx;
+  const geom *g = j->g;
+  int64_t p1 = (t + 1) * j->pp < g->N * g->C ? (t + 1) * j->pp : g->N * g->C, OW = g->out[2];
+  for (int64_t p = t * j->pp; p < p1; p++) {
+    const float *xc = j->x + p * g->in_sp;
+    float *d = j->xs + p * j->ld;
+    for (int64_t od = 0; od < g->out[0]; od++)
+      for (int64_t oh = 0; oh < g->out[1]; oh++, d += OW) {
+        const float *src = xc + (od * g->s[0] * g->in[1] + oh * g->s[1]) * g->in[2];
+        if (g->s[2] == 1) memcpy(d, src, (size_t)OW * sizeof *d);
+        else j->gather(d, src, OW, g->s[2]);
+      }
+    memset(d, 0, (size_t)(j->xs + p * j->ld + j->ld - d) * sizeof *d);
+  }
+}
+
+static kiln_status conv_strided_pointwise(const geom *g, const float *x, const float *w, const float *bias,
+                                          float *y, const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
+                                          kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro) {
+  int64_t planes = g->N * g->C, ld = (g->out_sp + 15) / 16 * 16;
+  float *buf = kiln_malloc((size_t)(planes * ld + 16) * sizeof *buf);
+  if (!buf) return kiln_fail(KILN_E_NOMEM, "out of memory for a strided 1x1 convolution's sampled input");
+  float *xs = (float *)(((uintptr_t)buf + 63) & ~(uintptr_t)63); /* rows of 16 floats: whole cache lines */
+  int workers = kiln_pool_threads();
+  if ((double)g->M * (double)g->Cg * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
+  spw_job j = {g, x, xs, ld, 1, kiln_la_gather()};
+  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * ld, 1 << 14, 4 * (int64_t)workers) : 1;
+  j.pp = (planes + ptasks - 1) / ptasks;
+  kiln_pool_for((planes + j.pp - 1) / j.pp, workers, spw_planes, &j);
+  /* the sampled input as a stride-1 pointwise convolution's */
+  geom gs = *g;
+  for (int i = 0; i < 3; i++) gs.in[i] = g->out[i], gs.s[i] = 1;
+  gs.in_sp = ld;
+  kiln_status s = conv_pointwise_direct(&gs, xs, w, bias, y, ep, pk, micro, amicro);
+  kiln_free(buf);
+  return s;
+}
+
 /* ---- the kernel ---- */
 
 static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
@@ -1042,18 +1230,31 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
     else {
       const kiln_cpu_conv_pack *pk = w->strided ? NULL : kiln_cpu_conv_pack_find(c->node);
       if (pk && (pk->src != wp || pk->G != g.G || pk->Mg != g.Mg || pk->Kc != g.Cg * g.k_sp)) pk = NULL;
+      const kiln_cpu_conv_pack *tpk = pk && pk->ctdata ? pk : NULL; /* the channel tiles' W^T */
+      const kiln_cpu_conv_pack *ppk = pk && pk->tdata ? pk : NULL;  /* the lanes-over-channels W^T (pwt.h) */
+      if (pk && !pk->data) pk = NULL; /* only transposed packs: the other paths read none */
       if (direct_mode == -1) { /* KILN_CONV_DIRECT=0|1 (benches): the same as kiln_conv_direct_force */
         const char *e = getenv("KILN_CONV_DIRECT");
         direct_mode = e && (*e == '0' || *e == '1') ? *e - '0' : -2;
       }
       kiln_conv_direct_fn dmicro = direct_mode == 2 ? kiln_conv_direct_micro_base : kiln_conv_direct_micro();
-      const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() && pk && pk->data ? pk : NULL; /* the wide kernels' */
+      if (ct_mode == -1) { /* KILN_CONV_CT=0: the 12 x 32 direct tile instead (benches) */
+        const char *e = getenv("KILN_CONV_CT");
+        ct_mode = !(e && *e == '0');
+      }
+      kiln_conv_ct_fn ctmicro = direct_mode == 2 ? kiln_conv_ct_micro_base : kiln_conv_ct_micro();
+      const kiln_cpu_conv_pack *rpk = kiln_sgemm_pack_reader() ? pk : NULL; /* a pack the wide kernels read */
       kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
       const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
-      kiln_pwt_fn pwt = pwt_wanted(&g, kiln_pwt_tile() ? pk : NULL); /* AVX2 without AVX-512: W^T packs alone */
-      if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, pk->tdata, bias, c->out[0].data, ep, pwt);
+      kiln_pwt_fn pwt = pwt_wanted(&g, kiln_pwt_tile() ? ppk : NULL); /* AVX2 without AVX-512: W^T packs alone */
+      if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, ppk->tdata, bias, c->out[0].data, ep, pwt);
       else if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
+      else if (ctmicro && direct_mode != 0 && ct_mode && tpk && kiln_sgemm_pack_reader() && ct_applies(&g))
+        s = conv_direct_ct(&g, xp, tpk, bias, c->out[0].data, ep, ctmicro);
+      else if (dmicro && direct_mode != 0 && strided_pointwise(&g) &&
+               (direct_mode > 0 || strided_pointwise_wanted(&g)))
+        s = conv_strided_pointwise(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else if (dmicro && direct_mode != 0 && direct_applies(&g) && (direct_mode > 0 || direct_wanted(&g, rpk)))
         s = conv_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else

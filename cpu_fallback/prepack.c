@@ -94,6 +94,7 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
   for (int i = 0; i < p->n_nodes; i++) {
     kiln_free(p->at[i].data);
     kiln_free(p->at[i].tdata);
+    kiln_free(p->at[i].ctdata);
   }
   kiln_free(p->at);
   kiln_free(p);
@@ -142,18 +143,25 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, ki
         n->in[1] < 0)
       continue;
     const kiln_tensor *w = g->values[n->in[1]].init;
-    if (!w || w->dtype != KILN_F32 || w->strided || w->rank < 3 || w->rank > 5 || !w->data || w->numel < 1 ||
-        w->numel > limit / (int64_t)sizeof(float))
-      continue; /* a large W is read from memory once a run either way: packing per call costs it little */
+    if (!w || w->dtype != KILN_F32 || w->strided || w->rank < 3 || w->rank > 5 || !w->data || w->numel < 1)
+      continue;
     int64_t G = 1;
     for (int a = 0; a < n->n_attrs; a++)
       if (!strcmp(n->attrs[a].name, "group")) G = n->attrs[a].type == KILN_ATTR_INT ? n->attrs[a].i : 0;
     if (G < 1 || w->dims[0] % G || w->dims[1] < 1 || (w->dims[1] == 1 && G > 1)) continue; /* depthwise: its own path */
-    int64_t Mg = w->dims[0] / G, Kc = w->numel / w->dims[0], gs = kiln_sgemm_wide_pack_a_floats(Mg, Kc);
-    bool tw = pointwise_g1(n, w, G) && pwt_pack_wanted(planes, i, Kc); /* also lanes over channels (pwt.h) */
-    /* the A pack where the wide GEMM reads packs, unless the plane is known to take the tiles (W^T alone) */
-    bool aw = areader && !(tw && planes && planes[i] >= 0);
-    if (!aw && !tw) continue;
+    int64_t Mg = w->dims[0] / G, Kc = w->numel / w->dims[0], ksp = Kc / w->dims[1];
+    int64_t gs = kiln_sgemm_wide_pack_a_floats(Mg, Kc);
+    /* up to the limit (a large W is read from memory once a run either way: packing per call costs it little)
+       the A pack where the wide GEMM reads packs, and W^T for the lanes-over-channels tiles of a 1x1 (pwt.h)
+       unless its plane is known to take the tiles (W^T alone); the channel tiles' transposed pack (kernels wider
+       than 1x1 on at most 2 spatial dims, K large enough: the AVX-512 direct path) up to KILN_CONV_CT_PACK_MAX
+       too, alone above the limit */
+    bool fits = w->numel <= limit / (int64_t)sizeof(float);
+    bool tw = fits && pointwise_g1(n, w, G) && pwt_pack_wanted(planes, i, Kc);
+    bool aw = fits && areader && !(tw && planes && planes[i] >= 0);
+    bool ct = areader && w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K &&
+              w->numel <= (limit > KILN_CONV_CT_PACK_MAX ? limit : KILN_CONV_CT_PACK_MAX) / (int64_t)sizeof(float);
+    if (!aw && !tw && !ct) continue;
     if (!p) {
       p = kiln_calloc(1, sizeof *p);
       if (p) p->at = kiln_calloc((size_t)g->n_nodes, sizeof *p->at);
@@ -171,17 +179,31 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, ki
     }
     for (int64_t gi = 0; d && gi < G; gi++)
       kiln_sgemm_wide_pack_a((const float *)w->data + gi * Mg * Kc, Kc, Mg, Kc, d + gi * gs);
-    p->at[i] = (kiln_cpu_conv_pack){(const float *)w->data, G, Mg, Kc, gs, d, NULL};
+    int64_t tgs = 0;
+    float *t = NULL;
+    if (ct) {
+      tgs = kiln_conv_ct_pack_floats(Mg, Kc);
+      if (!(t = kiln_malloc((size_t)(tgs * G) * sizeof *t))) {
+        kiln_free(d);
+        kiln_cpu_conv_packs_free(p);
+        return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'",
+                         n->name ? n->name : "");
+      }
+      for (int64_t gi = 0; gi < G; gi++) kiln_conv_ct_pack((const float *)w->data + gi * Mg * Kc, Mg, Kc, t + gi * tgs);
+      total += (size_t)(tgs * G) * sizeof *t;
+    }
+    p->at[i] = (kiln_cpu_conv_pack){
+        .src = (const float *)w->data, .G = G, .Mg = Mg, .Kc = Kc, .gstride = gs, .data = d, .ctgstride = tgs, .ctdata = t};
     if (d) total += (size_t)(gs * G) * sizeof *d;
     if (tw) {
-      float *t = kiln_malloc((size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *t);
-      if (!t) {
+      float *tw_pack = kiln_malloc((size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *tw_pack);
+      if (!tw_pack) {
         kiln_cpu_conv_packs_free(p);
         return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
       }
-      kiln_pwt_pack((const float *)w->data, Mg, Kc, t);
-      p->at[i].tdata = t;
-      total += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *t;
+      kiln_pwt_pack((const float *)w->data, Mg, Kc, tw_pack);
+      p->at[i].tdata = tw_pack;
+      total += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *tw_pack;
     }
   }
   if (p) {
@@ -201,7 +223,7 @@ const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n) {
   for (kiln_cpu_conv_packs *q = reg_head; q && !r; q = q->next)
     if ((uintptr_t)n >= (uintptr_t)q->nodes && (uintptr_t)n < (uintptr_t)(q->nodes + q->n_nodes)) {
       size_t i = ((uintptr_t)n - (uintptr_t)q->nodes) / sizeof *n;
-      if (q->at[i].data || q->at[i].tdata) r = &q->at[i];
+      if (q->at[i].data || q->at[i].tdata || q->at[i].ctdata) r = &q->at[i];
     }
   pthread_mutex_unlock(&reg_mu);
   return r;

@@ -44,10 +44,11 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, ki
 void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p);
 
 /* The pack of a Conv node, or NULL: data holds G packs of Mg x Kc, one per
- * group, gstride floats apart, made from W's data src. Valid while the plan
- * lives. Callers check src, G, Mg and Kc against the call, and read data
- * only with kiln_sgemm_pack_reader()'s micro-kernel, tdata only with
- * kiln_pwt_tile()'s. */
+ * group, gstride floats apart, made from W's data src (data NULL: only a
+ * transposed pack). Valid while the plan lives. Callers check src, G, Mg
+ * and Kc against the call, and read data only with
+ * kiln_sgemm_pack_reader()'s micro-kernel, tdata only with kiln_pwt_tile()'s,
+ * ctdata only with the direct path's channel tiles. */
 typedef struct kiln_cpu_conv_pack {
   const float *src;
   int64_t G, Mg, Kc, gstride;
@@ -57,7 +58,22 @@ typedef struct kiln_cpu_conv_pack {
    * the tiles' rule also gets W in the lanes-over-channels layout (pwt.h
    * kiln_pwt_pack: Mg x Kc); else tdata is NULL. */
   float *tdata;
+  /* W transposed for the direct path's channel tiles (conv.c; sgemm.h
+     kiln_conv_ct_pack), ctgstride floats a group; NULL unless W's kernel is
+     wider than 1x1 on at most 2 spatial dims, Kc >= KILN_CONV_CT_MIN_K and W
+     at most the A pack's limit or KILN_CONV_CT_PACK_MAX (its cost: W's size
+     again) */
+  int64_t ctgstride;
+  float *ctdata;
 } kiln_cpu_conv_pack;
+/* The transposed pack is made for a W of up to this many bytes even above
+ * the A pack's limit (ResNet-18's 2.4 MB l3 weights: 0.95-0.96 of the 12 x
+ * 32 tile reading W in place, per step; alone, data NULL). */
+#define KILN_CONV_CT_PACK_MAX ((int64_t)4 << 20)
+/* The smallest Kc given a transposed pack: below it (ResNet's conv1, K
+ * 147) the channel tile's transposed store cost more than it saved (1.25x
+ * the 12 x 32 row tiles). */
+#define KILN_CONV_CT_MIN_K 288
 const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n);
 
 /* Gemm / MatMul weights packed once (GEMM_CONV.md, "GEMM weights packed

@@ -426,6 +426,65 @@ void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, cons
   direct_tile_base(kc, A, lda, 1, x, off, xhi, beta, C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
+void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add) {
+  enum { PX = KILN_CONV_CT_PX };
+  float acc[PX][WNR];
+  memset(acc, 0, sizeof acc);
+  for (int64_t k = 0; k < kc; k++, wt += WNR) {
+    const float *xk = x + off[k];
+    for (int p = 0; p < PX; p++)
+      for (int c = 0; c < WNR; c++) acc[p][c] = fmaf(wt[c], xk[p], acc[p][c]);
+  }
+  for (int p = 0; p < PX; p++)
+    for (int c = 0; c < WNR; c++) store_beta(&T[p * WNR + c], acc[p][c], add ? 1.0f : 0.0f);
+}
+
+void kiln_conv_ct_store_base(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                             float *y, int64_t ldy) {
+  for (int64_t c = 0; c < nc; c++) { /* the bias and clamp of kiln_sgemm_post_base, stored transposed */
+    float *yc = y + c * ldy, bc = bias ? bias[c] : 0.0f;
+    for (int p = 0; p < KILN_CONV_CT_PX; p++) {
+      float v = T[p * WNR + c];
+      if (bias) v = v + bc;
+      if (clamp) {
+        v = v < lo ? lo : v;
+        v = v > hi ? hi : v;
+      }
+      yc[p] = v;
+    }
+  }
+}
+
+kiln_conv_ct_store_fn kiln_conv_ct_store(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_conv_ct_micro() == kiln_conv_ct_micro_avx512) return kiln_conv_ct_store_avx512;
+#endif
+  return kiln_conv_ct_store_base;
+}
+
+int64_t kiln_conv_ct_pack_floats(int64_t Mg, int64_t Kc) { return (Mg + WNR - 1) / WNR * WNR * Kc; }
+
+void kiln_conv_ct_pack(const float *W, int64_t Mg, int64_t Kc, float *dst) {
+  int64_t blocks = (Mg + WNR - 1) / WNR, Mpad = blocks * WNR;
+  for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+    kc = kiln_sgemm_wide_kc(Kc, p0);
+    for (int64_t s = 0; s < blocks; s++) {
+      float *d = dst + p0 * Mpad + s * kc * WNR;
+      for (int64_t c = 0; c < WNR; c++) {
+        int64_t m = s * WNR + c;
+        for (int64_t k = 0; k < kc; k++) d[k * WNR + c] = m < Mg ? W[m * Kc + p0 + k] : 0.0f;
+      }
+    }
+  }
+}
+
+kiln_conv_ct_fn kiln_conv_ct_micro(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_conv_direct_micro() == kiln_conv_direct_micro_avx512) return kiln_conv_ct_micro_avx512;
+#endif
+  return NULL;
+}
+
 kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void) {
 #ifdef KILN_LA_HAVE_AVX512
   if (kiln_conv_direct_micro() == kiln_conv_direct_micro_avx512) return kiln_conv_direct_micro_a_avx512;

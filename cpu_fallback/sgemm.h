@@ -259,6 +259,49 @@ kiln_conv_direct_a_fn kiln_conv_direct_far(kiln_conv_direct_a_fn amicro);
 void kiln_conv_direct_micro_a_far_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
                                          int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                          const float *bias, bool clamp, float lo, float hi);
+/* The direct convolution with lanes over output channels (conv.c "channel
+ * tiles", GEMM_CONV.md): a tile of 14 output pixels along one output row
+ * by 32 output channels, in 28 accumulators, one KC slice: per k, the two
+ * vectors of 32 channels at wt (W transposed, kc x 32, wt += 32 per k) and
+ * the 14 pixels' inputs x[off[k] + p] broadcast. T (14 x 32, pixel-major)
+ * = acc (beta 0) or acc + T (add: beta 1), acc[p][c] = sum over k < kc of
+ * wt[k·32 + c]·x[off[k] + p], one fma per term, k in order: the fmas of
+ * the 12 x 32 direct tile on the same output element (the product's
+ * operands swapped, which is exact), so the same bits. */
+#define KILN_CONV_CT_PX 14
+typedef void (*kiln_conv_ct_fn)(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T,
+                                bool add);
+void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add);
+/* The AVX-512 one where kiln_conv_direct_micro() gives its AVX-512 kernel,
+ * else NULL. */
+kiln_conv_ct_fn kiln_conv_ct_micro(void);
+/* A finished tile T (14 x 32, pixel-major, as the micro-kernel leaves it)
+ * into Y: for each channel c < nc, y[c·ldy + p] = post(T[p·32 + c]), p <
+ * 14, where post adds bias[c] (bias non-NULL) and then clamps to [lo, hi]
+ * (clamp) with the comparisons of kiln_sgemm_post_base (NaN kept), so the
+ * same bits. The AVX-512 one loads T's pixel rows as vectors, does the
+ * bias and clamp on them and transposes each 16-channel half in registers
+ * (GEMM_CONV.md: ResNet-18's l1 0.96 against the scalar store). */
+typedef void (*kiln_conv_ct_store_fn)(const float *T, int64_t nc, const float *bias, bool clamp, float lo,
+                                      float hi, float *y, int64_t ldy);
+void kiln_conv_ct_store_base(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                             float *y, int64_t ldy);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_conv_ct_store_avx512(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                               float *y, int64_t ldy);
+/* The AVX-512 one where kiln_conv_ct_micro() gives its AVX-512 kernel,
+ * else the twin. */
+kiln_conv_ct_store_fn kiln_conv_ct_store(void);
+/* W (Mg x Kc row-major, one group) transposed into the wide GEMM's
+ * B-panel layout, as kiln_sgemm_wide_pack_b would pack W^T: per KC slice
+ * p0 (kc = kiln_sgemm_wide_kc(Kc, p0)) at p0 · Mpad (Mpad = Mg rounded up
+ * to 32), blocks of 32 output channels, kc x 32 each (element (p0 + k,
+ * 32s + c) at s·kc·32 + k·32 + c; channels past Mg zero). The channel
+ * tile reads block s of slice p0 at dst + p0·Mpad + s·kc·32. */
+int64_t kiln_conv_ct_pack_floats(int64_t Mg, int64_t Kc);
+void kiln_conv_ct_pack(const float *W, int64_t Mg, int64_t Kc, float *dst);
 /* AVX-512F usable: cpuid leaf 7 EBX bit 16 (and AVX2/FMA), and the OS
  * saves the opmask and ZMM state (XCR0 bits 1, 2, 5, 6, 7). Cached. */
 int kiln_la_cpu_has_avx512(void);

@@ -307,3 +307,87 @@ void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int6
     }
   }
 }
+
+/* The channel tile (sgemm.h kiln_conv_ct_fn): 14 pixels x 32 channels in
+ * 28 accumulators; per k two aligned loads of W's transposed pack, 14
+ * broadcasts of the pixels' inputs (one or two cache lines), and the
+ * pixels' row k + 16 prefetched into L1 as the 12 x 32 direct tile does. */
+void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add) {
+  __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0, a4 = a0, b4 = a0;
+  __m512 a5 = a0, b5 = a0, a6 = a0, b6 = a0, a7 = a0, b7 = a0, a8 = a0, b8 = a0, a9 = a0, b9 = a0, aA = a0, bA = a0;
+  __m512 aB = a0, bB = a0, aC = a0, bC = a0, aD = a0, bD = a0;
+  for (int64_t k = 0; k < kc; k++, wt += KILN_SGEMM_WIDE_NR) {
+    const float *xk = x + off[k];
+    if (k + 16 < kc) _mm_prefetch((const char *)(x + off[k + 16]), _MM_HINT_T0);
+    __m512 w0 = _mm512_loadu_ps(wt), w1 = _mm512_loadu_ps(wt + 16), v;
+#define PX(p, lo, hi)                    \
+  v = _mm512_set1_ps(xk[p]);             \
+  lo = _mm512_fmadd_ps(v, w0, lo);       \
+  hi = _mm512_fmadd_ps(v, w1, hi);
+    PX(0, a0, b0) PX(1, a1, b1) PX(2, a2, b2) PX(3, a3, b3) PX(4, a4, b4) PX(5, a5, b5) PX(6, a6, b6)
+    PX(7, a7, b7) PX(8, a8, b8) PX(9, a9, b9) PX(10, aA, bA) PX(11, aB, bB) PX(12, aC, bC) PX(13, aD, bD)
+#undef PX
+  }
+  __m512 acc[KILN_CONV_CT_PX][2] = {{a0, b0}, {a1, b1}, {a2, b2}, {a3, b3}, {a4, b4}, {a5, b5}, {a6, b6},
+                                    {a7, b7}, {a8, b8}, {a9, b9}, {aA, bA}, {aB, bB}, {aC, bC}, {aD, bD}};
+  for (int p = 0; p < KILN_CONV_CT_PX; p++) {
+    float *t = T + p * KILN_SGEMM_WIDE_NR;
+    __m512 l = acc[p][0], h = acc[p][1];
+    if (add) { /* acc + 1·T, as the 12 x 32 tile's beta 1 */
+      l = _mm512_add_ps(l, _mm512_loadu_ps(t));
+      h = _mm512_add_ps(h, _mm512_loadu_ps(t + 16));
+    }
+    _mm512_storeu_ps(t, l);
+    _mm512_storeu_ps(t + 16, h);
+  }
+}
+
+/* 16 x 16 floats transposed in registers: o[j] lane i = r[i] lane j
+ * (unpack pairs, shuffle quads, then the 4 x 4 transpose of 128-bit
+ * lanes). */
+static inline __attribute__((always_inline)) void transpose16(const __m512 r[16], __m512 o[16]) {
+  __m512 a[16], b[16];
+  for (int k = 0; k < 8; k++) {
+    a[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    a[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int m = 0; m < 4; m++) { /* b[4m + q] lane L: channel 4L + q of pixels 4m..4m+3 */
+    b[4 * m] = _mm512_shuffle_ps(a[4 * m], a[4 * m + 2], 0x44);
+    b[4 * m + 1] = _mm512_shuffle_ps(a[4 * m], a[4 * m + 2], 0xEE);
+    b[4 * m + 2] = _mm512_shuffle_ps(a[4 * m + 1], a[4 * m + 3], 0x44);
+    b[4 * m + 3] = _mm512_shuffle_ps(a[4 * m + 1], a[4 * m + 3], 0xEE);
+  }
+  for (int q = 0; q < 4; q++) {
+    __m512 c0 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0x44), c1 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0xEE);
+    __m512 c2 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0x44), c3 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0xEE);
+    o[q] = _mm512_shuffle_f32x4(c0, c2, 0x88);
+    o[4 + q] = _mm512_shuffle_f32x4(c0, c2, 0xDD);
+    o[8 + q] = _mm512_shuffle_f32x4(c1, c3, 0x88);
+    o[12 + q] = _mm512_shuffle_f32x4(c1, c3, 0xDD);
+  }
+}
+
+/* The tile's store (sgemm.h kiln_conv_ct_store_fn): each pixel's two
+ * vectors of 32 channels loaded, the bias added and the clamp applied
+ * (max(lo, v) then min(hi, v): v < lo ? lo : v and v > hi ? hi : v, NaN
+ * kept, as the twin), each half of 16 channels transposed in registers
+ * (pixels 14 and 15 zero) and stored as 14-lane rows of Y. */
+void kiln_conv_ct_store_avx512(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+                               float *y, int64_t ldy) {
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __mmask16 m = mask_of(PX);
+  for (int h = 0; h * 16 < nc; h++) {
+    __m512 r[16], o[16];
+    __m512 b = bias ? _mm512_maskz_loadu_ps(mask_of((int)nc - 16 * h), bias + 16 * h) : _mm512_setzero_ps();
+    for (int p = 0; p < 16; p++) {
+      __m512 v = p < PX ? _mm512_loadu_ps(T + p * NR + 16 * h) : _mm512_setzero_ps();
+      if (bias) v = _mm512_add_ps(v, b);
+      if (clamp) v = _mm512_min_ps(vhi, _mm512_max_ps(vlo, v));
+      r[p] = v;
+    }
+    transpose16(r, o);
+    int n = nc - 16 * h < 16 ? (int)(nc - 16 * h) : 16;
+    for (int c = 0; c < n; c++) _mm512_mask_storeu_ps(y + (16 * h + c) * ldy, m, o[c]);
+  }
+}

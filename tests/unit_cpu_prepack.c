@@ -25,13 +25,18 @@
  *    Without a pack the kernel reads W's rows in place: that kernel, its
  *    twin and the packed kernel bit-equal on every row count and column
  *    tail (test_direct_a_kernel). Pointwise convs through the direct
- *    kernel (the input read in place) the same way.
+ *    kernel (the input read in place) the same way; strided 1x1 convs
+ *    (sampled rows, then that path); channel tiles (output rows a multiple
+ *    of 14: 14 pixels x 32 channels, W's transposed pack; also that pack
+ *    alone, for a W over the A pack's limit), and their kernel against its
+ *    twin (test_ct_kernel).
  * 5. Pointwise convs on small planes with lanes over output channels
  *    (pwt.h): the tile kernels (AVX-512, AVX2) bit-equal to their twin on
  *    every pixel and channel tail and K in 1-3 KC slices; the Conv kernel
  *    through that path (forced, its twin, the default rule) bit-equal to
  *    the GEMM / direct path it replaces, with each epilogue kind.
  * Run at 1 and 2 threads (the pool is held, so the tiles are pool tasks). */
+#define _GNU_SOURCE /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,11 +305,18 @@ static void conv_case_run(const conv_case *cc) {
   CHECK((reader || treader) == (pk != NULL), "%s: a pack made (%d) where the wide GEMM reads packs (%d) or the tiles (%d)",
         cc->name, pk != NULL, reader, treader);
   if (pk) {
-    int64_t Mg = cc->M / cc->G, Kc = w.numel / cc->M;
-    size_t want = reader ? (size_t)(kiln_sgemm_wide_pack_a_floats(Mg, Kc) * cc->G) * sizeof(float) : 0;
+    int64_t Mg = cc->M / cc->G, Kc = w.numel / cc->M, ksp = Kc / (w.dims[1]);
+    /* the channel tiles' transposed pack too, where the A pack is: kernels wider than 1x1 on at most 2 spatial
+       dims, K >= 288 */
+    bool ct = reader && w.rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K;
+    size_t want = reader ? (size_t)((kiln_sgemm_wide_pack_a_floats(Mg, Kc) + (ct ? kiln_conv_ct_pack_floats(Mg, Kc) : 0)) *
+                                    cc->G) * sizeof(float)
+                         : 0;
     if (treader) /* a 1x1 with group 1: also W in the lanes-over-channels layout (pwt.h) */
       want += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof(float);
-    CHECK(bytes == want && kiln_cpu_conv_pack_find(&node), "%s: pack of %zu bytes, want %zu", cc->name, bytes, want);
+    const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
+    CHECK(bytes == want && q && (q->ctdata != NULL) == ct, "%s: pack of %zu bytes, want %zu (transposed %d)",
+          cc->name, bytes, want, ct);
   }
   kiln_status s1 = run_conv(&g, &x, &w, &b, &y1); /* with the pack */
   if (treader && !reader) { /* AVX2 without AVX-512F: the tiles against OpenBLAS, within tolerance */
@@ -317,17 +329,20 @@ static void conv_case_run(const conv_case *cc) {
   } else
     CHECK(!s1 && y0.numel == y1.numel && !memcmp(y0.data, y1.data, (size_t)y0.numel * sizeof(float)),
           "%s: packed and unpacked Conv differ", cc->name);
-  if (pk) { /* the pack is what the kernel reads: zeroing it changes the result */
+  if (pk) { /* the packs are what the kernels read: changing them changes the result */
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
     for (int t = q->data ? 0 : 1; t < (q->tdata ? 2 : 1); t++) { /* the A pack (lanes over channels off), W^T (on) */
       float *d = t ? q->tdata : q->data, keep = d[0];
+      float *c = t ? NULL : q->ctdata, ckeep = c ? c[0] : 0.0f; /* the channel tiles read theirs instead */
       d[0] = 1e30f;
+      if (c) c[0] = 1e30f;
       kiln_conv_pwt_force(t);
       kiln_tensor yz;
       kiln_status sz = run_conv(&g, &x, &w, &b, &yz);
       CHECK(!sz && memcmp(y0.data, yz.data, (size_t)y0.numel * sizeof(float)), "%s: the pack (%d) was not read",
             cc->name, t);
       d[0] = keep;
+      if (c) c[0] = ckeep;
       kiln_tensor_release(&yz);
     }
     kiln_conv_pwt_force(-1);
@@ -514,8 +529,42 @@ static void test_direct(void) {
       {"pointwise: C 16, M 40, 1x1 plane, batch 2", 2, 2, 16, 40, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
       {"pointwise: 1-D, C 5, M 7, width 100", 1, 1, 5, 7, 1, 1, 100, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
       {"pointwise: C 24, M 30, 48x48 (pool tasks)", 2, 1, 24, 30, 1, 48, 48, 1, 1, {0, 0, 0, 0}, 1, 1, 1},
+      /* strided 1x1 (sampled planes in rows of 16, then the pointwise direct path): odd sizes (the last row and
+         column sampled), batch 2, groups, strides (1, 3), 1-D, K in 2 slices, pool tasks; pads at the end (the
+         padding read: the direct path instead) */
+      {"strided pointwise: stride 2, C 19, M 26, 57x57, batch 2", 2, 2, 19, 26, 1, 57, 57, 1, 1, {0, 0, 0, 0}, 1,
+       2, 2},
+      {"strided pointwise: strides (1, 3), group 2, C 10, M 14, 9x20", 2, 1, 10, 14, 2, 9, 20, 1, 1, {0, 0, 0, 0},
+       1, 1, 3},
+      {"strided pointwise: 1-D stride 2, C 300 (K: 2 slices), M 13, width 64", 1, 1, 300, 13, 1, 1, 64, 1, 1,
+       {0, 0, 0, 0}, 1, 1, 2},
+      {"strided pointwise: stride 2, C 24, M 40, 64x64 (pool tasks)", 2, 1, 24, 40, 1, 64, 64, 1, 1, {0, 0, 0, 0},
+       1, 2, 2},
+      {"strided 1x1 with end pads (padding read: not the sampled path), 8x8", 2, 1, 5, 7, 1, 8, 8, 1, 1,
+       {0, 0, 1, 1}, 1, 2, 2},
+      /* channel tiles (output rows a multiple of 14, K >= 288, with the pack): a channel block of 8 after 32,
+         K in 1-3 slices, stride 2, groups, batch 2, dilation, 1-D, row chunks on the pool; without the pack
+         the 12 x 32 tile */
+      {"channel tiles: C 32, M 40, 3x3 pad 1, 14x28 (K 288)", 2, 1, 32, 40, 1, 14, 28, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      {"channel tiles: stride 2, C 64, M 20, 3x3 pad 1, 28x28 (K 576: 2 slices)", 2, 2, 64, 20, 1, 28, 28, 3, 3,
+       {1, 1, 1, 1}, 1, 2, 2},
+      {"channel tiles: group 2, C 80, M 70, 3x3 no pads, 6x16 (K 360)", 2, 1, 80, 70, 2, 6, 16, 3, 3,
+       {0, 0, 0, 0}, 1, 1, 1},
+      {"channel tiles: C 72, M 33, 3x3 pad 2 dilation 2, 9x42 (K 648: 3 slices)", 2, 1, 72, 33, 1, 9, 42, 3, 3,
+       {2, 2, 2, 2}, 2, 1, 1},
+      {"channel tiles: 1-D k3 pad (1, 1), C 100, M 45, width 56", 1, 2, 100, 45, 1, 1, 56, 1, 3, {0, 1, 0, 1}, 1, 1,
+       1},
+      {"channel tiles: C 32, M 64, 3x3 pad 1, 28x28 (row chunks on the pool)", 2, 1, 32, 64, 1, 28, 28, 3, 3,
+       {1, 1, 1, 1}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
+  /* a W over the A pack's limit (KILN_CONV_PREPACK=1: 1 MiB; W 1.25 MB) gets the transposed pack alone: the
+     channel tiles read it (a last block of 16 channels), the other paths no pack */
+  static const direct_case ct_alone = {"channel tiles, transposed pack alone: C 128, M 272, 3x3 pad 1, 7x14",
+                                       2, 1, 128, 272, 1, 7, 14, 3, 3, {1, 1, 1, 1}, 1, 1, 1};
+  setenv("KILN_CONV_PREPACK", "1", 1);
+  direct_case_run(&ct_alone);
+  unsetenv("KILN_CONV_PREPACK");
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* the twin against the portable GEMM */
   direct_case_run(&cases[2]);
   direct_case_run(&cases[5]);
@@ -784,6 +833,78 @@ static void test_pwt(void) {
   kiln_la_force_isa(KILN_VM_NISA);
 }
 
+/* The channel tile (kiln_conv_ct_micro_*): AVX-512 = its twin bit for bit
+ * on kc 1/5/33/257, T overwritten or added to, taps out of order, NaN and
+ * -0 in the input, nothing written past the 14 x 32 tile. */
+static void test_ct_kernel(void) {
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
+  static const int64_t kcs[] = {1, 5, 33, 257};
+  kiln_conv_ct_fn simd = kiln_conv_ct_micro();
+  int64_t bad = 0, runs = 0;
+  for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
+    for (int add = 0; add < 2; add++) {
+      int64_t kc = kcs[ki], nx = kc * 3 + PX, *off = malloc((size_t)kc * sizeof *off);
+      float *wt = rand_buf(kc * NR), *x = rand_buf(nx), T[2][PX * NR + 1];
+      for (int64_t k = 0; k < kc; k++) off[k] = (k * 7) % (kc * 3 + 1);
+      x[0] = NAN, x[nx - 1] = -0.0f, wt[kc * NR - 1] = -0.0f;
+      for (int v = 0; v < 2; v++)
+        for (int i = 0; i < PX * NR + 1; i++) T[v][i] = (float)(i % 13) - 6.0f;
+      kiln_conv_ct_micro_base(kc, wt, x, off, T[0], add);
+      if (simd) {
+        simd(kc, wt, x, off, T[1], add);
+        bad += memcmp(T[0], T[1], sizeof T[0]) != 0;
+      }
+      bad += T[0][PX * NR] != (float)((PX * NR) % 13) - 6.0f; /* the element after the tile untouched */
+      runs++;
+      free(wt), free(x), free(off);
+    }
+  CHECK(runs > 0 && bad == 0, "channel tile: %lld of %lld runs differ from the twin%s", (long long)bad,
+        (long long)runs, simd ? " (AVX-512)" : "");
+}
+
+/* The channel tile's store (kiln_conv_ct_store_*): AVX-512 = its twin bit
+ * for bit for 32, 17, 16 and 5 channels, with and without bias and clamp,
+ * NaN and -0 in T; the twin = the definition (bias, then v < lo ? lo : v,
+ * v > hi ? hi : v); nothing written past 14 pixels a row or nc rows. */
+static void test_ct_store(void) {
+  enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR, LDY = 19 };
+  static const int64_t ncs[] = {32, 17, 16, 5};
+  kiln_conv_ct_store_fn simd = kiln_conv_ct_store();
+  if (simd == kiln_conv_ct_store_base) simd = NULL;
+  float *T = rand_buf(PX * NR), *bias = rand_buf(NR);
+  T[3] = NAN, T[NR + 1] = -0.0f, T[5 * NR + 20] = 2.0f;
+  int64_t bad = 0, wrong = 0, runs = 0;
+  for (size_t ni = 0; ni < sizeof ncs / sizeof *ncs; ni++)
+    for (int v = 0; v < 4; v++) {
+      int64_t nc = ncs[ni];
+      const float *b = v & 1 ? bias : NULL;
+      bool clamp = v & 2;
+      float lo = -0.25f, hi = 0.5f, y[2][(NR + 1) * LDY];
+      for (int u = 0; u < 2; u++)
+        for (int i = 0; i < (NR + 1) * LDY; i++) y[u][i] = 7.0f;
+      kiln_conv_ct_store_base(T, nc, b, clamp, lo, hi, y[0], LDY);
+      if (simd) {
+        simd(T, nc, b, clamp, lo, hi, y[1], LDY);
+        bad += memcmp(y[0], y[1], sizeof y[0]) != 0;
+      }
+      for (int64_t c = 0; c <= nc && c < NR + 1; c++)
+        for (int p = 0; p < LDY; p++) {
+          float want = 7.0f;
+          if (c < nc && p < PX) {
+            want = T[p * NR + c] + (b ? b[c] : 0.0f);
+            if (clamp) want = want < lo ? lo : want > hi ? hi : want;
+          }
+          float got = y[0][c * LDY + p];
+          wrong += !(got == want || (isnan(got) && isnan(want)));
+        }
+      runs++;
+    }
+  free(T), free(bias);
+  CHECK(runs > 0 && bad == 0 && wrong == 0,
+        "channel tile store: %lld of %lld runs differ from the twin%s, %lld values wrong", (long long)bad,
+        (long long)runs, simd ? " (AVX-512)" : "", (long long)wrong);
+}
+
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
@@ -797,6 +918,8 @@ int main(void) {
   test_pwt_kernel();
   test_pwt();
   test_pwt_planes();
+  test_ct_kernel();
+  test_ct_store();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
