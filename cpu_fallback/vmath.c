@@ -184,11 +184,9 @@ int kiln_vm_cpu_has_avx2(void) {
 #endif
 }
 
-/* A build with -DKILN_CPU_NO_AVX512=ON says no here whatever the CPU has:
- * the AVX2 kernels (and OpenBLAS for the GEMMs) as on a CPU without
- * AVX-512, to test and measure them on one that has it. */
-int kiln_vm_cpu_has_avx512(void) {
-#if defined(KILN_VM_HAVE_AVX512) && !defined(KILN_VM_NO_AVX512) && (defined(__x86_64__) || defined(__i386__))
+/* What the CPU and OS offer (cpuid + XGETBV), whatever KILN_CPU_ISA says. */
+static int cpu_avx512_usable(void) {
+#if defined(KILN_VM_HAVE_AVX512) && (defined(__x86_64__) || defined(__i386__))
   unsigned a, b, c, d;
   if (!kiln_vm_cpu_has_avx2() || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 16) & 1)) return 0;
   unsigned lo, hi;
@@ -227,17 +225,21 @@ static const kiln_vm_fn *active_fns = base_fns;
 
 static void choose_isa(void) {
   int have = cpu_avx2 = kiln_vm_cpu_has_avx2();
-  cpu_avx512 = kiln_vm_cpu_has_avx512();
+  cpu_avx512 = cpu_avx512_usable();
   kiln_vm_isa isa = have ? KILN_VM_ISA_AVX2 : KILN_VM_ISA_BASE;
   const char *env = getenv("KILN_CPU_ISA");
   if (env && *env) {
     if (!strcmp(env, "base"))
       isa = KILN_VM_ISA_BASE;
-    else if (!strcmp(env, "avx2")) {
+    else if (!strcmp(env, "avx2") || !strcmp(env, "avx512")) {
       if (!have)
-        fprintf(stderr, "kiln[warn]: KILN_CPU_ISA=avx2 but this CPU/OS has no AVX2+FMA: using base\n");
+        fprintf(stderr, "kiln[warn]: KILN_CPU_ISA=%s but this CPU/OS has no AVX2+FMA: using base\n", env);
+      else if (env[3] == '5' && !cpu_avx512)
+        fprintf(stderr, "kiln[warn]: KILN_CPU_ISA=avx512 but this CPU/OS has no usable AVX-512F: using avx2\n");
+      /* avx2: the AVX2 kernels alone, as on a CPU without AVX-512 */
+      if (env[3] == '2') cpu_avx512 = 0;
     } else
-      fprintf(stderr, "kiln[warn]: KILN_CPU_ISA=%s unknown (base|avx2): ignored\n", env);
+      fprintf(stderr, "kiln[warn]: KILN_CPU_ISA=%s unknown (base|avx2|avx512): ignored\n", env);
   }
   isa_chosen = isa;
 #ifdef KILN_VM_HAVE_AVX2
@@ -255,6 +257,15 @@ kiln_vm_fn kiln_vm_kernel_avx512(kiln_vm_op op) {
 #endif
   (void)op;
   return NULL;
+}
+
+/* The AVX-512 kernels are chosen only where this says yes: the CPU and OS
+ * support AVX-512F and KILN_CPU_ISA is not avx2 (which runs the AVX2
+ * kernels alone, as on a CPU without AVX-512, to test and measure them on
+ * one with it). Asked once: cpuid traps under a hypervisor. */
+int kiln_vm_cpu_has_avx512(void) {
+  pthread_once(&isa_once, choose_isa);
+  return cpu_avx512;
 }
 
 kiln_vm_isa kiln_vm_isa_active(void) {

@@ -83,7 +83,10 @@ void kiln_vm_gelu_chain_avx512(size_t n, const float *x, float s, float c1, floa
 kiln_vm_fn kiln_vm_kernel_avx512(kiln_vm_op op);
 /* True when kiln_vm_cpu_has_avx2() is and the CPU has AVX-512F (cpuid leaf
  * 7 EBX bit 16) with the opmask and ZMM state saved by the OS (XCR0 bits
- * 5, 6, 7). Always false on non-x86 builds. */
+ * 5, 6, 7), and KILN_CPU_ISA is not avx2 (that setting runs the AVX2
+ * kernels alone, as a CPU without AVX-512 does). Every AVX-512 choice of
+ * the cpu backend goes through it. Asked once per process. Always false on
+ * non-x86 builds. */
 int kiln_vm_cpu_has_avx512(void);
 
 /* True when the CPU has AVX2 and FMA and the OS saves the YMM state
@@ -92,8 +95,10 @@ int kiln_vm_cpu_has_avx512(void);
 int kiln_vm_cpu_has_avx2(void);
 
 /* The version the entry points use: chosen once (thread-safe) from the CPU
- * and KILN_CPU_ISA (base|avx2; avx2 on a CPU without it falls back to base
- * with a warning on stderr; an unknown value is ignored with a warning). */
+ * and KILN_CPU_ISA (base|avx2|avx512; avx2 or avx512 on a CPU without
+ * AVX2+FMA falls back to base with a warning on stderr; an unknown value is
+ * ignored with a warning). avx512 is the AVX2 version plus the AVX-512
+ * kernels where kiln_vm_cpu_has_avx512(): the default on such a CPU. */
 kiln_vm_isa kiln_vm_isa_active(void);
 
 /* The kernel of op written for isa; NULL when isa cannot run on this CPU or
