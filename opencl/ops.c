@@ -298,15 +298,28 @@ static kiln_status blas_fail(CLBlastStatusCode e, const char *what, const kiln_c
   return kiln_fail(KILN_E_INTERNAL, "CLBlast %s for node '%s' failed with status %d", what, op->label, (int)e);
 }
 
+/* Every CLBlast call kiln makes holds this lock: CLBlast 1.5.3 stores its
+ * compiled programs in caches that two threads may corrupt (CLBlast issue
+ * 486, fixed after 1.5.3 by PR 495) — measured here as a segfault in about
+ * 1 in 30 transformer processes on rusticl while two warm-up threads (Sgemm
+ * and SgemmBatched) built at once. A call only enqueues, except the first
+ * of a routine (its build), so the lock is short. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* One small call of routine r (OP_BLAS_*) on queue q over b (3 * 64 floats). */
 static CLBlastStatusCode warm_call(unsigned r, cl_mem b, cl_command_queue *q) {
-  if (r == OP_BLAS_GEMM)
-    return CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 8, 8, 8, 1.0f, b, 0, 8, b, 64,
-                        8, 0.0f, b, 128, 8, q, NULL);
+  CLBlastStatusCode e;
   const float one[2] = {1, 1}, zero[2] = {0, 0};
   const size_t ao[2] = {0, 0}, bo[2] = {64, 64}, co[2] = {128, 160};
-  return CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 4, 4, 4, one, b, ao, 4, b,
-                             bo, 4, zero, b, co, 4, 2, q, NULL);
+  pthread_mutex_lock(&blas_lock);
+  if (r == OP_BLAS_GEMM)
+    e = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 8, 8, 8, 1.0f, b, 0, 8, b, 64, 8,
+                     0.0f, b, 128, 8, q, NULL);
+  else
+    e = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 4, 4, 4, one, b, ao, 4, b,
+                            bo, 4, zero, b, co, 4, 2, q, NULL);
+  pthread_mutex_unlock(&blas_lock);
+  return e;
 }
 
 static void *warm_thread(void *arg) {
@@ -609,8 +622,10 @@ static kiln_status run_gemm(kiln_cl_op *op, kiln_cl_context *ctx, const op_step 
   CLBlastStatusCode e;
   blas_ready(ctx->ctx, st->kind == ST_GEMM ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED);
   if (st->kind == ST_GEMM) {
+    pthread_mutex_lock(&blas_lock);
     e = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, st->m, st->n, st->k, st->alpha, a, ao + st->aoff, st->lda, b,
                      bo + st->boff, st->ldb, st->beta, c, co + st->coff, st->ldc, &ctx->queue, NULL);
+    pthread_mutex_unlock(&blas_lock);
     return e ? blas_fail(e, "sgemm", op) : KILN_OK;
   }
   size_t *wa = op->work, *wb = wa + st->batch, *wc = wb + st->batch;
@@ -622,8 +637,10 @@ static kiln_status run_gemm(kiln_cl_op *op, kiln_cl_context *ctx, const op_step 
     al[i] = st->alpha;
     be[i] = st->beta;
   }
+  pthread_mutex_lock(&blas_lock);
   e = CLBlastSgemmBatched(CLBlastLayoutRowMajor, ta, tb, st->m, st->n, st->k, al, a, wa, st->lda, b, wb, st->ldb, be, c,
                           wc, st->ldc, st->batch, &ctx->queue, NULL);
+  pthread_mutex_unlock(&blas_lock);
   return e ? blas_fail(e, "sgemm batched", op) : KILN_OK;
 }
 
