@@ -92,7 +92,7 @@ def bench_init(a, tmp, lines):
     lines.append("init = onnxInitGraph (kiln-run's compile); +1st = init plus the first run's extra time over the "
                  "fastest run (the driver's lazy compiles: PoCL builds work-group functions at the first launch); "
                  "warm phases: rewrite (prepare: key + graph record, or the passes), kern (kernel objects), "
-                 "bind (device ops: CLBlast warm-up), mem (weights upload)\n")
+                 "bind (device ops: their kernels; CLBlast's warm-up starts there, waited for only with KILN_CL_CLBLAST_WARM=bind), mem (weights upload, buffers)\n")
     lines.append("| driver | model | cold init ms | warm init ms | warm/cold | cold init+1st | warm init+1st | "
                  "warm/cold | warm: rewrite / kern / bind / mem ms |")
     lines.append("|---|---|---|---|---|---|---|---|---|")

@@ -347,6 +347,35 @@ static bool over_host(const cstate *c, int w, uint64_t bytes, uint64_t size) {
          (uintptr_t)t->data % 16 == 0;
 }
 
+/* A read-write buffer of the variant (the arena, a graph input's or an
+ * unaligned value's own buffer): on a CPU device over host memory kiln
+ * allocates (kiln_cl_buffer_rw_over_host; *host the block to free after the
+ * buffer), so that the driver neither allocates nor clears it when the
+ * variant is made — rusticl/llvmpipe zeroes each buffer it allocates (51 ms
+ * for ew_chain's 64 MiB arena) — and its pages are touched by the steps that
+ * write them. No step reads a value before one writes it (a padded symbolic
+ * step computes over garbage it never returns, engine_sym.c), so nothing
+ * depended on those zeros; PoCL never cleared. Elsewhere, KILN_CL_HOST_ARENA=0
+ * or a driver that refuses: the driver's allocation. */
+static kiln_status rw_buffer(const cstate *c, size_t size, kiln_cl_buffer *b, void **host) {
+  kiln_cl_context *ctx = c->p->slot->ctx;
+  const char *e = getenv("KILN_CL_HOST_ARENA");
+  *host = NULL;
+  b->mem = NULL;
+  if (!(e && !strcmp(e, "0")) && (c->p->dev->type & CL_DEVICE_TYPE_CPU)) {
+    enum { PAGE = 4096 }; /* page-aligned within a block of kiln's allocator */
+    *host = kiln_malloc(size + PAGE);
+    if (!*host) return kiln_fail(KILN_E_NOMEM, "out of host memory for a buffer of %zu bytes", size);
+    void *at = (void *)(((uintptr_t)*host + PAGE - 1) & ~(uintptr_t)(PAGE - 1));
+    if (!kiln_cl_buffer_rw_over_host(ctx, at, size, b)) return KILN_OK;
+    kiln_log(KILN_LOG_INFO, "opencl: buffer not in host memory (%s): allocated by the driver", kiln_last_error());
+    kiln_error_clear();
+    kiln_free(*host);
+    *host = NULL;
+  }
+  return kiln_cl_buffer_create(ctx, size, b);
+}
+
 /* Places every value the steps touch: weights and inputs in buffers of
  * their own, the rest in the arena planned by ir/memplan. */
 static kiln_status place_values(cstate *c) {
@@ -401,7 +430,7 @@ static kiln_status place_values(cstate *c) {
              (unsigned long long)mp->arena_size, (unsigned long long)ctx->max_mem_alloc_size);
   if (mp->arena_size && !split) {
     kiln_cl_buffer ab;
-    if ((s = kiln_cl_buffer_create(ctx, mp->arena_size, &ab))) goto done;
+    if ((s = rw_buffer(c, mp->arena_size, &ab, &v->arena_host))) goto done;
     v->arena = ab.mem;
   }
   for (int w = 0; w < nv && !s; w++) {
@@ -423,7 +452,8 @@ static kiln_status place_values(cstate *c) {
                  kiln_last_error());
         kiln_error_clear();
       }
-      if ((s = kiln_cl_buffer_create(ctx, size[w], &b))) break;
+      if ((s = g->values[w].init ? kiln_cl_buffer_create(ctx, size[w], &b) : rw_buffer(c, size[w], &b, &pl->host)))
+        break;
       pl->mem = pl->base = b.mem;
       pl->own = true;
       if (g->values[w].init && bytes[w])
@@ -434,7 +464,7 @@ static kiln_status place_values(cstate *c) {
     size_t off = (size_t)mp->offset[w];
     if (split || off % align) { /* not where a sub-buffer may start: a buffer of its own */
       kiln_cl_buffer b;
-      if ((s = kiln_cl_buffer_create(ctx, size[w], &b))) break;
+      if ((s = rw_buffer(c, size[w], &b, &pl->host))) break;
       pl->mem = pl->base = b.mem;
       pl->own = true;
       continue;
@@ -751,10 +781,13 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_free(v->sym_val);
   kiln_free(v->sym_st);
   kiln_cl_program_free(v->prog);
-  for (int w = 0; v->place && v->g && w < v->g->n_values; w++)
+  for (int w = 0; v->place && v->g && w < v->g->n_values; w++) {
     if (v->place[w].mem) clReleaseMemObject(v->place[w].mem);
+    kiln_free(v->place[w].host); /* after its buffer, the queue finished */
+  }
   kiln_free(v->place);
   if (v->arena) clReleaseMemObject(v->arena);
+  kiln_free(v->arena_host); /* after the arena and its sub-buffers, the queue finished */
   if (v->scratch) clReleaseMemObject(v->scratch);
   kiln_free(v->in_map);
   kiln_schedule_free(v->sched);

@@ -50,6 +50,7 @@ typedef struct kiln_cl_place {
   size_t offset; /* in base */
   size_t bytes;
   bool own;     /* mem is an allocation of its own (not a sub-buffer) */
+  void *host;   /* own, on a CPU device: the host block under mem (host_buffer), or NULL */
 } kiln_cl_place;
 
 /* Symbolic dims (opencl/engine_sym.c): how many symbols one variant serves
@@ -101,6 +102,7 @@ typedef struct kiln_cl_variant {
   kiln_cl_key prog_key;
   kiln_cl_place *place; /* per value of g */
   cl_mem arena;
+  void *arena_host;     /* the host block under the arena on a CPU device (host_buffer), or NULL */
   uint64_t arena_bytes;
   cl_mem scratch;         /* the kernels' scratch (codegen.h kiln_cl_kernel_sig.scratch), or NULL */
   uint64_t scratch_bytes;

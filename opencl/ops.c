@@ -2,7 +2,7 @@
  * the machinery they share: an op is a list of steps (generated kernel
  * launches, CLBlast GEMM calls) over its inputs, outputs and scratch
  * buffers, fixed at prepare time; bind creates kernels and scratch and
- * warms CLBlast; enqueue sets arguments and launches. See ops_int.h for
+ * starts CLBlast's warm-up; enqueue sets arguments and launches. See ops_int.h for
  * the kernel argument convention and OPS.md for what each op covers. */
 #include "opencl/ops.h"
 
@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ir/alloc.h"
@@ -255,15 +256,37 @@ kiln_status kiln_clop_emit_offset(kiln_cl_src *s, const char *flat, int rank, co
   return st;
 }
 
-/* ---- CLBlast warm-up: each routine once per context (PoCL compiles
- * CLBlast's kernels for 10-15 s on a cold cache, ~50 ms warm; doing it at
- * bind keeps it out of the first run) ---- */
+/* ---- CLBlast warm-up: each routine once per context ----
+ * CLBlast builds a routine's kernels from source at its first call in a
+ * process (PoCL: 10-15 s on a cold cache, ~50 ms warm; rusticl: 45-55 ms
+ * per routine even with Mesa's cache filled) and keeps them per context
+ * and device in memory only — there is no API to hand it a binary. By
+ * default (KILN_CL_CLBLAST_WARM=async) bind starts each routine's warm-up
+ * on a thread of its own (a small call on a queue of its own; CLBlast's
+ * cache is per context and device, not per queue) and does not wait: the
+ * graph's init does not pay the build, which runs beside the rest of the
+ * init and whatever the host does before its first run. The first call of
+ * that routine (blas_ready), and the release of any op that needs it, join
+ * the thread first. A warm-up that fails is only logged: the real call
+ * builds again and reports its own error. KILN_CL_CLBLAST_WARM=bind waits
+ * at bind (on the context's queue), as before. */
 
 #define WARM_MAX 64
+enum { WARM_ROUTINES = 2 }; /* OP_BLAS_GEMM, OP_BLAS_GEMM_BATCHED */
 static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
+typedef struct warm_job {
+  cl_context ctx;
+  cl_device_id dev;
+  unsigned routine;
+  CLBlastStatusCode e; /* the warm-up's outcome, read after the join */
+  cl_int cl;           /* an OpenCL error before CLBlast was called */
+} warm_job;
 static struct {
   cl_context ctx;
-  unsigned done;
+  unsigned done;    /* routines built in this context */
+  unsigned pending; /* routines a thread is building: job[r] */
+  pthread_t th[WARM_ROUTINES];
+  warm_job *job[WARM_ROUTINES];
 } warmed[WARM_MAX];
 
 static kiln_status blas_fail(CLBlastStatusCode e, const char *what, const kiln_cl_op *op) {
@@ -275,48 +298,119 @@ static kiln_status blas_fail(CLBlastStatusCode e, const char *what, const kiln_c
   return kiln_fail(KILN_E_INTERNAL, "CLBlast %s for node '%s' failed with status %d", what, op->label, (int)e);
 }
 
-static kiln_status blas_warm(kiln_cl_context *c, unsigned need, const kiln_cl_op *op) {
-  pthread_mutex_lock(&warm_lock);
-  int slot = -1;
+/* Every CLBlast call kiln makes holds this lock: CLBlast 1.5.3 stores its
+ * compiled programs in caches that two threads may corrupt (CLBlast issue
+ * 486, fixed after 1.5.3 by PR 495) — measured here as a segfault in about
+ * 1 in 30 transformer processes on rusticl while two warm-up threads (Sgemm
+ * and SgemmBatched) built at once. A call only enqueues, except the first
+ * of a routine (its build), so the lock is short. */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One small call of routine r (OP_BLAS_*) on queue q over b (3 * 64 floats). */
+static CLBlastStatusCode warm_call(unsigned r, cl_mem b, cl_command_queue *q) {
+  CLBlastStatusCode e;
+  const float one[2] = {1, 1}, zero[2] = {0, 0};
+  const size_t ao[2] = {0, 0}, bo[2] = {64, 64}, co[2] = {128, 160};
+  pthread_mutex_lock(&blas_lock);
+  if (r == OP_BLAS_GEMM)
+    e = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 8, 8, 8, 1.0f, b, 0, 8, b, 64, 8,
+                     0.0f, b, 128, 8, q, NULL);
+  else
+    e = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 4, 4, 4, one, b, ao, 4, b,
+                            bo, 4, zero, b, co, 4, 2, q, NULL);
+  pthread_mutex_unlock(&blas_lock);
+  return e;
+}
+
+static void *warm_thread(void *arg) {
+  warm_job *j = arg;
+  static const float zeros[3 * 64];
+  cl_int e = CL_SUCCESS;
+  cl_command_queue q = clCreateCommandQueue(j->ctx, j->dev, 0, &e);
+  cl_mem b = NULL;
+  if (q && !e) b = clCreateBuffer(j->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zeros, (void *)zeros, &e);
+  if (b && !e) {
+    j->e = warm_call(j->routine, b, &q);
+    e = clFinish(q);
+  }
+  j->cl = e;
+  if (b) clReleaseMemObject(b);
+  if (q) clReleaseCommandQueue(q);
+  return NULL;
+}
+
+static int warm_slot(cl_context ctx, bool make) {
   for (int i = 0; i < WARM_MAX; i++)
-    if (warmed[i].ctx == c->ctx) slot = i;
-  unsigned done = slot >= 0 ? warmed[slot].done : 0;
+    if (warmed[i].ctx == ctx) return i;
+  if (!make) return -1;
+  for (int i = 0; i < WARM_MAX; i++)
+    if (!warmed[i].ctx) {
+      warmed[i].ctx = ctx;
+      return i;
+    }
+  return -1; /* table full: warm at bind, remember nothing */
+}
+
+/* Joins slot i's threads for the routines in need (warm_lock held). */
+static void warm_join(int i, unsigned need) {
+  for (int r = 0; r < WARM_ROUTINES; r++) {
+    unsigned bit = 1u << r;
+    if (!(need & warmed[i].pending & bit)) continue;
+    pthread_join(warmed[i].th[r], NULL);
+    warm_job *j = warmed[i].job[r];
+    warmed[i].pending &= ~bit;
+    warmed[i].job[r] = NULL;
+    if (!j->cl && j->e == CLBlastSuccess)
+      warmed[i].done |= bit;
+    else
+      kiln_log(KILN_LOG_INFO, "opencl: CLBlast's warm-up (%s) failed (OpenCL %d, CLBlast %d): its first call builds",
+               bit == OP_BLAS_GEMM ? "sgemm" : "sgemm batched", (int)j->cl, (int)j->e);
+    kiln_free(j);
+  }
+}
+
+/* Waits for the warm-ups of the routines in need on ctx, if any run. */
+static void blas_ready(cl_context ctx, unsigned need) {
+  if (!ctx || !need) return;
+  pthread_mutex_lock(&warm_lock);
+  int i = warm_slot(ctx, false);
+  if (i >= 0 && (warmed[i].pending & need)) warm_join(i, need);
+  pthread_mutex_unlock(&warm_lock);
+}
+
+static kiln_status blas_warm(kiln_cl_context *c, unsigned need, const kiln_cl_op *op) {
+  const char *env = getenv("KILN_CL_CLBLAST_WARM");
+  bool async = !(env && !strcmp(env, "bind"));
   kiln_status s = KILN_OK;
-  if ((need & ~done) == 0) goto out;
-  kiln_cl_buffer b = {0};
-  s = kiln_cl_buffer_create(c, 3 * 64 * sizeof(float), &b);
-  if (!s) {
+  pthread_mutex_lock(&warm_lock);
+  int i = warm_slot(c->ctx, true);
+  if (i >= 0 && !async) warm_join(i, need);
+  unsigned todo = i >= 0 ? need & ~warmed[i].done & ~warmed[i].pending : need;
+  for (int r = 0; r < WARM_ROUTINES && todo && !s; r++) {
+    unsigned bit = 1u << r;
+    if (!(todo & bit)) continue;
+    if (async && i >= 0) {
+      warm_job *j = kiln_calloc(1, sizeof *j);
+      if (j) {
+        *j = (warm_job){.ctx = c->ctx, .dev = c->device, .routine = bit};
+        if (!pthread_create(&warmed[i].th[r], NULL, warm_thread, j)) {
+          warmed[i].job[r] = j;
+          warmed[i].pending |= bit;
+          continue;
+        }
+        kiln_free(j);
+      }
+    } /* here, on the context's queue: bind, a full table, no thread */
     static const float zeros[3 * 64];
-    s = kiln_cl_buffer_write(c, &b, 0, zeros, sizeof zeros);
+    kiln_cl_buffer b = {0};
+    s = kiln_cl_buffer_create(c, sizeof zeros, &b);
+    if (!s) s = kiln_cl_buffer_write(c, &b, 0, zeros, sizeof zeros);
+    CLBlastStatusCode e = s ? CLBlastSuccess : warm_call(bit, b.mem, &c->queue);
+    if (e) s = blas_fail(e, bit == OP_BLAS_GEMM ? "warm-up (sgemm)" : "warm-up (sgemm batched)", op);
+    if (!s) s = kiln_cl_finish(c);
+    kiln_cl_buffer_free(&b);
+    if (!s && i >= 0) warmed[i].done |= bit;
   }
-  CLBlastStatusCode e = CLBlastSuccess;
-  if (!s && (need & ~done & OP_BLAS_GEMM)) {
-    e = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 8, 8, 8, 1.0f, b.mem, 0, 8, b.mem,
-                     64, 8, 0.0f, b.mem, 128, 8, &c->queue, NULL);
-    if (e)
-      s = blas_fail(e, "warm-up (sgemm)", op);
-    else
-      done |= OP_BLAS_GEMM;
-  }
-  if (!s && (need & ~done & OP_BLAS_GEMM_BATCHED)) {
-    const float one[2] = {1, 1}, zero[2] = {0, 0};
-    const size_t ao[2] = {0, 0}, bo[2] = {64, 64}, co[2] = {128, 160};
-    e = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, 4, 4, 4, one, b.mem, ao, 4,
-                            b.mem, bo, 4, zero, b.mem, co, 4, 2, &c->queue, NULL);
-    if (e)
-      s = blas_fail(e, "warm-up (sgemm batched)", op);
-    else
-      done |= OP_BLAS_GEMM_BATCHED;
-  }
-  if (!s) s = kiln_cl_finish(c);
-  kiln_cl_buffer_free(&b);
-  if (slot < 0)
-    for (int i = 0; i < WARM_MAX && slot < 0; i++)
-      if (!warmed[i].ctx) slot = i;
-  if (slot < 0) slot = 0; /* table full: forget the oldest entry */
-  warmed[slot].ctx = c->ctx;
-  warmed[slot].done = done;
-out:
   pthread_mutex_unlock(&warm_lock);
   return s;
 }
@@ -410,7 +504,10 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
     op->ab = kiln_malloc(2 * op->max_batch * sizeof *op->ab);
     if (!op->work || !op->ab) s = kiln_fail(KILN_E_NOMEM, "out of memory binding node '%s'", op->label);
   }
-  if (!s && op->blas) s = blas_warm(ctx, op->blas, op);
+  if (!s && op->blas) {
+    s = blas_warm(ctx, op->blas, op);
+    op->blas_ctx = ctx->ctx;
+  }
   if (!s && op->chk_n > 0 && !op->chk.mem) {
     static const cl_int zero[4];
     s = kiln_cl_buffer_create(ctx, sizeof zero, &op->chk);
@@ -523,9 +620,12 @@ static kiln_status run_gemm(kiln_cl_op *op, kiln_cl_context *ctx, const op_step 
   CLBlastTranspose ta = st->ta ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = st->tb ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastStatusCode e;
+  blas_ready(ctx->ctx, st->kind == ST_GEMM ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED);
   if (st->kind == ST_GEMM) {
+    pthread_mutex_lock(&blas_lock);
     e = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, st->m, st->n, st->k, st->alpha, a, ao + st->aoff, st->lda, b,
                      bo + st->boff, st->ldb, st->beta, c, co + st->coff, st->ldc, &ctx->queue, NULL);
+    pthread_mutex_unlock(&blas_lock);
     return e ? blas_fail(e, "sgemm", op) : KILN_OK;
   }
   size_t *wa = op->work, *wb = wa + st->batch, *wc = wb + st->batch;
@@ -537,8 +637,10 @@ static kiln_status run_gemm(kiln_cl_op *op, kiln_cl_context *ctx, const op_step 
     al[i] = st->alpha;
     be[i] = st->beta;
   }
+  pthread_mutex_lock(&blas_lock);
   e = CLBlastSgemmBatched(CLBlastLayoutRowMajor, ta, tb, st->m, st->n, st->k, al, a, wa, st->lda, b, wb, st->ldb, be, c,
                           wc, st->ldc, st->batch, &ctx->queue, NULL);
+  pthread_mutex_unlock(&blas_lock);
   return e ? blas_fail(e, "sgemm batched", op) : KILN_OK;
 }
 
@@ -564,6 +666,7 @@ bool kiln_cl_op_calls_clblast(const kiln_cl_op *op) { return op && op->blas; }
 
 void kiln_cl_op_free(kiln_cl_op *op) {
   if (!op) return;
+  blas_ready(op->blas_ctx, op->blas); /* no warm-up thread outlives the ops that wait for it */
   for (int k = 0; k < op->n_kern; k++) kiln_cl_kernel_free(&op->kern[k]);
   ws_release(op);
   kiln_cl_buffer_free(&op->chk);

@@ -71,7 +71,8 @@ struct kiln_cl_op {
   cl_context ws_ctx;
   int n_steps, cap_steps;
   op_step *steps;
-  unsigned blas; /* OP_BLAS_* routines the op calls (warmed at bind) */
+  unsigned blas; /* OP_BLAS_* routines the op calls (warm-up started at bind) */
+  cl_context blas_ctx; /* where bind started or found their warm-up (joined before a call and at free) */
   size_t max_batch;
   size_t *work; /* 3 * max_batch offsets for batched calls */
   float *ab;    /* 2 * max_batch alphas / betas */

@@ -154,8 +154,9 @@ kiln_status kiln_cl_finish(kiln_cl_context *c) {
 
 /* ---- buffers ---- */
 
-/* host NULL: a new allocation; else a read-only buffer over host's bytes */
-static kiln_status buffer_make(kiln_cl_context *c, size_t size, void *host, kiln_cl_buffer *out) {
+/* host NULL: a new allocation; else a buffer over host's bytes, read-only
+ * unless rw */
+static kiln_status buffer_make(kiln_cl_context *c, size_t size, void *host, bool rw, kiln_cl_buffer *out) {
   out->mem = NULL;
   out->size = 0;
   if (!size) return kiln_fail(KILN_E_INTERNAL, "OpenCL buffer of 0 bytes requested on %s", c->id);
@@ -166,7 +167,8 @@ static kiln_status buffer_make(kiln_cl_context *c, size_t size, void *host, kiln
                      size, c->id, c->name, (unsigned long long)c->max_mem_alloc_size,
                      (unsigned long long)c->global_mem_size);
   cl_int e = CL_SUCCESS;
-  cl_mem m = clCreateBuffer(c->ctx, host ? CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR : CL_MEM_READ_WRITE, size, host, &e);
+  cl_mem_flags f = !host ? CL_MEM_READ_WRITE : (rw ? CL_MEM_READ_WRITE : CL_MEM_READ_ONLY) | CL_MEM_USE_HOST_PTR;
+  cl_mem m = clCreateBuffer(c->ctx, f, size, host, &e);
   if (!m || e) {
     if (m) clReleaseMemObject(m);
     return kiln_cl_fail(e ? e : CL_MEM_OBJECT_ALLOCATION_FAILURE, "%s an OpenCL buffer of %zu bytes on %s (%s)",
@@ -178,11 +180,15 @@ static kiln_status buffer_make(kiln_cl_context *c, size_t size, void *host, kiln
 }
 
 kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffer *out) {
-  return buffer_make(c, size, NULL, out);
+  return buffer_make(c, size, NULL, false, out);
 }
 
 kiln_status kiln_cl_buffer_over_host(kiln_cl_context *c, void *host, size_t size, kiln_cl_buffer *out) {
-  return buffer_make(c, size, host, out);
+  return buffer_make(c, size, host, false, out);
+}
+
+kiln_status kiln_cl_buffer_rw_over_host(kiln_cl_context *c, void *host, size_t size, kiln_cl_buffer *out) {
+  return buffer_make(c, size, host, true, out);
 }
 
 void kiln_cl_buffer_free(kiln_cl_buffer *b) {

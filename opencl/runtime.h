@@ -94,6 +94,11 @@ kiln_status kiln_cl_buffer_create(kiln_cl_context *c, size_t size, kiln_cl_buffe
  * bytes must stay alive and unchanged until the buffer is released and the
  * commands using it have finished. */
 kiln_status kiln_cl_buffer_over_host(kiln_cl_context *c, void *host, size_t size, kiln_cl_buffer *out);
+/* A buffer kernels read and write, over size bytes of host memory
+ * (CL_MEM_USE_HOST_PTR on a CPU device: its pages are touched when a kernel
+ * first writes them, not when the buffer is made — rusticl/llvmpipe zeroes
+ * every buffer it allocates itself). The same lifetime rule. */
+kiln_status kiln_cl_buffer_rw_over_host(kiln_cl_context *c, void *host, size_t size, kiln_cl_buffer *out);
 
 /* Releases b's memory (NULL-safe, idempotent: b->mem becomes NULL). */
 void kiln_cl_buffer_free(kiln_cl_buffer *b);

@@ -1562,7 +1562,7 @@ int main(int argc, char **argv) {
       c->op = NULL;
     }
   }
-  printf("bound in %.0f ms (CLBlast warm-up included)\n", now_ms() - tbind);
+  printf("bound in %.0f ms (CLBlast's warm-up started, KILN_CL_CLBLAST_WARM=bind: included)\n", now_ms() - tbind);
   double tr = now_ms();
   for (int i = 0; i < n_cases && !s; i++)
     if (cases[i].op) check_case(&cases[i], ctx);
