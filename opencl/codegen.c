@@ -613,6 +613,29 @@ static void put_template(gen *g, const char *t, const char *const *args, kiln_dt
   }
 }
 
+/* A load of access a that is a literal: a float32 or float64 weight of one
+ * element (an initializer; the graph record's key holds every weight byte,
+ * the program key the source) read through an unmasked map — the scale,
+ * bias or Clip bound of one value that every element reads. Printed inline
+ * (its buffer stays in the signature, unread): llvmpipe loads a buffer
+ * element lane by lane in each work item, and the bench chain's three such
+ * loads cost it 0.05-0.07 copies at float8, 0.12-0.14 at float4
+ * (opencl/ENGINE.md). Finite and nonzero
+ * only, like the attributes printed as literals: Mesa's NIR rewrites
+ * arithmetic with a literal 0 as if signed zeros did not exist (rusticl
+ * gave +0 for 0 * -0 + -0 with both printed inline), so 0, NaN and inf stay
+ * loads, which no rewrite sees through. */
+static bool literal_load(const kiln_fuse_spec *sp, int a, kiln_dtype *t, double *v) {
+  const kiln_fuse_access *ac = &sp->access[a];
+  const kiln_tensor *w = sp->g->values[ac->value].init;
+  if (!w || w->numel != 1 || (w->dtype != KILN_F32 && w->dtype != KILN_F64)) return false;
+  for (int k = 0; k < ac->map.depth; k++)
+    if (ac->map.v[k].has_mask) return false;
+  *t = w->dtype;
+  *v = kiln_get_f(w, 0);
+  return isfinite(*v) && *v != 0;
+}
+
 /* Prints `const R v<i> = ...;` for expression i. */
 static kiln_status put_expr(gen *g, int i) {
   const kiln_fuse_spec *sp = g->sp;
@@ -631,8 +654,16 @@ static kiln_status put_expr(gen *g, int i) {
     bool masked = false;
     for (int k = 0; k < a->map.depth; k++) masked |= a->map.v[k].has_mask;
     snprintf(src, sizeof src, "a%d[a%do0]", e->ref, e->ref);
+    kiln_dtype lt;
+    double lv;
     if (g->tiled == e->ref + 1) snprintf(src, sizeof src, "%s", KT_ELEM); /* unmasked (tile_plan) */
-    else if (masked) {
+    else if (literal_load(sp, e->ref, &lt, &lv)) {
+      sbuf lit = {0};
+      put_float(&lit, lt, lv);
+      if (lit.oom) return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+      snprintf(src, sizeof src, "%.100s", lit.p);
+      kiln_free(lit.p);
+    } else if (masked) {
       sbuf pad = {0};
       if (kiln_dtype_is_float(bt)) put_float(&pad, bt, a->pad);
       else put_int(&pad, bt, (int64_t)a->pad);
@@ -809,13 +840,16 @@ static int vec_kind(const kiln_views *m, int w) {
 }
 
 /* Lanes per work item for spec sp on dev, 0: one element per work item.
- * 4 (float4), or 8 / 16 where the device prefers float vectors that wide
- * and every map reads w lanes the way it reads 4: PoCL (preferred width 16
+ * 16 where the device prefers float vectors that wide, else 8, where every
+ * map reads w lanes the way it reads 4 (else 4): PoCL (preferred width 16
  * with AVX-512) runs one work item's vector as one vector, it does not
  * vectorise across work items, so float16 is 3.7-5x faster than float4 on
  * the bench chain; llvmpipe (preferred width 1) vectorises across
- * invocations, and wider vectors measured no faster there. KILN_CL_VEC=0:
- * one element per work item; =4, 8, 16: that width where the spec allows. */
+ * invocations, 8 per SIMD, and with kiln's math float8 is 0.88-0.89x the
+ * float4 time of the bench chain (its per-item loads of the scalar operands
+ * are paid per 8 elements, not per 4; a memory-bound kernel measured the
+ * same at 4 and 8; opencl/ENGINE.md). KILN_CL_VEC=0: one element per work
+ * item; =4, 8, 16: that width where the spec allows. */
 static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
   const char *e = getenv("KILN_CL_VEC");
   int force = e && *e ? atoi(e) : -1;
@@ -827,7 +861,7 @@ static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
     if (sp->sh->v[sp->access[a].value].dtype != KILN_F32) return 0;
   for (int k = 0; k < sp->n_store; k++)
     if (sp->sh->v[sp->store[k].value].dtype != KILN_F32) return 0;
-  int w = dev->pref_vec_float >= 16 ? 16 : dev->pref_vec_float >= 8 ? 8 : 4;
+  int w = dev->pref_vec_float >= 16 ? 16 : 8;
   if (force == 4 || force == 8 || force == 16) w = force;
   for (; w > 4; w /= 2) {
     bool same = sp->numel % w == 0;
@@ -862,7 +896,13 @@ static kiln_status put_expr_vec4(gen *g, int i) {
     int a = e->ref;
     const kiln_fuse_access *ac = &sp->access[a];
     int kind = vec_kind(&ac->map, w);
-    if (kind == VEC_CONTIG) {
+    kiln_dtype lt;
+    double lv;
+    if (literal_load(sp, a, &lt, &lv) && lt == KILN_F32) {
+      sb_put(b, "(float%d)(", w);
+      put_float(b, KILN_F32, lv);
+      sb_put(b, ")");
+    } else if (kind == VEC_CONTIG) {
       sb_put(b, "vload%d(0, a%d + a%do0)", w, a, a);
     } else if (kind == VEC_BCAST) {
       sb_put(b, "(float%d)(a%d[a%do0])", w, a, a);
@@ -1576,8 +1616,9 @@ static size_t red_local(const kiln_cl_device_info *dev, int64_t nred) {
  * (not reduced) and a multiple of w long, so every reduction step of the w
  * rows reads w neighbouring domain elements — one floatW load where the
  * accessor is contiguous there. Float32 throughout, ops with a vector form;
- * w as the elementwise printer's (vec_width: 16 where the device prefers
- * 16-wide floats, else 4; KILN_CL_VEC caps it, 0: none). 0: the scalar form.
+ * w by the device's preferred float width: 16, 8, else 4 (the elementwise
+ * printer, vec_width, takes 8 for less than 8; not measured here);
+ * KILN_CL_VEC caps it, 0: none. 0: the scalar form.
  * PoCL does not vectorise across work items: the bench embedding bags
  * ([512,40,64] summed over the 40) took 709 us a kernel with one row per
  * item (opencl/ENGINE.md, "Reductions"). */
