@@ -376,6 +376,9 @@ typedef struct gen {
   kiln_dtype pool_dtype; /* anchor printers: the type of the pooled store's buffer */
   int tiled;             /* the accessor read from the local tile, plus 1 (0: none; see tile_plan) */
   int vw;                /* the vector printer: lanes per work item (4, 8 or 16) */
+  int rows;              /* the vector printer: rows per work item (1: one; see row_plan) */
+  int64_t rowlen;        /* their length (elements), rows > 1 */
+  uint64_t hoist;        /* accessors read once per item (bit a), rows > 1 */
 } gen;
 
 /* Prints the storage offset of view level `lvl` of map m at flat index
@@ -873,6 +876,59 @@ static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
   return w;
 }
 
+/* Accessor a of spec sp read the same along rows of length *len: its
+ * compact map is [n, len] with strides [0, 1] (a bias over the innermost
+ * axis), len a multiple of w. */
+static bool row_invariant(const kiln_fuse_spec *sp, int a, int w, int64_t *len) {
+  const kiln_views *m = &sp->access[a].map;
+  if (m->depth != 1 || m->v[0].has_mask) return false;
+  kiln_view v;
+  kiln_view_compact(&m->v[0], &v);
+  if (v.has_mask || v.rank != 2 || v.strides[0] != 0 || v.strides[1] != 1 || v.shape[1] % w) return false;
+  *len = v.shape[1];
+  return true;
+}
+
+/* Rows per work item of the vector printer (g->vw lanes): where an accessor
+ * repeats along rows (row_invariant), an item takes the same w columns of R
+ * neighbouring rows and loads that accessor once for all R. llvmpipe loads
+ * a buffer element lane by lane in each work item, so the bench chain's
+ * bias costs it a second stream as long as x's; R = 2 where the device
+ * prefers float vectors narrower than 16: the bench chain's CPU time per
+ * copy 1.28 -> 1.24 (medians) on llvmpipe, R = 4 no better, R = 8 1.65;
+ * PoCL (16) keeps 1, R = 2 measured worse there (opencl/ENGINE.md, "Rows
+ * per work item"). KILN_CL_ROWS=1, 2, 4, 8 forces R where the rows divide
+ * by it (else the largest power of two below it that does). Not for a
+ * symbolic-dim plan (kiln_cl_codegen_prefix: rows_ok false). */
+static void row_plan(gen *g) {
+  const kiln_fuse_spec *sp = g->sp;
+  g->rows = 1;
+  g->hoist = 0;
+  const char *e = getenv("KILN_CL_ROWS");
+  int r = e && *e ? atoi(e) : g->dev->pref_vec_float >= 16 ? 1 : 2;
+  if (r != 2 && r != 4 && r != 8) return;
+  int64_t len = 0, l;
+  for (int a = 0; a < sp->n_access && a < 64; a++) {
+    if (!row_invariant(sp, a, g->vw, &l) || (len && l != len)) continue;
+    len = l;
+    g->hoist |= (uint64_t)1 << a;
+  }
+  if (!len || sp->numel % len) {
+    g->hoist = 0;
+    return;
+  }
+  while (r > 1 && (sp->numel / len) % r) r /= 2;
+  if (r < 2) {
+    g->hoist = 0;
+    return;
+  }
+  g->rows = r;
+  g->rowlen = len;
+}
+
+/* Accessor a is loaded once per item (row_plan). */
+static bool hoisted(const gen *g, int a) { return g->rows > 1 && a < 64 && (g->hoist >> a & 1); }
+
 #define CL_SIGMOID_BUILTIN(T)                                                                                          \
   "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                                    \
   "  const " #T " e = exp(-fabs(x));\n"                                                                                \
@@ -902,6 +958,8 @@ static kiln_status put_expr_vec4(gen *g, int i) {
       sb_put(b, "(float%d)(", w);
       put_float(b, KILN_F32, lv);
       sb_put(b, ")");
+    } else if (hoisted(g, a)) {
+      sb_put(b, "h%d", a);
     } else if (kind == VEC_CONTIG) {
       sb_put(b, "vload%d(0, a%d + a%do0)", w, a, a);
     } else if (kind == VEC_BCAST) {
@@ -1019,16 +1077,46 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
     sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, k, st->value, KILN_F32, n};
     sb_put(b, "%s%s float *s%d", sig->n_args > 1 ? ", " : "", d->global, k);
   }
-  sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * %d;\n", d->gid, spec->numel / w, g->ity,
-         g->ity, d->gid, w);
-  for (int a = 0; a < spec->n_access; a++) {
-    char pre[16];
-    snprintf(pre, sizeof pre, "a%d", a);
-    put_map_vec4(g, &spec->access[a].map, pre, "q");
+  if (g->rows > 1) { /* R rows of the same w columns (row_plan) */
+    const int64_t R = g->rows, C = g->rowlen;
+    sig->n_items = spec->numel / (w * R);
+    sig->row_block_items = C / w;
+    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s i = (%s)%s;\n", d->gid, sig->n_items, g->ity, g->ity,
+           d->gid);
+    sb_put(b, "  const %s q0 = i / %" PRId64 " * %" PRId64 " + i %% %" PRId64 " * %d;\n", g->ity, C / w, R * C,
+           C / w, w);
+    for (int a = 0; a < spec->n_access; a++) {
+      if (!hoisted(g, a)) continue;
+      char pre[16];
+      snprintf(pre, sizeof pre, "a%d", a);
+      put_map_vec4(g, &spec->access[a].map, pre, "q0");
+      sb_put(b, "  const float%d h%d = vload%d(0, a%d + a%do0);\n", w, a, w, a, a);
+    }
+    for (int64_t r = 0; r < R && !s; r++) {
+      sb_put(b, "  {\n  const %s q = q0 + %" PRId64 "%s;\n", g->ity, r * C, g->isuf);
+      for (int a = 0; a < spec->n_access; a++) {
+        if (hoisted(g, a)) continue;
+        char pre[16];
+        snprintf(pre, sizeof pre, "a%d", a);
+        put_map_vec4(g, &spec->access[a].map, pre, "q");
+      }
+      for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
+      for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
+      sb_put(b, "  }\n");
+    }
+    sb_put(b, "}\n");
+  } else {
+    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * %d;\n", d->gid, spec->numel / w, g->ity,
+           g->ity, d->gid, w);
+    for (int a = 0; a < spec->n_access; a++) {
+      char pre[16];
+      snprintf(pre, sizeof pre, "a%d", a);
+      put_map_vec4(g, &spec->access[a].map, pre, "q");
+    }
+    for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
+    for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
+    sb_put(b, "}\n");
   }
-  for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
-  for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
-  sb_put(b, "}\n");
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
   if (s) {
     kiln_free(b->p);
@@ -1068,12 +1156,17 @@ static kiln_status put_body(gen *g) {
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
-                           kiln_cl_kernel_sig *sig);
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, bool rows_ok,
+                           char **source, kiln_cl_kernel_sig *sig);
 
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig) {
-  return codegen(spec, dev, name, NULL, NULL, 0, true, source, sig);
+  return codegen(spec, dev, name, NULL, NULL, 0, true, true, source, sig);
+}
+
+kiln_status kiln_cl_codegen_prefix(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                   char **source, kiln_cl_kernel_sig *sig) {
+  return codegen(spec, dev, name, NULL, NULL, 0, true, false, source, sig);
 }
 
 kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
@@ -1084,12 +1177,12 @@ kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_d
     if (obs_expr[j] < 0 || obs_expr[j] >= spec->n_expr || spec->expr[obs_expr[j]].dtype != KILN_F32 ||
         spec->expr[obs_expr[j]].reduced)
       return kiln_fail(KILN_E_INTERNAL, "opencl codegen: observed expression %d is not float32", obs_expr[j]);
-  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, false, source, sig);
+  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, false, false, source, sig);
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
-                           kiln_cl_kernel_sig *sig) {
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, bool rows_ok,
+                           char **source, kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -1111,10 +1204,13 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
     char tname[72];
     snprintf(tname, sizeof tname, "%su", name);
     if (strlen(tname) >= sizeof sig->name) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
-    s = codegen(spec, dev, tname, NULL, NULL, 0, false, &twin, &tsig);
+    s = codegen(spec, dev, tname, NULL, NULL, 0, false, false, &twin, &tsig);
     if (s) return s;
   }
-  if (!g.tiled && !n_obs && (g.vw = vec_width(spec, dev)) > 0) return codegen_vec4(&g, name, source, sig);
+  if (!g.tiled && !n_obs && (g.vw = vec_width(spec, dev)) > 0) {
+    if (rows_ok) row_plan(&g);
+    return codegen_vec4(&g, name, source, sig);
+  }
   const cl_dialect *d = &opencl12;
   sbuf *b = &g.b;
   snprintf(sig->name, sizeof sig->name, "%s", name);

@@ -332,6 +332,8 @@ static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const sy
     if (outer < 1 || outer > SYM_MAX_BLOCKS || sig->n_obs || !ranged || (size_t)sig->n_items % unit ||
         ((size_t)sig->n_items / unit) % ((size_t)outer * (size_t)bound))
       return 0;
+    if (sig->row_block_items && ((size_t)sig->n_items / outer / (size_t)bound) % (size_t)sig->row_block_items)
+      return 0; /* a step of the symbol ends inside an item's rows (codegen.h row_block_items) */
     return (int32_t)outer;
   }
   if (st->kind != KILN_CL_STEP_OP || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) return 0;
@@ -391,7 +393,8 @@ static kiln_status check_variant(kiln_cl_plan *p, kiln_cl_variant *v, int64_t bo
         any = any || d;
         if (sig->args[a].output) all = all && d;
       }
-      if (any && !padded && (!all || sig->n_items % bound)) {
+      bool split = sig->row_block_items && (sig->n_items % bound || (sig->n_items / bound) % sig->row_block_items);
+      if (any && !padded && (!all || sig->n_items % bound || split)) {
         snprintf(why, wsz, "kernel %s (from %s, %s) does not take the run's rows", sig->name,
                  kiln_node_label(g, n, lbl, sizeof lbl), n->op_type);
         break;

@@ -451,6 +451,92 @@ static void test_literal_weights(kiln_cl_context *c, const kiln_cl_device *dev) 
     }
 }
 
+/* Rows per work item (KILN_CL_ROWS = 1, 2, 4, 8 and the device's default):
+ * y = (x + b) * z, b [cols] read once per item where the rows divide by R
+ * (halved until they do), z [rows, 1] per row; the kernel's item count and
+ * its hoisted loads (`h<a>`) are as planned, and y equals the reference
+ * bit for bit (an add and a multiply, nothing to contract). */
+static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
+  static const int64_t shapes[][2] = {{8, 64}, {6, 32}, {5, 16}, {12, 8}};
+  static const char *const modes[] = {"1", "2", "4", "8", NULL};
+  for (int h = 0; h < 4; h++)
+    for (int k = 0; k < 5; k++) {
+      kiln_graph *g = NULL;
+      int vx = -1;
+      const int64_t dz[] = {shapes[h][0], 1};
+      bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
+      bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 ||
+            gb_f32_ramp(g, "z", 2, dz, 0.5, -0.25) < 0;
+      bad = bad || gb_add(g, "Add", "x b", "xb") < 0 || gb_add(g, "Mul", "xb z", "y") < 0;
+      bad = bad || kiln_edit_add_output(g, val(g, "y"));
+      fz f = {0};
+      if (bad || !fz_make(&f, g)) {
+        CHECK(0, "rows per item: cannot build and fuse: %s", kiln_last_error());
+        kiln_graph_free(g);
+        return;
+      }
+      const kiln_fuse_spec *sp = single_ew(&f);
+      char *src = NULL, m[400] = "";
+      kiln_cl_kernel_sig sig;
+      cl_program p = NULL;
+      kiln_cl_kernel kf = {0};
+      kiln_tensor x = {0}, ref = {0}, out[KILN_CL_SIG_MAX_ARGS];
+      kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+      memset(out, 0, sizeof out);
+      kiln_status s = !sp || !vals ? kiln_fail(KILN_E_INTERNAL, "not one elementwise group") : KILN_OK;
+      if (modes[k]) setenv("KILN_CL_ROWS", modes[k], 1);
+      if (!s) s = kiln_cl_codegen(sp, dev, &src, &sig);
+      unsetenv("KILN_CL_ROWS");
+      const char *mode = modes[k] ? modes[k] : "default";
+      if (!s && modes[k]) {
+        int w = 0;
+        const char *fw = strstr(src, "/* float");
+        if (fw) w = atoi(fw + 8);
+        int r = atoi(modes[k]);
+        while (r > 1 && shapes[h][0] % r) r /= 2;
+        if (w == 0 || shapes[h][1] % w) r = 1; /* not the vector form, or b not w-aligned: no rows */
+        bool hoisted = strstr(src, " h0 = vload") || strstr(src, " h1 = vload") || strstr(src, " h2 = vload");
+        CHECK(hoisted == (r > 1), "rows per item %lldx%lld, KILN_CL_ROWS=%s: %s hoisted load:\n%s",
+              (long long)shapes[h][0], (long long)shapes[h][1], mode, hoisted ? "a" : "no", src);
+        CHECK(!w || sig.n_items == shapes[h][0] * shapes[h][1] / (w * r),
+              "rows per item %lldx%lld, KILN_CL_ROWS=%s: %lld items, expected %lld (float%d, %d rows)",
+              (long long)shapes[h][0], (long long)shapes[h][1], mode, (long long)sig.n_items,
+              (long long)(shapes[h][0] * shapes[h][1] / (w ? w * r : 1)), w, r);
+      }
+      if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
+      for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)((i * 37) % 101) * 0.0625f - 3.0f;
+      const kiln_tensor **bound = s ? NULL : calloc((size_t)g->n_values + 1, sizeof *bound);
+      if (bound) {
+        for (int v = 0; v < g->n_values; v++) {
+          const kiln_tensor *it = g->values[v].init;
+          if (it) kiln_tensor_wrap(&vals[v], it->dtype, it->rank, it->dims, it->numel, it->data);
+        }
+        kiln_tensor_wrap(&vals[vx], x.dtype, x.rank, x.dims, x.numel, x.data);
+        bound[vx] = &x;
+        s = kiln_ref_run(g, bound, &ref);
+        free(bound);
+      }
+      if (!s) s = kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p);
+      if (!s) s = kiln_cl_kernel_create(c, p, sig.name, &kf);
+      if (!s) s = run_kernel(c, &kf, &sig, sp, vals, out);
+      CHECK(!s, "rows per item %lldx%lld, KILN_CL_ROWS=%s: %s", (long long)shapes[h][0], (long long)shapes[h][1], mode,
+            s ? kiln_last_error() : "");
+      if (!s)
+        CHECK(tu_compare(&out[sig.n_args - 1], &ref, 0, 0, m, sizeof m, NULL, NULL),
+              "rows per item %lldx%lld, KILN_CL_ROWS=%s vs reference: %s", (long long)shapes[h][0],
+              (long long)shapes[h][1], mode, m);
+      for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
+      kiln_cl_kernel_free(&kf);
+      kiln_cl_program_free(p);
+      kiln_free(src);
+      kiln_tensor_release(&x);
+      kiln_tensor_release(&ref);
+      free(vals);
+      fz_free(&f);
+      kiln_graph_free(g);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* the bench elementwise chain                                         */
 
@@ -932,6 +1018,8 @@ int main(int argc, char **argv) {
     test_refusals(dev);
     printf("literal weights:\n");
     test_literal_weights(c, dev);
+    printf("rows per item:\n");
+    test_rows_per_item(c, dev);
     printf("node tests:\n");
     test_node_suite(c, dev, root);
   }
