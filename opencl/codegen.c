@@ -376,6 +376,9 @@ typedef struct gen {
   kiln_dtype pool_dtype; /* anchor printers: the type of the pooled store's buffer */
   int tiled;             /* the accessor read from the local tile, plus 1 (0: none; see tile_plan) */
   int vw;                /* the vector printer: lanes per work item (4, 8 or 16) */
+  int rows;              /* the vector printer: rows per work item (1: one; see row_plan) */
+  int64_t rowlen;        /* their length (elements), rows > 1 */
+  uint64_t hoist;        /* accessors read once per item (bit a), rows > 1 */
 } gen;
 
 /* Prints the storage offset of view level `lvl` of map m at flat index
@@ -613,6 +616,29 @@ static void put_template(gen *g, const char *t, const char *const *args, kiln_dt
   }
 }
 
+/* A load of access a that is a literal: a float32 or float64 weight of one
+ * element (an initializer; the graph record's key holds every weight byte,
+ * the program key the source) read through an unmasked map — the scale,
+ * bias or Clip bound of one value that every element reads. Printed inline
+ * (its buffer stays in the signature, unread): llvmpipe loads a buffer
+ * element lane by lane in each work item, and the bench chain's three such
+ * loads cost it 0.05-0.07 copies at float8, 0.12-0.14 at float4
+ * (opencl/ENGINE.md). Finite and nonzero
+ * only, like the attributes printed as literals: Mesa's NIR rewrites
+ * arithmetic with a literal 0 as if signed zeros did not exist (rusticl
+ * gave +0 for 0 * -0 + -0 with both printed inline), so 0, NaN and inf stay
+ * loads, which no rewrite sees through. */
+static bool literal_load(const kiln_fuse_spec *sp, int a, kiln_dtype *t, double *v) {
+  const kiln_fuse_access *ac = &sp->access[a];
+  const kiln_tensor *w = sp->g->values[ac->value].init;
+  if (!w || w->numel != 1 || (w->dtype != KILN_F32 && w->dtype != KILN_F64)) return false;
+  for (int k = 0; k < ac->map.depth; k++)
+    if (ac->map.v[k].has_mask) return false;
+  *t = w->dtype;
+  *v = kiln_get_f(w, 0);
+  return isfinite(*v) && *v != 0;
+}
+
 /* Prints `const R v<i> = ...;` for expression i. */
 static kiln_status put_expr(gen *g, int i) {
   const kiln_fuse_spec *sp = g->sp;
@@ -631,8 +657,16 @@ static kiln_status put_expr(gen *g, int i) {
     bool masked = false;
     for (int k = 0; k < a->map.depth; k++) masked |= a->map.v[k].has_mask;
     snprintf(src, sizeof src, "a%d[a%do0]", e->ref, e->ref);
+    kiln_dtype lt;
+    double lv;
     if (g->tiled == e->ref + 1) snprintf(src, sizeof src, "%s", KT_ELEM); /* unmasked (tile_plan) */
-    else if (masked) {
+    else if (literal_load(sp, e->ref, &lt, &lv)) {
+      sbuf lit = {0};
+      put_float(&lit, lt, lv);
+      if (lit.oom) return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+      snprintf(src, sizeof src, "%.100s", lit.p);
+      kiln_free(lit.p);
+    } else if (masked) {
       sbuf pad = {0};
       if (kiln_dtype_is_float(bt)) put_float(&pad, bt, a->pad);
       else put_int(&pad, bt, (int64_t)a->pad);
@@ -809,13 +843,16 @@ static int vec_kind(const kiln_views *m, int w) {
 }
 
 /* Lanes per work item for spec sp on dev, 0: one element per work item.
- * 4 (float4), or 8 / 16 where the device prefers float vectors that wide
- * and every map reads w lanes the way it reads 4: PoCL (preferred width 16
+ * 16 where the device prefers float vectors that wide, else 8, where every
+ * map reads w lanes the way it reads 4 (else 4): PoCL (preferred width 16
  * with AVX-512) runs one work item's vector as one vector, it does not
  * vectorise across work items, so float16 is 3.7-5x faster than float4 on
  * the bench chain; llvmpipe (preferred width 1) vectorises across
- * invocations, and wider vectors measured no faster there. KILN_CL_VEC=0:
- * one element per work item; =4, 8, 16: that width where the spec allows. */
+ * invocations, 8 per SIMD, and with kiln's math float8 is 0.88-0.89x the
+ * float4 time of the bench chain (its per-item loads of the scalar operands
+ * are paid per 8 elements, not per 4; a memory-bound kernel measured the
+ * same at 4 and 8; opencl/ENGINE.md). KILN_CL_VEC=0: one element per work
+ * item; =4, 8, 16: that width where the spec allows. */
 static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
   const char *e = getenv("KILN_CL_VEC");
   int force = e && *e ? atoi(e) : -1;
@@ -827,7 +864,7 @@ static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
     if (sp->sh->v[sp->access[a].value].dtype != KILN_F32) return 0;
   for (int k = 0; k < sp->n_store; k++)
     if (sp->sh->v[sp->store[k].value].dtype != KILN_F32) return 0;
-  int w = dev->pref_vec_float >= 16 ? 16 : dev->pref_vec_float >= 8 ? 8 : 4;
+  int w = dev->pref_vec_float >= 16 ? 16 : 8;
   if (force == 4 || force == 8 || force == 16) w = force;
   for (; w > 4; w /= 2) {
     bool same = sp->numel % w == 0;
@@ -838,6 +875,59 @@ static int vec_width(const kiln_fuse_spec *sp, const kiln_cl_device_info *dev) {
   }
   return w;
 }
+
+/* Accessor a of spec sp read the same along rows of length *len: its
+ * compact map is [n, len] with strides [0, 1] (a bias over the innermost
+ * axis), len a multiple of w. */
+static bool row_invariant(const kiln_fuse_spec *sp, int a, int w, int64_t *len) {
+  const kiln_views *m = &sp->access[a].map;
+  if (m->depth != 1 || m->v[0].has_mask) return false;
+  kiln_view v;
+  kiln_view_compact(&m->v[0], &v);
+  if (v.has_mask || v.rank != 2 || v.strides[0] != 0 || v.strides[1] != 1 || v.shape[1] % w) return false;
+  *len = v.shape[1];
+  return true;
+}
+
+/* Rows per work item of the vector printer (g->vw lanes): where an accessor
+ * repeats along rows (row_invariant), an item takes the same w columns of R
+ * neighbouring rows and loads that accessor once for all R. llvmpipe loads
+ * a buffer element lane by lane in each work item, so the bench chain's
+ * bias costs it a second stream as long as x's; R = 2 where the device
+ * prefers float vectors narrower than 16: the bench chain's CPU time per
+ * copy 1.28 -> 1.24 (medians) on llvmpipe, R = 4 no better, R = 8 1.65;
+ * PoCL (16) keeps 1, R = 2 measured worse there (opencl/ENGINE.md, "Rows
+ * per work item"). KILN_CL_ROWS=1, 2, 4, 8 forces R where the rows divide
+ * by it (else the largest power of two below it that does). Not for a
+ * symbolic-dim plan (kiln_cl_codegen_prefix: rows_ok false). */
+static void row_plan(gen *g) {
+  const kiln_fuse_spec *sp = g->sp;
+  g->rows = 1;
+  g->hoist = 0;
+  const char *e = getenv("KILN_CL_ROWS");
+  int r = e && *e ? atoi(e) : g->dev->pref_vec_float >= 16 ? 1 : 2;
+  if (r != 2 && r != 4 && r != 8) return;
+  int64_t len = 0, l;
+  for (int a = 0; a < sp->n_access && a < 64; a++) {
+    if (!row_invariant(sp, a, g->vw, &l) || (len && l != len)) continue;
+    len = l;
+    g->hoist |= (uint64_t)1 << a;
+  }
+  if (!len || sp->numel % len) {
+    g->hoist = 0;
+    return;
+  }
+  while (r > 1 && (sp->numel / len) % r) r /= 2;
+  if (r < 2) {
+    g->hoist = 0;
+    return;
+  }
+  g->rows = r;
+  g->rowlen = len;
+}
+
+/* Accessor a is loaded once per item (row_plan). */
+static bool hoisted(const gen *g, int a) { return g->rows > 1 && a < 64 && (g->hoist >> a & 1); }
 
 #define CL_SIGMOID_BUILTIN(T)                                                                                          \
   "inline " #T " kiln_sigmoid_" #T "(" #T " x) {\n"                                                                    \
@@ -862,7 +952,15 @@ static kiln_status put_expr_vec4(gen *g, int i) {
     int a = e->ref;
     const kiln_fuse_access *ac = &sp->access[a];
     int kind = vec_kind(&ac->map, w);
-    if (kind == VEC_CONTIG) {
+    kiln_dtype lt;
+    double lv;
+    if (literal_load(sp, a, &lt, &lv) && lt == KILN_F32) {
+      sb_put(b, "(float%d)(", w);
+      put_float(b, KILN_F32, lv);
+      sb_put(b, ")");
+    } else if (hoisted(g, a)) {
+      sb_put(b, "h%d", a);
+    } else if (kind == VEC_CONTIG) {
       sb_put(b, "vload%d(0, a%d + a%do0)", w, a, a);
     } else if (kind == VEC_BCAST) {
       sb_put(b, "(float%d)(a%d[a%do0])", w, a, a);
@@ -979,16 +1077,46 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
     sig->args[sig->n_args++] = (kiln_cl_sig_arg){true, k, st->value, KILN_F32, n};
     sb_put(b, "%s%s float *s%d", sig->n_args > 1 ? ", " : "", d->global, k);
   }
-  sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * %d;\n", d->gid, spec->numel / w, g->ity,
-         g->ity, d->gid, w);
-  for (int a = 0; a < spec->n_access; a++) {
-    char pre[16];
-    snprintf(pre, sizeof pre, "a%d", a);
-    put_map_vec4(g, &spec->access[a].map, pre, "q");
+  if (g->rows > 1) { /* R rows of the same w columns (row_plan) */
+    const int64_t R = g->rows, C = g->rowlen;
+    sig->n_items = spec->numel / (w * R);
+    sig->row_block_items = C / w;
+    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s i = (%s)%s;\n", d->gid, sig->n_items, g->ity, g->ity,
+           d->gid);
+    sb_put(b, "  const %s q0 = i / %" PRId64 " * %" PRId64 " + i %% %" PRId64 " * %d;\n", g->ity, C / w, R * C,
+           C / w, w);
+    for (int a = 0; a < spec->n_access; a++) {
+      if (!hoisted(g, a)) continue;
+      char pre[16];
+      snprintf(pre, sizeof pre, "a%d", a);
+      put_map_vec4(g, &spec->access[a].map, pre, "q0");
+      sb_put(b, "  const float%d h%d = vload%d(0, a%d + a%do0);\n", w, a, w, a, a);
+    }
+    for (int64_t r = 0; r < R && !s; r++) {
+      sb_put(b, "  {\n  const %s q = q0 + %" PRId64 "%s;\n", g->ity, r * C, g->isuf);
+      for (int a = 0; a < spec->n_access; a++) {
+        if (hoisted(g, a)) continue;
+        char pre[16];
+        snprintf(pre, sizeof pre, "a%d", a);
+        put_map_vec4(g, &spec->access[a].map, pre, "q");
+      }
+      for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
+      for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
+      sb_put(b, "  }\n");
+    }
+    sb_put(b, "}\n");
+  } else {
+    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * %d;\n", d->gid, spec->numel / w, g->ity,
+           g->ity, d->gid, w);
+    for (int a = 0; a < spec->n_access; a++) {
+      char pre[16];
+      snprintf(pre, sizeof pre, "a%d", a);
+      put_map_vec4(g, &spec->access[a].map, pre, "q");
+    }
+    for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
+    for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
+    sb_put(b, "}\n");
   }
-  for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
-  for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
-  sb_put(b, "}\n");
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
   if (s) {
     kiln_free(b->p);
@@ -1028,12 +1156,17 @@ static kiln_status put_body(gen *g) {
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
-                           kiln_cl_kernel_sig *sig);
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, bool rows_ok,
+                           char **source, kiln_cl_kernel_sig *sig);
 
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig) {
-  return codegen(spec, dev, name, NULL, NULL, 0, true, source, sig);
+  return codegen(spec, dev, name, NULL, NULL, 0, true, true, source, sig);
+}
+
+kiln_status kiln_cl_codegen_prefix(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                   char **source, kiln_cl_kernel_sig *sig) {
+  return codegen(spec, dev, name, NULL, NULL, 0, true, false, source, sig);
 }
 
 kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
@@ -1044,12 +1177,12 @@ kiln_status kiln_cl_codegen_observed(const kiln_fuse_spec *spec, const kiln_cl_d
     if (obs_expr[j] < 0 || obs_expr[j] >= spec->n_expr || spec->expr[obs_expr[j]].dtype != KILN_F32 ||
         spec->expr[obs_expr[j]].reduced)
       return kiln_fail(KILN_E_INTERNAL, "opencl codegen: observed expression %d is not float32", obs_expr[j]);
-  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, false, source, sig);
+  return codegen(spec, dev, name, obs_expr, obs_value, n_obs, false, false, source, sig);
 }
 
 static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, char **source,
-                           kiln_cl_kernel_sig *sig) {
+                           const int *obs_expr, const int *obs_value, int n_obs, bool tile_ok, bool rows_ok,
+                           char **source, kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -1071,10 +1204,13 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
     char tname[72];
     snprintf(tname, sizeof tname, "%su", name);
     if (strlen(tname) >= sizeof sig->name) return kiln_fail(KILN_E_INTERNAL, "opencl codegen: bad kernel name");
-    s = codegen(spec, dev, tname, NULL, NULL, 0, false, &twin, &tsig);
+    s = codegen(spec, dev, tname, NULL, NULL, 0, false, false, &twin, &tsig);
     if (s) return s;
   }
-  if (!g.tiled && !n_obs && (g.vw = vec_width(spec, dev)) > 0) return codegen_vec4(&g, name, source, sig);
+  if (!g.tiled && !n_obs && (g.vw = vec_width(spec, dev)) > 0) {
+    if (rows_ok) row_plan(&g);
+    return codegen_vec4(&g, name, source, sig);
+  }
   const cl_dialect *d = &opencl12;
   sbuf *b = &g.b;
   snprintf(sig->name, sizeof sig->name, "%s", name);
@@ -1576,8 +1712,9 @@ static size_t red_local(const kiln_cl_device_info *dev, int64_t nred) {
  * (not reduced) and a multiple of w long, so every reduction step of the w
  * rows reads w neighbouring domain elements — one floatW load where the
  * accessor is contiguous there. Float32 throughout, ops with a vector form;
- * w as the elementwise printer's (vec_width: 16 where the device prefers
- * 16-wide floats, else 4; KILN_CL_VEC caps it, 0: none). 0: the scalar form.
+ * w by the device's preferred float width: 16, 8, else 4 (the elementwise
+ * printer, vec_width, takes 8 for less than 8; not measured here);
+ * KILN_CL_VEC caps it, 0: none. 0: the scalar form.
  * PoCL does not vectorise across work items: the bench embedding bags
  * ([512,40,64] summed over the 40) took 709 us a kernel with one row per
  * item (opencl/ENGINE.md, "Reductions"). */

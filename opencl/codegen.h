@@ -58,6 +58,12 @@ typedef struct kiln_cl_kernel_sig {
      work-item kernels (local 0, not observed) take any range through
      get_global_id anyway */
   bool group_offset;
+  /* > 0: a work-item kernel whose items each take R neighbouring rows of the
+     same columns (codegen.c row_plan), row_block_items items per R rows: a
+     prefix of its items is a prefix of the rows only at a multiple of it
+     (opencl/engine_sym.c resizes it only where each step of the symbol is
+     such a multiple); 0: one item, one run of elements in flat order */
+  int64_t row_block_items;
   /* > 0: one more __global float argument after args, the variant's
      scratch buffer (at least this many floats), for a matrix one kernel
      writes and the next reads: an im2col conv's column matrix between the
@@ -88,6 +94,11 @@ kiln_status kiln_cl_codegen(const kiln_fuse_spec *spec, const kiln_cl_device_inf
  * so that several kernels can be concatenated into one program. */
 kiln_status kiln_cl_codegen_named(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
                                   char **source, kiln_cl_kernel_sig *sig);
+/* kiln_cl_codegen_named whose work items take the elements in flat order
+ * (never row_block_items): a plan with a symbolic dim launches a prefix of
+ * the items for a run smaller than the bound (opencl/engine_sym.c). */
+kiln_status kiln_cl_codegen_prefix(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
+                                   char **source, kiln_cl_kernel_sig *sig);
 
 /* Observers (ir/observe.h): kiln_cl_codegen_named, with the min, max and
  * NaN/+inf/-inf counts of expressions obs_expr[0..n_obs) (float32 values

@@ -135,7 +135,9 @@ kiln_status kiln_cl_obs_codegen(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       expr[n] = e;
       val[n++] = w;
     }
-  if (!n) return kiln_cl_codegen_named(sp, p->dev, name, text, sig);
+  if (!n) /* a symbolic plan launches a prefix of the items: no row blocks (codegen.h) */
+    return p->sym ? kiln_cl_codegen_prefix(sp, p->dev, name, text, sig)
+                  : kiln_cl_codegen_named(sp, p->dev, name, text, sig);
   struct kiln_cl_vobs *o = NULL;
   kiln_status s = vobs_of(v, &o);
   if (s) return s;

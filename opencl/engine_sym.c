@@ -394,6 +394,9 @@ static int32_t box_of(const kiln_cl_variant *v, const kiln_cl_step *st, const ki
     if (!x || x->outer < 1 || x->outer > SYM_MAX_BLOCKS || sig->n_obs || !ranged || (size_t)sig->n_items % unit ||
         ((size_t)sig->n_items / unit) % ((size_t)x->outer * (size_t)bound[x->row]))
       return 0;
+    if (sig->row_block_items &&
+        ((size_t)sig->n_items / x->outer / (size_t)bound[x->row]) % (size_t)sig->row_block_items)
+      return 0; /* a step of the symbol ends inside an item's rows (codegen.h row_block_items) */
   } else {
     if (st->kind != KILN_CL_STEP_OP || n->n_in < 1 || n->n_out < 1 || n->in[0] < 0 || n->out[0] < 0) return 0;
     x = &val[w0 = n->out[0]];
@@ -424,6 +427,8 @@ static int gen_rows(const kiln_cl_variant *v, const kiln_cl_step *st, const kiln
   if (lead < 0 || (size_t)sig->n_items % unit || ((size_t)sig->n_items / unit) % (size_t)bound[lead] ||
       (strict && (sig->n_obs || sig->twin[0])))
     return -1;
+  if (sig->row_block_items && ((size_t)sig->n_items / (size_t)bound[lead]) % (size_t)sig->row_block_items)
+    return -1; /* a run's rows would end inside an item's rows (codegen.h row_block_items) */
   return lead;
 }
 

@@ -45,6 +45,14 @@ static double now_ms(void) {
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
+/* The process's CPU time (ms): the drivers' worker threads are in the
+ * process, other processes' load is not. */
+static double cpu_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
 /* ------------------------------------------------------------------ */
 /* one fused graph                                                     */
 
@@ -356,6 +364,180 @@ static void test_refusals(const kiln_cl_device *dev) {
 }
 
 /* ------------------------------------------------------------------ */
+/* scalar weights printed as literals                                  */
+
+/* y = x * s + t with s, t one-element float weights: the kernel prints the
+ * finite nonzero ones as literals and reads no buffer for them, and reads
+ * 0, NaN and inf (scalar form at 15 elements, vector form at 512); the
+ * result matches the reference element by element, signed zeros, NaN and
+ * inf included. */
+static void test_literal_weights(kiln_cl_context *c, const kiln_cl_device *dev) {
+  static const float cases[][2] = {
+      {-0.0f, -0.0f}, {NAN, 1.5f}, {-0.0f, INFINITY}, {0x1p-149f, -FLT_MAX}, {-2.5f, 0.0f}, {0x1.fffffep-1f, -INFINITY}};
+  static const int64_t shapes[][2] = {{3, 5}, {8, 64}};
+  for (int k = 0; k < 6; k++)
+    for (int h = 0; h < 2; h++) {
+      kiln_graph *g = NULL;
+      int vx = -1, vs = -1, vt = -1;
+      bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
+      bad = bad || (vs = gb_f32_ramp(g, "s", 0, NULL, 0, 0)) < 0 || (vt = gb_f32_ramp(g, "t", 0, NULL, 0, 0)) < 0;
+      bad = bad || gb_add(g, "Mul", "x s", "xs") < 0 || gb_add(g, "Add", "xs t", "y") < 0;
+      bad = bad || kiln_edit_add_output(g, val(g, "y"));
+      fz f = {0};
+      if (bad || !fz_make(&f, g)) {
+        CHECK(0, "literal weights: cannot build and fuse: %s", kiln_last_error());
+        kiln_graph_free(g);
+        return;
+      }
+      ((float *)g->values[vs].init->data)[0] = cases[k][0];
+      ((float *)g->values[vt].init->data)[0] = cases[k][1];
+      const kiln_fuse_spec *sp = single_ew(&f);
+      char *src = NULL, m[400] = "";
+      kiln_cl_kernel_sig sig;
+      cl_program p = NULL;
+      kiln_cl_kernel kf = {0};
+      kiln_tensor x = {0}, ref = {0}, out[KILN_CL_SIG_MAX_ARGS];
+      kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+      memset(out, 0, sizeof out);
+      kiln_status s = !sp || !vals ? kiln_fail(KILN_E_INTERNAL, "not one elementwise group") : KILN_OK;
+      if (!s) s = kiln_cl_codegen(sp, dev, &src, &sig);
+      if (!s) { /* s and t finite and nonzero: literals, not loads; else loads */
+        for (int a = 0; a < sp->n_access; a++) {
+          if (sp->access[a].value != vs && sp->access[a].value != vt) continue;
+          float w = cases[k][sp->access[a].value == vt];
+          char rd[32], vrd[32];
+          snprintf(rd, sizeof rd, "a%d[", a);
+          snprintf(vrd, sizeof vrd, "a%d + ", a);
+          bool reads = strstr(src, rd) || strstr(src, vrd);
+          CHECK(reads == !(isfinite(w) && w != 0), "literal weights case %d/%d: a%d (%g) %s:\n%s", k, h, a, w,
+                reads ? "read" : "not read", src);
+        }
+      }
+      if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
+      for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)(i % 7) - 3.0f; /* 0 and both signs */
+      const kiln_tensor **bound = s ? NULL : calloc((size_t)g->n_values + 1, sizeof *bound);
+      if (bound) {
+        for (int v = 0; v < g->n_values; v++) {
+          const kiln_tensor *it = g->values[v].init;
+          if (it) kiln_tensor_wrap(&vals[v], it->dtype, it->rank, it->dims, it->numel, it->data);
+        }
+        kiln_tensor_wrap(&vals[vx], x.dtype, x.rank, x.dims, x.numel, x.data);
+        bound[vx] = &x;
+        s = kiln_ref_run(g, bound, &ref);
+        free(bound);
+      }
+      if (!s) s = kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p);
+      if (!s) s = kiln_cl_kernel_create(c, p, sig.name, &kf);
+      if (!s) s = run_kernel(c, &kf, &sig, sp, vals, out);
+      CHECK(!s, "literal weights case %d/%d: %s", k, h, s ? kiln_last_error() : "");
+      if (!s) {
+        const kiln_tensor *y = &out[sig.n_args - 1];
+        bool same = tu_compare(y, &ref, 0, 0, m, sizeof m, NULL, NULL);
+        for (int64_t i = 0; same && i < y->numel; i++) /* signed zeros too (tu_compare takes -0 == 0) */
+          if (signbit(((float *)y->data)[i]) != signbit(((float *)ref.data)[i]) && !isnan(((float *)ref.data)[i]))
+            same = false, snprintf(m, sizeof m, "element %lld: sign of %g vs %g", (long long)i,
+                                   ((float *)y->data)[i], ((float *)ref.data)[i]);
+        CHECK(same, "literal weights case %d/%d (s %g, t %g) vs reference: %s", k, h, cases[k][0], cases[k][1], m);
+      }
+      for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
+      kiln_cl_kernel_free(&kf);
+      kiln_cl_program_free(p);
+      kiln_free(src);
+      kiln_tensor_release(&x);
+      kiln_tensor_release(&ref);
+      free(vals);
+      fz_free(&f);
+      kiln_graph_free(g);
+    }
+}
+
+/* Rows per work item (KILN_CL_ROWS = 1, 2, 4, 8 and the device's default):
+ * y = (x + b) * z, b [cols] read once per item where the rows divide by R
+ * (halved until they do), z [rows, 1] per row; the kernel's item count and
+ * its hoisted loads (`h<a>`) are as planned, and y equals the reference
+ * bit for bit (an add and a multiply, nothing to contract). */
+static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
+  static const int64_t shapes[][2] = {{8, 64}, {6, 32}, {5, 16}, {12, 8}};
+  static const char *const modes[] = {"1", "2", "4", "8", NULL};
+  for (int h = 0; h < 4; h++)
+    for (int k = 0; k < 5; k++) {
+      kiln_graph *g = NULL;
+      int vx = -1;
+      const int64_t dz[] = {shapes[h][0], 1};
+      bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
+      bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 ||
+            gb_f32_ramp(g, "z", 2, dz, 0.5, -0.25) < 0;
+      bad = bad || gb_add(g, "Add", "x b", "xb") < 0 || gb_add(g, "Mul", "xb z", "y") < 0;
+      bad = bad || kiln_edit_add_output(g, val(g, "y"));
+      fz f = {0};
+      if (bad || !fz_make(&f, g)) {
+        CHECK(0, "rows per item: cannot build and fuse: %s", kiln_last_error());
+        kiln_graph_free(g);
+        return;
+      }
+      const kiln_fuse_spec *sp = single_ew(&f);
+      char *src = NULL, m[400] = "";
+      kiln_cl_kernel_sig sig;
+      cl_program p = NULL;
+      kiln_cl_kernel kf = {0};
+      kiln_tensor x = {0}, ref = {0}, out[KILN_CL_SIG_MAX_ARGS];
+      kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+      memset(out, 0, sizeof out);
+      kiln_status s = !sp || !vals ? kiln_fail(KILN_E_INTERNAL, "not one elementwise group") : KILN_OK;
+      if (modes[k]) setenv("KILN_CL_ROWS", modes[k], 1);
+      if (!s) s = kiln_cl_codegen(sp, dev, &src, &sig);
+      unsetenv("KILN_CL_ROWS");
+      const char *mode = modes[k] ? modes[k] : "default";
+      if (!s && modes[k]) {
+        int w = 0;
+        const char *fw = strstr(src, "/* float");
+        if (fw) w = atoi(fw + 8);
+        int r = atoi(modes[k]);
+        while (r > 1 && shapes[h][0] % r) r /= 2;
+        if (w == 0 || shapes[h][1] % w) r = 1; /* not the vector form, or b not w-aligned: no rows */
+        bool hoisted = strstr(src, " h0 = vload") || strstr(src, " h1 = vload") || strstr(src, " h2 = vload");
+        CHECK(hoisted == (r > 1), "rows per item %lldx%lld, KILN_CL_ROWS=%s: %s hoisted load:\n%s",
+              (long long)shapes[h][0], (long long)shapes[h][1], mode, hoisted ? "a" : "no", src);
+        CHECK(!w || sig.n_items == shapes[h][0] * shapes[h][1] / (w * r),
+              "rows per item %lldx%lld, KILN_CL_ROWS=%s: %lld items, expected %lld (float%d, %d rows)",
+              (long long)shapes[h][0], (long long)shapes[h][1], mode, (long long)sig.n_items,
+              (long long)(shapes[h][0] * shapes[h][1] / (w ? w * r : 1)), w, r);
+      }
+      if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
+      for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)((i * 37) % 101) * 0.0625f - 3.0f;
+      const kiln_tensor **bound = s ? NULL : calloc((size_t)g->n_values + 1, sizeof *bound);
+      if (bound) {
+        for (int v = 0; v < g->n_values; v++) {
+          const kiln_tensor *it = g->values[v].init;
+          if (it) kiln_tensor_wrap(&vals[v], it->dtype, it->rank, it->dims, it->numel, it->data);
+        }
+        kiln_tensor_wrap(&vals[vx], x.dtype, x.rank, x.dims, x.numel, x.data);
+        bound[vx] = &x;
+        s = kiln_ref_run(g, bound, &ref);
+        free(bound);
+      }
+      if (!s) s = kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p);
+      if (!s) s = kiln_cl_kernel_create(c, p, sig.name, &kf);
+      if (!s) s = run_kernel(c, &kf, &sig, sp, vals, out);
+      CHECK(!s, "rows per item %lldx%lld, KILN_CL_ROWS=%s: %s", (long long)shapes[h][0], (long long)shapes[h][1], mode,
+            s ? kiln_last_error() : "");
+      if (!s)
+        CHECK(tu_compare(&out[sig.n_args - 1], &ref, 0, 0, m, sizeof m, NULL, NULL),
+              "rows per item %lldx%lld, KILN_CL_ROWS=%s vs reference: %s", (long long)shapes[h][0],
+              (long long)shapes[h][1], mode, m);
+      for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
+      kiln_cl_kernel_free(&kf);
+      kiln_cl_program_free(p);
+      kiln_free(src);
+      kiln_tensor_release(&x);
+      kiln_tensor_release(&ref);
+      free(vals);
+      fz_free(&f);
+      kiln_graph_free(g);
+    }
+}
+
+/* ------------------------------------------------------------------ */
 /* the bench elementwise chain                                         */
 
 
@@ -406,27 +588,32 @@ static double time_kernel(kiln_cl_context *c, kiln_cl_kernel *k, size_t n) {
 /* Kernels a and b launched alternately, 9 pairs after one warm-up each
  * (clFinish each): their median times and the median of the per-pair
  * ratios a/b, which a load that changes over the seconds of a run moves
- * less than the ratio of two medians taken one after the other. */
+ * less than the ratio of two medians taken one after the other; *cpu the
+ * median pair ratio of the process CPU time each launch took (on a CPU
+ * device the work itself; a loaded machine stretches the wall times). */
 static double time_pair(kiln_cl_context *c, kiln_cl_kernel *a, size_t na, kiln_cl_kernel *b, size_t nb, double *ta,
-                        double *tb) {
+                        double *tb, double *cpu) {
   enum { P = 9 };
-  double t[2][P], r[P];
+  double t[2][P], u[2][P], r[P], ru[P];
   kiln_cl_kernel *k[2] = {a, b};
   const size_t n[2] = {na, nb};
   for (int j = 0; j < 2; j++) kiln_cl_launch_1d(c, k[j], n[j], 0, NULL), kiln_cl_finish(c);
   for (int p = 0; p < P; p++) {
     for (int j = 0; j < 2; j++) {
-      double t0 = now_ms();
+      double t0 = now_ms(), u0 = cpu_ms();
       kiln_cl_launch_1d(c, k[j], n[j], 0, NULL);
       kiln_cl_finish(c);
       t[j][p] = now_ms() - t0;
+      u[j][p] = cpu_ms() - u0;
     }
     r[p] = t[1][p] > 0 ? t[0][p] / t[1][p] : 0;
+    ru[p] = u[1][p] > 0 ? u[0][p] / u[1][p] : 0;
   }
   qsort(t[0], P, sizeof **t, cmp_double);
   qsort(t[1], P, sizeof **t, cmp_double);
   qsort(r, P, sizeof *r, cmp_double);
-  *ta = t[0][P / 2], *tb = t[1][P / 2];
+  qsort(ru, P, sizeof *ru, cmp_double);
+  *ta = t[0][P / 2], *tb = t[1][P / 2], *cpu = ru[P / 2];
   return r[P / 2];
 }
 
@@ -571,11 +758,11 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
   if (!s) s = kiln_cl_kernel_arg_buffer(&kh, 1, &bufs[bias_arg]);
   if (!s) s = kiln_cl_kernel_arg_buffer(&kh, 2, &by);
   if (!s) {
-    double tf, tc, rfc = time_pair(c, &kf, (size_t)sig.n_items, &kc, (size_t)x.numel, &tf, &tc);
+    double tf, tc, uc, rfc = time_pair(c, &kf, (size_t)sig.n_items, &kc, (size_t)x.numel, &tf, &tc, &uc);
     double th = time_kernel(c, &kh, (size_t)x.numel);
-    printf("  bench chain on %s: fused %.3f ms, copy of the same bytes %.3f ms: ratio %.2f (9 alternated pairs: "
-           "medians, median ratio); hand-written chain %.3f ms: fused/hand %.2f (median of 5)\n",
-           dev->name, tf, tc, rfc, th, th > 0 ? tf / th : 0);
+    printf("  bench chain on %s: fused %.3f ms, copy of the same bytes %.3f ms: ratio %.2f, CPU time ratio %.2f "
+           "(9 alternated pairs: medians, median ratios); hand-written chain %.3f ms: fused/hand %.2f (median of 5)\n",
+           dev->name, tf, tc, rfc, uc, th, th > 0 ? tf / th : 0);
     CHECK(tf > 0 && tc > 0, "timings");
     static const char *const var[] = {"kiln_nomath", "kiln_native", "kiln_vec4", "kiln_vec4n"};
     for (int k = 0; chain_only && k < 4; k++) { /* what bounds the fused kernel */
@@ -829,6 +1016,10 @@ int main(int argc, char **argv) {
     test_cl_math(c);
     printf("refusals:\n");
     test_refusals(dev);
+    printf("literal weights:\n");
+    test_literal_weights(c, dev);
+    printf("rows per item:\n");
+    test_rows_per_item(c, dev);
     printf("node tests:\n");
     test_node_suite(c, dev, root);
   }
