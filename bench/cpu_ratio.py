@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/cpu_ratio.py PLUGIN MODEL [RUNS] [--realtime]: kiln's cpu backend
+"""bench/cpu_ratio.py PLUGIN MODEL [RUNS] [--realtime] [--alone]: kiln's cpu backend
 (through the ONNXIFI ABI) and onnxruntime at the same thread count
 (KILN_NUM_THREADS, default 1 here), run in one process on MODEL with its
 NAME.inputs.npz (bench/make_models.py), with bench.py's own engines (the
@@ -17,7 +17,14 @@ not of the time a caller waits. For latency at 2+ threads on a shared
 machine use the wall ratio with --realtime (SCHED_FIFO, bench/README.md
 "Two threads on a shared machine"). On a shared machine compare plugins by
 running this for each in ABBA order (GEMM_CONV.md, "Profiling"). Needs
-build/bench/venv (bench/run makes it)."""
+build/bench/venv (bench/run makes it).
+
+--alone: after the interleaved rounds, RUNS runs of each engine back to
+back, twice in the order kiln ort ort kiln; adds the medians of those runs
+(alone_*: the mean of each engine's two blocks) and, per engine, its
+interleaved / alone time (inter_over_alone_*): whether running beside the
+other engine (its caches, its threads' wake-ups) costs an engine time.
+GEMM_CONV.md "small_cnn: where the gap is" has what it showed."""
 import argparse
 import json
 import os
@@ -36,6 +43,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("runs", nargs="?", type=int, default=50)
     ap.add_argument("--realtime", action="store_true", help="time in SCHED_FIFO 1 (as bench.py --realtime)")
+    ap.add_argument("--alone", action="store_true", help="also time each engine's runs back to back")
     a = ap.parse_args()
     import bench  # noqa: E402  (after the environment above)
     sched = bench.set_realtime() if a.realtime else "normal"
@@ -71,6 +79,26 @@ def main():
                 wall[n].append(t1 - t0)
                 cpu_t[n].append(c1 - c0)
     m = np.median
+    extra = {}
+    if a.alone:
+        alone = {n: {"wall": [], "cpu": []} for n in engines}
+        for n in ["kiln", "ort", "ort", "kiln"]:
+            w, c = [], []
+            for _ in range(a.runs):
+                c0, t0 = time.process_time(), time.perf_counter()
+                engines[n].run()
+                c1, t1 = time.process_time(), time.perf_counter()
+                w.append(t1 - t0)
+                c.append(c1 - c0)
+            alone[n]["wall"].append(m(w))
+            alone[n]["cpu"].append(m(c))
+        for n in engines:
+            for k, inter in (("wall", wall[n]), ("cpu", cpu_t[n])):
+                v = float(np.mean(alone[n][k]))
+                extra[f"alone_{k}_{n}_ms"] = v * 1e3
+                extra[f"inter_over_alone_{k}_{n}"] = m(inter) / v
+        extra["alone_wall_ratio"] = extra["alone_wall_kiln_ms"] / extra["alone_wall_ort_ms"]
+        extra["alone_cpu_ratio"] = extra["alone_cpu_kiln_ms"] / extra["alone_cpu_ort_ms"]
     ko, oo = engines["kiln"].outputs, engines["ort"].outputs
     print(json.dumps({"model": os.path.basename(a.model), "runs": a.runs, "threads": threads, "sched": sched,
                       "wall_kiln_ms": m(wall["kiln"]) * 1e3, "wall_ort_ms": m(wall["ort"]) * 1e3,
@@ -78,7 +106,7 @@ def main():
                       "cpu_kiln_ms": m(cpu_t["kiln"]) * 1e3, "cpu_ort_ms": m(cpu_t["ort"]) * 1e3,
                       "cpu_ratio": m(cpu_t["kiln"]) / m(cpu_t["ort"]),
                       "max_abs_diff": max(float(np.abs(ko[s["name"]].astype(np.float64) - oo[s["name"]]).max(initial=0))
-                                          for s in specs)}))
+                                          for s in specs), **extra}))
     for e in engines.values():
         e.close()
     lib.close()
