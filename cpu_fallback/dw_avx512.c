@@ -11,6 +11,9 @@
  * flat form). The last vector of a row is loaded and stored by opmask (a
  * masked load reads and faults on no lane outside the mask). The clamp is
  * applied to the accumulators before the store.
+ * 3x3 taps at stride 1 on rows of up to 64 take a row-blocked form
+ * (dw3_rows): each input row loaded once per column shift for the up to
+ * three output rows reading it, the same fmas in the same order.
  *
  * Also the in-place kernel for small stride-1 planes (kiln_dw_plane: taps
  * as shifts of the plane, padding by opmask, no padded copy) and the two
