@@ -11,6 +11,9 @@
  * flat form). The last vector of a row is loaded and stored by opmask (a
  * masked load reads and faults on no lane outside the mask). The clamp is
  * applied to the accumulators before the store.
+ * 3x3 taps at stride 1 on rows of up to 64 take a row-blocked form
+ * (dw3_rows): each input row loaded once per column shift for the up to
+ * three output rows reading it, the same fmas in the same order.
  *
  * Also the in-place kernel for small stride-1 planes (kiln_dw_plane: taps
  * as shifts of the plane, padding by opmask, no padded copy) and the two
@@ -133,9 +136,97 @@ static inline __attribute__((always_inline)) void dw_group(float *y, int64_t ys,
     for (; r < rows; r++) dw_group(y, ys, src, ss, r, w, nk, b, vlo, vhi, last, PER, 1);                \
   } while (0)
 
+/* 3x3 taps at stride 1 and dilation 1 (src[3·ky + kx] = src[0] + ky·ss + kx,
+ * the padded plane of a stride-1 layer): R output rows of V vectors at a
+ * time (columns c0 .. c0 + 16V, the last vector by opmask `last`), the nine
+ * weights in registers. Input row i (of R + 2) is loaded once per column
+ * shift kx and feeds the up to three output rows o = i - ky that read it:
+ * (R + 2)·3·V loads instead of 9·R·V. Output row o still gets its taps in
+ * order j = 3·ky + kx (input rows in order, kx in order within each), one
+ * fma each from the bias: the rows kernel's operations, the same bits. */
+static inline __attribute__((always_inline)) void dw3_group(float *y, int64_t ys, const float *s0, int64_t ss,
+                                                            const __m512 *wv, __m512 b, __m512 vlo, __m512 vhi,
+                                                            __mmask16 last, const int V, const int R) {
+  __m512 a[16];
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; k++) a[k] = b;
+#pragma GCC unroll 18
+  for (int i = 0; i < 18; i++)
+    if (i < R + 2)
+#pragma GCC unroll 3
+      for (int kx = 0; kx < 3; kx++)
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++)
+          if (v < V) {
+            const float *q = s0 + i * ss + 16 * v + kx;
+            __m512 x = v == V - 1 ? _mm512_maskz_loadu_ps(last, q) : _mm512_loadu_ps(q);
+#pragma GCC unroll 3
+            for (int ky = 2; ky >= 0; ky--) /* output rows i - 2 .. i: any order, each row's chain is its own */
+              if (i - ky >= 0 && i - ky < R) a[(i - ky) * V + v] = _mm512_fmadd_ps(wv[3 * ky + kx], x, a[(i - ky) * V + v]);
+          }
+#pragma GCC unroll 16
+  for (int k = 0; k < 16; k++)
+    if (k < R * V) {
+      float *q = y + (k / V) * ys + 16 * (k % V);
+      if (k % V == V - 1) _mm512_mask_storeu_ps(q, last, clamp16(a[k], vlo, vhi));
+      else _mm512_storeu_ps(q, clamp16(a[k], vlo, vhi));
+    }
+}
+
+/* Rows kernel for 3x3 taps at stride 1 (see dw3_group), rows of up to 64
+ * (kiln_dw_rows_avx512 takes it there: on rows of 112, column blocks of 4
+ * and 3 vectors were 1.05x slower than the rows kernel, whole rows in
+ * groups of 2 1.14x, MobileNetV2 b0.0.dw): column blocks of up
+ * to 4 vectors, each down the rows in groups of at most 16 / V rows, the
+ * groups balanced (rows of 14: one group of 14; of 28: four of 7). */
+#define DW3_R(V, R)                                                                      \
+  case R: dw3_group(yb, ys, sb, ss, wv, b, vlo, vhi, m, V, (R) <= 16 / (V) ? (R) : 1); break
+#define DW3_V(V)                                                                         \
+  case V:                                                                                \
+    switch (g) {                                                                         \
+      DW3_R(V, 1); DW3_R(V, 2); DW3_R(V, 3); DW3_R(V, 4); DW3_R(V, 5); DW3_R(V, 6);      \
+      DW3_R(V, 7); DW3_R(V, 8); DW3_R(V, 9); DW3_R(V, 10); DW3_R(V, 11); DW3_R(V, 12);   \
+      DW3_R(V, 13); DW3_R(V, 14); DW3_R(V, 15); DW3_R(V, 16);                            \
+    }                                                                                    \
+    break
+static void dw3_rows(float *y, int64_t ys, const float *s0, int64_t ss, int64_t rows, int64_t n, const float *w,
+                     __m512 b, __m512 vlo, __m512 vhi) {
+  __m512 wv[9];
+  for (int j = 0; j < 9; j++) wv[j] = _mm512_set1_ps(w[j]);
+  int64_t per = (n + 15) / 16;
+  for (int64_t c = 0; c < per; c += 4) {
+    int V = per - c < 4 ? (int)(per - c) : 4;
+    __mmask16 m = c + V < per ? (__mmask16)0xffff : (__mmask16)(0xffffu >> (16 * per - n));
+    int64_t rmax = 16 / V, groups = (rows + rmax - 1) / rmax;
+    for (int64_t r = 0, gi = 0; r < rows; gi++) {
+      int64_t g = (rows - r) / (groups - gi); /* rows left shared over the groups left */
+      float *yb = y + r * ys + 16 * c;
+      const float *sb = s0 + r * ss + 16 * c;
+      switch (V) {
+        DW3_V(1);
+        DW3_V(2);
+        DW3_V(3);
+        DW3_V(4);
+      }
+      r += g;
+    }
+  }
+}
+#undef DW3_V
+#undef DW3_R
+
 void kiln_dw_rows_avx512(float *y, int64_t ys, const float *const *src, int64_t ss, int64_t rows, int64_t n,
                          const float *w, int nk, float bias, float lo, float hi) {
   if (n <= 0 || rows <= 0) return;
+  if (nk == 9 && n <= 64) { /* 3x3 at stride 1 and dilation 1 (the taps' rows ss apart, columns 1 apart): dw3_rows */
+    bool s1 = true;
+    for (int j = 0; j < 9; j++) /* as integers: a tap's row may lie outside src[0]'s array */
+      s1 = s1 && (uintptr_t)src[j] == (uintptr_t)src[0] + (uintptr_t)(((j / 3) * ss + j % 3) * (int64_t)sizeof(float));
+    if (s1) {
+      dw3_rows(y, ys, src[0], ss, rows, n, w, _mm512_set1_ps(bias), _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+      return;
+    }
+  }
   __m512 b = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   int64_t per = (n + 15) / 16; /* vectors per row */
   __mmask16 last = (__mmask16)(0xffffu >> (16 * per - n));

@@ -680,6 +680,53 @@ static void test_dw_rows(void) {
             cases++;
           }
   CHECK(!bad, "depthwise rows kernels differ from the twin in %d of %d cases", bad, cases);
+  /* 3x3 taps at stride 1 on one padded plane (src[3ky + kx] = plane + ky·ss + kx: the AVX-512 kernel's
+     row-blocked form, dw3_rows): rows 1..33 (groups of up to 16 / V rows, balanced), row lengths 1..150 (column
+     blocks of 4 vectors and every tail), the plane allocated to its last element read, NaN and -0 in it */
+  bad = cases = 0;
+  for (int v = 0; v < versions; v++)
+    for (int64_t n = 1; n <= 150; n += n < 40 ? 1 : 7)
+      for (int64_t rows = 1; rows <= 33; rows += rows < 18 ? 1 : 5)
+        for (int c = 0; c < 3; c += 1 + (int)(n % 2)) {
+          int64_t ss = n + 2 + n % 3, ys = n + rows % 3, psz = (rows + 1) * ss + n + 2, end = (rows - 1) * ys + n;
+          float *plane = malloc((size_t)psz * sizeof *plane), *o1 = malloc((size_t)(end + 1) * sizeof *o1),
+                *o2 = malloc((size_t)(end + 1) * sizeof *o2);
+          if (!plane || !o1 || !o2) {
+            bad++;
+            free(plane);
+            free(o1);
+            free(o2);
+            continue;
+          }
+          for (int64_t i = 0; i < psz; i++) plane[i] = frand();
+          plane[psz / 2] = NAN;
+          plane[psz / 3] = -0.0f;
+          for (int j = 0; j < 9; j++) src[j] = plane + (j / 3) * ss + j % 3;
+          for (int64_t i = 0; i <= end; i++) o1[i] = o2[i] = 42.0f;
+          kiln_dw_rows_base(o1, ys, src, ss, rows, n, w, 9, 0.5f, clamps[c][0], clamps[c][1]);
+          if (v == 0) kiln_dw_rows_avx2_fma(o2, ys, src, ss, rows, n, w, 9, 0.5f, clamps[c][0], clamps[c][1]);
+          else kiln_dw_rows_avx512(o2, ys, src, ss, rows, n, w, 9, 0.5f, clamps[c][0], clamps[c][1]);
+          if (memcmp(o1, o2, (size_t)(end + 1) * sizeof *o1) || o2[end] != 42.0f) bad++;
+          for (int64_t r = 0; r < rows; r++) /* the definition at one output a row, the gaps untouched */
+            for (int64_t i = 0; i < ys && r * ys + i < end; i++) {
+              float e = o1[r * ys + i], acc = 0.5f;
+              if (i >= n) {
+                bad += e != 42.0f;
+                continue;
+              }
+              if (i != (r + n) % n) continue;
+              for (int j = 0; j < 9; j++) acc = fmaf(w[j], plane[(r + j / 3) * ss + i + j % 3], acc);
+              acc = acc < clamps[c][0] ? clamps[c][0] : acc;
+              acc = acc > clamps[c][1] ? clamps[c][1] : acc;
+              bad += !(memcmp(&acc, &e, sizeof e) == 0 || (isnan(acc) && isnan(e)));
+            }
+          cases++;
+          free(plane);
+          free(o1);
+          free(o2);
+        }
+  CHECK(!bad && cases > 500, "3x3 stride-1 plane: depthwise rows kernels differ from the twin in %d of %d cases", bad,
+        cases);
   /* the twin itself: tap 4 alone at its NaN and -0, two rows */
   const float *one[1] = {taps[4] + 1};
   float t[128];
