@@ -748,6 +748,43 @@ static void direct_planes(void *ctx, int64_t t, int worker) {
   }
 }
 
+/* The direct paths' input: the padded, stride-phase-split planes (*xpo,
+ * NR floats past the last plane zeroed: the last tile's reads) filled on
+ * the pool in blocks of ~64 KiB of planes (small: on the caller), and each
+ * tap's offset in a channel's planes for output (0, 0) (*offo). */
+static kiln_status direct_input(const geom *g, const float *x, const dw_shape *d, int workers, float **xpo,
+                                int64_t **offo) {
+  enum { NR = KILN_SGEMM_WIDE_NR };
+  int64_t KH = g->k[1], KW = g->k[2], P = d->size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
+  float *xp = kiln_malloc((size_t)(planes * P + NR) * sizeof *xp);
+  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
+  if (!xp || !off) {
+    kiln_free(xp);
+    kiln_free(off);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
+  }
+  int64_t sh = g->s[1], sw = g->s[2];
+  for (int64_t c = 0, k = 0; c < g->Cg; c++)
+    for (int64_t kh = 0; kh < KH; kh++)
+      for (int64_t kw = 0; kw < KW; kw++, k++) {
+        int64_t ty = kh * g->d[1], tx = kw * g->d[2]; /* the tap's padded position for output (0, 0) */
+        off[k] = c * P + ((ty % sh * sw + tx % sw) * d->Hq + ty / sh) * d->Wq + tx / sw;
+      }
+  memset(xp + planes * P, 0, NR * sizeof *xp);
+  direct_job pj = {.g = g,
+                   .xp = xp,
+                   .P = P,
+                   .planes = {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
+                              .copy_rows = kiln_la_copy_rows()},
+                   .pp = 1};
+  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
+  pj.pp = (planes + ptasks - 1) / ptasks;
+  kiln_pool_for((planes + pj.pp - 1) / pj.pp, workers, direct_planes, &pj);
+  *xpo = xp;
+  *offo = off;
+  return KILN_OK;
+}
+
 static void direct_task(void *ctx, int64_t task, int worker) {
   (void)worker;
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
@@ -851,24 +888,13 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
                                kiln_conv_direct_a_fn amicro) {
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   dw_shape d = dw_shape_of(g);
-  int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
-  float *xp = kiln_malloc((size_t)(planes * P + NR) * sizeof *xp); /* NR: the last tile's reads past the plane */
-  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
+  int64_t OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp;
   int workers = kiln_pool_threads();
   if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
-  if (!xp || !off) {
-    kiln_free(xp);
-    kiln_free(off);
-    return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
-  }
-  int64_t sh = g->s[1], sw = g->s[2];
-  for (int64_t c = 0, k = 0; c < g->Cg; c++)
-    for (int64_t kh = 0; kh < KH; kh++)
-      for (int64_t kw = 0; kw < KW; kw++, k++) {
-        int64_t ty = kh * g->d[1], tx = kw * g->d[2]; /* the tap's padded position for output (0, 0) */
-        off[k] = c * P + ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
-      }
-  memset(xp + planes * P, 0, NR * sizeof *xp);
+  float *xp;
+  int64_t *off;
+  kiln_status s = direct_input(g, x, &d, workers, &xp, &off);
+  if (s) return s;
   /* Tasks: (image, group, 12-row strip, chunk of 32-column q tiles); at
      least ~4 per thread when there are several (chunks cut only at tile
      boundaries: no tile in two tasks; a last strip of 4 or 8 rows comes
@@ -887,14 +913,7 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   if (!pk && (double)g->M * (double)Kc * sizeof(float) > KILN_CONV_DIRECT_FAR_BYTES)
     amicro = kiln_conv_direct_far(amicro);
   direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
-                  per, chunks, micro, amicro, rows,
-                  {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
-                   .copy_rows = kiln_la_copy_rows()},
-                  1};
-  /* the planes' pass: blocks of ~64 KiB of planes; small: on the caller */
-  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
-  j.pp = (planes + ptasks - 1) / ptasks;
-  kiln_pool_for((planes + j.pp - 1) / j.pp, workers, direct_planes, &j);
+                  per, chunks, micro, amicro, rows, {0}, 0};
   kiln_pool_for(g->N * g->G * strips * chunks, workers, direct_task, &j);
   kiln_free(xp);
   kiln_free(off);
@@ -966,34 +985,14 @@ static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_
                                   float *y, const kiln_cpu_epilogue *ep, kiln_conv_ct_fn micro) {
   enum { NR = KILN_SGEMM_WIDE_NR };
   dw_shape d = dw_shape_of(g);
-  int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
+  int64_t OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp;
   int64_t cblocks = (g->Mg + NR - 1) / NR;
-  float *xp = kiln_malloc((size_t)(planes * P + NR) * sizeof *xp); /* NR: reads past the last plane's row */
-  int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
   int workers = kiln_pool_threads();
   if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
-  if (!xp || !off) {
-    kiln_free(xp);
-    kiln_free(off);
-    return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
-  }
-  int64_t sh = g->s[1], sw = g->s[2];
-  for (int64_t c = 0, k = 0; c < g->Cg; c++)
-    for (int64_t kh = 0; kh < KH; kh++)
-      for (int64_t kw = 0; kw < KW; kw++, k++) {
-        int64_t ty = kh * g->d[1], tx = kw * g->d[2];
-        off[k] = c * P + ((ty % sh * sw + tx % sw) * d.Hq + ty / sh) * d.Wq + tx / sw;
-      }
-  memset(xp + planes * P, 0, NR * sizeof *xp);
-  direct_job pj = {.g = g,
-                   .xp = xp,
-                   .P = P,
-                   .planes = {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
-                              .copy_rows = kiln_la_copy_rows()},
-                   .pp = 1};
-  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
-  pj.pp = (planes + ptasks - 1) / ptasks;
-  kiln_pool_for((planes + pj.pp - 1) / pj.pp, workers, direct_planes, &pj);
+  float *xp;
+  int64_t *off;
+  kiln_status s = direct_input(g, x, &d, workers, &xp, &off);
+  if (s) return s;
   /* tasks: (image, group, block of 32 channels, chunk of output rows), about 4 per thread */
   int64_t chunks = 1;
   if (workers > 1 && g->N * g->G * cblocks < 4 * (int64_t)workers)

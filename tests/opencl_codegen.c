@@ -366,6 +366,28 @@ static void test_refusals(const kiln_cl_device *dev) {
 /* ------------------------------------------------------------------ */
 /* scalar weights printed as literals                                  */
 
+/* The reference's outputs for input x (value vx of g, its initializers as
+ * they are) into ref, then src's kernel (sig) run over vals, x bound at
+ * vx, its buffers into out; *p and *kf for the caller to free. */
+static kiln_status ref_then_device(kiln_cl_context *c, const kiln_graph *g, int vx, const kiln_tensor *x,
+                                   kiln_tensor *vals, const char *src, const kiln_cl_kernel_sig *sig,
+                                   const kiln_fuse_spec *sp, kiln_tensor *out, kiln_tensor *ref, cl_program *p,
+                                   kiln_cl_kernel *kf) {
+  const kiln_tensor **bound = calloc((size_t)g->n_values + 1, sizeof *bound);
+  if (!bound) return kiln_fail(KILN_E_NOMEM, "test: out of memory");
+  for (int v = 0; v < g->n_values; v++) {
+    const kiln_tensor *it = g->values[v].init;
+    if (it) kiln_tensor_wrap(&vals[v], it->dtype, it->rank, it->dims, it->numel, it->data);
+  }
+  kiln_tensor_wrap(&vals[vx], x->dtype, x->rank, x->dims, x->numel, x->data);
+  bound[vx] = x;
+  kiln_status s = kiln_ref_run(g, bound, ref);
+  free(bound);
+  if (!s) s = kiln_cl_program_build(c, src, "-cl-std=CL1.2", p);
+  if (!s) s = kiln_cl_kernel_create(c, *p, sig->name, kf);
+  if (!s) s = run_kernel(c, kf, sig, sp, vals, out);
+  return s;
+}
 /* y = x * s + t with s, t one-element float weights: the kernel prints the
  * finite nonzero ones as literals and reads no buffer for them, and reads
  * 0, NaN and inf (scalar form at 15 elements, vector form at 512); the
@@ -415,20 +437,7 @@ static void test_literal_weights(kiln_cl_context *c, const kiln_cl_device *dev) 
       }
       if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
       for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)(i % 7) - 3.0f; /* 0 and both signs */
-      const kiln_tensor **bound = s ? NULL : calloc((size_t)g->n_values + 1, sizeof *bound);
-      if (bound) {
-        for (int v = 0; v < g->n_values; v++) {
-          const kiln_tensor *it = g->values[v].init;
-          if (it) kiln_tensor_wrap(&vals[v], it->dtype, it->rank, it->dims, it->numel, it->data);
-        }
-        kiln_tensor_wrap(&vals[vx], x.dtype, x.rank, x.dims, x.numel, x.data);
-        bound[vx] = &x;
-        s = kiln_ref_run(g, bound, &ref);
-        free(bound);
-      }
-      if (!s) s = kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p);
-      if (!s) s = kiln_cl_kernel_create(c, p, sig.name, &kf);
-      if (!s) s = run_kernel(c, &kf, &sig, sp, vals, out);
+      if (!s) s = ref_then_device(c, g, vx, &x, vals, src, &sig, sp, out, &ref, &p, &kf);
       CHECK(!s, "literal weights case %d/%d: %s", k, h, s ? kiln_last_error() : "");
       if (!s) {
         const kiln_tensor *y = &out[sig.n_args - 1];
@@ -505,20 +514,7 @@ static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
       }
       if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
       for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)((i * 37) % 101) * 0.0625f - 3.0f;
-      const kiln_tensor **bound = s ? NULL : calloc((size_t)g->n_values + 1, sizeof *bound);
-      if (bound) {
-        for (int v = 0; v < g->n_values; v++) {
-          const kiln_tensor *it = g->values[v].init;
-          if (it) kiln_tensor_wrap(&vals[v], it->dtype, it->rank, it->dims, it->numel, it->data);
-        }
-        kiln_tensor_wrap(&vals[vx], x.dtype, x.rank, x.dims, x.numel, x.data);
-        bound[vx] = &x;
-        s = kiln_ref_run(g, bound, &ref);
-        free(bound);
-      }
-      if (!s) s = kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p);
-      if (!s) s = kiln_cl_kernel_create(c, p, sig.name, &kf);
-      if (!s) s = run_kernel(c, &kf, &sig, sp, vals, out);
+      if (!s) s = ref_then_device(c, g, vx, &x, vals, src, &sig, sp, out, &ref, &p, &kf);
       CHECK(!s, "rows per item %lldx%lld, KILN_CL_ROWS=%s: %s", (long long)shapes[h][0], (long long)shapes[h][1], mode,
             s ? kiln_last_error() : "");
       if (!s)
