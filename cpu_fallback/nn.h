@@ -70,6 +70,11 @@ typedef struct kiln_nn_prims {
 extern const kiln_nn_prims kiln_nn_prims_base;
 /* nn_avx512.c: softmax_rows on 16 lanes; only where kiln_vm_cpu_has_avx512(). */
 void kiln_nn_softmax_rows_avx512(size_t rows, size_t n, const float *x, float *y);
+/* nn_avx512.c: max2x2s2 on 16 lanes (nn_base.c's bits); only where
+ * kiln_vm_cpu_has_avx512(). The AVX2 setting runs it there on rows of >= 16. */
+void kiln_nn_max2x2s2_avx512(size_t oh, size_t ow, const float *x, size_t ldx, float *y);
+/* Tests only: max2x2s2 of the AVX2 primitives, never the AVX-512 kernel. */
+void kiln_nn_max2x2s2_avx2_only(size_t oh, size_t ow, const float *x, size_t ldx, float *y);
 /* Tests only: softmax_rows of the AVX2 primitives, never the AVX-512 kernel. */
 void kiln_nn_softmax_rows_avx2_only(size_t rows, size_t n, const float *x, float *y);
 /* Only usable where kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL. */

@@ -151,7 +151,7 @@ static inline void deinterleave(__m256 a, __m256 b, __m256 *even, __m256 *odd) {
 
 /* 8 outputs from 16 floats of each row; the tail (r < 8 outputs) reads
  * 2r floats of each with masked loads and writes r */
-static void max2x2s2_avx2(size_t oh, size_t ow, const float *x, size_t ldx, float *y) {
+void kiln_nn_max2x2s2_avx2_only(size_t oh, size_t ow, const float *x, size_t ldx, float *y) {
   __m256 ninf = _mm256_set1_ps(-INFINITY);
   size_t r = ow % 8;
   __m256i ma = tail_mask(2 * r < 8 ? 2 * r : 8), mb = tail_mask(2 * r > 8 ? 2 * r - 8 : 0), my = tail_mask(r);
@@ -173,6 +173,20 @@ static void max2x2s2_avx2(size_t oh, size_t ow, const float *x, size_t ldx, floa
       _mm256_maskstore_ps(yr + i, my, a);
     }
   }
+}
+
+/* The AVX2 kernel, or nn_avx512.c's for rows of at least 16 outputs where
+ * the CPU has AVX-512F (the same bits; 1.2-1.3x faster there, slower on
+ * rows of 8: GEMM_CONV.md "small_cnn: the 2x2 max pool on 16 lanes"). */
+static kiln_vm_fn exp_kernel(void);
+static void max2x2s2_avx2(size_t oh, size_t ow, const float *x, size_t ldx, float *y) {
+#ifdef KILN_NN_HAVE_AVX512
+  if (ow >= 16 && exp_kernel() != kiln_vm_exp_avx2_fma) { /* AVX-512F usable (asked once) */
+    kiln_nn_max2x2s2_avx512(oh, ow, x, ldx, y);
+    return;
+  }
+#endif
+  kiln_nn_max2x2s2_avx2_only(oh, ow, x, ldx, y);
 }
 
 /* Rows first into buf (8 columns a step, the tail masked, -inf outside

@@ -1,5 +1,6 @@
 /* cpu_fallback/nn_avx512: the softmax rows primitive (nn.h softmax_rows)
- * on 16 lanes with AVX-512F — the only nn file built with -mavx512f,
+ * and the 2x2 max pool (max2x2s2, at the end) on 16 lanes with AVX-512F —
+ * the only nn file built with -mavx512f,
  * called only where kiln_vm_cpu_has_avx512() is true (nn_avx2.c asks).
  * Bit for bit the scalar twin's composition (nn_base.c: max, x − m, exp,
  * the 8-lane sum and its fold, y·(1/sum) + 0):
@@ -107,5 +108,49 @@ void kiln_nn_softmax_rows_avx512(size_t rows, size_t n, const float *x, float *y
     }
     if (i < n) s0 = sum_tail(s0, y0 + i, n - i);
     row_scale(n, y0, 1.0f / fold8(s0));
+  }
+}
+
+/* acc_max's rule for one step: v where v > a or v is NaN, else a (x86 max
+ * returns its second operand on a NaN or a tie). */
+static inline __m512 max_step(__m512 a, __m512 v) {
+  return _mm512_mask_mov_ps(_mm512_max_ps(v, a), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
+/* MaxPool 2x2 stride 2 (nn.h max2x2s2) on 16 lanes: 16 outputs from 32
+ * floats of each row, the even and odd columns taken with two-source
+ * permutes; per output the taps in the twin's order (0,0) (0,1) (1,0)
+ * (1,1) by acc_max's rule, starting from the first tap (the twin's -inf
+ * then tap (0,0) gives that tap's bits): nn_base.c's bits. A tail of r <
+ * 16 outputs reads 2r floats of each row (masked) and writes r. nn_avx2.c
+ * sends it rows of at least 16 outputs only (GEMM_CONV.md "small_cnn: the
+ * 2x2 max pool on 16 lanes"). */
+void kiln_nn_max2x2s2_avx512(size_t oh, size_t ow, const float *x, size_t ldx, float *y) {
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  size_t r = ow % 16;
+  __mmask16 ma = mask_of(2 * r < 16 ? 2 * r : 16), mb = mask_of(2 * r > 16 ? 2 * r - 16 : 0), my = mask_of(r);
+  for (size_t row = 0; row < oh; row++) {
+    const float *r0 = x + 2 * row * ldx, *r1 = r0 + ldx;
+    float *yr = y + row * ow;
+    size_t i = 0;
+    for (; i + 16 <= ow; i += 16) {
+      __m512 a0 = _mm512_loadu_ps(r0 + 2 * i), b0 = _mm512_loadu_ps(r0 + 2 * i + 16);
+      __m512 a1 = _mm512_loadu_ps(r1 + 2 * i), b1 = _mm512_loadu_ps(r1 + 2 * i + 16);
+      __m512 m = _mm512_permutex2var_ps(a0, ie, b0);
+      m = max_step(m, _mm512_permutex2var_ps(a0, io, b0));
+      m = max_step(m, _mm512_permutex2var_ps(a1, ie, b1));
+      m = max_step(m, _mm512_permutex2var_ps(a1, io, b1));
+      _mm512_storeu_ps(yr + i, m);
+    }
+    if (r) {
+      __m512 a0 = _mm512_maskz_loadu_ps(ma, r0 + 2 * i), b0 = _mm512_maskz_loadu_ps(mb, r0 + 2 * i + 16);
+      __m512 a1 = _mm512_maskz_loadu_ps(ma, r1 + 2 * i), b1 = _mm512_maskz_loadu_ps(mb, r1 + 2 * i + 16);
+      __m512 m = _mm512_permutex2var_ps(a0, ie, b0);
+      m = max_step(m, _mm512_permutex2var_ps(a0, io, b0));
+      m = max_step(m, _mm512_permutex2var_ps(a1, ie, b1));
+      m = max_step(m, _mm512_permutex2var_ps(a1, io, b1));
+      _mm512_mask_storeu_ps(yr + i, my, m);
+    }
   }
 }

@@ -853,30 +853,41 @@ static void test_prims(void) {
     bad += !isnan(a1[p]) + !isnan(a0[p]);
   }
   CHECK(bad == 0, "primitives: %d differences between base and avx2", bad);
-  /* max2x2s2 on planes of 1..3 x 1..20 outputs (tails of 1..7, rows with
-   * and without a spare column), sources of exactly their size (ASan), some
-   * NaN and ties of -0/+0: base = avx2 = the plain max */
+  /* max2x2s2 on planes of 1..3 x 1..40 outputs (AVX2 tails of 1..7,
+   * AVX-512 blocks of 16 and tails of 1..15, rows with and without a spare
+   * column), sources of exactly their size (ASan), some NaN and ties of
+   * -0/+0: base = the AVX2 setting (the AVX-512 kernel where the CPU has
+   * it and ow >= 16) = the AVX2 kernel alone = the AVX-512 kernel on every
+   * width, bit for bit, = the plain max */
   int pbad = 0;
   for (size_t oh = 1; oh <= 3; oh++)
-    for (size_t ow = 1; ow <= 20; ow++) {
+    for (size_t ow = 1; ow <= 40; ow++) {
       size_t ldx = 2 * ow + ow % 2, nx = 2 * oh * ldx - (ldx - 2 * ow); /* the last row ends at its last tap */
       float *xs = malloc(nx * sizeof *xs), *p0 = malloc(oh * ow * sizeof *p0), *p1 = malloc(oh * ow * sizeof *p1);
+      float *p2 = malloc(oh * ow * sizeof *p2), *p3 = malloc(oh * ow * sizeof *p3);
       for (size_t i = 0; i < nx; i++) xs[i] = i % 11 == 5 ? NAN : i % 7 == 3 ? -0.0f : (float)(rnd() * 4 - 2);
       B->max2x2s2(oh, ow, xs, ldx, p0);
       A->max2x2s2(oh, ow, xs, ldx, p1);
+      kiln_nn_max2x2s2_avx2_only(oh, ow, xs, ldx, p2);
+      if (kiln_vm_cpu_has_avx512()) kiln_nn_max2x2s2_avx512(oh, ow, xs, ldx, p3); /* every width, tails alone too */
+      else memcpy(p3, p0, oh * ow * sizeof *p3);
       for (size_t r = 0; r < oh; r++)
         for (size_t i = 0; i < ow; i++) {
           const float *q = xs + 2 * r * ldx + 2 * i;
           float want = fmaxf(fmaxf(q[0], q[1]), fmaxf(q[ldx], q[ldx + 1]));
           if (isnan(q[0]) || isnan(q[1]) || isnan(q[ldx]) || isnan(q[ldx + 1])) want = NAN;
-          pbad += !same(p0[r * ow + i], want) + !same(p1[r * ow + i], p0[r * ow + i]) +
-                  (signbit(p1[r * ow + i]) != signbit(p0[r * ow + i]));
+          size_t e = r * ow + i;
+          pbad += !same(p0[e], want) + (memcmp(&p1[e], &p0[e], sizeof *p0) != 0) +
+                  (memcmp(&p2[e], &p0[e], sizeof *p0) != 0) + (memcmp(&p3[e], &p0[e], sizeof *p0) != 0);
         }
       free(xs);
       free(p0);
       free(p1);
+      free(p2);
+      free(p3);
     }
-  CHECK(pbad == 0, "max2x2s2: %d wrong outputs (base vs avx2 vs the plain max)", pbad);
+  CHECK(pbad == 0, "max2x2s2: %d wrong outputs (base vs avx2 vs avx2 alone vs avx-512%s vs the plain max)", pbad,
+        kiln_vm_cpu_has_avx512() ? "" : " (not on this CPU)");
   /* max3x3s2 on h x w planes of 1..9 x 1..40 (vector tails), pads 0..2 top and left, outputs past the bottom and
      right edges (ceil mode), sources of exactly their size (ASan), NaN and -0/+0 ties: base = avx2 bit for bit,
      both = the max of the taps inside the plane (NaN when one is NaN) */
