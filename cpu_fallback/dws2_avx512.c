@@ -9,7 +9,10 @@
  * outside its mask: the padding). The fmas in tap order from the bias, the
  * clamp, a store by opmask. Each output vector is one chain of KH·KW
  * fmas: eight chains in flight on rows of 1 or 2 vectors (8 / vectors rows
- * at a time, as the rows kernel); wider rows vector after vector. */
+ * at a time, as the rows kernel); wider rows vector after vector.
+ * 3 x 3 kernels (MobileNetV2's) take plane3_blocked instead: blocks of up
+ * to 8 output rows per vector, each input row loaded and split once and
+ * fed to the one or two output rows it is under. */
 #include <immintrin.h>
 
 #include "cpu_fallback/dws2.h"
@@ -136,6 +139,105 @@ static inline __attribute__((always_inline)) void rows_wide(float *y, const floa
   }
 }
 
+/* 3 x 3 only: R output rows from oy0 of the vector of 16 outputs from
+ * column ox, each input row loaded and split once. Output row r reads
+ * input rows 2r .. 2r + 2 of the group (from 2 · oy0 - pt), so input row
+ * i (2R + 1 of them) feeds output rows i / 2 (its tap row i % 2 ... ) and,
+ * where i is even, (i - 2) / 2 (tap row 2) too: 2R + 1 splits (three
+ * vpermt2ps each: kx = 0, 1 from the 32 columns from bx, kx = 2 from bx +
+ * 2) instead of 3R. Output row r still gets its taps in order, tap row
+ * after tap row from the bias (input rows in order), kx in order within
+ * each: the operations of group / out16, the same bits. INSIDE: every
+ * column the loads span is inside the input (plain loads), else by the
+ * masks ma, mb; a padding row gives zero vectors. */
+static inline __attribute__((always_inline)) void blk3(float *y, const float *x, int64_t H, int64_t W, int64_t OW,
+                                                        int64_t pt, int64_t oy0, int64_t ox, int64_t bx,
+                                                        const __m512 *wv, __m512 vb, __m512 vlo, __m512 vhi,
+                                                        __m512i ie, __m512i io, const __mmask16 *ma,
+                                                        const __mmask16 *mb, const bool INSIDE, const int R) {
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) acc[r] = vb;
+#pragma GCC unroll 17
+  for (int i = 0; i < 2 * R + 1; i++) {
+    int64_t iy = 2 * oy0 - pt + i;
+    __m512 e0, o0, e2;
+    if (iy < 0 || iy >= H) {
+      e0 = o0 = e2 = _mm512_setzero_ps();
+    } else {
+      const float *row = x + iy * W;
+      __m512 a, b, a2, b2;
+      if (INSIDE) {
+        a = _mm512_loadu_ps(row + bx), b = _mm512_loadu_ps(row + bx + 16);
+        a2 = _mm512_loadu_ps(row + bx + 2), b2 = _mm512_loadu_ps(row + bx + 18);
+      } else {
+        uintptr_t c = (uintptr_t)row + (uintptr_t)(bx * (int64_t)sizeof(float)); /* the column may be negative */
+        a = _mm512_maskz_loadu_ps(ma[0], (const void *)c);
+        b = _mm512_maskz_loadu_ps(mb[0], (const void *)(c + 16 * sizeof(float)));
+        a2 = _mm512_maskz_loadu_ps(ma[1], (const void *)(c + 2 * sizeof(float)));
+        b2 = _mm512_maskz_loadu_ps(mb[1], (const void *)(c + 18 * sizeof(float)));
+      }
+      e0 = _mm512_permutex2var_ps(a, ie, b), o0 = _mm512_permutex2var_ps(a, io, b);
+      e2 = _mm512_permutex2var_ps(a2, ie, b2);
+    }
+    if (i >= 2 && i % 2 == 0) { /* tap row 2 of output row i / 2 - 1: its last taps */
+      int r = i / 2 - 1;
+      acc[r] = _mm512_fmadd_ps(wv[6], e0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(wv[7], o0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(wv[8], e2, acc[r]);
+    }
+    if (i / 2 < R) { /* tap row i % 2 of output row i / 2 */
+      int r = i / 2, ky = i % 2;
+      acc[r] = _mm512_fmadd_ps(wv[3 * ky], e0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(wv[3 * ky + 1], o0, acc[r]);
+      acc[r] = _mm512_fmadd_ps(wv[3 * ky + 2], e2, acc[r]);
+    }
+  }
+  __mmask16 ms = cols(0, OW - ox);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++)
+    _mm512_mask_storeu_ps(y + (oy0 + r) * OW + ox, ms,
+                          _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[r]))); /* v stays when NaN, as the twin's */
+}
+
+#define BLK3_R(INS)                                                                                              \
+  switch (R) {                                                                                                   \
+  case 1: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 1); break;                 \
+  case 2: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 2); break;                 \
+  case 3: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 3); break;                 \
+  case 4: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 4); break;                 \
+  case 5: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 5); break;                 \
+  case 6: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 6); break;                 \
+  case 7: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 7); break;                 \
+  default: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 8); break;                \
+  }
+
+/* 3 x 3 planes by blocks of rows: the rows split into balanced groups of
+ * at most 8, per group every vector of the row (the group's 2R + 1 input
+ * rows stay in L1). */
+static void plane3_blocked(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
+                           int64_t pl, const float *w, float bias, float lo, float hi) {
+  __m512i ie = _mm512_loadu_si512(even_idx), io = _mm512_loadu_si512(odd_idx);
+  __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), wv[9];
+  for (int j = 0; j < 9; j++) wv[j] = _mm512_set1_ps(w[j]);
+  int64_t ng = (OH + 7) / 8;
+  for (int64_t g = 0, oy = 0; g < ng; g++) {
+    int R = (int)((OH - oy) / (ng - g)); /* balanced: the groups' sizes differ by at most one */
+    for (int64_t ox = 0; ox < OW; ox += 16) {
+      int64_t bx = 2 * ox - pl;
+      __mmask16 ma[2], mb[2];
+      if (bx >= 0 && bx + 34 <= W) {
+        BLK3_R(true);
+      } else {
+        for (int m = 0; m < 2; m++) ma[m] = cols(bx + 2 * m, W), mb[m] = cols(bx + 2 * m + 16, W);
+        BLK3_R(false);
+      }
+    }
+    oy += R;
+  }
+}
+#undef BLK3_R
+
 /* Rows of PER vectors (from v0), 8 / PER rows at a time, then one at a time. */
 #define S2_GROUPS(PER)                                                                                         \
   do {                                                                                                         \
@@ -161,6 +263,6 @@ static inline __attribute__((always_inline)) void plane(float *y, const float *x
 
 void kiln_dw_s2_avx512(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt, int64_t pl,
                        const float *w, int KH, int KW, float bias, float lo, float hi) {
-  if (KH == 3 && KW == 3) plane(y, x, H, W, OH, OW, pt, pl, w, 3, 3, bias, lo, hi);
+  if (KH == 3 && KW == 3) plane3_blocked(y, x, H, W, OH, OW, pt, pl, w, bias, lo, hi);
   else if (KH <= 8 && KW <= 8) plane(y, x, H, W, OH, OW, pt, pl, w, KH, KW, bias, lo, hi);
 }

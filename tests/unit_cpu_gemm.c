@@ -848,7 +848,7 @@ static void test_dw_s2(void) {
   float w[15];
   for (int j = 0; j < 15; j++) w[j] = frand();
   int bad = 0, cases = 0;
-  for (int64_t H = 1; H <= 40; H += H < 6 ? 1 : 7)
+  for (int64_t H = 1; H <= 120; H += H < 6 ? 1 : H < 34 ? 7 : 79) /* up to 57 output rows: 3 x 3 in groups of <= 8 */
     for (int64_t W = 1; W <= 140; W += W < 4 ? 1 : W < 37 ? 3 : W < 67 ? 29 : 31) /* rows of 1 .. 5 vectors */
       for (int ki = 0; ki < 4; ki++)
         for (int64_t pad = 0; pad <= 2; pad++) {
