@@ -490,22 +490,34 @@ typedef struct conv_case {
   int bias;
 } conv_case;
 
+/* A case's random X, W and bias (whether the node reads it or not) and its
+ * Conv node: group where not 1, the strides and dilations given (0:
+ * absent), pads or auto_pad, kernel_shape. */
+static void conv_case_init(const conv_case *c, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b, node_b *nb) {
+  int nsp = c->nsp;
+  int64_t xd[5] = {c->N, c->C}, wd[5] = {c->M, c->C / c->G}, bd[1] = {c->M};
+  for (int d = 0; d < nsp; d++) xd[2 + d] = c->in[d], wd[2 + d] = c->k[d];
+  rand_tensor(x, nsp + 2, xd);
+  rand_tensor(w, nsp + 2, wd);
+  rand_tensor(b, 1, bd);
+  node_init(nb, "Conv", 11);
+  if (c->G != 1) attr_i(nb, "group", c->G);
+  if (c->st[0]) attr_is(nb, "strides", nsp, c->st);
+  if (c->dl[0]) attr_is(nb, "dilations", nsp, c->dl);
+  if (c->pads[0] >= 0 && !c->auto_pad) attr_is(nb, "pads", 2 * nsp, c->pads);
+  if (c->auto_pad) attr_s(nb, "auto_pad", c->auto_pad);
+  attr_is(nb, "kernel_shape", nsp, c->k);
+}
+
 static void conv_run(const conv_case *cc, bool strided_x) {
-  int nsp = cc->nsp;
-  int64_t xd[5] = {cc->N, cc->C}, wd[5] = {cc->M, cc->C / cc->G}, bd[1] = {cc->M};
-  for (int i = 0; i < nsp; i++) {
-    xd[2 + i] = cc->in[i];
-    wd[2 + i] = cc->k[i];
-  }
   kiln_tensor x, w, b, base, xv;
-  rand_tensor(&x, nsp + 2, xd);
-  rand_tensor(&w, nsp + 2, wd);
-  if (cc->bias) rand_tensor(&b, 1, bd);
+  node_b nb;
+  conv_case_init(cc, &x, &w, &b, &nb);
   const kiln_tensor *xp = &x;
   if (strided_x) { /* X as a view: the last two dims swapped in storage */
-    int64_t sd[5], ss[5], vs[5];
+    int64_t sd[5], ss[5], vs[5], *xd = x.dims;
     memcpy(sd, xd, sizeof sd);
-    int r = nsp + 2;
+    int r = cc->nsp + 2;
     sd[r - 1] = xd[r - 2];
     sd[r - 2] = xd[r - 1];
     rand_tensor(&base, r, sd);
@@ -516,21 +528,13 @@ static void conv_run(const conv_case *cc, bool strided_x) {
     kiln_tensor_view(&xv, &base, r, xd, vs, 0);
     xp = &xv;
   }
-  node_b nb;
-  node_init(&nb, "Conv", 11);
-  if (cc->G != 1) attr_i(&nb, "group", cc->G);
-  if (cc->st[0]) attr_is(&nb, "strides", nsp, cc->st);
-  if (cc->dl[0]) attr_is(&nb, "dilations", nsp, cc->dl);
-  if (cc->pads[0] >= 0 && !cc->auto_pad) attr_is(&nb, "pads", 2 * nsp, cc->pads);
-  if (cc->auto_pad) attr_s(&nb, "auto_pad", cc->auto_pad);
-  attr_is(&nb, "kernel_shape", nsp, cc->k);
   const kiln_tensor *in[3] = {xp, &w, cc->bias ? &b : NULL};
   char what[160];
   snprintf(what, sizeof what, "Conv %s%s", cc->name, strided_x ? " (strided X)" : "");
   run_case(what, &nb.n, cc->bias ? 3 : 2, in, 7);
   kiln_tensor_release(&x);
   kiln_tensor_release(&w);
-  if (cc->bias) kiln_tensor_release(&b);
+  kiln_tensor_release(&b);
   if (strided_x) kiln_tensor_release(&base);
 }
 
@@ -789,20 +793,9 @@ static void test_dw_plane(void) {
   };
   const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
   for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
-    int nsp = cc[i].nsp;
-    int64_t xd[4] = {cc[i].N, cc[i].C}, wd[4] = {cc[i].M, 1}, bd[1] = {cc[i].M};
-    for (int d = 0; d < nsp; d++) xd[2 + d] = cc[i].in[d], wd[2 + d] = cc[i].k[d];
     kiln_tensor xt, wt, bt;
-    rand_tensor(&xt, nsp + 2, xd);
-    rand_tensor(&wt, nsp + 2, wd);
-    rand_tensor(&bt, 1, bd);
     node_b nb;
-    node_init(&nb, "Conv", 11);
-    attr_i(&nb, "group", cc[i].G);
-    if (cc[i].dl[0]) attr_is(&nb, "dilations", nsp, cc[i].dl);
-    if (cc[i].pads[0] >= 0 && !cc[i].auto_pad) attr_is(&nb, "pads", 2 * nsp, cc[i].pads);
-    if (cc[i].auto_pad) attr_s(&nb, "auto_pad", cc[i].auto_pad);
-    attr_is(&nb, "kernel_shape", nsp, cc[i].k);
+    conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
     const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
     kiln_graph g;
     memset(&g, 0, sizeof g);
@@ -887,20 +880,9 @@ static void test_dw_s2(void) {
   };
   const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
   for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
-    int nsp = cc[i].nsp;
-    int64_t xd[4] = {cc[i].N, cc[i].C}, wd[4] = {cc[i].M, 1}, bd[1] = {cc[i].M};
-    for (int d = 0; d < nsp; d++) xd[2 + d] = cc[i].in[d], wd[2 + d] = cc[i].k[d];
     kiln_tensor xt, wt, bt;
-    rand_tensor(&xt, nsp + 2, xd);
-    rand_tensor(&wt, nsp + 2, wd);
-    rand_tensor(&bt, 1, bd);
     node_b nb;
-    node_init(&nb, "Conv", 11);
-    attr_i(&nb, "group", cc[i].G);
-    attr_is(&nb, "strides", nsp, cc[i].st);
-    if (cc[i].pads[0] >= 0 && !cc[i].auto_pad) attr_is(&nb, "pads", 2 * nsp, cc[i].pads);
-    if (cc[i].auto_pad) attr_s(&nb, "auto_pad", cc[i].auto_pad);
-    attr_is(&nb, "kernel_shape", nsp, cc[i].k);
+    conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
     const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
     kiln_graph g;
     memset(&g, 0, sizeof g);
