@@ -290,10 +290,44 @@ def set_realtime():
         return f"normal (SCHED_FIFO refused: {e})"
 
 
+def _busy(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
+def parallel_speed(k):
+    """How many cores this process can really use at once: k forked
+    processes each run the same pure-Python loop (~6 ms on one core) at
+    once, against one alone (the best of 3 each); returns k x (one's time)
+    / (k's time): about k when k cores are there, about 1 when the machine
+    gives this guest one core's worth at the time (bench/README.md, "Two
+    threads on a shared machine": a 2-thread timing then measures that).
+    It forks: call it before the engines start their threads or after
+    they are closed."""
+    def run(m):
+        t0 = time.perf_counter()
+        pids = []
+        for _ in range(m):
+            pid = os.fork()
+            if pid == 0:
+                _busy(300000)
+                os._exit(0)
+            pids.append(pid)
+        for pid in pids:
+            os.waitpid(pid, 0)
+        return time.perf_counter() - t0
+    one = min(run(1) for _ in range(3))
+    return k * one / min(run(k) for _ in range(3))
+
+
 def worker_time(a):
     """All engines of one model in one process: a warm-up round, then rounds
     in which each engine runs once, the order rotating from round to round."""
     sched = set_realtime() if a.realtime else "normal"
+    threads = int(os.environ.get("KILN_NUM_THREADS", "1"))
+    speed = parallel_speed(threads) if threads > 1 else None
     sys.path.insert(0, HERE)
     entry, model_bytes, inputs = load_model(a.models_dir, a.model)
     specs = a.engines.split(",")
@@ -334,7 +368,8 @@ def worker_time(a):
         recheck[s] = {o: compare(engines[s].outputs[o], ref[o], entry["rtol"], entry["atol"]) for o in ref}
     for e in engines.values():
         e.close()
-    return dict(ok=True, reps=reps, warmup_ms=warm, times_ms=times, recheck=recheck, sched=sched)
+    return dict(ok=True, reps=reps, warmup_ms=warm, times_ms=times, recheck=recheck, sched=sched,
+                parallel_speed=speed)
 
 
 def worker_main(argv):
@@ -460,6 +495,11 @@ def render(results):
     out.append(f"memcpy bandwidth (1 thread, numpy copy of 256 MiB, median of {mc['reps']}): {mc['gbps']:.2f} GB/s "
                f"(range {mc['gbps_min']:.2f}..{mc['gbps_max']:.2f})")
     out.append(f"timing scheduled: {results['meta'].get('timing_sched', 'normal')}")
+    ps = results["meta"].get("parallel_speed")
+    if ps:
+        out.append("cores usable at once before each N-thread timing (parallel_speed, N busy processes / 1; "
+                   "about N unless the host is short of cores): "
+                   + ", ".join(f"{k} {v:.2f}" for k, v in ps.items()))
     out.append("")
     rows = []
     fails = []
@@ -723,6 +763,8 @@ def main(argv):
             else:
                 if a.realtime and tr.get("sched") != "SCHED_FIFO 1":
                     results["meta"]["timing_sched"] = tr.get("sched")
+                if tr.get("parallel_speed"):
+                    results["meta"].setdefault("parallel_speed", {})[f"{name}@{t}"] = tr["parallel_speed"]
                 for s in timed:
                     e = engines[s]
                     e["timing"] = stats(tr["times_ms"][s])

@@ -24,7 +24,12 @@ back, twice in the order kiln ort ort kiln; adds the medians of those runs
 (alone_*: the mean of each engine's two blocks) and, per engine, its
 interleaved / alone time (inter_over_alone_*): whether running beside the
 other engine (its caches, its threads' wake-ups) costs an engine time.
-GEMM_CONV.md "small_cnn: where the gap is" has what it showed."""
+GEMM_CONV.md "small_cnn: where the gap is" has what it showed.
+
+At 2+ threads it also prints parallel_speed, [before, after] the timing:
+how many cores the process could use at once (bench.parallel_speed: N
+busy processes against one; about N normally). Read a 2-thread ratio only
+when it is near N (bench/README.md, "Two threads on a shared machine")."""
 import argparse
 import json
 import os
@@ -52,6 +57,7 @@ def main():
     from kiln_abi import KilnLibrary
 
     threads = int(os.environ["KILN_NUM_THREADS"])
+    speed = [bench.parallel_speed(threads)] if threads > 1 else []
     data = open(a.model, "rb").read()
     with np.load(a.model[:-len(".onnx")] + ".inputs.npz") as z:
         inputs = {k: np.ascontiguousarray(z[k]) for k in z.files}
@@ -100,16 +106,19 @@ def main():
         extra["alone_wall_ratio"] = extra["alone_wall_kiln_ms"] / extra["alone_wall_ort_ms"]
         extra["alone_cpu_ratio"] = extra["alone_cpu_kiln_ms"] / extra["alone_cpu_ort_ms"]
     ko, oo = engines["kiln"].outputs, engines["ort"].outputs
+    diff = max(float(np.abs(ko[s["name"]].astype(np.float64) - oo[s["name"]]).max(initial=0)) for s in specs)
+    for e in engines.values():
+        e.close()
+    lib.close()
+    if speed:
+        speed.append(bench.parallel_speed(threads))
+        extra["parallel_speed"] = speed
     print(json.dumps({"model": os.path.basename(a.model), "runs": a.runs, "threads": threads, "sched": sched,
                       "wall_kiln_ms": m(wall["kiln"]) * 1e3, "wall_ort_ms": m(wall["ort"]) * 1e3,
                       "wall_ratio": m(wall["kiln"]) / m(wall["ort"]),
                       "cpu_kiln_ms": m(cpu_t["kiln"]) * 1e3, "cpu_ort_ms": m(cpu_t["ort"]) * 1e3,
                       "cpu_ratio": m(cpu_t["kiln"]) / m(cpu_t["ort"]),
-                      "max_abs_diff": max(float(np.abs(ko[s["name"]].astype(np.float64) - oo[s["name"]]).max(initial=0))
-                                          for s in specs), **extra}))
-    for e in engines.values():
-        e.close()
-    lib.close()
+                      "max_abs_diff": diff, **extra}))
 
 
 if __name__ == "__main__":
