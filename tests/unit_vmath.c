@@ -215,6 +215,37 @@ static void test_twins(void) {
   }
 }
 
+/* The AVX-512 erf's big branch (|x| past KILN_VM_ERF_SPLIT up to the
+ * saturation at 4 and beyond), where it takes e^q without exp's clamp and
+ * NaN pass: bit-equal to the base twin on every 16th float bit pattern of
+ * [0.5, 8] and of [-8, -0.5], and on the special values. */
+static void test_erf_avx512_sweep(void) {
+  kiln_vm_fn w = kiln_vm_kernel_avx512(KILN_VM_ERF), base = kiln_vm_kernel(KILN_VM_ERF, KILN_VM_ISA_BASE);
+  if (!w) return;
+  float lo = 0.5f, hi = 8.0f;
+  uint32_t ulo, uhi;
+  memcpy(&ulo, &lo, 4), memcpy(&uhi, &hi, 4);
+  size_t n = (size_t)(uhi - ulo) / 16 + 1, k = sizeof specials / sizeof *specials;
+  float *x = malloc((2 * n + k) * sizeof *x), *a = malloc((2 * n + k) * sizeof *a), *b = malloc((2 * n + k) * sizeof *b);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = ulo + (uint32_t)(16 * i);
+    memcpy(&x[i], &u, 4);
+    x[n + i] = -x[i];
+  }
+  memcpy(x + 2 * n, specials, sizeof specials);
+  n = 2 * n + k;
+  w(n, x, a);
+  base(n, x, b);
+  size_t diff = 0, first = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!same(a[i], b[i]) && diff++ == 0) first = i;
+  CHECK(diff == 0, "erf avx512 sweep: %zu of %zu differ from the base twin, first x=%a avx512 %a base %a", diff, n,
+        (double)x[first], (double)a[first], (double)b[first]);
+  CHECK(a[0] > 0.5f && a[n - k - 1] == -1.0f, "erf avx512 sweep: erf(0.5) %a, erf(-8) %a", (double)a[0],
+        (double)a[n - k - 1]);
+  free(x), free(a), free(b);
+}
+
 /* The entry points run the active ISA's kernels. */
 static void test_entry_points(void) {
   static const kiln_vm_fn entry[KILN_VM_NOPS] = {kiln_vm_exp, kiln_vm_log, kiln_vm_tanh, kiln_vm_sigmoid,
@@ -284,6 +315,7 @@ int main(int argc, char **argv) {
   test_dense();
   test_specials();
   test_twins();
+  test_erf_avx512_sweep();
   test_entry_points();
   test_env();
   printf("unit_vmath: %d passed, %d failed\n", passed, failed);
