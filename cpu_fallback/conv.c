@@ -1,5 +1,5 @@
 /* cpu_fallback/conv: Conv over float32 (1-D, 2-D, 3-D; group; strides,
- * dilations, pads, auto_pad; optional bias), four paths:
+ * dilations, pads, auto_pad; optional bias), five paths:
  *   depthwise (group == C_in, 1-D/2-D, any channel multiplier, strides up
  *     to 8): direct, per channel: the input plane is copied once into a
  *     zero-padded buffer split by stride phase in both dims, so every
@@ -27,6 +27,8 @@
  *     place; where output rows are a multiple of 14 wide and W has a
  *     transposed pack, 14-pixel x 32-channel tiles instead (channel
  *     tiles); the same bits as the general path;
+ *   Winograd F(2x2, 3x3) (wino.h; opt-in, KILN_CONV_WINO): 2-D 3x3,
+ *     stride 1, dilation 1, group 1, U from the plan's pack;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
  *     that is bigger; in the wide GEMM's packed B layout for small K), then
@@ -48,6 +50,7 @@
 #include "cpu_fallback/prepack.h"
 #include "cpu_fallback/pwt.h"
 #include "cpu_fallback/sgemm.h"
+#include "cpu_fallback/wino.h"
 #include "ir/alloc.h"
 
 /* Bytes of im2col scratch per call (one tile of columns), unless that
@@ -1197,6 +1200,49 @@ static kiln_status conv_strided_pointwise(const geom *g, const float *x, const f
   return s;
 }
 
+/* ---- Winograd F(2x2, 3x3) (wino.h) ----
+ * Opt-in (GEMM_CONV.md "Winograd F(2x2, 3x3), opt-in": small_cnn and
+ * ResNet-18 in 0.88-0.90 of the direct path's time at 1 thread, small_cnn
+ * 1.06 at 2). -1: not read yet (KILN_CONV_WINO); 0 off
+ * (the default); 1 where a plan made U (prepack.c) and C, M >= 16; 2
+ * wherever it applies (U made per call without a pack: tests); 3 the same
+ * with the scalar twin's transforms. */
+static _Atomic int wino_mode = -1;
+void kiln_conv_wino_force(int mode) { wino_mode = mode < 0 ? 0 : mode; }
+
+static int wino_read(void) {
+  if (wino_mode == -1) {
+    const char *e = getenv("KILN_CONV_WINO");
+    wino_mode = e && *e >= '0' && *e <= '3' && !e[1] ? *e - '0' : 0;
+  }
+  return wino_mode;
+}
+
+bool kiln_conv_wino_on(void) { return wino_read() != 0; }
+
+static bool wino_applies(const geom *g) {
+  return g->nsp == 2 && g->G == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[1] == 1 && g->s[2] == 1 && g->d[1] == 1 &&
+         g->d[2] == 1;
+}
+
+static bool wino_wanted(const geom *g) { return g->C >= 16 && g->M >= 16; }
+
+/* u: U from the plan's pack, or NULL (made here, per call: KILN_CONV_WINO=2
+ * without a pack, the tests). */
+static kiln_status conv_wino(const geom *g, const float *x, const float *w, const float *u, const float *bias,
+                             float *y, const kiln_cpu_epilogue *ep) {
+  float *uc = NULL;
+  if (!u) {
+    if (!(uc = kiln_malloc((size_t)(16 * g->M * g->C) * sizeof *uc)))
+      return kiln_fail(KILN_E_NOMEM, "out of memory for a Winograd convolution's weights");
+    kiln_wino_weights(w, g->M, g->C, uc);
+  }
+  kiln_status s = kiln_wino_conv(g->N, g->C, g->M, g->in[1], g->in[2], g->pb[1], g->pb[2], g->out[1], g->out[2], x,
+                                 u ? u : uc, bias, y, ep, wino_mode != 3);
+  kiln_free(uc);
+  return s;
+}
+
 /* ---- the kernel ---- */
 
 static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
@@ -1231,6 +1277,7 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       if (pk && (pk->src != wp || pk->G != g.G || pk->Mg != g.Mg || pk->Kc != g.Cg * g.k_sp)) pk = NULL;
       const kiln_cpu_conv_pack *tpk = pk && pk->ctdata ? pk : NULL; /* the channel tiles' W^T */
       const kiln_cpu_conv_pack *ppk = pk && pk->tdata ? pk : NULL;  /* the lanes-over-channels W^T (pwt.h) */
+      const float *wu = pk && kiln_sgemm_pack_reader() ? pk->wdata : NULL; /* Winograd's U */
       if (pk && !pk->data) pk = NULL; /* only transposed packs: the other paths read none */
       if (direct_mode == -1) { /* KILN_CONV_DIRECT=0|1 (benches): the same as kiln_conv_direct_force */
         const char *e = getenv("KILN_CONV_DIRECT");
@@ -1246,7 +1293,9 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       kiln_conv_direct_a_fn amicro = direct_mode == 2 ? kiln_conv_direct_micro_a_base : kiln_conv_direct_micro_a();
       const kiln_cpu_conv_pack *dpk = g.M * g.Cg * g.k_sp <= KILN_CONV_DIRECT_PACK_MAX ? rpk : NULL;
       kiln_pwt_fn pwt = pwt_wanted(&g, kiln_pwt_tile() ? ppk : NULL); /* AVX2 without AVX-512: W^T packs alone */
-      if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, ppk->tdata, bias, c->out[0].data, ep, pwt);
+      if (wino_read() && wino_applies(&g) && (wino_mode != 1 || (wu && wino_wanted(&g))))
+        s = conv_wino(&g, xp, wp, wu, bias, c->out[0].data, ep);
+      else if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, ppk->tdata, bias, c->out[0].data, ep, pwt);
       else if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
       else if (ctmicro && direct_mode != 0 && ct_mode && tpk && kiln_sgemm_pack_reader() && ct_applies(&g))

@@ -52,6 +52,14 @@ void kiln_cpu_clamp(float *y, int64_t n, const float *bias, float lo, float hi);
  * applies (AVX-512 kernel, where usable), 2 the same with its scalar twin
  * (any setting). Not thread-safe against running kernels. */
 void kiln_conv_direct_force(int mode);
+/* For tests (conv.c, GEMM_CONV.md "Winograd F(2x2, 3x3)"), the values of
+ * KILN_CONV_WINO: 0 never Winograd (the default; -1 the same), 1 where a
+ * plan made U and C, M >= 16, 2 wherever it applies (U made per call
+ * without a plan's pack), 3 the same with the scalar twin's transforms.
+ * Not thread-safe against running kernels. */
+void kiln_conv_wino_force(int mode);
+/* Whether Winograd may run (not forced or set off): prepack.c makes U. */
+bool kiln_conv_wino_on(void);
 /* Tests only: false sends small stride-1 depthwise planes through the
  * padded-plane rows kernel instead of kiln_dw_plane (true: the default). */
 void kiln_conv_dw_plane_enable(bool on);

@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/kernels.h"
 #include "cpu_fallback/nn.h"
 #include "cpu_fallback/pwt.h"
 #include "cpu_fallback/sgemm.h"
+#include "cpu_fallback/wino.h"
 #include "ir/alloc.h"
 
 /* Nodes reading value v (each input slot counts). */
@@ -95,6 +97,7 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
     kiln_free(p->at[i].data);
     kiln_free(p->at[i].tdata);
     kiln_free(p->at[i].ctdata);
+    kiln_free(p->at[i].wdata);
   }
   kiln_free(p->at);
   kiln_free(p);
@@ -126,6 +129,19 @@ static bool pwt_pack_wanted(const int64_t *planes, int i, int64_t K) {
   if (!kiln_pwt_tile()) return false;
   if (!planes || planes[i] < 0 || mode > 0) return true;
   return mode < 0 && kiln_pwt_plane_wanted(planes[i], K);
+}
+
+/* Whether Conv node n with W and group G is one Winograd F(2x2, 3x3) takes
+ * (conv.c): 2-D, 3x3, group 1, strides and dilations 1 (absent or all 1). */
+static bool wino_shape(const kiln_node *n, const kiln_tensor *w, int64_t G) {
+  if (G != 1 || w->rank != 4 || w->dims[2] != 3 || w->dims[3] != 3) return false;
+  for (int a = 0; a < n->n_attrs; a++)
+    if (!strcmp(n->attrs[a].name, "strides") || !strcmp(n->attrs[a].name, "dilations")) {
+      if (n->attrs[a].type != KILN_ATTR_INTS) return false;
+      for (size_t j = 0; j < n->attrs[a].n; j++)
+        if (n->attrs[a].ints[j] != 1) return false;
+    }
+  return true;
 }
 
 kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, kiln_cpu_conv_packs **out,
@@ -161,7 +177,8 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, ki
     bool aw = fits && areader && !(tw && planes && planes[i] >= 0);
     bool ct = areader && w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K &&
               w->numel <= (limit > KILN_CONV_CT_PACK_MAX ? limit : KILN_CONV_CT_PACK_MAX) / (int64_t)sizeof(float);
-    if (!aw && !tw && !ct) continue;
+    bool wg = fits && areader && wino_shape(n, w, G) && kiln_conv_wino_on();
+    if (!aw && !tw && !ct && !wg) continue;
     if (!p) {
       p = kiln_calloc(1, sizeof *p);
       if (p) p->at = kiln_calloc((size_t)g->n_nodes, sizeof *p->at);
@@ -205,6 +222,16 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, ki
       p->at[i].tdata = tw_pack;
       total += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *tw_pack;
     }
+    if (wg) {
+      float *u = kiln_malloc((size_t)(16 * w->numel / 9) * sizeof *u);
+      if (!u) {
+        kiln_cpu_conv_packs_free(p);
+        return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
+      }
+      kiln_wino_weights((const float *)w->data, w->dims[0], w->dims[1], u);
+      p->at[i].wdata = u;
+      total += (size_t)(16 * w->numel / 9) * sizeof *u;
+    }
   }
   if (p) {
     pthread_mutex_lock(&reg_mu);
@@ -223,7 +250,7 @@ const kiln_cpu_conv_pack *kiln_cpu_conv_pack_find(const kiln_node *n) {
   for (kiln_cpu_conv_packs *q = reg_head; q && !r; q = q->next)
     if ((uintptr_t)n >= (uintptr_t)q->nodes && (uintptr_t)n < (uintptr_t)(q->nodes + q->n_nodes)) {
       size_t i = ((uintptr_t)n - (uintptr_t)q->nodes) / sizeof *n;
-      if (q->at[i].data || q->at[i].tdata || q->at[i].ctdata) r = &q->at[i];
+      if (q->at[i].data || q->at[i].tdata || q->at[i].ctdata || q->at[i].wdata) r = &q->at[i];
     }
   pthread_mutex_unlock(&reg_mu);
   return r;

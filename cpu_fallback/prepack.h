@@ -65,6 +65,11 @@ typedef struct kiln_cpu_conv_pack {
      again) */
   int64_t ctgstride;
   float *ctdata;
+  /* Winograd F(2x2, 3x3)'s U = G g G^T (wino.h kiln_wino_weights: 16 x Mg
+     x Kc/9 floats) where W is 3x3 with group 1, no strides or dilations
+     other than 1, at most the A pack's limit and the AVX-512 wide GEMM runs;
+     else NULL */
+  float *wdata;
 } kiln_cpu_conv_pack;
 /* The transposed pack is made for a W of up to this many bytes even above
  * the A pack's limit (ResNet-18's 2.4 MB l3 weights: 0.95-0.96 of the 12 x

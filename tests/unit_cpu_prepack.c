@@ -907,6 +907,9 @@ static void test_ct_store(void) {
 
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
+  /* these cases compare packed and unpacked runs bit for bit on the other
+     paths: Winograd (its own U pack, other rounding) is unit_cpu_wino's */
+  kiln_conv_wino_force(0);
   printf("unit_cpu_prepack: %d thread(s), wide GEMM packs %s\n", kiln_pool_threads(),
          kiln_sgemm_pack_reader() ? "read (AVX-512)" : "not read here (base setting, OpenBLAS or no AVX-512F)");
   test_gemm();

@@ -1,0 +1,29 @@
+/* cpu_fallback/wino.h: Winograd F(2x2, 3x3) convolution (wino.c). */
+#ifndef KILN_CPU_FALLBACK_WINO_H
+#define KILN_CPU_FALLBACK_WINO_H
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu_fallback/kernels.h"
+
+/* U (16 x M x C floats) = G g G^T of W (M x C x 3 x 3). */
+void kiln_wino_weights(const float *w, int64_t M, int64_t C, float *u);
+/* Y = conv(X, W) + bias, then the epilogue, for stride 1, dilation 1,
+ * group 1, 3x3, pads ph/pw at the start; u from kiln_wino_weights. */
+kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, int64_t ph, int64_t pw,
+                           int64_t OH, int64_t OW, const float *x, const float *u, const float *bias, float *y,
+                           const kiln_cpu_epilogue *ep, bool simd);
+/* The tile-row transforms (wino_tf.inc): base (scalar twin) and AVX-512F. */
+typedef void (*kiln_wino_in_row_fn)(const float *p0, const float *p1, const float *p2, const float *p3, int64_t TW,
+                                    float *o, int64_t CT);
+typedef void (*kiln_wino_out_row_fn)(const float *s, int64_t MT, int64_t TW, float b, bool clamp, float lo, float hi,
+                                     float *y0, float *y1);
+void kiln_wino_in_row_base(const float *p0, const float *p1, const float *p2, const float *p3, int64_t TW, float *o,
+                           int64_t CT);
+void kiln_wino_in_row_avx512(const float *p0, const float *p1, const float *p2, const float *p3, int64_t TW, float *o,
+                             int64_t CT);
+void kiln_wino_out_row_base(const float *s, int64_t MT, int64_t TW, float b, bool clamp, float lo, float hi, float *y0,
+                            float *y1);
+void kiln_wino_out_row_avx512(const float *s, int64_t MT, int64_t TW, float b, bool clamp, float lo, float hi,
+                              float *y0, float *y1);
+#endif
