@@ -366,6 +366,20 @@ static void test_refusals(const kiln_cl_device *dev) {
 /* ------------------------------------------------------------------ */
 /* scalar weights printed as literals                                  */
 
+/* What one case of the two tests below holds, released. */
+static void case_free(kiln_tensor *out, kiln_cl_kernel *kf, cl_program p, char *src, kiln_tensor *x, kiln_tensor *ref,
+                      kiln_tensor *vals, fz *f, kiln_graph *g) {
+  for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
+  kiln_cl_kernel_free(kf);
+  kiln_cl_program_free(p);
+  kiln_free(src);
+  kiln_tensor_release(x);
+  kiln_tensor_release(ref);
+  free(vals);
+  fz_free(f);
+  kiln_graph_free(g);
+}
+
 /* The reference's outputs for input x (value vx of g, its initializers as
  * they are) into ref, then src's kernel (sig) run over vals, x bound at
  * vx, its buffers into out; *p and *kf for the caller to free. */
@@ -448,15 +462,7 @@ static void test_literal_weights(kiln_cl_context *c, const kiln_cl_device *dev) 
                                    ((float *)y->data)[i], ((float *)ref.data)[i]);
         CHECK(same, "literal weights case %d/%d (s %g, t %g) vs reference: %s", k, h, cases[k][0], cases[k][1], m);
       }
-      for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
-      kiln_cl_kernel_free(&kf);
-      kiln_cl_program_free(p);
-      kiln_free(src);
-      kiln_tensor_release(&x);
-      kiln_tensor_release(&ref);
-      free(vals);
-      fz_free(&f);
-      kiln_graph_free(g);
+      case_free(out, &kf, p, src, &x, &ref, vals, &f, g);
     }
 }
 
@@ -521,15 +527,7 @@ static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
         CHECK(tu_compare(&out[sig.n_args - 1], &ref, 0, 0, m, sizeof m, NULL, NULL),
               "rows per item %lldx%lld, KILN_CL_ROWS=%s vs reference: %s", (long long)shapes[h][0],
               (long long)shapes[h][1], mode, m);
-      for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
-      kiln_cl_kernel_free(&kf);
-      kiln_cl_program_free(p);
-      kiln_free(src);
-      kiln_tensor_release(&x);
-      kiln_tensor_release(&ref);
-      free(vals);
-      fz_free(&f);
-      kiln_graph_free(g);
+      case_free(out, &kf, p, src, &x, &ref, vals, &f, g);
     }
 }
 
