@@ -27,8 +27,9 @@
  *     place; where output rows are a multiple of 14 wide and W has a
  *     transposed pack, 14-pixel x 32-channel tiles instead (channel
  *     tiles); the same bits as the general path;
- *   Winograd F(2x2, 3x3) (wino.h; opt-in, KILN_CONV_WINO): 2-D 3x3,
- *     stride 1, dilation 1, group 1, U from the plan's pack;
+ *   Winograd F(2x2, 3x3) (wino.h; KILN_CONV_WINO, on by default): 2-D
+ *     3x3, stride 1, dilation 1, group 1, C and M >= 16, U from the plan's
+ *     pack;
  *   general: im2col of one tile of output positions at a time into a
  *     scratch of about KILN_CONV_SCRATCH bytes (never the whole image when
  *     that is bigger; in the wide GEMM's packed B layout for small K), then
@@ -1201,19 +1202,18 @@ static kiln_status conv_strided_pointwise(const geom *g, const float *x, const f
 }
 
 /* ---- Winograd F(2x2, 3x3) (wino.h) ----
- * Opt-in (GEMM_CONV.md "Winograd F(2x2, 3x3), opt-in": small_cnn and
- * ResNet-18 in 0.88-0.90 of the direct path's time at 1 thread, small_cnn
- * 1.06 at 2). -1: not read yet (KILN_CONV_WINO); 0 off
- * (the default); 1 where a plan made U (prepack.c) and C, M >= 16; 2
- * wherever it applies (U made per call without a pack: tests); 3 the same
- * with the scalar twin's transforms. */
+ * On by default (GEMM_CONV.md "Winograd F(2x2, 3x3)"). -1: not read yet
+ * (KILN_CONV_WINO); 0 off (the direct paths); 1 (the default) where a plan
+ * made U (prepack.c) and C, M >= 16; 2 wherever it applies (U made per
+ * call without a pack: tests); 3 the same with the scalar twins
+ * (transforms and micro-kernel). */
 static _Atomic int wino_mode = -1;
-void kiln_conv_wino_force(int mode) { wino_mode = mode < 0 ? 0 : mode; }
+void kiln_conv_wino_force(int mode) { wino_mode = mode < 0 ? 1 : mode; }
 
 static int wino_read(void) {
   if (wino_mode == -1) {
     const char *e = getenv("KILN_CONV_WINO");
-    wino_mode = e && *e >= '0' && *e <= '3' && !e[1] ? *e - '0' : 0;
+    wino_mode = e && *e >= '0' && *e <= '3' && !e[1] ? *e - '0' : 1;
   }
   return wino_mode;
 }
@@ -1233,9 +1233,13 @@ static kiln_status conv_wino(const geom *g, const float *x, const float *w, cons
                              float *y, const kiln_cpu_epilogue *ep) {
   float *uc = NULL;
   if (!u) {
-    if (!(uc = kiln_malloc((size_t)(16 * g->M * g->C) * sizeof *uc)))
+    if (!(uc = kiln_malloc((size_t)kiln_wino_pack_floats(g->M, g->C) * sizeof *uc)))
       return kiln_fail(KILN_E_NOMEM, "out of memory for a Winograd convolution's weights");
-    kiln_wino_weights(w, g->M, g->C, uc);
+    kiln_status s = kiln_wino_pack(w, g->M, g->C, uc);
+    if (s) {
+      kiln_free(uc);
+      return s;
+    }
   }
   kiln_status s = kiln_wino_conv(g->N, g->C, g->M, g->in[1], g->in[2], g->pb[1], g->pb[2], g->out[1], g->out[2], x,
                                  u ? u : uc, bias, y, ep, wino_mode != 3);

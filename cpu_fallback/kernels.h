@@ -53,10 +53,10 @@ void kiln_cpu_clamp(float *y, int64_t n, const float *bias, float lo, float hi);
  * (any setting). Not thread-safe against running kernels. */
 void kiln_conv_direct_force(int mode);
 /* For tests (conv.c, GEMM_CONV.md "Winograd F(2x2, 3x3)"), the values of
- * KILN_CONV_WINO: 0 never Winograd (the default; -1 the same), 1 where a
+ * KILN_CONV_WINO: 0 never Winograd, 1 (the default; -1 the same) where a
  * plan made U and C, M >= 16, 2 wherever it applies (U made per call
- * without a plan's pack), 3 the same with the scalar twin's transforms.
- * Not thread-safe against running kernels. */
+ * without a plan's pack), 3 the same with the scalar twins (transforms
+ * and micro-kernel). Not thread-safe against running kernels. */
 void kiln_conv_wino_force(int mode);
 /* Whether Winograd may run (not forced or set off): prepack.c makes U. */
 bool kiln_conv_wino_on(void);

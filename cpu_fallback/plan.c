@@ -10,6 +10,7 @@
 #include "cpu_fallback/prepack.h"
 #include "cpu_fallback/tile.h"
 #include "cpu_fallback/vmath.h"
+#include "cpu_fallback/wino.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -237,6 +238,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
   print_profile(p);
   if (p->pool_held) kiln_pool_release();
+  if (p->conv_packs) kiln_wino_scratch_trim(); /* the Winograd tiles' scratch kept between runs (wino.h) */
   kiln_cpu_conv_packs_free(p->conv_packs); /* before g: registered under its nodes */
   kiln_cpu_gemm_packs_free(p->gemm_packs); /* before g: registered by its weights' data */
   kiln_graph_free(p->g);

@@ -223,14 +223,15 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, ki
       total += (size_t)kiln_pwt_pack_floats(Mg, Kc) * sizeof *tw_pack;
     }
     if (wg) {
-      float *u = kiln_malloc((size_t)(16 * w->numel / 9) * sizeof *u);
-      if (!u) {
+      int64_t uf = kiln_wino_pack_floats(w->dims[0], w->dims[1]);
+      float *u = kiln_malloc((size_t)uf * sizeof *u);
+      if (!u || kiln_wino_pack((const float *)w->data, w->dims[0], w->dims[1], u)) {
+        kiln_free(u);
         kiln_cpu_conv_packs_free(p);
         return kiln_fail(KILN_E_NOMEM, "out of memory packing the weights of Conv node '%s'", n->name ? n->name : "");
       }
-      kiln_wino_weights((const float *)w->data, w->dims[0], w->dims[1], u);
       p->at[i].wdata = u;
-      total += (size_t)(16 * w->numel / 9) * sizeof *u;
+      total += (size_t)uf * sizeof *u;
     }
   }
   if (p) {

@@ -65,10 +65,11 @@ typedef struct kiln_cpu_conv_pack {
      again) */
   int64_t ctgstride;
   float *ctdata;
-  /* Winograd F(2x2, 3x3)'s U = G g G^T (wino.h kiln_wino_weights: 16 x Mg
-     x Kc/9 floats) where W is 3x3 with group 1, no strides or dilations
-     other than 1, at most the A pack's limit and the AVX-512 wide GEMM runs;
-     else NULL */
+  /* Winograd F(2x2, 3x3)'s U = G g G^T packed for its GEMMs (wino.h
+     kiln_wino_pack: 16 A-panel packs of Mg x Kc/9) where W is 3x3 with
+     group 1, no strides or dilations other than 1, at most the A pack's
+     limit, the AVX-512 wide GEMM runs and KILN_CONV_WINO is not 0; else
+     NULL */
   float *wdata;
 } kiln_cpu_conv_pack;
 /* The transposed pack is made for a W of up to this many bytes even above

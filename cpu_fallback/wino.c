@@ -1,12 +1,26 @@
 /* cpu_fallback/wino: Winograd F(2x2, 3x3) for stride-1, dilation-1,
- * group-1 3x3 convolutions (conv.c's dispatch; opt-in, KILN_CONV_WINO=1).
- * The input zero-padded once per image; per 4x4 input tile (stride 2) V =
- * B^T d B; per tile coordinate xi of the 16, Mx[xi] = U[xi] · V[xi] (M x C
- * times C x tiles, kiln_sgemm); the output tile A^T Mx A gets the bias and
- * the clamp (or the epilogue after the image). U = G g G^T, made once at
- * plan time (prepack.c). Tile rows in blocks of about KILN_WINO_BLOCK
- * tiles; the same bits for any thread count and with the AVX-512
- * transforms as with the scalar twin's (wino_tf.inc). */
+ * group-1 3x3 convolutions (conv.c's dispatch; on by default where a plan
+ * made U, KILN_CONV_WINO). Per 4x4 input tile (stride 2) V = B^T d B; per
+ * tile coordinate xi of the 16, Mx[xi] = U[xi] · V[xi] (M x C times C x
+ * tiles, the wide GEMM's micro-kernel on packs); the output tile A^T Mx A
+ * gets the bias and the clamp (or the epilogue after the image). U = G g
+ * G^T in the wide GEMM's A-panel layout, made once at plan time
+ * (prepack.c).
+ *
+ * One pool loop per convolution: a task is a chunk of whole tile rows of
+ * one image (and, on more than one thread when there are few chunks, a
+ * block of output channels) taken through all three phases in the
+ * worker's own scratch: the chunk's padded input rows, its V in the
+ * GEMM's B-panel layout, the input transform, then per strip of 12 output
+ * channels the 16 GEMMs into a small Mx and the output transform. No
+ * barrier inside a convolution. Every output element gets the same
+ * operations whatever the partition (the GEMM sums over C in the wide
+ * GEMM's KC slices, fixed by C), so the bits do not depend on the
+ * partition, the thread count or the AVX-512 transforms vs the twin
+ * (wino_tf.inc). The scratch buffers are kept between calls (a few
+ * process-wide slots, freed by kiln_wino_scratch_trim) instead of being
+ * page-faulted in on every run. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,106 +52,229 @@ void kiln_wino_weights(const float *w, int64_t M, int64_t C, float *u) {
   }
 }
 
+int64_t kiln_wino_pack_floats(int64_t M, int64_t C) { return 16 * kiln_sgemm_wide_pack_a_floats(M, C); }
+
+kiln_status kiln_wino_pack(const float *w, int64_t M, int64_t C, float *up) {
+  float *u = kiln_malloc((size_t)(16 * M * C) * sizeof *u);
+  if (!u) return kiln_fail(KILN_E_NOMEM, "out of memory for a Winograd convolution's weights");
+  kiln_wino_weights(w, M, C, u);
+  int64_t us = kiln_sgemm_wide_pack_a_floats(M, C);
+  for (int xi = 0; xi < 16; xi++) kiln_sgemm_wide_pack_a(u + xi * M * C, C, M, C, up + xi * us);
+  kiln_free(u);
+  return KILN_OK;
+}
+
+/* ---- the scratch: a few process-wide buffers kept between calls ---- */
+
+#define WINO_SLOTS 16
+static pthread_mutex_t scr_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  float *p;
+  size_t cap;
+  bool busy;
+} scr[WINO_SLOTS];
+
+/* A buffer of at least n floats and its slot (-1: a buffer of its own,
+ * every slot busy), or NULL. */
+static float *scratch_take(size_t n, int *slot) {
+  pthread_mutex_lock(&scr_mu);
+  int pick = -1;
+  for (int i = 0; i < WINO_SLOTS; i++) /* the smallest idle slot that is large enough, else any idle one */
+    if (!scr[i].busy && (pick < 0 || (scr[i].cap >= n && (scr[pick].cap < n || scr[i].cap < scr[pick].cap)) ||
+                         (scr[pick].cap < n && scr[i].cap > scr[pick].cap)))
+      pick = i;
+  if (pick >= 0) scr[pick].busy = true;
+  pthread_mutex_unlock(&scr_mu);
+  *slot = pick;
+  if (pick < 0) return kiln_malloc(n * sizeof(float));
+  if (scr[pick].cap < n) { /* grown: only this thread holds the slot */
+    kiln_free(scr[pick].p);
+    scr[pick].cap = 0;
+    if (!(scr[pick].p = kiln_malloc(n * sizeof(float)))) {
+      pthread_mutex_lock(&scr_mu);
+      scr[pick].busy = false;
+      pthread_mutex_unlock(&scr_mu);
+      return NULL;
+    }
+    scr[pick].cap = n;
+  }
+  return scr[pick].p;
+}
+
+static void scratch_give(int slot, float *p) {
+  if (slot < 0) {
+    kiln_free(p);
+    return;
+  }
+  pthread_mutex_lock(&scr_mu);
+  scr[slot].busy = false;
+  pthread_mutex_unlock(&scr_mu);
+}
+
+void kiln_wino_scratch_trim(void) {
+  pthread_mutex_lock(&scr_mu);
+  for (int i = 0; i < WINO_SLOTS; i++)
+    if (!scr[i].busy) {
+      kiln_free(scr[i].p);
+      scr[i].p = NULL, scr[i].cap = 0;
+    }
+  pthread_mutex_unlock(&scr_mu);
+}
+
 /* The AVX-512 transforms run where the AVX-512 wide GEMM does
  * (kiln_sgemm_pack_reader: AVX-512F usable, the ISA setting allows it). */
-
-/* Tiles per block of tile rows (at least one row): 128 kept V and Mx of
- * ResNet-18's l1 (64 channels) within about 1 MB. */
-#define KILN_WINO_BLOCK 512
 
 #define WINO_FN(name) name##_base
 #include "cpu_fallback/wino_tf.inc"
 #undef WINO_FN
 
-/* One block of tile rows, in three pool loops (pool.h): the input
- * transform by channel, the 16 GEMMs (each whole on one thread: the same
- * bits for any thread count), the output transform by output channel. */
+enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
+#define WINO_SKEW 48 /* floats: 192 bytes */
+
 typedef struct wino_job {
-  const float *pad, *u, *bias;
-  float *v, *mx, *yt, *yn; /* yt: 4·TW floats a worker */
+  const float *x, *up, *bias;
+  float *y;
   kiln_wino_in_row_fn in_row;
   kiln_wino_out_row_fn out_row;
-  int64_t C, M, Hp, Wp, TW, OH, OW, t0, nr, T;
+  kiln_sgemm_micro_fn micro;
+  const kiln_cpu_epilogue *ep; /* applied per output channel and chunk when not a clamp */
+  int64_t C, M, H, W, ph, pw, OH, OW, TH, TW, Wp;
+  int64_t rb, nch;          /* tile rows a chunk, chunks an image */
+  int64_t us, mpad;         /* floats of one xi's U pack; M rounded up to 12 */
+  size_t n_scr;             /* scratch floats a task */
   bool clamp;
   float lo, hi;
   _Atomic int status;
 } wino_job;
 
-static void wino_in(void *ctx, int64_t c, int worker) {
-  (void)worker;
-  const wino_job *j = ctx;
-  for (int64_t th = 0; th < j->nr; th++) {
-    const float *p0 = j->pad + (c * j->Hp + 2 * (j->t0 + th)) * j->Wp;
-    j->in_row(p0, p0 + j->Wp, p0 + 2 * j->Wp, p0 + 3 * j->Wp, j->TW, j->v + c * j->T + th * j->TW, j->C * j->T);
-  }
-}
+static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 
-static void wino_gemm(void *ctx, int64_t xi, int worker) {
+/* Task t: chunk t % nch of image t / nch. */
+static void wino_task(void *ctx, int64_t t, int worker) {
   (void)worker;
   wino_job *j = ctx;
-  int64_t M = j->M, C = j->C, T = j->T;
-  kiln_status s = kiln_sgemm(false, false, M, T, C, 1.0f, j->u + xi * M * C, C, j->v + xi * C * T, T, 0.0f,
-                             j->mx + xi * M * T, T);
-  if (s) j->status = s;
-}
-
-static void wino_out(void *ctx, int64_t m, int worker) {
-  const wino_job *j = ctx;
-  int64_t OH = j->OH, OW = j->OW, TW = j->TW;
-  float *ym = j->yn + m * OH * OW, b = j->bias ? j->bias[m] : 0.0f, *yt = j->yt + worker * 4 * TW;
-  for (int64_t th = 0; th < j->nr; th++) {
-    int64_t r0 = 2 * (j->t0 + th);
-    bool whole = r0 + 2 <= OH && 2 * TW == OW;
-    float *y0 = whole ? ym + r0 * OW : yt, *y1 = whole ? y0 + OW : yt + 2 * TW;
-    j->out_row(j->mx + m * j->T + th * TW, j->M * j->T, TW, b, j->clamp, j->lo, j->hi, y0, y1);
-    if (!whole) {
-      memcpy(ym + r0 * OW, yt, (size_t)OW * sizeof *yt);
-      if (r0 + 1 < OH) memcpy(ym + (r0 + 1) * OW, yt + 2 * TW, (size_t)OW * sizeof *yt);
+  int64_t C = j->C, M = j->M, H = j->H, W = j->W, TW = j->TW, Wp = j->Wp;
+  int64_t n = t / j->nch, ch = t % j->nch;
+  int64_t th0 = ch * j->rb, nr = j->TH - th0 < j->rb ? j->TH - th0 : j->rb, Tc = nr * TW;
+  /* xi's V panels XS floats apart and its Mx rows MS apart, both off multiples of 4 KiB (+ WINO_SKEW): the 16
+     streams of a transform would share L1 sets */
+  int64_t npad = (Tc + NR - 1) / NR * NR, pr = 2 * nr + 2, XS = C * npad + WINO_SKEW;
+  int64_t MS = M * Tc + WINO_SKEW;
+  int slot;
+  float *scr = scratch_take(j->n_scr, &slot);
+  if (!scr) { /* the message is set on the caller's thread (status.c keeps one a thread) */
+    j->status = KILN_E_NOMEM;
+    return;
+  }
+  float *v = (float *)(((uintptr_t)scr + 63) & ~(uintptr_t)63); /* the B panels 64-byte aligned */
+  float *pad = v + up16(16 * XS), *mx = pad + up16(C * pr * Wp), *yt = mx + up16(16 * MS);
+  const float *xn = j->x + n * C * H * W;
+  /* the chunk's zero-padded input rows: padded row r is input row 2·th0 + r - ph */
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t r = 0; r < pr; r++) {
+      float *row = pad + (c * pr + r) * Wp;
+      int64_t ih = 2 * th0 + r - j->ph;
+      if (ih < 0 || ih >= H) {
+        memset(row, 0, (size_t)Wp * sizeof *row);
+        continue;
+      }
+      memset(row, 0, (size_t)j->pw * sizeof *row);
+      memcpy(row + j->pw, xn + (c * H + ih) * W, (size_t)W * sizeof *row);
+      memset(row + j->pw + W, 0, (size_t)(Wp - j->pw - W) * sizeof *row);
+    }
+  /* V into the B-panel layout (sgemm.h kiln_sgemm_wide_pack_b, K = C, N = Tc), xi's panels XS floats apart:
+     each tile row in pieces that stay within one strip of 32 columns */
+  for (int64_t c = 0, p0 = 0, kc = kiln_sgemm_wide_kc(C, 0); c < C; c++) {
+    if (c == p0 + kc) p0 = c, kc = kiln_sgemm_wide_kc(C, p0);
+    float *vc = v + p0 * npad + (c - p0) * NR;
+    for (int64_t r = 0; r < nr; r++) {
+      const float *q = pad + (c * pr + 2 * r) * Wp;
+      for (int64_t tw = 0, jj = r * TW, len; tw < TW; tw += len, jj += len) {
+        len = NR - jj % NR < TW - tw ? NR - jj % NR : TW - tw;
+        j->in_row(q + 2 * tw, q + Wp + 2 * tw, q + 2 * Wp + 2 * tw, q + 3 * Wp + 2 * tw, len,
+                  vc + jj / NR * kc * NR + jj % NR, XS);
+      }
+    }
+    if (Tc < npad) /* the last strip's columns past the tiles: zeros (never stored, but no garbage in the lanes) */
+      for (int xi = 0; xi < 16; xi++)
+        memset(vc + xi * XS + (npad / NR - 1) * kc * NR + Tc % NR, 0, (size_t)(npad - Tc) * sizeof *vc);
+  }
+  /* the 16 GEMMs Mx[xi] = U[xi] · V[xi] (per KC slice: beta 0, then 1, as the wide GEMM; a B strip of V reused
+     from L1 over U[xi]'s 12-row strips), then the output transform */
+  float *yn = j->y + n * M * j->OH * j->OW;
+  for (int xi = 0; xi < 16; xi++) {
+    const float *a = j->up + xi * j->us;
+    for (int64_t p0 = 0, kc; p0 < C; p0 += kc) {
+      kc = kiln_sgemm_wide_kc(C, p0);
+      const float *bp = v + xi * XS + p0 * npad;
+      for (int64_t s = 0; s < npad / NR; s++)
+        for (int64_t ms = 0; ms < M; ms += MR)
+          j->micro(kc, a + p0 * j->mpad + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR,
+                   Tc, (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
     }
   }
+  for (int64_t m = 0; m < M; m++) {
+    int64_t OH = j->OH, OW = j->OW;
+    float *ym = yn + m * OH * OW, b = j->bias ? j->bias[m] : 0.0f;
+    for (int64_t i = 0; i < nr; i++) {
+      int64_t r0 = 2 * (th0 + i);
+      bool whole = r0 + 2 <= OH && 2 * TW == OW;
+      float *y0 = whole ? ym + r0 * OW : yt, *y1 = whole ? y0 + OW : yt + 2 * TW;
+      j->out_row(mx + m * Tc + i * TW, MS, TW, b, j->clamp, j->lo, j->hi, y0, y1);
+      if (!whole) {
+        memcpy(ym + r0 * OW, yt, (size_t)OW * sizeof *yt);
+        if (r0 + 1 < OH) memcpy(ym + (r0 + 1) * OW, yt + 2 * TW, (size_t)OW * sizeof *yt);
+      }
+    }
+    if (j->ep) { /* the chunk's rows of channel m, while they are in cache */
+      int64_t h0 = 2 * th0, h1 = 2 * (th0 + nr) < OH ? 2 * (th0 + nr) : OH;
+      j->ep->apply(j->ep->ctx, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
+    }
+  }
+  scratch_give(slot, scr);
 }
 
+/* Tiles a chunk: about a quarter of the image (4 tasks or more: a split for
+ * 2 threads, whatever the thread count), at least 32 (one strip of the
+ * micro-kernel), at most 256 (V and Mx within a few MB). */
+#define WINO_CHUNK_MIN 32
+#define WINO_CHUNK_MAX 256
+
 kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, int64_t ph, int64_t pw,
-                           int64_t OH, int64_t OW, const float *x, const float *u, const float *bias, float *y,
+                           int64_t OH, int64_t OW, const float *x, const float *up, const float *bias, float *y,
                            const kiln_cpu_epilogue *ep, bool simd) {
-  int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2, Hp = 2 * TH + 2, Wp = 2 * TW + 2;
-  wino_job j = {.u = u, .bias = bias, .in_row = kiln_wino_in_row_base, .out_row = kiln_wino_out_row_base};
+  int64_t TH = (OH + 1) / 2, TW = (OW + 1) / 2;
+  wino_job j = {.x = x, .up = up, .bias = bias, .y = y, .in_row = kiln_wino_in_row_base,
+                .out_row = kiln_wino_out_row_base, .micro = kiln_sgemm_micro_wide_base};
 #ifdef KILN_HAVE_AVX512
-  if (simd && kiln_sgemm_pack_reader()) j.in_row = kiln_wino_in_row_avx512, j.out_row = kiln_wino_out_row_avx512;
+  kiln_sgemm_micro_fn reader = kiln_sgemm_pack_reader();
+  if (simd && reader) j.in_row = kiln_wino_in_row_avx512, j.out_row = kiln_wino_out_row_avx512, j.micro = reader;
 #else
   (void)simd;
 #endif
-  /* tile rows in blocks of about KILN_WINO_BLOCK tiles (whatever the thread count: the same GEMMs) */
-  int64_t rb = KILN_WINO_BLOCK / TW < 1 ? 1 : KILN_WINO_BLOCK / TW;
-  if (rb > TH) rb = TH;
-  int64_t Tb = rb * TW;
+  j.C = C, j.M = M, j.H = H, j.W = W, j.ph = ph, j.pw = pw, j.OH = OH, j.OW = OW, j.TH = TH, j.TW = TW;
+  j.Wp = 2 * TW + 2;
+  j.us = kiln_sgemm_wide_pack_a_floats(M, C), j.mpad = (M + MR - 1) / MR * MR;
+  /* tile rows a chunk: of the counts whose tiles stay within the target (or one row), the one that fills the
+     micro-kernel's 32-column strips best, the larger on a tie. The partition changes no bits (above). */
+  int64_t target = TH * TW / 4;
+  target = target < WINO_CHUNK_MIN ? WINO_CHUNK_MIN : target > WINO_CHUNK_MAX ? WINO_CHUNK_MAX : target;
+  j.rb = 1;
+  double best = 0;
+  for (int64_t rb = 1; rb <= TH && (rb == 1 || rb * TW <= target); rb++) {
+    double fill = (double)(rb * TW) / (double)((rb * TW + NR - 1) / NR * NR);
+    if (fill >= best) best = fill, j.rb = rb;
+  }
+  j.nch = (TH + j.rb - 1) / j.rb;
   int workers = kiln_pool_threads();
-  size_t n_v = (size_t)(16 * C * Tb), n_m = (size_t)(16 * M * Tb), n_p = (size_t)(C * Hp * Wp);
-  size_t n_y = (size_t)(4 * TW * workers);
-  float *v = kiln_malloc((n_v + n_m + n_p + n_y) * sizeof *v);
-  if (!v) return kiln_fail(KILN_E_NOMEM, "out of memory for a Winograd convolution's tiles");
-  float *pad = v + n_v + n_m;
-  memset(pad, 0, n_p * sizeof *pad);
-  j.pad = pad, j.v = v, j.mx = v + n_v, j.yt = pad + n_p;
-  j.C = C, j.M = M, j.Hp = Hp, j.Wp = Wp, j.TW = TW, j.OH = OH, j.OW = OW;
+  int64_t Tc = j.rb * TW, npad = (Tc + NR - 1) / NR * NR;
+  j.n_scr = (size_t)(up16(16 * (C * npad + WINO_SKEW)) + up16(C * (2 * j.rb + 2) * j.Wp) +
+                     up16(16 * (M * Tc + WINO_SKEW)) + 4 * TW + 16);
   j.clamp = ep && ep->clamp;
+  j.ep = ep && !ep->clamp ? ep : NULL;
   j.lo = j.clamp ? ep->lo : 0.0f, j.hi = j.clamp ? ep->hi : 0.0f;
   j.status = KILN_OK;
-  for (int64_t n = 0; n < N && !j.status; n++) {
-    const float *xn = x + n * C * H * W;
-    for (int64_t c = 0; c < C; c++) /* the zero-padded planes: H + ph <= Hp, W + pw <= Wp (OH + 2 >= H + pads) */
-      for (int64_t h = 0; h < H; h++)
-        memcpy(pad + (c * Hp + h + ph) * Wp + pw, xn + (c * H + h) * W, (size_t)W * sizeof *pad);
-    j.yn = y + n * M * OH * OW;
-    for (int64_t t0 = 0; t0 < TH && !j.status; t0 += rb) {
-      j.t0 = t0, j.nr = TH - t0 < rb ? TH - t0 : rb, j.T = j.nr * TW;
-      kiln_pool_for(C, workers, wino_in, &j);
-      kiln_pool_for(16, workers, wino_gemm, &j);
-      if (!j.status) kiln_pool_for(M, workers, wino_out, &j);
-    }
-    if (!j.status && ep && !j.clamp) ep->apply(ep->ctx, n * M * OH * OW, M * OH * OW, j.yn);
-  }
-  kiln_status s = j.status;
-  kiln_free(v);
-  return s;
+  int64_t tasks = N * j.nch;
+  kiln_pool_for(tasks, tasks > 1 ? workers : 1, wino_task, &j);
+  return j.status ? kiln_fail(KILN_E_NOMEM, "out of memory for a Winograd convolution's tiles") : KILN_OK;
 }

@@ -1,15 +1,20 @@
 /* unit_cpu_wino: Winograd F(2x2, 3x3) (cpu_fallback/wino.h).
- *  - the scalar twin (transforms + kiln_sgemm) against the direct
+ *  - the scalar twin (transforms + the GEMM micro-kernel's twin) against the direct
  *    definition summed in double, on awkward sizes: odd H/W (tails of
  *    tiles), pads 0/1 and asymmetric ones, C and M not multiples of 16,
  *    several images, bias, Relu/Clip clamps; the max error relative to the
  *    sum of |x·w| printed (GEMM_CONV.md);
- *  - the AVX-512 transforms against the twin, bit for bit (where AVX-512F
- *    runs);
+ *  - the AVX-512 transforms and micro-kernel against the twin, bit for bit
+ *    (where AVX-512F runs); two KC slices of C (C > 320); chunks of tile
+ *    rows and blocks of output channels (several images, large planes);
+ *  - the partition on the pool (KILN_NUM_THREADS=2 in ctest: blocks of
+ *    output channels where there are few chunks) against one thread, bit
+ *    for bit;
  *  - NaN inputs: the outputs NaN exactly where the direct definition's are;
- * Conv's dispatch to it (KILN_CONV_WINO=1: wherever it applies, U per call)
+ * Conv's dispatch to it (KILN_CONV_WINO=2: wherever it applies, U per call)
  * is tested by unit_cpu_gemm_wino (unit_cpu_gemm's Conv cases against the
- * reference kernel); the default rule (a plan's U) by conformance_cpu. */
+ * reference kernel); the default rule (a plan's U) by conformance_cpu, and
+ * KILN_CONV_WINO=0 (the direct paths) by conformance_cpu_nowino. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +22,13 @@
 
 #include "check.h"
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/plan.h"
 #include "cpu_fallback/pool.h"
 #include "cpu_fallback/sgemm.h"
 #include "cpu_fallback/wino.h"
+#include "graphbuild.h"
+#include "ir/alloc.h"
+#include "ir/status.h"
 
 static int passed, failed;
 static double max_rel;
@@ -58,11 +67,12 @@ static void direct(const wcase *c, const float *x, const float *w, const float *
         }
 }
 
-static void run(const wcase *c) {
+static void run(const wcase *c, int *held) {
   int64_t OH = c->H + c->pt + c->pb - 2, OW = c->W + c->pl + c->pr - 2;
   int64_t nx = c->N * c->C * c->H * c->W, nw = c->M * c->C * 9, ny = c->N * c->M * OH * OW;
   float *x = malloc((size_t)nx * sizeof *x), *w = malloc((size_t)nw * sizeof *w), *b = malloc((size_t)c->M * 4);
-  float *u = malloc((size_t)(16 * c->M * c->C) * sizeof *u), *y0 = malloc((size_t)ny * 4), *y1 = malloc((size_t)ny * 4);
+  float *u = malloc((size_t)kiln_wino_pack_floats(c->M, c->C) * sizeof *u), *y0 = malloc((size_t)ny * 4),
+        *y1 = malloc((size_t)ny * 4);
   double *ref = malloc((size_t)ny * sizeof *ref), *mag = malloc((size_t)ny * sizeof *mag);
   for (int64_t i = 0; i < nx; i++) x[i] = frand();
   for (int64_t i = 0; i < nw; i++) w[i] = frand();
@@ -71,7 +81,7 @@ static void run(const wcase *c) {
   float lo = c->clamp == 1 ? 0.0f : -0.5f, hi = c->clamp == 1 ? INFINITY : 0.75f;
   kiln_cpu_epilogue ep = {.clamp = true, .lo = lo, .hi = hi};
   direct(c, x, w, b, OH, OW, lo, hi, ref, mag);
-  kiln_wino_weights(w, c->M, c->C, u);
+  CHECK(kiln_wino_pack(w, c->M, c->C, u) == KILN_OK, "U packed");
   char what[160];
   snprintf(what, sizeof what, "N %lld C %lld M %lld %lldx%lld pads %lld,%lld,%lld,%lld clamp %d nan %d", (long long)c->N,
            (long long)c->C, (long long)c->M, (long long)c->H, (long long)c->W, (long long)c->pt, (long long)c->pl,
@@ -97,11 +107,90 @@ static void run(const wcase *c) {
     CHECK(s == KILN_OK && !memcmp(y0, y1, (size_t)ny * sizeof *y0), "%s: AVX-512 transforms differ from the twin",
           what);
   }
+  if (*held && kiln_pool_threads() > 1) { /* another partition: one thread (no output channel blocks) */
+    kiln_pool_release();
+    *held = 0;
+    for (int64_t i = 0; i < ny; i++) y1[i] = -12345.0f;
+    s = kiln_wino_conv(c->N, c->C, c->M, c->H, c->W, c->pt, c->pl, OH, OW, x, u, b, y1, c->clamp ? &ep : NULL, true);
+    CHECK(s == KILN_OK && !memcmp(y0, y1, (size_t)ny * sizeof *y0), "%s: one thread differs from the pool", what);
+    *held = kiln_pool_acquire() == 0;
+  }
   free(x), free(w), free(b), free(u), free(y0), free(y1), free(ref), free(mag);
 }
 
+/* A plan (U packed at plan time, Winograd by its default rule): conv 3x3
+ * 32 -> 64 + bias + Relu on 32x32, MaxPool, conv 3x3 64 -> 128 (bias, no
+ * clamp) on 16x16, Sigmoid. With Winograd (the default) and with
+ * KILN_CONV_WINO=0's direct paths (kiln_conv_wino_force(0)): both within
+ * tolerance of each other, and not the same bits (the default did take
+ * Winograd, which rounds differently). Prints an FNV-1a hash of the
+ * default's output bits: tests/CMakeLists.txt's unit_cpu_wino_threads
+ * compares it between KILN_NUM_THREADS=1 and 2 (one process per count). */
+static void run_plan(float *out, int64_t n_out) {
+  kiln_graph *g = new_graph(17);
+  rng_state = 88172645463325252ull;
+  int64_t d[4] = {1, 32, 32, 32}, w1[4] = {64, 32, 3, 3}, b1[1] = {64}, w2[4] = {128, 64, 3, 3}, b2[1] = {128},
+          k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, k2[2] = {2, 2};
+  input(g, "x", KILN_F32, 4, d);
+  gb_cst(g, "w1", 4, w1, NULL, 0);
+  gb_cst(g, "b1", 1, b1, NULL, 0);
+  gb_cst(g, "w2", 4, w2, NULL, 0);
+  gb_cst(g, "b2", 1, b2, NULL, 0);
+  int c1 = gb_add(g, "Conv", "x w1 b1", "c1");
+  if (kiln_edit_set_ints(&g->nodes[c1], "kernel_shape", k3, 2) || kiln_edit_set_ints(&g->nodes[c1], "pads", p1, 4))
+    exit(2);
+  gb_add(g, "Relu", "c1", "r1");
+  int mp = gb_add(g, "MaxPool", "r1", "m1");
+  if (kiln_edit_set_ints(&g->nodes[mp], "kernel_shape", k2, 2) || kiln_edit_set_ints(&g->nodes[mp], "strides", k2, 2))
+    exit(2);
+  int c2 = gb_add(g, "Conv", "m1 w2 b2", "c2");
+  if (kiln_edit_set_ints(&g->nodes[c2], "kernel_shape", k3, 2) || kiln_edit_set_ints(&g->nodes[c2], "pads", p1, 4))
+    exit(2);
+  gb_add(g, "Sigmoid", "c2", "y");
+  output(g, "y");
+  kiln_tensor xt = {0};
+  if (kiln_tensor_alloc(&xt, KILN_F32, 4, d)) exit(2);
+  for (int64_t i = 0; i < xt.numel; i++) ((float *)xt.data)[i] = (float)rnd();
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[val(g, "x")] = &xt;
+  kiln_tensor y = {0};
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  if (!s) s = kiln_cpu_run(p, g, bound, &y);
+  CHECK(!s && y.numel == n_out, "plan: prepare and run (%s)", s ? kiln_last_error() : "");
+  if (!s && y.numel == n_out) memcpy(out, y.data, (size_t)n_out * sizeof *out);
+  kiln_cpu_release(p);
+  kiln_tensor_release(&y);
+  kiln_tensor_release(&xt);
+  kiln_free(bound);
+  kiln_graph_free(g);
+}
+
+static void test_plan(void) {
+  int64_t n = 128 * 16 * 16;
+  float *a = calloc((size_t)n, sizeof *a), *b = calloc((size_t)n, sizeof *b);
+  run_plan(a, n);
+  kiln_conv_wino_force(0);
+  run_plan(b, n);
+  kiln_conv_wino_force(1);
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs((double)a[i] - b[i]);
+    if (!(e <= worst)) worst = e;
+  }
+  /* conv2's sums: 576 terms of |x w| up to ~1 after conv1's ~290 (sum |x w| ~1e3): float rounding ~1e-4 */
+  CHECK(worst <= 2e-4, "plan: Winograd within 2e-4 of the direct paths (max |diff| %.3g)", worst);
+  if (kiln_la_cpu_has_avx512() && kiln_sgemm_pack_reader())
+    CHECK(memcmp(a, b, (size_t)n * sizeof *a) != 0, "plan: the default took Winograd (bits differ from the direct)");
+  uint64_t h = 1469598103934665603ull;
+  const unsigned char *q = (const unsigned char *)a;
+  for (size_t i = 0; i < (size_t)n * sizeof *a; i++) h = (h ^ q[i]) * 1099511628211ull;
+  printf("unit_cpu_wino: plan output hash %016llx\n", (unsigned long long)h);
+  free(a), free(b);
+}
+
 int main(void) {
-  int held = kiln_pool_acquire() == 0; /* as a plan does: the three loops become pool tasks */
+  int held = kiln_pool_acquire() == 0; /* as a plan does: the tasks on the pool */
   static const wcase cases[] = {
       {1, 3, 5, 7, 9, 1, 1, 1, 1, 0, 0},        /* odd H/W: tails of tiles */
       {2, 17, 19, 8, 8, 1, 1, 1, 1, 1, 0},      /* C, M not multiples of 16; Relu; 2 images */
@@ -112,8 +201,12 @@ int main(void) {
       {1, 4, 3, 13, 12, 1, 1, 1, 1, 1, 1},      /* NaN inputs through a clamp */
       {1, 1, 1, 3, 3, 0, 0, 0, 0, 0, 0},        /* one output */
       {1, 32, 64, 32, 32, 1, 1, 1, 1, 1, 0},    /* small_cnn conv2 */
+      {1, 64, 128, 16, 16, 1, 1, 1, 1, 1, 0},   /* small_cnn conv3: one chunk, output channel blocks on the pool */
+      {1, 330, 13, 6, 7, 1, 1, 1, 1, 2, 0},     /* C in two KC slices */
+      {2, 16, 40, 57, 56, 1, 0, 1, 2, 0, 0},    /* many chunks (and a short last one), 2 images */
   };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run(&cases[i]);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run(&cases[i], &held);
+  test_plan();
   printf("unit_cpu_wino: max |error| / sum |x w| against the double direct definition: %.3g\n", max_rel);
   if (held) kiln_pool_release();
   printf("unit_cpu_wino: %d passed, %d failed\n", passed, failed);
