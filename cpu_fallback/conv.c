@@ -767,13 +767,15 @@ static kiln_status direct_input(const geom *g, const float *x, const dw_shape *d
     kiln_free(off);
     return kiln_fail(KILN_E_NOMEM, "out of memory for a direct convolution's padded input");
   }
-  int64_t sh = g->s[1], sw = g->s[2];
-  for (int64_t c = 0, k = 0; c < g->Cg; c++)
-    for (int64_t kh = 0; kh < KH; kh++)
-      for (int64_t kw = 0; kw < KW; kw++, k++) {
-        int64_t ty = kh * g->d[1], tx = kw * g->d[2]; /* the tap's padded position for output (0, 0) */
-        off[k] = c * P + ((ty % sh * sw + tx % sw) * d->Hq + ty / sh) * d->Wq + tx / sw;
-      }
+  /* channel 0's taps, then channel c's: c·P further (the divisions once
+     per tap, not per k: ~2 ns a k, 10 us of each of l4's Kc 4608, serial) */
+  int64_t sh = g->s[1], sw = g->s[2], ksp = KH * KW;
+  for (int64_t kh = 0, k = 0; kh < KH; kh++)
+    for (int64_t kw = 0; kw < KW; kw++, k++) {
+      int64_t ty = kh * g->d[1], tx = kw * g->d[2]; /* the tap's padded position for output (0, 0) */
+      off[k] = ((ty % sh * sw + tx % sw) * d->Hq + ty / sh) * d->Wq + tx / sw;
+    }
+  for (int64_t k = ksp; k < Kc; k++) off[k] = off[k - ksp] + P;
   memset(xp + planes * P, 0, NR * sizeof *xp);
   direct_job pj = {.g = g,
                    .xp = xp,
@@ -1078,9 +1080,13 @@ static bool pointwise_direct_wanted(const geom *g) { return g->out_sp >= KILN_CO
 /* Columns per block: the block's K rows in about this many bytes (L2). */
 #define KILN_CONV_PW_BLOCK_BYTES (256 * 1024)
 
+/* A stride-1 pointwise layer of fewer multiply-adds than this runs on one
+ * thread. */
+#define KILN_CONV_PW_MIN_WORK ((double)(1 << 23))
+
 static kiln_status conv_pointwise_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
                                          const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
-                                         kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro) {
+                                         kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro, double min_work) {
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   int64_t Kc = g->Cg, OSP = g->out_sp, strips = (g->Mg + MR - 1) / MR;
   int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
@@ -1094,7 +1100,7 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   if (nb > OSP) nb = OSP;
   blocks = (OSP + nb - 1) / nb;
   int workers = kiln_pool_threads();
-  if ((double)g->M * (double)Kc * (double)OSP * (double)g->N < (double)(1 << 23)) workers = 1;
+  if ((double)g->M * (double)Kc * (double)OSP * (double)g->N < min_work) workers = 1;
   if (workers > 1 && g->N * g->G * blocks < 4 * (int64_t)workers) /* about 4 tasks per thread */
     sgroups = (4 * workers + g->N * g->G * blocks - 1) / (g->N * g->G * blocks);
   if (sgroups > strips) sgroups = strips;
@@ -1179,6 +1185,14 @@ static void spw_planes(void *ctx, int64_t t, int worker) {
   }
 }
 
+/* A strided 1x1 of fewer multiply-adds than this runs on one thread: a
+ * quarter of the stride-1 bound. ResNet-18's l2.0.down (6.4 M, below that
+ * bound) took longer at 2 threads, on one of them, than at 1 thread: its
+ * input was written by both threads of the step before, and half of it
+ * came from the other core's caches; split, 0.72 of that time
+ * (GEMM_CONV.md "Two threads: where the time goes"). */
+#define KILN_CONV_SPW_MIN_WORK ((double)(1 << 21))
+
 static kiln_status conv_strided_pointwise(const geom *g, const float *x, const float *w, const float *bias,
                                           float *y, const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
                                           kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro) {
@@ -1187,7 +1201,7 @@ static kiln_status conv_strided_pointwise(const geom *g, const float *x, const f
   if (!buf) return kiln_fail(KILN_E_NOMEM, "out of memory for a strided 1x1 convolution's sampled input");
   float *xs = (float *)(((uintptr_t)buf + 63) & ~(uintptr_t)63); /* rows of 16 floats: whole cache lines */
   int workers = kiln_pool_threads();
-  if ((double)g->M * (double)g->Cg * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
+  if ((double)g->M * (double)g->Cg * (double)g->out_sp * (double)g->N < KILN_CONV_SPW_MIN_WORK) workers = 1;
   spw_job j = {g, x, xs, ld, 1, kiln_la_gather()};
   int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * ld, 1 << 14, 4 * (int64_t)workers) : 1;
   j.pp = (planes + ptasks - 1) / ptasks;
@@ -1196,7 +1210,7 @@ static kiln_status conv_strided_pointwise(const geom *g, const float *x, const f
   geom gs = *g;
   for (int i = 0; i < 3; i++) gs.in[i] = g->out[i], gs.s[i] = 1;
   gs.in_sp = ld;
-  kiln_status s = conv_pointwise_direct(&gs, xs, w, bias, y, ep, pk, micro, amicro);
+  kiln_status s = conv_pointwise_direct(&gs, xs, w, bias, y, ep, pk, micro, amicro, KILN_CONV_SPW_MIN_WORK);
   kiln_free(buf);
   return s;
 }
@@ -1301,7 +1315,7 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
         s = conv_wino(&g, xp, wp, wu, bias, c->out[0].data, ep);
       else if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, ppk->tdata, bias, c->out[0].data, ep, pwt);
       else if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
-        s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro);
+        s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro, KILN_CONV_PW_MIN_WORK);
       else if (ctmicro && direct_mode != 0 && ct_mode && tpk && kiln_sgemm_pack_reader() && ct_applies(&g))
         s = conv_direct_ct(&g, xp, tpk, bias, c->out[0].data, ep, ctmicro);
       else if (dmicro && direct_mode != 0 && strided_pointwise(&g) &&

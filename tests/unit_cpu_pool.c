@@ -565,6 +565,28 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("conv / pointwise / depthwise / maxpool", g, 4, d, 1e-4);
   }
+  { /* ResNet-18's l2.0 downsampling: a strided 1x1 (64 -> 128, 56x56 -> 28x28: 6.4 M multiply-adds, split over
+       the pool above 2^21, below the stride-1 bound of 2^23) + bias, a residual Add and Relu (the epilogue's
+       apply, per strip of a task), beside a 3x3 stride-2 conv (the direct path) */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {1, 64, 56, 56}, dd[4] = {128, 64, 1, 1}, wd[4] = {128, 64, 3, 3}, bd[1] = {128},
+            k1[2] = {1, 1}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "dw", 4, dd, 0, 0.2);
+    cst(g, "db", 1, bd, 0, 0.5);
+    cst(g, "w", 4, wd, 0, 0.05);
+    int c = add(g, "Conv", "x w", "c");
+    setints(g, c, "kernel_shape", 2, k3);
+    setints(g, c, "pads", 4, p1);
+    setints(g, c, "strides", 2, s2);
+    int dn = add(g, "Conv", "x dw db", "dn");
+    setints(g, dn, "kernel_shape", 2, k1);
+    setints(g, dn, "strides", 2, s2);
+    add(g, "Add", "dn c", "a");
+    add(g, "Relu", "a", "y");
+    output(g, "y");
+    check_graph("downsampling: strided 1x1 + residual Add + Relu, 3x3 stride 2", g, 4, d, 1e-4);
+  }
   { /* an inverted residual (MobileNetV2): 1x1 + Clip(0, 6) from scalar initializers, depthwise 3x3 on 14x14
        (flat planes) + Clip, 1x1 + Relu: the epilogues the convolutions clamp themselves (kiln_tile_clamp) */
     kiln_graph *g = new_graph(17);
