@@ -6,7 +6,9 @@
  * comparison and blend per lane, the same as the AVX2 intrinsics and the
  * scalar twin (tile_ops.inc), NaN and -0 included: the results are the
  * same bits. Every other op, and each op's tail under 16 elements, goes to
- * kiln_tile_eval_avx2. Also the box columns' moves (data only, the same
+ * kiln_tile_eval_avx2. The linear runs (kiln_tile_seq): those ops and
+ * vmath's sigmoid/tanh/exp/erf lanes, a strip of 4 vectors through every
+ * step in registers. Also the box columns' moves (data only, the same
  * values as their twins in tile.c): the stride-4 column load and the
  * interleaving of four columns into rows. */
 #include <immintrin.h>
