@@ -7,6 +7,7 @@
 #ifndef KILN_CPU_FALLBACK_VMATH_AVX512_LANES_H
 #define KILN_CPU_FALLBACK_VMATH_AVX512_LANES_H
 #include <immintrin.h>
+#include <math.h>
 
 #include "cpu_fallback/vmath.h"
 
