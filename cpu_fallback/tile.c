@@ -48,7 +48,18 @@ typedef struct texpr {
   bool folded;    /* inside a Gelu chain: not evaluated when the chain runs as one op */
   int gelu[4];    /* the end of a Gelu chain: x, s, c1, c2 (KILN_TILE_OP_GELU); gelu[0] -1 otherwise */
   int gelu_k;     /* its variant bits */
+  bool in_seq;    /* inside a linear run, not its end: not evaluated when the run is one pass */
+  int seq;        /* the end of a linear run: its index in kiln_tile_prog.seq; -1 otherwise */
 } texpr;
+
+/* A linear run of ops evaluated in one pass (kiln_tile_seq): step k is
+ * expression step[k], whose argument pos[k] is step k - 1 (step 0: its
+ * argument pos[0] is the run's input). */
+typedef struct tseq {
+  int n;
+  int step[KILN_TILE_SEQ_MAX];
+  int pos[KILN_TILE_SEQ_MAX];
+} tseq;
 
 struct kiln_tile_prog {
   const kiln_fuse_spec *sp;
@@ -63,12 +74,16 @@ struct kiln_tile_prog {
   bool stream;          /* large outputs: non-temporal stores */
   bool stream_out;      /* kiln_tile_set_stream: non-temporal whatever the size */
   int n_gelu;           /* Gelu chains found by the binding */
+  tseq *seq;            /* linear runs found by the binding (n_expr / 2 at most) */
+  int n_seq;
   int64_t numel;
 };
 
-static bool gelu_on = true;
+static bool gelu_on = true, seq_on = true;
 
 void kiln_tile_gelu_enable(bool on) { gelu_on = on; }
+void kiln_tile_seq_enable(bool on) { seq_on = on; }
+int kiln_tile_seq_runs(const kiln_tile_prog *tp) { return tp->bound ? tp->n_seq : 0; }
 
 int kiln_tile_gelu_chains(const kiln_tile_prog *tp) { return tp->bound ? tp->n_gelu : 0; }
 
@@ -95,6 +110,7 @@ void kiln_tile_free(kiln_tile_prog *tp) {
   kiln_free(tp->store_expr);
   kiln_free(tp->store_dt);
   kiln_free(tp->store_stride);
+  kiln_free(tp->seq);
   kiln_free(tp);
 }
 
@@ -145,7 +161,8 @@ kiln_status kiln_tile_compile(const kiln_fuse_spec *sp, kiln_tile_prog **out, ch
   tp->store_expr = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_expr);
   tp->store_dt = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_dt);
   tp->store_stride = kiln_calloc((size_t)sp->n_store + 1, sizeof *tp->store_stride);
-  if (!tp->e || !tp->acc || !tp->store_expr || !tp->store_dt || !tp->store_stride) {
+  tp->seq = kiln_calloc((size_t)sp->n_expr / 2 + 1, sizeof *tp->seq);
+  if (!tp->e || !tp->acc || !tp->store_expr || !tp->store_dt || !tp->store_stride || !tp->seq) {
     kiln_tile_free(tp);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling a tile program");
   }
@@ -365,6 +382,85 @@ static void find_gelu(kiln_tile_prog *tp, const int *nread) {
   }
 }
 
+/* ---- linear runs ---- */
+
+/* Expression i may be a step of a run: a non-uniform op kiln_tile_seq_op
+ * takes, with its usual argument count, not inside a Gelu chain. */
+static bool seq_member(const kiln_tile_prog *tp, int i) {
+  const texpr *t = &tp->e[i];
+  if (t->kind != E_OP || t->uniform || t->folded || t->gelu[0] >= 0 || !kiln_tile_seq_op(t->op.op)) return false;
+  int op = t->op.op;
+  int want = op == KILN_FUSE_CLIP ? 3
+             : op == KILN_FUSE_RELU || op == KILN_FUSE_SIGMOID || op == KILN_FUSE_TANH || op == KILN_FUSE_EXP ||
+                       op == KILN_FUSE_ERF
+                 ? 1
+                 : 2;
+  return t->n_args == want;
+}
+
+/* sigmoid, tanh, exp, erf: long dependency chains per vector. */
+static bool seq_heavy(int op) {
+  return op == KILN_FUSE_SIGMOID || op == KILN_FUSE_TANH || op == KILN_FUSE_EXP || op == KILN_FUSE_ERF;
+}
+
+/* Finds the linear runs: a step whose value so far is its predecessor's
+ * result, read by it alone and not stored (nread[] counts readers, a store
+ * as two), joins the predecessor's run — unless both it and an earlier step
+ * of the run are sigmoid / tanh / exp / erf: two of those in one strip make
+ * a dependency chain too long for the core to overlap the strips (the
+ * chain's one-pass strips measured 0.41 ns/element against 0.33 split
+ * after each, TILE.md); a run of one op is left alone. */
+static void find_seq(kiln_tile_prog *tp, const int *nread) {
+  tp->n_seq = 0;
+  for (int i = 0; i < tp->n_expr; i++) tp->e[i].in_seq = false, tp->e[i].seq = -1;
+  if (!seq_on) return;
+  for (int i = 0; i < tp->n_expr; i++) {
+    if (!seq_member(tp, i)) continue;
+    const texpr *t = &tp->e[i];
+    int np = t->op.op == KILN_FUSE_CLIP ? 1 : t->n_args; /* clip's value is argument 0 */
+    for (int p = 0; p < np; p++) {
+      int j = t->args[p];
+      if (!seq_member(tp, j) || nread[j] != 1 || tp->e[j].in_seq) continue;
+      tseq *q;
+      if (tp->e[j].seq >= 0) { /* j ends a run: i extends it */
+        q = &tp->seq[tp->e[j].seq];
+        bool heavy = false;
+        for (int k = 0; k < q->n; k++) heavy = heavy || seq_heavy(tp->e[q->step[k]].op.op);
+        if (q->n == KILN_TILE_SEQ_MAX || (heavy && seq_heavy(t->op.op))) continue;
+      } else {
+        if (seq_heavy(tp->e[j].op.op) && seq_heavy(t->op.op)) continue; /* j starts one: its value so far is its first non-uniform argument */
+        q = &tp->seq[tp->n_seq];
+        q->n = 1, q->step[0] = j, q->pos[0] = 0;
+        if (tp->e[j].n_args == 2 && tp->e[tp->e[j].args[0]].uniform) q->pos[0] = 1;
+        tp->e[j].seq = tp->n_seq++;
+      }
+      q->step[q->n] = i, q->pos[q->n] = p, q->n++;
+      tp->e[i].seq = tp->e[j].seq;
+      tp->e[j].seq = -1, tp->e[j].in_seq = true;
+      break;
+    }
+  }
+}
+
+/* Expression i's reads at its turn: its arguments, and at a run's end
+ * every argument of the run's steps that is not a step. n at most
+ * 3 * KILN_TILE_SEQ_MAX. */
+static int reads_of(const kiln_tile_prog *tp, int i, int *r) {
+  const texpr *t = &tp->e[i];
+  int n = 0;
+  if (t->seq < 0) {
+    for (int k = 0; k < t->n_args; k++) r[n++] = t->args[k];
+    return n;
+  }
+  const tseq *q = &tp->seq[t->seq];
+  for (int s = 0; s < q->n; s++) {
+    const texpr *u = &tp->e[q->step[s]];
+    for (int k = 0; k < u->n_args; k++)
+      if (s == 0 || k != q->pos[s]) r[n++] = u->args[k];
+  }
+  return n;
+}
+
 kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *materialized) {
   const kiln_fuse_spec *sp = tp->sp;
   kiln_tile_unbind(tp);
@@ -397,9 +493,16 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
     for (int k = 0; k < tp->e[i].n_args; k++) last[tp->e[i].args[k]]++;
   for (int k = 0; k < tp->n_store; k++) last[tp->store_expr[k]] += 2; /* a stored value is never folded */
   find_gelu(tp, last);
+  find_seq(tp, last);
   for (int i = 0; i < n; i++) last[i] = -1;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < tp->e[i].n_args; k++) last[tp->e[i].args[k]] = i;
+  for (int i = 0; i < n; i++) /* a run's arguments are read at its end too */
+    if (tp->e[i].seq >= 0) {
+      int r[3 * KILN_TILE_SEQ_MAX], nr = reads_of(tp, i, r);
+      for (int k = 0; k < nr; k++)
+        if (last[r[k]] < i) last[r[k]] = i;
+    }
   for (int i = 0; i < n; i++) /* a chain's x is read by its end too */
     if (tp->e[i].gelu[0] >= 0 && last[tp->e[i].gelu[0]] < i) last[tp->e[i].gelu[0]] = i;
   for (int k = 0; k < tp->n_store; k++) last[tp->store_expr[k]] = n;
@@ -413,11 +516,13 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
     }
     if (t->kind == E_ANCHOR || (t->kind == E_LOAD && tp->acc[t->acc].kind == R_DIRECT)) continue;
     /* arguments read for the last time here free their buffers first: the
-       op may write over its argument */
-    for (int k = 0; k < t->n_args; k++) {
-      int a = t->args[k];
+       op may write over its argument (a run reads each at the element it
+       writes too) */
+    int r[3 * KILN_TILE_SEQ_MAX], nr = reads_of(tp, i, r);
+    for (int k = 0; k < nr; k++) {
+      int a = r[k];
       bool dup = false;
-      for (int j = 0; j < k; j++) dup = dup || t->args[j] == a;
+      for (int j = 0; j < k; j++) dup = dup || r[j] == a;
       if (!dup && last[a] == i && !tp->e[a].uniform && tp->e[a].buf >= 0) free_bufs[n_free++] = tp->e[a].buf;
     }
     if (last[i] < 0) continue; /* nobody reads it */
@@ -604,6 +709,27 @@ static inline void obs_fold(const kiln_tile_obs *ob, const int *first, const int
   for (int j = first[i]; j >= 0; j = next[j]) (ob->fold ? ob->fold : kiln_obs_partial_fold_f32)(&ob->part[j], x, n);
 }
 
+/* Runs linear run q over the tile (tile pointers ptr) into y. */
+static void seq_run(const kiln_tile_prog *tp, const tseq *q, const float *const *ptr, int n, float *y) {
+#ifdef KILN_TILE_HAVE_AVX2
+  kiln_tile_seq r;
+  r.n = q->n;
+  r.x = ptr[tp->e[q->step[0]].args[q->pos[0]]];
+  for (int k = 0; k < q->n; k++) {
+    const texpr *t = &tp->e[q->step[k]];
+    kiln_tile_seq_step *st = &r.s[k];
+    st->op = t->op, st->pos = q->pos[k], st->n_args = t->n_args;
+    for (int j = 0; j < t->n_args; j++) {
+      st->a[j] = j == st->pos ? NULL : ptr[t->args[j]];
+      st->uniform[j] = j != st->pos && tp->e[t->args[j]].uniform;
+    }
+  }
+  kiln_tile_seq_avx512(&r, n, y);
+#else
+  (void)tp, (void)q, (void)ptr, (void)n, (void)y;
+#endif
+}
+
 kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
                                kiln_vm_isa isa, const kiln_tile_obs *ob) {
   if (!tp->bound) return kiln_fail(KILN_E_INTERNAL, "tile: the program is not bound");
@@ -673,6 +799,11 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   if (tp->n_store == 1 && !rows && !stream && !n_ob && tp->store_stride[0] == 1 && tp->store_dt[0] == KILN_F32 &&
       tp->store_expr[0] == n_expr - 1 && tp->e[n_expr - 1].kind == E_OP && !tp->e[n_expr - 1].uniform)
     direct = n_expr - 1;
+  /* linear runs in one pass: with the AVX-512 ops, no observers */
+  bool seq_pass = false;
+#ifdef KILN_TILE_HAVE_AVX2
+  seq_pass = eval == kiln_tile_eval_avx512 && !n_ob && tp->n_seq > 0;
+#endif
   float *staged = rows_bytes ? (float *)(void *)(mem + tile_bytes * (size_t)tp->n_buf +
                                                  sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
                                                  sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
@@ -688,8 +819,11 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
       default:
         if (i == direct) b = (float *)out[0] + (f0 - lo);
-        if (!b || (t->folded && !n_ob)) continue; /* read by nobody, or inside a Gelu chain run as one op */
-        if (t->gelu[0] >= 0 && !n_ob) {
+        if (!b || (t->folded && !n_ob) || (t->in_seq && seq_pass))
+          continue; /* read by nobody, or inside a Gelu chain or a run evaluated as one */
+        if (t->seq >= 0 && seq_pass) {
+          seq_run(tp, &tp->seq[t->seq], ptr, n, b);
+        } else if (t->gelu[0] >= 0 && !n_ob) {
           const int *q = t->gelu;
           kiln_tile_op go = {KILN_TILE_OP_GELU, {ptr[q[1]][0], ptr[q[2]][0], ptr[q[3]][0]}, t->gelu_k};
           eval(&go, n, ptr[q[0]], NULL, NULL, b);

@@ -148,6 +148,41 @@ void kiln_tile_load_s4_avx512(float *dst, const float *s, int64_t n);
 void kiln_tile_rows4_base(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
 void kiln_tile_rows4_avx512(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
 
+/* A linear run of the program's ops evaluated in one pass (tile_avx512.c):
+ * y = step[n-1](… step[0](x) …), where each step is a cheap op (add, sub,
+ * mul, div, min, max, relu, clip) or sigmoid / tanh / exp / erf, the
+ * value so far is argument pos of the step and its other arguments are
+ * tiles a[k] (uniform[k]: a[k][0] at every element). Per strip of 64
+ * elements the value stays in registers through all the steps: the same
+ * IEEE operations in the same order as the steps one by one, so the same
+ * bits (kiln_tile_seq_base is the twin). Every argument is read at the
+ * element written only, so y may be x or any a[k]. */
+#define KILN_TILE_SEQ_MAX 16
+typedef struct kiln_tile_seq_step {
+  kiln_tile_op op;
+  int pos;              /* which argument is the value so far */
+  int n_args;           /* 1 (relu, sigmoid, tanh, exp, erf), 2 or 3 (clip) */
+  const float *a[3];    /* the other arguments (a[pos] unused) */
+  bool uniform[3];
+} kiln_tile_seq_step;
+typedef struct kiln_tile_seq {
+  int n;                /* steps, 1 .. KILN_TILE_SEQ_MAX */
+  const float *x;       /* the run's input */
+  kiln_tile_seq_step s[KILN_TILE_SEQ_MAX];
+} kiln_tile_seq;
+/* True when op may be a step of a run. */
+bool kiln_tile_seq_op(int op);
+/* The twin: the steps one by one (kiln_tile_eval_base) over strips of 64
+ * through a scratch strip, so the same aliasing rules. */
+void kiln_tile_seq_base(const kiln_tile_seq *q, int n, float *y);
+/* Only where kiln_vm_cpu_has_avx512() is true. */
+void kiln_tile_seq_avx512(const kiln_tile_seq *q, int n, float *y);
+/* Runs the bound program evaluates in one pass each (when no observer is
+ * given and the AVX-512 ops are in use). */
+int kiln_tile_seq_runs(const kiln_tile_prog *tp);
+/* Tests only (not thread-safe): off, kiln_tile_bind finds no runs. */
+void kiln_tile_seq_enable(bool on);
+
 /* True when kiln_tile_eval_* implements op for float arguments. */
 bool kiln_tile_op_known(int op);
 

@@ -6,7 +6,9 @@
  * comparison and blend per lane, the same as the AVX2 intrinsics and the
  * scalar twin (tile_ops.inc), NaN and -0 included: the results are the
  * same bits. Every other op, and each op's tail under 16 elements, goes to
- * kiln_tile_eval_avx2. Also the box columns' moves (data only, the same
+ * kiln_tile_eval_avx2. The linear runs (kiln_tile_seq): those ops and
+ * vmath's sigmoid/tanh/exp/erf lanes, a strip of 4 vectors through every
+ * step in registers. Also the box columns' moves (data only, the same
  * values as their twins in tile.c): the stride-4 column load and the
  * interleaving of four columns into rows. */
 #include <immintrin.h>
@@ -14,6 +16,7 @@
 #include <stdint.h>
 
 #include "cpu_fallback/tile.h"
+#include "cpu_fallback/vmath_avx512_lanes.h" /* the runs' sigmoid16, tanh16, exp16, erf16 */
 
 #define LANES 16
 
@@ -66,6 +69,94 @@ void kiln_tile_eval_avx512(const kiln_tile_op *o, int n, const float *a, const f
   }
   if (i < n) /* the tail, and the ops above under 16 elements */
     kiln_tile_eval_avx2(o, n - i, a + i, b ? b + i : NULL, c ? c + i : NULL, y + i);
+}
+
+/* ---- linear runs in registers (kiln_tile_seq) ---- */
+
+#define SEQ_V 4 /* vectors per strip: independent chains for the out-of-order core */
+
+/* Argument k of step s at element i (lanes outside m read as 0). */
+static inline __m512 seq_arg(const kiln_tile_seq_step *s, int k, int i, __mmask16 m) {
+  return s->uniform[k] ? _mm512_set1_ps(s->a[k][0]) : _mm512_maskz_loadu_ps(m, s->a[k] + i);
+}
+
+/* v[j] = step s of v[j] at elements i + 16 j, for j < nv (nv <= SEQ_V;
+ * the last vector under mask m): one switch per strip and the operand's
+ * kind (uniform or a tile, which side) decided once per strip; each case
+ * is the lane code of kiln_tile_eval_avx512 / vmath's kernels. */
+#define SEQ_EACH(...)                                                  \
+  for (int j = 0; j < nv; j++) {                                       \
+    __mmask16 mj = j == nv - 1 ? m : (__mmask16)0xffff;                \
+    (void)mj;                                                          \
+    __VA_ARGS__;                                                       \
+  }
+#define SEQ_BIN(F)                                                                         \
+  do {                                                                                     \
+    int k = 1 - s->pos;                                                                    \
+    if (s->uniform[k]) {                                                                   \
+      const __m512 o = _mm512_set1_ps(s->a[k][0]);                                         \
+      if (k == 1) SEQ_EACH(v[j] = F(v[j], o)) else SEQ_EACH(v[j] = F(o, v[j]))             \
+    } else {                                                                               \
+      const float *p = s->a[k] + i;                                                        \
+      if (k == 1) SEQ_EACH(v[j] = F(v[j], _mm512_maskz_loadu_ps(mj, p + 16 * j)))          \
+      else SEQ_EACH(v[j] = F(_mm512_maskz_loadu_ps(mj, p + 16 * j), v[j]))                 \
+    }                                                                                      \
+  } while (0)
+static inline __attribute__((always_inline)) void seq_step(const kiln_tile_seq_step *s, __m512 *v, int nv, int i,
+                                                           __mmask16 m) {
+  const __m512 zero = _mm512_setzero_ps();
+  switch (s->op.op) {
+  case KILN_FUSE_ADD: SEQ_BIN(_mm512_add_ps); break;
+  case KILN_FUSE_SUB: SEQ_BIN(_mm512_sub_ps); break;
+  case KILN_FUSE_MUL: SEQ_BIN(_mm512_mul_ps); break;
+  case KILN_FUSE_DIV: SEQ_BIN(_mm512_div_ps); break;
+  case KILN_FUSE_MIN: SEQ_BIN(min_nan); break;
+  case KILN_FUSE_MAX: SEQ_BIN(max_nan); break;
+  case KILN_FUSE_RELU:
+    SEQ_EACH(v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], zero, _CMP_LT_OQ), v[j], zero));
+    break;
+  case KILN_FUSE_CLIP: /* the value is argument 0 (kiln_tile_bind) */
+    if (s->uniform[1] && s->uniform[2]) {
+      const __m512 lo = _mm512_set1_ps(s->a[1][0]), hi = _mm512_set1_ps(s->a[2][0]);
+      SEQ_EACH({
+        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], lo, _CMP_LT_OQ), v[j], lo);
+        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], hi, _CMP_GT_OQ), v[j], hi);
+      });
+    } else {
+      SEQ_EACH({
+        __m512 lo = seq_arg(s, 1, i + 16 * j, mj), hi = seq_arg(s, 2, i + 16 * j, mj);
+        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], lo, _CMP_LT_OQ), v[j], lo);
+        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], hi, _CMP_GT_OQ), v[j], hi);
+      });
+    }
+    break;
+  case KILN_FUSE_SIGMOID: SEQ_EACH(v[j] = sigmoid16(v[j])); break;
+  case KILN_FUSE_TANH: SEQ_EACH(v[j] = tanh16(v[j])); break;
+  case KILN_FUSE_EXP: SEQ_EACH(v[j] = exp16(v[j])); break;
+  case KILN_FUSE_ERF: SEQ_EACH(v[j] = erf16(v[j])); break;
+  default: break; /* kiln_tile_seq_op refuses every other op */
+  }
+}
+#undef SEQ_BIN
+#undef SEQ_EACH
+
+/* Elements [i, i + c) of run q into y, c <= 16, under a mask. */
+static void seq_part(const kiln_tile_seq *q, int i, int c, float *y) {
+  __mmask16 m = (__mmask16)((1u << c) - 1u);
+  __m512 v[1] = {_mm512_maskz_loadu_ps(m, q->x + i)};
+  for (int k = 0; k < q->n; k++) seq_step(&q->s[k], v, 1, i, m);
+  _mm512_mask_storeu_ps(y + i, m, v[0]);
+}
+
+void kiln_tile_seq_avx512(const kiln_tile_seq *q, int n, float *y) {
+  int i = 0;
+  for (; i + 16 * SEQ_V <= n; i += 16 * SEQ_V) {
+    __m512 v[SEQ_V];
+    for (int j = 0; j < SEQ_V; j++) v[j] = _mm512_loadu_ps(q->x + i + 16 * j);
+    for (int k = 0; k < q->n; k++) seq_step(&q->s[k], v, SEQ_V, i, 0xffff);
+    for (int j = 0; j < SEQ_V; j++) _mm512_storeu_ps(y + i + 16 * j, v[j]);
+  }
+  for (; i < n; i += 16) seq_part(q, i, n - i < 16 ? n - i : 16, y); /* the tail, a vector at a time */
 }
 
 /* dst[i] = s[4 i]: per 16 outputs, four loads of 16 and three permutes.

@@ -785,15 +785,211 @@ static void test_twins(void) {
 #endif
 }
 
+/* ---- linear runs in one pass (tile.h kiln_tile_seq) ---- */
+
+/* a and b hold the same bits where not both NaN. */
+static bool same_bits_nan(const float *a, const float *b, int n) {
+  for (int i = 0; i < n; i++)
+    if (!(isnan(a[i]) && isnan(b[i])) && memcmp(&a[i], &b[i], sizeof *a)) return false;
+  return true;
+}
+
+/* Random runs of every step kind kiln_tile_seq_op takes (value so far on
+ * either side, operands uniform or tiles, NaN / ±0 / ±inf / denormals
+ * among them) at lengths around the strip (64) and the vector (16):
+ * kiln_tile_seq_avx512 against the same steps one by one through
+ * kiln_tile_eval_avx512 (what the executor ran before), also in place over
+ * its input, and against its twin kiln_tile_seq_base: bit for bit, with
+ * any NaN equal to any NaN — where two NaNs meet in an add or a multiply
+ * the compiler's operand order picks the one that comes out, in either
+ * path, and vmath's NaN payloads may differ from the twin's. */
+static void test_seq_kernel(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  static const int ops[] = {KILN_FUSE_ADD,  KILN_FUSE_SUB,     KILN_FUSE_MUL,  KILN_FUSE_DIV,
+                            KILN_FUSE_MIN,  KILN_FUSE_MAX,     KILN_FUSE_RELU, KILN_FUSE_CLIP,
+                            KILN_FUSE_TANH, KILN_FUSE_SIGMOID, KILN_FUSE_EXP,  KILN_FUSE_ERF};
+  enum { M = 600, NOPS = sizeof ops / sizeof *ops };
+  for (int k = 0; k < NOPS; k++) CHECK(kiln_tile_seq_op(ops[k]), "op %d may be a step of a run", ops[k]);
+  CHECK(!kiln_tile_seq_op(KILN_FUSE_SQRT) && !kiln_tile_seq_op(KILN_FUSE_WHERE), "sqrt and where are not steps");
+  if (!kiln_vm_cpu_has_avx512()) {
+    if (verbose) printf("  (no AVX-512F here: the runs' vector pass is not checked)\n");
+    return;
+  }
+  static float in[3][M + 1], uni[3 * KILN_TILE_SEQ_MAX], ubuf[3][M + 1], r0[M + 1], y1[M + 1], y2[M + 1], y3[M + 1];
+  const float special[] = {NAN, -NAN, 0.0f, -0.0f, INFINITY, -INFINITY, 1e-40f, -1e-40f, 1.0f, -1.0f};
+  unsigned r = 777;
+#define NEXT() (r = r * 1103515245u + 12345u, r >> 8)
+  for (int t = 0; t < 3; t++)
+    for (int i = 0; i <= M; i++)
+      in[t][i] = i % (7 + t) == 0 ? special[NEXT() % 10] : (float)((int)(NEXT() % 2001) - 1000) / 250.0f;
+  const int lens[] = {1, 7, 15, 16, 17, 63, 64, 65, 100, 512, M};
+  int bad_op = 0, bad_twin = 0, bad_inplace = 0, runs = 0;
+  for (int trial = 0; trial < 200; trial++) {
+    kiln_tile_seq q;
+    memset(&q, 0, sizeof q);
+    q.n = trial == 0 ? KILN_TILE_SEQ_MAX : 1 + (int)(NEXT() % 8);
+    int off = (int)(NEXT() % 2);
+    q.x = in[NEXT() % 3] + off;
+    for (int k = 0; k < q.n; k++) {
+      kiln_tile_seq_step *st = &q.s[k];
+      int op = ops[NEXT() % NOPS];
+      st->op = (kiln_tile_op){op, {0, 0, 0}, 0};
+      bool unary = op == KILN_FUSE_RELU || op == KILN_FUSE_TANH || op == KILN_FUSE_SIGMOID || op == KILN_FUSE_EXP ||
+                   op == KILN_FUSE_ERF;
+      st->n_args = op == KILN_FUSE_CLIP ? 3 : unary ? 1 : 2;
+      st->pos = st->n_args == 2 ? (int)(NEXT() % 2) : 0;
+      for (int j = 0; j < st->n_args; j++) {
+        if (j == st->pos) continue;
+        st->uniform[j] = NEXT() % 3 == 0;
+        if (st->uniform[j]) {
+          float *u = &uni[3 * k + j];
+          *u = NEXT() % 4 == 0 ? special[NEXT() % 10] : (float)((int)(NEXT() % 201) - 100) / 50.0f;
+          st->a[j] = u;
+        } else {
+          st->a[j] = in[NEXT() % 3] + off;
+        }
+      }
+    }
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+      int n = lens[li] - (lens[li] == M ? off : 0);
+      memcpy(r0, q.x, sizeof *r0 * (size_t)n); /* the steps one by one */
+      for (int k = 0; k < q.n; k++) {
+        const kiln_tile_seq_step *st = &q.s[k];
+        const float *arg[3] = {NULL, NULL, NULL};
+        for (int j = 0; j < st->n_args; j++) {
+          if (j == st->pos) {
+            arg[j] = r0;
+          } else if (st->uniform[j]) {
+            for (int i = 0; i < n; i++) ubuf[j][i] = st->a[j][0];
+            arg[j] = ubuf[j];
+          } else {
+            arg[j] = st->a[j];
+          }
+        }
+        kiln_tile_eval_avx512(&st->op, n, arg[0], arg[1], arg[2], r0);
+      }
+      memset(y1, 0x5a, sizeof y1);
+      kiln_tile_seq_avx512(&q, n, y1);
+      const unsigned char pat[sizeof(float)] = {0x5a, 0x5a, 0x5a, 0x5a};
+      bad_op += !same_bits_nan(r0, y1, n) || memcmp(&y1[n], pat, sizeof pat) != 0; /* nothing past n */
+      kiln_tile_seq_base(&q, n, y2);
+      bad_twin += !same_bits_nan(y1, y2, n);
+      kiln_tile_seq qi = q; /* in place over its input */
+      memcpy(y3, q.x, sizeof *y3 * (size_t)n);
+      qi.x = y3;
+      kiln_tile_seq_avx512(&qi, n, y3);
+      bad_inplace += !same_bits_nan(r0, y3, n);
+      runs++;
+    }
+  }
+#undef NEXT
+  CHECK(bad_op == 0 && runs > 0, "runs in one pass vs their steps one by one (AVX-512): %d of %d differ", bad_op, runs);
+  CHECK(bad_inplace == 0, "runs in one pass in place over their input: %d of %d differ", bad_inplace, runs);
+  CHECK(bad_twin == 0, "runs in one pass vs the scalar twin: %d of %d differ (NaN = NaN)", bad_twin, runs);
+#endif
+}
+
+/* The bench's chain (Mul, Add + bias row, Sigmoid, Mul, Tanh, Clip, Add,
+ * Relu) on [3, KILN_TILE_N + 37]; `leak` also makes the Sigmoid·y Mul a
+ * graph output (a stored value ends its run). */
+static kiln_graph *seq_graph(bool leak) {
+  enum { W = KILN_TILE_N + 37 };
+  kiln_graph *g = new_graph(17);
+  input(g, "x", KILN_F32, 2, (const int64_t[]){3, W});
+  gb_cst(g, "scale", 0, NULL, (const double[]){1.5}, 0);
+  gb_cst(g, "bias", 1, (const int64_t[]){W}, NULL, -0.5);
+  gb_cst(g, "lo", 0, NULL, (const double[]){-0.5}, 0);
+  gb_cst(g, "hi", 0, NULL, (const double[]){0.75}, 0);
+  gb_add(g, "Mul", "x scale", "y1");
+  gb_add(g, "Add", "y1 bias", "y2");
+  gb_add(g, "Sigmoid", "y2", "s");
+  gb_add(g, "Mul", "y2 s", "y4");
+  gb_add(g, "Tanh", "y4", "y5");
+  gb_add(g, "Clip", "y5 lo hi", "y6");
+  gb_add(g, "Add", "y6 x", "y7");
+  gb_add(g, "Relu", "y7", "y");
+  output(g, "y");
+  if (leak) output(g, "y4");
+  return g;
+}
+
+/* The chain through the oracle (check_graph), then its tile step with the
+ * runs found (three: Mul Add | Sigmoid Mul | Tanh Clip Add Relu, two heavy
+ * ops never in one run) against the same program with none, bit for bit,
+ * under each ISA and split into odd ranges. */
+static void test_seq(void) {
+  for (int leak = 0; leak < 2; leak++) {
+    char what[64];
+    snprintf(what, sizeof what, "linear runs%s", leak ? " (a stored value inside)" : "");
+    kiln_graph *g = seq_graph(leak);
+    CHECK(check_graph(what, g, 1) == 1, "%s: one tile step", what);
+    kiln_shapes *sh = NULL;
+    kiln_fuse_ctx *c = NULL;
+    kiln_schedule *s = NULL;
+    kiln_fuse_plan *fp = NULL;
+    kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
+    CHECK(!st, "%s: fusing", what);
+    kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
+    kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+    for (int v = 0; v < g->n_values; v++) {
+      const kiln_tensor *t = g->values[v].init;
+      if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
+    }
+    for (int i = 0; ins && i < g->n_inputs; i++)
+      kiln_tensor_wrap(&vals[g->inputs[i]], ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].numel, ins[i].data);
+    int steps = 0;
+    for (int i = 0; !st && i < s->n_steps; i++) {
+      kiln_fuse_spec *sp = fp->spec[i];
+      kiln_tile_prog *tp = NULL;
+      char why[200];
+      if (!sp || kiln_fuse_spec_bind(sp, NULL, 0) || kiln_tile_compile(sp, &tp, why, sizeof why)) continue;
+      steps++;
+      kiln_tensor one[64], each[64];
+      memset(one, 0, sizeof one), memset(each, 0, sizeof each);
+      for (int isa = 0; isa < KILN_VM_NISA; isa++) {
+        if (isa == KILN_VM_ISA_AVX2 && !kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2)) continue;
+        const int64_t chunks[] = {0, 7, KILN_TILE_N + 3};
+        for (size_t ch = 0; ch < sizeof chunks / sizeof *chunks; ch++) {
+          kiln_status a = run_tile(sp, tp, vals, one, chunks[ch], (kiln_vm_isa)isa);
+          int found = kiln_tile_seq_runs(tp);
+          kiln_tile_seq_enable(false);
+          kiln_status b = a ? a : run_tile(sp, tp, vals, each, chunks[ch], (kiln_vm_isa)isa);
+          int none = kiln_tile_seq_runs(tp);
+          kiln_tile_seq_enable(true);
+          CHECK(!a && !b, "%s: running (%s)", what, a || b ? kiln_last_error() : "");
+          CHECK(found == 3 && none == 0, "%s: %d run(s) found (%d when off)", what, found, none);
+          for (int k = 0; k < sp->n_store && !a && !b; k++)
+            CHECK(!memcmp(one[k].data, each[k].data, kiln_tensor_bytes(&each[k])),
+                  "%s: store %d (%s, chunk %lld): the runs' bits differ from their ops'", what, k,
+                  kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch]);
+        }
+      }
+      for (int k = 0; k < 64; k++) kiln_tensor_release(&one[k]), kiln_tensor_release(&each[k]);
+      kiln_tile_free(tp);
+    }
+    CHECK(steps == 1, "%s: %d tile step(s)", what, steps);
+    for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
+    free(vals);
+    free_tensors(ins, g->n_inputs);
+    kiln_fuse_plan_free(fp);
+    kiln_schedule_free(s);
+    kiln_fuse_ctx_free(c);
+    kiln_shapes_free(sh);
+    kiln_graph_free(g);
+  }
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-v")) verbose = 1;
   test_twins();
+  test_seq_kernel();
   test_chains();
   test_views();
   test_random();
   test_plan();
   test_gelu(); /* last: its draws of rnd() would change the random chains above */
+  test_seq();
   printf("unit_cpu_tile: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
