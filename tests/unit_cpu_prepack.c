@@ -13,7 +13,9 @@
  * 3. The same for B packed once (kiln_sgemm_wide_pack_b / kiln_sgemm_wide_pb,
  *    kiln_cpu_gemm_prepack): the GEMM on awkward sizes (N past one NC
  *    block, beta), and MatMul / Gemm nodes run with and without the pack
- *    (a Gemm with alpha 0.5 packs per call: the pack made, not read).
+ *    (a Gemm with alpha 0.5 packs per call: the pack made, not read). A
+ *    bias row added in the store (kiln_sgemm_wide_pb_cb) equals the GEMM
+ *    then the bias pass (test_gemm_cb).
  * 4. The direct convolution (conv.c, stride 1, no im2col): its AVX-512
  *    kernel equals the GEMM path (kiln_conv_direct_force 0) and its scalar
  *    twin (force 2) bit for bit, with and without a pack, bias, a clamp
@@ -148,6 +150,45 @@ static void test_gemm_b(void) {
       for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
         for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
           gemm_case_b(micro, v ? "avx512" : "base", Ms[a], Ns[b], Ks[c]);
+  }
+}
+
+/* A bias row added in the store (kiln_sgemm_wide_pb_cb, a MatMul + bias
+ * epilogue) equals the GEMM from the same B pack followed by a pass
+ * y = y + bias[c], bit for bit: A in place (lda not a multiple of 512, the
+ * direct path) and from a pack, M and N tails, K in 1-3 KC slices, with
+ * the twin and, where usable, the AVX-512 kernel; each row's columns past
+ * N (ldc wider than N) untouched. */
+static void gemm_case_cb(kiln_sgemm_micro_fn micro, const char *mname, int64_t M, int64_t N, int64_t K, bool packed) {
+  int64_t lda = K + 3, ldc = N + 5;
+  float *A = rand_buf(M * lda), *B = rand_buf(K * N), *bias = rand_buf(N);
+  float *C1 = malloc((size_t)(M * ldc) * sizeof(float)), *C2 = malloc((size_t)(M * ldc) * sizeof(float));
+  float *pk = malloc((size_t)kiln_sgemm_wide_pack_b_floats(K, N) * sizeof(float));
+  float *ap = packed ? malloc((size_t)kiln_sgemm_wide_pack_a_floats(M, K) * sizeof(float)) : NULL;
+  for (int64_t i = 0; i < M * ldc; i++) C1[i] = C2[i] = frand();
+  bias[0] = -0.0f;
+  kiln_sgemm_wide_pack_b(B, N, K, N, pk);
+  if (ap) kiln_sgemm_wide_pack_a(A, lda, M, K, ap);
+  kiln_status s1 = kiln_sgemm_wide_pb(micro, M, N, K, A, lda, ap, pk, 0.0f, C1, ldc);
+  for (int64_t r = 0; r < M; r++)
+    for (int64_t c = 0; c < N; c++) C1[r * ldc + c] = C1[r * ldc + c] + bias[c];
+  kiln_status s2 = kiln_sgemm_wide_pb_cb(micro, M, N, K, A, lda, ap, pk, C2, ldc, bias);
+  CHECK(!s1 && !s2 && !memcmp(C1, C2, (size_t)(M * ldc) * sizeof(float)),
+        "wide GEMM + bias row (%s, A %s) M %lld N %lld K %lld: differs from the GEMM then the bias pass", mname,
+        packed ? "packed" : "in place", (long long)M, (long long)N, (long long)K);
+  free(A), free(B), free(bias), free(C1), free(C2), free(pk), free(ap);
+}
+
+static void test_gemm_cb(void) {
+  static const int64_t Ms[] = {5, 12, 13, 128, 205}, Ns[] = {1, 31, 33, 256}, Ks[] = {1, 64, 257, 600};
+  for (int v = 0; v < 2; v++) {
+    kiln_sgemm_micro_fn micro = v ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base;
+    if (v && !kiln_la_cpu_has_avx512()) continue;
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+      for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
+          for (int packed = 0; packed < 2; packed++)
+            gemm_case_cb(micro, v ? "avx512" : "base", Ms[a], Ns[b], Ks[c], packed);
   }
 }
 
@@ -447,7 +488,7 @@ static void direct_case_run(const direct_case *dc) {
       count_ep cnt[3];
       kiln_status st[3];
       for (int mode = 0; mode < 3; mode++) {
-        kiln_cpu_epilogue ep = {count_apply, &cnt[mode], e == 1, -0.5f, 0.75f};
+        kiln_cpu_epilogue ep = {count_apply, &cnt[mode], e == 1, -0.5f, 0.75f, NULL, 0};
         memset(&cnt[mode], 0, sizeof cnt[mode]);
         kiln_conv_direct_force(mode);
         st[mode] = run_conv_ep(&g, &x, &w, &b, &y[mode], e ? &ep : NULL);
@@ -705,7 +746,7 @@ static void pwt_case_run(const pwt_case *pc) {
     kiln_status st[4];
     for (int mi = 0; mi < 4; mi++) {
       count_ep cnt = {0};
-      kiln_cpu_epilogue ep = {count_apply, &cnt, e == 1, -0.5f, 0.75f};
+      kiln_cpu_epilogue ep = {count_apply, &cnt, e == 1, -0.5f, 0.75f, NULL, 0};
       kiln_conv_pwt_force(modes[mi]);
       st[mi] = run_conv_ep(&g, &x, &w, &b, &y[mi], e ? &ep : NULL);
       if (!st[mi] && e == 2) { /* every element passed to apply exactly once */
@@ -914,6 +955,7 @@ int main(void) {
          kiln_sgemm_pack_reader() ? "read (AVX-512)" : "not read here (base setting, OpenBLAS or no AVX-512F)");
   test_gemm();
   test_gemm_b();
+  test_gemm_cb();
   test_conv();
   test_gemm_nodes();
   test_direct();
