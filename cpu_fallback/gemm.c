@@ -109,7 +109,9 @@ static kiln_status gemm_panels(bool ta, bool tb, int64_t rows, int64_t N, int64_
      values, no pass over Y) */
   kiln_sgemm_micro_fn wide = kiln_sgemm_pack_reader();
   bool cbias = ep && ep->col_bias && ep->col_bias_n == N, cscale = ep && ep->scaled;
-  if (wide && !fill && alpha == 1.0f && N > 0 && (cbias || cscale)) {
+  /* not for at most KILN_SGEMM_ROWS_MAX rows: the few-rows kernel (B in
+     place) and the pass beat the wide tiles there (see above) */
+  if (wide && !fill && alpha == 1.0f && N > 0 && rows > KILN_SGEMM_ROWS_MAX && (cbias || cscale)) {
     const float *cb = cbias ? ep->col_bias : NULL;
     float sc = cscale ? ep->scale : 1.0f;
     return bpack ? kiln_sgemm_wide_pb_cb(micro, rows, N, K, A, lda, NULL, bpack, Y, N, cb, sc)

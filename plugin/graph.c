@@ -614,6 +614,14 @@ static kiln_graph_handle **owed;
 static int n_owed_cap;
 static atomic_int n_owed;
 
+/* The list's storage at unload (every owed wake is paid by then: a
+ * graph's release pays them). */
+__attribute__((destructor)) static void owed_free(void) {
+  kiln_free(owed);
+  owed = NULL;
+  n_owed_cap = 0;
+}
+
 /* Under h->mu with a pin held for the entry: adds h to the owed wakes;
  * false when the list cannot grow. */
 static bool owe_wake(kiln_graph_handle *h) {
