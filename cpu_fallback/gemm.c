@@ -104,6 +104,19 @@ static kiln_status gemm_panels(bool ta, bool tb, int64_t rows, int64_t N, int64_
      12 x 32 tiles, one fma chain per accumulator, GEMM_CONV.md) */
   kiln_sgemm_micro_fn micro = tb || ta || alpha != 1.0f ? NULL : kiln_sgemm_pack_reader();
   const float *bpack = micro && rows > KILN_SGEMM_ROWS_MAX ? kiln_cpu_gemm_pack_find(B, K, N, ldb) : NULL;
+  /* the epilogue exactly a bias row as wide as Y, or exactly a scale: done
+     in the wide GEMM's store (sgemm.h kiln_sgemm_wide_pb_cb / _cb; the same
+     values, no pass over Y) */
+  kiln_sgemm_micro_fn wide = kiln_sgemm_pack_reader();
+  bool cbias = ep && ep->col_bias && ep->col_bias_n == N, cscale = ep && ep->scaled;
+  /* not for at most KILN_SGEMM_ROWS_MAX rows: the few-rows kernel (B in
+     place) and the pass beat the wide tiles there (see above) */
+  if (wide && !fill && alpha == 1.0f && N > 0 && rows > KILN_SGEMM_ROWS_MAX && (cbias || cscale)) {
+    const float *cb = cbias ? ep->col_bias : NULL;
+    float sc = cscale ? ep->scale : 1.0f;
+    return bpack ? kiln_sgemm_wide_pb_cb(micro, rows, N, K, A, lda, NULL, bpack, Y, N, cb, sc)
+                 : kiln_sgemm_wide_cb(wide, ta, tb, rows, N, K, A, lda, B, ldb, Y, N, cb, sc);
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += pr) {
     int64_t r = rows - r0 < pr ? rows - r0 : pr;
     float *y = Y + r0 * N;

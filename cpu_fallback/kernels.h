@@ -41,6 +41,17 @@ typedef struct kiln_cpu_epilogue {
    * values. kiln_cpu_clamp does it. */
   bool clamp;
   float lo, hi;
+  /* col_bias: the epilogue is exactly y[f] = y[f] + col_bias[f % col_bias_n]
+   * (a MatMul's bias row over the last dim; kiln_tile_col_bias). A GEMM
+   * whose rows are col_bias_n wide may add it in its store instead of
+   * calling apply: the same values. NULL: not so. */
+  const float *col_bias;
+  int64_t col_bias_n;
+  /* scaled: the epilogue is exactly y[f] = y[f] * scale (the attention
+   * scores' 1/sqrt(d) as a Mul; kiln_tile_scale). A GEMM may multiply in
+   * its store instead of calling apply: the same values. */
+  bool scaled;
+  float scale;
 } kiln_cpu_epilogue;
 
 /* y[i] = clip(y[i] + *bias, lo, hi) for i < n, with the rules above

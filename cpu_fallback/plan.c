@@ -1605,8 +1605,10 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   if (!s && sp->anchor >= 0) {
     int target = kiln_tile_anchor_target(tp);
     ep_ctx c = {tp, out, esize, sp->n_store, target, isa, 0, ob, &ob_mu};
-    kiln_cpu_epilogue ep = {ep_apply, &c, false, 0.0f, 0.0f};
+    kiln_cpu_epilogue ep = {ep_apply, &c, false, 0.0f, 0.0f, NULL, 0, false, 0.0f};
     ep.clamp = !ob && kiln_tile_clamp(tp, &ep.lo, &ep.hi); /* observed runs fold tile by tile: apply */
+    if (!ob && !kiln_tile_col_bias(tp, &ep.col_bias, &ep.col_bias_n)) ep.col_bias = NULL;
+    ep.scaled = !ob && kiln_tile_scale(tp, &ep.scale);
     anchor_io ax = {out[target], esize[target] * (size_t)sp->numel, &ep, false};
     /* the anchor's value may be a store on the heap: run_kernel rebinds its
        slot to the same memory, the slot keeps owning it */

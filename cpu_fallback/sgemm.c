@@ -316,6 +316,10 @@ typedef struct wide_job {
   const kiln_sgemm_post *post; /* at the last KC slice of each tile, or NULL */
   kiln_sgemm_micro_post_fn micro_post;
   kiln_sgemm_micro_a_fn micro_a; /* A read in place (no pack), or NULL */
+  const float *cbias;            /* a bias row added at each tile's last KC slice (micro_cb), or NULL */
+  float cscale;                  /* a scale applied there first (1: none) */
+  bool cpost;                    /* cbias or cscale: micro_cb at the last slice */
+  kiln_sgemm_micro_cb_fn micro_cb;
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -338,7 +342,10 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
             float *c = w->C + (ic + i) * w->ldc + jc + j;
             int mr = (int)(mc - i < WMR ? mc - i : WMR), nr = (int)(nc - j < WNR ? nc - j : WNR);
-            if (w->micro_a)
+            if (w->cpost && p0 + kc == w->K)
+              w->micro_cb(kc, w->micro_a ? NULL : apk + i * kc, w->micro_a ? w->A + (ic + i) * w->lda + p0 : NULL,
+                          w->lda, bpk + j * kc, b, c, w->ldc, mr, nr, w->cbias ? w->cbias + jc + j : NULL, w->cscale);
+            else if (w->micro_a)
               w->micro_a(kc, w->A + (ic + i) * w->lda + p0, w->lda, bpk + j * kc, b, c, w->ldc, mr, nr);
             else if (w->post && p0 + kc == w->K)
               w->micro_post(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr,
@@ -360,23 +367,24 @@ static void wide_task(void *ctx, int64_t t, int worker) {
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post);
+                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post,
+                            const float *cbias, float cscale);
 
 kiln_status kiln_sgemm_wide(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc) {
-  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL, NULL);
+  return wide_run(micro, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL, NULL, NULL, 1.0f);
 }
 
 kiln_status kiln_sgemm_wide_pa(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *apack,
                                const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL, NULL);
+  return wide_run(micro, false, false, M, N, K, 1.0f, NULL, K, B, ldb, beta, C, ldc, apack, NULL, NULL, NULL, 1.0f);
 }
 
 kiln_status kiln_sgemm_wide_post(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                  int64_t lda, const float *apack, const float *B, int64_t ldb, const float *bpack,
                                  float beta, float *C, int64_t ldc, const kiln_sgemm_post *post) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, apack, bpack, post);
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc, apack, bpack, post, NULL, 1.0f);
 }
 
 void kiln_sgemm_post_base(float *C, int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
@@ -518,7 +526,33 @@ kiln_conv_direct_fn kiln_conv_direct_micro(void) {
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc) {
-  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack, NULL);
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, beta, C, ldc, apack, bpack, NULL, NULL, 1.0f);
+}
+
+kiln_status kiln_sgemm_wide_pb_cb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                                  int64_t lda, const float *apack, const float *bpack, float *C, int64_t ldc,
+                                  const float *cbias, float scale) {
+  return wide_run(micro, false, false, M, N, K, 1.0f, A, lda, NULL, N, 0.0f, C, ldc, apack, bpack, NULL, cbias,
+                  scale);
+}
+
+kiln_status kiln_sgemm_wide_cb(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                               const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                               const float *cbias, float scale) {
+  return wide_run(micro, transA, transB, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc, NULL, NULL, NULL, cbias, scale);
+}
+
+void kiln_sgemm_micro_cb_base(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
+                              float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale) {
+  if (A) kiln_sgemm_micro_a_base(kc, A, lda, bp, beta, C, ldc, mr, nr);
+  else kiln_sgemm_micro_wide_base(kc, ap, bp, beta, C, ldc, mr, nr);
+  for (int r = 0; r < mr; r++)
+    for (int c = 0; c < nr; c++) {
+      float v = C[r * ldc + c];
+      if (scale != 1.0f) v = v * scale;
+      if (cbias) v = v + cbias[c];
+      C[r * ldc + c] = v;
+    }
 }
 
 int64_t kiln_sgemm_wide_pack_b_floats(int64_t K, int64_t N) { return (N + WNR - 1) / WNR * WNR * K; }
@@ -594,14 +628,16 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post) {
+                            int64_t ldc, const float *apack, const float *bpack, const kiln_sgemm_post *post,
+                            const float *cbias, float cscale) {
   if (M <= 0 || N <= 0) return KILN_OK;
   if (K <= 0) {
     for (int64_t i = 0; i < M; i++)
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0.0f : beta * C[i * ldc + j];
     return KILN_OK;
   }
-  if (!apack && !bpack && !post && !transB && M <= KILN_SGEMM_ROWS_MAX) {
+  bool cpost = cbias || cscale != 1.0f;
+  if (!apack && !bpack && !post && !cpost && !transB && M <= KILN_SGEMM_ROWS_MAX) {
     kiln_sgemm_rows_fn rows = micro == kiln_sgemm_micro_wide_base ? kiln_sgemm_rows_base : NULL;
 #ifdef KILN_LA_HAVE_AVX512
     if (micro == kiln_sgemm_micro_wide_avx512) rows = kiln_sgemm_rows_avx512;
@@ -610,7 +646,14 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
                 kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR, post,
-                kiln_sgemm_micro_post_base, NULL};
+                kiln_sgemm_micro_post_base, NULL, cbias, cscale, cpost, kiln_sgemm_micro_cb_base};
+  if (cpost && micro != kiln_sgemm_micro_wide_base) {
+    w.micro_cb = NULL;
+#ifdef KILN_LA_HAVE_AVX512
+    if (micro == kiln_sgemm_micro_wide_avx512) w.micro_cb = kiln_sgemm_micro_cb_avx512;
+#endif
+    if (!w.micro_cb) return kiln_fail(KILN_E_INTERNAL, "wide GEMM: no scale/bias-row micro-kernel for this micro-kernel");
+  }
   /* A row-major, alpha 1, not packed ahead, at most 2 MiB (activations,
      not weights streamed from memory), at most 512 columns of C (a pack
      read by at most 16 column strips: wider, the pack is cheap beside the

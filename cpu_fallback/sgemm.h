@@ -156,6 +156,35 @@ void kiln_sgemm_wide_pack_b(const float *B, int64_t ldb, int64_t K, int64_t N, f
 kiln_status kiln_sgemm_wide_pb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
                                int64_t lda, const float *apack, const float *bpack, float beta, float *C,
                                int64_t ldc);
+/* A MatMul's epilogue in the store (gemm.c, when the epilogue is exactly
+ * y * scale or y + bias[column]): the micro-kernel of a tile's last KC
+ * slice that, right after the beta step, multiplies by scale (unless it is
+ * 1) and then adds cbias[c] to column c (unless cbias is NULL), A from its
+ * packed strip ap or, when A is not NULL, read in place (row r at A + r·lda,
+ * as kiln_sgemm_micro_a_fn). Each is one rounding of the stored value: the
+ * bits of the store followed by a pass y = y * scale, then y = y + bias[c].
+ * The base one is the twin's store, then those passes. */
+typedef void (*kiln_sgemm_micro_cb_fn)(int64_t kc, const float *ap, const float *A, int64_t lda,
+                                       const float *restrict bp, float beta, float *C, int64_t ldc, int mr, int nr,
+                                       const float *cbias, float scale);
+void kiln_sgemm_micro_cb_base(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
+                              float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale);
+/* Only callable where kiln_la_cpu_has_avx512() is true. */
+void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
+                                float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale);
+/* C = (A · bpack) * scale + cbias (a row of N floats added to every row,
+ * or NULL; beta 0), B from a pack as kiln_sgemm_wide_pb, A row-major (lda)
+ * or from apack; scale and bias applied in the store of each tile's last KC
+ * slice. micro is the twin or the AVX-512 kernel (KILN_E_INTERNAL
+ * otherwise). The same bits as kiln_sgemm_wide_pb then the passes above. */
+kiln_status kiln_sgemm_wide_pb_cb(kiln_sgemm_micro_fn micro, int64_t M, int64_t N, int64_t K, const float *A,
+                                  int64_t lda, const float *apack, const float *bpack, float *C, int64_t ldc,
+                                  const float *cbias, float scale);
+/* The same with B not packed ahead (op(A), op(B) as kiln_sgemm_wide, alpha
+ * 1): the attention scores' scaled product (a transposed K). */
+kiln_status kiln_sgemm_wide_cb(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                               const float *A, int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                               const float *cbias, float scale);
 /* What the wide GEMM may do to each 12 x 32 tile of C right after its last
  * KC slice, while the tile is in L1 (Conv's bias and a Relu/Clip epilogue,
  * instead of a pass over the output): y = C + bias[row] (bias NULL: no

@@ -23,7 +23,8 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
                                                               const float *restrict bp, const int64_t *boff,
                                                               int64_t bhi, float beta, float *C,
                                                               int64_t ldc, int mr, int nr, bool post,
-                                                              const float *bias, bool clamp, float lo, float hi) {
+                                                              const float *bias, bool clamp, float lo, float hi,
+                                                              const float *cbias, float cscale) {
   __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a;
   __m512 c4a = c0a, c4b = c0a, c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
   __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
@@ -60,12 +61,25 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
                                        {c6a, c6b}, {c7a, c7b}, {c8a, c8b}, {c9a, c9b}, {cAa, cAb}, {cBa, cBb}};
   __mmask16 m0 = mask_of(nr), m1 = mask_of(nr - 16);
   __m512 vb = _mm512_set1_ps(beta), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  __m512 cb0 = _mm512_setzero_ps(), cb1 = cb0, vsc = _mm512_set1_ps(cscale);
+  if (cbias) { /* a bias row (kiln_sgemm_micro_cb_fn): read up to column nr */
+    cb0 = _mm512_maskz_loadu_ps(m0, cbias);
+    cb1 = _mm512_maskz_loadu_ps(m1, cbias + 16);
+  }
   for (int r = 0; r < mr; r++) {
     float *y = C + r * ldc;
     __m512 l = acc[r][0], h = acc[r][1];
     if (beta != 0) {
       l = _mm512_add_ps(l, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, y)));
       h = _mm512_add_ps(h, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, y + 16)));
+    }
+    if (cscale != 1.0f) { /* kiln_sgemm_micro_cb_fn: the scale, then the bias row */
+      l = _mm512_mul_ps(l, vsc);
+      h = _mm512_mul_ps(h, vsc);
+    }
+    if (cbias) {
+      l = _mm512_add_ps(l, cb0);
+      h = _mm512_add_ps(h, cb1);
     }
     if (post && bias) {
       __m512 vr = _mm512_set1_ps(bias[r]);
@@ -91,7 +105,7 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
                                                          int nr, bool post, const float *bias, bool clamp, float lo,
                                                          float hi, bool pf, bool apf) {
 #define MICRO_R(R, M) \
-  micro_rows(R, M, pf, apf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi)
+  micro_rows(R, M, pf, apf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi, NULL, 1.0f)
   if (boff && nr < KILN_SGEMM_WIDE_NR) { /* the direct conv's last tile of a run: B loads masked at nr */
     if (mr <= 4) MICRO_R(4, true);
     else if (mr <= 8) MICRO_R(8, true);
@@ -157,11 +171,31 @@ void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t 
 void kiln_sgemm_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta,
                                float *C, int64_t ldc, int mr, int nr) {
 #define MICRO_A(R) micro_rows(R, false, false, false, kc, NULL, A, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, \
-                              false, 0.0f, 0.0f)
+                              false, 0.0f, 0.0f, NULL, 1.0f)
   if (mr <= 4) MICRO_A(4);
   else if (mr <= 8) MICRO_A(8);
   else MICRO_A(KILN_SGEMM_WIDE_MR);
 #undef MICRO_A
+}
+
+/* A scale and a bias row in the store (sgemm.h kiln_sgemm_micro_cb_fn): A
+ * in place or packed, the other kernels' fmas, both applied after the beta
+ * step. */
+void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
+                                float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale) {
+#define MICRO_CB(R, AP, AA) \
+  micro_rows(R, false, false, false, kc, AP, AA, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, \
+             0.0f, cbias, scale)
+  if (A) {
+    if (mr <= 4) MICRO_CB(4, NULL, A);
+    else if (mr <= 8) MICRO_CB(8, NULL, A);
+    else MICRO_CB(KILN_SGEMM_WIDE_MR, NULL, A);
+  } else {
+    if (mr <= 4) MICRO_CB(4, ap, NULL);
+    else if (mr <= 8) MICRO_CB(8, ap, NULL);
+    else MICRO_CB(KILN_SGEMM_WIDE_MR, ap, NULL);
+  }
+#undef MICRO_CB
 }
 
 /* The few-rows kernel (sgemm.h kiln_sgemm_rows_fn). Every element gets the

@@ -111,6 +111,18 @@ int kiln_tile_anchor_target(const kiln_tile_prog *tp);
  * blocks itself
  * (kiln_cpu_epilogue.clamp) with the tile ops' rules, the same values. */
 bool kiln_tile_clamp(const kiln_tile_prog *tp, float *lo, float *hi);
+/* For anchor groups, once bound: true when the program is exactly one
+ * float32 store of anchor + a bias row (a float32 run of n elements with
+ * stride 1, the same at every position of the other dims: a MatMul's
+ * bias): element f of the domain gets anchor[f] + bias[f % n]. A kernel
+ * may then add the row in its own store (kiln_cpu_epilogue.col_bias), the
+ * same values. */
+bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n);
+/* For anchor groups, once bound: true when the program is exactly one
+ * float32 store of anchor * s (either order) with s the same at every
+ * element (a constant or a scalar tensor): a kernel may then multiply in
+ * its own store (kiln_cpu_epilogue.scaled), the same values. */
+bool kiln_tile_scale(const kiln_tile_prog *tp, float *s);
 /* True when store k reads accessor a's memory only at the element it
  * writes (every load of a is an identity map of the domain): the store may
  * then go in place over a's value. */

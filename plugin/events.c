@@ -41,6 +41,7 @@ void kiln_event_unref(kiln_event *e) {
   int left = --e->refs;
   pthread_mutex_unlock(&e->mu);
   if (left) return;
+  kiln_free(e->notify); /* empty: each entry's run holds a reference */
   pthread_cond_destroy(&e->cv);
   pthread_mutex_destroy(&e->mu);
   if (e->message != kept_no_memory) kiln_free(e->message);
@@ -56,7 +57,14 @@ bool kiln_event_signal(kiln_event *e, onnxStatus status, const char *message) {
     if (message && *message && !(e->message = kiln_strdup(message))) e->message = kept_no_memory;
     pthread_cond_broadcast(&e->cv);
   }
+  kiln_graph_handle **notify = e->notify;
+  int n = e->n_notify;
+  e->notify = NULL;
+  e->n_notify = e->cap_notify = 0;
   pthread_mutex_unlock(&e->mu);
+  /* after the unlock: a graph's lock is never taken under an event's */
+  for (int i = 0; i < n; i++) kiln_graph_notify(notify[i]);
+  kiln_free(notify);
   return !was;
 }
 

@@ -5,8 +5,10 @@
  * event, so a host may signal its input event after onnxRunGraph returns.
  * A host thread that waits on a run's output event while that run has not
  * started and its input is signalled runs it itself (kiln_graph_wait_run;
- * KILN_RUN_ON_WAIT=0: never). Runs on one graph execute one at a time in
- * submission order. */
+ * KILN_RUN_ON_WAIT=0: never). A run queued behind an unsignalled input
+ * does not wake the worker: the input's signal does (kiln_graph_notify),
+ * so a host that signals and then waits wakes it once, not three times.
+ * Runs on one graph execute one at a time in submission order. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -435,6 +437,8 @@ struct kiln_job {
   kiln_tensor *in_bind;
   kiln_io_out *out_bind;
   void **in_mem; /* per graph input: its device buffer, or NULL */
+  bool parked;   /* queued behind an unsignalled input with the graph on its notify list: the worker leaves it
+                    until the input is signalled (or the graph is released) */
 };
 
 static void job_free(kiln_job *j) {
@@ -536,6 +540,16 @@ static void run_job(kiln_graph_handle *h, kiln_job *j, bool waiter) {
   job_free(j);
 }
 
+static bool input_ready(kiln_event *in);
+
+/* Under h->mu: nothing runs and the next job is one the worker takes now:
+ * its input is signalled or it was not parked (the worker then waits on
+ * the input itself), or the graph is being released. */
+static bool worker_may_take(kiln_graph_handle *h) {
+  const kiln_job *j = h->head;
+  return !h->busy && j && (h->stopping || !j->parked || input_ready(j->input));
+}
+
 /* The worker takes the queued jobs in order. Lock order: h->mu before an
  * event's mu (never the reverse), so the events' references taken here and
  * the input checks of kiln_graph_wait_run cannot deadlock. */
@@ -543,7 +557,7 @@ static void *worker_main(void *arg) {
   kiln_graph_handle *h = arg;
   pthread_mutex_lock(&h->mu);
   for (;;) {
-    while (h->busy || (!h->head && !h->stopping)) pthread_cond_wait(&h->cv, &h->mu);
+    while (!worker_may_take(h) && !(h->stopping && !h->head && !h->busy)) pthread_cond_wait(&h->cv, &h->mu);
     kiln_job *j = h->head;
     if (!j) break; /* stopping and drained */
     h->head = j->next;
@@ -578,11 +592,101 @@ static bool input_ready(kiln_event *in) {
   return r;
 }
 
+/* ---- deferred wakes ----
+ * Waking the worker costs the host more than the hand-off itself: on the
+ * 2-vCPU machine of bench/README.md one wake-up of an idle worker added
+ * ~9 us to a 73 us run on the host thread (the woken vCPU's time counts
+ * against the run even when the host takes the job), and the usual host
+ * waits on the output right after it signals the input. So with
+ * run-on-wait, a run that becomes ready (queued with its input signalled
+ * or absent, or its input signalled later) while no thread waits on its
+ * output does not wake the worker: the graph is put on a process-wide list
+ * of owed wakes, paid (the worker woken if the run is still there) by the
+ * next thread that enters onnxRunGraph, onnxSetIOAndRunGraph,
+ * onnxSignalEvent, onnxGetEventState, onnxWaitEvent (unless it runs that
+ * run itself), onnxReleaseEvent, kilnGetEventStatus or onnxReleaseGraph.
+ * Any thread that looks at a run's state through kiln therefore lets it
+ * proceed; what is given up is overlap for a host that signals, then
+ * works outside kiln, then waits (the run starts at the wait).
+ * KILN_RUN_ON_WAIT=0 keeps the eager worker. Each entry holds a pin. */
+static pthread_mutex_t owed_mu = PTHREAD_MUTEX_INITIALIZER;
+static kiln_graph_handle **owed;
+static int n_owed_cap;
+static atomic_int n_owed;
+
+/* The list's storage at unload (every owed wake is paid by then: a
+ * graph's release pays them). */
+__attribute__((destructor)) static void owed_free(void) {
+  kiln_free(owed);
+  owed = NULL;
+  n_owed_cap = 0;
+}
+
+/* Under h->mu with a pin held for the entry: adds h to the owed wakes;
+ * false when the list cannot grow. */
+static bool owe_wake(kiln_graph_handle *h) {
+  pthread_mutex_lock(&owed_mu);
+  int n = atomic_load(&n_owed);
+  if (n == n_owed_cap) {
+    int cap = n_owed_cap ? 2 * n_owed_cap : 8;
+    kiln_graph_handle **grown = kiln_realloc(owed, (size_t)cap * sizeof *grown);
+    if (grown) {
+      owed = grown;
+      n_owed_cap = cap;
+    }
+  }
+  bool ok = n < n_owed_cap;
+  if (ok) {
+    owed[n] = h;
+    atomic_store(&n_owed, n + 1);
+  }
+  pthread_mutex_unlock(&owed_mu);
+  return ok;
+}
+
+static bool has_waiter(kiln_event *e) {
+  pthread_mutex_lock(&e->mu);
+  bool w = e->waiters > 0;
+  pthread_mutex_unlock(&e->mu);
+  return w;
+}
+
+/* Under h->mu, a pin held: the worker may take the next job now. Wakes it,
+ * or (run-on-wait, nobody waiting on that run's output, not releasing)
+ * owes the wake, the pin passing to the entry. Drops the pin otherwise. */
+static void wake_or_owe(kiln_graph_handle *h) {
+  bool may = worker_may_take(h);
+  if (may && h->run_on_wait && !h->stopping && !has_waiter(h->head->output) && owe_wake(h)) return;
+  atomic_fetch_sub(&h->pins, 1);
+  if (may || h->stopping) pthread_cond_broadcast(&h->cv);
+}
+
+void kiln_graph_pay_wakes(void) {
+  while (atomic_load(&n_owed)) { /* the common case: one load, nothing owed */
+    kiln_graph_handle *batch[16];
+    pthread_mutex_lock(&owed_mu);
+    int n = atomic_load(&n_owed), take = n < 16 ? n : 16;
+    memcpy(batch, owed + n - take, (size_t)take * sizeof *batch);
+    atomic_store(&n_owed, n - take);
+    pthread_mutex_unlock(&owed_mu);
+    for (int i = 0; i < take; i++) {
+      kiln_graph_handle *h = batch[i];
+      pthread_mutex_lock(&h->mu);
+      atomic_fetch_sub(&h->pins, 1);
+      if (worker_may_take(h) || h->stopping) pthread_cond_broadcast(&h->cv);
+      pthread_mutex_unlock(&h->mu);
+    }
+  }
+}
+
 void kiln_graph_wait_run(kiln_event *e) {
   kiln_graph_handle *h = NULL;
   /* unsignalled, the event's run is pending, so its graph is alive (a
-     release drains the runs first); the pin keeps it so until we leave */
+     release drains the runs first); the pin keeps it so until we leave.
+     Counted as a waiter first, so that a signal from now on wakes the
+     worker rather than owing it (kiln_graph_notify) */
   pthread_mutex_lock(&e->mu);
+  e->waiters++;
   if (!e->signalled && e->graph && e->graph->run_on_wait) {
     h = e->graph;
     atomic_fetch_add(&h->pins, 1);
@@ -605,10 +709,46 @@ void kiln_graph_wait_run(kiln_event *e) {
     pthread_mutex_lock(&h->mu);
     if (j) h->busy = false;
     atomic_fetch_sub(&h->pins, 1);
-    pthread_cond_broadcast(&h->cv);
+    /* the worker only when it has a job to take; a release waiting for the pins */
+    if (worker_may_take(h) || h->stopping) pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
   }
+  kiln_graph_pay_wakes(); /* before sleeping: an owed wake may be what this wait needs */
   kiln_event_wait(e);
+  pthread_mutex_lock(&e->mu);
+  e->waiters--;
+  pthread_mutex_unlock(&e->mu);
+}
+
+void kiln_graph_notify(kiln_graph_handle *h) {
+  pthread_mutex_lock(&h->mu);
+  wake_or_owe(h);
+  pthread_mutex_unlock(&h->mu);
+}
+
+/* Under h->mu: puts h on the notify list of the unsignalled input of a run
+ * being queued (pinned until the signal); false when the input is
+ * signalled already or the list cannot grow (the worker is woken now). */
+static bool park_on(kiln_graph_handle *h, kiln_event *in) {
+  bool parked = false;
+  pthread_mutex_lock(&in->mu);
+  if (!in->signalled) {
+    if (in->n_notify == in->cap_notify) {
+      int cap = in->cap_notify ? 2 * in->cap_notify : 4;
+      kiln_graph_handle **grown = kiln_realloc(in->notify, (size_t)cap * sizeof *grown);
+      if (grown) {
+        in->notify = grown;
+        in->cap_notify = cap;
+      }
+    }
+    if (in->n_notify < in->cap_notify) {
+      in->notify[in->n_notify++] = h;
+      atomic_fetch_add(&h->pins, 1);
+      parked = true;
+    }
+  }
+  pthread_mutex_unlock(&in->mu);
+  return parked;
 }
 
 onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **output) {
@@ -657,11 +797,15 @@ onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **
   if (input) {
     kiln_event_ref(input);
     j->input = input;
+    j->parked = park_on(h, input);
   }
   if (h->tail) h->tail->next = j;
   else h->head = j;
   h->tail = j;
-  pthread_cond_signal(&h->cv);
+  if (!j->parked) {
+    atomic_fetch_add(&h->pins, 1);
+    wake_or_owe(h);
+  }
   pthread_mutex_unlock(&h->mu);
   *output = ev;
   return ONNXIFI_STATUS_SUCCESS;
@@ -669,10 +813,11 @@ onnxStatus kiln_graph_run(kiln_graph_handle *h, kiln_event *input, kiln_event **
 
 void kiln_graph_release(kiln_graph_handle *h) {
   pthread_mutex_lock(&h->mu);
-  h->stopping = true;
+  h->stopping = true; /* from here no wake is owed to this graph */
   pthread_cond_broadcast(&h->cv);
   bool started = h->worker_started;
   pthread_mutex_unlock(&h->mu);
+  kiln_graph_pay_wakes(); /* the pins of wakes owed before */
   if (started) pthread_join(h->worker, NULL); /* drains queued runs first */
   /* threads still inside kiln_graph_wait_run leave before the free */
   pthread_mutex_lock(&h->mu);

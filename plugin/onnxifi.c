@@ -266,6 +266,7 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxInitEvent(onnxBackend backend, onnxEve
 
 ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxSignalEvent(onnxEvent event) {
   kiln_error_clear();
+  kiln_graph_pay_wakes(); /* plugin/graph.c, "deferred wakes" */
   if (!kiln_handle_valid(event, KILN_H_EVENT))
     return fail(ONNXIFI_STATUS_INVALID_EVENT, "%s", "unknown or released event");
   if (!kiln_event_signal(event, ONNXIFI_STATUS_SUCCESS, NULL))
@@ -275,6 +276,7 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxSignalEvent(onnxEvent event) {
 
 ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxGetEventState(onnxEvent event, onnxEventState *state) {
   kiln_error_clear();
+  kiln_graph_pay_wakes(); /* plugin/graph.c, "deferred wakes" */
   if (state) *state = ONNXIFI_EVENT_STATE_INVALID;
   if (!kiln_handle_valid(event, KILN_H_EVENT))
     return fail(ONNXIFI_STATUS_INVALID_EVENT, "%s", "unknown or released event");
@@ -306,6 +308,7 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxWaitEvent(onnxEvent event) {
 
 ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxReleaseEvent(onnxEvent event) {
   kiln_error_clear();
+  kiln_graph_pay_wakes(); /* plugin/graph.c, "deferred wakes" */
   if (!kiln_handle_remove(event, KILN_H_EVENT))
     return fail(ONNXIFI_STATUS_INVALID_EVENT, "%s", "unknown or released event");
   kiln_event_unref(event);
@@ -355,6 +358,7 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxSetGraphIO(onnxGraph graph, uint32_t i
                                                      uint32_t outputsCount,
                                                      const onnxTensorDescriptorV1 *outputDescriptors) {
   kiln_error_clear();
+  kiln_graph_pay_wakes(); /* plugin/graph.c, "deferred wakes" */
   if (!kiln_handle_valid(graph, KILN_H_GRAPH))
     return fail(ONNXIFI_STATUS_INVALID_GRAPH, "%s", "unknown or released graph");
   if ((inputsCount && !inputDescriptors) || !outputDescriptors)
@@ -394,6 +398,7 @@ static onnxStatus run_graph(onnxGraph graph, const onnxMemoryFenceV1 *inputFence
 ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxRunGraph(onnxGraph graph, const onnxMemoryFenceV1 *inputFence,
                                                    onnxMemoryFenceV1 *outputFence) {
   kiln_error_clear();
+  kiln_graph_pay_wakes(); /* plugin/graph.c, "deferred wakes" */
   if (!kiln_handle_valid(graph, KILN_H_GRAPH))
     return fail(ONNXIFI_STATUS_INVALID_GRAPH, "%s", "unknown or released graph");
   if (!inputFence || !outputFence)
@@ -420,6 +425,7 @@ static onnxStatus ONNXIFI_ABI set_io_and_run(onnxGraph graph, uint32_t inputsCou
                                              const onnxTensorDescriptorV1 *outputDescriptors,
                                              onnxMemoryFenceV1 *outputFence) {
   kiln_error_clear();
+  kiln_graph_pay_wakes(); /* plugin/graph.c, "deferred wakes" */
   if (!kiln_handle_valid(graph, KILN_H_GRAPH))
     return fail(ONNXIFI_STATUS_INVALID_GRAPH, "%s", "unknown or released graph");
   if ((inputsCount && !inputDescriptors) || !outputDescriptors || !outputFence)
@@ -444,6 +450,7 @@ static onnxStatus get_last_error(const char **message) {
 
 static onnxStatus get_event_status(onnxEvent event, onnxStatus *runStatus, const char **message) {
   kiln_error_clear();
+  kiln_graph_pay_wakes(); /* plugin/graph.c, "deferred wakes" */
   if (!kiln_handle_valid(event, KILN_H_EVENT))
     return fail(ONNXIFI_STATUS_INVALID_EVENT, "%s", "unknown or released event");
   if (!runStatus) return fail(ONNXIFI_STATUS_INVALID_POINTER, "%s", "runStatus is NULL");

@@ -99,12 +99,19 @@ typedef struct kiln_event {
    * waiting on it can run that job itself (kiln_graph_wait_run); set at
    * onnxRunGraph, valid while the event is not signalled */
   struct kiln_graph_handle *graph;
+  /* an input fence: the graphs with a queued run behind it whose worker
+   * was not woken for that run (kiln_graph_run), each pinned; woken, and
+   * the list emptied, when it is signalled */
+  struct kiln_graph_handle **notify;
+  int n_notify, cap_notify;
+  int waiters; /* threads in kiln_graph_wait_run on it */
 } kiln_event;
 
 kiln_status kiln_event_new(bool from_run, kiln_event **out);
 void kiln_event_ref(kiln_event *e);
 void kiln_event_unref(kiln_event *e);
-/* Signals e; returns false if it was already signalled. */
+/* Signals e and wakes the workers of the graphs on its notify list;
+ * returns false if it was already signalled. */
 bool kiln_event_signal(kiln_event *e, onnxStatus status, const char *message);
 void kiln_event_wait(kiln_event *e);
 
@@ -149,7 +156,8 @@ typedef struct kiln_graph_handle {
   bool busy;
   kiln_job *current;
   bool run_on_wait; /* KILN_RUN_ON_WAIT (default 1): the waiting thread runs its own job */
-  atomic_int pins;  /* threads inside kiln_graph_wait_run: the release waits for them */
+  atomic_int pins;  /* threads inside kiln_graph_wait_run and entries on input fences' notify lists: the release
+                       waits for them */
   uint64_t runs_worker, runs_waiter; /* runs each kind of thread executed (kilnGetGraphStatistics) */
   void **in_mem; /* per graph-input index: a device buffer bound instead of in_bind's data, or NULL */
   /* held by onnxSetGraphIO, onnxRunGraph and onnxSetIOAndRunGraph, so that
@@ -169,6 +177,15 @@ void kiln_graph_release(kiln_graph_handle *h);
  * host) of a run queued with onnxRunGraph; otherwise it waits as
  * kiln_event_wait does. */
 void kiln_graph_wait_run(kiln_event *e);
+/* The input fence of a queued run was signalled: wakes the graph's worker
+ * if that run is now next and ready, and drops the pin the notify entry
+ * held (kiln_event_signal calls it, holding no event's lock). */
+void kiln_graph_notify(kiln_graph_handle *h);
+/* Pays the worker wakes owed by runs made ready with nobody waiting on
+ * their output (graph.c, "deferred wakes"); called at the start of the ABI
+ * calls that queue, signal, look at or release runs. One atomic load when
+ * nothing is owed. */
+void kiln_graph_pay_wakes(void);
 
 /* Observers (plugin/observe.c, the kiln_ext.h functions' bodies). The
  * engine sees the observer through kiln_obs_run_current() during run(). */

@@ -2031,6 +2031,98 @@ static void run_on_wait_case(kilnGetGraphStatisticsFunction stats, bool on_wait)
   drop_graph(&g);
 }
 
+/* A run queued behind another graph's run (its input fence is that run's
+ * output event, its input that run's output buffer): the first run, woken
+ * by the host's signal of its own input, signals the second run's input on
+ * its worker, which must wake the second graph's worker (kiln_graph_notify);
+ * the host waits on the second run's output only. */
+static void chained_case(bool on_wait) {
+  const char *tag = on_wait ? "run on wait" : "KILN_RUN_ON_WAIT=0";
+  setenv("KILN_RUN_ON_WAIT", on_wait ? "1" : "0", 1);
+  size_t size;
+  void *model = model_add(&size);
+  onnxGraph ga = model ? init_graph(model, size) : NULL, gb = model ? init_graph(model, size) : NULL;
+  free(model);
+  unsetenv("KILN_RUN_ON_WAIT");
+  if (check(fmt("InitGraph(Add) twice (%s)", tag), ga && gb, "two graphs", "%s", "NULL")) {
+    uint64_t s23[2] = {2, 3};
+    float a[6], b[6], mid[6], out[6];
+    for (int i = 0; i < 6; i++) a[i] = (float)(10 * i), b[i] = (float)i, mid[i] = out[i] = -1.0f;
+    onnxTensorDescriptorV1 ina[2] = {td("add_a", T_F32, 2, s23, a), td("add_b", T_F32, 2, s23, b)};
+    onnxTensorDescriptorV1 outa = td("add_sum", T_F32, 2, s23, mid);
+    onnxTensorDescriptorV1 inb[2] = {td("add_a", T_F32, 2, s23, mid), td("add_b", T_F32, 2, s23, b)};
+    onnxTensorDescriptorV1 outb = td("add_sum", T_F32, 2, s23, out);
+    onnxEvent in = new_event();
+    onnxMemoryFenceV1 fin = fence(in), fmid = fence(NULL), fout = fence(NULL);
+    bool queued = in && !lib.onnxSetGraphIO(ga, 2, ina, 1, &outa) && !lib.onnxRunGraph(ga, &fin, &fmid);
+    onnxMemoryFenceV1 fmid_in = fence(fmid.event);
+    queued = queued && !lib.onnxSetGraphIO(gb, 2, inb, 1, &outb) && !lib.onnxRunGraph(gb, &fmid_in, &fout);
+    if (check(fmt("a run queued behind another graph's run (%s)", tag), queued, "queued", "%s", "a failure")) {
+      check_st(fmt("SignalEvent(input of the first run) (%s)", tag), lib.onnxSignalEvent(in), ONNXIFI_STATUS_SUCCESS);
+      check_st(fmt("WaitEvent(output of the second run) (%s)", tag), lib.onnxWaitEvent(fout.event),
+               ONNXIFI_STATUS_SUCCESS);
+      bool right = true;
+      for (int i = 0; i < 6; i++) right = right && out[i] == (float)(10 * i + 2 * i);
+      check(fmt("the second run read the first run's output (%s)", tag), right, "a + 2b", "%s", "a wrong sum");
+    }
+    release_event(fout.event);
+    release_event(fmid.event);
+    release_event(in);
+  }
+  drop_graph(&gb);
+  drop_graph(&ga);
+}
+
+/* A run made ready while nobody waits on its output owes its worker a
+ * wake (plugin/graph.c, "deferred wakes"); a host that only polls the
+ * output's state pays it, so the run completes on the worker. */
+static void polled_case(kilnGetGraphStatisticsFunction stats) {
+  size_t size;
+  void *model = model_add(&size);
+  onnxGraph g = model ? init_graph(model, size) : NULL;
+  free(model);
+  if (!check("InitGraph(Add) for polling", g != NULL, "a graph", "%s", "NULL")) return;
+  uint64_t s23[2] = {2, 3};
+  float a[6], b[6], sum[6];
+  for (int i = 0; i < 6; i++) a[i] = (float)(7 * i), b[i] = (float)i, sum[i] = -1.0f;
+  onnxTensorDescriptorV1 in[2] = {td("add_a", T_F32, 2, s23, a), td("add_b", T_F32, 2, s23, b)};
+  onnxTensorDescriptorV1 out = td("add_sum", T_F32, 2, s23, sum);
+  /* one run waited on first: the worker is started and then asleep (a
+     worker just starting would find the next run ready by itself) */
+  onnxStatus ws = ONNXIFI_STATUS_INTERNAL_ERROR;
+  bool first = !lib.onnxSetGraphIO(g, 2, in, 1, &out) && !run_once(g, &ws) && !ws;
+  check("a first run, waited on", first, "success", "%s", "a failure");
+  sleep_ms(20);
+  onnxEvent ev = new_event();
+  onnxMemoryFenceV1 fin = fence(ev), fout = fence(NULL);
+  if (first && check("a run queued for polling", ev && !lib.onnxRunGraph(g, &fin, &fout), "queued", "%s", "a failure")) {
+    check_st("SignalEvent(input of the polled run)", lib.onnxSignalEvent(ev), ONNXIFI_STATUS_SUCCESS);
+    onnxEventState es = ONNXIFI_EVENT_STATE_NONSIGNALLED;
+    double until = now_ms() + 10000;
+    while (es == ONNXIFI_EVENT_STATE_NONSIGNALLED && now_ms() < until) {
+      if (lib.onnxGetEventState(fout.event, &es)) break;
+      if (es == ONNXIFI_EVENT_STATE_NONSIGNALLED) sleep_ms(1);
+    }
+    check("a run polled with onnxGetEventState only completes", es == ONNXIFI_EVENT_STATE_SIGNALLED,
+          "SIGNALLED within 10 s", "%s", evstate_name(es));
+    bool right = true;
+    for (int i = 0; i < 6; i++) right = right && sum[i] == (float)(8 * i);
+    check("the polled run wrote a+b", right, "a+b", "%s", "a wrong sum");
+    kilnGraphStatistics gs;
+    if (stats_of(stats, g, &gs))
+      check("the polled run ran on the worker", gs.runsOnWorker == 1 && gs.runsOnWaitingThread == 1,
+            "1 on the worker (the first on the waiting thread)", "%llu on the worker, %llu on the waiting thread",
+            (unsigned long long)gs.runsOnWorker, (unsigned long long)gs.runsOnWaitingThread);
+    if (es != ONNXIFI_EVENT_STATE_SIGNALLED) {
+      onnxStatus w = lib.onnxWaitEvent(fout.event);
+      (void)w;
+    }
+  }
+  release_event(fout.event);
+  release_event(ev);
+  drop_graph(&g);
+}
+
 static void test_run_on_wait(void) {
   onnxExtensionFunctionPointer fp = NULL;
   if (!get_ext || get_ext(g_id, "kilnGetGraphStatistics", &fp)) {
@@ -2040,6 +2132,9 @@ static void test_run_on_wait(void) {
   kilnGetGraphStatisticsFunction stats = (kilnGetGraphStatisticsFunction)(void (*)(void))fp;
   run_on_wait_case(stats, true);
   run_on_wait_case(stats, false);
+  chained_case(true);
+  chained_case(false);
+  polled_case(stats);
 }
 
 static void test_bool(void) {

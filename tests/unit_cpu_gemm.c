@@ -177,7 +177,7 @@ static void run_case(const char *what, const kiln_node *n, int n_in, const kiln_
       y.data = buf;
       y.capacity = cap;
       epi_ctx ec = {ry.numel, calloc((size_t)ry.numel + 1, sizeof(int)), buf, 0};
-      kiln_cpu_epilogue ep = {epi_apply, &ec, e == 2, -0.5f, 0.75f};
+      kiln_cpu_epilogue ep = {epi_apply, &ec, e == 2, -0.5f, 0.75f, NULL, 0, false, 0.0f};
       kiln_op_call kc = {&g, n, n->opset, n_in, in, 1, &y, &used};
       bool declined = true;
       s = own->run(&kc, e ? &ep : NULL, &declined);
@@ -803,7 +803,7 @@ static void test_dw_plane(void) {
     for (int e = 0; e < 2; e++) {
       kiln_tensor y[2];
       kiln_status st[2];
-      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f};
+      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
       for (int on = 0; on < 2; on++) {
         memset(&y[on], 0, sizeof y[on]);
         kiln_conv_dw_plane_enable(on);
@@ -890,7 +890,7 @@ static void test_dw_s2(void) {
     for (int e = 0; e < 2; e++) {
       kiln_tensor y[3];
       kiln_status st[3];
-      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f};
+      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
       for (int mode = 0; mode < 3; mode++) { /* off, on (the default), the twin */
         memset(&y[mode], 0, sizeof y[mode]);
         kiln_conv_dw_s2_force(mode == 1 ? -1 : mode);

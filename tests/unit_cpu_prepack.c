@@ -13,7 +13,9 @@
  * 3. The same for B packed once (kiln_sgemm_wide_pack_b / kiln_sgemm_wide_pb,
  *    kiln_cpu_gemm_prepack): the GEMM on awkward sizes (N past one NC
  *    block, beta), and MatMul / Gemm nodes run with and without the pack
- *    (a Gemm with alpha 0.5 packs per call: the pack made, not read).
+ *    (a Gemm with alpha 0.5 packs per call: the pack made, not read). A
+ *    scale and a bias row applied in the store (kiln_sgemm_wide_pb_cb,
+ *    kiln_sgemm_wide_cb) equal the GEMM then the passes (test_gemm_cb).
  * 4. The direct convolution (conv.c, stride 1, no im2col): its AVX-512
  *    kernel equals the GEMM path (kiln_conv_direct_force 0) and its scalar
  *    twin (force 2) bit for bit, with and without a pack, bias, a clamp
@@ -148,6 +150,60 @@ static void test_gemm_b(void) {
       for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
         for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
           gemm_case_b(micro, v ? "avx512" : "base", Ms[a], Ns[b], Ks[c]);
+  }
+}
+
+/* A scale and a bias row applied in the store (kiln_sgemm_wide_pb_cb,
+ * kiln_sgemm_wide_cb: MatMul epilogues y * s and y + bias) equal the GEMM
+ * followed by the passes y = y * s, y = y + bias[c], bit for bit: B packed
+ * ahead or per call (also transposed, as the attention scores' K), A in
+ * place (lda not a multiple of 512, the direct path) and from a pack, M and
+ * N tails, K in 1-3 KC slices, with the twin and, where usable, the
+ * AVX-512 kernel; each row's columns past N (ldc wider than N) untouched. */
+static void gemm_case_cb(kiln_sgemm_micro_fn micro, const char *mname, int64_t M, int64_t N, int64_t K, int form) {
+  /* form: 0 B packed, A in place; 1 B packed, A packed; 2 B per call, transposed */
+  int64_t lda = K + 3, ldc = N + 5, ldb = form == 2 ? K + 1 : N;
+  float *A = rand_buf(M * lda), *B = rand_buf(form == 2 ? N * ldb : K * N), *bias = rand_buf(N);
+  float *C1 = malloc((size_t)(M * ldc) * sizeof(float)), *C2 = malloc((size_t)(M * ldc) * sizeof(float));
+  float *pk = malloc((size_t)kiln_sgemm_wide_pack_b_floats(K, N) * sizeof(float));
+  float *ap = form == 1 ? malloc((size_t)kiln_sgemm_wide_pack_a_floats(M, K) * sizeof(float)) : NULL;
+  bias[0] = -0.0f;
+  if (form < 2) kiln_sgemm_wide_pack_b(B, N, K, N, pk);
+  if (ap) kiln_sgemm_wide_pack_a(A, lda, M, K, ap);
+  static const float scales[] = {1.0f, 0.125f, -0.3f};
+  for (int v = 0; v < 6; v++) {
+    float sc = scales[v % 3];
+    const float *cb = v >= 3 ? bias : NULL;
+    if (sc == 1.0f && !cb) continue;
+    for (int64_t i = 0; i < M * ldc; i++) C1[i] = C2[i] = frand();
+    kiln_status s1 = form == 2 ? kiln_sgemm_wide(micro, false, true, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C1, ldc)
+                               : kiln_sgemm_wide_pb(micro, M, N, K, A, lda, ap, pk, 0.0f, C1, ldc);
+    for (int64_t r = 0; r < M; r++)
+      for (int64_t c = 0; c < N; c++) {
+        float y = C1[r * ldc + c];
+        if (sc != 1.0f) y = y * sc;
+        if (cb) y = y + cb[c];
+        C1[r * ldc + c] = y;
+      }
+    kiln_status s2 = form == 2 ? kiln_sgemm_wide_cb(micro, false, true, M, N, K, A, lda, B, ldb, C2, ldc, cb, sc)
+                               : kiln_sgemm_wide_pb_cb(micro, M, N, K, A, lda, ap, pk, C2, ldc, cb, sc);
+    CHECK(!s1 && !s2 && !memcmp(C1, C2, (size_t)(M * ldc) * sizeof(float)),
+          "wide GEMM * %g%s (%s, %s) M %lld N %lld K %lld: differs from the GEMM then the passes", sc,
+          cb ? " + bias row" : "", mname, form == 0 ? "A in place" : form == 1 ? "A packed" : "B transposed",
+          (long long)M, (long long)N, (long long)K);
+  }
+  free(A), free(B), free(bias), free(C1), free(C2), free(pk), free(ap);
+}
+
+static void test_gemm_cb(void) {
+  static const int64_t Ms[] = {5, 12, 13, 128, 205}, Ns[] = {1, 31, 33, 256}, Ks[] = {1, 64, 257, 600};
+  for (int v = 0; v < 2; v++) {
+    kiln_sgemm_micro_fn micro = v ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base;
+    if (v && !kiln_la_cpu_has_avx512()) continue;
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+      for (size_t b = 0; b < sizeof Ns / sizeof *Ns; b++)
+        for (size_t c = 0; c < sizeof Ks / sizeof *Ks; c++)
+          for (int form = 0; form < 3; form++) gemm_case_cb(micro, v ? "avx512" : "base", Ms[a], Ns[b], Ks[c], form);
   }
 }
 
@@ -447,7 +503,7 @@ static void direct_case_run(const direct_case *dc) {
       count_ep cnt[3];
       kiln_status st[3];
       for (int mode = 0; mode < 3; mode++) {
-        kiln_cpu_epilogue ep = {count_apply, &cnt[mode], e == 1, -0.5f, 0.75f};
+        kiln_cpu_epilogue ep = {count_apply, &cnt[mode], e == 1, -0.5f, 0.75f, NULL, 0, false, 0.0f};
         memset(&cnt[mode], 0, sizeof cnt[mode]);
         kiln_conv_direct_force(mode);
         st[mode] = run_conv_ep(&g, &x, &w, &b, &y[mode], e ? &ep : NULL);
@@ -705,7 +761,7 @@ static void pwt_case_run(const pwt_case *pc) {
     kiln_status st[4];
     for (int mi = 0; mi < 4; mi++) {
       count_ep cnt = {0};
-      kiln_cpu_epilogue ep = {count_apply, &cnt, e == 1, -0.5f, 0.75f};
+      kiln_cpu_epilogue ep = {count_apply, &cnt, e == 1, -0.5f, 0.75f, NULL, 0, false, 0.0f};
       kiln_conv_pwt_force(modes[mi]);
       st[mi] = run_conv_ep(&g, &x, &w, &b, &y[mi], e ? &ep : NULL);
       if (!st[mi] && e == 2) { /* every element passed to apply exactly once */
@@ -914,6 +970,7 @@ int main(void) {
          kiln_sgemm_pack_reader() ? "read (AVX-512)" : "not read here (base setting, OpenBLAS or no AVX-512F)");
   test_gemm();
   test_gemm_b();
+  test_gemm_cb();
   test_conv();
   test_gemm_nodes();
   test_direct();

@@ -665,6 +665,61 @@ static void test_plan(void) {
   CHECK(fused >= 2, "mlp: %d fused groups", fused);
   kiln_graph_free(g);
 
+  /* MatMul + a bias row (either operand order), MatMul * a scalar: the
+     GEMM adds the row or multiplies in its store (kiln_tile_col_bias,
+     kiln_tile_scale; sgemm.h kiln_sgemm_wide_pb_cb, kiln_sgemm_wide_cb) —
+     the bits of the plan without fusion (MatMul, then Add or Mul); with a
+     Relu after the bias, or a Mul by a row, the epilogue runs as before.
+     Forms 4 and 5 multiply Q·K^T (K an input, transposed: B packed per
+     call) as the attention scores do */
+  static const char *const forms[] = {"matmul+bias", "bias+matmul", "matmul+bias+relu", "matmul*scale",
+                                      "scale*q.kT", "q.kT*row"};
+  for (int form = 0; form < 6; form++) {
+    g = new_graph(17);
+    input(g, "x", KILN_F32, 3, (const int64_t[]){2, 20, 70});
+    if (form >= 4) {
+      input(g, "k", KILN_F32, 3, (const int64_t[]){2, 45, 70});
+      int t = gb_add(g, "Transpose", "k", "w");
+      setints(g, t, "perm", 3, (const int64_t[]){0, 2, 1});
+    } else {
+      gb_cst(g, "w", 2, (const int64_t[]){70, 45}, NULL, 0);
+    }
+    gb_cst(g, "b", 1, (const int64_t[]){45}, NULL, 0);
+    gb_cst(g, "s", 0, NULL, (const double[]){0.125}, 0);
+    gb_add(g, "MatMul", "x w", "m");
+    if (form < 3) gb_add(g, "Add", form == 1 ? "b m" : "m b", form == 2 ? "a" : "y");
+    else gb_add(g, "Mul", form == 3 ? "m s" : form == 4 ? "s m" : "m b", "y");
+    if (form == 2) gb_add(g, "Relu", "a", "y");
+    output(g, "y");
+    const char *what = forms[form];
+    plan_vs_ref(what, g, 1, &fused, NULL, NULL);
+    CHECK(fused == 1, "%s: %d fused groups", what, fused);
+    kiln_tensor *ins = random_inputs(g, 1);
+    const kiln_tensor *bound[8] = {0};
+    for (int i = 0; i < g->n_inputs; i++) bound[g->inputs[i]] = &ins[i];
+    kiln_tensor got[2] = {{0}, {0}};
+    const char *fz0 = getenv("KILN_FUSION");
+    char keep[16];
+    snprintf(keep, sizeof keep, "%s", fz0 ? fz0 : "");
+    for (int mode = 0; mode < 2; mode++) {
+      setenv("KILN_FUSION", mode ? "0" : "1", 1);
+      kiln_cpu_plan *pm = NULL;
+      kiln_status ms = kiln_cpu_prepare(g, &pm);
+      if (!ms) ms = kiln_cpu_run(pm, g, bound, &got[mode]);
+      CHECK(!ms, "%s (fusion %s): %s", what, mode ? "off" : "on", ms ? kiln_last_error() : "");
+      if (pm) kiln_cpu_release(pm);
+    }
+    if (fz0) setenv("KILN_FUSION", keep, 1);
+    else unsetenv("KILN_FUSION");
+    CHECK(got[0].numel == 2 * 20 * 45 && got[1].numel == got[0].numel &&
+              !memcmp(got[0].data, got[1].data, (size_t)got[0].numel * sizeof(float)),
+          "%s: fused and unfused plans differ in their bits", what);
+    kiln_tensor_release(&got[0]);
+    kiln_tensor_release(&got[1]);
+    free_tensors(ins, g->n_inputs);
+    kiln_graph_free(g);
+  }
+
   /* a symbolic batch: bound at the first run, a smaller run, a larger one */
   g = new_graph(17);
   int xv = input(g, "x", KILN_F32, 2, (const int64_t[]){1, 12});
