@@ -26,7 +26,9 @@
  *     input planes (the depthwise path's), W from its pack or its rows in
  *     place; where output rows are a multiple of 14 wide and W has a
  *     transposed pack, 14-pixel x 32-channel tiles instead (channel
- *     tiles); the same bits as the general path;
+ *     tiles); the same bits as the general path; the planes made on the
+ *     pool before the compute, or, for strided convs on the pool, one copy
+ *     per thread made by its first task (direct_own);
  *   Winograd F(2x2, 3x3) (wino.h; KILN_CONV_WINO, on by default): 2-D
  *     3x3, stride 1, dilation 1, group 1, C and M >= 16, U from the plan's
  *     pack;
