@@ -792,13 +792,21 @@ static const float *direct_x(direct_in *in, int worker) {
  * wrote costs 3-4x here (GEMM_CONV.md "Two threads"), in the copy and
  * again in every compute task. With its own copy each thread reads the
  * input once (half of it from the other core) and then only lines it
- * wrote: ResNet-18 at 2 threads, per step, l2.0.conv1 0.73, l3.0.conv1
- * 0.90, l4.0.conv1 0.95 (GEMM_CONV.md "The padded copy per thread").
- * Not on stride 1 (ResNet-18's l3/l4: 0.98-1.01, twice the copying for
- * it) nor on conv1 (3 channels of the graph's input, written by the
- * caller's thread alone: 1.017). */
+ * wrote: ResNet-18 at 2 threads, per step, l2.0.conv1 0.74-0.75,
+ * l3.0.conv1 0.85-0.86, l4.0.conv1 0.97 (GEMM_CONV.md "The padded copy
+ * per thread"). Not on stride 1 (ResNet-18's l3/l4: 0.98-1.01, twice the
+ * copying for it) nor on conv1 (3 channels of the graph's input, written
+ * by the caller's thread alone: 1.004-1.017). Where crossings are cheap
+ * (~1.2x, the VM's vCPUs placed otherwise) the second copy is a cost
+ * instead: l2.0.conv1 1.08-1.10, the run +0.7-1.6 %. KILN_CONV_OWN_COPY=0
+ * (read once; benches): the shared copy always. */
+static _Atomic int own_mode = -1; /* -1: KILN_CONV_OWN_COPY not read yet; 0: never (benches); 1: the rule */
 static bool direct_own(const geom *g, int workers) {
-  return workers > 1 && workers <= KILN_DIRECT_OWN_MAX && (g->s[1] > 1 || g->s[2] > 1) && g->C >= 16;
+  if (own_mode == -1) {
+    const char *e = getenv("KILN_CONV_OWN_COPY");
+    own_mode = !(e && *e == '0');
+  }
+  return own_mode && workers > 1 && workers <= KILN_DIRECT_OWN_MAX && (g->s[1] > 1 || g->s[2] > 1) && g->C >= 16;
 }
 
 /* The direct paths' input (in: the padded, stride-phase-split planes, NR
@@ -812,7 +820,7 @@ static kiln_status direct_input(const geom *g, const float *x, const dw_shape *d
   enum { NR = KILN_SGEMM_WIDE_NR };
   int64_t KH = g->k[1], KW = g->k[2], P = d->size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
   bool own = direct_own(g, workers);
-  int64_t copies = own ? workers : 1, stride = planes * P + NR;
+  int64_t copies = own ? workers : 1, stride = (planes * P + NR + 15) / 16 * 16; /* copies whole lines apart */
   float *xp = kiln_malloc((size_t)(copies * stride) * sizeof *xp);
   int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
   if (!xp || !off) {
