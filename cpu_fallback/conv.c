@@ -796,9 +796,9 @@ static const float *direct_x(direct_in *in, int worker) {
  * l3.0.conv1 0.85-0.86, l4.0.conv1 0.97 (GEMM_CONV.md "The padded copy
  * per thread"). Not on stride 1 (ResNet-18's l3/l4: 0.98-1.01, twice the
  * copying for it) nor on conv1 (3 channels of the graph's input, written
- * by the caller's thread alone: 1.004-1.017). Where crossings are cheap
- * (~1.2x, the VM's vCPUs placed otherwise) the second copy is a cost
- * instead: l2.0.conv1 1.08-1.10, the run +0.7-1.6 %. KILN_CONV_OWN_COPY=0
+ * by the caller's thread alone: 1.004-1.017). At times when crossings are
+ * cheap (~1.2x; the VM's vCPUs placed otherwise, a guess) the second copy
+ * is a cost instead: l2.0.conv1 1.08-1.10, the run +0.7-1.6 %. KILN_CONV_OWN_COPY=0
  * (read once; benches): the shared copy always. */
 static _Atomic int own_mode = -1; /* -1: KILN_CONV_OWN_COPY not read yet; 0: never (benches); 1: the rule */
 static bool direct_own(const geom *g, int workers) {
