@@ -26,7 +26,9 @@
  *     input planes (the depthwise path's), W from its pack or its rows in
  *     place; where output rows are a multiple of 14 wide and W has a
  *     transposed pack, 14-pixel x 32-channel tiles instead (channel
- *     tiles); the same bits as the general path;
+ *     tiles); the same bits as the general path; the planes made on the
+ *     pool before the compute, or, for strided convs on the pool, one copy
+ *     per thread made by its first task (direct_own);
  *   Winograd F(2x2, 3x3) (wino.h; KILN_CONV_WINO, on by default): 2-D
  *     3x3, stride 1, dilation 1, group 1, C and M >= 16, U from the plan's
  *     pack;
@@ -721,9 +723,25 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
 static _Atomic int direct_mode = -1; /* atomic: plans may run on several threads */
 void kiln_conv_direct_force(int mode) { direct_mode = mode < 0 ? -2 : mode; }
 
+/* The direct paths' input (direct_input): the padded, phase-split planes
+ * of every input channel, and how they are made. Shared: one copy, made on
+ * the pool before the compute loop (the planes' pass, pp planes a task).
+ * Own (direct_own): one copy per worker (stride floats apart), made by the
+ * worker's first task of the compute loop (direct_x), so its tasks read
+ * lines their own core wrote. */
+#define KILN_DIRECT_OWN_MAX 64 /* workers with their own copy, at most */
+typedef struct direct_in {
+  const geom *g;
+  dw_job planes;                 /* the plane copy's job (dw_plane) */
+  float *xp;                     /* the planes; own: worker w's at xp + w·stride */
+  int64_t P, pp, stride;         /* P: floats per channel */
+  bool own;
+  bool made[KILN_DIRECT_OWN_MAX]; /* own: worker w's copy made (each flag read and set by one thread) */
+} direct_in;
+
 typedef struct direct_job {
   const geom *g;
-  float *xp;                     /* padded planes (per image and group) */
+  direct_in *in;                 /* padded planes (per image and group): direct_x */
   const float *apk, *bias;       /* W's packs (per group) or NULL, bias */
   const float *w;                /* W, read in place by amicro when apk is NULL */
   float *y;
@@ -733,34 +751,77 @@ typedef struct direct_job {
   kiln_conv_direct_fn micro;
   kiln_conv_direct_a_fn amicro; /* the micro-kernel reading W's rows in place (no pack) */
   bool rows; /* row tiles: OW a multiple of 16, tile t = outputs [32t, 32t + 32) of each channel */
-  dw_job planes; /* the plane copy's job (dw_plane) */
-  int64_t pp;    /* input planes per task of the planes' pass */
 } direct_job;
 
-/* Task t of the planes' pass: input planes [t·pp, +pp) (of N·C) into
- * their padded, phase-split planes; padding zeroed here too. */
-static void direct_planes(void *ctx, int64_t t, int worker) {
-  (void)worker;
-  const direct_job *j = ctx;
-  const geom *g = j->g;
+/* Input planes [p0, p1) (of N·C) into their padded, phase-split planes in
+ * xp; padding zeroed here too. */
+static void direct_fill(const direct_in *in, float *xp, int64_t p0, int64_t p1) {
+  const geom *g = in->g;
   dw_shape d = dw_shape_of(g);
-  int64_t p1 = (t + 1) * j->pp < g->N * g->C ? (t + 1) * j->pp : g->N * g->C;
-  for (int64_t p = t * j->pp; p < p1; p++) {
-    float *xp = j->xp + p * j->P;
-    memset(xp, 0, (size_t)j->P * sizeof *xp); /* the padding (dw_plane writes the input's elements) */
-    dw_plane(g, &d, j->planes.x + p * g->in_sp, xp, &j->planes);
+  for (int64_t p = p0; p < p1; p++) {
+    float *xc = xp + p * in->P;
+    memset(xc, 0, (size_t)in->P * sizeof *xc); /* the padding (dw_plane writes the input's elements) */
+    dw_plane(g, &d, in->planes.x + p * g->in_sp, xc, &in->planes);
   }
 }
 
-/* The direct paths' input: the padded, stride-phase-split planes (*xpo,
- * NR floats past the last plane zeroed: the last tile's reads) filled on
- * the pool in blocks of ~64 KiB of planes (small: on the caller), and each
- * tap's offset in a channel's planes for output (0, 0) (*offo). */
-static kiln_status direct_input(const geom *g, const float *x, const dw_shape *d, int workers, float **xpo,
+/* Task t of the planes' pass (shared copy): planes [t·pp, +pp). */
+static void direct_planes(void *ctx, int64_t t, int worker) {
+  (void)worker;
+  const direct_in *in = ctx;
+  int64_t np = in->g->N * in->g->C;
+  direct_fill(in, in->xp, t * in->pp, (t + 1) * in->pp < np ? (t + 1) * in->pp : np);
+}
+
+/* The planes a compute task of `worker` reads: the shared copy, or the
+ * worker's own, made now if this is its first task. */
+static const float *direct_x(direct_in *in, int worker) {
+  if (!in->own) return in->xp;
+  float *xp = in->xp + worker * in->stride;
+  if (!in->made[worker]) {
+    direct_fill(in, xp, 0, in->g->N * in->g->C);
+    in->made[worker] = true;
+  }
+  return xp;
+}
+
+/* A copy of the planes per worker where the convolution is strided and its
+ * input has at least 16 channels. At 2 threads the shared copy's planes
+ * were half written by the other core, and so was the input it copies
+ * (the step before ran on both threads): reading lines the other core
+ * wrote costs 3-4x here (GEMM_CONV.md "Two threads"), in the copy and
+ * again in every compute task. With its own copy each thread reads the
+ * input once (half of it from the other core) and then only lines it
+ * wrote: ResNet-18 at 2 threads, per step, l2.0.conv1 0.74-0.75,
+ * l3.0.conv1 0.85-0.86, l4.0.conv1 0.97 (GEMM_CONV.md "The padded copy
+ * per thread"). Not on stride 1 (ResNet-18's l3/l4: 0.98-1.01, twice the
+ * copying for it) nor on conv1 (3 channels of the graph's input, written
+ * by the caller's thread alone: 1.004-1.017). At times when crossings are
+ * cheap (~1.2x; the VM's vCPUs placed otherwise, a guess) the second copy
+ * is a cost instead: l2.0.conv1 1.08-1.10, the run +0.7-1.6 %. KILN_CONV_OWN_COPY=0
+ * (read once; benches): the shared copy always. */
+static _Atomic int own_mode = -1; /* -1: KILN_CONV_OWN_COPY not read yet; 0: never (benches); 1: the rule */
+static bool direct_own(const geom *g, int workers) {
+  if (own_mode == -1) {
+    const char *e = getenv("KILN_CONV_OWN_COPY");
+    own_mode = !(e && *e == '0');
+  }
+  return own_mode && workers > 1 && workers <= KILN_DIRECT_OWN_MAX && (g->s[1] > 1 || g->s[2] > 1) && g->C >= 16;
+}
+
+/* The direct paths' input (in: the padded, stride-phase-split planes, NR
+ * floats past the last plane zeroed: the last tile's reads): shared,
+ * filled on the pool in blocks of ~64 KiB of planes (small: on the
+ * caller), or one per worker (direct_own), left to the compute tasks
+ * (direct_x); and each tap's offset in a channel's planes for output
+ * (0, 0) (*offo). The caller frees in->xp and *offo. */
+static kiln_status direct_input(const geom *g, const float *x, const dw_shape *d, int workers, direct_in *in,
                                 int64_t **offo) {
   enum { NR = KILN_SGEMM_WIDE_NR };
   int64_t KH = g->k[1], KW = g->k[2], P = d->size, Kc = g->Cg * g->k_sp, planes = g->N * g->C;
-  float *xp = kiln_malloc((size_t)(planes * P + NR) * sizeof *xp);
+  bool own = direct_own(g, workers);
+  int64_t copies = own ? workers : 1, stride = (planes * P + NR + 15) / 16 * 16; /* copies whole lines apart */
+  float *xp = kiln_malloc((size_t)(copies * stride) * sizeof *xp);
   int64_t *off = kiln_malloc((size_t)Kc * sizeof *off);
   if (!xp || !off) {
     kiln_free(xp);
@@ -776,23 +837,24 @@ static kiln_status direct_input(const geom *g, const float *x, const dw_shape *d
       off[k] = ((ty % sh * sw + tx % sw) * d->Hq + ty / sh) * d->Wq + tx / sw;
     }
   for (int64_t k = ksp; k < Kc; k++) off[k] = off[k - ksp] + P;
-  memset(xp + planes * P, 0, NR * sizeof *xp);
-  direct_job pj = {.g = g,
-                   .xp = xp,
-                   .P = P,
-                   .planes = {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
-                              .copy_rows = kiln_la_copy_rows()},
-                   .pp = 1};
-  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
-  pj.pp = (planes + ptasks - 1) / ptasks;
-  kiln_pool_for((planes + pj.pp - 1) / pj.pp, workers, direct_planes, &pj);
-  *xpo = xp;
+  for (int64_t w = 0; w < copies; w++) memset(xp + w * stride + planes * P, 0, NR * sizeof *xp);
+  *in = (direct_in){.g = g,
+                    .planes = {.g = g, .x = x, .gather = kiln_la_gather(), .split2 = kiln_la_split2(),
+                               .copy_rows = kiln_la_copy_rows()},
+                    .xp = xp,
+                    .P = P,
+                    .pp = 1,
+                    .stride = stride,
+                    .own = own};
   *offo = off;
+  if (own) return KILN_OK; /* no made[] set: each worker's first task copies */
+  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * P, 1 << 14, 4 * (int64_t)workers) : 1;
+  in->pp = (planes + ptasks - 1) / ptasks;
+  kiln_pool_for((planes + in->pp - 1) / in->pp, workers, direct_planes, in);
   return KILN_OK;
 }
 
 static void direct_task(void *ctx, int64_t task, int worker) {
-  (void)worker;
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   const direct_job *j = ctx;
   const geom *g = j->g;
@@ -801,7 +863,7 @@ static void direct_task(void *ctx, int64_t task, int worker) {
   int64_t n = ng / g->G, gi = ng % g->G, m0 = s * MR, mr = g->Mg - m0 < MR ? g->Mg - m0 : MR;
   int64_t qend = (OH - 1) * Wp + OW, mpad = (g->Mg + MR - 1) / MR * MR;
   int64_t qa = ch * j->tiles * NR, qb = qa + j->tiles * NR < qend ? qa + j->tiles * NR : qend; /* this task's q */
-  const float *x = j->xp + ng * g->Cg * j->P;
+  const float *x = direct_x(j->in, worker) + ng * g->Cg * j->P;
   /* W packed once: slice p0 of the strip at a + p0·astride + aoff·kc; else its rows read in place (amicro), the
      slice at wa + p0 */
   const float *a = j->apk ? j->apk + gi * j->apk_g : NULL, *wa = j->apk ? NULL : j->w + (gi * g->Mg + m0) * Kc;
@@ -897,9 +959,9 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   int64_t OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp;
   int workers = kiln_pool_threads();
   if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
-  float *xp;
+  direct_in in;
   int64_t *off;
-  kiln_status s = direct_input(g, x, &d, workers, &xp, &off);
+  kiln_status s = direct_input(g, x, &d, workers, &in, &off);
   if (s) return s;
   /* Tasks: (image, group, 12-row strip, chunk of 32-column q tiles); at
      least ~4 per thread when there are several (chunks cut only at tile
@@ -918,10 +980,10 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   chunks = (tiles + per - 1) / per;
   if (!pk && (double)g->M * (double)Kc * sizeof(float) > KILN_CONV_DIRECT_FAR_BYTES)
     amicro = kiln_conv_direct_far(amicro);
-  direct_job j = {g, xp, pk ? pk->data : NULL, bias, w, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
-                  per, chunks, micro, amicro, rows, {0}, 0};
+  direct_job j = {g, &in, pk ? pk->data : NULL, bias, w, y, ep, off, P, d.Wq, pk ? pk->gstride : 0, strips,
+                  per, chunks, micro, amicro, rows};
   kiln_pool_for(g->N * g->G * strips * chunks, workers, direct_task, &j);
-  kiln_free(xp);
+  kiln_free(in.xp);
   kiln_free(off);
   return KILN_OK;
 }
@@ -944,7 +1006,8 @@ static _Atomic int ct_mode = -1;
 
 typedef struct ct_job {
   const geom *g;
-  const float *xp, *wt, *bias; /* padded planes; W transposed (per group, wt_g floats apart) */
+  direct_in *in;               /* padded planes: direct_x */
+  const float *wt, *bias;      /* W transposed (per group, wt_g floats apart) */
   float *y;
   const kiln_cpu_epilogue *ep;
   const int64_t *off;
@@ -954,7 +1017,6 @@ typedef struct ct_job {
 } ct_job;
 
 static void ct_task(void *ctx, int64_t task, int worker) {
-  (void)worker;
   enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
   const ct_job *j = ctx;
   const geom *g = j->g;
@@ -962,7 +1024,7 @@ static void ct_task(void *ctx, int64_t task, int worker) {
   int64_t n = ng / g->G, gi = ng % g->G, OH = g->out[1], OW = g->out[2], OSP = g->out_sp, Kc = g->Cg * g->k_sp;
   int64_t Mpad = j->cblocks * NR, oh0 = ch * j->rper, oh1 = oh0 + j->rper < OH ? oh0 + j->rper : OH;
   int64_t m0 = cb * NR, nc = g->Mg - m0 < NR ? g->Mg - m0 : NR;
-  const float *x = j->xp + ng * g->Cg * j->P, *wt = j->wt + gi * j->wt_g;
+  const float *x = direct_x(j->in, worker) + ng * g->Cg * j->P, *wt = j->wt + gi * j->wt_g;
   const float *bias = j->bias ? j->bias + gi * g->Mg + m0 : NULL;
   bool clamp = j->ep && j->ep->clamp;
   float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
@@ -995,9 +1057,9 @@ static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_
   int64_t cblocks = (g->Mg + NR - 1) / NR;
   int workers = kiln_pool_threads();
   if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
-  float *xp;
+  direct_in in;
   int64_t *off;
-  kiln_status s = direct_input(g, x, &d, workers, &xp, &off);
+  kiln_status s = direct_input(g, x, &d, workers, &in, &off);
   if (s) return s;
   /* tasks: (image, group, block of 32 channels, chunk of output rows), about 4 per thread */
   int64_t chunks = 1;
@@ -1005,10 +1067,10 @@ static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_
     chunks = (4 * workers + g->N * g->G * cblocks - 1) / (g->N * g->G * cblocks);
   int64_t rper = (OH + chunks - 1) / chunks;
   chunks = (OH + rper - 1) / rper;
-  ct_job j = {g, xp, pk->ctdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->ctgstride, micro,
+  ct_job j = {g, &in, pk->ctdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->ctgstride, micro,
               micro == kiln_conv_ct_micro_base ? kiln_conv_ct_store_base : kiln_conv_ct_store()};
   kiln_pool_for(g->N * g->G * cblocks * chunks, workers, ct_task, &j);
-  kiln_free(xp);
+  kiln_free(in.xp);
   kiln_free(off);
   return KILN_OK;
 }

@@ -587,6 +587,23 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("downsampling: strided 1x1 + residual Add + Relu, 3x3 stride 2", g, 4, d, 1e-4);
   }
+  { /* ResNet-18's l4.0.conv1 narrowed: a 3x3 stride-2 conv to 7x7 (the 12 x 32 direct tile's q space, not the
+       channel tiles) with 256 input channels (14.4 M multiply-adds: on the pool, each worker's tasks reading
+       its own padded copy of the input, conv.c direct_own) + bias + Relu */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {1, 256, 14, 14}, wd[4] = {128, 256, 3, 3}, bd[1] = {128}, k3[2] = {3, 3},
+            p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "w", 4, wd, 0, 0.03);
+    cst(g, "b", 1, bd, 0, 0.5);
+    int c = add(g, "Conv", "x w b", "c");
+    setints(g, c, "kernel_shape", 2, k3);
+    setints(g, c, "pads", 4, p1);
+    setints(g, c, "strides", 2, s2);
+    add(g, "Relu", "c", "y");
+    output(g, "y");
+    check_graph("3x3 stride 2 to 7x7, 256 channels in + Relu", g, 4, d, 1e-4);
+  }
   { /* an inverted residual (MobileNetV2): 1x1 + Clip(0, 6) from scalar initializers, depthwise 3x3 on 14x14
        (flat planes) + Clip, 1x1 + Relu: the epilogues the convolutions clamp themselves (kiln_tile_clamp) */
     kiln_graph *g = new_graph(17);
