@@ -122,6 +122,20 @@ static kiln_status fuse_graph(kiln_graph *g, kiln_shapes **sh, kiln_fuse_ctx **c
  * every step the tile executor accepts by tiles (under each ISA, whole and
  * in odd chunks); compares every stored value. Returns the number of tile
  * steps checked. */
+/* A value table over g: its initializers and, when given, the inputs ins
+ * (one per graph input, those without an initializer), wrapped, not copied. */
+static kiln_tensor *wrap_values(const kiln_graph *g, const kiln_tensor *ins) {
+  kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+  for (int v = 0; vals && v < g->n_values; v++) {
+    const kiln_tensor *t = g->values[v].init;
+    if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
+  }
+  for (int i = 0; vals && ins && i < g->n_inputs; i++)
+    if (!g->values[g->inputs[i]].init)
+      kiln_tensor_wrap(&vals[g->inputs[i]], ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].numel, ins[i].data);
+  return vals;
+}
+
 static int check_graph(const char *what, kiln_graph *g, int64_t sym) {
   kiln_shapes *sh = NULL;
   kiln_fuse_ctx *c = NULL;
@@ -134,14 +148,7 @@ static int check_graph(const char *what, kiln_graph *g, int64_t sym) {
   kiln_tensor *ins = random_inputs(g, sym);
   int64_t *symvals = calloc((size_t)kiln_symtab_nsyms(sh->tab) + 1, sizeof *symvals);
   for (int k = 0; k < kiln_symtab_nsyms(sh->tab); k++) symvals[k] = sym;
-  kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
-  for (int v = 0; v < g->n_values; v++) {
-    const kiln_tensor *t = g->values[v].init;
-    if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
-  }
-  for (int i = 0; i < g->n_inputs; i++)
-    if (!g->values[g->inputs[i]].init)
-      kiln_tensor_wrap(&vals[g->inputs[i]], ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].numel, ins[i].data);
+  kiln_tensor *vals = wrap_values(g, ins);
   for (int i = 0; i < s->n_steps && !st; i++) {
     kiln_fuse_spec *sp = fp->spec[i];
     if (!sp) continue;
@@ -417,13 +424,7 @@ static void test_gelu(void) {
       kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
       CHECK(!st, "%s: fusing", what);
       kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
-      kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
-      for (int v = 0; v < g->n_values; v++) {
-        const kiln_tensor *t = g->values[v].init;
-        if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
-      }
-      for (int i = 0; ins && i < g->n_inputs; i++)
-        kiln_tensor_wrap(&vals[g->inputs[i]], ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].numel, ins[i].data);
+      kiln_tensor *vals = wrap_values(g, ins);
       int steps = 0;
       for (int i = 0; !st && i < s->n_steps; i++) {
         kiln_fuse_spec *sp = fp->spec[i];
@@ -985,13 +986,7 @@ static void test_seq(void) {
     kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
     CHECK(!st, "%s: fusing", what);
     kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
-    kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
-    for (int v = 0; v < g->n_values; v++) {
-      const kiln_tensor *t = g->values[v].init;
-      if (t) kiln_tensor_wrap(&vals[v], t->dtype, t->rank, t->dims, t->numel, t->data);
-    }
-    for (int i = 0; ins && i < g->n_inputs; i++)
-      kiln_tensor_wrap(&vals[g->inputs[i]], ins[i].dtype, ins[i].rank, ins[i].dims, ins[i].numel, ins[i].data);
+    kiln_tensor *vals = wrap_values(g, ins);
     int steps = 0;
     for (int i = 0; !st && i < s->n_steps; i++) {
       kiln_fuse_spec *sp = fp->spec[i];
