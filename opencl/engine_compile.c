@@ -647,7 +647,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     rst = p->probe_rst;
     p->probe_g = NULL;
     p->probe_sh = NULL;
-    p->probe_rec = NULL;
+    memset(&p->probe_rec, 0, sizeof p->probe_rec);
   } else {
     s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP),
                         &v->g, &v->sh, &rst, &v->rec);
@@ -796,6 +796,6 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_shapes_free(v->sh);
   kiln_graph_free(v->g);
   kiln_graph_free(v->d); /* after g, which may borrow its weights */
-  kiln_free(v->rec);     /* after g, which may read its constants in place */
+  kiln_cl_cache_view_release(&v->rec); /* after g, which may read its constants in place */
   kiln_free(v);
 }

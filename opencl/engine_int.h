@@ -87,7 +87,7 @@ typedef struct kiln_cl_variant {
   unsigned long used;
   bool host_only;       /* shapes stay data-dependent: the whole graph runs on the host */
   kiln_graph *g;        /* the specialised, rewritten graph (its weights may be d's or rec's) */
-  void *rec;            /* the kiln cache record g was read from (g's folded constants are read in place), or NULL */
+  kiln_cl_cache_view rec; /* the kiln cache record g was read from (g's folded constants are read in place), or none */
   int host_weights;     /* weights whose buffer is their host bytes (kiln_cl_buffer_over_host) */
   kiln_graph *d;        /* the specialised graph g was made from (the plan's weights, borrowed); kept while g is */
   kiln_shapes *sh;
@@ -203,7 +203,7 @@ struct kiln_cl_plan {
   kiln_graph *probe_g;
   kiln_shapes *probe_sh;
   kiln_rewrite_stats probe_rst;
-  void *probe_rec; /* the record probe_g borrows from (kiln_cl_rewrite), or NULL */
+  kiln_cl_cache_view probe_rec; /* the record probe_g borrows from (kiln_cl_rewrite), or none */
   /* observers (engine_observe.c): obs_mode 0 for a plain plan, else 1 +
      KILN_CL_OBS_* bits of an observing plan; the observing plans of a plain
      one (per mode - 1, compiled at the first observed run); the reduction
@@ -232,10 +232,10 @@ kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const 
 /* Rewrites g0 (constant folding with the reference kernels), checks it and
  * infers its shapes. keep_outputs: observe all (no rewrite that erases a
  * node output, ir/rewrite.h). A graph from the kiln cache borrows g0's
- * weights and the record's bytes: *rec (NULL when none) must be freed
- * (kiln_free) after *g, and g0 must outlive *g. */
+ * weights and the record's bytes: *rec (zero when none) must be released
+ * (kiln_cl_cache_view_release) after *g, and g0 must outlive *g. */
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
-                            kiln_shapes **sh, kiln_rewrite_stats *rst, void **rec);
+                            kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec);
 /* The variant for these inputs (per input of p->orig; NULL for initializers),
  * compiled on first sight. Call with the slot locked (or before the plan is
  * shared). */
