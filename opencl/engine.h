@@ -35,6 +35,7 @@ typedef struct kiln_cl_plan_stats {
   int nodes_in, nodes_out; /* before / after rewrites (last variant compiled) */
   int variants;            /* shape/value specialisations compiled */
   int kernels;             /* generated kernels in the current variant */
+  int programs;            /* programs they and the device ops' kernels are in (KILN_CL_PROGRAM_SPLIT) */
   int fused_groups, fused_nodes;
   int device_ops, host_nodes, copies; /* nodes run by opencl/ops, on the host, as a buffer copy */
   int host_graphs;         /* variants run wholly on the host (data-dependent shapes) */

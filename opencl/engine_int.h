@@ -41,7 +41,18 @@ typedef struct kiln_cl_step {
   int kern;  /* GEN: index into variant kernels */
   kiln_cl_op *op;
   int prof;  /* KILN_PROFILE entry */
+  size_t src_at; /* OP: where its kernels' text starts in the variant's source (which program: build) */
 } kiln_cl_step;
+
+/* One of a variant's programs (opencl/engine_compile.c build). */
+typedef struct kiln_cl_vprog {
+  cl_program prog;
+  kiln_cl_key key;
+  bool store_binary; /* built from source: put its binary in the kiln cache after the second run */
+  bool from_cache;   /* from the kiln cache (a device binary) or the context's kept programs */
+  bool from_process; /* ... from the context's kept programs (built earlier in this process) */
+  double build_ms;   /* clBuildProgram from source (0: from the cache) */
+} kiln_cl_vprog;
 
 /* Where a value lives on the device. */
 typedef struct kiln_cl_place {
@@ -97,9 +108,8 @@ typedef struct kiln_cl_variant {
   int n_kern;
   kiln_cl_kernel *kern;
   kiln_cl_kernel_sig *sig;
-  cl_program prog;
-  bool store_binary;    /* built from source: put its binary in the kiln cache after the first run */
-  kiln_cl_key prog_key;
+  int n_prog;           /* the source in n_prog programs (one; several on rusticl: program_split) */
+  kiln_cl_vprog *progs;
   kiln_cl_place *place; /* per value of g */
   cl_mem arena;
   void *arena_host;     /* the host block under the arena on a CPU device (host_buffer), or NULL */
@@ -108,9 +118,9 @@ typedef struct kiln_cl_variant {
   uint64_t scratch_bytes;
   bool ran;
   int runs;         /* successful runs */
-  bool from_cache;  /* the program came from the kiln cache (a device binary) or the context's kept programs */
+  bool from_cache;  /* every program came from the kiln cache (a device binary) or the context's kept programs */
   bool from_process; /* ... from the context's kept programs (built earlier in this process) */
-  double build_ms;  /* clBuildProgram from source (0: from the cache) */
+  double build_ms;  /* clBuildProgram from source, all programs (0: from the cache) */
   cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
   kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
   struct kiln_cl_vobs *obs; /* observing plans: partial buffers, the record map (engine_observe.c) */
