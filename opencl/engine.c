@@ -107,6 +107,11 @@ static kiln_status slot_of(const kiln_cl_device *dev, kiln_cl_slot **out) {
   return s;
 }
 
+bool kiln_cl_engine_open_device(const kiln_cl_device *dev) {
+  kiln_cl_slot *sl;
+  return !slot_of(dev, &sl);
+}
+
 /* ---- checks ---- */
 
 kiln_status kiln_cl_engine_check(const kiln_graph *g) {

@@ -71,6 +71,13 @@ void kiln_cl_plan_get_stats(const kiln_cl_plan *p, kiln_cl_plan_stats *st);
  * that hands in its own context gets a slot of its own on it. */
 typedef struct kiln_cl_slot kiln_cl_slot;
 
+/* Creates dev's own context and queue now (they are made once per process,
+ * else by the first plan prepared on dev): the plugin calls it at
+ * onnxInitBackend, so that the first graph's init does not pay them (rusticl:
+ * 2-20 ms, its queue's llvmpipe context). False with the error left set
+ * when they cannot be made (a plan tries again and reports it). */
+bool kiln_cl_engine_open_device(const kiln_cl_device *dev);
+
 /* A slot on host (retained; a new queue on dev). KILN_E_MODEL with a
  * message when host is NULL, cannot be queried or lacks dev's device. */
 kiln_status kiln_cl_slot_open(const kiln_cl_device *dev, cl_context host, kiln_cl_slot **out);
