@@ -530,9 +530,9 @@ static bool binary_cache_enabled(void) {
  * KILN_CL_PROGRAM_SPLIT=N sets it, =0 one program; by default 32 KiB on
  * Mesa's rusticl, whose clCreateKernel costs time in proportion to the
  * size of the program the kernel is in (a warm mobilenetv2, 63 kernels in
- * 613 KB of SPIR-V: 60-90 ms of kernel objects in one program, ~10 ms in 8
- * programs; opencl/ENGINE.md), and one program elsewhere (PoCL pays per
- * program built). */
+ * 613 KB of SPIR-V, a new process: 55-106 ms of kernel objects in one
+ * program, 14-23 ms in 8; opencl/ENGINE.md), and one program elsewhere (not
+ * measured on PoCL, whose cold init is its program builds). */
 static size_t program_split(const kiln_cl_device *dev) {
   const char *e = getenv("KILN_CL_PROGRAM_SPLIT");
   if (e && *e) {
