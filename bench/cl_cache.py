@@ -73,7 +73,7 @@ def kiln_run(a, drv, model, extra, runs=1):
     m = re.search(r"arena (\d+) bytes = ([0-9.]+)x the liveness lower bound \((\d+)\)", out)
     if m:
         r["arena"], r["lb"] = int(m.group(1)), int(m.group(3))
-    r["cached"] = "(kiln cache)" in out
+    r["cached"] = re.search(r"program [0-9.]+ ms \((?:\d+ programs?, )?kiln cache\)", out) is not None
     m = re.search(r"prepare: copy ([0-9.]+) ms, rewrite\+shapes ([0-9.]+) ms", out)
     r["rewrite"] = float(m.group(2)) if m else None
     m = re.search(r"kernels ([0-9.]+) ms, device ops bound ([0-9.]+) ms", out)

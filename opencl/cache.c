@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -251,32 +252,44 @@ static bool corrupt(const char *path, const char *why) {
   return false;
 }
 
+/* The checks an entry's header and size must pass (NULL: they pass, *n the
+ * payload length). */
+static const char *check_header(const unsigned char *h, uint64_t size, kiln_cl_key key, uint64_t *n) {
+  if (memcmp(h, magic, sizeof magic)) return "not a kiln cache entry (bad magic)";
+  if (get_u64(h + 8) != FORMAT_VERSION) return "of another format version";
+  if (get_u64(h + 16) != key.hi || get_u64(h + 24) != key.lo) return "stored under another key";
+  if ((*n = get_u64(h + 32)) != size - HEADER_SIZE)
+    return *n > size - HEADER_SIZE ? "truncated" : "longer than its header says";
+  if (*n > KILN_MAX_ALLOC) return "too large";
+  return NULL;
+}
+
+/* Looks key up: an open entry file of at least a header (true), else a
+ * miss counted (false). */
+static bool open_entry(kiln_cl_key key, char *path, size_t np, int *fd, struct stat *st, const char **why) {
+  *why = NULL;
+  if (!kiln_cl_cache_path(key, path, np) || (*fd = open(path, O_RDONLY)) < 0) {
+    atomic_fetch_add(&n_misses, 1);
+    return false;
+  }
+  if (fstat(*fd, st) || !S_ISREG(st->st_mode)) *why = "not a regular file";
+  else if ((uint64_t)st->st_size < HEADER_SIZE) *why = "truncated (no full header)";
+  return true;
+}
+
 bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len) {
   char path[4200];
   *bytes = NULL;
   *len = 0;
-  if (!kiln_cl_cache_path(key, path, sizeof path)) {
-    atomic_fetch_add(&n_misses, 1);
-    return false;
-  }
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) {
-    atomic_fetch_add(&n_misses, 1);
-    return false;
-  }
-  unsigned char h[HEADER_SIZE];
+  int fd;
   struct stat st;
-  const char *why = NULL;
+  const char *why;
+  if (!open_entry(key, path, sizeof path, &fd, &st, &why)) return false;
+  unsigned char h[HEADER_SIZE];
   void *payload = NULL;
   uint64_t n = 0;
-  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) why = "not a regular file";
-  else if ((uint64_t)st.st_size < HEADER_SIZE || !read_all(fd, h, sizeof h)) why = "truncated (no full header)";
-  else if (memcmp(h, magic, sizeof magic)) why = "not a kiln cache entry (bad magic)";
-  else if (get_u64(h + 8) != FORMAT_VERSION) why = "of another format version";
-  else if (get_u64(h + 16) != key.hi || get_u64(h + 24) != key.lo) why = "stored under another key";
-  else if ((n = get_u64(h + 32)) != (uint64_t)st.st_size - HEADER_SIZE)
-    why = n > (uint64_t)st.st_size - HEADER_SIZE ? "truncated" : "longer than its header says";
-  else if (n > KILN_MAX_ALLOC) why = "too large";
+  if (!why && !read_all(fd, h, sizeof h)) why = "truncated (no full header)";
+  if (!why) why = check_header(h, (uint64_t)st.st_size, key, &n);
   if (!why) {
     payload = kiln_malloc((size_t)n);
     if (!payload) { /* not the entry's fault */
@@ -296,6 +309,47 @@ bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len) {
   *bytes = payload;
   *len = (size_t)n;
   return true;
+}
+
+bool kiln_cl_cache_map(kiln_cl_key key, kiln_cl_cache_view *view) {
+  char path[4200];
+  memset(view, 0, sizeof *view);
+  int fd;
+  struct stat st;
+  const char *why;
+  if (!open_entry(key, path, sizeof path, &fd, &st, &why)) return false;
+  uint64_t n = 0;
+  unsigned char *m = MAP_FAILED;
+  if (!why && (off_t)(size_t)st.st_size == st.st_size)
+    m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  close(fd); /* the mapping keeps the file */
+  if (!why && m == MAP_FAILED) { /* a file system without mmap, no address space: read it */
+    void *b;
+    size_t len;
+    if (!kiln_cl_cache_get(key, &b, &len)) return false;
+    view->bytes = b;
+    view->len = len;
+    return true;
+  }
+  if (!why) why = check_header(m, (uint64_t)st.st_size, key, &n);
+  if (!why && kiln_cl_hash64(m + HEADER_SIZE, (size_t)n) != get_u64(m + 40))
+    why = "corrupt (payload checksum differs)";
+  if (why) {
+    if (m != MAP_FAILED) munmap(m, (size_t)st.st_size);
+    return corrupt(path, why);
+  }
+  atomic_fetch_add(&n_hits, 1);
+  view->bytes = m + HEADER_SIZE;
+  view->len = (size_t)n;
+  view->map = m;
+  view->map_len = (size_t)st.st_size;
+  return true;
+}
+
+void kiln_cl_cache_view_release(kiln_cl_cache_view *view) {
+  if (view->map) munmap(view->map, view->map_len);
+  else kiln_free(view->bytes);
+  memset(view, 0, sizeof *view);
 }
 
 bool kiln_cl_cache_put(kiln_cl_key key, const void *bytes, size_t len) {

@@ -107,6 +107,11 @@ static kiln_status slot_of(const kiln_cl_device *dev, kiln_cl_slot **out) {
   return s;
 }
 
+bool kiln_cl_engine_open_device(const kiln_cl_device *dev) {
+  kiln_cl_slot *sl;
+  return !slot_of(dev, &sl);
+}
+
 /* ---- checks ---- */
 
 kiln_status kiln_cl_engine_check(const kiln_graph *g) {
@@ -127,21 +132,21 @@ static double ms_since(const struct timespec *t0) {
 /* The rewritten graph from the kiln cache (opencl/graph_cache): true with
  * *g and *sh on a hit. */
 static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph **g, kiln_shapes **sh,
-                               kiln_rewrite_stats *rst, void **rec) {
-  void *b = NULL;
-  size_t n = 0;
+                               kiln_rewrite_stats *rst, kiln_cl_cache_view *rec) {
+  kiln_cl_cache_view b;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (!kiln_cl_cache_get(key, &b, &n)) return false;
+  if (!kiln_cl_cache_map(key, &b)) return false;
+  size_t n = b.len;
   double t_read = ms_since(&t0);
-  kiln_status s = kiln_cl_graph_unpack(b, n, g0, g, rst); /* *g borrows b */
+  kiln_status s = kiln_cl_graph_unpack(b.bytes, n, g0, g, rst); /* *g borrows b */
   double t_unpack = ms_since(&t0) - t_read;
   if (!s) s = kiln_ref_check_graph(*g);
   if (!s) s = kiln_shapes_infer(*g, sh);
   if (!s) {
     kiln_cl_graph_cache_count(true);
-    kiln_log(KILN_LOG_INFO, "opencl: rewritten graph from the kiln cache (%zu bytes): read %.1f ms, unpack %.1f ms, "
-             "check+shapes %.1f ms", n, t_read, t_unpack, ms_since(&t0) - t_read - t_unpack);
+    kiln_log(KILN_LOG_INFO, "opencl: rewritten graph from the kiln cache (%zu bytes, %s): read %.1f ms, unpack %.1f ms, "
+             "check+shapes %.1f ms", n, b.map ? "mapped" : "copied", t_read, t_unpack, ms_since(&t0) - t_read - t_unpack);
     *rec = b;
     return true;
   }
@@ -149,13 +154,13 @@ static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph
   kiln_error_clear();
   kiln_graph_free(*g);
   *g = NULL;
-  kiln_free(b);
+  kiln_cl_cache_view_release(&b);
   return false;
 }
 
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
-                            kiln_shapes **sh, kiln_rewrite_stats *rst, void **rec) {
-  *rec = NULL;
+                            kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec) {
+  memset(rec, 0, sizeof *rec);
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
   ro.keep_outputs = keep_outputs;
@@ -241,7 +246,7 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   kiln_graph *g = NULL;
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
-  void *rec = NULL; /* g borrows it */
+  kiln_cl_cache_view rec = {0}; /* g borrows it */
   if ((s = kiln_cl_rewrite(p->orig, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
                            &sh, &rst, &rec)))
     goto fail;
@@ -254,7 +259,7 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   if (!p->spec) {
     kiln_graph_free(g);
     kiln_shapes_free(sh);
-    kiln_free(rec);
+    kiln_cl_cache_view_release(&rec);
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     goto fail;
   }
@@ -283,11 +288,11 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
     p->probe_rec = rec;
     g = NULL;
     sh = NULL;
-    rec = NULL;
+    memset(&rec, 0, sizeof rec);
   }
   kiln_graph_free(g);
   kiln_shapes_free(sh);
-  kiln_free(rec); /* after g */
+  kiln_cl_cache_view_release(&rec); /* after g */
   /* observing plans (mode) run exact variants: their partial buffers are sized per launch */
   if (!all_known && !mode && (s = kiln_cl_sym_setup(p))) goto fail;
   if (all_known) {
@@ -595,7 +600,7 @@ void kiln_cl_plan_release(kiln_cl_plan *p) {
   kiln_free(p->trace_ev);
   kiln_graph_free(p->probe_g);
   kiln_shapes_free(p->probe_sh);
-  kiln_free(p->probe_rec); /* after probe_g */
+  kiln_cl_cache_view_release(&p->probe_rec); /* after probe_g */
   kiln_graph_free(p->orig);
   kiln_free(p->spec);
   kiln_free(p);

@@ -35,6 +35,7 @@ typedef struct kiln_cl_plan_stats {
   int nodes_in, nodes_out; /* before / after rewrites (last variant compiled) */
   int variants;            /* shape/value specialisations compiled */
   int kernels;             /* generated kernels in the current variant */
+  int programs;            /* programs they and the device ops' kernels are in (KILN_CL_PROGRAM_SPLIT) */
   int fused_groups, fused_nodes;
   int device_ops, host_nodes, copies; /* nodes run by opencl/ops, on the host, as a buffer copy */
   int host_graphs;         /* variants run wholly on the host (data-dependent shapes) */
@@ -69,6 +70,13 @@ void kiln_cl_plan_get_stats(const kiln_cl_plan *p, kiln_cl_plan_stats *st);
  * runs. Each device has one shared slot on a context of its own; a host
  * that hands in its own context gets a slot of its own on it. */
 typedef struct kiln_cl_slot kiln_cl_slot;
+
+/* Creates dev's own context and queue now (they are made once per process,
+ * else by the first plan prepared on dev): the plugin calls it at
+ * onnxInitBackend, so that the first graph's init does not pay them (rusticl:
+ * 2-20 ms, its queue's llvmpipe context). False with the error left set
+ * when they cannot be made (a plan tries again and reports it). */
+bool kiln_cl_engine_open_device(const kiln_cl_device *dev);
 
 /* A slot on host (retained; a new queue on dev). KILN_E_MODEL with a
  * message when host is NULL, cannot be queried or lacks dev's device. */

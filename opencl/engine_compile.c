@@ -71,6 +71,7 @@ typedef struct cstate {
   kiln_fuse_plan *fp1; /* single-node specs (built on demand) */
   bool fp1_tried;
   int cap_steps;
+  size_t *kern_at; /* per generated kernel: where its text starts in src (its program: build) */
   FILE *df; /* KILN_DUMP plan file */
   char dext[48];
 } cstate;
@@ -100,6 +101,13 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   }
   v->sig = q;
   v->sig[v->n_kern] = *sig;
+  size_t *at = kiln_realloc(c->kern_at, sizeof *at * (size_t)(v->n_kern + 1));
+  if (!at) {
+    kiln_free(text);
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  }
+  c->kern_at = at;
+  at[v->n_kern] = c->src.len;
   kiln_status s = kiln_cl_src_printf(&c->src, "%s\n", text);
   kiln_free(text);
   if (s) return s;
@@ -108,7 +116,7 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
     if (sig->args[a].output) writes[nw++] = sig->args[a].value;
     else reads[nr++] = sig->args[a].value;
   }
-  kiln_cl_step x = {KILN_CL_STEP_GEN, node, nodes, v->n_kern, NULL, -1};
+  kiln_cl_step x = {KILN_CL_STEP_GEN, node, nodes, v->n_kern, NULL, -1, 0};
   if (c->df) {
     char lbl[160];
     fprintf(c->df, "kernel %s: %d node%s from %s (%s)%s\n", sig->name, nodes, nodes == 1 ? "" : "s",
@@ -224,7 +232,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec) {
   if (is_reshape_like(n) && n->out[0] >= 0) {
     if (c->df) fprintf(c->df, "copy %s (%s)\n", lbl, n->op_type);
     c->p->st.copies++;
-    return add_step(c, (kiln_cl_step){KILN_CL_STEP_COPY, i, 1, -1, NULL, -1}, reads, 1, writes, nw);
+    return add_step(c, (kiln_cl_step){KILN_CL_STEP_COPY, i, 1, -1, NULL, -1, 0}, reads, 1, writes, nw);
   }
   /* a device op */
   kiln_cl_ttype in[64], out[64];
@@ -242,6 +250,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec) {
     if (n->out[k] >= 0) typed &= concrete(v, n->out[k], &out[k]);
   }
   kiln_cl_op *op = NULL;
+  size_t src_at = c->src.len;
   if (typed) {
     char prefix[32];
     snprintf(prefix, sizeof prefix, "n%d_", i);
@@ -254,13 +263,13 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec) {
   if (op) {
     if (c->df) fprintf(c->df, "op %s (%s): %s\n", lbl, n->op_type, kiln_cl_op_describe(op));
     c->p->st.device_ops++;
-    s = add_step(c, (kiln_cl_step){KILN_CL_STEP_OP, i, 1, -1, op, -1}, reads, nr, writes, nw);
+    s = add_step(c, (kiln_cl_step){KILN_CL_STEP_OP, i, 1, -1, op, -1, src_at}, reads, nr, writes, nw);
     if (s) kiln_cl_op_free(op);
     return s;
   }
   if (c->df) fprintf(c->df, "host %s (%s)\n", lbl, n->op_type);
   c->p->st.host_nodes++;
-  return add_step(c, (kiln_cl_step){KILN_CL_STEP_HOST, i, 1, -1, NULL, -1}, reads, nr, writes, nw);
+  return add_step(c, (kiln_cl_step){KILN_CL_STEP_HOST, i, 1, -1, NULL, -1, 0}, reads, nr, writes, nw);
 }
 
 /* An anchor or reduction group as opencl/engine_fuse lowers it: generated
@@ -516,59 +525,142 @@ static bool binary_cache_enabled(void) {
   return !(e && !strcmp(e, "0"));
 }
 
-/* Builds the one program (kiln cache first), creates the kernels with
- * their arguments and binds the device ops. */
+/* Where a variant's source is cut into programs (bytes of source a program
+ * reaches before the next kernel starts a new one; 0: one program).
+ * KILN_CL_PROGRAM_SPLIT=N sets it, =0 one program; by default 32 KiB on
+ * Mesa's rusticl, whose clCreateKernel costs time in proportion to the
+ * size of the program the kernel is in (a warm mobilenetv2, 63 kernels in
+ * 613 KB of SPIR-V, a new process: 55-106 ms of kernel objects in one
+ * program, 14-23 ms in 8; opencl/ENGINE.md), and one program elsewhere (not
+ * measured on PoCL, whose cold init is its program builds). */
+static size_t program_split(const kiln_cl_device *dev) {
+  const char *e = getenv("KILN_CL_PROGRAM_SPLIT");
+  if (e && *e) {
+    char *end;
+    unsigned long long n = strtoull(e, &end, 10);
+    return *end ? 0 : (size_t)n;
+  }
+  return dev->platform_name && strstr(dev->platform_name, "rusticl") ? 32768 : 0;
+}
+
+/* The program of source text[0..len) (kiln cache first, then the
+ * context's kept programs, then a build from source) into vp. */
+static kiln_status get_program(cstate *c, const char *text, size_t len, kiln_cl_vprog *vp) {
+  kiln_cl_context *ctx = c->p->slot->ctx;
+  const char *opts = "";
+  vp->key = kiln_cl_program_key(c->p->dev, text, len, opts);
+  void *bin = NULL;
+  size_t blen = 0;
+  bool on_disk = false;
+  if (kiln_cl_context_program_get(ctx, vp->key.hi, vp->key.lo, &vp->prog, &on_disk)) { /* built in this process */
+    vp->from_cache = true;
+    vp->from_process = true;
+    vp->store_binary = binary_cache_enabled() && !on_disk; /* the variant that built it may not have run twice */
+    return KILN_OK;
+  }
+  if (binary_cache_enabled() && kiln_cl_cache_get(vp->key, &bin, &blen)) {
+    if (kiln_cl_program_from_binary(ctx, bin, blen, opts, &vp->prog)) {
+      kiln_log(KILN_LOG_INFO, "opencl: cached binary rejected (%s): building from source", kiln_last_error());
+      kiln_error_clear();
+      vp->prog = NULL;
+    }
+    kiln_free(bin);
+  }
+  if (!vp->prog) {
+    char *src = text[len] ? kiln_strndup(text, len) : NULL; /* a part of the source: NUL-terminated */
+    if (text[len] && !src) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kiln_status s = kiln_cl_program_build(ctx, src ? src : text, opts, &vp->prog);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    kiln_free(src);
+    if (s) return s;
+    vp->build_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    vp->store_binary = binary_cache_enabled();
+    const char *when = getenv("KILN_CL_BINARY_CACHE");
+    if (vp->store_binary && when && !strcmp(when, "build")) { /* for measurements: the binary as built */
+      void *b = NULL;
+      size_t n = 0;
+      if (!kiln_cl_program_binary(ctx, vp->prog, &b, &n)) kiln_cl_cache_put(vp->key, b, n);
+      kiln_error_clear();
+      kiln_free(b);
+      vp->store_binary = false;
+    }
+  } else {
+    vp->from_cache = true;
+  }
+  /* on disk: loaded from the kiln cache, or stored right after the build */
+  kiln_cl_context_program_put(ctx, vp->key.hi, vp->key.lo, vp->prog, vp->from_cache || !vp->store_binary);
+  return KILN_OK;
+}
+
+/* The program of the text at source offset at (build's cuts). */
+static int program_of(const size_t *cut, int n, size_t at) {
+  int i = 0;
+  while (i + 1 < n && cut[i + 1] <= at) i++;
+  return i;
+}
+
+/* Builds the variant's programs (one, or on rusticl the source cut at
+ * kernel boundaries: program_split), creates the kernels with their
+ * arguments and binds the device ops. Each kernel's text (a generated
+ * kernel with its guarded prelude, an op's kernels) stands alone, so any
+ * cut between two of them compiles. */
 static kiln_status build(cstate *c) {
   kiln_cl_variant *v = c->v;
   kiln_cl_context *ctx = c->p->slot->ctx;
   kiln_status s = KILN_OK;
+  size_t *cut = NULL;
+  int n_cut = 0;
   if (c->src.len) {
-    const char *opts = "";
-    v->prog_key = kiln_cl_program_key(c->p->dev, c->src.text, c->src.len, opts);
-    void *bin = NULL;
-    size_t len = 0;
-    bool on_disk = false;
-    if (kiln_cl_context_program_get(ctx, v->prog_key.hi, v->prog_key.lo, &v->prog, &on_disk)) { /* built in this process */
-      v->from_cache = true;
-      v->from_process = true;
-      v->store_binary = binary_cache_enabled() && !on_disk; /* the variant that built it may not have run twice */
-    } else if (binary_cache_enabled() && kiln_cl_cache_get(v->prog_key, &bin, &len)) {
-      if (kiln_cl_program_from_binary(ctx, bin, len, opts, &v->prog)) {
-        kiln_log(KILN_LOG_INFO, "opencl: cached binary rejected (%s): building from source", kiln_last_error());
-        kiln_error_clear();
-        v->prog = NULL;
-      }
-      kiln_free(bin);
+    /* the units' starts, in source order: generated kernels and ops */
+    size_t split = program_split(c->p->dev);
+    int n_units = v->n_kern + v->n_steps;
+    cut = kiln_calloc((size_t)n_units + 1, sizeof *cut);
+    v->progs = kiln_calloc((size_t)n_units + 1, sizeof *v->progs);
+    if (!cut || !v->progs) {
+      kiln_free(cut);
+      return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     }
-    if (!v->prog) {
-      struct timespec t0, t1;
-      clock_gettime(CLOCK_MONOTONIC, &t0);
-      if ((s = kiln_cl_program_build(ctx, c->src.text, opts, &v->prog))) return s;
-      clock_gettime(CLOCK_MONOTONIC, &t1);
-      v->build_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-      v->store_binary = binary_cache_enabled();
-      const char *when = getenv("KILN_CL_BINARY_CACHE");
-      if (v->store_binary && when && !strcmp(when, "build")) { /* for measurements: the binary as built */
-        void *b = NULL;
-        size_t n = 0;
-        if (!kiln_cl_program_binary(ctx, v->prog, &b, &n)) kiln_cl_cache_put(v->prog_key, b, n);
-        kiln_error_clear();
-        kiln_free(b);
-        v->store_binary = false;
+    cut[n_cut++] = 0;
+    int k = 0, t = 0;
+    while (split && (k < v->n_kern || t < v->n_steps)) {
+      size_t at;
+      if (t < v->n_steps && v->steps[t].kind != KILN_CL_STEP_OP) {
+        t++;
+        continue;
       }
-    } else {
-      v->from_cache = true;
+      if (k < v->n_kern && (t >= v->n_steps || c->kern_at[k] <= v->steps[t].src_at)) at = c->kern_at[k++];
+      else at = v->steps[t++].src_at;
+      if (at < c->src.len && at - cut[n_cut - 1] >= split) cut[n_cut++] = at;
     }
-    if (!v->from_process) /* on disk: loaded from the kiln cache, or stored right after the build */
-      kiln_cl_context_program_put(ctx, v->prog_key.hi, v->prog_key.lo, v->prog, v->from_cache || !v->store_binary);
+    for (int i = 0; i < n_cut && !s; i++) {
+      size_t end = i + 1 < n_cut ? cut[i + 1] : c->src.len;
+      s = get_program(c, c->src.text + cut[i], end - cut[i], &v->progs[i]);
+      if (v->progs[i].prog) v->n_prog = i + 1;
+    }
+    if (s) {
+      kiln_free(cut);
+      return s;
+    }
+    c->p->st.programs = v->n_prog;
+    v->from_cache = v->from_process = true;
+    for (int i = 0; i < v->n_prog; i++) {
+      v->from_cache &= v->progs[i].from_cache;
+      v->from_process &= v->progs[i].from_process;
+      v->build_ms += v->progs[i].build_ms;
+    }
   }
   struct timespec tb0, tb1, tb2;
   clock_gettime(CLOCK_MONOTONIC, &tb0);
-  if (v->n_kern && !(v->kern = kiln_calloc((size_t)v->n_kern, sizeof *v->kern)))
+  if (v->n_kern && !(v->kern = kiln_calloc((size_t)v->n_kern, sizeof *v->kern))) {
+    kiln_free(cut);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  }
   for (int k = 0; k < v->n_kern && !s; k++) {
     const kiln_cl_kernel_sig *sig = &v->sig[k];
-    if ((s = kiln_cl_kernel_create(ctx, v->prog, sig->name, &v->kern[k]))) break;
+    cl_program prog = v->progs[program_of(cut, n_cut, c->kern_at[k])].prog;
+    if ((s = kiln_cl_kernel_create(ctx, prog, sig->name, &v->kern[k]))) break;
     if (sig->twin[0] && v->kern[k].wg_size < sig->local) { /* a tiled kernel: its untiled twin (codegen.h) */
       kiln_cl_kernel_sig *w = &v->sig[k];
       kiln_log(KILN_LOG_INFO, "opencl: kernel %s takes %zu items per group, its tiles %zu: its untiled twin %s",
@@ -578,7 +670,7 @@ static kiln_status build(cstate *c) {
       w->n_items = w->twin_items;
       w->local = 0;
       w->twin[0] = 0;
-      if ((s = kiln_cl_kernel_create(ctx, v->prog, w->name, &v->kern[k]))) break;
+      if ((s = kiln_cl_kernel_create(ctx, prog, w->name, &v->kern[k]))) break;
     }
     for (int a = 0; a < sig->n_args && !s; a++) {
       cl_mem m = v->place[sig->args[a].value].mem;
@@ -593,7 +685,14 @@ static kiln_status build(cstate *c) {
   }
   clock_gettime(CLOCK_MONOTONIC, &tb1);
   for (int k = 0; k < v->n_steps && !s; k++)
-    if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind(v->steps[k].op, ctx, v->prog);
+    if (v->steps[k].kind == KILN_CL_STEP_OP)
+      s = kiln_cl_op_bind_kernels(v->steps[k].op, ctx,
+                                  v->n_prog ? v->progs[program_of(cut, n_cut, v->steps[k].src_at)].prog : NULL);
+  kiln_free(cut);
+  /* CLBlast's warm-up threads start last: their build (~50 ms a routine on
+     rusticl) does not take CPU from the kernels created above */
+  for (int k = 0; k < v->n_steps && !s; k++)
+    if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind_blas(v->steps[k].op, ctx);
   clock_gettime(CLOCK_MONOTONIC, &tb2);
   kiln_log(KILN_LOG_INFO, "opencl: kernels %.1f ms, device ops bound %.1f ms",
            (double)(tb1.tv_sec - tb0.tv_sec) * 1e3 + (double)(tb1.tv_nsec - tb0.tv_nsec) / 1e6,
@@ -647,7 +746,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     rst = p->probe_rst;
     p->probe_g = NULL;
     p->probe_sh = NULL;
-    p->probe_rec = NULL;
+    memset(&p->probe_rec, 0, sizeof p->probe_rec);
   } else {
     s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP),
                         &v->g, &v->sh, &rst, &v->rec);
@@ -734,11 +833,13 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   for (int k = 0; k < 4; k++)
     ms[k] = (double)(tc[k + 1].tv_sec - tc[k].tv_sec) * 1e3 + (double)(tc[k + 1].tv_nsec - tc[k].tv_nsec) / 1e6;
   kiln_log(KILN_LOG_INFO,
-           "opencl plan '%s': rewrite+shapes %.1f ms, fusion+codegen+ops %.1f ms, memory %.1f ms, program %.1f ms (%s)",
-           g->name ? g->name : "", ms[0], ms[1], ms[2], ms[3],
+           "opencl plan '%s': rewrite+shapes %.1f ms, fusion+codegen+ops %.1f ms, memory %.1f ms, program %.1f ms (%d "
+           "program%s, %s)",
+           g->name ? g->name : "", ms[0], ms[1], ms[2], ms[3], v->n_prog, v->n_prog == 1 ? "" : "s",
            v->from_process ? "built earlier in this process" : v->from_cache ? "kiln cache" : "source");
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
+  kiln_free(c.kern_at);
   v->sched = c.ms; /* kept: a run binding the host's buffers checks its accesses */
   kiln_fuse_plan_free(c.fp1);
   kiln_schedule_free(c.fs1);
@@ -748,6 +849,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
 fail:
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
+  kiln_free(c.kern_at);
   kiln_schedule_free(c.ms);
   kiln_fuse_plan_free(c.fp1);
   kiln_schedule_free(c.fs1);
@@ -780,7 +882,8 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_free(v->sig);
   kiln_free(v->sym_val);
   kiln_free(v->sym_st);
-  kiln_cl_program_free(v->prog);
+  for (int i = 0; i < v->n_prog; i++) kiln_cl_program_free(v->progs[i].prog);
+  kiln_free(v->progs);
   for (int w = 0; v->place && v->g && w < v->g->n_values; w++) {
     if (v->place[w].mem) clReleaseMemObject(v->place[w].mem);
     kiln_free(v->place[w].host); /* after its buffer, the queue finished */
@@ -796,6 +899,6 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_shapes_free(v->sh);
   kiln_graph_free(v->g);
   kiln_graph_free(v->d); /* after g, which may borrow its weights */
-  kiln_free(v->rec);     /* after g, which may read its constants in place */
+  kiln_cl_cache_view_release(&v->rec); /* after g, which may read its constants in place */
   kiln_free(v);
 }

@@ -41,7 +41,18 @@ typedef struct kiln_cl_step {
   int kern;  /* GEN: index into variant kernels */
   kiln_cl_op *op;
   int prof;  /* KILN_PROFILE entry */
+  size_t src_at; /* OP: where its kernels' text starts in the variant's source (which program: build) */
 } kiln_cl_step;
+
+/* One of a variant's programs (opencl/engine_compile.c build). */
+typedef struct kiln_cl_vprog {
+  cl_program prog;
+  kiln_cl_key key;
+  bool store_binary; /* built from source: put its binary in the kiln cache after the second run */
+  bool from_cache;   /* from the kiln cache (a device binary) or the context's kept programs */
+  bool from_process; /* ... from the context's kept programs (built earlier in this process) */
+  double build_ms;   /* clBuildProgram from source (0: from the cache) */
+} kiln_cl_vprog;
 
 /* Where a value lives on the device. */
 typedef struct kiln_cl_place {
@@ -87,7 +98,7 @@ typedef struct kiln_cl_variant {
   unsigned long used;
   bool host_only;       /* shapes stay data-dependent: the whole graph runs on the host */
   kiln_graph *g;        /* the specialised, rewritten graph (its weights may be d's or rec's) */
-  void *rec;            /* the kiln cache record g was read from (g's folded constants are read in place), or NULL */
+  kiln_cl_cache_view rec; /* the kiln cache record g was read from (g's folded constants are read in place), or none */
   int host_weights;     /* weights whose buffer is their host bytes (kiln_cl_buffer_over_host) */
   kiln_graph *d;        /* the specialised graph g was made from (the plan's weights, borrowed); kept while g is */
   kiln_shapes *sh;
@@ -97,9 +108,8 @@ typedef struct kiln_cl_variant {
   int n_kern;
   kiln_cl_kernel *kern;
   kiln_cl_kernel_sig *sig;
-  cl_program prog;
-  bool store_binary;    /* built from source: put its binary in the kiln cache after the first run */
-  kiln_cl_key prog_key;
+  int n_prog;           /* the source in n_prog programs (one; several on rusticl: program_split) */
+  kiln_cl_vprog *progs;
   kiln_cl_place *place; /* per value of g */
   cl_mem arena;
   void *arena_host;     /* the host block under the arena on a CPU device (host_buffer), or NULL */
@@ -108,9 +118,9 @@ typedef struct kiln_cl_variant {
   uint64_t scratch_bytes;
   bool ran;
   int runs;         /* successful runs */
-  bool from_cache;  /* the program came from the kiln cache (a device binary) or the context's kept programs */
+  bool from_cache;  /* every program came from the kiln cache (a device binary) or the context's kept programs */
   bool from_process; /* ... from the context's kept programs (built earlier in this process) */
-  double build_ms;  /* clBuildProgram from source (0: from the cache) */
+  double build_ms;  /* clBuildProgram from source, all programs (0: from the cache) */
   cl_mem *bind;     /* during a run: per value, the host's cl_mem used in place of its own buffer (or NULL) */
   kiln_schedule *sched; /* what the memory planner saw: step k's reads/writes (then the read of the outputs) */
   struct kiln_cl_vobs *obs; /* observing plans: partial buffers, the record map (engine_observe.c) */
@@ -203,7 +213,7 @@ struct kiln_cl_plan {
   kiln_graph *probe_g;
   kiln_shapes *probe_sh;
   kiln_rewrite_stats probe_rst;
-  void *probe_rec; /* the record probe_g borrows from (kiln_cl_rewrite), or NULL */
+  kiln_cl_cache_view probe_rec; /* the record probe_g borrows from (kiln_cl_rewrite), or none */
   /* observers (engine_observe.c): obs_mode 0 for a plain plan, else 1 +
      KILN_CL_OBS_* bits of an observing plan; the observing plans of a plain
      one (per mode - 1, compiled at the first observed run); the reduction
@@ -232,10 +242,10 @@ kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const 
 /* Rewrites g0 (constant folding with the reference kernels), checks it and
  * infers its shapes. keep_outputs: observe all (no rewrite that erases a
  * node output, ir/rewrite.h). A graph from the kiln cache borrows g0's
- * weights and the record's bytes: *rec (NULL when none) must be freed
- * (kiln_free) after *g, and g0 must outlive *g. */
+ * weights and the record's bytes: *rec (zero when none) must be released
+ * (kiln_cl_cache_view_release) after *g, and g0 must outlive *g. */
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
-                            kiln_shapes **sh, kiln_rewrite_stats *rst, void **rec);
+                            kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec);
 /* The variant for these inputs (per input of p->orig; NULL for initializers),
  * compiled on first sight. Call with the slot locked (or before the plan is
  * shared). */

@@ -656,24 +656,28 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
      after the first run already (a test run that fills the cache). */
   if (!s) v->runs++;
   int store_at = getenv("KILN_CL_BINARY_CACHE") && !strcmp(getenv("KILN_CL_BINARY_CACHE"), "1") ? 1 : 2;
-  if (!s && v->runs == store_at && v->store_binary && v->prog) {
+  bool stored = false;
+  for (int i = 0; !s && v->runs == store_at && i < v->n_prog; i++) {
+    kiln_cl_vprog *vp = &v->progs[i];
+    if (!vp->store_binary) continue;
     void *bin = NULL;
     size_t len = 0;
-    if (!kiln_cl_program_binary(ctx, v->prog, &bin, &len) && kiln_cl_cache_put(v->prog_key, bin, len))
-      kiln_cl_context_program_stored(ctx, v->prog_key.hi, v->prog_key.lo);
+    if (!kiln_cl_program_binary(ctx, vp->prog, &bin, &len) && kiln_cl_cache_put(vp->key, bin, len))
+      kiln_cl_context_program_stored(ctx, vp->key.hi, vp->key.lo);
     kiln_error_clear();
     kiln_free(bin);
+    stored = true;
   }
-  if (!v->ran && v->prog)
+  if (!v->ran && v->n_prog)
     kiln_log(KILN_LOG_INFO, "opencl: program of '%s': %s, first run %.1f ms", g->name ? g->name : "",
              v->from_process ? "built earlier in this process"
              : v->from_cache ? "from the kiln cache"
                              : "built from source",
              (t2 - t_start) / 1e6);
-  if (v->runs == store_at && v->store_binary && v->prog)
+  if (stored)
     kiln_log(KILN_LOG_INFO, "opencl: program of '%s': binary stored in %.1f ms", g->name ? g->name : "",
              (now_ns() - t2) / 1e6);
-  if (!v->ran && v->prog && !v->from_cache)
+  if (!v->ran && v->n_prog && !v->from_cache)
     kiln_log(KILN_LOG_INFO, "opencl: program of '%s': clBuildProgram %.1f ms", g->name ? g->name : "", v->build_ms);
   v->ran = true;
   return s;

@@ -484,6 +484,19 @@ static void ws_release(kiln_cl_op *op) {
 /* ---- bind / enqueue ---- */
 
 kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog) {
+  kiln_status s = kiln_cl_op_bind_kernels(op, ctx, prog);
+  return s ? s : kiln_cl_op_bind_blas(op, ctx);
+}
+
+kiln_status kiln_cl_op_bind_blas(kiln_cl_op *op, kiln_cl_context *ctx) {
+  if (!op->blas) return KILN_OK;
+  kiln_status s = blas_warm(ctx, op->blas, op);
+  op->blas_ctx = ctx->ctx; /* even on a failure: a thread it started is joined at release */
+  if (s) kiln_error_prefix("node '%s'", op->label);
+  return s;
+}
+
+kiln_status kiln_cl_op_bind_kernels(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog) {
   kiln_status s = KILN_OK;
   for (int k = 0; k < op->n_kern && !s; k++) {
     if (op->kern[k].k) continue;
@@ -503,10 +516,6 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
     op->work = kiln_malloc(3 * op->max_batch * sizeof *op->work);
     op->ab = kiln_malloc(2 * op->max_batch * sizeof *op->ab);
     if (!op->work || !op->ab) s = kiln_fail(KILN_E_NOMEM, "out of memory binding node '%s'", op->label);
-  }
-  if (!s && op->blas) {
-    s = blas_warm(ctx, op->blas, op);
-    op->blas_ctx = ctx->ctx;
   }
   if (!s && op->chk_n > 0 && !op->chk.mem) {
     static const cl_int zero[4];

@@ -62,6 +62,14 @@ kiln_status kiln_cl_op_prepare(const kiln_cl_device *dev, const kiln_graph *g, c
 /* After the program built from src: creates the op's kernels (from prog; an
  * op that appended no source ignores it) and device scratch on ctx. */
 kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog);
+/* kiln_cl_op_bind in two halves: the kernels and scratch, then (a CLBlast
+ * op) the start of its routines' warm-up, a thread that builds CLBlast's
+ * kernels (opencl/ENGINE.md). The engine binds every op's kernels first and
+ * starts the warm-ups after, so that the build does not share the CPU with
+ * the rest of the init; the second does nothing for an op without CLBlast
+ * or a routine warmed already. */
+kiln_status kiln_cl_op_bind_kernels(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog);
+kiln_status kiln_cl_op_bind_blas(kiln_cl_op *op, kiln_cl_context *ctx);
 /* Enqueues the op: in[k] / out[k] where its inputs and outputs are (dense,
  * row-major, of the types given at prepare). Asynchronous on ctx's queue. */
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out);

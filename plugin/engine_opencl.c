@@ -60,6 +60,8 @@ static kiln_status cl_backend_open(const void *impl, void *hctx, void **bctx) {
 
 static void cl_backend_close(void *bctx) { kiln_cl_slot_close(bctx); }
 
+static bool cl_backend_warm(const void *impl) { return kiln_cl_engine_open_device(impl); }
+
 static kiln_status cl_prepare_in(const void *impl, void *bctx, const kiln_graph *g, void **plan) {
   kiln_cl_plan *p;
   kiln_status s = kiln_cl_plan_prepare_in(impl, bctx, g, &p);
@@ -156,6 +158,7 @@ static void make_engines_locked(void) {
     e->cl_device = d->device;
     e->backend_open = cl_backend_open;
     e->backend_close = cl_backend_close;
+    e->backend_warm = cl_backend_warm;
     e->prepare_in = cl_prepare_in;
     e->check_buffer = cl_check_buffer;
     e->run_mem = cl_run_mem;

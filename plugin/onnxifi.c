@@ -214,6 +214,11 @@ ONNXIFI_PUBLIC onnxStatus ONNXIFI_ABI onnxInitBackend(onnxBackendID backendID, c
       return s == KILN_E_MODEL ? ONNXIFI_STATUS_INVALID_PROPERTY : kiln_onnx_status(s);
     }
   }
+  if (!have_ctx && eng->backend_warm && !eng->backend_warm(eng->impl)) {
+    /* not an error of onnxInitBackend: the first graph tries again and reports it */
+    kiln_log(KILN_LOG_INFO, "backend %s: the device is not set up yet (%s)", eng->name, kiln_last_error());
+    kiln_error_clear();
+  }
   if (kiln_handle_add(b, KILN_H_BACKEND)) {
     if (b->bctx) eng->backend_close(b->bctx);
     pthread_mutex_destroy(&b->mu);

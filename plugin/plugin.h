@@ -48,6 +48,10 @@ typedef struct kiln_engine {
      property's value is not valid for this device) */
   kiln_status (*backend_open)(const void *impl, void *hctx, void **bctx);
   void (*backend_close)(void *bctx);
+  /* optional: onnxInitBackend without the host's context sets the device up
+     (OpenCL: its context and queue) ahead of the first graph; false with
+     the error set when it cannot (the first graph's init then reports it) */
+  bool (*backend_warm)(const void *impl);
   /* prepare in backend state bctx (non-NULL), replaces prepare_on */
   kiln_status (*prepare_in)(const void *impl, void *bctx, const kiln_graph *g, void **plan);
   /* mem is a device buffer of bctx (NULL: the backend has no host context)

@@ -51,6 +51,7 @@ static char root[256], cdir[512];
  * the reference; returns the cache statistics' change in *d. */
 static kiln_cl_graph_cache_stats gd; /* the graph records' part of the last run_plan */
 static int host_weights; /* the last run_plan's weights read in place (kiln_cl_plan_stats) */
+static int programs, kernels; /* the last run_plan's programs and generated kernels */
 
 static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kiln_cl_cache_stats s0, s1;
@@ -74,6 +75,8 @@ static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kiln_cl_plan_stats pst;
   kiln_cl_plan_get_stats(p, &pst);
   host_weights = pst.host_weights;
+  programs = pst.programs;
+  kernels = pst.kernels;
   kiln_cl_plan_release(p);
   kiln_cl_cache_stats_get(&s1);
   kiln_cl_graph_cache_stats_get(&g1);
@@ -213,6 +216,47 @@ static void test_records(void) {
   g = keep;
 }
 
+/* kiln_cl_cache_map on its own: a stored entry is mapped, not copied (the
+ * same bytes), and released; a flipped byte, a cut payload or a cut header
+ * is a miss, counted as corrupt, and the file deleted. */
+static void test_map(void) {
+  char dir[600], path[1024];
+  snprintf(dir, sizeof dir, "%s/map", root);
+  setenv("KILN_CACHE_DIR", dir, 1);
+  kiln_cl_key k;
+  kiln_cl_key_init(&k);
+  kiln_cl_key_str(&k, "tests/opencl_cache map");
+  size_t n = 100003;
+  unsigned char *b = kiln_malloc(n);
+  for (size_t i = 0; b && i < n; i++) b[i] = (unsigned char)(i * 131 + (i >> 9));
+  CHECK(b && kiln_cl_cache_put(k, b, n) && kiln_cl_cache_path(k, path, sizeof path), "map: an entry stored");
+  kiln_cl_cache_view v;
+  CHECK(kiln_cl_cache_map(k, &v) && v.map && v.len == n && !memcmp(v.bytes, b, n) &&
+            (unsigned char *)v.bytes == (unsigned char *)v.map + 48 && v.map_len == n + 48,
+        "map: a hit, the payload mapped in place after the header");
+  kiln_cl_cache_view_release(&v);
+  CHECK(!v.bytes && !v.map && !v.len, "map: released and zeroed");
+  kiln_cl_cache_view_release(&v); /* a zero view: nothing */
+  struct {
+    const char *what;
+    long cut, flip;
+  } dmg[] = {{"a flipped payload byte", -1, 48 + 5000}, {"a cut payload", 48 + 7000, -1},
+             {"a flipped header byte", -1, 20}, {"a cut header", 30, -1}};
+  for (size_t i = 0; i < sizeof dmg / sizeof dmg[0]; i++) {
+    kiln_cl_cache_stats s0, s1;
+    CHECK(kiln_cl_cache_put(k, b, n), "map: stored again");
+    if (dmg[i].cut >= 0) CHECK(truncate(path, dmg[i].cut) == 0, "cut the entry");
+    else flip_byte(path, dmg[i].flip);
+    kiln_cl_cache_stats_get(&s0);
+    bool hit = kiln_cl_cache_map(k, &v);
+    kiln_cl_cache_stats_get(&s1);
+    CHECK(!hit && !v.bytes && s1.corrupt == s0.corrupt + 1 && file_size(path) < 0,
+          "map, %s: a miss, counted as corrupt, the file deleted", dmg[i].what);
+  }
+  kiln_free(b);
+  setenv("KILN_CACHE_DIR", cdir, 1);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && !strcmp(argv[1], "--records")) {
@@ -314,12 +358,46 @@ int main(int argc, char **argv) {
     run_plan("kept programs: built, one run", 1, &d);
     CHECK(d.writes == gd.stores, "kept programs: one run stores no binary");
     run_plan("kept programs: kept, two runs", 2, &d);
-    CHECK(d.writes == gd.stores + 1, "kept programs: a variant from the kept program stores the binary the first did not");
+    CHECK(programs >= 1 && d.writes == gd.stores + (uint64_t)programs,
+          "kept programs: a variant from the kept programs stores the binaries the first did not (%d programs)",
+          programs);
     run_plan("kept programs: kept again, two runs", 2, &d);
     CHECK(d.writes == gd.stores, "kept programs: the binary is known to be on disk: not stored again");
     unsetenv("KILN_FUSION");
     unsetenv("KILN_CL_PROGRAM_CACHE");
     setenv("KILN_CL_BINARY_CACHE", "1", 1);
+    setenv("KILN_CACHE_DIR", cdir, 1);
+  }
+
+  /* the source cut into programs (KILN_CL_PROGRAM_SPLIT=1: one per kernel;
+     KILN_FUSION=0: a kernel per node): every program's binary stored after
+     the first run, each loaded from the kiln cache by a new plan; results
+     right; =0 one program */
+  {
+    char sdir[600];
+    snprintf(sdir, sizeof sdir, "%s/split", root);
+    const char *kept = getenv("KILN_CL_PROGRAM_CACHE");
+    char *kept_was = kept ? kiln_strdup(kept) : NULL;
+    setenv("KILN_CACHE_DIR", sdir, 1);
+    setenv("KILN_CL_PROGRAM_CACHE", "0", 1); /* each plan loads its programs from the directory */
+    setenv("KILN_CL_PROGRAM_SPLIT", "1", 1);
+    setenv("KILN_FUSION", "0", 1);
+    run_plan("split: cold", 2, &d);
+    int np = programs;
+    CHECK(np >= 3 && np == kernels, "split: a program per kernel (%d programs, %d kernels)", np, kernels);
+    CHECK(d.hits == 0 && d.writes == (uint64_t)np + gd.stores, "split: each program's binary stored (%llu writes)",
+          (unsigned long long)d.writes);
+    run_plan("split: warm", 2, &d);
+    CHECK(programs == np && d.hits == (uint64_t)np + gd.hits && d.writes == 0 && d.corrupt == 0,
+          "split: every program from the kiln cache (%llu hits)", (unsigned long long)d.hits);
+    setenv("KILN_CL_PROGRAM_SPLIT", "0", 1);
+    run_plan("split off", 1, &d);
+    CHECK(programs == 1 && kernels == np, "KILN_CL_PROGRAM_SPLIT=0: one program (%d)", programs);
+    unsetenv("KILN_CL_PROGRAM_SPLIT");
+    unsetenv("KILN_FUSION");
+    if (kept_was) setenv("KILN_CL_PROGRAM_CACHE", kept_was, 1);
+    else unsetenv("KILN_CL_PROGRAM_CACHE");
+    kiln_free(kept_was);
     setenv("KILN_CACHE_DIR", cdir, 1);
   }
 
@@ -353,6 +431,7 @@ int main(int argc, char **argv) {
   setenv("KILN_CACHE_DIR", "off", 1);
   run_plan("KILN_CACHE_DIR=off", 2, &d);
   CHECK(d.hits == 0 && d.writes == 0 && d.write_failures == 0 && d.warnings == 0, "off: nothing read or written");
+  test_map(); /* last: its damaged entries would take the process's one warning */
 
   char tmp[700];
   snprintf(tmp, sizeof tmp, "rm -rf '%s'", root);
