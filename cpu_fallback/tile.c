@@ -730,22 +730,6 @@ bool kiln_tile_scale(const kiln_tile_prog *tp, float *s) {
   return tp->e[a].kind == E_ANCHOR && uniform_expr(tp, b, s);
 }
 
-/* How many tiles ahead a streamed pass prefetches its direct inputs
- * (TILE.md "Two threads, and where they lose": 4 and 8 measured, 4 a
- * little faster). */
-#define KILN_TILE_PREFETCH 4
-
-/* Prefetches the tile at element f (KILN_TILE_N elements) of every direct
- * float32 input into L1. */
-static void prefetch_direct(const kiln_tile_prog *tp, int64_t f) {
-  for (int a = 0; a < tp->n_acc; a++) {
-    const tacc *r = &tp->acc[a];
-    if (r->kind != R_DIRECT) continue;
-    const char *p = (const char *)((const float *)r->base + r->v.offset + f);
-    for (size_t j = 0; j < sizeof(float) * KILN_TILE_N; j += 64) __builtin_prefetch(p + j, 0, 3);
-  }
-}
-
 kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
                            kiln_vm_isa isa) {
   return kiln_tile_exec_obs(tp, lo, hi, out, anchor, isa, NULL);
@@ -855,15 +839,8 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
                                                  sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
                                                  sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
                             : NULL; /* after the observers' lists */
-  /* streamed passes are beyond the caches: the direct inputs are
-     prefetched KILN_TILE_PREFETCH tiles ahead, past the range's end too
-     (within the domain), so that the next range of a lane (below) starts
-     with its first tiles in L1 */
-  bool pf = stream && !n_ob;
-  int64_t pf_end = tp->numel - (int64_t)(KILN_TILE_PREFETCH + 1) * KILN_TILE_N;
   for (int64_t f0 = lo; f0 < hi; f0 += KILN_TILE_N) {
     int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
-    if (pf && f0 <= pf_end) prefetch_direct(tp, f0 + (int64_t)KILN_TILE_PREFETCH * KILN_TILE_N);
     for (int i = 0; i < n_expr; i++) {
       const texpr *t = &tp->e[i];
       if (t->uniform) continue;
@@ -943,10 +920,9 @@ typedef struct par_ctx {
   atomic_int status; /* the first failure */
 } par_ctx;
 
-static void par_task(void *arg, int64_t t, int worker) {
-  (void)worker;
-  par_ctx *c = arg;
-  int64_t a = c->lo + t * CHUNK, b = a + CHUNK < c->hi ? a + CHUNK : c->hi;
+/* Runs chunks [t0, t1) as one kiln_tile_exec call. */
+static void par_span(par_ctx *c, int64_t t0, int64_t t1) {
+  int64_t a = c->lo + t0 * CHUNK, b = c->lo + t1 * CHUNK < c->hi ? c->lo + t1 * CHUNK : c->hi;
   const kiln_tile_prog *tp = c->tp;
   void *o[KILN_TILE_PAR_STORES];
   for (int k = 0; k < tp->n_store; k++)
@@ -960,13 +936,21 @@ static void par_task(void *arg, int64_t t, int worker) {
   }
 }
 
+static void par_task(void *arg, int64_t t, int worker) {
+  (void)worker;
+  par_span(arg, t, t + 1);
+}
+
 /* Lanes: the chunks are cut into one contiguous lane per thread, each
  * with its own counter. Task k drains lane k in order, then helps the
- * lanes still running (claiming from their counters). So each thread
- * streams through one contiguous range while the cores are free — the
- * prefetch past a chunk's end (kiln_tile_exec) lands in the thread's own
- * next chunk — and a preempted thread's lane is still finished by the
- * others. Which thread computes an element does not change its value. */
+ * lanes still running, claiming from their counters. A claim takes a
+ * quarter of what is left of its lane (at least one chunk), run as one
+ * kiln_tile_exec call: the 16M chain's pass lost ~1-2 us at every call
+ * (TILE.md "Two threads, and where they lost"), so the calls are few and
+ * long while the lane is full, and short at its end, where a preempted
+ * thread's rest is shared out. Which thread computes an element, and in
+ * how long a call, does not change its value (the tiles start at the same
+ * elements). */
 enum { LANES_MAX = 64 };
 
 typedef struct lane_ctx {
@@ -979,13 +963,17 @@ typedef struct lane_ctx {
 } lane_ctx;
 
 static void lane_task(void *arg, int64_t k, int worker) {
+  (void)worker;
   lane_ctx *lc = arg;
   for (int j = 0; j < lc->lanes; j++) {
     int lane = (int)((k + j) % lc->lanes);
-    for (;;) {
-      long long t = atomic_fetch_add(&lc->at[lane].next, 1);
-      if (t >= lc->end[lane]) break;
-      par_task(lc->c, (int64_t)t, worker);
+    long long end = lc->end[lane], t = atomic_load(&lc->at[lane].next);
+    while (t < end) {
+      long long take = (end - t) / 4 > 1 ? (end - t) / 4 : 1;
+      if (atomic_compare_exchange_weak(&lc->at[lane].next, &t, t + take)) {
+        par_span(lc->c, t, t + take);
+        t = atomic_load(&lc->at[lane].next);
+      } /* else t holds the counter's new value */
     }
   }
 }
