@@ -920,10 +920,9 @@ typedef struct par_ctx {
   atomic_int status; /* the first failure */
 } par_ctx;
 
-static void par_task(void *arg, int64_t t, int worker) {
-  (void)worker;
-  par_ctx *c = arg;
-  int64_t a = c->lo + t * CHUNK, b = a + CHUNK < c->hi ? a + CHUNK : c->hi;
+/* Runs chunks [t0, t1) as one kiln_tile_exec call. */
+static void par_span(par_ctx *c, int64_t t0, int64_t t1) {
+  int64_t a = c->lo + t0 * CHUNK, b = c->lo + t1 * CHUNK < c->hi ? c->lo + t1 * CHUNK : c->hi;
   const kiln_tile_prog *tp = c->tp;
   void *o[KILN_TILE_PAR_STORES];
   for (int k = 0; k < tp->n_store; k++)
@@ -937,6 +936,48 @@ static void par_task(void *arg, int64_t t, int worker) {
   }
 }
 
+static void par_task(void *arg, int64_t t, int worker) {
+  (void)worker;
+  par_span(arg, t, t + 1);
+}
+
+/* Lanes: the chunks are cut into one contiguous lane per thread, each
+ * with its own counter. Task k drains lane k in order, then helps the
+ * lanes still running, claiming from their counters. A claim takes a
+ * quarter of what is left of its lane (at least one chunk), run as one
+ * kiln_tile_exec call: the 16M chain's pass lost ~1-2 us at every call
+ * (TILE.md "Two threads, and where they lost"), so the calls are few and
+ * long while the lane is full, and short at its end, where a preempted
+ * thread's rest is shared out. Which thread computes an element, and in
+ * how long a call, does not change its value (the tiles start at the same
+ * elements). */
+enum { LANES_MAX = 64 };
+
+typedef struct lane_ctx {
+  par_ctx *c;
+  int lanes;
+  int64_t end[LANES_MAX]; /* lane k: chunks [end[k - 1], end[k]) */
+  struct {
+    _Alignas(64) atomic_llong next;
+  } at[LANES_MAX];
+} lane_ctx;
+
+static void lane_task(void *arg, int64_t k, int worker) {
+  (void)worker;
+  lane_ctx *lc = arg;
+  for (int j = 0; j < lc->lanes; j++) {
+    int lane = (int)((k + j) % lc->lanes);
+    long long end = lc->end[lane], t = atomic_load(&lc->at[lane].next);
+    while (t < end) {
+      long long take = (end - t) / 4 > 1 ? (end - t) / 4 : 1;
+      if (atomic_compare_exchange_weak(&lc->at[lane].next, &t, t + take)) {
+        par_span(lc->c, t, t + take);
+        t = atomic_load(&lc->at[lane].next);
+      } /* else t holds the counter's new value */
+    }
+  }
+}
+
 kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out,
                                const float *anchor, kiln_vm_isa isa) {
   int64_t n_tasks = hi > lo ? (hi - lo + CHUNK - 1) / CHUNK : 0;
@@ -945,7 +986,18 @@ kiln_status kiln_tile_exec_par(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
     return kiln_tile_exec(tp, lo, hi, out, anchor, isa);
   par_ctx c = {tp, lo, hi, out, anchor, isa, 0};
   atomic_init(&c.status, 0);
-  kiln_pool_for(n_tasks, threads, par_task, &c);
+  if (threads > LANES_MAX) { /* chunks one at a time from one counter */
+    kiln_pool_for(n_tasks, threads, par_task, &c);
+  } else {
+    lane_ctx lc;
+    lc.c = &c;
+    lc.lanes = (int64_t)threads <= n_tasks / 2 ? threads : (int)(n_tasks / 2);
+    for (int k = 0; k < lc.lanes; k++) {
+      lc.end[k] = n_tasks * (k + 1) / lc.lanes;
+      atomic_init(&lc.at[k].next, k ? lc.end[k - 1] : 0);
+    }
+    kiln_pool_for(lc.lanes, threads, lane_task, &lc);
+  }
   int s = atomic_load(&c.status);
   if (s)
     return kiln_fail((kiln_status)s, "a tile program failed on a pool thread (%s)",

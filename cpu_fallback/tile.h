@@ -54,9 +54,10 @@ kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, voi
 
 /* kiln_tile_exec over [lo, hi) split into chunks of 32 tiles run on the
  * cpu pool (cpu_fallback/pool.h; on the caller when the pool is not held,
- * busy, or the range is under four chunks). The same results, bit for bit,
- * as one kiln_tile_exec: every element is computed by the same ops whatever
- * the chunk. */
+ * busy, or the range is under four chunks): one contiguous lane of chunks
+ * per thread, several chunks per kiln_tile_exec call (TILE.md, Threads).
+ * The same results, bit for bit, as one kiln_tile_exec: every element is
+ * computed by the same ops whatever the call. */
 #define KILN_TILE_PAR_STORES 64
 /* Programs with at most this many stores look for interleaved column groups (kiln_tile_set_store_stride). */
 #define KILN_TILE_ROW_GROUPS_MAX 64
