@@ -15,6 +15,7 @@
 #include <math.h>
 
 #include "cpu_fallback/nn.h"
+#include "cpu_fallback/vmath_avx512_lanes.h" /* exp_rint16, exp_poly16, SET1 */
 
 static __mmask16 mask_of(size_t r) { return (__mmask16)((1u << r) - 1u); }
 
@@ -39,7 +40,8 @@ static float row_max(size_t n, const float *x) {
   return _mm512_reduce_max_ps(_mm512_max_ps(m, a));
 }
 
-/* y = x - m, then exp in place. */
+/* y = x - m, then exp in place (the general path: rows whose max is NaN
+ * or ±inf, where x − m may be NaN). */
 static void row_exp(size_t n, const float *x, float m, float *y) {
   __m512 vm = _mm512_set1_ps(m);
   size_t i = 0;
@@ -49,6 +51,43 @@ static void row_exp(size_t n, const float *x, float m, float *y) {
     _mm512_mask_storeu_ps(y + i, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
   }
   kiln_vm_exp_avx512(n, y, y);
+}
+
+/* exp16 of d = x − m for a finite max m: d is never NaN (x is not NaN,
+ * else m would be; x = +inf would make m = +inf) and d <= 0, so exp16's
+ * upper clamp min(·, hi) and its NaN blend are the identity: dropped, the
+ * same bits. */
+static inline __m512 exp_le0_16(__m512 d) {
+  __m512 c = _mm512_max_ps(d, SET1(KILN_VM_EXP_LO));
+  __m512 fn = exp_rint16(c);
+  return _mm512_scalef_ps(exp_poly16(c, fn), fn);
+}
+
+/* One pass for a row whose max m is finite: y = exp(x − m) stored, and the
+ * twin's 8-lane sum (each 16-float block its low 8 then its high 8; a tail
+ * of r < 16 with zeros past r) added to s. */
+static inline __m256 add_lo_hi(__m256 s, __m512 v) {
+  s = _mm256_add_ps(s, _mm512_castps512_ps256(v));
+  return _mm256_add_ps(s, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+static __m256 row_exp_sum(size_t n, const float *x, float m, float *y) {
+  __m512 vm = _mm512_set1_ps(m);
+  __m256 s = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 e = exp_le0_16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+    _mm512_storeu_ps(y + i, e);
+    s = add_lo_hi(s, e);
+  }
+  if (i < n) {
+    __mmask16 k = mask_of(n - i);
+    __m512 e = _mm512_maskz_mov_ps(k, exp_le0_16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
+    _mm512_mask_storeu_ps(y + i, k, e);
+    s = _mm256_add_ps(s, _mm512_castps512_ps256(e));
+    if (n - i > 8) s = _mm256_add_ps(s, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+  }
+  return s;
 }
 
 /* ((s0+s4)+(s2+s6))+((s1+s5)+(s3+s7)), as nn_avx2.c fold8. */
@@ -77,37 +116,44 @@ static void row_scale(size_t n, float *y, float a) {
   }
 }
 
+/* The general row (max NaN or ±inf): the separate passes. */
+static void row_general(size_t n, const float *x, float m, float *y) {
+  row_exp(n, x, m, y);
+  __m256 s0 = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y + i));
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y + i + 8));
+  }
+  if (i < n) s0 = sum_tail(s0, y + i, n - i);
+  row_scale(n, y, 1.0f / fold8(s0));
+}
+
 void kiln_nn_softmax_rows_avx512(size_t rows, size_t n, const float *x, float *y) {
   size_t r = 0;
   for (; r + 2 <= rows; r += 2) {
     const float *x0 = x + r * n, *x1 = x0 + n;
     float *y0 = y + r * n, *y1 = y0 + n;
-    row_exp(n, x0, row_max(n, x0), y0);
-    row_exp(n, x1, row_max(n, x1), y1);
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) { /* two independent chains */
-      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i));
-      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(y1 + i));
-      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i + 8));
-      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(y1 + i + 8));
+    float m0 = row_max(n, x0), m1 = row_max(n, x1);
+    if (!isfinite(m0) || !isfinite(m1)) {
+      row_general(n, x0, m0, y0);
+      row_general(n, x1, m1, y1);
+      continue;
     }
-    if (i < n) s0 = sum_tail(s0, y0 + i, n - i), s1 = sum_tail(s1, y1 + i, n - i);
+    /* the two rows' passes back to back: their add chains overlap */
+    __m256 s0 = row_exp_sum(n, x0, m0, y0), s1 = row_exp_sum(n, x1, m1, y1);
     row_scale(n, y0, 1.0f / fold8(s0));
     row_scale(n, y1, 1.0f / fold8(s1));
   }
   for (; r < rows; r++) {
     const float *x0 = x + r * n;
     float *y0 = y + r * n;
-    row_exp(n, x0, row_max(n, x0), y0);
-    __m256 s0 = _mm256_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i));
-      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(y0 + i + 8));
+    float m0 = row_max(n, x0);
+    if (!isfinite(m0)) {
+      row_general(n, x0, m0, y0);
+      continue;
     }
-    if (i < n) s0 = sum_tail(s0, y0 + i, n - i);
-    row_scale(n, y0, 1.0f / fold8(s0));
+    row_scale(n, y0, 1.0f / fold8(row_exp_sum(n, x0, m0, y0)));
   }
 }
 

@@ -942,13 +942,13 @@ static void test_prims(void) {
   CHECK(tbad == 0, "transpose32: %d wrong elements", tbad);
   /* softmax_rows: 1..3 rows of lengths 1..40, 127..129, 257 (the AVX-512
      kernel's blocks, tails and row pairs), with NaN, -0, +-inf and large
-     values in some rows, in place and not: base = AVX2 primitives = the
+     values in some rows, rows of +inf and all -inf, in place and not: base = AVX2 primitives = the
      AVX2 setting's kernel (AVX-512 where usable), bit for bit */
   static const size_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 23, 31, 32, 33, 40, 127, 128, 129, 257};
   int sbad = 0, scases = 0;
   for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
     for (size_t rows = 1; rows <= 3; rows++)
-      for (int kind = 0; kind < 4; kind++) {
+      for (int kind = 0; kind < 5; kind++) {
         size_t n = lens[li], tot = rows * n;
         float *xs = malloc(tot * sizeof *xs), *o[4];
         for (size_t i = 0; i < tot; i++) {
@@ -958,6 +958,11 @@ static void test_prims(void) {
           if (kind == 2 && i == tot / 2) xs[i] = NAN;
           if (kind == 2 && i % 11 == 3) xs[i] = -INFINITY;
           if (kind == 3) xs[i] *= 30.0f; /* exp underflows to 0 and denormals */
+          /* rows whose max is not finite (the kernel's general path) beside
+             finite ones where x - m overflows to -inf */
+          if (kind == 4 && i / n == 0 && i % n == n / 2) xs[i] = INFINITY;
+          if (kind == 4 && rows > 1 && i / n == rows - 1) xs[i] = -INFINITY;
+          if (kind == 4 && rows == 3 && i / n == 1 && i % 3 == 0) xs[i] = i % 2 ? 3e38f : -3e38f;
         }
         for (int v = 0; v < 4; v++) o[v] = malloc(tot * sizeof *xs);
         B->softmax_rows(rows, n, xs, o[0]);
