@@ -53,12 +53,30 @@ static void row_exp(size_t n, const float *x, float m, float *y) {
   kiln_vm_exp_avx512(n, y, y);
 }
 
-/* exp16 of d = x − m for a finite max m: d is never NaN (x is not NaN,
- * else m would be; x = +inf would make m = +inf) and d <= 0, so exp16's
- * upper clamp min(·, hi) and its NaN blend are the identity: dropped, the
- * same bits. */
+/* max of x[0..n) (n >= 1) passing over NaN elements but x[0] (a NaN
+ * x[0] gives NaN): the fast path's max, which finds NaN rows afterwards. */
+static float row_max_fast(size_t n, const float *x) {
+  __m512 m = _mm512_set1_ps(x[0]), a = m;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    m = _mm512_max_ps(_mm512_loadu_ps(x + i), m); /* a NaN x: m kept */
+    a = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), a);
+  }
+  for (; i < n; i += 16) {
+    __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : mask_of(n - i);
+    m = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(x[0]), k, x + i), m);
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(m, a));
+}
+
+/* exp16 of d = x − m for a finite max m of the non-NaN elements: d <= 0,
+ * so exp16's upper clamp min(·, hi) is the identity, and d is NaN only
+ * where x is (x = +inf would make m = +inf). The clamp's operand order
+ * max(lo, d) lets such a NaN through (x86 max returns its second operand
+ * on a NaN) to the sum, which finds the row (see kiln_nn_softmax_rows_avx512);
+ * other lanes get exp16's bits. */
 static inline __m512 exp_le0_16(__m512 d) {
-  __m512 c = _mm512_max_ps(d, SET1(KILN_VM_EXP_LO));
+  __m512 c = _mm512_max_ps(SET1(KILN_VM_EXP_LO), d);
   __m512 fn = exp_rint16(c);
   return _mm512_scalef_ps(exp_poly16(c, fn), fn);
 }
@@ -116,6 +134,37 @@ static void row_scale(size_t n, float *y, float a) {
   }
 }
 
+/* y·a for y >= +0 and a finite > 0 (a fast row: y = exp(d) is never −0
+ * and the sum is >= 1, the max's own exp being 1): the twin's y·a + 0 is
+ * y·a there, so the + 0 is dropped. */
+static void row_scale_pos(size_t n, float *y, float a) {
+  __m512 va = _mm512_set1_ps(a);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), va));
+  if (i < n) {
+    __mmask16 k = mask_of(n - i);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), va));
+  }
+}
+
+/* A fast row whose sum came out NaN had NaN elements: the twin's max is
+ * then NaN and so is every output. Where x was NaN, y holds its quiet NaN
+ * already (as the general path leaves it: exp16 gives x − m = x's quiet
+ * NaN, then y·a keeps y's); elsewhere the general path gives NAN's bits
+ * (x − NAN, exp, ·NaN keep the first NaN operand): the same bits, with no
+ * second read of x (y may be x). */
+static void row_nan(size_t n, float *y) {
+  for (size_t i = 0; i < n; i++)
+    if (!isnan(y[i])) y[i] = NAN;
+}
+
+/* Ends a fast row from its 8-lane sum s. */
+static void row_finish(size_t n, float *y, __m256 s) {
+  float f = fold8(s);
+  if (isnan(f)) row_nan(n, y);
+  else row_scale_pos(n, y, 1.0f / f);
+}
+
 /* The general row (max NaN or ±inf): the separate passes. */
 static void row_general(size_t n, const float *x, float m, float *y) {
   row_exp(n, x, m, y);
@@ -134,26 +183,23 @@ void kiln_nn_softmax_rows_avx512(size_t rows, size_t n, const float *x, float *y
   for (; r + 2 <= rows; r += 2) {
     const float *x0 = x + r * n, *x1 = x0 + n;
     float *y0 = y + r * n, *y1 = y0 + n;
-    float m0 = row_max(n, x0), m1 = row_max(n, x1);
+    float m0 = row_max_fast(n, x0), m1 = row_max_fast(n, x1);
     if (!isfinite(m0) || !isfinite(m1)) {
-      row_general(n, x0, m0, y0);
-      row_general(n, x1, m1, y1);
+      row_general(n, x0, row_max(n, x0), y0);
+      row_general(n, x1, row_max(n, x1), y1);
       continue;
     }
     /* the two rows' passes back to back: their add chains overlap */
     __m256 s0 = row_exp_sum(n, x0, m0, y0), s1 = row_exp_sum(n, x1, m1, y1);
-    row_scale(n, y0, 1.0f / fold8(s0));
-    row_scale(n, y1, 1.0f / fold8(s1));
+    row_finish(n, y0, s0);
+    row_finish(n, y1, s1);
   }
   for (; r < rows; r++) {
     const float *x0 = x + r * n;
     float *y0 = y + r * n;
-    float m0 = row_max(n, x0);
-    if (!isfinite(m0)) {
-      row_general(n, x0, m0, y0);
-      continue;
-    }
-    row_scale(n, y0, 1.0f / fold8(row_exp_sum(n, x0, m0, y0)));
+    float m0 = row_max_fast(n, x0);
+    if (!isfinite(m0)) row_general(n, x0, row_max(n, x0), y0);
+    else row_finish(n, y0, row_exp_sum(n, x0, m0, y0));
   }
 }
 
