@@ -6,8 +6,13 @@
  * the 8-lane sum and its fold, y·(1/sum) + 0):
  * - the max is taken in another order; only its value is used, and a max
  *   of ±0 gives the same x − m for every x but −0, whose exp is 1 either way;
- *   a NaN anywhere makes it NaN, as in the twin;
- * - exp is vmath's AVX-512 kernel (bit-identical to its twin);
+ * - a row whose max (of its non-NaN elements) is finite takes three passes:
+ *   the max, then x − m, exp (exp16's lane code less its upper clamp,
+ *   the identity for x − m <= 0) stored and summed in one pass, then the
+ *   scale (the + 0 is the identity there). A NaN element gives a NaN sum;
+ *   such a row's outputs are then set to the twin's NaNs (row_nan). Rows
+ *   whose max is NaN or ±inf take the separate passes with vmath's
+ *   AVX-512 exp kernel (bit-identical to its twin);
  * - the sum keeps the twin's 8 partial sums in its order: each 16-float
  *   block adds its low 8 then its high 8 to one 8-lane accumulator; two
  *   rows at a time, so that their chains of dependent adds overlap. */
