@@ -280,10 +280,62 @@ void kiln_la_copy_rows_avx512(float *dst, int64_t dst_stride, const float *src, 
 /* The first min(r, 16) lanes (r >= 1). */
 static inline __mmask16 first16(int64_t r) { return (__mmask16)(r >= 16 ? 0xffffu : (1u << r) - 1u); }
 
+/* Planes of at most 4 vectors (7x7) whose taps all shift by at most 16:
+ * the plane is loaded once into registers (r1..r4, zero vectors r0 and r5
+ * on either side) and each tap's shift is made in registers, one
+ * vpermt2ps of two neighbouring vectors per (tap, vector), zeroing the
+ * lanes its mask leaves out, instead of a masked load per (tap, vector),
+ * which at a shift not a multiple of 16 floats spans two cache lines.
+ * Four chains, one per vector. A lane under a set mask bit gets the same
+ * x[p + toff[j]] (it lies in the register window: -16 <= toff <= 16), the
+ * others 0: the same operations, the same bits. */
+static void plane4(float *y, const float *x, int64_t n, int64_t nv, const int64_t *toff, const uint16_t *masks,
+                   const float *w, int nk, __m512 vb, __m512 vlo, __m512 vhi) {
+  __m512 z = _mm512_setzero_ps();
+  __m512 r1 = _mm512_maskz_loadu_ps(first16(n), x);
+  __m512 r2 = nv > 1 ? _mm512_maskz_loadu_ps(first16(n - 16), x + 16) : z;
+  __m512 r3 = nv > 2 ? _mm512_maskz_loadu_ps(first16(n - 32), x + 32) : z;
+  __m512 r4 = nv > 3 ? _mm512_maskz_loadu_ps(first16(n - 48), x + 48) : z;
+  __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 a0 = vb, a1 = vb, a2 = vb, a3 = vb;
+  for (int j = 0; j < nk; j++) {
+    int64_t s = toff[j];
+    const uint16_t *m = masks + j * nv;
+    __mmask16 m0 = (__mmask16)m[0], m1 = nv > 1 ? (__mmask16)m[1] : 0, m2 = nv > 2 ? (__mmask16)m[2] : 0,
+              m3 = nv > 3 ? (__mmask16)m[3] : 0;
+    __m512 wj = _mm512_set1_ps(w[j]);
+    if (s >= 0) { /* vector v's lanes from vectors v, v + 1 */
+      __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32((int)s));
+      a0 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m0, r1, idx, r2), a0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m1, r2, idx, r3), a1);
+      a2 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m2, r3, idx, r4), a2);
+      a3 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m3, r4, idx, z), a3);
+    } else { /* from vectors v - 1, v */
+      __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32((int)s + 16));
+      a0 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m0, z, idx, r1), a0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m1, r1, idx, r2), a1);
+      a2 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m2, r2, idx, r3), a2);
+      a3 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m3, r3, idx, r4), a3);
+    }
+  }
+  _mm512_mask_storeu_ps(y, first16(n), clamp16(a0, vlo, vhi));
+  if (nv > 1) _mm512_mask_storeu_ps(y + 16, first16(n - 16), clamp16(a1, vlo, vhi));
+  if (nv > 2) _mm512_mask_storeu_ps(y + 32, first16(n - 32), clamp16(a2, vlo, vhi));
+  if (nv > 3) _mm512_mask_storeu_ps(y + 48, first16(n - 48), clamp16(a3, vlo, vhi));
+}
+
 void kiln_dw_plane_avx512(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
                           const float *w, int nk, float bias, float lo, float hi) {
   int64_t nv = (n + 15) / 16;
   __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  if (nv <= 4) {
+    bool near = true;
+    for (int j = 0; j < nk; j++) near = near && toff[j] >= -16 && toff[j] <= 16;
+    if (near) {
+      plane4(y, x, n, nv, toff, masks, w, nk, vb, vlo, vhi);
+      return;
+    }
+  }
   uintptr_t xa = (uintptr_t)x; /* the shifted addresses as integers: a shift may leave the array */
   int64_t v = 0;
   for (; v + 2 <= nv; v += 2) {
