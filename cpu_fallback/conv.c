@@ -577,7 +577,13 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   float lo = cl ? j->ep->lo : -INFINITY, hi = cl ? j->ep->hi : INFINITY;
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
-  for (int64_t c = c0; c < c1 && j->plane; c++) /* in place */
+  int64_t c = c0;
+  /* two channels a call where the kernel has that form (mult 1: channel c's output plane and weights follow c - 1's) */
+  kiln_dw_plane2_fn plane2 = j->plane && mult == 1 ? kiln_dw_plane2() : NULL;
+  for (; plane2 && c + 2 <= c1; c += 2)
+    plane2(j->y + (n * g->M + c) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,
+           j->w + c * nk, (int)nk, j->bias ? j->bias[c] : 0.0f, j->bias ? j->bias[c + 1] : 0.0f, lo, hi);
+  for (; c < c1 && j->plane; c++) /* in place */
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
       j->plane(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,
