@@ -9,7 +9,8 @@
  *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
  *     no bounds checks; channels in blocks; small stride-1 'same' planes
  *     (7x7) read in place instead, each tap a shift of the plane, the
- *     padding by opmask (kiln_dw_plane); stride 2 (dilation 1) read in
+ *     padding by opmask (kiln_dw_plane, two channels a call where it
+ *     holds the plane in registers: kiln_dw_plane2); stride 2 (dilation 1) read in
  *     place too, even and odd columns split in registers (dws2.h; AVX2
  *     without AVX-512F: on output rows of at most 16);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight

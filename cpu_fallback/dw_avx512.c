@@ -16,7 +16,9 @@
  * three output rows reading it, the same fmas in the same order.
  *
  * Also the in-place kernel for small stride-1 planes (kiln_dw_plane: taps
- * as shifts of the plane, padding by opmask, no padded copy) and the two
+ * as shifts of the plane, padding by opmask, no padded copy; planes of up
+ * to 4 vectors with shifts of at most 16 held in registers and shifted by
+ * vpermt2ps, two channels a call in kiln_dw_plane2) and the two
  * copies around the rows kernel (twins in sgemm.c): the stride-2 split of a
  * row into its even and odd elements in one pass (both phases of a stride-2
  * depthwise plane's row), and a copy of short rows between strides (the
