@@ -9,7 +9,8 @@
  *     scalar twin; a Relu/Clip epilogue clamped on its accumulators) needs
  *     no bounds checks; channels in blocks; small stride-1 'same' planes
  *     (7x7) read in place instead, each tap a shift of the plane, the
- *     padding by opmask (kiln_dw_plane); stride 2 (dilation 1) read in
+ *     padding by opmask (kiln_dw_plane, two channels a call where it
+ *     holds the plane in registers: kiln_dw_plane2); stride 2 (dilation 1) read in
  *     place too, even and odd columns split in registers (dws2.h; AVX2
  *     without AVX-512F: on output rows of at most 16);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
@@ -577,7 +578,13 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   float lo = cl ? j->ep->lo : -INFINITY, hi = cl ? j->ep->hi : INFINITY;
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
   int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
-  for (int64_t c = c0; c < c1 && j->plane; c++) /* in place */
+  int64_t c = c0;
+  /* two channels a call where the kernel has that form (mult 1: channel c's output plane and weights follow c - 1's) */
+  kiln_dw_plane2_fn plane2 = j->plane && mult == 1 ? kiln_dw_plane2() : NULL;
+  for (; plane2 && c + 2 <= c1; c += 2)
+    plane2(j->y + (n * g->M + c) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,
+           j->w + c * nk, (int)nk, j->bias ? j->bias[c] : 0.0f, j->bias ? j->bias[c + 1] : 0.0f, lo, hi);
+  for (; c < c1 && j->plane; c++) /* in place */
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
       j->plane(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,

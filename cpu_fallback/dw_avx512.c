@@ -16,7 +16,9 @@
  * three output rows reading it, the same fmas in the same order.
  *
  * Also the in-place kernel for small stride-1 planes (kiln_dw_plane: taps
- * as shifts of the plane, padding by opmask, no padded copy) and the two
+ * as shifts of the plane, padding by opmask, no padded copy; planes of up
+ * to 4 vectors with shifts of at most 16 held in registers and shifted by
+ * vpermt2ps, two channels a call in kiln_dw_plane2) and the two
  * copies around the rows kernel (twins in sgemm.c): the stride-2 split of a
  * row into its even and odd elements in one pass (both phases of a stride-2
  * depthwise plane's row), and a copy of short rows between strides (the
@@ -280,10 +282,136 @@ void kiln_la_copy_rows_avx512(float *dst, int64_t dst_stride, const float *src, 
 /* The first min(r, 16) lanes (r >= 1). */
 static inline __mmask16 first16(int64_t r) { return (__mmask16)(r >= 16 ? 0xffffu : (1u << r) - 1u); }
 
+/* Planes of at most 4 vectors (7x7) whose taps all shift by at most 16:
+ * the plane is loaded once into registers (r1..r4, zero vectors r0 and r5
+ * on either side) and each tap's shift is made in registers, one
+ * vpermt2ps of two neighbouring vectors per (tap, vector), zeroing the
+ * lanes its mask leaves out, instead of a masked load per (tap, vector),
+ * which at a shift not a multiple of 16 floats spans two cache lines.
+ * Four chains, one per vector. A lane under a set mask bit gets the same
+ * x[p + toff[j]] (it lies in the register window: -16 <= toff <= 16), the
+ * others 0: the same operations, the same bits. */
+static void plane4(float *y, const float *x, int64_t n, int64_t nv, const int64_t *toff, const uint16_t *masks,
+                   const float *w, int nk, __m512 vb, __m512 vlo, __m512 vhi) {
+  __m512 z = _mm512_setzero_ps();
+  __m512 r1 = _mm512_maskz_loadu_ps(first16(n), x);
+  __m512 r2 = nv > 1 ? _mm512_maskz_loadu_ps(first16(n - 16), x + 16) : z;
+  __m512 r3 = nv > 2 ? _mm512_maskz_loadu_ps(first16(n - 32), x + 32) : z;
+  __m512 r4 = nv > 3 ? _mm512_maskz_loadu_ps(first16(n - 48), x + 48) : z;
+  __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 a0 = vb, a1 = vb, a2 = vb, a3 = vb;
+  for (int j = 0; j < nk; j++) {
+    int64_t s = toff[j];
+    const uint16_t *m = masks + j * nv;
+    __mmask16 m0 = (__mmask16)m[0], m1 = nv > 1 ? (__mmask16)m[1] : 0, m2 = nv > 2 ? (__mmask16)m[2] : 0,
+              m3 = nv > 3 ? (__mmask16)m[3] : 0;
+    __m512 wj = _mm512_set1_ps(w[j]);
+    if (s >= 0) { /* vector v's lanes from vectors v, v + 1 */
+      __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32((int)s));
+      a0 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m0, r1, idx, r2), a0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m1, r2, idx, r3), a1);
+      a2 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m2, r3, idx, r4), a2);
+      a3 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m3, r4, idx, z), a3);
+    } else { /* from vectors v - 1, v */
+      __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32((int)s + 16));
+      a0 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m0, z, idx, r1), a0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m1, r1, idx, r2), a1);
+      a2 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m2, r2, idx, r3), a2);
+      a3 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m3, r3, idx, r4), a3);
+    }
+  }
+  _mm512_mask_storeu_ps(y, first16(n), clamp16(a0, vlo, vhi));
+  if (nv > 1) _mm512_mask_storeu_ps(y + 16, first16(n - 16), clamp16(a1, vlo, vhi));
+  if (nv > 2) _mm512_mask_storeu_ps(y + 32, first16(n - 32), clamp16(a2, vlo, vhi));
+  if (nv > 3) _mm512_mask_storeu_ps(y + 48, first16(n - 48), clamp16(a3, vlo, vhi));
+}
+
+/* Two channels of plane4 at once (x, x + n into y, y + n, weights w and
+ * w + nk, biases b0, b1): eight chains, each tap's masks and index vector
+ * shared. Each channel's operations are plane4's: the same bits. */
+static void plane4x2(float *y, const float *x, int64_t n, int64_t nv, const int64_t *toff, const uint16_t *masks,
+                     const float *w, int nk, float b0, float b1, __m512 vlo, __m512 vhi) {
+  __m512 z = _mm512_setzero_ps();
+  const float *x1 = x + n;
+  __m512 p1 = _mm512_maskz_loadu_ps(first16(n), x);
+  __m512 p2 = nv > 1 ? _mm512_maskz_loadu_ps(first16(n - 16), x + 16) : z;
+  __m512 p3 = nv > 2 ? _mm512_maskz_loadu_ps(first16(n - 32), x + 32) : z;
+  __m512 p4 = nv > 3 ? _mm512_maskz_loadu_ps(first16(n - 48), x + 48) : z;
+  __m512 q1 = _mm512_maskz_loadu_ps(first16(n), x1);
+  __m512 q2 = nv > 1 ? _mm512_maskz_loadu_ps(first16(n - 16), x1 + 16) : z;
+  __m512 q3 = nv > 2 ? _mm512_maskz_loadu_ps(first16(n - 32), x1 + 32) : z;
+  __m512 q4 = nv > 3 ? _mm512_maskz_loadu_ps(first16(n - 48), x1 + 48) : z;
+  __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 vb0 = _mm512_set1_ps(b0), vb1 = _mm512_set1_ps(b1);
+  __m512 a0 = vb0, a1 = vb0, a2 = vb0, a3 = vb0, c0 = vb1, c1 = vb1, c2 = vb1, c3 = vb1;
+  for (int j = 0; j < nk; j++) {
+    int64_t s = toff[j];
+    const uint16_t *m = masks + j * nv;
+    __mmask16 m0 = (__mmask16)m[0], m1 = nv > 1 ? (__mmask16)m[1] : 0, m2 = nv > 2 ? (__mmask16)m[2] : 0,
+              m3 = nv > 3 ? (__mmask16)m[3] : 0;
+    __m512 wj = _mm512_set1_ps(w[j]), wk = _mm512_set1_ps(w[nk + j]);
+    if (s >= 0) {
+      __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32((int)s));
+      a0 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m0, p1, idx, p2), a0);
+      c0 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m0, q1, idx, q2), c0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m1, p2, idx, p3), a1);
+      c1 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m1, q2, idx, q3), c1);
+      a2 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m2, p3, idx, p4), a2);
+      c2 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m2, q3, idx, q4), c2);
+      a3 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m3, p4, idx, z), a3);
+      c3 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m3, q4, idx, z), c3);
+    } else {
+      __m512i idx = _mm512_add_epi32(iota, _mm512_set1_epi32((int)s + 16));
+      a0 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m0, z, idx, p1), a0);
+      c0 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m0, z, idx, q1), c0);
+      a1 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m1, p1, idx, p2), a1);
+      c1 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m1, q1, idx, q2), c1);
+      a2 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m2, p2, idx, p3), a2);
+      c2 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m2, q2, idx, q3), c2);
+      a3 = _mm512_fmadd_ps(wj, _mm512_maskz_permutex2var_ps(m3, p3, idx, p4), a3);
+      c3 = _mm512_fmadd_ps(wk, _mm512_maskz_permutex2var_ps(m3, q3, idx, q4), c3);
+    }
+  }
+  float *y1 = y + n;
+  _mm512_mask_storeu_ps(y, first16(n), clamp16(a0, vlo, vhi));
+  _mm512_mask_storeu_ps(y1, first16(n), clamp16(c0, vlo, vhi));
+  if (nv > 1) _mm512_mask_storeu_ps(y + 16, first16(n - 16), clamp16(a1, vlo, vhi));
+  if (nv > 1) _mm512_mask_storeu_ps(y1 + 16, first16(n - 16), clamp16(c1, vlo, vhi));
+  if (nv > 2) _mm512_mask_storeu_ps(y + 32, first16(n - 32), clamp16(a2, vlo, vhi));
+  if (nv > 2) _mm512_mask_storeu_ps(y1 + 32, first16(n - 32), clamp16(c2, vlo, vhi));
+  if (nv > 3) _mm512_mask_storeu_ps(y + 48, first16(n - 48), clamp16(a3, vlo, vhi));
+  if (nv > 3) _mm512_mask_storeu_ps(y1 + 48, first16(n - 48), clamp16(c3, vlo, vhi));
+}
+
+static bool plane4_fits(int64_t nv, const int64_t *toff, int nk) {
+  bool near = nv <= 4;
+  for (int j = 0; j < nk && near; j++) near = toff[j] >= -16 && toff[j] <= 16;
+  return near;
+}
+
+void kiln_dw_plane2_avx512(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                           const float *w, int nk, float b0, float b1, float lo, float hi) {
+  int64_t nv = (n + 15) / 16;
+  if (plane4_fits(nv, toff, nk)) {
+    plane4x2(y, x, n, nv, toff, masks, w, nk, b0, b1, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+    return;
+  }
+  kiln_dw_plane_avx512(y, x, n, toff, masks, w, nk, b0, lo, hi);
+  kiln_dw_plane_avx512(y + n, x + n, n, toff, masks, w + nk, nk, b1, lo, hi);
+}
+
 void kiln_dw_plane_avx512(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
                           const float *w, int nk, float bias, float lo, float hi) {
   int64_t nv = (n + 15) / 16;
   __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  if (nv <= 4) {
+    bool near = true;
+    for (int j = 0; j < nk; j++) near = near && toff[j] >= -16 && toff[j] <= 16;
+    if (near) {
+      plane4(y, x, n, nv, toff, masks, w, nk, vb, vlo, vhi);
+      return;
+    }
+  }
   uintptr_t xa = (uintptr_t)x; /* the shifted addresses as integers: a shift may leave the array */
   int64_t v = 0;
   for (; v + 2 <= nv; v += 2) {

@@ -786,6 +786,19 @@ void kiln_dw_plane_base(float *y, const float *x, int64_t n, const int64_t *toff
   }
 }
 
+void kiln_dw_plane2_base(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                         const float *w, int nk, float b0, float b1, float lo, float hi) {
+  kiln_dw_plane_base(y, x, n, toff, masks, w, nk, b0, lo, hi);
+  kiln_dw_plane_base(y + n, x + n, n, toff, masks, w + nk, nk, b1, lo, hi);
+}
+
+kiln_dw_plane2_fn kiln_dw_plane2(void) {
+#ifdef KILN_LA_HAVE_AVX512
+  if (kiln_dw_plane() == kiln_dw_plane_avx512) return kiln_dw_plane2_avx512;
+#endif
+  return NULL;
+}
+
 kiln_dw_plane_fn kiln_dw_plane(void) {
 #ifdef KILN_LA_HAVE_AVX512
   if (kiln_la_isa() == KILN_VM_ISA_AVX2 && kiln_la_cpu_has_avx512()) return kiln_dw_plane_avx512;

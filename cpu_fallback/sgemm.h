@@ -386,6 +386,17 @@ void kiln_dw_plane_avx512(float *y, const float *x, int64_t n, const int64_t *to
 /* The AVX-512 one where kiln_dw_rows would give the AVX-512 rows kernel,
  * else NULL (the padded-plane path). */
 kiln_dw_plane_fn kiln_dw_plane(void);
+/* Two channels at once: kiln_dw_plane of (y, x, w, b0) and of (y + n,
+ * x + n, w + nk, b1), the same bits (the twin is those two calls). */
+typedef void (*kiln_dw_plane2_fn)(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                                  const float *w, int nk, float b0, float b1, float lo, float hi);
+/* The AVX-512 one where kiln_dw_plane gives the AVX-512 kernel, else NULL. */
+kiln_dw_plane2_fn kiln_dw_plane2(void);
+void kiln_dw_plane2_base(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                         const float *w, int nk, float b0, float b1, float lo, float hi);
+/* Only callable where kiln_la_cpu_has_avx512() is true (dw_avx512.c). */
+void kiln_dw_plane2_avx512(float *y, const float *x, int64_t n, const int64_t *toff, const uint16_t *masks,
+                           const float *w, int nk, float b0, float b1, float lo, float hi);
 
 #endif
 

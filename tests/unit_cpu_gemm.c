@@ -744,7 +744,9 @@ static void test_dw_rows(void) {
 /* The in-place depthwise plane kernel (kiln_dw_plane_*): AVX-512 = twin
  * bit for bit on n 1..256, 1..9 taps, shifts either way, masks that say
  * where each tap falls inside (a generated 'same' geometry: rows of 1..23),
- * NaN and -0 in the input, clamps; nothing written past n. Then Conv with
+ * NaN and -0 in the input, clamps; nothing written past n; the same for
+ * the two-channel form (kiln_dw_plane2_*: AVX-512 = its twin = the
+ * one-channel twin per channel, nothing past 2n). Then Conv with
  * the plane kernel on and off (the padded-plane rows kernel) bit-equal on
  * small depthwise planes: 7x7 3x3 pad 1, 5x5 taps pad 2, dilation 2,
  * multiplier 2, 1x3 taps, SAME_UPPER over 300 channels (channel blocks),
@@ -752,14 +754,15 @@ static void test_dw_rows(void) {
 static void test_dw_plane(void) {
   if (nisa < 2 || !kiln_la_cpu_has_avx512()) return;
   enum { M = 40 };
-  static float xb[256 + 2 * M], y1[257], y2[257];
-  for (int i = 0; i < 256 + 2 * M; i++) xb[i] = frand();
+  static float xb[512 + 2 * M], y1[257], y2[257], z1[513], z2[513];
+  for (int i = 0; i < 512 + 2 * M; i++) xb[i] = frand();
   const float *x = xb + M;
   xb[M + 5] = NAN, xb[M + 9] = -0.0f;
-  float w[9];
-  for (int j = 0; j < 9; j++) w[j] = frand();
+  float w[18];
+  for (int j = 0; j < 18; j++) w[j] = frand();
+  xb[M + 256 + 3] = NAN, xb[M + 256 + 20] = -0.0f;
   const float clamps[2][2] = {{-INFINITY, INFINITY}, {-0.25f, 0.5f}};
-  int bad = 0, cases = 0;
+  int bad = 0, cases = 0, bad2 = 0;
   for (int64_t n = 1; n <= 256; n += n < 20 ? 1 : 7)
     for (int64_t W = 1; W <= 23; W += 5) {
       if (n % W) continue; /* a plane of n / W rows of W */
@@ -779,10 +782,19 @@ static void test_dw_plane(void) {
           kiln_dw_plane_base(y1, x, n, toff, masks, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
           kiln_dw_plane_avx512(y2, x, n, toff, masks, w, nk, 0.5f, clamps[c][0], clamps[c][1]);
           if (memcmp(y1, y2, sizeof y1) || y2[n] != 42.0f) bad++;
+          /* two channels a call (x, x + n; weights w, w + nk) against the twin's two calls */
+          for (int i = 0; i < 513; i++) z1[i] = z2[i] = 42.0f;
+          kiln_dw_plane2_base(z1, x, n, toff, masks, w, nk, 0.5f, -1.5f, clamps[c][0], clamps[c][1]);
+          kiln_dw_plane2_avx512(z2, x, n, toff, masks, w, nk, 0.5f, -1.5f, clamps[c][0], clamps[c][1]);
+          /* y1: the first channel alone (a twin wrong the same way would pass the first compare) */
+          if (memcmp(z1, z2, 2 * (size_t)n * sizeof(float)) || memcmp(z1, y1, (size_t)n * sizeof(float)) ||
+              z2[2 * n] != 42.0f)
+            bad2++;
           cases++;
         }
     }
   CHECK(!bad && cases > 100, "depthwise plane kernel differs from its twin in %d of %d cases", bad, cases);
+  CHECK(!bad2, "two-channel depthwise plane kernel differs from its twin in %d of %d cases", bad2, cases);
   /* Conv: plane kernel on and off */
   static const conv_case cc[] = {
       {"dw 7x7 3x3 pad 1, 40 channels", 2, 1, 40, 40, 40, {7, 7}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
