@@ -953,6 +953,16 @@ static bool direct_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
   return g->k_sp > 1 && (!pk || g->M * g->Cg * g->k_sp <= KILN_CONV_DIRECT_PACK_MAX);
 }
 
+/* The pool's threads for a direct conv path of M x Kc x osp multiply-adds
+ * per image, or 1 below min_work (waking a thread costs more). */
+static int direct_workers(const geom *g, int64_t Kc, int64_t osp, double min_work) {
+  return (double)g->M * (double)Kc * (double)osp * (double)g->N < min_work ? 1 : kiln_pool_threads();
+}
+
+/* A direct 3x3-or-wider layer of fewer multiply-adds than this runs on one
+ * thread. */
+#define KILN_CONV_DIRECT_MIN_WORK ((double)(1 << 23))
+
 /* An unpacked W bigger than this is read from memory on every run (not
  * from L3): the in-place kernel then prefetches its rows (sgemm.h
  * kiln_conv_direct_far). */
@@ -964,8 +974,7 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
   enum { MR = KILN_SGEMM_WIDE_MR, NR = KILN_SGEMM_WIDE_NR };
   dw_shape d = dw_shape_of(g);
   int64_t OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp;
-  int workers = kiln_pool_threads();
-  if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
+  int workers = direct_workers(g, Kc, g->out_sp, KILN_CONV_DIRECT_MIN_WORK);
   direct_in in;
   int64_t *off;
   kiln_status s = direct_input(g, x, &d, workers, &in, &off);
@@ -1062,8 +1071,7 @@ static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_
   dw_shape d = dw_shape_of(g);
   int64_t OH = g->out[1], P = d.size, Kc = g->Cg * g->k_sp;
   int64_t cblocks = (g->Mg + NR - 1) / NR;
-  int workers = kiln_pool_threads();
-  if ((double)g->M * (double)Kc * (double)g->out_sp * (double)g->N < (double)(1 << 23)) workers = 1;
+  int workers = direct_workers(g, Kc, g->out_sp, KILN_CONV_DIRECT_MIN_WORK);
   direct_in in;
   int64_t *off;
   kiln_status s = direct_input(g, x, &d, workers, &in, &off);
@@ -1168,8 +1176,7 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   nb = ((OSP + blocks - 1) / blocks + NR - 1) / NR * NR; /* blocks of about equal size (a balanced split) */
   if (nb > OSP) nb = OSP;
   blocks = (OSP + nb - 1) / nb;
-  int workers = kiln_pool_threads();
-  if ((double)g->M * (double)Kc * (double)OSP * (double)g->N < min_work) workers = 1;
+  int workers = direct_workers(g, Kc, OSP, min_work);
   if (workers > 1 && g->N * g->G * blocks < 4 * (int64_t)workers) /* about 4 tasks per thread */
     sgroups = (4 * workers + g->N * g->G * blocks - 1) / (g->N * g->G * blocks);
   if (sgroups > strips) sgroups = strips;
@@ -1269,8 +1276,7 @@ static kiln_status conv_strided_pointwise(const geom *g, const float *x, const f
   float *buf = kiln_malloc((size_t)(planes * ld + 16) * sizeof *buf);
   if (!buf) return kiln_fail(KILN_E_NOMEM, "out of memory for a strided 1x1 convolution's sampled input");
   float *xs = (float *)(((uintptr_t)buf + 63) & ~(uintptr_t)63); /* rows of 16 floats: whole cache lines */
-  int workers = kiln_pool_threads();
-  if ((double)g->M * (double)g->Cg * (double)g->out_sp * (double)g->N < KILN_CONV_SPW_MIN_WORK) workers = 1;
+  int workers = direct_workers(g, g->Cg, g->out_sp, KILN_CONV_SPW_MIN_WORK);
   spw_job j = {g, x, xs, ld, 1, kiln_la_gather()};
   int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * ld, 1 << 14, 4 * (int64_t)workers) : 1;
   j.pp = (planes + ptasks - 1) / ptasks;
