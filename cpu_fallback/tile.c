@@ -699,17 +699,25 @@ bool kiln_tile_clamp(const kiln_tile_prog *tp, float *lo, float *hi) {
          uniform_expr(tp, e->args[2], hi);
 }
 
-bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n) {
+/* True when tp, bound, stores one float32 value that is exactly the anchor
+ * op *other (other first or second: add and multiply commute bit for bit). */
+static bool anchor_binop(const kiln_tile_prog *tp, int op, int *other) {
   if (!tp->bound || tp->sp->kind != KILN_FUSE_G_ANCHOR || tp->n_store != 1 || tp->store_dt[0] != KILN_F32) return false;
   const texpr *e = &tp->e[tp->store_expr[0]];
-  if (e->kind != E_OP || e->op.op != KILN_FUSE_ADD || e->n_args != 2 || e->uniform) return false;
+  if (e->kind != E_OP || e->op.op != op || e->n_args != 2 || e->uniform) return false;
   int a = e->args[0], b = e->args[1];
-  if (tp->e[a].kind != E_ANCHOR) { /* bias + anchor: the same sum */
+  if (tp->e[a].kind != E_ANCHOR) {
     int t = a;
     a = b;
     b = t;
   }
-  if (tp->e[a].kind != E_ANCHOR || tp->e[b].kind != E_LOAD || tp->e[b].uniform) return false;
+  *other = b;
+  return tp->e[a].kind == E_ANCHOR;
+}
+
+bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n) {
+  int b;
+  if (!anchor_binop(tp, KILN_FUSE_ADD, &b) || tp->e[b].kind != E_LOAD || tp->e[b].uniform) return false;
   const tacc *r = &tp->acc[tp->e[b].acc];
   if (!r->row || r->kind != R_STRIDED || r->dtype != KILN_F32 || r->v.rank < 1) return false;
   *bias = (const float *)r->base + r->v.offset;
@@ -718,16 +726,8 @@ bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n
 }
 
 bool kiln_tile_scale(const kiln_tile_prog *tp, float *s) {
-  if (!tp->bound || tp->sp->kind != KILN_FUSE_G_ANCHOR || tp->n_store != 1 || tp->store_dt[0] != KILN_F32) return false;
-  const texpr *e = &tp->e[tp->store_expr[0]];
-  if (e->kind != E_OP || e->op.op != KILN_FUSE_MUL || e->n_args != 2 || e->uniform) return false;
-  int a = e->args[0], b = e->args[1];
-  if (tp->e[a].kind != E_ANCHOR) { /* s * anchor: the same product */
-    int t = a;
-    a = b;
-    b = t;
-  }
-  return tp->e[a].kind == E_ANCHOR && uniform_expr(tp, b, s);
+  int b;
+  return anchor_binop(tp, KILN_FUSE_MUL, &b) && uniform_expr(tp, b, s);
 }
 
 kiln_status kiln_tile_exec(const kiln_tile_prog *tp, int64_t lo, int64_t hi, void *const *out, const float *anchor,
