@@ -55,7 +55,8 @@ const kiln_fuse_kind_def kiln_fuse_kinds[] = {
     OPAQUE("MaxRoiPool"), OPAQUE("MaxUnpool"), OPAQUE("RNN"), OPAQUE("GRU"), OPAQUE("LSTM"),
     OPAQUE("NonMaxSuppression"), OPAQUE("RoiAlign"), OPAQUE("GridSample"), OPAQUE("Unique"),
     OPAQUE("NegativeLogLikelihoodLoss"), OPAQUE("SoftmaxCrossEntropyLoss"), OPAQUE("DynamicQuantizeLinear"),
-    OPAQUE("HannWindow"), OPAQUE("HammingWindow"), OPAQUE("BlackmanWindow"),
+    OPAQUE("HannWindow"), OPAQUE("HammingWindow"), OPAQUE("BlackmanWindow"), OPAQUE("DFT"), OPAQUE("STFT"),
+    OPAQUE("MelWeightMatrix"), OPAQUE("TfIdfVectorizer"),
     {NULL, KILN_FUSE_OPAQUE, 0},
 };
 

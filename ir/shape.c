@@ -11,7 +11,8 @@
 
 static const kiln_shape_def *const tables[] = {kiln_shape_ops_elementwise, kiln_shape_ops_shape,
                                                 kiln_shape_ops_nn, kiln_shape_ops_nn_mm,
-                                                kiln_shape_ops_nn_extra, kiln_shape_ops_reduce};
+                                                kiln_shape_ops_nn_extra, kiln_shape_ops_reduce,
+                                                kiln_shape_ops_signal};
 
 const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type) {
   if (domain && !strcmp(domain, KILN_DOMAIN)) { /* kiln's own domain: its table only */

@@ -73,6 +73,7 @@ extern const kiln_shape_def kiln_shape_ops_nn[];
 extern const kiln_shape_def kiln_shape_ops_nn_mm[];
 extern const kiln_shape_def kiln_shape_ops_nn_extra[];
 extern const kiln_shape_def kiln_shape_ops_reduce[];
+extern const kiln_shape_def kiln_shape_ops_signal[]; /* DFT, STFT, MelWeightMatrix, TfIdfVectorizer */
 extern const kiln_shape_def kiln_shape_ops_kiln[]; /* domain KILN_DOMAIN (ir/graph.h) */
 
 /* The shape function of an op of the default domain or of KILN_DOMAIN, or NULL. */

@@ -53,6 +53,8 @@ extern const kiln_op_def kiln_ref_ops_reduce[];
 extern const kiln_op_def kiln_ref_ops_conv[];
 extern const kiln_op_def kiln_ref_ops_extra[];
 extern const kiln_op_def kiln_ref_ops_rnn[];
+extern const kiln_op_def kiln_ref_ops_signal[]; /* DFT, STFT, MelWeightMatrix */
+extern const kiln_op_def kiln_ref_ops_text[];   /* TfIdfVectorizer */
 extern const kiln_op_def kiln_ref_ops_kiln[]; /* ops_kiln.c: domain KILN_DOMAIN (ir/graph.h) */
 
 /* Looks up an op of the default ONNX domain ("" or "ai.onnx") or of kiln's

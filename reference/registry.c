@@ -5,7 +5,8 @@
 #include "reference/ops.h"
 
 static const kiln_op_def *const tables[] = {kiln_ref_ops_elementwise, kiln_ref_ops_shape, kiln_ref_ops_nn, kiln_ref_ops_conv,
-                                            kiln_ref_ops_reduce, kiln_ref_ops_extra, kiln_ref_ops_rnn};
+                                            kiln_ref_ops_reduce, kiln_ref_ops_extra, kiln_ref_ops_rnn,
+                                            kiln_ref_ops_signal, kiln_ref_ops_text};
 
 const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type) {
   if (domain && !strcmp(domain, KILN_DOMAIN)) { /* kiln's own domain: its table only */

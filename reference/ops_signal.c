@@ -1,0 +1,532 @@
+/* reference/ops_signal: scalar kernels (see reference/ops.h) of the signal
+ * operators of opset 17: DFT, STFT and MelWeightMatrix.
+ *
+ * Complex values are pairs (real, imaginary) in a trailing dimension of 2; a
+ * real input has a trailing dimension of 1. Every transform is computed in
+ * double as the plain sum over its definition, with the twiddle factor of
+ * k*n taken from a table of cos/sin(2*pi*j/L) at j = k*n mod L (exact
+ * integer reduction, so no angle grows with k*n), and rounded once on the
+ * store: O(L^2) per transformed row, accurate to a few double ulps times L,
+ * far below the float tolerances. The cpu and opencl backends run these
+ * kernels on the host.
+ *
+ * Definitions (ONNX's operator text, opset 17; where it is silent, as the
+ * ONNX reference evaluator and numpy.fft):
+ *   - DFT: forward y[k] = sum_n x[n] e^(-2 pi i k n / L), inverse
+ *     x[n] = 1/L sum_k y[k] e^(2 pi i k n / L), over the axis attribute
+ *     (default 1; [-r, -2] or [0, r-2]). The signal is cut to, or padded with
+ *     zeros up to, dft_length L (default: the axis dim). onesided=1 forward
+ *     (RFFT) takes a real input and returns bins 0 .. L/2. onesided=1 inverse
+ *     (IRFFT) takes a complex one-sided spectrum, uses its first L/2+1 bins
+ *     (zero beyond), treats it as Hermitian (the imaginary parts of bin 0 and,
+ *     for even L, of bin L/2 do not contribute) and returns L real samples
+ *     [..., 1]; its default L is 2*(dim-1). RFFT of a complex input and IRFFT
+ *     of a real input are errors (the operator text: only real / only
+ *     complex input is supported there).
+ *   - STFT: signal [batch][length][1|2], frames = (length - frame_length) /
+ *     frame_step + 1 (at least 1); frame f is signal[f*frame_step ..] times
+ *     the window (all ones when omitted), transformed with L = frame_length
+ *     (default: the window's length, else the signal length). onesided
+ *     (default 1) keeps bins 0 .. L/2 and needs a real signal. A window and a
+ *     frame_length that disagree are an error.
+ *   - MelWeightMatrix: the ONNX definition step by step: mel(f) = 2595
+ *     log10(1 + f/700) evaluated as 2595 log1p(f/700) / ln 10 and its inverse
+ *     700 expm1(m ln 10 / 2595), num_mel_bins + 2 points spaced by
+ *     (mel(upper) - mel(lower)) / (num_mel_bins + 2) from mel(lower), each
+ *     mapped to bin floor((dft_length + 1) * f / sample_rate) (floor division
+ *     as Python's float //); band i rises from point i to point i+1 and falls
+ *     to point i+2 (a band whose rise is empty has 1 at its centre). A band
+ *     that would write a bin outside [0, dft_length/2] (an upper edge above
+ *     sample_rate / 2, a negative lower edge) is KILN_E_INVALID_VALUE.
+ *     Integer output types truncate toward zero. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "reference/ops.h"
+
+#define T_FLT (KILN_T(KILN_F16) | KILN_T(KILN_F32) | KILN_T(KILN_F64) | KILN_T(KILN_BF16))
+#define T_IDX (KILN_T(KILN_I32) | KILN_T(KILN_I64))
+
+static const double PI = 3.14159265358979323846;
+
+/* ------------------------------------------------------------------------ */
+/* Checks shared by the three ops                                            */
+
+static bool in_mask(uint32_t m, kiln_dtype t) { return (unsigned)t < 32 && (m & KILN_T(t)); }
+
+/* The declared type of input i (an initializer's own first), or UNDEFINED. */
+static kiln_dtype decl_type(const kiln_graph *g, const kiln_node *n, int i) {
+  if (!g || i >= n->n_in || n->in[i] < 0) return KILN_UNDEFINED;
+  const kiln_value *v = &g->values[n->in[i]];
+  if (v->init) return v->init->dtype;
+  return v->type.kind == KILN_TYPE_TENSOR ? v->type.dtype : KILN_UNDEFINED;
+}
+
+/* The declared type of input i, when known, must be in mask. */
+static kiln_status chk_decl(const kiln_graph *g, const kiln_node *n, int i, const char *what, uint32_t mask) {
+  kiln_dtype t = decl_type(g, n, i);
+  if (t == KILN_UNDEFINED || in_mask(mask, t)) return KILN_OK;
+  return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input %d (%s) has data type %s; %s-%d accepts %s", i, what,
+                   kiln_dtype_name(t), n->op_type, n->opset,
+                   mask == T_IDX ? "int32, int64" : "float16, float, double, bfloat16");
+}
+
+static kiln_status chk_decl_same(const kiln_graph *g, const kiln_node *n, int i, int j) {
+  kiln_dtype a = decl_type(g, n, i), b = decl_type(g, n, j);
+  if (a == KILN_UNDEFINED || b == KILN_UNDEFINED || a == b) return KILN_OK;
+  return kiln_fail(KILN_E_MISMATCH_DTYPE, "input %d has data type %s, input %d has %s; they must match", i,
+                   kiln_dtype_name(a), j, kiln_dtype_name(b));
+}
+
+/* Declared rank and last dim of input i (-1 when unknown). */
+static void decl_shape(const kiln_graph *g, const kiln_node *n, int i, int *rank, int64_t *last) {
+  *rank = -1, *last = -1;
+  if (!g || i >= n->n_in || n->in[i] < 0) return;
+  const kiln_value *v = &g->values[n->in[i]];
+  if (v->init) {
+    *rank = v->init->rank;
+    if (*rank > 0) *last = v->init->dims[*rank - 1];
+  } else if (v->type.kind == KILN_TYPE_TENSOR && v->type.rank >= 0) {
+    *rank = v->type.rank;
+    if (*rank > 0) *last = v->type.dims[*rank - 1].value;
+  }
+}
+
+/* The op exists from opset `since`; int attributes named in ints are ints. */
+static kiln_status chk_base(const kiln_node *n, int since, const char *const *ints) {
+  if (n->opset < since)
+    return kiln_fail(KILN_E_MODEL, "%s is not defined before opset %d (the model imports opset %d)", n->op_type,
+                     since, n->opset);
+  for (int k = 0; ints && ints[k]; k++) {
+    const kiln_attr *a = kiln_node_attr(n, ints[k]);
+    if (a && a->type != KILN_ATTR_INT)
+      return kiln_fail(KILN_E_MODEL, "attribute '%s' must be an int", ints[k]);
+  }
+  return KILN_OK;
+}
+
+static kiln_status chk_flag(const kiln_node *n, const char *name, int64_t def) {
+  int64_t v = kiln_attr_int(n, name, def);
+  if (v != 0 && v != 1)
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute '%s' is %lld; it must be 0 or 1", name, (long long)v);
+  return KILN_OK;
+}
+
+/* Input i present and of a type in mask. */
+static kiln_status need(const kiln_op_call *c, int i, const char *what, uint32_t mask) {
+  if (i >= c->n_in || !c->in[i]) return kiln_fail(KILN_E_MODEL, "required input %d (%s) is missing", i, what);
+  if (!in_mask(mask, c->in[i]->dtype))
+    return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input %d (%s) has data type %s; %s-%d accepts %s", i, what,
+                     kiln_dtype_name(c->in[i]->dtype), c->node->op_type, c->opset,
+                     mask == T_IDX ? "int32, int64" : "float16, float, double, bfloat16");
+  return KILN_OK;
+}
+
+static const kiln_tensor *opt_in(const kiln_op_call *c, int i) { return i < c->n_in ? c->in[i] : NULL; }
+
+/* A one-element tensor (0-D, or 1-D of one element) read as int64 / double. */
+static kiln_status scalar_of(const kiln_tensor *t, int i, const char *what) {
+  if (t->numel == 1 && t->rank <= 1) return KILN_OK;
+  char b[160];
+  return kiln_fail(KILN_E_MISMATCH_SHAPE, "input %d (%s) has shape %s; a scalar is expected", i, what,
+                   kiln_shape_str(t->rank, t->dims, b, sizeof b));
+}
+
+static kiln_status scalar_i(const kiln_tensor *t, int i, const char *what, int64_t *v) {
+  kiln_status s = scalar_of(t, i, what);
+  if (!s) *v = kiln_get_i(t, 0);
+  return s;
+}
+
+static kiln_status scalar_f(const kiln_tensor *t, int i, const char *what, double *v) {
+  kiln_status s = scalar_of(t, i, what);
+  if (!s) *v = kiln_get_f(t, 0);
+  return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The transform: twiddles and one row                                       */
+
+typedef struct dft_plan {
+  int64_t L;     /* transform length */
+  double *cs;    /* cos(2 pi j / L), j < L */
+  double *sn;    /* sin(2 pi j / L) */
+  double *re;    /* one row of input, L values */
+  double *im;
+} dft_plan;
+
+static void plan_free(dft_plan *p) {
+  kiln_free(p->cs);
+  kiln_free(p->sn);
+  kiln_free(p->re);
+  kiln_free(p->im);
+}
+
+static kiln_status plan_init(dft_plan *p, int64_t L) {
+  memset(p, 0, sizeof *p);
+  if (L < 1 || L > ((int64_t)1 << 40))
+    return kiln_fail(KILN_E_INVALID_VALUE, "DFT length %lld is out of range (1 to 2^40)", (long long)L);
+  size_t sz = (size_t)L * sizeof(double);
+  p->L = L;
+  p->cs = kiln_malloc(sz), p->sn = kiln_malloc(sz), p->re = kiln_malloc(sz), p->im = kiln_malloc(sz);
+  if (!p->cs || !p->sn || !p->re || !p->im) {
+    plan_free(p);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for a DFT of length %lld", (long long)L);
+  }
+  for (int64_t j = 0; j < L; j++) {
+    /* the angle reduced to [0, pi/4]-friendly form by symmetry is not
+       needed: 2 pi j / L with j < L is already small and exact to an ulp */
+    double t = 2 * PI * (double)j / (double)L;
+    p->cs[j] = cos(t), p->sn[j] = sin(t);
+  }
+  /* exact values where the angle is a multiple of pi/2 */
+  if (L % 4 == 0) p->cs[L / 4] = 0, p->sn[L / 4] = 1, p->cs[3 * L / 4] = 0, p->sn[3 * L / 4] = -1;
+  if (L % 2 == 0) p->cs[L / 2] = -1, p->sn[L / 2] = 0;
+  return KILN_OK;
+}
+
+/* Bin k of the plan's row: sum_n (re + i im)[n] e^(sign 2 pi i k n / L). */
+static void dft_bin(const dft_plan *p, int64_t k, int sign, double *yr, double *yi) {
+  double sr = 0, si = 0;
+  int64_t j = 0, L = p->L;
+  for (int64_t n = 0; n < L; n++) {
+    double c = p->cs[j], s = sign * p->sn[j];
+    sr += p->re[n] * c - p->im[n] * s;
+    si += p->re[n] * s + p->im[n] * c;
+    j += k;
+    if (j >= L) j -= L;
+  }
+  *yr = sr, *yi = si;
+}
+
+/* ------------------------------------------------------------------------ */
+/* DFT                                                                       */
+
+static const char *const dft_ints[] = {"inverse", "onesided", "axis", NULL};
+
+static kiln_status chk_dft(const kiln_graph *g, const kiln_node *n) {
+  kiln_status s = chk_base(n, 17, dft_ints);
+  if (!s) s = chk_flag(n, "inverse", 0);
+  if (!s) s = chk_flag(n, "onesided", 0);
+  if (!s) s = chk_decl(g, n, 0, "input", T_FLT);
+  if (!s) s = chk_decl(g, n, 1, "dft_length", T_IDX);
+  if (s) return s;
+  int r;
+  int64_t last;
+  decl_shape(g, n, 0, &r, &last);
+  if (r < 0) return KILN_OK;
+  if (r < 2)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 has rank %d; [..., signal, 1 or 2] (rank 2 or more) expected", r);
+  int64_t axis = kiln_attr_int(n, "axis", 1);
+  if (axis < -r || axis > r - 2 || axis == -1)
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR,
+                     "attribute 'axis' is %lld; for an input of rank %d it must be in [%d, -2] or [0, %d] (the last "
+                     "dim holds the real and imaginary parts)",
+                     (long long)axis, r, -r, r - 2);
+  if (last > 2 || last == 0)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 has a last dim of %lld; 1 (real) or 2 (complex) expected",
+                     (long long)last);
+  bool inv = kiln_attr_int(n, "inverse", 0), one = kiln_attr_int(n, "onesided", 0);
+  if (one && !inv && last == 2)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "onesided=1 (a real-to-complex DFT) needs a real input ([..., 1]); input 0 is complex");
+  if (one && inv && last == 1)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE,
+                     "onesided=1 with inverse=1 (a one-sided complex-to-real DFT) needs a complex input ([..., 2]); "
+                     "input 0 is real");
+  return KILN_OK;
+}
+
+static kiln_status run_dft(const kiln_op_call *c) {
+  const kiln_node *n = c->node;
+  kiln_status s = chk_dft(c->graph, n);
+  if (!s) s = need(c, 0, "input", T_FLT);
+  if (!s && opt_in(c, 1)) s = need(c, 1, "dft_length", T_IDX);
+  if (s) return s;
+  const kiln_tensor *x = c->in[0];
+  int r = x->rank;
+  char b[160];
+  if (r < 2 || (x->dims[r - 1] != 1 && x->dims[r - 1] != 2))
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 has shape %s; [..., signal, 1 or 2] expected",
+                     kiln_shape_str(r, x->dims, b, sizeof b));
+  int64_t axis = kiln_attr_int(n, "axis", 1);
+  if (axis < -r || axis > r - 2 || axis == -1)
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute 'axis' is %lld; for an input of rank %d it must be in [%d, -2] or [0, %d]",
+                     (long long)axis, r, -r, r - 2);
+  int a = (int)(axis < 0 ? axis + r : axis);
+  bool inv = kiln_attr_int(n, "inverse", 0), one = kiln_attr_int(n, "onesided", 0);
+  bool cplx = x->dims[r - 1] == 2;
+  if (one && !inv && cplx)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "onesided=1 (a real-to-complex DFT) needs a real input ([..., 1])");
+  if (one && inv && !cplx)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "onesided=1 with inverse=1 needs a complex input ([..., 2])");
+  int64_t N = x->dims[a], L = one && inv ? 2 * (N - 1) : N;
+  if (opt_in(c, 1)) {
+    if ((s = scalar_i(c->in[1], 1, "dft_length", &L))) return s;
+    if (L < 1) return kiln_fail(KILN_E_INVALID_VALUE, "dft_length is %lld; it must be positive", (long long)L);
+  } else if (L < 1) {
+    return kiln_fail(KILN_E_INVALID_VALUE,
+                     "the default dft_length of a one-sided inverse DFT, 2 * (%lld - 1), is not positive", (long long)N);
+  }
+  /* K output bins along the axis; `used` input samples along it */
+  int64_t K = one && !inv ? L / 2 + 1 : L;
+  int64_t used = one && inv ? L / 2 + 1 : L;
+  if (used > N) used = N;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < a; d++) outer *= x->dims[d];
+  for (int d = a + 1; d < r - 1; d++) inner *= x->dims[d];
+  int64_t yd[KILN_MAX_RANK];
+  memcpy(yd, x->dims, sizeof(int64_t) * (size_t)r);
+  yd[a] = K;
+  yd[r - 1] = one && inv ? 1 : 2;
+  kiln_tensor *y = &c->out[0];
+  if ((s = kiln_tensor_alloc(y, x->dtype, r, yd))) return s;
+  dft_plan p;
+  if ((s = plan_init(&p, L))) return s;
+  int64_t C = x->dims[r - 1], YC = yd[r - 1];
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      for (int64_t m = 0; m < L; m++) {
+        p.re[m] = p.im[m] = 0;
+        if (m >= used) continue;
+        int64_t at = ((o * N + m) * inner + i) * C;
+        p.re[m] = kiln_get_f(x, at);
+        if (cplx) p.im[m] = kiln_get_f(x, at + 1);
+      }
+      if (one && inv) {
+        /* the Hermitian extension of bins 0 .. L/2 (the rest mirrored) */
+        p.im[0] = 0;
+        if (L % 2 == 0 && L / 2 < used) p.im[L / 2] = 0;
+        for (int64_t m = 1; m < L - m; m++) p.re[L - m] = p.re[m], p.im[L - m] = -p.im[m];
+      }
+      for (int64_t k = 0; k < K; k++) {
+        double yr, yi;
+        dft_bin(&p, k, inv ? 1 : -1, &yr, &yi);
+        if (inv) yr /= (double)L, yi /= (double)L;
+        int64_t at = ((o * K + k) * inner + i) * YC;
+        kiln_set_f(y, at, yr);
+        if (YC == 2) kiln_set_f(y, at + 1, yi);
+      }
+    }
+  plan_free(&p);
+  return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* STFT                                                                      */
+
+static const char *const stft_ints[] = {"onesided", NULL};
+
+static kiln_status chk_stft(const kiln_graph *g, const kiln_node *n) {
+  kiln_status s = chk_base(n, 17, stft_ints);
+  if (!s) s = chk_flag(n, "onesided", 1);
+  if (!s) s = chk_decl(g, n, 0, "signal", T_FLT);
+  if (!s) s = chk_decl(g, n, 1, "frame_step", T_IDX);
+  if (!s) s = chk_decl(g, n, 2, "window", T_FLT);
+  if (!s) s = chk_decl(g, n, 3, "frame_length", T_IDX);
+  if (!s) s = chk_decl_same(g, n, 2, 0);
+  if (!s) s = chk_decl_same(g, n, 3, 1);
+  if (s) return s;
+  int r;
+  int64_t last;
+  decl_shape(g, n, 0, &r, &last);
+  if (r >= 0 && r != 3)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 (signal) has rank %d; [batch, length, 1 or 2] expected", r);
+  if (last > 2 || last == 0)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 (signal) has a last dim of %lld; 1 (real) or 2 (complex) expected",
+                     (long long)last);
+  if (last == 2 && kiln_attr_int(n, "onesided", 1))
+    return kiln_fail(KILN_E_MISMATCH_SHAPE,
+                     "onesided=1 (the default) needs a real signal ([batch, length, 1]); input 0 is complex: set "
+                     "onesided=0");
+  decl_shape(g, n, 2, &r, &last);
+  if (r >= 0 && r != 1)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 2 (window) has rank %d; a 1-D window is expected", r);
+  return KILN_OK;
+}
+
+static kiln_status run_stft(const kiln_op_call *c) {
+  const kiln_node *n = c->node;
+  kiln_status s = chk_stft(c->graph, n);
+  if (!s) s = need(c, 0, "signal", T_FLT);
+  if (!s) s = need(c, 1, "frame_step", T_IDX);
+  if (!s && opt_in(c, 2) && c->in[2]->dtype != c->in[0]->dtype)
+    s = kiln_fail(KILN_E_MISMATCH_DTYPE, "input 2 (window) has data type %s, the signal %s; they must match",
+                  kiln_dtype_name(c->in[2]->dtype), kiln_dtype_name(c->in[0]->dtype));
+  if (!s && opt_in(c, 3)) s = need(c, 3, "frame_length", T_IDX);
+  if (s) return s;
+  const kiln_tensor *x = c->in[0], *w = opt_in(c, 2);
+  char b[160];
+  if (x->rank != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 (signal) has shape %s; [batch, length, 1 or 2] expected",
+                     kiln_shape_str(x->rank, x->dims, b, sizeof b));
+  bool one = kiln_attr_int(n, "onesided", 1), cplx = x->dims[2] == 2;
+  if (one && cplx)
+    return kiln_fail(KILN_E_MISMATCH_SHAPE, "onesided=1 needs a real signal ([batch, length, 1]); set onesided=0");
+  int64_t B = x->dims[0], S = x->dims[1], step, F = S;
+  if ((s = scalar_i(c->in[1], 1, "frame_step", &step))) return s;
+  if (step < 1) return kiln_fail(KILN_E_INVALID_VALUE, "frame_step is %lld; it must be positive", (long long)step);
+  if (w) {
+    if (w->rank != 1)
+      return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 2 (window) has shape %s; a 1-D window is expected",
+                       kiln_shape_str(w->rank, w->dims, b, sizeof b));
+    F = w->dims[0];
+  }
+  if (opt_in(c, 3)) {
+    int64_t fl;
+    if ((s = scalar_i(c->in[3], 3, "frame_length", &fl))) return s;
+    if (w && fl != F)
+      return kiln_fail(KILN_E_MISMATCH_SHAPE, "frame_length is %lld but the window has %lld values; they must agree",
+                       (long long)fl, (long long)F);
+    F = fl;
+  }
+  if (F < 1 || F > S)
+    return kiln_fail(KILN_E_INVALID_VALUE, "frame length %lld is outside [1, %lld] (the signal's length)", (long long)F,
+                     (long long)S);
+  int64_t frames = (S - F) / step + 1, K = one ? F / 2 + 1 : F;
+  int64_t yd[4] = {B, frames, K, 2};
+  kiln_tensor *y = &c->out[0];
+  if ((s = kiln_tensor_alloc(y, x->dtype, 4, yd))) return s;
+  dft_plan p;
+  if ((s = plan_init(&p, F))) return s;
+  int64_t C = x->dims[2];
+  for (int64_t bb = 0; bb < B; bb++)
+    for (int64_t f = 0; f < frames; f++) {
+      for (int64_t m = 0; m < F; m++) {
+        double wv = w ? kiln_get_f(w, m) : 1.0;
+        int64_t at = (bb * S + f * step + m) * C;
+        p.re[m] = kiln_get_f(x, at) * wv;
+        p.im[m] = cplx ? kiln_get_f(x, at + 1) * wv : 0;
+      }
+      for (int64_t k = 0; k < K; k++) {
+        double yr, yi;
+        dft_bin(&p, k, -1, &yr, &yi);
+        int64_t at = ((bb * frames + f) * K + k) * 2;
+        kiln_set_f(y, at, yr);
+        kiln_set_f(y, at + 1, yi);
+      }
+    }
+  plan_free(&p);
+  return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* MelWeightMatrix                                                           */
+
+#define T_MEL_OUT (KILN_TS_NUM | KILN_T(KILN_BF16))
+static const char *const mel_ints[] = {"output_datatype", NULL};
+
+static kiln_status chk_mel(const kiln_graph *g, const kiln_node *n) {
+  kiln_status s = chk_base(n, 17, mel_ints);
+  if (!s) s = chk_decl(g, n, 0, "num_mel_bins", T_IDX);
+  if (!s) s = chk_decl(g, n, 1, "dft_length", T_IDX);
+  if (!s) s = chk_decl(g, n, 2, "sample_rate", T_IDX);
+  if (!s) s = chk_decl(g, n, 3, "lower_edge_hertz", T_FLT);
+  if (!s) s = chk_decl(g, n, 4, "upper_edge_hertz", T_FLT);
+  if (!s) s = chk_decl_same(g, n, 1, 0);
+  if (!s) s = chk_decl_same(g, n, 2, 0);
+  if (!s) s = chk_decl_same(g, n, 4, 3);
+  if (s) return s;
+  int64_t dt = kiln_attr_int(n, "output_datatype", KILN_F32);
+  if (dt < 0 || dt >= KILN_DTYPE_COUNT || !in_mask(T_MEL_OUT, (kiln_dtype)dt) || !kiln_dtype_supported((kiln_dtype)dt))
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute 'output_datatype' is %lld, not a numeric data type",
+                     (long long)dt);
+  return KILN_OK;
+}
+
+/* Python's float floor division a // b for b > 0 (floor of the exact
+ * quotient: the remainder by fmod is exact). */
+static double py_floordiv(double a, double b) {
+  double mod = fmod(a, b), div = (a - mod) / b;
+  if (mod != 0 && (mod < 0) != (b < 0)) div -= 1;
+  if (div == 0) return 0;
+  double f = floor(div);
+  return div - f > 0.5 ? f + 1 : f;
+}
+
+static kiln_status run_mel(const kiln_op_call *c) {
+  const kiln_node *n = c->node;
+  kiln_status s = chk_mel(c->graph, n);
+  static const char *const names[] = {"num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
+                                      "upper_edge_hertz"};
+  for (int i = 0; i < 5 && !s; i++) s = need(c, i, names[i], i < 3 ? T_IDX : T_FLT);
+  if (s) return s;
+  int64_t M, L, sr;
+  double lo, hi;
+  if ((s = scalar_i(c->in[0], 0, names[0], &M)) || (s = scalar_i(c->in[1], 1, names[1], &L)) ||
+      (s = scalar_i(c->in[2], 2, names[2], &sr)) || (s = scalar_f(c->in[3], 3, names[3], &lo)) ||
+      (s = scalar_f(c->in[4], 4, names[4], &hi)))
+    return s;
+  if (M < 1 || M > ((int64_t)1 << 30))
+    return kiln_fail(KILN_E_INVALID_VALUE, "num_mel_bins is %lld; it must be in [1, 2^30]", (long long)M);
+  if (L < 1 || L > ((int64_t)1 << 40))
+    return kiln_fail(KILN_E_INVALID_VALUE, "dft_length is %lld; it must be in [1, 2^40]", (long long)L);
+  if (sr < 1) return kiln_fail(KILN_E_INVALID_VALUE, "sample_rate is %lld; it must be positive", (long long)sr);
+  if (!isfinite(lo) || !isfinite(hi))
+    return kiln_fail(KILN_E_INVALID_VALUE, "lower_edge_hertz %g and upper_edge_hertz %g must be finite", lo, hi);
+  int64_t nspec = L / 2 + 1;
+  int64_t *bin = kiln_malloc((size_t)(M + 2) * sizeof *bin);
+  if (!bin) return kiln_fail(KILN_E_NOMEM, "out of memory for %lld mel bins", (long long)M);
+  double ln10 = log(10.0);
+  double mlo = 2595 * log1p(lo / 700) / ln10, mhi = 2595 * log1p(hi / 700) / ln10;
+  double step = (mhi - mlo) / (double)(M + 2);
+  for (int64_t i = 0; i < M + 2; i++) {
+    double hz = 700 * expm1(((double)i * step + mlo) / 2595 * ln10);
+    double v = py_floordiv((double)(L + 1) * hz, (double)sr);
+    if (!(v > -4503599627370496.0 && v < 4503599627370496.0)) {
+      kiln_free(bin);
+      return kiln_fail(KILN_E_INVALID_VALUE, "mel point %lld maps to frequency %g Hz, no spectrogram bin",
+                       (long long)i, hz);
+    }
+    bin[i] = (int64_t)v;
+  }
+  /* every bin a band writes must lie in [0, nspec) */
+  for (int64_t i = 0; i < M; i++) {
+    int64_t l = bin[i], m = bin[i + 1], h = bin[i + 2], first = INT64_MAX, last = INT64_MIN;
+    if (m == l) first = last = m;
+    else if (m > l) first = l, last = m;
+    if (h > m) {
+      if (m < first) first = m;
+      if (h - 1 > last) last = h - 1;
+    }
+    if (first > last) continue; /* the band writes nothing */
+    if (first < 0 || last >= nspec) {
+      kiln_free(bin);
+      return kiln_fail(KILN_E_INVALID_VALUE,
+                       "mel band %lld spans spectrogram bins %lld to %lld, outside [0, %lld] (dft_length %lld): "
+                       "lower_edge_hertz %g must be >= 0 and upper_edge_hertz %g at most sample_rate / 2 = %g",
+                       (long long)i, (long long)first, (long long)last, (long long)(nspec - 1), (long long)L, lo, hi,
+                       (double)sr / 2);
+    }
+  }
+  int64_t yd[2] = {nspec, M};
+  kiln_tensor *y = &c->out[0];
+  double *acc = kiln_calloc((size_t)(nspec * M), sizeof *acc);
+  if (!acc || (s = kiln_tensor_alloc(y, (kiln_dtype)kiln_attr_int(n, "output_datatype", KILN_F32), 2, yd))) {
+    kiln_free(acc);
+    kiln_free(bin);
+    return s ? s : kiln_fail(KILN_E_NOMEM, "out of memory for a %lldx%lld mel matrix", (long long)nspec, (long long)M);
+  }
+  for (int64_t i = 0; i < M; i++) {
+    int64_t l = bin[i], m = bin[i + 1], h = bin[i + 2];
+    if (m - l == 0) acc[m * M + i] = 1;
+    else
+      for (int64_t j = l; j <= m; j++) acc[j * M + i] = (double)(j - l) / (double)(m - l);
+    if (h - m > 0)
+      for (int64_t j = m; j < h; j++) acc[j * M + i] = (double)(h - j) / (double)(h - m);
+  }
+  for (int64_t k = 0; k < nspec * M; k++) kiln_set_f(y, k, acc[k]);
+  kiln_free(acc);
+  kiln_free(bin);
+  return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+
+const kiln_op_def kiln_ref_ops_signal[] = {
+    {"DFT", 1, 2, 1, 1, "axis inverse onesided", T_FLT, run_dft, chk_dft},
+    {"STFT", 2, 4, 1, 1, "onesided", T_FLT, run_stft, chk_stft},
+    {"MelWeightMatrix", 5, 5, 1, 1, "output_datatype", T_IDX, run_mel, chk_mel},
+    {0},
+};
