@@ -36,8 +36,9 @@
  *     mapped to bin floor((dft_length + 1) * f / sample_rate) (floor division
  *     as Python's float //); band i rises from point i to point i+1 and falls
  *     to point i+2 (a band whose rise is empty has 1 at its centre). A band
- *     that would write a bin outside [0, dft_length/2] (an upper edge above
- *     sample_rate / 2, a negative lower edge) is KILN_E_INVALID_VALUE.
+ *     that would write a bin outside [0, dft_length/2] (a negative lower
+ *     edge, an upper edge too far above sample_rate / 2: the last point
+ *     sits one step below the upper edge) is KILN_E_INVALID_VALUE.
  *     Integer output types truncate toward zero. */
 #include <math.h>
 #include <stdint.h>
@@ -264,7 +265,7 @@ static kiln_status run_dft(const kiln_op_call *c) {
   int64_t N = x->dims[a], L = one && inv ? 2 * (N - 1) : N;
   if (opt_in(c, 1)) {
     if ((s = scalar_i(c->in[1], 1, "dft_length", &L))) return s;
-    if (L < 1) return kiln_fail(KILN_E_INVALID_VALUE, "dft_length is %lld; it must be positive", (long long)L);
+    if (L < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 1 (dft_length) is %lld; it must be positive", (long long)L);
   } else if (L < 1) {
     return kiln_fail(KILN_E_INVALID_VALUE,
                      "the default dft_length of a one-sided inverse DFT, 2 * (%lld - 1), is not positive", (long long)N);
@@ -366,7 +367,7 @@ static kiln_status run_stft(const kiln_op_call *c) {
     return kiln_fail(KILN_E_MISMATCH_SHAPE, "onesided=1 needs a real signal ([batch, length, 1]); set onesided=0");
   int64_t B = x->dims[0], S = x->dims[1], step, F = S;
   if ((s = scalar_i(c->in[1], 1, "frame_step", &step))) return s;
-  if (step < 1) return kiln_fail(KILN_E_INVALID_VALUE, "frame_step is %lld; it must be positive", (long long)step);
+  if (step < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 1 (frame_step) is %lld; it must be positive", (long long)step);
   if (w) {
     if (w->rank != 1)
       return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 2 (window) has shape %s; a 1-D window is expected",
@@ -377,8 +378,8 @@ static kiln_status run_stft(const kiln_op_call *c) {
     int64_t fl;
     if ((s = scalar_i(c->in[3], 3, "frame_length", &fl))) return s;
     if (w && fl != F)
-      return kiln_fail(KILN_E_MISMATCH_SHAPE, "frame_length is %lld but the window has %lld values; they must agree",
-                       (long long)fl, (long long)F);
+      return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 2 (window) has %lld values, frame_length is %lld; they must agree",
+                       (long long)F, (long long)fl);
     F = fl;
   }
   if (F < 1 || F > S)
@@ -458,11 +459,12 @@ static kiln_status run_mel(const kiln_op_call *c) {
       (s = scalar_i(c->in[2], 2, names[2], &sr)) || (s = scalar_f(c->in[3], 3, names[3], &lo)) ||
       (s = scalar_f(c->in[4], 4, names[4], &hi)))
     return s;
-  if (M < 1 || M > ((int64_t)1 << 30))
-    return kiln_fail(KILN_E_INVALID_VALUE, "num_mel_bins is %lld; it must be in [1, 2^30]", (long long)M);
-  if (L < 1 || L > ((int64_t)1 << 40))
-    return kiln_fail(KILN_E_INVALID_VALUE, "dft_length is %lld; it must be in [1, 2^40]", (long long)L);
-  if (sr < 1) return kiln_fail(KILN_E_INVALID_VALUE, "sample_rate is %lld; it must be positive", (long long)sr);
+  if (M < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 0 (num_mel_bins) is %lld; it must be positive", (long long)M);
+  if (L < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 1 (dft_length) is %lld; it must be positive", (long long)L);
+  if (sr < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 2 (sample_rate) is %lld; it must be positive", (long long)sr);
+  if (M > ((int64_t)1 << 30) || L > ((int64_t)1 << 40))
+    return kiln_fail(KILN_E_INVALID_VALUE, "num_mel_bins %lld or dft_length %lld is beyond 2^30 / 2^40", (long long)M,
+                     (long long)L);
   if (!isfinite(lo) || !isfinite(hi))
     return kiln_fail(KILN_E_INVALID_VALUE, "lower_edge_hertz %g and upper_edge_hertz %g must be finite", lo, hi);
   int64_t nspec = L / 2 + 1;
@@ -494,8 +496,8 @@ static kiln_status run_mel(const kiln_op_call *c) {
     if (first < 0 || last >= nspec) {
       kiln_free(bin);
       return kiln_fail(KILN_E_INVALID_VALUE,
-                       "mel band %lld spans spectrogram bins %lld to %lld, outside [0, %lld] (dft_length %lld): "
-                       "lower_edge_hertz %g must be >= 0 and upper_edge_hertz %g at most sample_rate / 2 = %g",
+                       "mel band %lld spans spectrogram bins %lld to %lld, outside [0, %lld] (dft_length %lld): a "
+                       "negative lower_edge_hertz (%g) or an upper_edge_hertz (%g) too far above sample_rate / 2 = %g",
                        (long long)i, (long long)first, (long long)last, (long long)(nspec - 1), (long long)L, lo, hi,
                        (double)sr / 2);
     }

@@ -177,7 +177,8 @@ static void run_case(tu_case *c) {
 /* Every op of the reference tables has a shape function. */
 static void coverage(void) {
   const kiln_op_def *const tables[] = {kiln_ref_ops_elementwise, kiln_ref_ops_shape, kiln_ref_ops_nn,
-                                       kiln_ref_ops_conv, kiln_ref_ops_reduce, kiln_ref_ops_extra, kiln_ref_ops_rnn};
+                                       kiln_ref_ops_conv, kiln_ref_ops_reduce, kiln_ref_ops_extra, kiln_ref_ops_rnn,
+                                       kiln_ref_ops_signal, kiln_ref_ops_text};
   int missing = 0;
   for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
     for (const kiln_op_def *d = tables[t]; d->op_type; d++)
