@@ -81,8 +81,9 @@ kiln_status kiln_ref_check_node(const kiln_graph *g, const kiln_node *n) {
                        "tensors cross the ONNXIFI ABI",
                        lbl, n->op_type, g->values[v].name);
     if (ty->kind == KILN_TYPE_TENSOR && ty->dtype != KILN_UNDEFINED && !kiln_dtype_supported(ty->dtype))
-      return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "node %s (%s): value '%s' has data type %s, not supported", lbl,
-                       n->op_type, g->values[v].name, kiln_dtype_name(ty->dtype));
+      return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "node %s (%s): value '%s' has data type %s, not supported%s", lbl,
+                       n->op_type, g->values[v].name, kiln_dtype_name(ty->dtype),
+                       ty->dtype == KILN_STRING ? " (string tensors cannot cross the ONNXIFI ABI)" : "");
   }
   if (d->types && n->n_in > 0 && n->in[0] >= 0) {
     const kiln_type *ty = &g->values[n->in[0]].type;

@@ -201,6 +201,16 @@ static void test_tfidf_checks(void) {
     kiln_tensor_release(&out);
     kiln_graph_free(g);
   }
+  /* a string X (the graph would need string tensors at the ABI) */
+  kiln_tensor xs = {0};
+  xs.dtype = KILN_STRING, xs.rank = 1, xs.dims[0] = 6, xs.numel = 6;
+  kiln_tensor *ins[1] = {&xs};
+  kiln_graph *g = one_node(9, "TfIdfVectorizer", 1, ins);
+  kiln_status s = kiln_ref_check_graph(g);
+  CHECK(s == KILN_E_UNSUPPORTED_DTYPE && strstr(kiln_last_error(), "n0") &&
+            strstr(kiln_last_error(), "cannot cross the ONNXIFI ABI"),
+        "TfIdfVectorizer over strings: status %d, message '%s'", (int)s, s ? kiln_last_error() : "");
+  kiln_graph_free(g);
   kiln_tensor_release(&x);
   kiln_tensor_release(&xf);
 }
