@@ -73,7 +73,7 @@ static kiln_status dft(kiln_shape_call *c) {
   kiln_shape_copy(y, x);
   y->dtype = x->dtype;
   kiln_dimx L;
-  bool known;
+  bool known = true; /* L is an expression of the input's dims unless dft_length is unknown */
   if (opt_in(c, 1)) {
     TRY(scalar_dim(c, 1, "dft_length", a, &L, &known));
   } else if (one && inv) {
@@ -82,7 +82,7 @@ static kiln_status dft(kiln_shape_call *c) {
   } else {
     L = x->dims[a];
   }
-  if (one && !inv && (known || !opt_in(c, 1))) TRY(half_plus_one(c, L, &y->dims[a]));
+  if (one && !inv && known) TRY(half_plus_one(c, L, &y->dims[a]));
   else y->dims[a] = L; /* a fresh symbol stands for the output dim itself */
   return kiln_dimx_const(c->tab, one && inv ? 1 : 2, &y->dims[r - 1]);
 }
