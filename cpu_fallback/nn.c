@@ -557,20 +557,31 @@ typedef struct ln_job {
   double eps;
 } ln_job;
 
+#define LN_GROUP 8
+
 static void ln_rows(void *ctx, int64_t lo, int64_t hi, int worker) {
   (void)worker;
   const ln_job *j = ctx;
   const kiln_nn_prims *P = j->P;
   int64_t inner = j->inner;
   size_t n = (size_t)inner;
-  for (int64_t o = lo; o < hi; o++) {
-    const float *xr = j->xd + o * inner;
-    float mean = P->sum(n, xr) / (float)inner;
-    float var = P->sqdev(n, xr, mean) / (float)inner;
-    float inv = (float)(1.0 / sqrt((double)var + j->eps));
-    P->norm_apply(n, xr, mean, inv, j->scd, j->bd, j->yd + o * inner);
-    if (j->md) j->md[o] = mean;
-    if (j->id) j->id[o] = inv;
+  /* per row: mean = sum / inner, var = sqdev(mean) / inner; rows in groups
+     of LN_GROUP (the prims' sums and sqdevs: the same values as sum and
+     sqdev row by row, the rows' chains overlapped) */
+  for (int64_t o0 = lo; o0 < hi; o0 += LN_GROUP) {
+    size_t g = (size_t)(hi - o0 < LN_GROUP ? hi - o0 : LN_GROUP);
+    const float *x0 = j->xd + o0 * inner;
+    float mean[LN_GROUP], var[LN_GROUP];
+    P->sums(g, n, x0, n, mean);
+    for (size_t r = 0; r < g; r++) mean[r] = mean[r] / (float)inner;
+    P->sqdevs(g, n, x0, n, mean, var);
+    for (size_t r = 0; r < g; r++) {
+      int64_t o = o0 + (int64_t)r;
+      float inv = (float)(1.0 / sqrt((double)(var[r] / (float)inner) + j->eps));
+      P->norm_apply(n, x0 + r * n, mean[r], inv, j->scd, j->bd, j->yd + o * inner);
+      if (j->md) j->md[o] = mean[r];
+      if (j->id) j->id[o] = inv;
+    }
   }
 }
 

@@ -23,6 +23,12 @@ typedef struct kiln_nn_prims {
   float (*sumsq)(size_t n, const float *x);
   /* Sum of (x - c)^2. */
   float (*sqdev)(size_t n, const float *x, float c);
+  /* out[r] = sum(n, x + r·ldx) and out[r] = sqdev(n, x + r·ldx, c[r]) for
+   * r < rows: the same values, bit for bit; the AVX2 versions run four rows'
+   * accumulator chains side by side (LayerNormalization's rows: one row's
+   * chain alone waits on the add's latency). */
+  void (*sums)(size_t rows, size_t n, const float *x, size_t ldx, float *out);
+  void (*sqdevs)(size_t rows, size_t n, const float *x, size_t ldx, const float *c, float *out);
   /* Max / min of x[0..n) (n >= 1); NaN when any element is NaN. */
   float (*max)(size_t n, const float *x);
   float (*min)(size_t n, const float *x);

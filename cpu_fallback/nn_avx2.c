@@ -41,20 +41,78 @@ static float sumsq_avx2(size_t n, const float *x) {
   return fold8(s);
 }
 
+/* sqdev's steps: s + (v - c)^2 over 8 elements, and over the tail's
+ * lanes m (the others' differences zeroed). */
+static inline __m256 sqdev_step(__m256 s, const float *x, __m256 c) {
+  __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x), c);
+  return _mm256_add_ps(s, _mm256_mul_ps(d, d));
+}
+
+static inline __m256 sqdev_tail(__m256 s, const float *x, __m256 c, __m256i m) {
+  __m256 d = _mm256_and_ps(_mm256_sub_ps(_mm256_maskload_ps(x, m), c), _mm256_castsi256_ps(m));
+  return _mm256_add_ps(s, _mm256_mul_ps(d, d));
+}
+
 static float sqdev_avx2(size_t n, const float *x, float c) {
   __m256 s = _mm256_setzero_ps(), vc = _mm256_set1_ps(c);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vc);
-    s = _mm256_add_ps(s, _mm256_mul_ps(d, d));
-  }
-  if (i < n) {
-    __m256i m = tail_mask(n - i);
-    __m256 d = _mm256_sub_ps(_mm256_maskload_ps(x + i, m), vc);
-    d = _mm256_and_ps(d, _mm256_castsi256_ps(m));
-    s = _mm256_add_ps(s, _mm256_mul_ps(d, d));
-  }
+  for (; i + 8 <= n; i += 8) s = sqdev_step(s, x + i, vc);
+  if (i < n) s = sqdev_tail(s, x + i, vc, tail_mask(n - i));
   return fold8(s);
+}
+
+/* sum_avx2 and sqdev_avx2 on four rows at once: each row's chain gets the
+ * same operations in the same order (its own accumulator, the same tail and
+ * fold), the four chains interleaved so that the core overlaps their adds'
+ * latencies; rows past a multiple of four go one by one. */
+static void sums_avx2(size_t rows, size_t n, const float *x, size_t ldx, float *out) {
+  size_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float *x0 = x + r * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x0 + i));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x1 + i));
+      s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x2 + i));
+      s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x3 + i));
+    }
+    if (i < n) {
+      __m256i m = tail_mask(n - i);
+      s0 = _mm256_add_ps(s0, _mm256_maskload_ps(x0 + i, m));
+      s1 = _mm256_add_ps(s1, _mm256_maskload_ps(x1 + i, m));
+      s2 = _mm256_add_ps(s2, _mm256_maskload_ps(x2 + i, m));
+      s3 = _mm256_add_ps(s3, _mm256_maskload_ps(x3 + i, m));
+    }
+    out[r] = fold8(s0), out[r + 1] = fold8(s1), out[r + 2] = fold8(s2), out[r + 3] = fold8(s3);
+  }
+  for (; r < rows; r++) out[r] = sum_avx2(n, x + r * ldx);
+}
+
+static void sqdevs_avx2(size_t rows, size_t n, const float *x, size_t ldx, const float *c, float *out) {
+  size_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const float *x0 = x + r * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+    __m256 c0 = _mm256_set1_ps(c[r]), c1 = _mm256_set1_ps(c[r + 1]), c2 = _mm256_set1_ps(c[r + 2]),
+           c3 = _mm256_set1_ps(c[r + 3]);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      s0 = sqdev_step(s0, x0 + i, c0);
+      s1 = sqdev_step(s1, x1 + i, c1);
+      s2 = sqdev_step(s2, x2 + i, c2);
+      s3 = sqdev_step(s3, x3 + i, c3);
+    }
+    if (i < n) {
+      __m256i m = tail_mask(n - i);
+      s0 = sqdev_tail(s0, x0 + i, c0, m);
+      s1 = sqdev_tail(s1, x1 + i, c1, m);
+      s2 = sqdev_tail(s2, x2 + i, c2, m);
+      s3 = sqdev_tail(s3, x3 + i, c3, m);
+    }
+    out[r] = fold8(s0), out[r + 1] = fold8(s1), out[r + 2] = fold8(s2), out[r + 3] = fold8(s3);
+  }
+  for (; r < rows; r++) out[r] = sqdev_avx2(n, x + r * ldx, c[r]);
 }
 
 static float maxmin_avx2(size_t n, const float *x, bool is_max) {
@@ -382,6 +440,8 @@ const kiln_nn_prims kiln_nn_prims_avx2 = {
     .sum = sum_avx2,
     .sumsq = sumsq_avx2,
     .sqdev = sqdev_avx2,
+    .sums = sums_avx2,
+    .sqdevs = sqdevs_avx2,
     .max = max_avx2,
     .min = min_avx2,
     .acc_add = acc_add_avx2,

@@ -29,6 +29,14 @@ static float sqdev_base(size_t n, const float *x, float c) {
   return fold8(s);
 }
 
+static void sums_base(size_t rows, size_t n, const float *x, size_t ldx, float *out) {
+  for (size_t r = 0; r < rows; r++) out[r] = sum_base(n, x + r * ldx);
+}
+
+static void sqdevs_base(size_t rows, size_t n, const float *x, size_t ldx, const float *c, float *out) {
+  for (size_t r = 0; r < rows; r++) out[r] = sqdev_base(n, x + r * ldx, c[r]);
+}
+
 static float max_base(size_t n, const float *x) {
   float m = x[0];
   bool nan = false;
@@ -156,6 +164,8 @@ const kiln_nn_prims kiln_nn_prims_base = {
     .sum = sum_base,
     .sumsq = sumsq_base,
     .sqdev = sqdev_base,
+    .sums = sums_base,
+    .sqdevs = sqdevs_base,
     .max = max_base,
     .min = min_base,
     .acc_add = acc_add_base,

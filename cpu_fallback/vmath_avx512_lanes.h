@@ -82,17 +82,13 @@ static inline __m512 sigmoid16(__m512 x) {
   return _mm512_div_ps(num, d);
 }
 
-/* erf x (vmath_avx2.c erf8, operation for operation, less two no-ops):
- * both branches, blended. The big branch's e^q is exp16 without its clamp
- * and NaN pass: t = min(|x|, 4) is never NaN (vminps returns the clamp
- * when |x| is NaN) and q(t) for t in [0, 4] lies in [-18, 0], inside
- * [KILN_VM_EXP_LO, KILN_VM_EXP_HI], so both were identities; a NaN x is
- * passed through at the end as before. Checked on all 2^32 inputs against
- * the version with them, bit for bit (GEMM_CONV.md, the transformer,
- * 2026-11-26); tests/unit_vmath compares it with the scalar twin on a dense
- * sweep of the big branch. */
-static inline __m512 erf16(__m512 x) {
-  __m512 a = abs_of(x);
+/* erf's two branches (vmath.c erf1): the small one, x + x·P5(x²), for
+ * |x| <= KILN_VM_ERF_SPLIT, and the big one, sign(x)·(1 − e^{Q6(t)}) with
+ * t = min(|x|, 4), for the rest, without the NaN pass. The big branch's e^q
+ * is exp16 without its clamp and NaN pass: t is never NaN (vminps returns
+ * the clamp when |x| is NaN) and q(t) for t in [0, 4] lies in [-18, 0],
+ * inside [KILN_VM_EXP_LO, KILN_VM_EXP_HI], so both were identities. */
+static inline __m512 erf_small16(__m512 x) {
   __m512 s = _mm512_mul_ps(x, x);
   __m512 r = SET1(KILN_VM_ERF_S0);
   r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S1));
@@ -100,8 +96,11 @@ static inline __m512 erf16(__m512 x) {
   r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S3));
   r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S4));
   r = _mm512_fmadd_ps(r, s, SET1(KILN_VM_ERF_S5));
-  __m512 small = _mm512_fmadd_ps(r, x, x);
-  __m512 t = _mm512_min_ps(a, SET1(KILN_VM_ERF_CLAMP));
+  return _mm512_fmadd_ps(r, x, x);
+}
+
+static inline __m512 erf_big16(__m512 x) {
+  __m512 t = _mm512_min_ps(abs_of(x), SET1(KILN_VM_ERF_CLAMP));
   __m512 t2 = _mm512_mul_ps(t, t);
   __m512 q = _mm512_fmadd_ps(SET1(KILN_VM_ERF_L0), t, SET1(KILN_VM_ERF_L1));
   __m512 u = _mm512_fmadd_ps(SET1(KILN_VM_ERF_L2), t, SET1(KILN_VM_ERF_L3));
@@ -111,9 +110,22 @@ static inline __m512 erf16(__m512 x) {
   q = _mm512_fmadd_ps(q, t, SET1(KILN_VM_ERF_L6));
   q = _mm512_fmsub_ps(q, t, t);
   __m512 fn = exp_rint16(q);
-  __m512 big = or_ps(_mm512_sub_ps(SET1(1.0f), _mm512_scalef_ps(exp_poly16(q, fn), fn)), sign_of(x));
-  r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, SET1(KILN_VM_ERF_SPLIT), _CMP_LE_OQ), big, small);
-  return nan_through(x, r);
+  return or_ps(_mm512_sub_ps(SET1(1.0f), _mm512_scalef_ps(exp_poly16(q, fn), fn)), sign_of(x));
+}
+
+/* The lanes that take erf's big branch: |x| > KILN_VM_ERF_SPLIT, or NaN. */
+static inline __mmask16 erf_big_lanes16(__m512 x) {
+  return _mm512_cmp_ps_mask(abs_of(x), SET1(KILN_VM_ERF_SPLIT), _CMP_NLE_UQ);
+}
+
+/* erf x (vmath_avx2.c erf8, operation for operation, less two no-ops):
+ * both branches, blended, a NaN x passed through at the end. The big
+ * branch without exp's clamp and NaN pass was checked on all 2^32 inputs
+ * against the version with them, bit for bit (GEMM_CONV.md, the
+ * transformer, 2026-11-26); tests/unit_vmath compares it with the scalar
+ * twin on a dense sweep of the big branch. */
+static inline __m512 erf16(__m512 x) {
+  return nan_through(x, _mm512_mask_blend_ps(erf_big_lanes16(x), erf_small16(x), erf_big16(x)));
 }
 
 #endif

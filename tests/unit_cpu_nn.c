@@ -802,6 +802,39 @@ static void test_scatternd(void) {
 
 static bool same(float a, float b) { return a == b || (isnan(a) && isnan(b)); }
 
+/* sums and sqdevs (four rows' chains side by side in the AVX2 versions)
+ * give each row's sum and sqdev bit for bit, in every prims table this CPU
+ * has, and the AVX2 ones the base twin's: rows 1..9 (groups of four and
+ * the rest), n 1..40 (8-lane blocks and tails), rows ldx = n + 3 apart,
+ * some NaN, inf and -0 among the values. */
+static void test_row_sums(void) {
+  enum { RMAX = 9, NMAX = 40 };
+  const kiln_nn_prims *T[2] = {kiln_nn_prims_for(KILN_VM_ISA_BASE), kiln_nn_prims_for(KILN_VM_ISA_AVX2)};
+  float x[RMAX * (NMAX + 3)], c[RMAX], out[2][2][RMAX];
+  int bad = 0, cases = 0;
+  for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+    x[i] = i % 53 == 7 ? NAN : i % 61 == 11 ? INFINITY : i % 17 == 3 ? -0.0f : (float)(rnd() * 8 - 3);
+  for (size_t rows = 1; rows <= RMAX; rows++)
+    for (size_t n = 1; n <= NMAX; n++) {
+      size_t ldx = n + 3;
+      for (size_t r = 0; r < rows; r++) c[r] = (float)(rnd() * 2 - 1);
+      for (int t = 0; t < 2; t++) {
+        if (!T[t]) continue;
+        T[t]->sums(rows, n, x, ldx, out[t][0]);
+        T[t]->sqdevs(rows, n, x, ldx, c, out[t][1]);
+        for (size_t r = 0; r < rows; r++) {
+          float s = T[t]->sum(n, x + r * ldx), q = T[t]->sqdev(n, x + r * ldx, c[r]);
+          bad += memcmp(&s, &out[t][0][r], sizeof s) != 0 && !(isnan(s) && isnan(out[t][0][r]));
+          bad += memcmp(&q, &out[t][1][r], sizeof q) != 0 && !(isnan(q) && isnan(out[t][1][r]));
+          if (t == 1) bad += !same(out[0][0][r], out[1][0][r]) + !same(out[0][1][r], out[1][1][r]);
+          cases++;
+        }
+      }
+    }
+  CHECK(bad == 0 && cases > 0, "sums/sqdevs: %d of %d row results differ from sum/sqdev row by row or from base", bad,
+        cases);
+}
+
 static void test_prims(void) {
   const kiln_nn_prims *B = kiln_nn_prims_for(KILN_VM_ISA_BASE), *A = kiln_nn_prims_for(KILN_VM_ISA_AVX2);
   if (!A) {
@@ -992,6 +1025,7 @@ static void test_prims(void) {
 int main(void) {
   nisa = kiln_nn_prims_for(KILN_VM_ISA_AVX2) ? 2 : 1;
   test_prims();
+  test_row_sums();
   test_pool();
   test_softmax();
   test_norm();

@@ -246,6 +246,61 @@ static void test_erf_avx512_sweep(void) {
   free(x), free(a), free(b);
 }
 
+/* The tile executor's Gelu chain under AVX-512 (kiln_vm_gelu_chain_avx512:
+ * each lane through one of erf's branches, the big-branch lanes packed
+ * and put back) against the chain's ops one by one on the scalar twin's
+ * erf, bit for bit: every variant k, inputs whose 16-lane groups are all
+ * small-branch, all big-branch, mixed (the Gelu's usual case) and the
+ * special values, at sizes around its 16-lane groups and 512-element
+ * blocks, out of place and in place, nothing written past n. */
+static void test_gelu_chain_avx512(void) {
+  if (!kiln_vm_kernel_avx512(KILN_VM_ERF)) return;
+  kiln_vm_fn erf_base = kiln_vm_kernel(KILN_VM_ERF, KILN_VM_ISA_BASE);
+  static const size_t sizes[] = {1, 15, 16, 17, 511, 512, 513, 1040, 4099};
+  const size_t cap = 4099 + 16, k_specials = sizeof specials / sizeof *specials;
+  const float sentinel = -12345.0f;
+  float *x = malloc(cap * sizeof *x), *t = malloc(cap * sizeof *t), *want = malloc(cap * sizeof *want);
+  float *y = malloc(cap * sizeof *y), *in = malloc(cap * sizeof *in);
+  for (int kind = 0; kind < 4; kind++) {
+    for (size_t i = 0; i < cap; i++) {
+      double u = (double)(next() >> 11) / 9007199254740992.0;
+      switch (kind) {
+      case 0: x[i] = (float)(2.6 * u - 1.3); break;                           /* |x/√2| < 0.93: small */
+      case 1: x[i] = (float)((1.4 + 6.0 * u) * (next() % 2 ? 1 : -1)); break; /* |x/√2| > 0.98: big */
+      case 2: x[i] = (float)(8.0 * u - 4.0); break;                           /* mixed */
+      default: x[i] = i % 3 ? (float)(8.0 * u - 4.0) : specials[(i / 3) % k_specials]; break;
+      }
+    }
+    for (int k = 0; k < 4; k++) {
+      float s = k & 1 ? 0.70710677f : 1.41421354f, c1 = 1.0f, c2 = k & 2 ? 0.45f : 0.5f;
+      for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        for (size_t i = 0; i < n; i++) t[i] = k & 1 ? x[i] * s : x[i] / s;
+        erf_base(n, t, want);
+        for (size_t i = 0; i < n; i++) {
+          float u = want[i] + c1;
+          want[i] = k & 2 ? (x[i] * c2) * u : (x[i] * u) * c2;
+        }
+        for (size_t i = 0; i < n + 2; i++) y[i] = sentinel;
+        kiln_vm_gelu_chain_avx512(n, x, s, c1, c2, k, y + 1);
+        size_t diff = 0, first = 0;
+        for (size_t i = 0; i < n; i++)
+          if (!same(y[1 + i], want[i]) && diff++ == 0) first = i;
+        CHECK(diff == 0 && y[0] == sentinel && y[n + 1] == sentinel,
+              "gelu chain avx512 (inputs %d, k %d, n %zu): %zu lanes differ from the ops on the twin (first x=%a: %a, "
+              "want %a), nothing written outside",
+              kind, k, n, diff, (double)x[first], (double)y[1 + first], (double)want[first]);
+        memcpy(in + 3, x, n * sizeof *x);
+        kiln_vm_gelu_chain_avx512(n, in + 3, s, c1, c2, k, in + 3);
+        diff = 0;
+        for (size_t i = 0; i < n; i++) diff += !same(in[3 + i], want[i]);
+        CHECK(diff == 0, "gelu chain avx512 (inputs %d, k %d, n %zu) in place: %zu lanes differ", kind, k, n, diff);
+      }
+    }
+  }
+  free(x), free(t), free(want), free(y), free(in);
+}
+
 /* The entry points run the active ISA's kernels. */
 static void test_entry_points(void) {
   static const kiln_vm_fn entry[KILN_VM_NOPS] = {kiln_vm_exp, kiln_vm_log, kiln_vm_tanh, kiln_vm_sigmoid,
@@ -316,6 +371,7 @@ int main(int argc, char **argv) {
   test_specials();
   test_twins();
   test_erf_avx512_sweep();
+  test_gelu_chain_avx512();
   test_entry_points();
   test_env();
   printf("unit_vmath: %d passed, %d failed\n", passed, failed);
