@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 #define MAXSP (KILN_MAX_RANK - 2) /* most spatial dims of a convolution */
@@ -101,9 +102,6 @@ static kiln_status opset_types(const kiln_op_call *c, const kiln_tensor *t) {
   return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "%s accepts %s only from opset %d (the node imports opset %d)",
                    c->node->op_type, kiln_dtype_name(t->dtype), t->dtype == KILN_BF16 ? 13 : 9, c->opset);
 }
-
-/* Optional input i, or NULL. */
-static const kiln_tensor *opt_in(const kiln_op_call *c, int i) { return i < c->n_in ? c->in[i] : NULL; }
 
 /* A copy of t's elements as double / int64 (NULL with a message on OOM). */
 static double *dup_f(const kiln_tensor *t) {
@@ -404,7 +402,7 @@ static kiln_status qmm(const kiln_tensor *a, const kiln_tensor *azp, const kiln_
 static kiln_status op_matmulinteger(const kiln_op_call *c) {
   mm_plan p;
   int64_t *Y;
-  kiln_status s = qmm(c->in[0], opt_in(c, 2), c->in[1], opt_in(c, 3), &p, &Y);
+  kiln_status s = qmm(c->in[0], kiln_opc_opt_in(c, 2), c->in[1], kiln_opc_opt_in(c, 3), &p, &Y);
   if (!s) s = kiln_tensor_alloc(&c->out[0], KILN_I32, p.out_rank, p.out_dims);
   if (!s)
     for (int64_t i = 0; i < c->out[0].numel; i++) kiln_set_i(&c->out[0], i, Y[i]);
@@ -463,7 +461,7 @@ static kiln_status gemm_check(const kiln_graph *g, const kiln_node *n) {
 
 static kiln_status op_gemm(const kiln_op_call *c) {
   const kiln_node *nd = c->node;
-  const kiln_tensor *a = c->in[0], *b = c->in[1], *cc = opt_in(c, 2);
+  const kiln_tensor *a = c->in[0], *b = c->in[1], *cc = kiln_opc_opt_in(c, 2);
   char sa[160], sb[160], sc[160];
   kiln_status s = gemm_check(c->graph, nd);
   if (!s) s = need_type(a, GEMM_TYPES, "A");
@@ -865,7 +863,7 @@ static kiln_status check_bias(const kiln_tensor *b, int64_t M, const char *name)
 #define CONV_TYPES (KILN_T(KILN_F32) | KILN_T(KILN_F64) | KILN_T(KILN_F16))
 
 static kiln_status run_conv(const kiln_op_call *c, bool transposed) {
-  const kiln_tensor *x = c->in[0], *w = c->in[1], *b = opt_in(c, 2);
+  const kiln_tensor *x = c->in[0], *w = c->in[1], *b = kiln_opc_opt_in(c, 2);
   kiln_status s = need_type(x, CONV_TYPES, "X");
   if (!s) s = same_type(x, "X", w, "W");
   if (!s && b) s = same_type(x, "X", b, "B");
@@ -932,7 +930,7 @@ static kiln_status qconv(const kiln_op_call *c, const kiln_tensor *x, const kiln
 static kiln_status op_convinteger(const kiln_op_call *c) {
   conv_geom g;
   double *Y;
-  kiln_status s = qconv(c, c->in[0], opt_in(c, 2), c->in[1], opt_in(c, 3), &g, &Y);
+  kiln_status s = qconv(c, c->in[0], kiln_opc_opt_in(c, 2), c->in[1], kiln_opc_opt_in(c, 3), &g, &Y);
   if (!s) s = kiln_tensor_alloc(&c->out[0], KILN_I32, g.out_rank, g.out_dims);
   if (!s)
     for (int64_t i = 0; i < c->out[0].numel; i++) kiln_set_i(&c->out[0], i, (int64_t)Y[i]);
@@ -942,7 +940,7 @@ static kiln_status op_convinteger(const kiln_op_call *c) {
 
 static kiln_status op_qlinearconv(const kiln_op_call *c) {
   const kiln_tensor *x = c->in[0], *xs = c->in[1], *xz = c->in[2], *w = c->in[3], *ws = c->in[4],
-                    *wz = c->in[5], *ys = c->in[6], *yz = c->in[7], *b = opt_in(c, 8);
+                    *wz = c->in[5], *ys = c->in[6], *yz = c->in[7], *b = kiln_opc_opt_in(c, 8);
   kiln_status s = need_type(xs, KILN_TS_FLOAT, "x_scale");
   if (!s) s = need_type(ws, KILN_TS_FLOAT, "w_scale");
   if (!s) s = need_type(ys, KILN_TS_FLOAT, "y_scale");

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 /* ------------------------------------------------------------------------ */
@@ -52,8 +53,6 @@ static void set_u(kiln_tensor *t, int64_t i, uint64_t v) { kiln_set_i(t, i, (int
 /* ------------------------------------------------------------------------ */
 /* Checks shared by run and check functions                                  */
 
-static int has_type(uint32_t mask, kiln_dtype t) { return (unsigned)t < 32 && (mask & KILN_T(t)); }
-
 /* The input-0 mask of the running op, from its own table entry. */
 static uint32_t op_mask(const kiln_op_call *c) {
   const kiln_op_def *d = kiln_ref_find_op(c->node->domain, c->node->op_type);
@@ -64,7 +63,7 @@ static uint32_t op_mask(const kiln_op_call *c) {
 static kiln_status need_type(const kiln_op_call *c, int i, uint32_t mask) {
   kiln_status s = kiln_op_need(c, i);
   if (s) return s;
-  if (!has_type(mask, c->in[i]->dtype))
+  if (!kiln_opc_in_mask(mask, c->in[i]->dtype))
     return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input %d has data type %s, which %s does not accept", i,
                      kiln_dtype_name(c->in[i]->dtype), c->node->op_type);
   return KILN_OK;
@@ -73,11 +72,7 @@ static kiln_status need_type(const kiln_op_call *c, int i, uint32_t mask) {
 /* Input i present and of the same type as input j. */
 static kiln_status need_same(const kiln_op_call *c, int i, int j) {
   kiln_status s = kiln_op_need(c, i);
-  if (s) return s;
-  if (c->in[i]->dtype != c->in[j]->dtype)
-    return kiln_fail(KILN_E_MISMATCH_DTYPE, "input %d has data type %s, input %d has %s; they must match", i,
-                     kiln_dtype_name(c->in[i]->dtype), j, kiln_dtype_name(c->in[j]->dtype));
-  return KILN_OK;
+  return s ? s : kiln_opc_need_same(c, i, j, NULL);
 }
 
 /* Attribute names this file knows, with their ONNX types. */
@@ -129,14 +124,6 @@ CHK_SINCE(11)
 CHK_SINCE(12)
 CHK_SINCE(14)
 CHK_SINCE(15)
-
-/* The dtype a node declares for its input i, or KILN_UNDEFINED. */
-static kiln_dtype decl_type(const kiln_graph *g, const kiln_node *n, int i) {
-  if (!g || i >= n->n_in || n->in[i] < 0) return KILN_UNDEFINED;
-  const kiln_value *v = &g->values[n->in[i]];
-  if (v->init) return v->init->dtype;
-  return v->type.kind == KILN_TYPE_TENSOR ? v->type.dtype : KILN_UNDEFINED;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Multidirectional broadcasting over n inputs                               */
@@ -564,7 +551,7 @@ static kiln_status chk_mod(const kiln_graph *g, const kiln_node *n) {
   if (s) return s;
   int64_t fm = kiln_attr_int(n, "fmod", 0);
   if (fm != 0 && fm != 1) return kiln_fail(KILN_E_MODEL, "fmod must be 0 or 1, not %lld", (long long)fm);
-  kiln_dtype t = decl_type(g, n, 0);
+  kiln_dtype t = kiln_opc_decl_type(g, n, 0);
   if (!fm && t != KILN_UNDEFINED && dom_of(t) == D_F)
     return kiln_fail(KILN_E_MODEL, "Mod of %s values needs fmod=1", kiln_dtype_name(t));
   return KILN_OK;

@@ -63,6 +63,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 /* ------------------------------------------------------------------------ */
@@ -75,40 +76,6 @@
 #define T_F32 KILN_T(KILN_F32)
 #define T_I64 KILN_T(KILN_I64)
 #define T_NUMB (KILN_TS_NUM | KILN_T(KILN_BOOL))
-
-static const double PI = 3.14159265358979323846;
-
-static bool in_mask(uint32_t m, kiln_dtype t) { return (unsigned)t < 32 && (m & KILN_T(t)); }
-
-/* Names of the dtypes in a mask, comma separated, into buf. */
-static const char *mask_str(uint32_t m, char *buf, size_t size) {
-  size_t len = 0;
-  buf[0] = 0;
-  for (int t = 1; t < KILN_DTYPE_COUNT; t++) {
-    if (!in_mask(m, (kiln_dtype)t)) continue;
-    int k = snprintf(buf + len, size - len, "%s%s", len ? ", " : "", kiln_dtype_name((kiln_dtype)t));
-    if (k < 0 || (size_t)k >= size - len) break;
-    len += (size_t)k;
-  }
-  return buf;
-}
-
-/* The dtype a node declares for its input i (an initializer's own dtype
- * first), or KILN_UNDEFINED. */
-static kiln_dtype decl_type(const kiln_graph *g, const kiln_node *n, int i) {
-  if (!g || i >= n->n_in || n->in[i] < 0) return KILN_UNDEFINED;
-  const kiln_value *v = &g->values[n->in[i]];
-  if (v->init) return v->init->dtype;
-  return v->type.kind == KILN_TYPE_TENSOR ? v->type.dtype : KILN_UNDEFINED;
-}
-
-/* Declared rank of input i, -1 when unknown. */
-static int decl_rank(const kiln_graph *g, const kiln_node *n, int i) {
-  if (!g || i >= n->n_in || n->in[i] < 0) return -1;
-  const kiln_value *v = &g->values[n->in[i]];
-  if (v->init) return v->init->rank;
-  return v->type.kind == KILN_TYPE_TENSOR ? v->type.rank : -1;
-}
 
 static bool node_has_in(const kiln_node *n, int i) { return i < n->n_in && n->in[i] >= 0; }
 
@@ -154,13 +121,8 @@ static const char *attr_type_name(kiln_attr_type t) {
 /* Opset range [since, until) (until 0: open) and attribute types; every
  * check starts here. */
 static kiln_status chk_base(const kiln_node *n, int since, int until) {
-  if (n->opset < since)
-    return kiln_fail(n->opset < 7 ? KILN_E_VERSION : KILN_E_MODEL,
-                     "%s is not defined before opset %d (the model imports opset %d)", n->op_type, since,
-                     n->opset);
-  if (until && n->opset >= until)
-    return kiln_fail(KILN_E_MODEL, "%s is deprecated from opset %d (the model imports opset %d)", n->op_type,
-                     until, n->opset);
+  kiln_status s = kiln_opc_opset(n, since, until, n->opset < 7 ? KILN_E_VERSION : KILN_E_MODEL);
+  if (s) return s;
   for (int a = 0; a < n->n_attrs; a++) {
     const kiln_attr *at = &n->attrs[a];
     for (size_t k = 0; k < sizeof attr_types / sizeof *attr_types; k++)
@@ -205,29 +167,10 @@ static int enum_index(const kiln_node *n, const char *name, const char *def, con
   return -1;
 }
 
-/* An int attribute that is a flag: 0 or 1. */
-static kiln_status chk_flag(const kiln_node *n, const char *name) {
-  int64_t v = kiln_attr_int(n, name, 0);
-  if (v != 0 && v != 1)
-    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute '%s' is %lld; it must be 0 or 1", name, (long long)v);
-  return KILN_OK;
-}
-
-/* Input i, when present with a declared type, must have a type in mask. */
+/* The declared type of input i, when known, must be in mask (the message
+ * lists mask's types). */
 static kiln_status chk_decl(const kiln_graph *g, const kiln_node *n, int i, const char *what, uint32_t mask) {
-  kiln_dtype t = decl_type(g, n, i);
-  if (t == KILN_UNDEFINED || in_mask(mask, t)) return KILN_OK;
-  char b[200];
-  return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input %d (%s) has data type %s; %s-%d accepts %s", i, what,
-                   kiln_dtype_name(t), n->op_type, n->opset, mask_str(mask, b, sizeof b));
-}
-
-/* Inputs i and j, when both declared, must have the same type. */
-static kiln_status chk_decl_same(const kiln_graph *g, const kiln_node *n, int i, int j, const char *what) {
-  kiln_dtype a = decl_type(g, n, i), b = decl_type(g, n, j);
-  if (a == KILN_UNDEFINED || b == KILN_UNDEFINED || a == b) return KILN_OK;
-  return kiln_fail(KILN_E_MISMATCH_DTYPE, "input %d (%s) has data type %s, input %d has %s; they must match", i,
-                   what, kiln_dtype_name(a), j, kiln_dtype_name(b));
+  return kiln_opc_chk_decl(g, n, i, what, mask, NULL);
 }
 
 static kiln_status chk_n_in(const kiln_node *n, int lo, int hi) {
@@ -237,53 +180,19 @@ static kiln_status chk_n_in(const kiln_node *n, int lo, int hi) {
 
 /* ---- run-time helpers */
 
-static const kiln_tensor *opt_in(const kiln_op_call *c, int i) { return i < c->n_in ? c->in[i] : NULL; }
-
-static bool out_wanted(const kiln_op_call *c, int k) { return k < c->n_out && c->out_used[k]; }
-
-/* Input i must be present and (mask != 0) of a type in mask. */
+/* Input i must be present and (mask != 0) of a type in mask (the message
+ * lists mask's types). */
 static kiln_status need(const kiln_op_call *c, int i, const char *what, uint32_t mask) {
-  if (i >= c->n_in || !c->in[i]) return kiln_fail(KILN_E_MODEL, "required input %d (%s) is missing", i, what);
-  if (mask && !in_mask(mask, c->in[i]->dtype)) {
-    char b[200];
-    return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input %d (%s) has data type %s; %s-%d accepts %s", i, what,
-                     kiln_dtype_name(c->in[i]->dtype), c->node->op_type, c->opset, mask_str(mask, b, sizeof b));
-  }
-  return KILN_OK;
+  return kiln_opc_need(c, i, what, mask, NULL);
 }
 
 /* Optional input i, when present, must be of a type in mask. */
 static kiln_status want(const kiln_op_call *c, int i, const char *what, uint32_t mask) {
-  if (!opt_in(c, i)) return KILN_OK;
+  if (!kiln_opc_opt_in(c, i)) return KILN_OK;
   return need(c, i, what, mask);
 }
 
-static kiln_status need_same(const kiln_op_call *c, int i, int j, const char *what) {
-  if (c->in[i]->dtype == c->in[j]->dtype) return KILN_OK;
-  return kiln_fail(KILN_E_MISMATCH_DTYPE, "input %d (%s) has data type %s, input %d has %s; they must match", i,
-                   what, kiln_dtype_name(c->in[i]->dtype), j, kiln_dtype_name(c->in[j]->dtype));
-}
-
 #define SHP(t, buf) kiln_shape_str((t)->rank, (t)->dims, buf, sizeof buf)
-
-/* A one-element tensor (0-D or 1-D of size 1) read as double / int64. */
-static kiln_status scalar_f(const kiln_tensor *t, int i, const char *what, double *v) {
-  if (t->numel != 1 || t->rank > 1) {
-    char b[160];
-    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input %d (%s) has shape %s; a scalar is expected", i, what, SHP(t, b));
-  }
-  *v = kiln_get_f(t, 0);
-  return KILN_OK;
-}
-
-static kiln_status scalar_i(const kiln_tensor *t, int i, const char *what, int64_t *v) {
-  if (t->numel != 1 || t->rank > 1) {
-    char b[160];
-    return kiln_fail(KILN_E_MISMATCH_SHAPE, "input %d (%s) has shape %s; a scalar is expected", i, what, SHP(t, b));
-  }
-  *v = kiln_get_i(t, 0);
-  return KILN_OK;
-}
 
 /* Converts a double to an index when it is finite and within +-2^52 (so a
  * cast is defined); false otherwise. */
@@ -319,7 +228,7 @@ static kiln_status chk_loss(const kiln_graph *g, const kiln_node *n) {
   if (!s) s = chk_enum(n, "reduction", "mean", reductions);
   if (!s) s = chk_decl(g, n, 0, is_sce(n) ? "scores" : "input", loss_types(n));
   if (!s) s = chk_decl(g, n, 1, is_sce(n) ? "labels" : "target", T_IDX);
-  if (!s) s = chk_decl_same(g, n, 2, 0, "weight");
+  if (!s) s = kiln_opc_chk_decl_same(g, n, 2, 0, "weight");
   if (!s && n->n_out > 1 && !is_sce(n)) s = kiln_fail(KILN_E_MODEL, "%s has one output", n->op_type);
   return s;
 }
@@ -332,9 +241,9 @@ static kiln_status run_loss(const kiln_op_call *c) {
   if (!s) s = need(c, 1, sce ? "labels" : "target", T_IDX);
   if (!s) s = want(c, 2, "weight", loss_types(n));
   if (s) return s;
-  const kiln_tensor *x = c->in[0], *t = c->in[1], *w = opt_in(c, 2);
+  const kiln_tensor *x = c->in[0], *t = c->in[1], *w = kiln_opc_opt_in(c, 2);
   char b1[160], b2[160];
-  if (w && (s = need_same(c, 2, 0, "weight"))) return s;
+  if (w && (s = kiln_opc_need_same(c, 2, 0, "weight"))) return s;
   if (x->rank < 2)
     return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 has shape %s; (N, C, d1, ..., dk) expected", SHP(x, b1));
   bool shape_ok = t->rank == x->rank - 1 && t->dims[0] == x->dims[0];
@@ -355,7 +264,7 @@ static kiln_status run_loss(const kiln_op_call *c) {
   else s = kiln_tensor_alloc(out, x->dtype, 0, NULL);
   if (s) return s;
   kiln_tensor *lp = NULL;
-  if (sce && out_wanted(c, 1)) {
+  if (sce && kiln_opc_out_wanted(c, 1)) {
     lp = &c->out[1];
     if ((s = kiln_tensor_alloc(lp, x->dtype, x->rank, x->dims))) return s;
   }
@@ -454,7 +363,7 @@ static kiln_status chk_resize(const kiln_graph *g, const kiln_node *n) {
     if ((s = chk_enum(n, "coordinate_transformation_mode", "half_pixel", n->opset < 13 ? rz_ctms : rz_ctms13)))
       return s;
     if ((s = chk_enum(n, "nearest_mode", "round_prefer_floor", rz_nearest_modes))) return s;
-    if ((s = chk_flag(n, "exclude_outside"))) return s;
+    if ((s = kiln_opc_flag(n, "exclude_outside", 0))) return s;
     if (!isfinite(kiln_attr_float(n, "cubic_coeff_a", -0.75f)))
       return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute 'cubic_coeff_a' is not finite");
     if ((s = chk_decl(g, n, 1, "roi", T_F3))) return s;
@@ -688,7 +597,7 @@ static kiln_status run_resize(const kiln_op_call *c) {
   p.extrapolation = kiln_attr_float(n, "extrapolation_value", 0.0f);
   if ((s = want(c, 1, "roi", T_F3)) || (s = want(c, 2, "scales", T_F32)) || (s = want(c, 3, "sizes", T_I64)))
     return s;
-  const kiln_tensor *tr = opt_in(c, 1), *ts = opt_in(c, 2), *tz = opt_in(c, 3);
+  const kiln_tensor *tr = kiln_opc_opt_in(c, 1), *ts = kiln_opc_opt_in(c, 2), *tz = kiln_opc_opt_in(c, 3);
   bool has_scales = ts && ts->numel > 0, has_sizes = tz && tz->numel > 0;
   if (has_scales && has_sizes)
     return kiln_fail(KILN_E_INVALID_VALUE, "both scales and sizes are given; only one may be");
@@ -768,9 +677,9 @@ static kiln_status chk_qdq(const kiln_graph *g, const kiln_node *n) {
   if (!s) s = chk_decl(g, n, 0, "x", q_x_types(n));
   if (!s) s = chk_decl(g, n, 1, "scale", T_F32);
   if (!s && is_quantize(n)) s = chk_decl(g, n, 2, "zero_point", T_Q8);
-  if (!s && !is_quantize(n)) s = chk_decl_same(g, n, 2, 0, "zero_point");
+  if (!s && !is_quantize(n)) s = kiln_opc_chk_decl_same(g, n, 2, 0, "zero_point");
   if (s) return s;
-  int r = decl_rank(g, n, 0);
+  int r = kiln_opc_decl_rank(g, n, 0);
   int64_t axis = kiln_attr_int(n, "axis", 1);
   if (r >= 0 && kiln_node_attr(n, "axis") && (axis < -r || axis >= r))
     return kiln_fail(KILN_E_MODEL, "axis %lld is out of range for an input of rank %d", (long long)axis, r);
@@ -784,7 +693,7 @@ typedef struct q_layout {
 } q_layout;
 
 static kiln_status q_layout_of(const kiln_op_call *c, const kiln_tensor *x, q_layout *q) {
-  const kiln_tensor *sc = c->in[1], *zp = opt_in(c, 2);
+  const kiln_tensor *sc = c->in[1], *zp = kiln_opc_opt_in(c, 2);
   char b1[160], b2[160];
   q->inner = 1, q->nch = 1;
   bool per_tensor = sc->numel == 1 && sc->rank <= 1;
@@ -829,7 +738,7 @@ static kiln_status run_quantize(const kiln_op_call *c) {
   if (!s) s = need(c, 1, "y_scale", T_F32);
   if (!s) s = want(c, 2, "y_zero_point", T_Q8);
   if (s) return s;
-  const kiln_tensor *x = c->in[0], *sc = c->in[1], *zp = opt_in(c, 2);
+  const kiln_tensor *x = c->in[0], *sc = c->in[1], *zp = kiln_opc_opt_in(c, 2);
   q_layout q;
   if ((s = q_layout_of(c, x, &q))) return s;
   kiln_dtype ot = zp ? zp->dtype : KILN_U8;
@@ -849,9 +758,9 @@ static kiln_status run_dequantize(const kiln_op_call *c) {
   kiln_status s = chk_qdq(c->graph, c->node);
   if (!s) s = need(c, 0, "x", q_x_types(c->node));
   if (!s) s = need(c, 1, "x_scale", T_F32);
-  if (!s && opt_in(c, 2)) s = need_same(c, 2, 0, "x_zero_point");
+  if (!s && kiln_opc_opt_in(c, 2)) s = kiln_opc_need_same(c, 2, 0, "x_zero_point");
   if (s) return s;
-  const kiln_tensor *x = c->in[0], *sc = c->in[1], *zp = opt_in(c, 2);
+  const kiln_tensor *x = c->in[0], *sc = c->in[1], *zp = kiln_opc_opt_in(c, 2);
   q_layout q;
   if ((s = q_layout_of(c, x, &q))) return s;
   kiln_tensor *y = &c->out[0];
@@ -910,11 +819,11 @@ static kiln_status run_dynq(const kiln_op_call *c) {
 
 static kiln_status chk_window(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = chk_base(n, 17, 0);
-  if (!s) s = chk_flag(n, "periodic");
+  if (!s) s = kiln_opc_flag(n, "periodic", 0);
   if (!s) s = chk_decl(g, n, 0, "size", T_IDX);
   if (s) return s;
   int64_t dt = kiln_attr_int(n, "output_datatype", KILN_F32);
-  if (dt < 0 || dt >= KILN_DTYPE_COUNT || !in_mask(T_WIN_OUT, (kiln_dtype)dt))
+  if (dt < 0 || dt >= KILN_DTYPE_COUNT || !kiln_opc_in_mask(T_WIN_OUT, (kiln_dtype)dt))
     return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute 'output_datatype' is %lld, not a numeric data type",
                      (long long)dt);
   return KILN_OK;
@@ -926,7 +835,7 @@ static kiln_status run_window(const kiln_op_call *c) {
   if (!s) s = need(c, 0, "size", T_IDX);
   if (s) return s;
   int64_t size;
-  if ((s = scalar_i(c->in[0], 0, "size", &size))) return s;
+  if ((s = kiln_opc_scalar_i(c->in[0], 0, "size", &size))) return s;
   if (size < 0) return kiln_fail(KILN_E_INVALID_VALUE, "window size %lld is negative", (long long)size);
   double a0, a1, a2 = 0;
   if (!strcmp(n->op_type, "HannWindow")) a0 = 0.5, a1 = 0.5;
@@ -939,7 +848,7 @@ static kiln_status run_window(const kiln_op_call *c) {
   for (int64_t i = 0; i < size; i++) {
     double v = 1.0;
     if (den > 0) {
-      double t = 2 * PI * (double)i / (double)den;
+      double t = 2 * KILN_OPC_PI * (double)i / (double)den;
       v = a0 - a1 * cos(t) + a2 * cos(2 * t);
     }
     kiln_set_f(y, i, v);
@@ -975,7 +884,7 @@ static kiln_status stable_sort(int64_t *v, int64_t n, cmp_fn cmp, const void *ct
 
 static kiln_status chk_nms(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = chk_base(n, 10, 0);
-  if (!s) s = chk_flag(n, "center_point_box");
+  if (!s) s = kiln_opc_flag(n, "center_point_box", 0);
   if (!s) s = chk_decl(g, n, 0, "boxes", T_F32);
   if (!s) s = chk_decl(g, n, 1, "scores", T_F32);
   if (!s) s = chk_decl(g, n, 2, "max_output_boxes_per_class", T_IDX);
@@ -1041,10 +950,10 @@ static kiln_status run_nms(const kiln_op_call *c) {
   int64_t max_out = 0;
   double iou_thr = 0, score_thr = 0;
   bool has_score_thr = false;
-  if (opt_in(c, 2) && (s = scalar_i(c->in[2], 2, "max_output_boxes_per_class", &max_out))) return s;
-  if (opt_in(c, 3) && (s = scalar_f(c->in[3], 3, "iou_threshold", &iou_thr))) return s;
-  if (opt_in(c, 4)) {
-    if ((s = scalar_f(c->in[4], 4, "score_threshold", &score_thr))) return s;
+  if (kiln_opc_opt_in(c, 2) && (s = kiln_opc_scalar_i(c->in[2], 2, "max_output_boxes_per_class", &max_out))) return s;
+  if (kiln_opc_opt_in(c, 3) && (s = kiln_opc_scalar_f(c->in[3], 3, "iou_threshold", &iou_thr))) return s;
+  if (kiln_opc_opt_in(c, 4)) {
+    if ((s = kiln_opc_scalar_f(c->in[4], 4, "score_threshold", &score_thr))) return s;
     has_score_thr = true;
   }
   if (!(iou_thr >= 0 && iou_thr <= 1))
@@ -1109,7 +1018,7 @@ static kiln_status chk_roialign(const kiln_graph *g, const kiln_node *n) {
   if (!s) s = chk_enum(n, "mode", "avg", roi_modes);
   if (!s) s = chk_enum(n, "coordinate_transformation_mode", "half_pixel", roi_ctms);
   if (!s) s = chk_decl(g, n, 0, "X", T_F3);
-  if (!s) s = chk_decl_same(g, n, 1, 0, "rois");
+  if (!s) s = kiln_opc_chk_decl_same(g, n, 1, 0, "rois");
   if (!s) s = chk_decl(g, n, 2, "batch_indices", T_I64);
   if (s) return s;
   int64_t oh = kiln_attr_int(n, "output_height", 1), ow = kiln_attr_int(n, "output_width", 1);
@@ -1150,7 +1059,7 @@ static kiln_status run_roialign(const kiln_op_call *c) {
   kiln_status s = chk_roialign(c->graph, n);
   if (!s) s = need(c, 0, "X", T_F3);
   if (!s) s = need(c, 1, "rois", T_F3);
-  if (!s) s = need_same(c, 1, 0, "rois");
+  if (!s) s = kiln_opc_need_same(c, 1, 0, "rois");
   if (!s) s = need(c, 2, "batch_indices", T_IDX);
   if (s) return s;
   const kiln_tensor *x = c->in[0], *rois = c->in[1], *bi = c->in[2];
@@ -1234,7 +1143,7 @@ static kiln_status chk_gridsample(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = chk_base(n, 16, 0);
   if (!s) s = chk_enum(n, "mode", "bilinear", gs_modes);
   if (!s) s = chk_enum(n, "padding_mode", "zeros", gs_pads);
-  if (!s) s = chk_flag(n, "align_corners");
+  if (!s) s = kiln_opc_flag(n, "align_corners", 0);
   if (!s) s = chk_decl(g, n, 0, "X", T_F3);
   if (!s) s = chk_decl(g, n, 1, "grid", T_F3);
   return s;
@@ -1361,10 +1270,10 @@ static kiln_status run_gridsample(const kiln_op_call *c) {
 
 static kiln_status chk_unique(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = chk_base(n, 11, 0);
-  if (!s) s = chk_flag(n, "sorted");
+  if (!s) s = kiln_opc_flag(n, "sorted", 0);
   if (!s) s = chk_decl(g, n, 0, "X", T_NUMB);
   if (s) return s;
-  int r = decl_rank(g, n, 0);
+  int r = kiln_opc_decl_rank(g, n, 0);
   int64_t axis = kiln_attr_int(n, "axis", 0);
   if (r >= 0 && kiln_node_attr(n, "axis") && (axis < -r || axis >= r))
     return kiln_fail(KILN_E_MODEL, "axis %lld is out of range for an input of rank %d", (long long)axis, r);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 /* ------------------------------------------------------------------------ */
@@ -116,8 +117,6 @@ static int64_t dims_prod(const kiln_tensor *t, int from, int to) {
 static kiln_status alloc_like(const kiln_op_call *c, int k, const kiln_tensor *x) {
   return kiln_tensor_alloc(&c->out[k], x->dtype, x->rank, x->dims);
 }
-
-static bool want_out(const kiln_op_call *c, int k) { return k < c->n_out && c->out_used[k]; }
 
 /* Fails unless p is a 1-D tensor of n elements. */
 static kiln_status need_vec(const kiln_tensor *p, int64_t n, const char *what, const kiln_tensor *x) {
@@ -349,7 +348,7 @@ static kiln_status run_maxpool(const kiln_op_call *c) {
   pool_geo g;
   if ((s = pool_geometry(c->node, x, POOL_DILATIONS | POOL_CEIL, &g))) return s;
   bool col = kiln_attr_int(c->node, "storage_order", 0) == 1;
-  bool want_idx = want_out(c, 1);
+  bool want_idx = kiln_opc_out_wanted(c, 1);
   if ((s = pool_alloc(c, 0, x, &g, x->dtype))) return s;
   if (want_idx && (s = pool_alloc(c, 1, x, &g, KILN_I64))) return s;
   int64_t planes = dims_prod(x, 0, 2);
@@ -885,7 +884,7 @@ static kiln_status run_layernorm(const kiln_op_call *c) {
   for (int i = 0; i < x->rank; i++) rdims[i] = i < ax ? x->dims[i] : 1;
   if ((s = alloc_like(c, 0, x))) return s;
   for (int k = 1; k < 3; k++)
-    if (want_out(c, k) && (s = kiln_tensor_alloc(&c->out[k], st, x->rank, rdims))) return s;
+    if (kiln_opc_out_wanted(c, k) && (s = kiln_tensor_alloc(&c->out[k], st, x->rank, rdims))) return s;
   for (int64_t o = 0; o < outer; o++) {
     double mean = 0, var = 0;
     for (int64_t i = 0; i < inner; i++) mean += kiln_get_f(x, o * inner + i);
@@ -902,8 +901,8 @@ static kiln_status run_layernorm(const kiln_op_call *c) {
       if (bb) y += kiln_get_f(bb, bcast_off(e, x->rank, x->dims, bs));
       kiln_set_f(&c->out[0], e, y);
     }
-    if (want_out(c, 1)) kiln_set_f(&c->out[1], o, mean);
-    if (want_out(c, 2)) kiln_set_f(&c->out[2], o, inv);
+    if (kiln_opc_out_wanted(c, 1)) kiln_set_f(&c->out[1], o, mean);
+    if (kiln_opc_out_wanted(c, 2)) kiln_set_f(&c->out[2], o, inv);
   }
   return KILN_OK;
 }

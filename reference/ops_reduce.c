@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -30,11 +31,9 @@ static kiln_dtype declared_type(const kiln_graph *g, const kiln_node *n, int i) 
   return ty->kind == KILN_TYPE_TENSOR ? ty->dtype : KILN_UNDEFINED;
 }
 
-static bool in_mask(uint32_t mask, kiln_dtype t) { return (unsigned)t < 32 && (mask & KILN_T(t)); }
-
 /* Fails unless t (when known) is in mask: the types op accepts at opset. */
 static kiln_status want_type(const char *op, int opset, const char *what, kiln_dtype t, uint32_t mask) {
-  if (t == KILN_UNDEFINED || in_mask(mask, t)) return KILN_OK;
+  if (t == KILN_UNDEFINED || kiln_opc_in_mask(mask, t)) return KILN_OK;
   return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "%s-%d does not accept %s of type %s", op, opset, what,
                    kiln_dtype_name(t));
 }
@@ -47,40 +46,10 @@ static kiln_status want_int_input(const kiln_graph *g, const kiln_node *n, int i
   return kiln_fail(KILN_E_MISMATCH_DTYPE, "input %d (%s) must be int64, not %s", i, what, kiln_dtype_name(t));
 }
 
-/* Checks attribute name, when present: it must have type ty and exist at
- * the node's opset (since <= opset, and opset < until when until > 0). */
-static kiln_status want_attr(const kiln_node *n, const char *name, kiln_attr_type ty, int since, int until) {
-  const kiln_attr *a = kiln_node_attr(n, name);
-  if (!a) return KILN_OK;
-  if (n->opset < since || (until > 0 && n->opset >= until)) {
-    if (until > 0)
-      return kiln_fail(KILN_E_UNSUPPORTED_ATTR,
-                       "attribute '%s' is only defined from opset %d to %d, not at opset %d", name, since,
-                       until - 1, n->opset);
-    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute '%s' is only defined from opset %d, not at opset %d",
-                     name, since, n->opset);
-  }
-  if (a->type != ty)
-    return kiln_fail(KILN_E_MODEL, "attribute '%s' must be of type %s", name,
-                     ty == KILN_ATTR_INT ? "int" : ty == KILN_ATTR_INTS ? "ints" : "other");
-  return KILN_OK;
-}
-
-/* An int attribute that is a flag: 0 or 1 (checked like want_attr). */
+/* An int attribute that is a flag, 0 or 1, defined from opset since. */
 static kiln_status want_flag(const kiln_node *n, const char *name, int since) {
-  kiln_status s = want_attr(n, name, KILN_ATTR_INT, since, 0);
-  if (s) return s;
-  int64_t v = kiln_attr_int(n, name, 0);
-  if (v != 0 && v != 1)
-    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute '%s' is %lld; it must be 0 or 1", name, (long long)v);
-  return KILN_OK;
-}
-
-/* Fails unless the op exists at the node's opset. */
-static kiln_status want_opset(const kiln_node *n, int since) {
-  if (n->opset >= since) return KILN_OK;
-  return kiln_fail(KILN_E_MODEL, "%s is not defined before opset %d (the model imports opset %d)", n->op_type,
-                   since, n->opset);
+  kiln_status s = kiln_opc_attr(n, name, KILN_ATTR_INT, since, 0);
+  return s ? s : kiln_opc_flag(n, name, 0);
 }
 
 /* Normalises axis into [0, rank) (rank >= 1); fails naming what. */
@@ -188,7 +157,7 @@ static kiln_status red_check(const kiln_graph *g, const kiln_node *n) {
   int since = red_axes_input_since(k);
   kiln_status s = want_type(n->op_type, n->opset, "input", declared_type(g, n, 0), red_types(k, n->opset));
   if (!s) s = want_flag(n, "keepdims", 1);
-  if (!s) s = want_attr(n, "axes", KILN_ATTR_INTS, 1, since);
+  if (!s) s = kiln_opc_attr(n, "axes", KILN_ATTR_INTS, 1, since);
   if (!s) s = want_flag(n, "noop_with_empty_axes", since);
   if (s) return s;
   if (n->n_in > 1 && n->opset < since)
@@ -426,7 +395,7 @@ static uint32_t arg_types(int opset) { return T_F | T_I32_64 | T_I8_16 | (opset 
 
 static kiln_status arg_check(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = want_type(n->op_type, n->opset, "input", declared_type(g, n, 0), arg_types(n->opset));
-  if (!s) s = want_attr(n, "axis", KILN_ATTR_INT, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "axis", KILN_ATTR_INT, 1, 0);
   if (!s) s = want_flag(n, "keepdims", 1);
   if (!s) s = want_flag(n, "select_last_index", 12);
   if (s) return s;
@@ -483,8 +452,8 @@ static uint32_t topk_types(int opset) { return T_F | (opset >= 11 ? T_I32_64 | T
 
 static kiln_status topk_check(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = want_type(n->op_type, n->opset, "input", declared_type(g, n, 0), topk_types(n->opset));
-  if (!s) s = want_attr(n, "axis", KILN_ATTR_INT, 1, 0);
-  if (!s) s = want_attr(n, "k", KILN_ATTR_INT, 1, 10);
+  if (!s) s = kiln_opc_attr(n, "axis", KILN_ATTR_INT, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "k", KILN_ATTR_INT, 1, 10);
   if (!s) s = want_flag(n, "largest", 11);
   if (!s) s = want_flag(n, "sorted", 11);
   if (s) return s;
@@ -595,7 +564,7 @@ static uint32_t cumsum_types(int opset) { return T_I32_64 | KILN_T(KILN_F32) | K
                                                  (opset >= 14 ? KILN_T(KILN_F16) | T_BF : 0); }
 
 static kiln_status cumsum_check(const kiln_graph *g, const kiln_node *n) {
-  kiln_status s = want_opset(n, 11);
+  kiln_status s = kiln_opc_opset(n, 11, 0, KILN_E_MODEL);
   if (!s) s = want_type(n->op_type, n->opset, "input", declared_type(g, n, 0), cumsum_types(n->opset));
   if (!s) s = want_flag(n, "exclusive", 11);
   if (!s) s = want_flag(n, "reverse", 11);

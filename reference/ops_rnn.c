@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -136,31 +137,6 @@ static kiln_dtype declared_type(const kiln_graph *g, const kiln_node *n, int i, 
   return ty->kind == KILN_TYPE_TENSOR ? ty->dtype : KILN_UNDEFINED;
 }
 
-/* Checks attribute name, when present: it must have type ty and exist at the
- * node's opset (since <= opset, and opset < until when until > 0). */
-static kiln_status want_attr(const kiln_node *n, const char *name, kiln_attr_type ty, int since, int until) {
-  const kiln_attr *a = kiln_node_attr(n, name);
-  if (!a) return KILN_OK;
-  if (n->opset < since || (until > 0 && n->opset >= until)) {
-    if (until > 0)
-      return kiln_fail(KILN_E_UNSUPPORTED_ATTR,
-                       "attribute '%s' is only defined from opset %d to %d, not at opset %d", name, since,
-                       until - 1, n->opset);
-    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute '%s' is only defined from opset %d, not at opset %d",
-                     name, since, n->opset);
-  }
-  if (a->type != ty) {
-    const char *tn = ty == KILN_ATTR_INT      ? "int"
-                     : ty == KILN_ATTR_FLOAT  ? "float"
-                     : ty == KILN_ATTR_STRING ? "string"
-                     : ty == KILN_ATTR_FLOATS ? "floats"
-                     : ty == KILN_ATTR_STRINGS ? "strings"
-                                               : "other";
-    return kiln_fail(KILN_E_MODEL, "attribute '%s' must be of type %s", name, tn);
-  }
-  return KILN_OK;
-}
-
 static rnn_kind kind_of(const char *op) {
   if (!strcmp(op, "GRU")) return K_GRU;
   if (!strcmp(op, "LSTM")) return K_LSTM;
@@ -175,16 +151,16 @@ static kiln_status parse_cfg(const kiln_node *n, rnn_cfg *cfg) {
   cfg->gates = cfg->kind == K_RNN ? 1 : cfg->kind == K_GRU ? 3 : 4;
   cfg->nacts = cfg->kind == K_RNN ? 1 : cfg->kind == K_GRU ? 2 : 3;
 
-  kiln_status s = want_attr(n, "direction", KILN_ATTR_STRING, 1, 0);
-  if (!s) s = want_attr(n, "hidden_size", KILN_ATTR_INT, 1, 0);
-  if (!s) s = want_attr(n, "activations", KILN_ATTR_STRINGS, 1, 0);
-  if (!s) s = want_attr(n, "activation_alpha", KILN_ATTR_FLOATS, 1, 0);
-  if (!s) s = want_attr(n, "activation_beta", KILN_ATTR_FLOATS, 1, 0);
-  if (!s) s = want_attr(n, "clip", KILN_ATTR_FLOAT, 1, 0);
-  if (!s) s = want_attr(n, "layout", KILN_ATTR_INT, 14, 0);
-  if (!s) s = want_attr(n, "output_sequence", KILN_ATTR_INT, 1, 7);
-  if (!s && cfg->kind == K_GRU) s = want_attr(n, "linear_before_reset", KILN_ATTR_INT, 3, 0);
-  if (!s && cfg->kind == K_LSTM) s = want_attr(n, "input_forget", KILN_ATTR_INT, 1, 0);
+  kiln_status s = kiln_opc_attr(n, "direction", KILN_ATTR_STRING, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "hidden_size", KILN_ATTR_INT, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "activations", KILN_ATTR_STRINGS, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "activation_alpha", KILN_ATTR_FLOATS, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "activation_beta", KILN_ATTR_FLOATS, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "clip", KILN_ATTR_FLOAT, 1, 0);
+  if (!s) s = kiln_opc_attr(n, "layout", KILN_ATTR_INT, 14, 0);
+  if (!s) s = kiln_opc_attr(n, "output_sequence", KILN_ATTR_INT, 1, 7);
+  if (!s && cfg->kind == K_GRU) s = kiln_opc_attr(n, "linear_before_reset", KILN_ATTR_INT, 3, 0);
+  if (!s && cfg->kind == K_LSTM) s = kiln_opc_attr(n, "input_forget", KILN_ATTR_INT, 1, 0);
   if (s) return s;
 
   const char *dir = kiln_attr_string(n, "direction", "forward");
@@ -303,9 +279,6 @@ static kiln_status want_shape(const kiln_tensor *t, int i, int rank, const int64
                    kiln_shape_str(t->rank, t->dims, a, sizeof a), kiln_shape_str(rank, dims, b, sizeof b), ctx);
 }
 
-/* Optional input i, NULL when omitted. */
-static const kiln_tensor *opt_in(const kiln_op_call *c, int i) { return i < c->n_in ? c->in[i] : NULL; }
-
 /* ---------------------------------------------------------------- kernel */
 
 /* Geometry of one call. */
@@ -330,8 +303,9 @@ static void run_row(const kiln_op_call *c, const rnn_cfg *cfg, const rnn_dims *D
                     double *h, double *cst, double *hn, double *xw, double *rh, kiln_tensor *Y, kiln_tensor *Yh,
                     kiln_tensor *Yc) {
   const kiln_tensor *X = c->in[0], *W = c->in[1], *R = c->in[2];
-  const kiln_tensor *B = opt_in(c, 3), *H0 = opt_in(c, 5), *C0 = cfg->kind == K_LSTM ? opt_in(c, 6) : NULL;
-  const kiln_tensor *P = cfg->kind == K_LSTM ? opt_in(c, 7) : NULL;
+  const kiln_tensor *B = kiln_opc_opt_in(c, 3), *H0 = kiln_opc_opt_in(c, 5);
+  const kiln_tensor *C0 = cfg->kind == K_LSTM ? kiln_opc_opt_in(c, 6) : NULL;
+  const kiln_tensor *P = cfg->kind == K_LSTM ? kiln_opc_opt_in(c, 7) : NULL;
   const int64_t H = D->hidden, IN = D->input, GH = cfg->gates * H;
   const act *acts = cfg->acts[d];
 
@@ -409,9 +383,9 @@ static kiln_status rnn_run(const kiln_op_call *c) {
   if (!s) s = kiln_op_need(c, 2);
   if (s) return s;
   const kiln_tensor *X = c->in[0], *W = c->in[1], *R = c->in[2];
-  const kiln_tensor *B = opt_in(c, 3), *SL = opt_in(c, 4), *H0 = opt_in(c, 5);
-  const kiln_tensor *C0 = cfg.kind == K_LSTM ? opt_in(c, 6) : NULL;
-  const kiln_tensor *P = cfg.kind == K_LSTM ? opt_in(c, 7) : NULL;
+  const kiln_tensor *B = kiln_opc_opt_in(c, 3), *SL = kiln_opc_opt_in(c, 4), *H0 = kiln_opc_opt_in(c, 5);
+  const kiln_tensor *C0 = cfg.kind == K_LSTM ? kiln_opc_opt_in(c, 6) : NULL;
+  const kiln_tensor *P = cfg.kind == K_LSTM ? kiln_opc_opt_in(c, 7) : NULL;
   const char *op = c->node->op_type;
   char a[128], b2[128];
 

@@ -45,40 +45,22 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 #define T_FLT (KILN_T(KILN_F16) | KILN_T(KILN_F32) | KILN_T(KILN_F64) | KILN_T(KILN_BF16))
 #define T_IDX (KILN_T(KILN_I32) | KILN_T(KILN_I64))
 
-static const double PI = 3.14159265358979323846;
-
 /* ------------------------------------------------------------------------ */
 /* Checks shared by the three ops                                            */
 
-static bool in_mask(uint32_t m, kiln_dtype t) { return (unsigned)t < 32 && (m & KILN_T(t)); }
-
-/* The declared type of input i (an initializer's own first), or UNDEFINED. */
-static kiln_dtype decl_type(const kiln_graph *g, const kiln_node *n, int i) {
-  if (!g || i >= n->n_in || n->in[i] < 0) return KILN_UNDEFINED;
-  const kiln_value *v = &g->values[n->in[i]];
-  if (v->init) return v->init->dtype;
-  return v->type.kind == KILN_TYPE_TENSOR ? v->type.dtype : KILN_UNDEFINED;
+/* The accepted types as this file's messages list them. */
+static const char *accepts(uint32_t mask) {
+  return mask == T_IDX ? "int32, int64" : "float16, float, double, bfloat16";
 }
 
-/* The declared type of input i, when known, must be in mask. */
 static kiln_status chk_decl(const kiln_graph *g, const kiln_node *n, int i, const char *what, uint32_t mask) {
-  kiln_dtype t = decl_type(g, n, i);
-  if (t == KILN_UNDEFINED || in_mask(mask, t)) return KILN_OK;
-  return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input %d (%s) has data type %s; %s-%d accepts %s", i, what,
-                   kiln_dtype_name(t), n->op_type, n->opset,
-                   mask == T_IDX ? "int32, int64" : "float16, float, double, bfloat16");
-}
-
-static kiln_status chk_decl_same(const kiln_graph *g, const kiln_node *n, int i, int j) {
-  kiln_dtype a = decl_type(g, n, i), b = decl_type(g, n, j);
-  if (a == KILN_UNDEFINED || b == KILN_UNDEFINED || a == b) return KILN_OK;
-  return kiln_fail(KILN_E_MISMATCH_DTYPE, "input %d has data type %s, input %d has %s; they must match", i,
-                   kiln_dtype_name(a), j, kiln_dtype_name(b));
+  return kiln_opc_chk_decl(g, n, i, what, mask, accepts(mask));
 }
 
 /* Declared rank and last dim of input i (-1 when unknown). */
@@ -97,9 +79,8 @@ static void decl_shape(const kiln_graph *g, const kiln_node *n, int i, int *rank
 
 /* The op exists from opset `since`; int attributes named in ints are ints. */
 static kiln_status chk_base(const kiln_node *n, int since, const char *const *ints) {
-  if (n->opset < since)
-    return kiln_fail(KILN_E_MODEL, "%s is not defined before opset %d (the model imports opset %d)", n->op_type,
-                     since, n->opset);
+  kiln_status s = kiln_opc_opset(n, since, 0, KILN_E_MODEL);
+  if (s) return s;
   for (int k = 0; ints && ints[k]; k++) {
     const kiln_attr *a = kiln_node_attr(n, ints[k]);
     if (a && a->type != KILN_ATTR_INT)
@@ -108,43 +89,9 @@ static kiln_status chk_base(const kiln_node *n, int since, const char *const *in
   return KILN_OK;
 }
 
-static kiln_status chk_flag(const kiln_node *n, const char *name, int64_t def) {
-  int64_t v = kiln_attr_int(n, name, def);
-  if (v != 0 && v != 1)
-    return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute '%s' is %lld; it must be 0 or 1", name, (long long)v);
-  return KILN_OK;
-}
-
 /* Input i present and of a type in mask. */
 static kiln_status need(const kiln_op_call *c, int i, const char *what, uint32_t mask) {
-  if (i >= c->n_in || !c->in[i]) return kiln_fail(KILN_E_MODEL, "required input %d (%s) is missing", i, what);
-  if (!in_mask(mask, c->in[i]->dtype))
-    return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input %d (%s) has data type %s; %s-%d accepts %s", i, what,
-                     kiln_dtype_name(c->in[i]->dtype), c->node->op_type, c->opset,
-                     mask == T_IDX ? "int32, int64" : "float16, float, double, bfloat16");
-  return KILN_OK;
-}
-
-static const kiln_tensor *opt_in(const kiln_op_call *c, int i) { return i < c->n_in ? c->in[i] : NULL; }
-
-/* A one-element tensor (0-D, or 1-D of one element) read as int64 / double. */
-static kiln_status scalar_of(const kiln_tensor *t, int i, const char *what) {
-  if (t->numel == 1 && t->rank <= 1) return KILN_OK;
-  char b[160];
-  return kiln_fail(KILN_E_MISMATCH_SHAPE, "input %d (%s) has shape %s; a scalar is expected", i, what,
-                   kiln_shape_str(t->rank, t->dims, b, sizeof b));
-}
-
-static kiln_status scalar_i(const kiln_tensor *t, int i, const char *what, int64_t *v) {
-  kiln_status s = scalar_of(t, i, what);
-  if (!s) *v = kiln_get_i(t, 0);
-  return s;
-}
-
-static kiln_status scalar_f(const kiln_tensor *t, int i, const char *what, double *v) {
-  kiln_status s = scalar_of(t, i, what);
-  if (!s) *v = kiln_get_f(t, 0);
-  return s;
+  return kiln_opc_need(c, i, what, mask, accepts(mask));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -179,7 +126,7 @@ static kiln_status plan_init(dft_plan *p, int64_t L) {
   for (int64_t j = 0; j < L; j++) {
     /* the angle reduced to [0, pi/4]-friendly form by symmetry is not
        needed: 2 pi j / L with j < L is already small and exact to an ulp */
-    double t = 2 * PI * (double)j / (double)L;
+    double t = 2 * KILN_OPC_PI * (double)j / (double)L;
     p->cs[j] = cos(t), p->sn[j] = sin(t);
   }
   /* exact values where the angle is a multiple of pi/2 */
@@ -209,8 +156,8 @@ static const char *const dft_ints[] = {"inverse", "onesided", "axis", NULL};
 
 static kiln_status chk_dft(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = chk_base(n, 17, dft_ints);
-  if (!s) s = chk_flag(n, "inverse", 0);
-  if (!s) s = chk_flag(n, "onesided", 0);
+  if (!s) s = kiln_opc_flag(n, "inverse", 0);
+  if (!s) s = kiln_opc_flag(n, "onesided", 0);
   if (!s) s = chk_decl(g, n, 0, "input", T_FLT);
   if (!s) s = chk_decl(g, n, 1, "dft_length", T_IDX);
   if (s) return s;
@@ -243,7 +190,7 @@ static kiln_status run_dft(const kiln_op_call *c) {
   const kiln_node *n = c->node;
   kiln_status s = chk_dft(c->graph, n);
   if (!s) s = need(c, 0, "input", T_FLT);
-  if (!s && opt_in(c, 1)) s = need(c, 1, "dft_length", T_IDX);
+  if (!s && kiln_opc_opt_in(c, 1)) s = need(c, 1, "dft_length", T_IDX);
   if (s) return s;
   const kiln_tensor *x = c->in[0];
   int r = x->rank;
@@ -263,8 +210,8 @@ static kiln_status run_dft(const kiln_op_call *c) {
   if (one && inv && !cplx)
     return kiln_fail(KILN_E_MISMATCH_SHAPE, "onesided=1 with inverse=1 needs a complex input ([..., 2])");
   int64_t N = x->dims[a], L = one && inv ? 2 * (N - 1) : N;
-  if (opt_in(c, 1)) {
-    if ((s = scalar_i(c->in[1], 1, "dft_length", &L))) return s;
+  if (kiln_opc_opt_in(c, 1)) {
+    if ((s = kiln_opc_scalar_i(c->in[1], 1, "dft_length", &L))) return s;
     if (L < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 1 (dft_length) is %lld; it must be positive", (long long)L);
   } else if (L < 1) {
     return kiln_fail(KILN_E_INVALID_VALUE,
@@ -321,13 +268,13 @@ static const char *const stft_ints[] = {"onesided", NULL};
 
 static kiln_status chk_stft(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = chk_base(n, 17, stft_ints);
-  if (!s) s = chk_flag(n, "onesided", 1);
+  if (!s) s = kiln_opc_flag(n, "onesided", 1);
   if (!s) s = chk_decl(g, n, 0, "signal", T_FLT);
   if (!s) s = chk_decl(g, n, 1, "frame_step", T_IDX);
   if (!s) s = chk_decl(g, n, 2, "window", T_FLT);
   if (!s) s = chk_decl(g, n, 3, "frame_length", T_IDX);
-  if (!s) s = chk_decl_same(g, n, 2, 0);
-  if (!s) s = chk_decl_same(g, n, 3, 1);
+  if (!s) s = kiln_opc_chk_decl_same(g, n, 2, 0, NULL);
+  if (!s) s = kiln_opc_chk_decl_same(g, n, 3, 1, NULL);
   if (s) return s;
   int r;
   int64_t last;
@@ -352,12 +299,12 @@ static kiln_status run_stft(const kiln_op_call *c) {
   kiln_status s = chk_stft(c->graph, n);
   if (!s) s = need(c, 0, "signal", T_FLT);
   if (!s) s = need(c, 1, "frame_step", T_IDX);
-  if (!s && opt_in(c, 2) && c->in[2]->dtype != c->in[0]->dtype)
+  if (!s && kiln_opc_opt_in(c, 2) && c->in[2]->dtype != c->in[0]->dtype)
     s = kiln_fail(KILN_E_MISMATCH_DTYPE, "input 2 (window) has data type %s, the signal %s; they must match",
                   kiln_dtype_name(c->in[2]->dtype), kiln_dtype_name(c->in[0]->dtype));
-  if (!s && opt_in(c, 3)) s = need(c, 3, "frame_length", T_IDX);
+  if (!s && kiln_opc_opt_in(c, 3)) s = need(c, 3, "frame_length", T_IDX);
   if (s) return s;
-  const kiln_tensor *x = c->in[0], *w = opt_in(c, 2);
+  const kiln_tensor *x = c->in[0], *w = kiln_opc_opt_in(c, 2);
   char b[160];
   if (x->rank != 3 || (x->dims[2] != 1 && x->dims[2] != 2))
     return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 (signal) has shape %s; [batch, length, 1 or 2] expected",
@@ -366,7 +313,7 @@ static kiln_status run_stft(const kiln_op_call *c) {
   if (one && cplx)
     return kiln_fail(KILN_E_MISMATCH_SHAPE, "onesided=1 needs a real signal ([batch, length, 1]); set onesided=0");
   int64_t B = x->dims[0], S = x->dims[1], step, F = S;
-  if ((s = scalar_i(c->in[1], 1, "frame_step", &step))) return s;
+  if ((s = kiln_opc_scalar_i(c->in[1], 1, "frame_step", &step))) return s;
   if (step < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 1 (frame_step) is %lld; it must be positive", (long long)step);
   if (w) {
     if (w->rank != 1)
@@ -374,9 +321,9 @@ static kiln_status run_stft(const kiln_op_call *c) {
                        kiln_shape_str(w->rank, w->dims, b, sizeof b));
     F = w->dims[0];
   }
-  if (opt_in(c, 3)) {
+  if (kiln_opc_opt_in(c, 3)) {
     int64_t fl;
-    if ((s = scalar_i(c->in[3], 3, "frame_length", &fl))) return s;
+    if ((s = kiln_opc_scalar_i(c->in[3], 3, "frame_length", &fl))) return s;
     if (w && fl != F)
       return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 2 (window) has %lld values, frame_length is %lld; they must agree",
                        (long long)F, (long long)fl);
@@ -425,12 +372,13 @@ static kiln_status chk_mel(const kiln_graph *g, const kiln_node *n) {
   if (!s) s = chk_decl(g, n, 2, "sample_rate", T_IDX);
   if (!s) s = chk_decl(g, n, 3, "lower_edge_hertz", T_FLT);
   if (!s) s = chk_decl(g, n, 4, "upper_edge_hertz", T_FLT);
-  if (!s) s = chk_decl_same(g, n, 1, 0);
-  if (!s) s = chk_decl_same(g, n, 2, 0);
-  if (!s) s = chk_decl_same(g, n, 4, 3);
+  if (!s) s = kiln_opc_chk_decl_same(g, n, 1, 0, NULL);
+  if (!s) s = kiln_opc_chk_decl_same(g, n, 2, 0, NULL);
+  if (!s) s = kiln_opc_chk_decl_same(g, n, 4, 3, NULL);
   if (s) return s;
   int64_t dt = kiln_attr_int(n, "output_datatype", KILN_F32);
-  if (dt < 0 || dt >= KILN_DTYPE_COUNT || !in_mask(T_MEL_OUT, (kiln_dtype)dt) || !kiln_dtype_supported((kiln_dtype)dt))
+  if (dt < 0 || dt >= KILN_DTYPE_COUNT || !kiln_opc_in_mask(T_MEL_OUT, (kiln_dtype)dt) ||
+      !kiln_dtype_supported((kiln_dtype)dt))
     return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute 'output_datatype' is %lld, not a numeric data type",
                      (long long)dt);
   return KILN_OK;
@@ -455,9 +403,9 @@ static kiln_status run_mel(const kiln_op_call *c) {
   if (s) return s;
   int64_t M, L, sr;
   double lo, hi;
-  if ((s = scalar_i(c->in[0], 0, names[0], &M)) || (s = scalar_i(c->in[1], 1, names[1], &L)) ||
-      (s = scalar_i(c->in[2], 2, names[2], &sr)) || (s = scalar_f(c->in[3], 3, names[3], &lo)) ||
-      (s = scalar_f(c->in[4], 4, names[4], &hi)))
+  if ((s = kiln_opc_scalar_i(c->in[0], 0, names[0], &M)) || (s = kiln_opc_scalar_i(c->in[1], 1, names[1], &L)) ||
+      (s = kiln_opc_scalar_i(c->in[2], 2, names[2], &sr)) || (s = kiln_opc_scalar_f(c->in[3], 3, names[3], &lo)) ||
+      (s = kiln_opc_scalar_f(c->in[4], 4, names[4], &hi)))
     return s;
   if (M < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 0 (num_mel_bins) is %lld; it must be positive", (long long)M);
   if (L < 1) return kiln_fail(KILN_E_INVALID_VALUE, "input 1 (dft_length) is %lld; it must be positive", (long long)L);

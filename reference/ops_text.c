@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "ir/alloc.h"
+#include "reference/opcheck.h"
 #include "reference/ops.h"
 
 #define T_TOK (KILN_T(KILN_I32) | KILN_T(KILN_I64))
@@ -48,31 +49,28 @@ typedef struct tfidf {
   int64_t out_size; /* max(ngram_indexes) + 1 */
 } tfidf;
 
-static kiln_status attr_is(const kiln_node *n, const char *name, kiln_attr_type t, const char *tname, bool required) {
-  const kiln_attr *a = kiln_node_attr(n, name);
-  if (!a) return required ? kiln_fail(KILN_E_MODEL, "required attribute '%s' is missing", name) : KILN_OK;
-  if (a->type != t) return kiln_fail(KILN_E_MODEL, "attribute '%s' must be of type %s", name, tname);
-  return KILN_OK;
+/* Attribute name has type t; required: it must be given. */
+static kiln_status attr_is(const kiln_node *n, const char *name, kiln_attr_type t, bool required) {
+  if (required && !kiln_node_attr(n, name)) return kiln_fail(KILN_E_MODEL, "required attribute '%s' is missing", name);
+  return kiln_opc_attr(n, name, t, 0, 0);
 }
 
 /* Reads and checks the node's attributes into t. */
 static kiln_status tfidf_read(const kiln_node *n, tfidf *t) {
   memset(t, 0, sizeof *t);
-  if (n->opset < 9)
-    return kiln_fail(KILN_E_MODEL, "TfIdfVectorizer is not defined before opset 9 (the model imports opset %d)",
-                     n->opset);
+  kiln_status s = kiln_opc_opset(n, 9, 0, KILN_E_MODEL);
+  if (s) return s;
   if (kiln_node_attr(n, "pool_strings"))
     return kiln_fail(KILN_E_UNSUPPORTED_DTYPE,
                      "attribute 'pool_strings' is not supported: string tensors cannot cross the ONNXIFI ABI (kiln "
                      "has no string type); use pool_int64s with int32 or int64 token ids");
-  kiln_status s = KILN_OK;
   static const char *const ints[] = {"min_gram_length", "max_gram_length", "max_skip_count", NULL};
-  for (int k = 0; ints[k] && !s; k++) s = attr_is(n, ints[k], KILN_ATTR_INT, "int", true);
-  if (!s) s = attr_is(n, "mode", KILN_ATTR_STRING, "string", true);
-  if (!s) s = attr_is(n, "ngram_counts", KILN_ATTR_INTS, "ints", true);
-  if (!s) s = attr_is(n, "ngram_indexes", KILN_ATTR_INTS, "ints", true);
-  if (!s) s = attr_is(n, "pool_int64s", KILN_ATTR_INTS, "ints", true);
-  if (!s) s = attr_is(n, "weights", KILN_ATTR_FLOATS, "floats", false);
+  for (int k = 0; ints[k] && !s; k++) s = attr_is(n, ints[k], KILN_ATTR_INT, true);
+  if (!s) s = attr_is(n, "mode", KILN_ATTR_STRING, true);
+  if (!s) s = attr_is(n, "ngram_counts", KILN_ATTR_INTS, true);
+  if (!s) s = attr_is(n, "ngram_indexes", KILN_ATTR_INTS, true);
+  if (!s) s = attr_is(n, "pool_int64s", KILN_ATTR_INTS, true);
+  if (!s) s = attr_is(n, "weights", KILN_ATTR_FLOATS, false);
   if (s) return s;
   const char *mode = kiln_attr_string(n, "mode", "");
   t->mode = -1;
@@ -137,13 +135,12 @@ static kiln_status tfidf_read(const kiln_node *n, tfidf *t) {
 static kiln_status chk_tfidf(const kiln_graph *g, const kiln_node *n) {
   tfidf t;
   kiln_status s = tfidf_read(n, &t);
-  if (s || !g || n->in[0] < 0) return s;
-  const kiln_value *v = &g->values[n->in[0]];
-  kiln_dtype dt = v->init ? v->init->dtype : v->type.kind == KILN_TYPE_TENSOR ? v->type.dtype : KILN_UNDEFINED;
+  if (s) return s;
+  kiln_dtype dt = kiln_opc_decl_type(g, n, 0);
   if (dt != KILN_UNDEFINED && dt != KILN_I32 && dt != KILN_I64)
     return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "input 0 (X) has data type %s; int32 or int64 expected%s",
                      kiln_dtype_name(dt), dt == KILN_STRING ? " (strings cannot cross the ONNXIFI ABI)" : "");
-  int r = v->init ? v->init->rank : v->type.kind == KILN_TYPE_TENSOR ? v->type.rank : -1;
+  int r = kiln_opc_decl_rank(g, n, 0);
   if (r > 2) return kiln_fail(KILN_E_MISMATCH_SHAPE, "input 0 (X) has rank %d; [C] or [N, C] expected", r);
   return KILN_OK;
 }
