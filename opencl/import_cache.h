@@ -11,6 +11,7 @@
  * down (the rewritten graph by the graph, the binaries by the device). */
 #ifndef KILN_OPENCL_IMPORT_CACHE_H
 #define KILN_OPENCL_IMPORT_CACHE_H
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,6 +39,10 @@ typedef struct kiln_cl_import {
   kiln_cl_cache_view view;
   kiln_cl_key graph_key; /* the rewritten-graph key (kiln_cl_rewrite_key) of the graph, when has_graph_key */
   bool has_graph_key;
+  /* a store in progress (kiln_cl_import_store): its thread, the graph it reads */
+  pthread_t th;
+  bool storing;
+  const kiln_graph *g;
 } kiln_cl_import;
 
 /* The raw key: a format tag, kiln's version, the model bytes and each
@@ -54,12 +59,18 @@ bool kiln_cl_import_lookup(const void *model, size_t size, uint32_t n, const kil
                            kiln_cl_import *imp, kiln_graph **g);
 
 /* After a miss and a successful init: stores g (the graph as imported, its
- * weights included) under imp's key when the import took import_ms >= 2 ms
- * and more than twice the key (KILN_CL_IMPORT_CACHE=1: always). Quiet on
- * failure (an unwritable cache warns once, opencl/cache). */
+ * weights included) under imp's key when the parse took (import_ms, less
+ * the key) >= 2 ms and more than twice the key (KILN_CL_IMPORT_CACHE=1:
+ * always), on a thread of its own — packing and writing 27-51 MB took
+ * 40-270 ms, which the init does not wait for — that reads g until it is
+ * joined (kiln_cl_import_release, before g is freed); synchronously where
+ * no thread can be started. Quiet on failure (an unwritable cache warns
+ * once, opencl/cache). */
 void kiln_cl_import_store(kiln_cl_import *imp, const kiln_graph *g, double import_ms);
 
-/* Releases the mapping (after the graph that borrows it is freed). */
+/* Joins a store in progress and releases the mapping: after the graph that
+ * borrows the mapping is freed (a hit), before the graph a store reads is
+ * freed (a miss). NULL-safe. */
 void kiln_cl_import_release(kiln_cl_import *imp);
 
 /* Packs / reads an import record's payload (exposed for the record tests):

@@ -204,8 +204,11 @@ static void graph_free(kiln_graph_handle *h) {
   if (!h) return;
   kiln_obs_free(h->obs);
   if (h->plan && h->backend->engine->release) h->backend->engine->release(h->plan);
+  /* the import record: after the graph that borrows its mapping (a hit),
+     before the graph its store reads (a miss) */
+  if (h->import_rec && !h->imported_from_cache) h->backend->engine->import_release(h->import_rec);
   kiln_graph_free(h->g);
-  if (h->import_rec) h->backend->engine->import_release(h->import_rec); /* after the graph, which may borrow it */
+  if (h->import_rec && h->imported_from_cache) h->backend->engine->import_release(h->import_rec);
   kiln_free(h->runtime_input);
   kiln_free(h->in_bind);
   kiln_free(h->out_bind);
@@ -304,7 +307,8 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   clock_gettime(CLOCK_MONOTONIC, &t2);
   if (s) goto fail;
   /* stored only for a graph that initialised (after a miss: the engine
-     decides whether the import was worth a record) */
+     decides whether the import was worth a record, and writes it on a
+     thread that reads g until graph_free releases the record) */
   if (h->import_rec && !h->imported_from_cache) e->import_store(h->import_rec, g, ms_between(&t0, &t1));
   if (pthread_mutex_init(&h->mu, NULL)) {
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");

@@ -59,9 +59,10 @@ typedef struct kiln_engine {
      import_lookup keys them (the weight descriptors already checked): true
      on a hit, *g the graph as imported (weights attached, borrowed from
      *rec); false on a miss, *rec (maybe NULL) kept for import_store after
-     a successful init (import_ms: what the import took). rec also goes to
-     prepare_on / prepare_in (NULL when none); import_release frees it
-     after the graph (NULL-safe). */
+     a successful init (import_ms: what the import took; the store may
+     read g until rec is released). rec also goes to prepare_on /
+     prepare_in (NULL when none); import_release frees it (NULL-safe):
+     after g on a hit (g borrows it), before g on a miss (a store reads g) */
   bool (*import_lookup)(const void *model, size_t size, uint32_t nweights, const onnxTensorDescriptorV1 *weights,
                         kiln_graph **g, void **rec);
   void (*import_store)(void *rec, const kiln_graph *g, double import_ms);
