@@ -262,8 +262,8 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
   kiln_cl_cache_view rec = {0}; /* g borrows it */
-  if ((s = kiln_cl_rewrite(p->orig, g0_key, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
-                           &sh, &rst, &rec)))
+  if ((s = kiln_cl_rewrite(p->orig, g0_key, p->dump_stem[0] ? p->dump_stem : NULL,
+                           mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g, &sh, &rst, &rec)))
     goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp2);
   kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",

@@ -4,7 +4,6 @@
  * mapping). */
 #include "opencl/import_cache.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,13 +14,6 @@
 
 #define HEAD_TAG "KILNIMP1"
 #define HEAD 64 /* a multiple of graph_cache's data alignment: the tensors stay aligned */
-
-static _Atomic unsigned long n_hits, n_stores;
-
-void kiln_cl_import_stats_get(kiln_cl_import_stats *out) {
-  out->hits = atomic_load(&n_hits);
-  out->stores = atomic_load(&n_stores);
-}
 
 static void key_u64(kiln_cl_key *k, uint64_t v) {
   unsigned char b[8];
@@ -131,9 +123,9 @@ bool kiln_cl_import_lookup(const void *model, size_t size, uint32_t n, const kil
     return false;
   }
   imp->hit = true;
-  atomic_fetch_add(&n_hits, 1);
-  kiln_log(KILN_LOG_INFO, "opencl: graph as imported from the kiln cache (%zu bytes, %s): raw key %.1f ms, read %.1f ms, "
-           "unpack %.1f ms", imp->view.len, imp->view.map ? "mapped" : "copied", imp->key_ms, t_map,
+  kiln_log(KILN_LOG_INFO,
+           "opencl: graph as imported from the kiln cache (%zu bytes, %s): raw key %.1f ms, read %.1f ms, unpack %.1f ms",
+           imp->view.len, imp->view.map ? "mapped" : "copied", imp->key_ms, t_map,
            ms_since(&t0) - t_map);
   return true;
 }
@@ -149,7 +141,6 @@ static void store(kiln_cl_import *imp) {
   bool packed = kiln_cl_import_pack(imp->g, has_gk ? &gk : NULL, &b, &n);
   double t_pack = ms_since(&t0);
   if (packed && kiln_cl_cache_put(imp->key, b, n)) {
-    atomic_fetch_add(&n_stores, 1);
     kiln_log(KILN_LOG_INFO, "opencl: graph as imported stored in the kiln cache (%zu bytes) in %.1f ms (pack %.1f ms)",
              n, ms_since(&t0), t_pack);
   }

@@ -81,10 +81,4 @@ bool kiln_cl_import_pack(const kiln_graph *g, const kiln_cl_key *graph_key, void
 kiln_status kiln_cl_import_unpack(const void *buf, size_t len, kiln_graph **g, kiln_cl_key *graph_key,
                                   bool *has_graph_key);
 
-/* Process-wide counters: records found (hits) and stored. */
-typedef struct kiln_cl_import_stats {
-  unsigned long hits, stores;
-} kiln_cl_import_stats;
-void kiln_cl_import_stats_get(kiln_cl_import_stats *out);
-
 #endif
