@@ -158,8 +158,8 @@ static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph
   return false;
 }
 
-kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
-                            kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec) {
+kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, const char *dump_stem, bool keep_outputs,
+                            kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec) {
   memset(rec, 0, sizeof *rec);
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
@@ -174,10 +174,12 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool ke
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   const char *gc = getenv("KILN_CL_GRAPH_CACHE"); /* 0: no graph records; 1: store every one */
+  bool use_known = known && !keep_outputs; /* the import record's copy of this key (opencl/import_cache) */
+  if (use_known) key = *known;
   bool keyed = !dump_stem && kiln_cl_cache_enabled() && !(gc && !strcmp(gc, "0")) &&
-               kiln_cl_graph_key(g0, keep_outputs ? "kiln rewritten graph 1 keep" : "kiln rewritten graph 1", &key);
+               (use_known || kiln_cl_rewrite_key(g0, keep_outputs, &key));
   double t_key = ms_since(&t0);
-  if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms", t_key);
+  if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms%s", t_key, use_known ? " (from the import record)" : "");
   if (keyed && rewrite_from_cache(key, g0, g, sh, rst, rec)) return KILN_OK;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
@@ -212,6 +214,9 @@ static bool has_data_dependent(const kiln_shapes *sh) {
   return false;
 }
 
+static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0, int mode,
+                           const kiln_cl_key *g0_key, kiln_cl_plan **out);
+
 kiln_status kiln_cl_plan_prepare(const kiln_cl_device *dev, const kiln_graph *g0, kiln_cl_plan **out) {
   return kiln_cl_plan_prepare_in_mode(dev, NULL, g0, 0, out);
 }
@@ -221,8 +226,18 @@ kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *hos
   return kiln_cl_plan_prepare_in_mode(dev, host_slot, g0, 0, out);
 }
 
+kiln_status kiln_cl_plan_prepare_keyed(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0,
+                                       const kiln_cl_key *g0_key, kiln_cl_plan **out) {
+  return prepare(dev, host_slot, g0, 0, g0_key, out);
+}
+
 kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0,
                                          int mode, kiln_cl_plan **out) {
+  return prepare(dev, host_slot, g0, mode, NULL, out);
+}
+
+static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0, int mode,
+                           const kiln_cl_key *g0_key, kiln_cl_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
   if (s) return s;
@@ -247,8 +262,8 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
   kiln_cl_cache_view rec = {0}; /* g borrows it */
-  if ((s = kiln_cl_rewrite(p->orig, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g,
-                           &sh, &rst, &rec)))
+  if ((s = kiln_cl_rewrite(p->orig, g0_key, p->dump_stem[0] ? p->dump_stem : NULL,
+                           mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g, &sh, &rst, &rec)))
     goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp2);
   kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ir/graph.h"
+#include "opencl/cache.h"
 #include "opencl/device.h"
 
 /* The usable devices, enumerated once per process (thread-safe). Never
@@ -90,6 +91,10 @@ kiln_status kiln_cl_slot_check_buffer(kiln_cl_slot *sl, cl_mem mem, size_t bytes
 /* kiln_cl_plan_prepare in slot sl (NULL: dev's shared slot). */
 kiln_status kiln_cl_plan_prepare_in(const kiln_cl_device *dev, kiln_cl_slot *sl, const kiln_graph *g,
                                     kiln_cl_plan **out);
+/* kiln_cl_plan_prepare_in with g's rewritten-graph key given (g0_key: from
+ * the import record g was read from, opencl/import_cache; NULL: computed). */
+kiln_status kiln_cl_plan_prepare_keyed(const kiln_cl_device *dev, kiln_cl_slot *sl, const kiln_graph *g,
+                                       const kiln_cl_key *g0_key, kiln_cl_plan **out);
 /* kiln_cl_plan_run with device buffers. mem_in (NULL: none) per value of
  * g: a cl_mem of the plan's context holding that input (bound[v] then gives
  * its dtype and shape only), copied on the device. mem_out (NULL: none)

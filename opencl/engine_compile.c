@@ -748,8 +748,8 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     p->probe_sh = NULL;
     memset(&p->probe_rec, 0, sizeof p->probe_rec);
   } else {
-    s = kiln_cl_rewrite(d, p->dump_stem[0] ? p->dump_stem : NULL, p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP),
-                        &v->g, &v->sh, &rst, &v->rec);
+    s = kiln_cl_rewrite(d, NULL, p->dump_stem[0] ? p->dump_stem : NULL,
+                        p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP), &v->g, &v->sh, &rst, &v->rec);
   }
   if (s) goto fail;
   const kiln_graph *g = v->g;

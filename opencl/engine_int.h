@@ -243,9 +243,11 @@ kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const 
  * infers its shapes. keep_outputs: observe all (no rewrite that erases a
  * node output, ir/rewrite.h). A graph from the kiln cache borrows g0's
  * weights and the record's bytes: *rec (zero when none) must be released
- * (kiln_cl_cache_view_release) after *g, and g0 must outlive *g. */
-kiln_status kiln_cl_rewrite(const kiln_graph *g0, const char *dump_stem, bool keep_outputs, kiln_graph **g,
-                            kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec);
+ * (kiln_cl_cache_view_release) after *g, and g0 must outlive *g. known
+ * (may be NULL): g0's rewritten-graph key (kiln_cl_rewrite_key, not
+ * keep_outputs) when the caller has it, so that it is not computed again. */
+kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, const char *dump_stem, bool keep_outputs,
+                            kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec);
 /* The variant for these inputs (per input of p->orig; NULL for initializers),
  * compiled on first sight. Call with the slot locked (or before the plan is
  * shared). */

@@ -194,10 +194,21 @@ bool kiln_cl_graph_key(const kiln_graph *g, const char *purpose, kiln_cl_key *ou
   return !w.bad;
 }
 
+bool kiln_cl_rewrite_key(const kiln_graph *g0, bool keep_outputs, kiln_cl_key *out) {
+  return kiln_cl_graph_key(g0, keep_outputs ? "kiln rewritten graph 1 keep" : "kiln rewritten graph 1", out);
+}
+
 bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st, void **buf,
                         size_t *len) {
+  return kiln_cl_graph_pack_head(NULL, 0, g, base, st, buf, len);
+}
+
+bool kiln_cl_graph_pack_head(const void *head, size_t head_len, const kiln_graph *g, const kiln_graph *base,
+                             const kiln_rewrite_stats *st, void **buf, size_t *len) {
   wr w = {0};
   w.base = base;
+  if (head_len % DATA_ALIGN) return false;
+  if (head_len) put(&w, head, head_len);
   put_graph(&w, g);
   put_u64(&w, sizeof *st);
   put(&w, st, sizeof *st);

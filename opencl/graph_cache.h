@@ -27,6 +27,15 @@ bool kiln_cl_graph_key(const kiln_graph *g, const char *purpose, kiln_cl_key *ou
 bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st, void **buf,
                         size_t *len);
 
+/* kiln_cl_graph_pack after head_len bytes of head (a multiple of 64, so
+ * that the tensors' offsets stay aligned): one buffer, no second copy. */
+bool kiln_cl_graph_pack_head(const void *head, size_t head_len, const kiln_graph *g, const kiln_graph *base,
+                             const kiln_rewrite_stats *st, void **buf, size_t *len);
+
+/* The key of the rewritten-graph record of g0 (kiln_cl_graph_key with the
+ * purpose kiln_cl_rewrite uses; keep_outputs: an observing plan's). */
+bool kiln_cl_rewrite_key(const kiln_graph *g0, bool keep_outputs, kiln_cl_key *out);
+
 /* Rebuilds a graph from kiln_cl_graph_pack's bytes (base: the same graph
  * given to pack). Its tensors are not copied: a reference borrows base's
  * tensor's data, a tensor stored in the record is read in place (borrows

@@ -7,11 +7,18 @@
 
 #include "ir/alloc.h"
 #include "opencl/engine.h"
+#include "opencl/import_cache.h"
 #include "plugin/plugin.h"
 
-static kiln_status cl_prepare_on(const void *impl, const kiln_graph *g, void **plan) {
+/* the rewritten-graph key an import record carries, or NULL */
+static const kiln_cl_key *graph_key_of(const void *rec) {
+  const kiln_cl_import *imp = rec;
+  return imp && imp->hit && imp->has_graph_key ? &imp->graph_key : NULL;
+}
+
+static kiln_status cl_prepare_on(const void *impl, const kiln_graph *g, const void *rec, void **plan) {
   kiln_cl_plan *p;
-  kiln_status s = kiln_cl_plan_prepare(impl, g, &p);
+  kiln_status s = kiln_cl_plan_prepare_keyed(impl, NULL, g, graph_key_of(rec), &p);
   *plan = s ? NULL : p;
   return s;
 }
@@ -62,11 +69,51 @@ static void cl_backend_close(void *bctx) { kiln_cl_slot_close(bctx); }
 
 static bool cl_backend_warm(const void *impl) { return kiln_cl_engine_open_device(impl); }
 
-static kiln_status cl_prepare_in(const void *impl, void *bctx, const kiln_graph *g, void **plan) {
+static kiln_status cl_prepare_in(const void *impl, void *bctx, const kiln_graph *g, const void *rec, void **plan) {
   kiln_cl_plan *p;
-  kiln_status s = kiln_cl_plan_prepare_in(impl, bctx, g, &p);
+  kiln_status s = kiln_cl_plan_prepare_keyed(impl, bctx, g, graph_key_of(rec), &p);
   *plan = s ? NULL : p;
   return s;
+}
+
+/* ---- the graph as imported, from the kiln cache (opencl/import_cache) ---- */
+
+static bool cl_import_lookup(const void *model, size_t size, uint32_t nweights, const onnxTensorDescriptorV1 *weights,
+                             kiln_graph **g, void **rec) {
+  *g = NULL;
+  *rec = NULL;
+  kiln_cl_raw_weight *w = nweights ? kiln_calloc(nweights, sizeof *w) : NULL;
+  kiln_cl_import *imp = kiln_calloc(1, sizeof *imp);
+  if ((nweights && !w) || !imp) { /* no record: the import goes on as without a cache */
+    kiln_free(w);
+    kiln_free(imp);
+    return false;
+  }
+  for (uint32_t i = 0; i < nweights; i++) {
+    const onnxTensorDescriptorV1 *d = &weights[i];
+    size_t bytes = kiln_dtype_size((kiln_dtype)d->dataType);
+    for (uint32_t k = 0; k < d->dimensions; k++) bytes *= (size_t)d->shape[k];
+    w[i] = (kiln_cl_raw_weight){d->name, d->dataType, d->dimensions, d->shape,
+                                (const void *)(uintptr_t)d->buffer, bytes};
+  }
+  bool hit = kiln_cl_import_lookup(model, size, nweights, w, imp, g);
+  kiln_free(w);
+  if (!imp->keyed) {
+    kiln_free(imp);
+    return false;
+  }
+  *rec = imp;
+  return hit;
+}
+
+static void cl_import_store(void *rec, const kiln_graph *g, double import_ms) {
+  if (rec) kiln_cl_import_store(rec, g, import_ms);
+}
+
+static void cl_import_release(void *rec) {
+  if (!rec) return;
+  kiln_cl_import_release(rec);
+  kiln_free(rec);
 }
 
 static kiln_status cl_check_buffer(void *bctx, void *mem, size_t bytes, const char *what) {
@@ -161,6 +208,9 @@ static void make_engines_locked(void) {
     e->backend_warm = cl_backend_warm;
     e->prepare_in = cl_prepare_in;
     e->check_buffer = cl_check_buffer;
+    e->import_lookup = cl_import_lookup;
+    e->import_store = cl_import_store;
+    e->import_release = cl_import_release;
     e->run_mem = cl_run_mem;
   }
   n_engines = l->n;

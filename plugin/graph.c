@@ -204,7 +204,11 @@ static void graph_free(kiln_graph_handle *h) {
   if (!h) return;
   kiln_obs_free(h->obs);
   if (h->plan && h->backend->engine->release) h->backend->engine->release(h->plan);
+  /* the import record: after the graph that borrows its mapping (a hit),
+     before the graph its store reads (a miss) */
+  if (h->import_rec && !h->imported_from_cache) h->backend->engine->import_release(h->import_rec);
   kiln_graph_free(h->g);
+  if (h->import_rec && h->imported_from_cache) h->backend->engine->import_release(h->import_rec);
   kiln_free(h->runtime_input);
   kiln_free(h->in_bind);
   kiln_free(h->out_bind);
@@ -220,7 +224,21 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   h->backend = b;
   struct timespec t0, t1, t2;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  if ((s = kiln_onnx_import(model, size, &h->g))) goto fail;
+  const kiln_engine *e = b->engine;
+  if (e->import_lookup) {
+    /* the engine's record of this graph as imported, keyed by the model
+       bytes and the weights as given: the descriptors are checked first
+       (the key reads every weight byte) */
+    for (uint32_t w = 0; w < nweights; w++) {
+      onnxStatus os = check_descriptor(&weights[w], "weight", 0);
+      if (os) {
+        graph_free(h);
+        return os;
+      }
+    }
+    h->imported_from_cache = e->import_lookup(model, size, nweights, weights, &h->g, &h->import_rec);
+  }
+  if (!h->imported_from_cache && (s = kiln_onnx_import(model, size, &h->g))) goto fail;
   kiln_graph *g = h->g;
   if (g->ir_version > 8) {
     s = kiln_fail(KILN_E_VERSION, "IR version %lld is newer than kiln supports (8)", (long long)g->ir_version);
@@ -234,7 +252,9 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
     s = kiln_fail(KILN_E_NOMEM, "out of memory creating a graph");
     goto fail;
   }
-  if (nweights) {
+  /* a graph from the import record has its weights: the same inputs were
+     checked and copied by the init that stored it */
+  if (nweights && !h->imported_from_cache) {
     /* onnxifi.h: with weight descriptors, graph.initializer must be empty. */
     for (int v = 0; v < g->n_values; v++)
       if (g->values[v].init) {
@@ -244,7 +264,7 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
         goto fail;
       }
   }
-  for (uint32_t w = 0; w < nweights; w++) {
+  for (uint32_t w = 0; w < nweights && !h->imported_from_cache; w++) {
     const onnxTensorDescriptorV1 *d = &weights[w];
     onnxStatus os = check_descriptor(d, "weight", 0);
     if (os) {
@@ -281,11 +301,15 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   }
   for (int i = 0; i < g->n_inputs; i++) h->runtime_input[i] = !g->values[g->inputs[i]].init;
   clock_gettime(CLOCK_MONOTONIC, &t1); /* imported, the weights copied */
-  s = b->bctx ? b->engine->prepare_in(b->engine->impl, b->bctx, g, &h->plan)
-      : b->engine->prepare_on ? b->engine->prepare_on(b->engine->impl, g, &h->plan)
-                              : b->engine->prepare(g, &h->plan);
+  s = b->bctx ? e->prepare_in(e->impl, b->bctx, g, h->import_rec, &h->plan)
+      : e->prepare_on ? e->prepare_on(e->impl, g, h->import_rec, &h->plan)
+                      : e->prepare(g, &h->plan);
   clock_gettime(CLOCK_MONOTONIC, &t2);
   if (s) goto fail;
+  /* stored only for a graph that initialised (after a miss: the engine
+     decides whether the import was worth a record, and writes it on a
+     thread that reads g until graph_free releases the record) */
+  if (h->import_rec && !h->imported_from_cache) e->import_store(h->import_rec, g, ms_between(&t0, &t1));
   if (pthread_mutex_init(&h->mu, NULL)) {
     s = kiln_fail(KILN_E_NOMEM, "cannot create a graph mutex");
     goto fail;
@@ -313,9 +337,9 @@ onnxStatus kiln_graph_init(kiln_backend *b, const void *model, size_t size, uint
   h->run_on_wait = !(row && !strcmp(row, "0"));
   kiln_log(KILN_LOG_INFO,
            "graph '%s' ready on %s: %d nodes, %d values, %d inputs (%u weights), %d outputs; import %.1f ms (%zu "
-           "bytes), engine prepare %.1f ms",
+           "bytes%s), engine prepare %.1f ms",
            g->name, b->engine->name, g->n_nodes, g->n_values, g->n_inputs, (unsigned)nweights, g->n_outputs,
-           ms_between(&t0, &t1), size, ms_between(&t1, &t2));
+           ms_between(&t0, &t1), size, h->imported_from_cache ? ", from the kiln cache" : "", ms_between(&t1, &t2));
   *out = h;
   return ONNXIFI_STATUS_SUCCESS;
 fail:

@@ -487,6 +487,7 @@ static onnxStatus get_graph_statistics(onnxGraph graph, kilnGraphStatistics *sta
   pthread_mutex_lock(&h->mu);
   all.runsOnWorker = h->runs_worker;
   all.runsOnWaitingThread = h->runs_waiter;
+  all.importedFromCache = h->imported_from_cache;
   pthread_mutex_unlock(&h->mu);
   all.size = n;
   memcpy(stats, &all, n);

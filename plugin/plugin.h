@@ -39,7 +39,7 @@ typedef struct kiln_engine {
   /* optional: an engine per device — prepare_on(impl, ...) replaces
      prepare(...), impl names the device (OpenCL engines) */
   const void *impl;
-  kiln_status (*prepare_on)(const void *impl, const kiln_graph *g, void **plan);
+  kiln_status (*prepare_on)(const void *impl, const kiln_graph *g, const void *rec, void **plan);
   /* optional: the host's device objects (OpenCL engines: the
      ONNXIFI_BACKEND_OPENCL_CONTEXT property, OPENCL_BUFFER tensors) */
   onnxBitfield memory_types;       /* ONNXIFI_BACKEND_MEMORY_TYPES (0: CPU only) */
@@ -53,7 +53,20 @@ typedef struct kiln_engine {
      the error set when it cannot (the first graph's init then reports it) */
   bool (*backend_warm)(const void *impl);
   /* prepare in backend state bctx (non-NULL), replaces prepare_on */
-  kiln_status (*prepare_in)(const void *impl, void *bctx, const kiln_graph *g, void **plan);
+  kiln_status (*prepare_in)(const void *impl, void *bctx, const kiln_graph *g, const void *rec, void **plan);
+  /* optional: the engine's records of imported graphs, keyed by the raw
+     inputs of onnxInitGraph (OpenCL: the kiln cache, opencl/import_cache).
+     import_lookup keys them (the weight descriptors already checked): true
+     on a hit, *g the graph as imported (weights attached, borrowed from
+     *rec); false on a miss, *rec (maybe NULL) kept for import_store after
+     a successful init (import_ms: what the import took; the store may
+     read g until rec is released). rec also goes to prepare_on /
+     prepare_in (NULL when none); import_release frees it (NULL-safe):
+     after g on a hit (g borrows it), before g on a miss (a store reads g) */
+  bool (*import_lookup)(const void *model, size_t size, uint32_t nweights, const onnxTensorDescriptorV1 *weights,
+                        kiln_graph **g, void **rec);
+  void (*import_store)(void *rec, const kiln_graph *g, double import_ms);
+  void (*import_release)(void *rec);
   /* mem is a device buffer of bctx (NULL: the backend has no host context)
      with room for bytes; KILN_E_MODEL with a message otherwise */
   kiln_status (*check_buffer)(void *bctx, void *mem, size_t bytes, const char *what);
@@ -162,6 +175,8 @@ typedef struct kiln_graph_handle {
   bool run_on_wait; /* KILN_RUN_ON_WAIT (default 1): the waiting thread runs its own job */
   atomic_int pins;  /* threads inside kiln_graph_wait_run and entries on input fences' notify lists: the release
                        waits for them */
+  void *import_rec; /* engine->import_lookup's record h->g borrows (a hit) or its key (a miss), or NULL */
+  bool imported_from_cache; /* h->g came from the engine's import record: no parse */
   uint64_t runs_worker, runs_waiter; /* runs each kind of thread executed (kilnGetGraphStatistics) */
   void **in_mem; /* per graph-input index: a device buffer bound instead of in_bind's data, or NULL */
   /* held by onnxSetGraphIO, onnxRunGraph and onnxSetIOAndRunGraph, so that

@@ -20,6 +20,7 @@
 #include "opencl/cache.h"
 #include "opencl/engine.h"
 #include "opencl/graph_cache.h"
+#include "opencl/import_cache.h"
 #include "reference/exec.h"
 #include "testutil.h"
 
@@ -129,6 +130,63 @@ static void flip_byte(const char *path, long at) {
   fclose(f);
 }
 
+/* The import record (opencl/import_cache) of g: the round trip keeps the
+ * graph (its rewritten-graph key is the one carried, so a warm init may
+ * skip computing it) and reads the tensors in place; cut or damaged heads
+ * and cut bodies are refused. */
+static void test_import_records(void) {
+  kiln_cl_key gk, k1, k2;
+  CHECK(kiln_cl_rewrite_key(g, false, &gk), "import record: the rewritten-graph key");
+  void *rec = NULL;
+  size_t rlen = 0;
+  CHECK(kiln_cl_import_pack(g, &gk, &rec, &rlen), "import record: pack");
+  kiln_graph *back = NULL;
+  bool has = false;
+  CHECK(rec && !kiln_cl_import_unpack(rec, rlen, &back, &k1, &has) && back && has && k1.hi == gk.hi && k1.lo == gk.lo,
+        "import record: round trip with the key: %s", kiln_last_error());
+  CHECK(back && kiln_cl_rewrite_key(back, false, &k2) && k2.hi == gk.hi && k2.lo == gk.lo,
+        "import record: the graph read back has the carried key");
+  int in_place = 0, stored = 0;
+  for (int v = 0; back && v < back->n_values; v++) {
+    const kiln_tensor *bt = back->values[v].init;
+    if (!bt || !bt->numel) continue;
+    stored++;
+    const unsigned char *d = bt->data, *r0 = rec;
+    in_place += !bt->owns && d >= r0 && d + kiln_tensor_bytes(bt) <= r0 + rlen && (uintptr_t)d % 16 == 0;
+  }
+  CHECK(stored > 0 && in_place == stored, "import record: weights read in place, 16-byte aligned (%d of %d)",
+        in_place, stored);
+  kiln_graph_free(back);
+  void *rec0 = NULL;
+  size_t rlen0 = 0;
+  back = NULL;
+  CHECK(kiln_cl_import_pack(g, NULL, &rec0, &rlen0) && !kiln_cl_import_unpack(rec0, rlen0, &back, &k1, &has) && !has,
+        "import record without a key: read, no key");
+  kiln_graph_free(back);
+  kiln_free(rec0);
+  int refused = 0, tried = 0;
+  for (size_t cut = 0; rec && cut < rlen; cut += 1 + cut / 8, tried++) {
+    back = NULL;
+    if (kiln_cl_import_unpack(rec, cut, &back, &k1, &has)) refused++;
+    kiln_graph_free(back);
+  }
+  CHECK(refused == tried, "import record: every cut refused (%d of %d)", refused, tried);
+  unsigned char *dmg = kiln_malloc(rlen);
+  int head_refused = 0;
+  for (size_t at = 0; rec && dmg && at < 64; at++) {
+    if (at >= 16 && at < 32) continue; /* the key itself: any value reads */
+    memcpy(dmg, rec, rlen);
+    dmg[at] ^= 0x20;
+    back = NULL;
+    if (kiln_cl_import_unpack(dmg, rlen, &back, &k1, &has)) head_refused++;
+    kiln_graph_free(back);
+  }
+  CHECK(head_refused == 48, "import record: each damaged head byte refused (%d of 48)", head_refused);
+  kiln_free(dmg);
+  kiln_free(rec);
+  kiln_error_clear();
+}
+
 /* The record reader on damaged bytes that pass the checksum (a format
  * bug's view): every cut and many flips are refused or read, never a crash
  * or a leak (`--records`: this part alone, no device; under ASan in ctest). */
@@ -212,6 +270,7 @@ static void test_records(void) {
   kiln_free(dmg);
   kiln_free(rec);
   kiln_error_clear();
+  test_import_records();
   kiln_graph_free(g);
   g = keep;
 }

@@ -1207,8 +1207,9 @@ static int run_model(const char *path, const char *data_dir) {
     if (!graph_stats || graph_stats(m.graph, &gs)) {
       printf("stats:   not available from this plugin\n");
     } else {
-      printf("stats:   nodes %llu imported, %llu after rewrites (%llu views, %llu kernels); %llu memory plan%s\n",
-             (unsigned long long)gs.nodesImported, (unsigned long long)gs.nodesPlanned,
+      printf("stats:   nodes %llu imported%s, %llu after rewrites (%llu views, %llu kernels); %llu memory plan%s\n",
+             (unsigned long long)gs.nodesImported, gs.importedFromCache ? " (read from the kiln cache)" : "",
+             (unsigned long long)gs.nodesPlanned,
              (unsigned long long)gs.viewNodes, (unsigned long long)gs.kernelNodes,
              (unsigned long long)gs.memoryPlans, gs.memoryPlans == 1 ? "" : "s");
       printf("rewrite: %llu folded, %llu BatchNorm folded, %llu CSE merged, %llu no-ops removed, "

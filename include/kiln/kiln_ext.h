@@ -61,6 +61,8 @@ typedef struct kilnGraphStatistics {
   uint64_t runsOnWorker;        /* runs executed by the graph's worker thread */
   uint64_t runsOnWaitingThread; /* runs executed by the host thread that waited on their output event (the run
                                    had not started and its input was signalled; KILN_RUN_ON_WAIT=0: never) */
+  uint64_t importedFromCache;   /* 1: the graph as imported was read from the backend's cache (OpenCL: the kiln
+                                   cache's record keyed by the model bytes and weights as given), not parsed */
 } kilnGraphStatistics;
 typedef onnxStatus (*kilnGetGraphStatisticsFunction)(onnxGraph graph, kilnGraphStatistics *stats);
 
