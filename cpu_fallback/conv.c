@@ -1377,14 +1377,15 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
   if (x->numel == 0 || w->numel == 0) return KILN_OK;
   *declined = false;
   kiln_tensor xd = {0}, wd = {0};
-  float *bias = NULL;
+  float *bcopy = NULL; /* a strided bias copied densely; a dense one is read in place */
+  const float *bias = b && !b->strided ? (const float *)b->data : NULL;
   kiln_status s = KILN_OK;
   if (x->strided) s = kiln_tensor_copy(&xd, x);
   if (!s && w->strided) s = kiln_tensor_copy(&wd, w);
-  if (!s && b) {
-    bias = kiln_malloc((size_t)g.M * sizeof *bias);
-    if (!bias) s = kiln_fail(KILN_E_NOMEM, "out of memory for a bias");
-    for (int64_t m = 0; m < g.M && bias; m++) bias[m] = (float)kiln_get_f(b, m);
+  if (!s && b && b->strided) {
+    bias = bcopy = kiln_malloc((size_t)g.M * sizeof *bcopy);
+    if (!bcopy) s = kiln_fail(KILN_E_NOMEM, "out of memory for a bias");
+    for (int64_t m = 0; m < g.M && bcopy; m++) bcopy[m] = (float)kiln_get_f(b, m);
   }
   if (!s) s = kiln_la_alloc_out(&c->out[0], g.out_rank, g.out_dims);
   if (!s) {
@@ -1433,7 +1434,7 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
   }
   kiln_tensor_release(&xd);
   kiln_tensor_release(&wd);
-  kiln_free(bias);
+  kiln_free(bcopy);
   return s;
 }
 
