@@ -20,7 +20,9 @@
  *     larger planes the direct micro-kernel reads X's rows in place (no B
  *     panel packed per call); a strided 1x1 with no pads (ResNet's
  *     downsampling) on planes of 28x28 and more samples X once into rows
- *     of a multiple of 16 floats and takes the same direct path;
+ *     of a multiple of 16 floats and takes the same direct path, on
+ *     smaller planes with a W^T pack (AVX-512) samples X densely and takes
+ *     the lanes-over-channels tiles;
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split

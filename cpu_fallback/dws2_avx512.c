@@ -12,7 +12,8 @@
  * at a time, as the rows kernel); wider rows vector after vector.
  * 3 x 3 kernels (MobileNetV2's) take plane3_blocked instead: blocks of up
  * to 8 output rows per vector, each input row loaded and split once and
- * fed to the one or two output rows it is under. */
+ * fed to the one or two output rows it is under; on output rows of at most
+ * 8 from input rows of at most 16, plane3_pairs: two output rows a vector. */
 #include <immintrin.h>
 
 #include "cpu_fallback/dws2.h"
