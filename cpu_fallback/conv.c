@@ -20,7 +20,9 @@
  *     larger planes the direct micro-kernel reads X's rows in place (no B
  *     panel packed per call); a strided 1x1 with no pads (ResNet's
  *     downsampling) on planes of 28x28 and more samples X once into rows
- *     of a multiple of 16 floats and takes the same direct path;
+ *     of a multiple of 16 floats and takes the same direct path, on
+ *     smaller planes with a W^T pack (AVX-512) samples X densely and takes
+ *     the lanes-over-channels tiles;
  *   direct (1-D/2-D, strides up to 8, kernels wider than 1x1, where the
  *     AVX-512 micro-kernel runs): no im2col, the wide GEMM's 12 x 32 tile
  *     reading the taps' rows straight from padded, stride-phase-split
@@ -1199,9 +1201,10 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
  * path's time on its 14 x 14 and 7 x 7 layers (K 64-960), and on 28 x 28
  * with K >= 128 0.82-0.90 of the direct path's; 1.02-1.04 there with K 32,
  * 1.08-1.5 on 56 x 56 and 112 x 112, which keep the direct path. */
+static bool strided_pointwise(const geom *g);
 static kiln_pwt_fn pwt_wanted(const geom *g, const kiln_cpu_conv_pack *pk) {
   int mode = kiln_pwt_mode();
-  if (mode == 0 || !pk || !pk->tdata || g->G != 1 || !pointwise(g)) return NULL;
+  if (mode == 0 || !pk || !pk->tdata || g->G != 1 || !(pointwise(g) || strided_pointwise(g))) return NULL;
   if (mode < 0 && !kiln_pwt_plane_wanted(g->out_sp, g->Cg)) return NULL;
   return mode == 2 ? kiln_pwt_tile_base : kiln_pwt_tile();
 }
@@ -1269,23 +1272,50 @@ static void spw_planes(void *ctx, int64_t t, int worker) {
  * (GEMM_CONV.md "Two threads: where the time goes"). */
 #define KILN_CONV_SPW_MIN_WORK ((double)(1 << 21))
 
-static kiln_status conv_strided_pointwise(const geom *g, const float *x, const float *w, const float *bias,
-                                          float *y, const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
-                                          kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro) {
-  int64_t planes = g->N * g->C, ld = (g->out_sp + 15) / 16 * 16;
-  float *buf = kiln_malloc((size_t)(planes * ld + 16) * sizeof *buf);
-  if (!buf) return kiln_fail(KILN_E_NOMEM, "out of memory for a strided 1x1 convolution's sampled input");
-  float *xs = (float *)(((uintptr_t)buf + 63) & ~(uintptr_t)63); /* rows of 16 floats: whole cache lines */
+/* The input sampled at the output's positions: N·C planes ld floats apart
+ * (64-byte aligned) in a buffer *buf of the caller's to free; NULL on out of
+ * memory (the message set). */
+static float *spw_sample(const geom *g, const float *x, int64_t ld, float **buf) {
+  int64_t planes = g->N * g->C;
+  if (!(*buf = kiln_malloc((size_t)(planes * ld + 16) * sizeof **buf))) {
+    kiln_fail(KILN_E_NOMEM, "out of memory for a strided 1x1 convolution's sampled input");
+    return NULL;
+  }
+  float *xs = (float *)(((uintptr_t)*buf + 63) & ~(uintptr_t)63);
   int workers = direct_workers(g, g->Cg, g->out_sp, KILN_CONV_SPW_MIN_WORK);
   spw_job j = {g, x, xs, ld, 1, kiln_la_gather()};
   int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * ld, 1 << 14, 4 * (int64_t)workers) : 1;
   j.pp = (planes + ptasks - 1) / ptasks;
   kiln_pool_for((planes + j.pp - 1) / j.pp, workers, spw_planes, &j);
+  return xs;
+}
+
+static kiln_status conv_strided_pointwise(const geom *g, const float *x, const float *w, const float *bias,
+                                          float *y, const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
+                                          kiln_conv_direct_fn micro, kiln_conv_direct_a_fn amicro) {
+  int64_t ld = (g->out_sp + 15) / 16 * 16; /* rows of 16 floats: whole cache lines */
+  float *buf;
+  const float *xs = spw_sample(g, x, ld, &buf);
+  if (!xs) return KILN_E_NOMEM;
   /* the sampled input as a stride-1 pointwise convolution's */
   geom gs = *g;
   for (int i = 0; i < 3; i++) gs.in[i] = g->out[i], gs.s[i] = 1;
   gs.in_sp = ld;
   kiln_status s = conv_pointwise_direct(&gs, xs, w, bias, y, ep, pk, micro, amicro, KILN_CONV_SPW_MIN_WORK);
+  kiln_free(buf);
+  return s;
+}
+
+/* A strided 1x1 on a small output plane (ResNet's 14 x 14 and 7 x 7
+ * downsampling; the GEMM path before: an im2col gather, then that panel
+ * packed again) through the lanes-over-channels tiles (pwt.h) on the
+ * input sampled densely: the tiles' operations, the GEMM path's bits. */
+static kiln_status conv_strided_pwt(const geom *g, const float *x, const float *wt, const float *bias, float *y,
+                                    const kiln_cpu_epilogue *ep, kiln_pwt_fn fn) {
+  float *buf;
+  const float *xs = spw_sample(g, x, g->out_sp, &buf);
+  if (!xs) return KILN_E_NOMEM;
+  kiln_status s = kiln_pwt_conv(g->N, g->Cg, g->M, g->out_sp, xs, wt, bias, y, ep, fn);
   kiln_free(buf);
   return s;
 }
@@ -1349,14 +1379,15 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
   if (x->numel == 0 || w->numel == 0) return KILN_OK;
   *declined = false;
   kiln_tensor xd = {0}, wd = {0};
-  float *bias = NULL;
+  float *bcopy = NULL; /* a strided bias copied densely; a dense one is read in place */
+  const float *bias = b && !b->strided ? (const float *)b->data : NULL;
   kiln_status s = KILN_OK;
   if (x->strided) s = kiln_tensor_copy(&xd, x);
   if (!s && w->strided) s = kiln_tensor_copy(&wd, w);
-  if (!s && b) {
-    bias = kiln_malloc((size_t)g.M * sizeof *bias);
-    if (!bias) s = kiln_fail(KILN_E_NOMEM, "out of memory for a bias");
-    for (int64_t m = 0; m < g.M && bias; m++) bias[m] = (float)kiln_get_f(b, m);
+  if (!s && b && b->strided) {
+    bias = bcopy = kiln_malloc((size_t)g.M * sizeof *bcopy);
+    if (!bcopy) s = kiln_fail(KILN_E_NOMEM, "out of memory for a bias");
+    for (int64_t m = 0; m < g.M && bcopy; m++) bcopy[m] = (float)kiln_get_f(b, m);
   }
   if (!s) s = kiln_la_alloc_out(&c->out[0], g.out_rank, g.out_dims);
   if (!s) {
@@ -1388,6 +1419,7 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
       kiln_pwt_fn pwt = pwt_wanted(&g, kiln_pwt_tile() ? ppk : NULL); /* AVX2 without AVX-512: W^T packs alone */
       if (wino_read() && wino_applies(&g) && (wino_mode != 1 || (wu && wino_wanted(&g))))
         s = conv_wino(&g, xp, wp, wu, bias, c->out[0].data, ep);
+      else if (pwt && !pointwise(&g)) s = conv_strided_pwt(&g, xp, ppk->tdata, bias, c->out[0].data, ep, pwt);
       else if (pwt) s = kiln_pwt_conv(g.N, g.Cg, g.M, g.out_sp, xp, ppk->tdata, bias, c->out[0].data, ep, pwt);
       else if (dmicro && direct_mode != 0 && pointwise(&g) && (direct_mode > 0 || pointwise_direct_wanted(&g)))
         s = conv_pointwise_direct(&g, xp, wp, bias, c->out[0].data, ep, dpk, dmicro, amicro, KILN_CONV_PW_MIN_WORK);
@@ -1404,7 +1436,7 @@ static kiln_status run_conv(const kiln_op_call *c, const kiln_cpu_epilogue *ep, 
   }
   kiln_tensor_release(&xd);
   kiln_tensor_release(&wd);
-  kiln_free(bias);
+  kiln_free(bcopy);
   return s;
 }
 

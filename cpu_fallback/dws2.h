@@ -14,7 +14,9 @@
  * w[ky·KW + kx] · X(2·oy - pt + ky, 2·ox - pl + kx)), X zero outside the H
  * x W input, one fma per tap (a tap in the padding adds w · 0), then
  * v < lo ? lo : v and v > hi ? hi : v (NaN kept): the operations of
- * sgemm.h kiln_dw_rows on the padded plane, so the same bits. */
+ * sgemm.h kiln_dw_rows on the padded plane, so the same bits. The AVX-512
+ * kernel's 3 x 3 forms: rows blocked (each input row split once), and on
+ * output rows of at most 8 (14 -> 7) two output rows a vector. */
 #ifndef KILN_CPU_FALLBACK_DWS2_H
 #define KILN_CPU_FALLBACK_DWS2_H
 #include <stdbool.h>

@@ -12,13 +12,15 @@
  * at a time, as the rows kernel); wider rows vector after vector.
  * 3 x 3 kernels (MobileNetV2's) take plane3_blocked instead: blocks of up
  * to 8 output rows per vector, each input row loaded and split once and
- * fed to the one or two output rows it is under. */
+ * fed to the one or two output rows it is under; on output rows of at most
+ * 8 from input rows of at most 16, plane3_pairs: two output rows a vector. */
 #include <immintrin.h>
 
 #include "cpu_fallback/dws2.h"
 
 static const int32_t even_idx[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
 static const int32_t odd_idx[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+static const int32_t lanes16[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 /* The lanes j with 0 <= c + j < W. */
 static inline __mmask16 cols(int64_t c, int64_t W) {
@@ -143,9 +145,11 @@ static inline __attribute__((always_inline)) void rows_wide(float *y, const floa
  * column ox, each input row loaded and split once. Output row r reads
  * input rows 2r .. 2r + 2 of the group (from 2 · oy0 - pt), so input row
  * i (2R + 1 of them) feeds output rows i / 2 (its tap row i % 2 ... ) and,
- * where i is even, (i - 2) / 2 (tap row 2) too: 2R + 1 splits (three
- * vpermt2ps each: kx = 0, 1 from the 32 columns from bx, kx = 2 from bx +
- * 2) instead of 3R. Output row r still gets its taps in order, tap row
+ * where i is even, (i - 2) / 2 (tap row 2) too: 2R + 1 splits instead of
+ * 3R, each two vpermt2ps (kx = 0, 1 from the 32 columns from bx) and, for
+ * kx = 2, kx = 0's even columns moved down a lane with column bx + 32 last
+ * (a broadcast and a valignd: 0.80-0.90 of the time taken with a third
+ * vpermt2ps and two more loads). Output row r still gets its taps in order, tap row
  * after tap row from the bias (input rows in order), kx in order within
  * each: the operations of group / out16, the same bits. INSIDE: every
  * column the loads span is inside the input (plain loads), else by the
@@ -166,19 +170,19 @@ static inline __attribute__((always_inline)) void blk3(float *y, const float *x,
       e0 = o0 = e2 = _mm512_setzero_ps();
     } else {
       const float *row = x + iy * W;
-      __m512 a, b, a2, b2;
+      __m512 a, b, c32; /* c32: column bx + 32 in every lane (0 outside the row) */
       if (INSIDE) {
         a = _mm512_loadu_ps(row + bx), b = _mm512_loadu_ps(row + bx + 16);
-        a2 = _mm512_loadu_ps(row + bx + 2), b2 = _mm512_loadu_ps(row + bx + 18);
+        c32 = _mm512_set1_ps(row[bx + 32]);
       } else {
         uintptr_t c = (uintptr_t)row + (uintptr_t)(bx * (int64_t)sizeof(float)); /* the column may be negative */
         a = _mm512_maskz_loadu_ps(ma[0], (const void *)c);
         b = _mm512_maskz_loadu_ps(mb[0], (const void *)(c + 16 * sizeof(float)));
-        a2 = _mm512_maskz_loadu_ps(ma[1], (const void *)(c + 2 * sizeof(float)));
-        b2 = _mm512_maskz_loadu_ps(mb[1], (const void *)(c + 18 * sizeof(float)));
+        c32 = bx + 32 >= 0 && bx + 32 < W ? _mm512_set1_ps(row[bx + 32]) : _mm512_setzero_ps();
       }
       e0 = _mm512_permutex2var_ps(a, ie, b), o0 = _mm512_permutex2var_ps(a, io, b);
-      e2 = _mm512_permutex2var_ps(a2, ie, b2);
+      /* kx = 2: the even columns 2 on, e0 moved down a lane with column bx + 32 last (valignd, no second split) */
+      e2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c32), _mm512_castps_si512(e0), 1));
     }
     if (i >= 2 && i % 2 == 0) { /* tap row 2 of output row i / 2 - 1: its last taps */
       int r = i / 2 - 1;
@@ -238,6 +242,63 @@ static void plane3_blocked(float *y, const float *x, int64_t H, int64_t W, int64
 }
 #undef BLK3_R
 
+/* 3 x 3 planes with output rows of at most 8 from input rows of at most
+ * 16 (MobileNetV2's 14 -> 7): a vector holds two output rows, lanes 0..7
+ * row 2p and lanes 8..15 row 2p + 1, instead of one row in 7 of 16 lanes.
+ * Each input row is one vector (loaded by opmask once per pair that reads
+ * it; a padding row is a zero vector); tap (ky, kx) of the pair is one
+ * vpermt2ps of the rows under it (row 4p - pt + ky for lanes 0..7, two
+ * rows further for lanes 8..15) by an index picking column 2·ox - pl + kx,
+ * zeroing (by mask) the lanes whose column is outside the input. One fma
+ * per tap in tap order from the bias, the clamp, the two rows packed
+ * together (vpermps) and stored by opmask: the operations of the kernels
+ * above (an input element or 0 per tap), the same bits. Pairs go two at a
+ * time (eight chains of nine fmas would leave two of the four pairs of a
+ * 7-row plane waiting on latency anyway; four in flight). */
+static void plane3_pairs(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
+                         int64_t pl, const float *w, float bias, float lo, float hi) {
+  /* lane j: output column ox = j mod 8 of the pair's row j / 8; tap kx reads column c = 2·ox - pl + kx of the
+     row (index c + 16 for the second row, c clamped into the vector; lanes with c outside [0, W) or ox >= OW
+     masked to zero); computed in vectors (per call: a table per call cost more than the plane) */
+  __m512i lane = _mm512_loadu_si512(lanes16), ox = _mm512_and_si512(lane, _mm512_set1_epi32(7));
+  __m512i hi16 = _mm512_and_si512(lane, _mm512_set1_epi32(8)), c0 = _mm512_sub_epi32(_mm512_add_epi32(ox, ox),
+                                                                                      _mm512_set1_epi32((int)pl));
+  __mmask16 live = _mm512_cmplt_epi32_mask(ox, _mm512_set1_epi32((int)OW));
+  __m512i vW = _mm512_set1_epi32((int)W), zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(15), ix[3];
+  __mmask16 mk[3];
+  for (int kx = 0; kx < 3; kx++) {
+    __m512i c = _mm512_add_epi32(c0, _mm512_set1_epi32(kx));
+    mk[kx] = live & _mm512_cmpge_epi32_mask(c, zero) & _mm512_cmplt_epi32_mask(c, vW);
+    ix[kx] = _mm512_add_epi32(_mm512_min_epi32(_mm512_max_epi32(c, zero), top), _mm512_add_epi32(hi16, hi16));
+  }
+  __m512i i0 = ix[0], i1 = ix[1], i2 = ix[2];
+  /* the two rows packed together for the store: lane j < OW from lane j, OW <= j < 2·OW from lane 8 + j - OW */
+  __m512i ipk = _mm512_mask_add_epi32(lane, _mm512_cmpge_epi32_mask(lane, _mm512_set1_epi32((int)OW)), lane,
+                                      _mm512_set1_epi32(8 - (int)OW));
+  __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), wv[9];
+  for (int j = 0; j < 9; j++) wv[j] = _mm512_set1_ps(w[j]);
+  __mmask16 rm = (__mmask16)(W >= 16 ? 0xffffu : (1u << W) - 1u);
+#define ROWV(iy) ((iy) >= 0 && (iy) < H ? _mm512_maskz_loadu_ps(rm, x + (iy) * W) : _mm512_setzero_ps())
+  for (int64_t p = 0; 2 * p < OH; p++) {
+    int64_t iy = 4 * p - pt; /* the pair's first input row */
+    __m512 r0 = ROWV(iy), r1 = ROWV(iy + 1), r2 = ROWV(iy + 2), r3 = ROWV(iy + 3), r4 = ROWV(iy + 4);
+    __m512 acc = vb;
+    acc = _mm512_fmadd_ps(wv[0], _mm512_maskz_permutex2var_ps(mk[0], r0, i0, r2), acc);
+    acc = _mm512_fmadd_ps(wv[1], _mm512_maskz_permutex2var_ps(mk[1], r0, i1, r2), acc);
+    acc = _mm512_fmadd_ps(wv[2], _mm512_maskz_permutex2var_ps(mk[2], r0, i2, r2), acc);
+    acc = _mm512_fmadd_ps(wv[3], _mm512_maskz_permutex2var_ps(mk[0], r1, i0, r3), acc);
+    acc = _mm512_fmadd_ps(wv[4], _mm512_maskz_permutex2var_ps(mk[1], r1, i1, r3), acc);
+    acc = _mm512_fmadd_ps(wv[5], _mm512_maskz_permutex2var_ps(mk[2], r1, i2, r3), acc);
+    acc = _mm512_fmadd_ps(wv[6], _mm512_maskz_permutex2var_ps(mk[0], r2, i0, r4), acc);
+    acc = _mm512_fmadd_ps(wv[7], _mm512_maskz_permutex2var_ps(mk[1], r2, i1, r4), acc);
+    acc = _mm512_fmadd_ps(wv[8], _mm512_maskz_permutex2var_ps(mk[2], r2, i2, r4), acc);
+    acc = _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc)); /* v stays when NaN, as the twin's */
+    int64_t rows = OH - 2 * p < 2 ? 1 : 2;
+    _mm512_mask_storeu_ps(y + 2 * p * OW, (__mmask16)((1u << (rows * OW)) - 1u), _mm512_permutexvar_ps(ipk, acc));
+  }
+#undef ROWV
+}
+
 /* Rows of PER vectors (from v0), 8 / PER rows at a time, then one at a time. */
 #define S2_GROUPS(PER)                                                                                         \
   do {                                                                                                         \
@@ -263,6 +324,7 @@ static inline __attribute__((always_inline)) void plane(float *y, const float *x
 
 void kiln_dw_s2_avx512(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt, int64_t pl,
                        const float *w, int KH, int KW, float bias, float lo, float hi) {
-  if (KH == 3 && KW == 3) plane3_blocked(y, x, H, W, OH, OW, pt, pl, w, bias, lo, hi);
+  if (KH == 3 && KW == 3 && OW <= 8 && W <= 16) plane3_pairs(y, x, H, W, OH, OW, pt, pl, w, bias, lo, hi);
+  else if (KH == 3 && KW == 3) plane3_blocked(y, x, H, W, OH, OW, pt, pl, w, bias, lo, hi);
   else if (KH <= 8 && KW <= 8) plane(y, x, H, W, OH, OW, pt, pl, w, KH, KW, bias, lo, hi);
 }

@@ -103,10 +103,12 @@ void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p) {
   kiln_free(p);
 }
 
-/* A 1x1 kernel, group 1, strides absent or all 1, pads absent or all 0
+/* A 1x1 kernel, group 1, pads absent or all 0 and strides absent or all 1
  * (the call checks the geometry again; auto_pad gives a 1x1 stride-1
- * kernel no pads). */
-static bool pointwise_g1(const kiln_node *n, const kiln_tensor *w, int64_t G) {
+ * kernel no pads); *strided: some stride above 1 (ResNet's downsampling:
+ * conv.c samples the input, then runs the same tiles). */
+static bool pointwise_g1(const kiln_node *n, const kiln_tensor *w, int64_t G, bool *strided) {
+  *strided = false;
   if (G != 1) return false;
   for (int d = 2; d < w->rank; d++)
     if (w->dims[d] != 1) return false;
@@ -114,20 +116,22 @@ static bool pointwise_g1(const kiln_node *n, const kiln_tensor *w, int64_t G) {
     bool st = !strcmp(n->attrs[a].name, "strides"), pd = !strcmp(n->attrs[a].name, "pads");
     if (!st && !pd) continue;
     if (n->attrs[a].type != KILN_ATTR_INTS) return false;
-    for (size_t k = 0; k < n->attrs[a].n; k++)
-      if (n->attrs[a].ints[k] != (st ? 1 : 0)) return false;
+    for (size_t k = 0; k < n->attrs[a].n; k++) {
+      if (st && n->attrs[a].ints[k] > 1) *strided = true;
+      else if (n->attrs[a].ints[k] != (st ? 1 : 0)) return false;
+    }
   }
   return true;
 }
 
 /* Whether node i (a 1x1 with group 1, K input channels) gets W^T for the
- * lanes-over-channels tiles: where its plane is unknown or passes the
- * tiles' size rule (every plane where KILN_CONV_PWT forces them; none where
- * it turns them off). */
-static bool pwt_pack_wanted(const int64_t *planes, int i, int64_t K) {
+ * lanes-over-channels tiles: where its plane is unknown (stride 1 only) or
+ * passes the tiles' size rule (every plane where KILN_CONV_PWT forces them;
+ * none where it turns them off). */
+static bool pwt_pack_wanted(const int64_t *planes, int i, int64_t K, bool strided) {
   int mode = kiln_pwt_mode();
   if (!kiln_pwt_tile()) return false;
-  if (!planes || planes[i] < 0 || mode > 0) return true;
+  if (!planes || planes[i] < 0 || mode > 0) return !strided || mode > 0; /* strided: only where known to pay */
   return mode < 0 && kiln_pwt_plane_wanted(planes[i], K);
 }
 
@@ -171,13 +175,17 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, ki
        the A pack where the wide GEMM reads packs, and W^T for the lanes-over-channels tiles of a 1x1 (pwt.h)
        unless its plane is known to take the tiles (W^T alone); the channel tiles' transposed pack (kernels wider
        than 1x1 on at most 2 spatial dims, K large enough: the AVX-512 direct path) up to KILN_CONV_CT_PACK_MAX
-       too, alone above the limit */
+       too, alone above the limit; Winograd's U up to KILN_CONV_WINO_PACK_MAX, above the limit alone (no
+       transposed pack: the direct path does not run) */
     bool fits = w->numel <= limit / (int64_t)sizeof(float);
-    bool tw = fits && pointwise_g1(n, w, G) && pwt_pack_wanted(planes, i, Kc);
+    bool strided;
+    bool tw = fits && pointwise_g1(n, w, G, &strided) && (!strided || areader) &&
+              pwt_pack_wanted(planes, i, Kc, strided);
     bool aw = fits && areader && !(tw && planes && planes[i] >= 0);
-    bool ct = areader && w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K &&
+    bool wg = areader && wino_shape(n, w, G) && kiln_conv_wino_on() &&
+              w->numel <= (limit > KILN_CONV_WINO_PACK_MAX ? limit : KILN_CONV_WINO_PACK_MAX) / (int64_t)sizeof(float);
+    bool ct = areader && w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K && (fits || !wg) &&
               w->numel <= (limit > KILN_CONV_CT_PACK_MAX ? limit : KILN_CONV_CT_PACK_MAX) / (int64_t)sizeof(float);
-    bool wg = fits && areader && wino_shape(n, w, G) && kiln_conv_wino_on();
     if (!aw && !tw && !ct && !wg) continue;
     if (!p) {
       p = kiln_calloc(1, sizeof *p);

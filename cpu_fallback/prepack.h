@@ -37,7 +37,10 @@ kiln_status kiln_cpu_pretranspose(kiln_graph *g, int *count);
  * its output plane passes the tiles' size rule (kiln_pwt_plane_wanted):
  * planes (optional, indexed by node) holds each node's output pixels per
  * image from the plan's shapes, -1 where not known; NULL: all unknown (W^T
- * for every such Conv). */
+ * for every such Conv). A strided 1x1 (group 1, no pads) gets it too where
+ * the AVX-512 wide GEMM runs and its known output plane passes the rule
+ * (ResNet's 14 x 14 and 7 x 7 downsampling: conv.c samples the input, then
+ * runs the tiles). */
 typedef struct kiln_cpu_conv_packs kiln_cpu_conv_packs;
 kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, kiln_cpu_conv_packs **out,
                                   size_t *bytes);
@@ -68,14 +71,21 @@ typedef struct kiln_cpu_conv_pack {
   /* Winograd F(2x2, 3x3)'s U = G g G^T packed for its GEMMs (wino.h
      kiln_wino_pack: 16 A-panel packs of Mg x Kc/9) where W is 3x3 with
      group 1, no strides or dilations other than 1, at most the A pack's
-     limit, the AVX-512 wide GEMM runs and KILN_CONV_WINO is not 0; else
-     NULL */
+     limit or KILN_CONV_WINO_PACK_MAX, the AVX-512 wide GEMM runs and
+     KILN_CONV_WINO is not 0; else NULL. Above the A pack's limit U is made
+     alone (no A pack, no transposed pack: Winograd reads neither) */
   float *wdata;
 } kiln_cpu_conv_pack;
 /* The transposed pack is made for a W of up to this many bytes even above
  * the A pack's limit (ResNet-18's 2.4 MB l3 weights: 0.95-0.96 of the 12 x
  * 32 tile reading W in place, per step; alone, data NULL). */
 #define KILN_CONV_CT_PACK_MAX ((int64_t)4 << 20)
+/* Winograd's U is made for a W of up to this many bytes even above the A
+ * pack's limit (ResNet-18's 2.4 MB l3 weights: U 4.2 MB, the 3x3 steps on
+ * 14 x 14 0.80-0.85 of the direct path's time at 1 and 2 threads; l4's 9.4
+ * MB weights on 7 x 7 planes were 1.45x slower through it: 16 tiles in the
+ * micro-kernel's 32 columns, U 16.7 MB read from memory). */
+#define KILN_CONV_WINO_PACK_MAX ((int64_t)4 << 20)
 /* The smallest Kc given a transposed pack: below it (ResNet's conv1, K
  * 147) the channel tile's transposed store cost more than it saved (1.25x
  * the 12 x 32 row tiles). */

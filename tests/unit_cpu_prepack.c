@@ -721,7 +721,8 @@ static void test_pwt_kernel(void) {
 typedef struct pwt_case {
   const char *name;
   int nsp;
-  int64_t N, C, M, H, W;
+  int64_t N, C, M, H, W; /* H x W: the output plane */
+  int64_t s, extra;      /* stride (0: 1), input rows / columns past the last one the output reads */
 } pwt_case;
 
 /* The Conv kernel on a 1x1 node with its packs: the lanes-over-channels
@@ -732,8 +733,9 @@ typedef struct pwt_case {
  * read (the twin within tolerance of the portable GEMM). */
 static void pwt_case_run(const pwt_case *pc) {
   int nsp = pc->nsp, r = nsp + 2;
-  int64_t xd[4] = {pc->N, pc->C, nsp == 2 ? pc->H : pc->W, pc->W}, wd[4] = {pc->M, pc->C, 1, 1}, bd[1] = {pc->M};
-  int64_t ks[2] = {1, 1};
+  int64_t sd = pc->s > 1 ? pc->s : 1, ih = (pc->H - 1) * sd + 1 + pc->extra, iw = (pc->W - 1) * sd + 1 + pc->extra;
+  int64_t xd[4] = {pc->N, pc->C, nsp == 2 ? ih : iw, iw}, wd[4] = {pc->M, pc->C, 1, 1}, bd[1] = {pc->M};
+  int64_t ks[2] = {1, 1}, ss[2] = {sd, sd}, plane = nsp == 2 ? pc->H * pc->W : pc->W;
   kiln_tensor x = {0}, w = {0}, b = {0};
   kiln_tensor_alloc(&x, KILN_F32, r, xd);
   kiln_tensor_alloc(&w, KILN_F32, r, wd);
@@ -742,16 +744,19 @@ static void pwt_case_run(const pwt_case *pc) {
   for (int64_t i = 0; i < w.numel; i++) ((float *)w.data)[i] = frand();
   for (int64_t i = 0; i < b.numel; i++) ((float *)b.data)[i] = frand();
   ((float *)x.data)[x.numel - 1] = NAN;
-  kiln_attr at[1] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = ks}};
+  kiln_attr at[2] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = ks},
+                     {.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = ss}};
   int ins[3] = {0, 1, 2}, outs[1] = {3};
-  kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, 1, ins, outs, at};
+  kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, sd > 1 ? 2 : 1, ins, outs, at};
   kiln_value vals[4];
   kiln_graph g;
   one_node_graph(&g, vals, &node, &w);
   kiln_cpu_conv_packs *pk = NULL;
-  CHECK(!kiln_cpu_conv_prepack(&g, NULL, &pk, NULL), "%s: prepack", pc->name);
+  /* strided: W^T only where the output plane is known to pass the rule and the AVX-512 wide GEMM runs */
+  CHECK(!kiln_cpu_conv_prepack(&g, sd > 1 ? &plane : NULL, &pk, NULL), "%s: prepack", pc->name);
   const kiln_cpu_conv_pack *p = kiln_cpu_conv_pack_find(&node);
-  if (kiln_pwt_tile()) CHECK(p && p->tdata, "%s: no lanes-over-channels pack made", pc->name);
+  if (kiln_pwt_tile() && (sd == 1 || kiln_sgemm_pack_reader()))
+    CHECK(p && p->tdata, "%s: no lanes-over-channels pack made", pc->name);
   /* the path replaced: bit-equal where it is kiln's wide GEMM / direct path or no pack is read (base); under
      AVX2 without AVX-512F it is OpenBLAS: the tiles bit-equal to their twin there, OpenBLAS within tolerance */
   bool blas = !kiln_sgemm_pack_reader() && kiln_pwt_tile();
@@ -786,7 +791,7 @@ static void pwt_case_run(const pwt_case *pc) {
         CHECK(!memcmp(y[blas ? 1 : 0].data, y[mi].data, bytes), "%s (epilogue %d): mode %d != the %s", pc->name, e,
               modes[mi], blas ? "tiles' twin" : "GEMM/direct path");
     if (blas) {
-      int d = kiln_pwt_plane_wanted(pc->nsp == 2 ? pc->H * pc->W : pc->W, pc->C) ? 1 : 0; /* the AVX2 tiles' rule */
+      int d = sd == 1 && kiln_pwt_plane_wanted(plane, pc->C) ? 1 : 0; /* the AVX2 tiles' rule; strided: none */
       CHECK(!memcmp(y[d].data, y[3].data, bytes), "%s (epilogue %d): the default rule != %s", pc->name, e,
             d ? "the tiles" : "OpenBLAS");
       int64_t bad = 0;
@@ -874,14 +879,19 @@ static void test_pwt_planes(void) {
 
 static void test_pwt(void) {
   static const pwt_case cases[] = {
-      {"pwt: C 1, M 1, 7x7", 2, 1, 1, 1, 7, 7},
-      {"pwt: C 17, M 33 (channel tail), 5x9, batch 2", 2, 2, 17, 33, 5, 9},
-      {"pwt: C 300 (K: 2 slices), M 64, 14x14", 2, 1, 300, 64, 14, 14},
-      {"pwt: C 700 (K: 3 slices), M 64, 14x14 (pixel groups on the pool)", 2, 1, 700, 64, 14, 14},
-      {"pwt: C 160, M 100, 7x7, batch 2 (pool tasks)", 2, 2, 160, 100, 7, 7},
-      {"pwt: C 24, M 40, 1x1 plane", 2, 1, 24, 40, 1, 1},
-      {"pwt: C 130, M 24, 28x28 (the default rule: K >= 128)", 2, 1, 130, 24, 28, 28},
-      {"pwt: 1-D, C 5, M 7, width 100", 1, 1, 5, 7, 1, 100},
+      {"pwt: C 1, M 1, 7x7", 2, 1, 1, 1, 7, 7, 0, 0},
+      {"pwt: C 17, M 33 (channel tail), 5x9, batch 2", 2, 2, 17, 33, 5, 9, 0, 0},
+      {"pwt: C 300 (K: 2 slices), M 64, 14x14", 2, 1, 300, 64, 14, 14, 0, 0},
+      {"pwt: C 700 (K: 3 slices), M 64, 14x14 (pixel groups on the pool)", 2, 1, 700, 64, 14, 14, 0, 0},
+      {"pwt: C 160, M 100, 7x7, batch 2 (pool tasks)", 2, 2, 160, 100, 7, 7, 0, 0},
+      {"pwt: C 24, M 40, 1x1 plane", 2, 1, 24, 40, 1, 1, 0, 0},
+      {"pwt: C 130, M 24, 28x28 (the default rule: K >= 128)", 2, 1, 130, 24, 28, 28, 0, 0},
+      {"pwt: 1-D, C 5, M 7, width 100", 1, 1, 5, 7, 1, 100, 0, 0},
+      /* strided 1x1s (ResNet's downsampling): the input sampled, then the tiles, against the GEMM path */
+      {"pwt: stride 2, C 128, M 256, 14x14 (l3.0.down)", 2, 1, 128, 256, 14, 14, 2, 1},
+      {"pwt: stride 2, C 256, M 40, 7x7, batch 2, odd input", 2, 2, 256, 40, 7, 7, 2, 0},
+      {"pwt: stride 3, C 300, M 33, 5x9", 2, 1, 300, 33, 5, 9, 3, 2},
+      {"pwt: 1-D, stride 2, C 130, M 17, width 45", 1, 1, 130, 17, 1, 45, 2, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) pwt_case_run(&cases[i]);
   kiln_la_force_isa(KILN_VM_ISA_BASE); /* no pack read: the same graph through the portable GEMM, all modes equal */
@@ -961,6 +971,86 @@ static void test_ct_store(void) {
         (long long)runs, simd ? " (AVX-512)" : "", (long long)wrong);
 }
 
+/* Which packs a 3x3 stride-1 Conv gets with Winograd on: up to the A
+ * pack's limit (2 MiB) the A pack, W^T (K >= 288) and U; above it up to
+ * KILN_CONV_WINO_PACK_MAX U alone (ResNet-18's l3), above that W^T alone
+ * up to KILN_CONV_CT_PACK_MAX; with Winograd off no U. Where U is made
+ * alone the Conv through it equals Winograd with U made per call
+ * (KILN_CONV_WINO=2) bit for bit, and the direct path without a pack is
+ * within the reference's tolerance. */
+static void test_wino_packs(void) {
+  if (!kiln_sgemm_pack_reader()) return; /* no packs made for the wide GEMM here */
+  static const struct {
+    int64_t M, C;
+    int wino;
+    bool a, ct, u;
+  } cases[] = {{64, 64, 1, true, true, true},     /* 147 KB */
+               {256, 256, 1, false, false, true}, /* 2.36 MB: U alone */
+               {256, 256, 0, false, true, false}, /* Winograd off: W^T alone, as before */
+               {448, 256, 1, false, false, true}, /* 4.13 MB: U alone (the limit is 4 MiB of W) */
+               {512, 256, 1, false, false, false}}; /* 4.72 MB: nothing */
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int64_t wd[4] = {cases[i].M, cases[i].C, 3, 3}, ks[2] = {3, 3}, pads[4] = {1, 1, 1, 1};
+    kiln_tensor w = {0};
+    kiln_tensor_alloc(&w, KILN_F32, 4, wd);
+    for (int64_t k = 0; k < w.numel; k++) ((float *)w.data)[k] = frand() * 0.05f;
+    kiln_attr at[2] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks},
+                       {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads}};
+    int ins[3] = {0, 1, 2}, outs[1] = {3};
+    kiln_node node = {(char *)"w3", (char *)"Conv", (char *)"", 11, 3, 1, 2, ins, outs, at};
+    kiln_value vals[4];
+    kiln_graph g;
+    one_node_graph(&g, vals, &node, &w);
+    kiln_cpu_conv_packs *pk = NULL;
+    kiln_conv_wino_force(cases[i].wino);
+    kiln_status s = kiln_cpu_conv_prepack(&g, NULL, &pk, NULL);
+    const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
+    bool want = cases[i].a || cases[i].ct || cases[i].u;
+    CHECK(!s && (q != NULL) == want &&
+              (!q || ((q->data != NULL) == cases[i].a && (q->ctdata != NULL) == cases[i].ct &&
+                      (q->wdata != NULL) == cases[i].u)),
+          "wino packs: M %lld, C %lld, wino %d: pack %d (A %d, W^T %d, U %d)", (long long)cases[i].M,
+          (long long)cases[i].C, cases[i].wino, q != NULL, q && q->data, q && q->ctdata, q && q->wdata);
+    if (q && q->wdata && !cases[i].a) {
+      int64_t xd[4] = {1, cases[i].C, 6, 7}, bd[1] = {cases[i].M};
+      kiln_tensor x = {0}, b = {0}, y[3];
+      kiln_tensor_alloc(&x, KILN_F32, 4, xd);
+      kiln_tensor_alloc(&b, KILN_F32, 1, bd);
+      for (int64_t k = 0; k < x.numel; k++) ((float *)x.data)[k] = frand();
+      for (int64_t k = 0; k < b.numel; k++) ((float *)b.data)[k] = frand();
+      kiln_status st[3];
+      kiln_conv_wino_force(1); /* the plan's U */
+      st[0] = run_conv(&g, &x, &w, &b, &y[0]);
+      kiln_conv_wino_force(2); /* U made per call */
+      st[1] = run_conv(&g, &x, &w, &b, &y[1]);
+      kiln_conv_wino_force(0); /* the direct path, no pack read */
+      st[2] = run_conv(&g, &x, &w, &b, &y[2]);
+      CHECK(!st[0] && !st[1] && !st[2], "wino packs: M %lld: run %d %d %d", (long long)cases[i].M, (int)st[0],
+            (int)st[1], (int)st[2]);
+      if (!st[0] && !st[1] && !st[2]) {
+        size_t bytes = (size_t)y[0].numel * sizeof(float);
+        CHECK(!memcmp(y[0].data, y[1].data, bytes), "wino packs: M %lld: the plan's U != U made per call",
+              (long long)cases[i].M);
+        CHECK(memcmp(y[0].data, y[2].data, bytes) != 0, "wino packs: M %lld: the plan's U did not run Winograd",
+              (long long)cases[i].M);
+        int64_t bad = 0;
+        for (int64_t k = 0; k < y[0].numel; k++) {
+          float a = ((float *)y[0].data)[k], d = ((float *)y[2].data)[k];
+          bad += !(fabsf(a - d) <= 1e-4f * (1.0f + fabsf(d)));
+        }
+        CHECK(!bad, "wino packs: M %lld: %lld outputs off the direct path's", (long long)cases[i].M, (long long)bad);
+      }
+      for (int k = 0; k < 3; k++)
+        if (!st[k]) kiln_tensor_release(&y[k]);
+      kiln_tensor_release(&x);
+      kiln_tensor_release(&b);
+    }
+    kiln_conv_wino_force(0);
+    kiln_cpu_conv_packs_free(pk);
+    kiln_tensor_release(&w);
+  }
+}
+
 int main(void) {
   int held = kiln_pool_acquire() == 0; /* as a plan does: the tiles become pool tasks */
   /* these cases compare packed and unpacked runs bit for bit on the other
@@ -980,6 +1070,7 @@ int main(void) {
   test_pwt_planes();
   test_ct_kernel();
   test_ct_store();
+  test_wino_packs();
   if (held) kiln_pool_release();
   printf("unit_cpu_prepack: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
