@@ -705,12 +705,33 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf, cons
   }
 }
 
+/* Prefetches of the next tile's rows, spread over this tile's ops: a
+ * burst of them at the load (128 lines a group) filled the core's miss
+ * queue and stalled it there (half of the executor's own samples in
+ * detection_post, cache-cold), while the ops that follow had none in
+ * flight. So the column groups queue their next tile's rows here, each
+ * op evaluated then issues KILN_TILE_PF_STEP lines of them, and the next
+ * tile's start issues what is left. Hints only: never a fault, no value
+ * changes. */
+#define KILN_TILE_PF_RANGES 8
+#define KILN_TILE_PF_STEP 24
+typedef struct tpf {
+  const char *p[KILN_TILE_PF_RANGES], *e[KILN_TILE_PF_RANGES]; /* lines [p, e) still to fetch */
+  int n;
+} tpf;
+
+/* Issues up to `lines` of pf's queued lines (all: lines < 0). */
+static inline void pf_issue(tpf *pf, int lines) {
+  for (int q = 0; q < pf->n && lines != 0; q++)
+    for (; pf->p[q] < pf->e[q] && lines != 0; pf->p[q] += 64, lines--) __builtin_prefetch(pf->p[q]);
+}
+
 /* The four tiles of column group t (its loads t->cols, column order) at
- * domain elements [f0, f0 + n): each run of the layout's rows read once
- * (the next tile's rows prefetched ahead), deinterleaved into the four
- * loads' buffers. */
+ * domain elements [f0, f0 + n): each run of the layout's rows read once,
+ * deinterleaved into the four loads' buffers; the rows as far again
+ * ahead (the next tile's) queued in pf. */
 static void load_cols(const kiln_tile_prog *tp, const texpr *t, int64_t f0, int n, float *bufs, const float **ptr,
-                      const tmoves *mv) {
+                      const tmoves *mv, tpf *pf) {
   const tacc *r = &tp->acc[tp->e[t->cols[0]].acc];
   float *d[4];
   for (int c = 0; c < 4; c++) ptr[t->cols[c]] = d[c] = bufs + (size_t)tp->e[t->cols[c]].buf * KILN_TILE_N;
@@ -726,7 +747,12 @@ static void load_cols(const kiln_tile_prog *tp, const texpr *t, int64_t f0, int 
     int64_t run = inner - idx[rk - 1];
     if (run > n - done) run = n - done;
     const float *s = (const float *)r->base + off;
-    for (int64_t i = 0; i < 4 * run; i += 16) __builtin_prefetch(s + 4 * run + i);
+    if (pf->n < KILN_TILE_PF_RANGES) {
+      pf->p[pf->n] = (const char *)(s + 4 * run), pf->e[pf->n] = (const char *)(s + 8 * run);
+      pf->n++;
+    } else {
+      for (int64_t i = 0; i < 4 * run; i += 16) __builtin_prefetch(s + 4 * run + i);
+    }
     mv->cols4(d[0] + done, d[1] + done, d[2] + done, d[3] + done, s, run);
     done += run;
     idx[rk - 1] = 0;
@@ -944,15 +970,19 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
                                                  sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
                                                  sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
                             : NULL; /* after the observers' lists */
+  tpf pf;
+  pf.n = 0;
   for (int64_t f0 = lo; f0 < hi; f0 += KILN_TILE_N) {
     int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
+    pf_issue(&pf, -1); /* what is left of the last tile's */
+    pf.n = 0;
     for (int i = 0; i < n_expr; i++) {
       const texpr *t = &tp->e[i];
       if (t->uniform) continue;
       float *b = t->buf >= 0 ? bufs + (size_t)t->buf * KILN_TILE_N : NULL;
       switch (t->kind) {
       case E_LOAD:
-        if (t->cols[0] >= 0) load_cols(tp, t, f0, n, bufs, ptr, &mv);
+        if (t->cols[0] >= 0) load_cols(tp, t, f0, n, bufs, ptr, &mv, &pf);
         else if (!t->in_cols) ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b, &mv);
         break; /* in_cols: loaded by its group's first load */
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
@@ -971,6 +1001,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
                t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
         }
         ptr[i] = b;
+        pf_issue(&pf, KILN_TILE_PF_STEP);
       }
       if (n_ob && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n); /* while the tile is hot */
     }
