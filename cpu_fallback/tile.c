@@ -50,6 +50,8 @@ typedef struct texpr {
   int gelu_k;     /* its variant bits */
   bool in_seq;    /* inside a linear run, not its end: not evaluated when the run is one pass */
   int seq;        /* the end of a linear run: its index in kiln_tile_prog.seq; -1 otherwise */
+  int cols[4];    /* the first load of a column group: the group's four loads by column; cols[0] -1 otherwise */
+  bool in_cols;   /* a load of a column group, not its first: loaded by the first */
 } texpr;
 
 /* A linear run of ops evaluated in one pass (kiln_tile_seq): step k is
@@ -76,13 +78,16 @@ struct kiln_tile_prog {
   int n_gelu;           /* Gelu chains found by the binding */
   tseq *seq;            /* linear runs found by the binding (n_expr / 2 at most) */
   int n_seq;
+  int n_cols;           /* column groups found by the binding */
   int64_t numel;
 };
 
-static bool gelu_on = true, seq_on = true;
+static bool gelu_on = true, seq_on = true, cols_on = true;
 
 void kiln_tile_gelu_enable(bool on) { gelu_on = on; }
 void kiln_tile_seq_enable(bool on) { seq_on = on; }
+void kiln_tile_cols_enable(bool on) { cols_on = on; }
+int kiln_tile_col_groups(const kiln_tile_prog *tp) { return tp->bound ? tp->n_cols : 0; }
 int kiln_tile_seq_runs(const kiln_tile_prog *tp) { return tp->bound ? tp->n_seq : 0; }
 
 int kiln_tile_gelu_chains(const kiln_tile_prog *tp) { return tp->bound ? tp->n_gelu : 0; }
@@ -461,6 +466,59 @@ static int reads_of(const kiln_tile_prog *tp, int i, int *r) {
   return n;
 }
 
+/* ---- column groups ---- */
+
+/* Load i reads a column of an [n, 4] layout: a float32 strided view whose
+ * last dim has stride 4, read by someone (last[i] >= 0). */
+static bool col_load(const kiln_tile_prog *tp, const int *last, int i) {
+  const texpr *t = &tp->e[i];
+  if (t->kind != E_LOAD || t->uniform || last[i] < 0) return false;
+  const tacc *r = &tp->acc[t->acc];
+  return r->kind == R_STRIDED && r->dtype == KILN_F32 && r->v.strides[r->v.rank - 1] == 4;
+}
+
+/* Loads i and j read the same layout, j's column c to the right of i's. */
+static bool col_of(const kiln_tile_prog *tp, int i, int j, int c) {
+  const tacc *a = &tp->acc[tp->e[i].acc], *b = &tp->acc[tp->e[j].acc];
+  if (a->base != b->base || a->v.rank != b->v.rank || b->v.offset != a->v.offset + c) return false;
+  for (int d = 0; d < a->v.rank; d++)
+    if (a->v.shape[d] != b->v.shape[d] || a->v.strides[d] != b->v.strides[d]) return false;
+  return true;
+}
+
+/* Finds the column groups: four loads of the columns 0..3 of one [n, 4]
+ * layout (the same storage and strided view but for offsets o .. o + 3,
+ * the last dim's stride 4 — detection_post's box columns, step-4 Slices of
+ * a flat view), each read by someone. The group's first load in program
+ * order loads all four at once (kiln_tile_load_cols4_*: each row's 16
+ * bytes read once, not once per column); the others are then in_cols.
+ * last[] holds each expression's last reader (-1: none). */
+static void find_cols(kiln_tile_prog *tp, const int *last) {
+  tp->n_cols = 0;
+  for (int i = 0; i < tp->n_expr; i++) tp->e[i].cols[0] = -1, tp->e[i].in_cols = false;
+  if (!cols_on) return;
+  for (int i = 0; i < tp->n_expr; i++) {
+    if (!col_load(tp, last, i) || tp->e[i].in_cols || tp->e[i].cols[0] >= 0) continue;
+    int g[4] = {-1, -1, -1, -1}, first = i;
+    /* column 0 of the group: the load whose offset the others are right of */
+    int c0 = -1;
+    for (int j = 0; j < tp->n_expr && c0 < 0; j++)
+      for (int c = 0; c < 4 && c0 < 0; c++)
+        if (col_load(tp, last, j) && col_of(tp, j, i, c)) c0 = j;
+    for (int j = 0; j < tp->n_expr; j++)
+      for (int c = 0; c < 4; c++)
+        if (g[c] < 0 && col_load(tp, last, j) && !tp->e[j].in_cols && tp->e[j].cols[0] < 0 && col_of(tp, c0, j, c))
+          g[c] = j;
+    if (g[0] < 0 || g[1] < 0 || g[2] < 0 || g[3] < 0) continue;
+    for (int c = 0; c < 4; c++) first = g[c] < first ? g[c] : first;
+    for (int c = 0; c < 4; c++) {
+      tp->e[first].cols[c] = g[c];
+      if (g[c] != first) tp->e[g[c]].in_cols = true;
+    }
+    tp->n_cols++;
+  }
+}
+
 kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *materialized) {
   const kiln_fuse_spec *sp = tp->sp;
   kiln_tile_unbind(tp);
@@ -506,10 +564,16 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
   for (int i = 0; i < n; i++) /* a chain's x is read by its end too */
     if (tp->e[i].gelu[0] >= 0 && last[tp->e[i].gelu[0]] < i) last[tp->e[i].gelu[0]] = i;
   for (int k = 0; k < tp->n_store; k++) last[tp->store_expr[k]] = n;
+  find_cols(tp, last);
   int n_buf = 0, n_free = 0;
+  for (int i = 0; i < n; i++) tp->e[i].buf = -1;
   for (int i = 0; i < n; i++) {
     texpr *t = &tp->e[i];
-    t->buf = -1;
+    if (t->in_cols) continue; /* given a buffer by its group's first load */
+    if (t->cols[0] >= 0) { /* a column group: all four live from here */
+      for (int c = 0; c < 4; c++) tp->e[t->cols[c]].buf = n_free > 0 ? free_bufs[--n_free] : n_buf++;
+      continue;
+    }
     if (t->uniform) {
       t->buf = n_buf++; /* kept for the whole call */
       continue;
@@ -554,6 +618,13 @@ void kiln_tile_load_s4_base(float *dst, const float *s, int64_t n) {
   for (int64_t i = 0; i < n; i++) dst[i] = s[4 * i]; /* a constant stride the compiler vectorises */
 }
 
+void kiln_tile_load_cols4_base(float *c0, float *c1, float *c2, float *c3, const float *s, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const float *r = s + 4 * i;
+    c0[i] = r[0], c1[i] = r[1], c2[i] = r[2], c3[i] = r[3];
+  }
+}
+
 void kiln_tile_rows4_base(float *rows, const float *a, const float *b, const float *c, const float *d, int n) {
   for (int i = 0; i < n; i++) {
     float *r = rows + 4 * i;
@@ -564,6 +635,7 @@ void kiln_tile_rows4_base(float *rows, const float *a, const float *b, const flo
 /* The box columns' moves of one run: the AVX-512F ones where usable. */
 typedef struct tmoves {
   void (*load_s4)(float *dst, const float *s, int64_t n);
+  void (*cols4)(float *c0, float *c1, float *c2, float *c3, const float *s, int64_t n);
   void (*rows4)(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
 } tmoves;
 
@@ -630,6 +702,64 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf, cons
                                       : (((const unsigned char *)r->base)[off] ? 1.0f : 0.0f);
     }
     return buf;
+  }
+}
+
+/* Prefetches of the next tile's rows, spread over this tile's ops: a
+ * burst of them at the load (128 lines a group) filled the core's miss
+ * queue and stalled it there (half of the executor's own samples in
+ * detection_post, cache-cold), while the ops that follow had none in
+ * flight. So the column groups queue their next tile's rows here, each
+ * op evaluated then issues KILN_TILE_PF_STEP lines of them, and the next
+ * tile's start issues what is left. Hints only: never a fault, no value
+ * changes. */
+#define KILN_TILE_PF_RANGES 8
+#define KILN_TILE_PF_STEP 24
+typedef struct tpf {
+  const char *p[KILN_TILE_PF_RANGES], *e[KILN_TILE_PF_RANGES]; /* lines [p, e) still to fetch */
+  int n;
+} tpf;
+
+/* Issues up to `lines` of pf's queued lines (all: lines < 0). */
+static inline void pf_issue(tpf *pf, int lines) {
+  for (int q = 0; q < pf->n && lines != 0; q++)
+    for (; pf->p[q] < pf->e[q] && lines != 0; pf->p[q] += 64, lines--) __builtin_prefetch(pf->p[q]);
+}
+
+/* The four tiles of column group t (its loads t->cols, column order) at
+ * domain elements [f0, f0 + n): each run of the layout's rows read once,
+ * deinterleaved into the four loads' buffers; the rows as far again
+ * ahead (the next tile's) queued in pf. */
+static void load_cols(const kiln_tile_prog *tp, const texpr *t, int64_t f0, int n, float *bufs, const float **ptr,
+                      const tmoves *mv, tpf *pf) {
+  const tacc *r = &tp->acc[tp->e[t->cols[0]].acc];
+  float *d[4];
+  for (int c = 0; c < 4; c++) ptr[t->cols[c]] = d[c] = bufs + (size_t)tp->e[t->cols[c]].buf * KILN_TILE_N;
+  const kiln_view *v = &r->v;
+  int rk = v->rank;
+  int64_t idx[KILN_MAX_RANK];
+  kiln_unravel(f0, rk, v->shape, idx);
+  int64_t inner = v->shape[rk - 1];
+  int64_t done = 0;
+  while (done < n) {
+    int64_t off = v->offset;
+    for (int k = 0; k < rk; k++) off += idx[k] * v->strides[k];
+    int64_t run = inner - idx[rk - 1];
+    if (run > n - done) run = n - done;
+    const float *s = (const float *)r->base + off;
+    if (pf->n < KILN_TILE_PF_RANGES) {
+      pf->p[pf->n] = (const char *)(s + 4 * run), pf->e[pf->n] = (const char *)(s + 8 * run);
+      pf->n++;
+    } else {
+      for (int64_t i = 0; i < 4 * run; i += 16) __builtin_prefetch(s + 4 * run + i);
+    }
+    mv->cols4(d[0] + done, d[1] + done, d[2] + done, d[3] + done, s, run);
+    done += run;
+    idx[rk - 1] = 0;
+    for (int k = rk - 2; k >= 0; k--) { /* carry */
+      if (++idx[k] < v->shape[k]) break;
+      idx[k] = 0;
+    }
   }
 }
 
@@ -770,13 +900,14 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   bool avx2 = isa == KILN_VM_ISA_AVX2 && kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2) != NULL; /* cached cpuid */
   kiln_tile_op_fn eval = !avx2 ? kiln_tile_eval_base : has_avx512() ? kiln_tile_eval_avx512 : kiln_tile_eval_avx2;
   void (*store)(float *, const float *, int, bool) = avx2 ? kiln_tile_store_avx2 : kiln_tile_store_base;
-  tmoves mv = {kiln_tile_load_s4_base, kiln_tile_rows4_base};
-  if (avx2 && has_avx512()) mv = (tmoves){kiln_tile_load_s4_avx512, kiln_tile_rows4_avx512};
+  tmoves mv = {kiln_tile_load_s4_base, kiln_tile_load_cols4_base, kiln_tile_rows4_base};
+  if (avx2 && has_avx512())
+    mv = (tmoves){kiln_tile_load_s4_avx512, kiln_tile_load_cols4_avx512, kiln_tile_rows4_avx512};
 #else
   bool avx2 = false;
   kiln_tile_op_fn eval = kiln_tile_eval_base;
   void (*store)(float *, const float *, int, bool) = kiln_tile_store_base;
-  tmoves mv = {kiln_tile_load_s4_base, kiln_tile_rows4_base};
+  tmoves mv = {kiln_tile_load_s4_base, kiln_tile_load_cols4_base, kiln_tile_rows4_base};
   (void)isa;
 #endif
   int n_expr = tp->n_expr;
@@ -839,14 +970,21 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
                                                  sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
                                                  sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
                             : NULL; /* after the observers' lists */
+  tpf pf;
+  pf.n = 0;
   for (int64_t f0 = lo; f0 < hi; f0 += KILN_TILE_N) {
     int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
+    pf_issue(&pf, -1); /* what is left of the last tile's */
+    pf.n = 0;
     for (int i = 0; i < n_expr; i++) {
       const texpr *t = &tp->e[i];
       if (t->uniform) continue;
       float *b = t->buf >= 0 ? bufs + (size_t)t->buf * KILN_TILE_N : NULL;
       switch (t->kind) {
-      case E_LOAD: ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b, &mv); break;
+      case E_LOAD:
+        if (t->cols[0] >= 0) load_cols(tp, t, f0, n, bufs, ptr, &mv, &pf);
+        else if (!t->in_cols) ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b, &mv);
+        break; /* in_cols: loaded by its group's first load */
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
       default:
         if (i == direct) b = (float *)out[0] + (f0 - lo);
@@ -863,6 +1001,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
                t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
         }
         ptr[i] = b;
+        pf_issue(&pf, KILN_TILE_PF_STEP);
       }
       if (n_ob && first[i] >= 0) obs_fold(ob, first, next, i, ptr[i], n); /* while the tile is hot */
     }

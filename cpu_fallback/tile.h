@@ -158,6 +158,10 @@ void kiln_tile_fence_avx2(void);
  * = column j at i, for i < n (four columns interleaved into rows). */
 void kiln_tile_load_s4_base(float *dst, const float *s, int64_t n);
 void kiln_tile_load_s4_avx512(float *dst, const float *s, int64_t n);
+/* The four columns of n rows at once: cj[i] = s[4 i + j], reading
+ * s[0 .. 4 n - 1] only (all of an [n, 4] tensor's columns, one pass). */
+void kiln_tile_load_cols4_base(float *c0, float *c1, float *c2, float *c3, const float *s, int64_t n);
+void kiln_tile_load_cols4_avx512(float *c0, float *c1, float *c2, float *c3, const float *s, int64_t n);
 void kiln_tile_rows4_base(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
 void kiln_tile_rows4_avx512(float *rows, const float *a, const float *b, const float *c, const float *d, int n);
 
@@ -195,6 +199,12 @@ void kiln_tile_seq_avx512(const kiln_tile_seq *q, int n, float *y);
 int kiln_tile_seq_runs(const kiln_tile_prog *tp);
 /* Tests only (not thread-safe): off, kiln_tile_bind finds no runs. */
 void kiln_tile_seq_enable(bool on);
+
+/* Column groups (four stride-4 column loads of one [n, 4] layout read in
+ * one pass) the bound program has. */
+int kiln_tile_col_groups(const kiln_tile_prog *tp);
+/* Tests only (not thread-safe): off, kiln_tile_bind finds no column group. */
+void kiln_tile_cols_enable(bool on);
 
 /* True when kiln_tile_eval_* implements op for float arguments. */
 bool kiln_tile_op_known(int op);

@@ -176,6 +176,37 @@ void kiln_tile_load_s4_avx512(float *dst, const float *s, int64_t n) {
   for (; i < n; i++) dst[i] = s[4 * i];
 }
 
+/* cj[i] = s[4 i + j] for j < 4: the four columns of n rows in one pass —
+ * per 16 rows four loads, four two-source permutes (columns a b and c d
+ * of 8 rows each) and four 128-bit shuffles (the two halves joined). The
+ * last block loads under masks, so nothing past s[4 n - 1] is read. */
+void kiln_tile_load_cols4_avx512(float *c0, float *c1, float *c2, float *c3, const float *s, int64_t n) {
+  const __m512i ab = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+  const __m512i cd = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+  for (int64_t i = 0; i < n; i += LANES) {
+    const float *p = s + 4 * i;
+    int64_t left = 4 * (n - i); /* floats of this block's rows */
+    __m512 r[4];
+    __mmask16 m = 0xffff;
+    if (left >= 64) {
+      for (int k = 0; k < 4; k++) r[k] = _mm512_loadu_ps(p + 16 * k);
+    } else {
+      for (int k = 0; k < 4; k++) {
+        int64_t c = left - 16 * k;
+        __mmask16 mk = c >= 16 ? (__mmask16)0xffff : c <= 0 ? (__mmask16)0 : (__mmask16)((1u << c) - 1u);
+        r[k] = _mm512_maskz_loadu_ps(mk, p + 16 * k);
+      }
+      m = (__mmask16)((1u << (n - i)) - 1u);
+    }
+    __m512 ab0 = _mm512_permutex2var_ps(r[0], ab, r[1]), ab1 = _mm512_permutex2var_ps(r[2], ab, r[3]);
+    __m512 cd0 = _mm512_permutex2var_ps(r[0], cd, r[1]), cd1 = _mm512_permutex2var_ps(r[2], cd, r[3]);
+    _mm512_mask_storeu_ps(c0 + i, m, _mm512_shuffle_f32x4(ab0, ab1, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm512_mask_storeu_ps(c1 + i, m, _mm512_shuffle_f32x4(ab0, ab1, _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm512_mask_storeu_ps(c2 + i, m, _mm512_shuffle_f32x4(cd0, cd1, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm512_mask_storeu_ps(c3 + i, m, _mm512_shuffle_f32x4(cd0, cd1, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+}
+
 /* rows[4 i + j] = column j at i: per 16 rows, pairs (a b), (c d) by four
  * 32-bit permutes, then the pairs interleaved by four 64-bit permutes. */
 void kiln_tile_rows4_avx512(float *rows, const float *a, const float *b, const float *c, const float *d, int n) {

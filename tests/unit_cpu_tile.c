@@ -828,6 +828,16 @@ static void test_twins(void) {
       kiln_tile_load_s4_avx512(y2, s, n);
       mbad += memcmp(y0, y2, sizeof y0) != 0;
       for (int i = 0; i < n && !mbad; i++) mbad += memcmp(&y2[i], &s[4 * i], sizeof *y2) != 0;
+      if (col == 0) { /* all four columns of the last n rows at once */
+        static float q0[4][R / 4 + 16], q1[4][R / 4 + 16];
+        memset(q0, 0x5a, sizeof q0);
+        memset(q1, 0x5a, sizeof q1);
+        kiln_tile_load_cols4_base(q0[0], q0[1], q0[2], q0[3], s, n);
+        kiln_tile_load_cols4_avx512(q1[0], q1[1], q1[2], q1[3], s, n);
+        mbad += memcmp(q0, q1, sizeof q0) != 0;
+        for (int i = 0; i < n && !mbad; i++)
+          for (int j = 0; j < 4; j++) mbad += memcmp(&q1[j][i], &s[4 * i + j], sizeof *s) != 0;
+      }
       memset(rows0, 0x5a, sizeof rows0);
       memset(rows1, 0x5a, sizeof rows1);
       kiln_tile_rows4_base(rows0, a + col, b, c, a + 1, n);
@@ -836,7 +846,7 @@ static void test_twins(void) {
       mruns++;
     }
   munmap(map, (size_t)(2 * page));
-  CHECK(mbad == 0 && mruns > 0, "AVX-512 box-column load and row interleave vs the scalar twins: %d of %d runs differ",
+  CHECK(mbad == 0 && mruns > 0, "AVX-512 box-column loads and row interleave vs the scalar twins: %d of %d runs differ",
         mbad, mruns);
 #endif
 }
@@ -1029,6 +1039,90 @@ static void test_seq(void) {
   }
 }
 
+/* ---- column groups (four stride-4 columns loaded in one pass) ---- */
+
+/* The four columns of boxes [7, 110, 4] (rows 0..99 of each of the 7
+ * blocks: a rank-2 view, so a tile spans several runs) combined, each
+ * column read once, loaded out of column order. */
+static kiln_graph *cols_graph(void) {
+  kiln_graph *g = new_graph(17);
+  input(g, "bx", KILN_F32, 3, (const int64_t[]){7, 110, 4});
+  gb_cst_i64(g, "r0", 1, (const int64_t[]){0});
+  gb_cst_i64(g, "r1", 1, (const int64_t[]){100});
+  gb_cst_i64(g, "ax1", 1, (const int64_t[]){1});
+  gb_cst_i64(g, "ax2", 1, (const int64_t[]){2});
+  const char *cs[] = {"0", "1", "2", "3", "4"};
+  for (int k = 0; k < 5; k++) {
+    char nm[16];
+    snprintf(nm, sizeof nm, "k%s", cs[k]);
+    gb_cst_i64(g, nm, 1, (const int64_t[]){k});
+  }
+  gb_add(g, "Slice", "bx r0 r1 ax1", "rows");
+  gb_add(g, "Slice", "rows k2 k3 ax2", "c2");
+  gb_add(g, "Slice", "rows k0 k1 ax2", "c0");
+  gb_add(g, "Slice", "rows k3 k4 ax2", "c3");
+  gb_add(g, "Slice", "rows k1 k2 ax2", "c1");
+  gb_add(g, "Mul", "c2 c0", "m");
+  gb_add(g, "Sub", "m c3", "d");
+  gb_add(g, "Exp", "c1", "e");
+  gb_add(g, "Add", "d e", "y");
+  output(g, "y");
+  return g;
+}
+
+static void test_cols(void) {
+  const char *what = "column groups";
+  kiln_graph *g = cols_graph();
+  CHECK(check_graph(what, g, 1) == 1, "%s: one tile step", what);
+  kiln_shapes *sh = NULL;
+  kiln_fuse_ctx *c = NULL;
+  kiln_schedule *s = NULL;
+  kiln_fuse_plan *fp = NULL;
+  kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
+  CHECK(!st, "%s: fusing", what);
+  kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
+  kiln_tensor *vals = wrap_values(g, ins);
+  int steps = 0;
+  for (int i = 0; !st && i < s->n_steps; i++) {
+    kiln_fuse_spec *sp = fp->spec[i];
+    kiln_tile_prog *tp = NULL;
+    char why[200];
+    if (!sp || kiln_fuse_spec_bind(sp, NULL, 0) || kiln_tile_compile(sp, &tp, why, sizeof why)) continue;
+    steps++;
+    kiln_tensor one[64], each[64];
+    memset(one, 0, sizeof one), memset(each, 0, sizeof each);
+    for (int isa = 0; isa < KILN_VM_NISA; isa++) {
+      if (isa == KILN_VM_ISA_AVX2 && !kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2)) continue;
+      const int64_t chunks[] = {0, 7, 99, KILN_TILE_N + 3};
+      for (size_t ch = 0; ch < sizeof chunks / sizeof *chunks; ch++) {
+        kiln_status a = run_tile(sp, tp, vals, one, chunks[ch], (kiln_vm_isa)isa);
+        int found = kiln_tile_col_groups(tp);
+        kiln_tile_cols_enable(false);
+        kiln_status b = a ? a : run_tile(sp, tp, vals, each, chunks[ch], (kiln_vm_isa)isa);
+        int none = kiln_tile_col_groups(tp);
+        kiln_tile_cols_enable(true);
+        CHECK(!a && !b, "%s: running (%s)", what, a || b ? kiln_last_error() : "");
+        CHECK(found == 1 && none == 0, "%s: %d group(s) found (%d when off)", what, found, none);
+        for (int k = 0; k < sp->n_store && !a && !b; k++)
+          CHECK(!memcmp(one[k].data, each[k].data, kiln_tensor_bytes(&each[k])),
+                "%s: store %d (%s, chunk %lld): the group's bits differ from the column loads'", what, k,
+                kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch]);
+      }
+    }
+    for (int k = 0; k < 64; k++) kiln_tensor_release(&one[k]), kiln_tensor_release(&each[k]);
+    kiln_tile_free(tp);
+  }
+  CHECK(steps == 1, "%s: %d tile step(s)", what, steps);
+  for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
+  free(vals);
+  free_tensors(ins, g->n_inputs);
+  kiln_fuse_plan_free(fp);
+  kiln_schedule_free(s);
+  kiln_fuse_ctx_free(c);
+  kiln_shapes_free(sh);
+  kiln_graph_free(g);
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-v")) verbose = 1;
@@ -1040,6 +1134,7 @@ int main(int argc, char **argv) {
   test_plan();
   test_gelu(); /* last: its draws of rnd() would change the random chains above */
   test_seq();
+  test_cols();
   printf("unit_cpu_tile: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
