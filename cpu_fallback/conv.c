@@ -10,9 +10,11 @@
  *     no bounds checks; channels in blocks; small stride-1 'same' planes
  *     (7x7) read in place instead, each tap a shift of the plane, the
  *     padding by opmask (kiln_dw_plane, two channels a call where it
- *     holds the plane in registers: kiln_dw_plane2); stride 2 (dilation 1) read in
- *     place too, even and odd columns split in registers (dws2.h; AVX2
- *     without AVX-512F: on output rows of at most 16);
+ *     holds the plane in registers: kiln_dw_plane2); larger 3x3 stride-1
+ *     'same' planes read in place by strips walked down the rows (dws1.h,
+ *     AVX-512F); stride 2 (dilation 1) read in place too, even and odd
+ *     columns split in registers (dws2.h; AVX2 without AVX-512F: on output
+ *     rows of at most 16);
  *   pointwise (1x1, stride 1, no padding): Y[n,g] = W[g] · X[n,g] straight
  *     from NCHW; on planes under 512 pixels (and under 1024 with K >= 128;
  *     AVX2 without AVX-512F: under 1024 with K >= 128 only) with lanes over
@@ -51,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/dws1.h"
 #include "cpu_fallback/dws2.h"
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/prepack.h"
@@ -509,6 +512,7 @@ typedef struct dw_job {
   kiln_dw_plane_fn plane;  /* a small 'same' plane read in place (no padded copy): tapoff then holds the */
   const uint16_t *masks;   /* taps' shifts, masks where each falls inside (sgemm.h kiln_dw_plane_fn) */
   kiln_dw_s2_fn s2;        /* stride 2, read in place (dws2.h): no padded plane either */
+  kiln_dw_s1_fn s1;        /* 3x3 stride-1 'same', read in place (dws1.h): nor here */
 } dw_job;
 
 /* The padded input plane of one channel split by stride phase in both
@@ -598,7 +602,13 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       j->s2(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->in[1], g->in[2], OH, OW,
             g->pb[1], g->pb[2], j->w + m * nk, (int)g->k[1], (int)g->k[2], j->bias ? j->bias[m] : 0.0f, lo, hi);
     }
-  for (int64_t c = c0; c < c1 && !j->plane && !j->s2; c++) {
+  for (int64_t c = c0; c < c1 && j->s1; c++) /* 3x3 stride-1 'same' in place */
+    for (int64_t mm = 0; mm < mult; mm++) {
+      int64_t m = c * mult + mm;
+      j->s1(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, OH, OW, j->w + m * nk,
+            j->bias ? j->bias[m] : 0.0f, lo, hi);
+    }
+  for (int64_t c = c0; c < c1 && !j->plane && !j->s2 && !j->s1; c++) {
     dw_plane(g, &d, j->x + (n * g->C + c) * g->in_sp, plane, j);
     for (int64_t t = 0; t < nk; t++) src[t] = plane + j->tapoff[t];
     for (int64_t mm = 0; mm < mult; mm++) {
@@ -623,6 +633,8 @@ static _Atomic bool dw_plane_on = true; /* kiln_conv_dw_plane_enable (tests) */
 void kiln_conv_dw_plane_enable(bool on) { dw_plane_on = on; }
 static _Atomic int dw_s2_mode = -1; /* -1: KILN_DW_S2 not read yet; -2: where it applies; kiln_conv_dw_s2_force */
 void kiln_conv_dw_s2_force(int mode) { dw_s2_mode = mode < 0 ? -2 : mode; }
+static _Atomic int dw_s1_mode = -1; /* -1: KILN_DW_S1 not read yet; -2: where it applies; kiln_conv_dw_s1_force */
+void kiln_conv_dw_s1_force(int mode) { dw_s1_mode = mode < 0 ? -2 : mode; }
 
 /* Output rows narrower than this take the flat form (one row of the
  * kernel per plane instead of OH rows, Wq - OW wasted columns per row, then
@@ -672,8 +684,20 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   kiln_dw_s2_fn s2 = mode != 0 && !pfn && sh == 2 && sw == 2 && dh == 1 && dw == 1 && KH <= 8 && KW <= 8
                          ? mode == 2 ? kiln_dw_s2_base : kiln_dw_s2(OW)
                          : NULL;
-  bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn && !s2;
-  size_t plane_size = pfn || s2 ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
+  /* 3x3 stride 1 (dilation 1) with pads of 1 on every side, the output the input's size, where the plane
+     kernel does not take it: read in place by strips walked down the rows (dws1.h), no padded plane. Measured:
+     GEMM_CONV.md "Stride-1 depthwise 3x3 in place" */
+  if (dw_s1_mode == -1) { /* KILN_DW_S1=0 (benches): the padded plane and the rows kernel */
+    const char *e = getenv("KILN_DW_S1");
+    dw_s1_mode = e && *e == '0' ? 0 : -2;
+  }
+  int mode1 = dw_s1_mode;
+  kiln_dw_s1_fn s1 = mode1 != 0 && !pfn && g->nsp == 2 && KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 &&
+                             dw == 1 && g->pb[1] == 1 && g->pb[2] == 1 && OH == g->in[1] && OW == g->in[2]
+                         ? mode1 == 2 ? kiln_dw_s1_base : kiln_dw_s1()
+                         : NULL;
+  bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn && !s2 && !s1;
+  size_t plane_size = pfn || s2 || s1 ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
   int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff), nv = (g->out_sp + 15) / 16;
   uint16_t *masks = pfn ? kiln_calloc((size_t)(nk * nv), sizeof *masks) : NULL;
   for (int64_t ky = 0; ky < KH && tapoff; ky++)
@@ -688,11 +712,11 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
         if (iy >= 0 && iy < OH && ix >= 0 && ix < OW) masks[t * nv + p / 16] |= (uint16_t)(1u << (p % 16));
       }
     }
-  dw_job j = {g, x, w, bias, y, ep, pfn || s2 ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
+  dw_job j = {g, x, w, bias, y, ep, pfn || s2 || s1 ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks, s2};
-  if ((!pfn && !s2 && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
+              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks, s2, s1};
+  if ((!pfn && !s2 && !s1 && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
     kiln_free(masks);
     kiln_free(tapoff);
     kiln_free(j.planes);

@@ -15,8 +15,9 @@
  * x W input, one fma per tap (a tap in the padding adds w · 0), then
  * v < lo ? lo : v and v > hi ? hi : v (NaN kept): the operations of
  * sgemm.h kiln_dw_rows on the padded plane, so the same bits. The AVX-512
- * kernel's 3 x 3 forms: rows blocked (each input row split once), and on
- * output rows of at most 8 (14 -> 7) two output rows a vector. */
+ * kernel's 3 x 3 forms: strips of up to 4 vectors walked down the plane
+ * (each input row split once), and on output rows of at most 8 (14 -> 7)
+ * two output rows a vector. */
 #ifndef KILN_CPU_FALLBACK_DWS2_H
 #define KILN_CPU_FALLBACK_DWS2_H
 #include <stdbool.h>

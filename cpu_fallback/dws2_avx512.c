@@ -10,10 +10,11 @@
  * clamp, a store by opmask. Each output vector is one chain of KH·KW
  * fmas: eight chains in flight on rows of 1 or 2 vectors (8 / vectors rows
  * at a time, as the rows kernel); wider rows vector after vector.
- * 3 x 3 kernels (MobileNetV2's) take plane3_blocked instead: blocks of up
- * to 8 output rows per vector, each input row loaded and split once and
- * fed to the one or two output rows it is under; on output rows of at most
- * 8 from input rows of at most 16, plane3_pairs: two output rows a vector. */
+ * 3 x 3 kernels (MobileNetV2's) take plane3_strips instead: strips of up
+ * to 4 vectors walked down the plane, each input row loaded and split once
+ * and fed to the one or two output rows it is under; on output rows of at
+ * most 8 from input rows of at most 16, plane3_pairs: two output rows a
+ * vector. */
 #include <immintrin.h>
 
 #include "cpu_fallback/dws2.h"
@@ -141,106 +142,106 @@ static inline __attribute__((always_inline)) void rows_wide(float *y, const floa
   }
 }
 
-/* 3 x 3 only: R output rows from oy0 of the vector of 16 outputs from
- * column ox, each input row loaded and split once. Output row r reads
- * input rows 2r .. 2r + 2 of the group (from 2 · oy0 - pt), so input row
- * i (2R + 1 of them) feeds output rows i / 2 (its tap row i % 2 ... ) and,
- * where i is even, (i - 2) / 2 (tap row 2) too: 2R + 1 splits instead of
- * 3R, each two vpermt2ps (kx = 0, 1 from the 32 columns from bx) and, for
- * kx = 2, kx = 0's even columns moved down a lane with column bx + 32 last
- * (a broadcast and a valignd: 0.80-0.90 of the time taken with a third
- * vpermt2ps and two more loads). Output row r still gets its taps in order, tap row
- * after tap row from the bias (input rows in order), kx in order within
- * each: the operations of group / out16, the same bits. INSIDE: every
- * column the loads span is inside the input (plain loads), else by the
- * masks ma, mb; a padding row gives zero vectors. */
-static inline __attribute__((always_inline)) void blk3(float *y, const float *x, int64_t H, int64_t W, int64_t OW,
-                                                        int64_t pt, int64_t oy0, int64_t ox, int64_t bx,
-                                                        const __m512 *wv, __m512 vb, __m512 vlo, __m512 vhi,
-                                                        __m512i ie, __m512i io, const __mmask16 *ma,
-                                                        const __mmask16 *mb, const bool INSIDE, const int R) {
-  __m512 acc[8];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++) acc[r] = vb;
-#pragma GCC unroll 17
-  for (int i = 0; i < 2 * R + 1; i++) {
-    int64_t iy = 2 * oy0 - pt + i;
-    __m512 e0, o0, e2;
-    if (iy < 0 || iy >= H) {
-      e0 = o0 = e2 = _mm512_setzero_ps();
-    } else {
-      const float *row = x + iy * W;
-      __m512 a, b, c32; /* c32: column bx + 32 in every lane (0 outside the row) */
-      if (INSIDE) {
-        a = _mm512_loadu_ps(row + bx), b = _mm512_loadu_ps(row + bx + 16);
-        c32 = _mm512_set1_ps(row[bx + 32]);
-      } else {
-        uintptr_t c = (uintptr_t)row + (uintptr_t)(bx * (int64_t)sizeof(float)); /* the column may be negative */
-        a = _mm512_maskz_loadu_ps(ma[0], (const void *)c);
-        b = _mm512_maskz_loadu_ps(mb[0], (const void *)(c + 16 * sizeof(float)));
-        c32 = bx + 32 >= 0 && bx + 32 < W ? _mm512_set1_ps(row[bx + 32]) : _mm512_setzero_ps();
-      }
-      e0 = _mm512_permutex2var_ps(a, ie, b), o0 = _mm512_permutex2var_ps(a, io, b);
-      /* kx = 2: the even columns 2 on, e0 moved down a lane with column bx + 32 last (valignd, no second split) */
-      e2 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c32), _mm512_castps_si512(e0), 1));
-    }
-    if (i >= 2 && i % 2 == 0) { /* tap row 2 of output row i / 2 - 1: its last taps */
-      int r = i / 2 - 1;
-      acc[r] = _mm512_fmadd_ps(wv[6], e0, acc[r]);
-      acc[r] = _mm512_fmadd_ps(wv[7], o0, acc[r]);
-      acc[r] = _mm512_fmadd_ps(wv[8], e2, acc[r]);
-    }
-    if (i / 2 < R) { /* tap row i % 2 of output row i / 2 */
-      int r = i / 2, ky = i % 2;
-      acc[r] = _mm512_fmadd_ps(wv[3 * ky], e0, acc[r]);
-      acc[r] = _mm512_fmadd_ps(wv[3 * ky + 1], o0, acc[r]);
-      acc[r] = _mm512_fmadd_ps(wv[3 * ky + 2], e2, acc[r]);
-    }
+/* 3 x 3 only: input row iy (outside the input: zero vectors, nothing read)
+ * split for the strip of V vectors of 16 outputs from the one whose taps
+ * start at column bx0: per vector, the 32 columns from bx0 + 32v loaded by
+ * the masks ma, mb (the columns inside the row) and split by two vpermt2ps
+ * into E (kx = 0: the even ones) and O (kx = 1); E2 (kx = 2) is E moved
+ * down a lane with the next vector's first even column last (valignd), at
+ * the strip's end a broadcast of column bx0 + 32V (0 outside the row). */
+static inline __attribute__((always_inline)) void split3(const float *x, int64_t H, int64_t W, int64_t iy, int64_t bx0,
+                                                          const __mmask16 *ma, const __mmask16 *mb, __m512i ie,
+                                                          __m512i io, __m512 *E, __m512 *O, __m512 *E2, const int V) {
+  if (iy < 0 || iy >= H) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) E[v] = O[v] = E2[v] = _mm512_setzero_ps();
+    return;
   }
-  __mmask16 ms = cols(0, OW - ox);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; r++)
-    _mm512_mask_storeu_ps(y + (oy0 + r) * OW + ox, ms,
-                          _mm512_min_ps(vhi, _mm512_max_ps(vlo, acc[r]))); /* v stays when NaN, as the twin's */
+  uintptr_t row = (uintptr_t)x + (uintptr_t)(iy * W * (int64_t)sizeof(float)); /* a column may be negative */
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) {
+    uintptr_t c = row + (uintptr_t)((bx0 + 32 * v) * (int64_t)sizeof(float));
+    __m512 a = _mm512_maskz_loadu_ps(ma[v], (const void *)c);
+    __m512 b = _mm512_maskz_loadu_ps(mb[v], (const void *)(c + 16 * sizeof(float)));
+    E[v] = _mm512_permutex2var_ps(a, ie, b), O[v] = _mm512_permutex2var_ps(a, io, b);
+  }
+  int64_t cl = bx0 + 32 * V;
+  __m512 last = cl >= 0 && cl < W ? _mm512_set1_ps(x[iy * W + cl]) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++)
+    E2[v] = _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(v < V - 1 ? E[v + 1] : last), _mm512_castps_si512(E[v]), 1));
 }
 
-#define BLK3_R(INS)                                                                                              \
-  switch (R) {                                                                                                   \
-  case 1: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 1); break;                 \
-  case 2: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 2); break;                 \
-  case 3: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 3); break;                 \
-  case 4: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 4); break;                 \
-  case 5: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 5); break;                 \
-  case 6: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 6); break;                 \
-  case 7: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 7); break;                 \
-  default: blk3(y, x, H, W, OW, pt, oy, ox, bx, wv, vb, vlo, vhi, ie, io, ma, mb, INS, 8); break;                \
+/* Tap row ky of the split row into the V accumulators, kx in order. */
+static inline __attribute__((always_inline)) void taps3(__m512 *acc, const __m512 *wv, int ky, const __m512 *E,
+                                                         const __m512 *O, const __m512 *E2, const int V) {
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) {
+    acc[v] = _mm512_fmadd_ps(wv[3 * ky], E[v], acc[v]);
+    acc[v] = _mm512_fmadd_ps(wv[3 * ky + 1], O[v], acc[v]);
+    acc[v] = _mm512_fmadd_ps(wv[3 * ky + 2], E2[v], acc[v]);
   }
+}
 
-/* 3 x 3 planes by blocks of rows: the rows split into balanced groups of
- * at most 8, per group every vector of the row (the group's 2R + 1 input
- * rows stay in L1). */
-static void plane3_blocked(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
-                           int64_t pl, const float *w, float bias, float lo, float hi) {
+/* 3 x 3 only: the strip of V vectors of 16 outputs from column ox0 walked
+ * down the plane. Output row o reads input rows 2o - pt + ky; row 2o - pt +
+ * 2 is also row o + 1's tap row 0, so each input row is split once: per
+ * output row two splits (tap rows 1 and 2; tap row 0 came with the row
+ * before), its V chains stored (clamped, by opmask) as soon as tap row 2
+ * is in, and row o + 1's chains started from the same split. Each output
+ * gets its taps in order from the bias (tap rows in order, kx in order
+ * within each), one fma each: the operations of group / out16, the same
+ * bits. (Walking two or more bands of rows in lockstep, for more chains in
+ * flight, was slower: GEMM_CONV.md.) */
+static inline __attribute__((always_inline)) void strip3(float *y, const float *x, int64_t H, int64_t W, int64_t OH,
+                                                          int64_t OW, int64_t pt, int64_t pl, int64_t ox0,
+                                                          const __m512 *wv, __m512 vb, __m512 vlo, __m512 vhi,
+                                                          __m512i ie, __m512i io, const int V) {
+  __mmask16 ma[4], mb[4];
+  int64_t bx0 = 2 * ox0 - pl;
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) ma[v] = cols(bx0 + 32 * v, W), mb[v] = cols(bx0 + 32 * v + 16, W);
+  __m512 A[4], E[4], O[4], E2[4];
+  split3(x, H, W, -pt, bx0, ma, mb, ie, io, E, O, E2, V);
+#pragma GCC unroll 4
+  for (int v = 0; v < V; v++) A[v] = vb;
+  taps3(A, wv, 0, E, O, E2, V);
+  for (int64_t o = 0; o < OH; o++) {
+    int64_t iy = 2 * o - pt;
+    split3(x, H, W, iy + 1, bx0, ma, mb, ie, io, E, O, E2, V);
+    taps3(A, wv, 1, E, O, E2, V);
+    split3(x, H, W, iy + 2, bx0, ma, mb, ie, io, E, O, E2, V);
+    taps3(A, wv, 2, E, O, E2, V);
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) /* v stays when NaN, as the twin's compares */
+      _mm512_mask_storeu_ps(y + o * OW + ox0 + 16 * v, cols(ox0 + 16 * v, OW), _mm512_min_ps(vhi, _mm512_max_ps(vlo, A[v])));
+#pragma GCC unroll 4
+    for (int v = 0; v < V; v++) A[v] = vb;
+    taps3(A, wv, 0, E, O, E2, V); /* row o + 1's tap row 0 (unused after the last row) */
+  }
+}
+
+/* 3 x 3 planes: the columns in strips of up to 4 vectors (balanced: rows
+ * of 56 as one strip of 3.5 vectors, of 28 as one of 2), each walked down
+ * the plane (strip3). */
+static void plane3_strips(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt,
+                          int64_t pl, const float *w, float bias, float lo, float hi) {
   __m512i ie = _mm512_loadu_si512(even_idx), io = _mm512_loadu_si512(odd_idx);
   __m512 vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi), wv[9];
   for (int j = 0; j < 9; j++) wv[j] = _mm512_set1_ps(w[j]);
-  int64_t ng = (OH + 7) / 8;
-  for (int64_t g = 0, oy = 0; g < ng; g++) {
-    int R = (int)((OH - oy) / (ng - g)); /* balanced: the groups' sizes differ by at most one */
-    for (int64_t ox = 0; ox < OW; ox += 16) {
-      int64_t bx = 2 * ox - pl;
-      __mmask16 ma[2], mb[2];
-      if (bx >= 0 && bx + 34 <= W) {
-        BLK3_R(true);
-      } else {
-        for (int m = 0; m < 2; m++) ma[m] = cols(bx + 2 * m, W), mb[m] = cols(bx + 2 * m + 16, W);
-        BLK3_R(false);
-      }
+  int64_t nv = (OW + 15) / 16, ns = (nv + 3) / 4;
+  for (int64_t v = 0, s = 0; s < ns; s++) {
+    int V = (int)((nv - v) / (ns - s));
+    switch (V) {
+    case 1: strip3(y, x, H, W, OH, OW, pt, pl, 16 * v, wv, vb, vlo, vhi, ie, io, 1); break;
+    case 2: strip3(y, x, H, W, OH, OW, pt, pl, 16 * v, wv, vb, vlo, vhi, ie, io, 2); break;
+    case 3: strip3(y, x, H, W, OH, OW, pt, pl, 16 * v, wv, vb, vlo, vhi, ie, io, 3); break;
+    default: strip3(y, x, H, W, OH, OW, pt, pl, 16 * v, wv, vb, vlo, vhi, ie, io, 4); break;
     }
-    oy += R;
+    v += V;
   }
 }
-#undef BLK3_R
 
 /* 3 x 3 planes with output rows of at most 8 from input rows of at most
  * 16 (MobileNetV2's 14 -> 7): a vector holds two output rows, lanes 0..7
@@ -325,6 +326,6 @@ static inline __attribute__((always_inline)) void plane(float *y, const float *x
 void kiln_dw_s2_avx512(float *y, const float *x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t pt, int64_t pl,
                        const float *w, int KH, int KW, float bias, float lo, float hi) {
   if (KH == 3 && KW == 3 && OW <= 8 && W <= 16) plane3_pairs(y, x, H, W, OH, OW, pt, pl, w, bias, lo, hi);
-  else if (KH == 3 && KW == 3) plane3_blocked(y, x, H, W, OH, OW, pt, pl, w, bias, lo, hi);
+  else if (KH == 3 && KW == 3) plane3_strips(y, x, H, W, OH, OW, pt, pl, w, bias, lo, hi);
   else if (KH <= 8 && KW <= 8) plane(y, x, H, W, OH, OW, pt, pl, w, KH, KW, bias, lo, hi);
 }

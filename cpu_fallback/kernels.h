@@ -77,6 +77,9 @@ void kiln_conv_dw_plane_enable(bool on);
 /* Tests only: stride-2 depthwise in place (dws2.h) -1 where it applies
  * (the default), 0 never (the padded phase planes), 2 with its twin. */
 void kiln_conv_dw_s2_force(int mode);
+/* Tests only: the 3x3 stride-1 'same' depthwise in place (dws1.h) -1 where
+ * it applies (the default), 0 never (the padded plane), 2 with its twin. */
+void kiln_conv_dw_s1_force(int mode);
 /* Tests only: the lanes-over-channels pointwise path (pwt.h) -1 by the
  * default rule (pwt.h kiln_pwt_plane_wanted; KILN_CONV_PWT=0|1 sets 0 or 1
  * for benches), 0 never, 1 on every plane where W^T was packed, 2 the same

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_fallback/dws1.h"
 #include "cpu_fallback/dws2.h"
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/sgemm.h"
@@ -819,12 +820,14 @@ static void test_dw_plane(void) {
       for (int on = 0; on < 2; on++) {
         memset(&y[on], 0, sizeof y[on]);
         kiln_conv_dw_plane_enable(on);
+        kiln_conv_dw_s1_force(0); /* off: the padded plane (dws1 has test_dw_s1) */
         kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[on], &used};
         bool declined = true;
         st[on] = own->run(&kc, e ? &ep : NULL, &declined);
         if (declined) st[on] = KILN_E_INTERNAL;
       }
       kiln_conv_dw_plane_enable(true);
+      kiln_conv_dw_s1_force(-1);
       CHECK(!st[0] && !st[1] && y[0].numel == y[1].numel &&
                 !memcmp(y[0].data, y[1].data, (size_t)y[0].numel * sizeof(float)),
             "Conv %s (clamp %d): plane kernel != padded-plane rows kernel", cc[i].name, e);
@@ -924,6 +927,99 @@ static void test_dw_s2(void) {
   }
 }
 
+/* 3x3 stride-1 'same' depthwise in place (dws1.h): the AVX-512 kernel
+ * bit-equal to its twin on planes 1..37 high x 1..130 wide (strips of 1..4
+ * vectors, full and part-filled, the rows loop's every remainder), clamps,
+ * NaN and -0 in the input, -0 as the bias (a padding tap's w · 0 turns it
+ * into +0 or keeps it: the fma is kept); the input allocated to its exact
+ * size (ASan), nothing written past the output; the twin against the
+ * definition on one output. Then Conv with it on (the default), forced to
+ * the twin and off (the padded plane) bit-equal on awkward layers. */
+static void test_dw_s1(void) {
+  if (nisa < 2) return;
+  bool avx512 = kiln_la_cpu_has_avx512();
+  const float clamps[2][2] = {{-INFINITY, INFINITY}, {-0.25f, 0.5f}};
+  float w[9];
+  for (int j = 0; j < 9; j++) w[j] = frand();
+  w[4] = -w[4]; /* both signs among the taps */
+  int bad = 0, cases = 0, def = 0;
+  for (int64_t H = 1; H <= 37; H += H < 9 ? 1 : 7)
+    for (int64_t W = 1; W <= 130; W += W < 4 ? 1 : W < 36 ? 5 : W < 66 ? 13 : 15) {
+      float *x = malloc(sizeof(float) * (size_t)(H * W)), *y[2];
+      for (int64_t i = 0; i < H * W; i++) x[i] = frand();
+      x[0] = NAN, x[H * W - 1] = -0.0f;
+      for (int c = 0; c < 3; c++) {
+        float bias = c == 2 ? -0.0f : 0.5f;
+        for (int v = 0; v < 2; v++) {
+          y[v] = malloc(sizeof(float) * (size_t)(H * W + 1));
+          for (int64_t i = 0; i <= H * W; i++) y[v][i] = 42.0f;
+        }
+        kiln_dw_s1_base(y[0], x, H, W, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
+        if (avx512) kiln_dw_s1_avx512(y[1], x, H, W, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
+        size_t bytes = sizeof(float) * (size_t)(H * W + 1);
+        if ((avx512 && memcmp(y[0], y[1], bytes)) || y[0][H * W] != 42.0f) bad++;
+        /* output (H - 1, W / 2) by the definition (its right neighbour inside where W > 1) */
+        int64_t oy = H - 1, ox = W / 2;
+        float acc = bias;
+        for (int ky = 0; ky < 3; ky++)
+          for (int kx = 0; kx < 3; kx++) {
+            int64_t iy = oy - 1 + ky, ix = ox - 1 + kx;
+            acc = fmaf(w[3 * ky + kx], iy >= 0 && iy < H && ix >= 0 && ix < W ? x[iy * W + ix] : 0.0f, acc);
+          }
+        acc = acc < clamps[c % 2][0] ? clamps[c % 2][0] : acc;
+        acc = acc > clamps[c % 2][1] ? clamps[c % 2][1] : acc;
+        if (memcmp(&acc, &y[0][oy * W + ox], sizeof acc)) def++;
+        cases++;
+        for (int v = 0; v < 2; v++) free(y[v]);
+      }
+      free(x);
+    }
+  CHECK(!bad && cases > 300, "stride-1 3x3 depthwise kernel differs from its twin in %d of %d cases", bad, cases);
+  CHECK(!def, "stride-1 3x3 depthwise twin differs from the definition in %d of %d cases", def, cases);
+  static const conv_case cc[] = {
+      {"dw 3x3 pad 1, 112x112, 3 channels", 2, 1, 3, 3, 3, {112, 112}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"dw 3x3 pad 1, 15x29 (odd), batch 2, no bias", 2, 2, 7, 7, 7, {15, 29}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 0},
+      {"dw 3x3 SAME_UPPER, 28x28, 40 channels", 2, 1, 40, 40, 40, {28, 28}, {3, 3}, {0}, {0}, {-1}, "SAME_UPPER", 1},
+      {"dw 3x3 pad 1, multiplier 2, 14x20", 2, 1, 3, 6, 3, {14, 20}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
+      {"dw 3x3 pads (1, 1, 2, 2) (not 'same': the padded plane)", 2, 1, 4, 4, 4, {9, 11}, {3, 3}, {0}, {0},
+       {1, 1, 2, 2}, NULL, 1},
+      {"dw 3x3 pad 1, 1x1 plane", 2, 1, 2, 2, 2, {1, 1}, {3, 3}, {0}, {0}, {1, 1, 1, 1},
+       NULL, 1},
+  };
+  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
+  for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
+    kiln_tensor xt, wt, bt;
+    node_b nb;
+    conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
+    const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
+    kiln_graph g;
+    memset(&g, 0, sizeof g);
+    bool used = true;
+    for (int e = 0; e < 2; e++) {
+      kiln_tensor y[3];
+      kiln_status st[3];
+      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
+      for (int mode = 0; mode < 3; mode++) { /* off, on (the default), the twin */
+        memset(&y[mode], 0, sizeof y[mode]);
+        kiln_conv_dw_s1_force(mode == 1 ? -1 : mode);
+        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[mode], &used};
+        bool declined = true;
+        st[mode] = own->run(&kc, e ? &ep : NULL, &declined);
+        if (declined) st[mode] = KILN_E_INTERNAL;
+      }
+      kiln_conv_dw_s1_force(-1);
+      for (int mode = 1; mode < 3; mode++)
+        CHECK(!st[0] && !st[mode] && y[0].numel == y[mode].numel &&
+                  !memcmp(y[0].data, y[mode].data, (size_t)y[0].numel * sizeof(float)),
+              "Conv %s (clamp %d): stride-1 in place (mode %d) != padded plane", cc[i].name, e, mode);
+      for (int mode = 0; mode < 3; mode++) kiln_tensor_release(&y[mode]);
+    }
+    kiln_tensor_release(&xt);
+    kiln_tensor_release(&wt);
+    kiln_tensor_release(&bt);
+  }
+}
+
 /* The strided gathers: equal, and no read past the last element of the
  * source nor write past the last of the destination (both allocated to
  * exactly their size, for ASan; the stride-2 tail is masked). */
@@ -1007,6 +1103,7 @@ int main(void) {
   test_dw_rows();
   test_dw_plane();
   test_dw_s2();
+  test_dw_s1();
   test_gather();
   test_split2();
   test_copy_rows();
