@@ -86,6 +86,18 @@ struct kiln_cpu_plan {
   unsigned char **redir; /* per storage (this run): the caller's output memory it lives in, or NULL: the arena */
   unsigned char *arena;
   int *in_map;          /* per graph input: the caller's value of that name */
+  /* a run's working memory, made at the first run and kept: the runs of
+     one plan never overlap (plugin/graph.c: one worker per graph runs its
+     jobs in order; the per-run fields above rely on that too) */
+  const kiln_tensor **run_in; /* per graph input: the caller's tensor */
+  kiln_tensor *run_slot;      /* per value: its tensor this run (all zero between runs) */
+  kiln_views **run_stacks;    /* per value: the view stack its slot reads through (reused run to run) */
+  bool *run_early;            /* per output: a constant copied before the steps */
+  int run_nv;                 /* the values run_slot and run_stacks hold */
+  /* run_kernel's arguments, for the node with the most inputs / outputs */
+  const kiln_tensor **k_ins;
+  kiln_tensor *k_tmp, *k_res;
+  bool *k_used;
   /* specialisation on shape-setting inputs: when some shapes depend on the
      values of small integer graph inputs (a Reshape's shape fed at run
      time), each set of values gets its own plan, compiled with those inputs
@@ -234,6 +246,22 @@ static void print_profile(kiln_cpu_plan *p) {
   p->prof = NULL;
 }
 
+/* Frees a run's working memory (run_memory), the kept view stacks too. */
+static void free_run_memory(kiln_cpu_plan *p) {
+  for (int v = 0; p->run_stacks && v < p->run_nv; v++) kiln_free(p->run_stacks[v]);
+  kiln_free(p->run_in);
+  kiln_free(p->run_slot);
+  kiln_free(p->run_stacks);
+  kiln_free(p->run_early);
+  kiln_free(p->k_ins);
+  kiln_free(p->k_tmp);
+  kiln_free(p->k_res);
+  kiln_free(p->k_used);
+  p->run_in = NULL, p->run_slot = NULL, p->run_stacks = NULL, p->run_early = NULL;
+  p->k_ins = NULL, p->k_tmp = NULL, p->k_res = NULL, p->k_used = NULL;
+  p->run_nv = 0;
+}
+
 void kiln_cpu_release(kiln_cpu_plan *p) {
   if (!p) return;
   print_profile(p);
@@ -276,6 +304,7 @@ void kiln_cpu_release(kiln_cpu_plan *p) {
   kiln_free(p->redir);
   kiln_free(p->arena);
   kiln_free(p->in_map);
+  free_run_memory(p);
   kiln_graph_free(p->orig);
   kiln_free(p->spec);
   for (int k = 0; k < KILN_CPU_VARIANTS; k++) {
@@ -1091,8 +1120,8 @@ static kiln_status stack_of_tensor(const kiln_tensor *t, kiln_views *st) {
 }
 
 /* Makes out read base's storage through st: one strided view, or (when
- * the stack is deeper) through a copy of the stack that the run owns
- * (*owned receives it; freed when the run ends). */
+ * the stack is deeper) through a copy of the stack that the plan keeps
+ * (*owned receives it; kept for the next runs, freed with the plan). */
 static kiln_status tensor_of_stack(kiln_tensor *out, const kiln_tensor *base, const kiln_views *st,
                                    kiln_views **owned) {
   const kiln_view *top = kiln_views_top(st);
@@ -1107,10 +1136,9 @@ static kiln_status tensor_of_stack(kiln_tensor *out, const kiln_tensor *base, co
     }
     return KILN_OK;
   }
-  kiln_views *h = kiln_malloc(sizeof *h);
+  kiln_views *h = *owned ? *owned : kiln_malloc(sizeof *h); /* the last run's, reused */
   if (!h) return kiln_fail(KILN_E_NOMEM, "out of memory keeping a view stack");
   *h = *st;
-  kiln_free(*owned);
   *owned = h;
   out->strided = true;
   out->stack = h;
@@ -1297,11 +1325,13 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
   const kiln_node *n = &p->g->nodes[i];
   const kiln_op_def *d = p->def[i];
   kiln_status s = KILN_OK;
-  const kiln_tensor **ins = kiln_calloc((size_t)n->n_in + 1, sizeof *ins);
-  kiln_tensor *tmp = kiln_calloc((size_t)n->n_in + 1, sizeof *tmp);
-  kiln_tensor *res = kiln_calloc((size_t)n->n_out + 1, sizeof *res);
-  bool *used = kiln_calloc((size_t)n->n_out + 1, sizeof *used);
-  if (!ins || !tmp || !res || !used) s = kiln_fail(KILN_E_NOMEM, "out of memory running a node");
+  const kiln_tensor **ins = p->k_ins; /* run_memory: sized for every node, cleared here */
+  kiln_tensor *tmp = p->k_tmp, *res = p->k_res;
+  bool *used = p->k_used;
+  memset(ins, 0, sizeof *ins * (size_t)n->n_in);
+  memset(tmp, 0, sizeof *tmp * (size_t)n->n_in);
+  memset(res, 0, sizeof *res * (size_t)n->n_out);
+  memset(used, 0, sizeof *used * (size_t)n->n_out);
   bool views_ok = d && kiln_ref_op_reads_views(d);
   for (int k = 0; k < n->n_in && !s; k++) {
     int v = n->in[k];
@@ -1328,7 +1358,7 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
     res[k].capacity = p->size[w];
     res[k].keep = k == 0 && p->inplace[i];
   }
-  if (ax && res && n->n_out > 0) {
+  if (ax && n->n_out > 0) {
     memset(&res[0], 0, sizeof res[0]);
     res[0].data = ax->data;
     res[0].capacity = ax->bytes;
@@ -1393,15 +1423,10 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
         continue;
       }
     }
-    if (res && !res[k].owns) memset(&res[k], 0, sizeof res[k]);
-    if (res) kiln_tensor_release(&res[k]);
+    if (!res[k].owns) memset(&res[k], 0, sizeof res[k]);
+    kiln_tensor_release(&res[k]);
   }
-  if (tmp)
-    for (int k = 0; k < n->n_in; k++) kiln_tensor_release(&tmp[k]);
-  kiln_free(ins);
-  kiln_free(tmp);
-  kiln_free(res);
-  kiln_free(used);
+  for (int k = 0; k < n->n_in; k++) kiln_tensor_release(&tmp[k]);
   return s;
 }
 
@@ -1722,6 +1747,33 @@ done:
   return s;
 }
 
+/* Makes a run's working memory at the plan's first run (all zero): the
+ * arrays kiln_cpu_run used to allocate per run and run_kernel per node. */
+static kiln_status run_memory(kiln_cpu_plan *p) {
+  if (p->run_slot) return KILN_OK;
+  const kiln_graph *g = p->g;
+  int max_in = 0, max_out = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].n_in > max_in) max_in = g->nodes[i].n_in;
+    if (g->nodes[i].n_out > max_out) max_out = g->nodes[i].n_out;
+  }
+  p->run_in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *p->run_in);
+  p->run_slot = kiln_calloc((size_t)g->n_values + 1, sizeof *p->run_slot);
+  p->run_stacks = kiln_calloc((size_t)g->n_values + 1, sizeof *p->run_stacks);
+  p->run_early = kiln_calloc((size_t)g->n_outputs + 1, sizeof *p->run_early);
+  p->k_ins = kiln_calloc((size_t)max_in + 1, sizeof *p->k_ins);
+  p->k_tmp = kiln_calloc((size_t)max_in + 1, sizeof *p->k_tmp);
+  p->k_res = kiln_calloc((size_t)max_out + 1, sizeof *p->k_res);
+  p->k_used = kiln_calloc((size_t)max_out + 1, sizeof *p->k_used);
+  if (!p->run_in || !p->run_slot || !p->run_stacks || !p->run_early || !p->k_ins || !p->k_tmp || !p->k_res ||
+      !p->k_used) {
+    free_run_memory(p);
+    return kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
+  }
+  p->run_nv = g->n_values;
+  return KILN_OK;
+}
+
 kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound, kiln_tensor *outs) {
   kiln_status s = KILN_OK;
   /* observers (ir/observe.h): observe-all and histograms run a plan of
@@ -1744,14 +1796,11 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   }
   double t_run = p->prof ? kiln_cpu_prof_now(p->prof) : 0;
   kiln_graph *g = p->g;
-  const kiln_tensor **in = kiln_calloc((size_t)g->n_inputs + 1, sizeof *in);
-  kiln_tensor *slot = kiln_calloc((size_t)g->n_values + 1, sizeof *slot);
-  bool *early = NULL; /* per output: a constant copied before the steps */
-  kiln_views **stacks = kiln_calloc((size_t)g->n_values + 1, sizeof *stacks);
-  if (!in || !slot || !stacks) {
-    s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
-    goto done;
-  }
+  if ((s = run_memory(p))) return s;
+  const kiln_tensor **in = p->run_in;
+  kiln_tensor *slot = p->run_slot; /* zero: the last run cleared it */
+  bool *early = p->run_early;      /* per output: a constant copied before the steps */
+  kiln_views **stacks = p->run_stacks;
   if (!p->in_map) { /* graph inputs by name: a specialised plan has fewer */
     if (!(p->in_map = kiln_calloc((size_t)g->n_inputs + 1, sizeof *p->in_map))) {
       s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
@@ -1778,10 +1827,6 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   if ((s = bind_inputs(p, in))) goto done;
   if ((s = bind_specs(p))) goto done;
   if ((s = bind_outputs(p, outs, in))) goto done;
-  if (!(early = kiln_calloc((size_t)g->n_outputs + 1, sizeof *early))) {
-    s = kiln_fail(KILN_E_NOMEM, "out of memory starting a run");
-    goto done;
-  }
   if ((s = copy_constants_early(p, outs, in, early))) goto done;
   p->run_obs = NULL;
   if (obs && !(s = kiln_cpu_obs_bind(&p->ostate, obs, g, p->sh, p->vals, p->nsym, p->sched, p->tile))) {
@@ -1857,15 +1902,9 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   }
 done:
   p->run_obs = NULL;
-  if (slot)
-    for (int v = 0; v < g->n_values; v++)
-      if (slot[v].owns) kiln_tensor_release(&slot[v]);
-  kiln_free(slot);
-  kiln_free(in);
-  kiln_free(early);
-  if (stacks)
-    for (int v = 0; v < g->n_values; v++) kiln_free(stacks[v]);
-  kiln_free(stacks);
+  for (int v = 0; v < g->n_values; v++)
+    if (slot[v].owns) kiln_tensor_release(&slot[v]);
+  memset(slot, 0, sizeof *slot * (size_t)g->n_values); /* for the next run; the stacks are kept */
   return s;
 }
 

@@ -33,6 +33,7 @@ typedef struct tacc {
   float pad;         /* masked elements read this */
   bool row;          /* R_STRIDED, float32: one run of stride 1 broadcast along every other dim (a bias row) */
   kiln_tensor copy;  /* a dense copy when the composition did not fit a stack */
+  bool plain;        /* bound to a dense tensor (no view of its own): map is the accessor's, base the tensor's data */
 } tacc;
 
 typedef struct texpr {
@@ -80,6 +81,12 @@ struct kiln_tile_prog {
   int n_seq;
   int n_cols;           /* column groups found by the binding */
   int64_t numel;
+  /* what the last bind's analysis (uniform expressions, Gelu chains, runs,
+     tile buffers) was made for: the spec's binding, the switches; valid
+     while the accessors' kinds stay the same (kiln_tile_bind) */
+  bool an_valid;
+  uint64_t an_gen;
+  bool an_gelu, an_seq;
 };
 
 static bool gelu_on = true, seq_on = true, cols_on = true;
@@ -103,7 +110,10 @@ static kiln_status decline(char *why, size_t size, const char *fmt, const char *
 
 void kiln_tile_unbind(kiln_tile_prog *tp) {
   if (!tp) return;
-  for (int a = 0; tp->acc && a < tp->n_acc; a++) kiln_tensor_release(&tp->acc[a].copy);
+  for (int a = 0; tp->acc && a < tp->n_acc; a++) {
+    kiln_tensor_release(&tp->acc[a].copy);
+    tp->acc[a].plain = false;
+  }
   tp->bound = false;
 }
 
@@ -277,8 +287,10 @@ static kiln_status bind_access(kiln_tile_prog *tp, int a, const kiln_tensor *t, 
   if (s) return s;
   r->base = t->data;
   r->pad = (float)x->pad;
+  r->plain = false;
   if (kiln_views_contiguous(&lower)) {
     r->map = x->map;
+    r->plain = !t->strided && !t->stack;
   } else if (!compose(&lower, &x->map, &r->map)) { /* too deep: read a dense copy */
     if ((s = kiln_tensor_copy(&r->copy, t))) return s;
     if (materialized) (*materialized)++;
@@ -519,15 +531,43 @@ static void find_cols(kiln_tile_prog *tp, const int *last) {
   }
 }
 
+/* Binding again at the same spec binding (a plan's next run): an accessor
+ * bound to a dense tensor before and now only takes the new data (its map
+ * and kind are the spec's, as they were); the analysis below depends on
+ * nothing but the accessors' kinds, the spec's binding and the switches,
+ * so it is kept when none of them changed. */
 kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *materialized) {
   const kiln_fuse_spec *sp = tp->sp;
-  kiln_tile_unbind(tp);
+  bool same = tp->an_valid && tp->an_gen == sp->bind_gen && tp->an_gelu == gelu_on && tp->an_seq == seq_on;
+  for (int a = 0; a < tp->n_acc; a++) /* kiln_tile_unbind, keeping what a plain accessor had */
+    if (tp->acc[a].copy.data) {
+      kiln_tensor_release(&tp->acc[a].copy);
+      tp->acc[a].plain = false;
+    }
+  tp->bound = false;
   if (!sp->bound) return kiln_fail(KILN_E_INTERNAL, "tile: the spec is not bound");
   tp->numel = sp->numel;
   for (int a = 0; a < tp->n_acc; a++) {
-    kiln_status s = bind_access(tp, a, &vals[sp->access[a].value], materialized);
-    if (s) return s;
+    const kiln_fuse_access *x = &sp->access[a];
+    const kiln_tensor *t = &vals[x->value];
+    tacc *r = &tp->acc[a];
+    if (same && r->plain && !t->strided && !t->stack && t->data && t->dtype == r->dtype && t->numel == x->numel) {
+      r->base = t->data;
+      continue;
+    }
+    int kind = r->kind;
+    kiln_status s = bind_access(tp, a, t, materialized);
+    if (s) {
+      tp->an_valid = false;
+      return s;
+    }
+    same = same && r->kind == kind;
   }
+  if (same) {
+    tp->bound = true;
+    return KILN_OK;
+  }
+  tp->an_valid = false;
   /* uniform expressions: computed once per call into their own buffer */
   int n = tp->n_expr;
   for (int i = 0; i < n; i++) {
@@ -599,6 +639,9 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
   for (int k = 0; k < tp->n_store; k++) out_bytes += sp->numel * (int64_t)kiln_dtype_size(tp->store_dt[k]);
   tp->stream = out_bytes >= ((int64_t)16 << 20); /* beyond the caches anyway */
   tp->bound = true;
+  tp->an_valid = true;
+  tp->an_gen = sp->bind_gen;
+  tp->an_gelu = gelu_on, tp->an_seq = seq_on;
   return KILN_OK;
 }
 

@@ -137,6 +137,7 @@ static kiln_status bind_access(const kiln_fuse_spec *sp, kiln_fuse_access *a, co
 
 kiln_status kiln_fuse_spec_bind(kiln_fuse_spec *sp, const int64_t *vals, int n_vals) {
   sp->bound = false;
+  sp->bind_gen++;
   kiln_status s = eval_dims(sp, sp->rank, sp->dims, vals, n_vals, sp->shape);
   if (s) return s;
   sp->numel = sp->red_numel = 1;

@@ -165,6 +165,7 @@ typedef struct kiln_fuse_spec {
   int opaque;      /* KILN_FUSE_G_OPAQUE: the node */
   /* concrete sizes, valid when bound */
   bool bound;
+  uint64_t bind_gen; /* counts kiln_fuse_spec_bind calls: a binding's maps stay as they are until it changes */
   int64_t shape[KILN_MAX_RANK];
   int64_t red_shape[KILN_MAX_RANK]; /* shape with the reduced axes at 1 */
   int64_t numel, red_numel;
