@@ -86,7 +86,7 @@ struct kiln_tile_prog {
      while the accessors' kinds stay the same (kiln_tile_bind) */
   bool an_valid;
   uint64_t an_gen;
-  bool an_gelu, an_seq;
+  bool an_gelu, an_seq, an_cols;
 };
 
 static bool gelu_on = true, seq_on = true, cols_on = true;
@@ -538,7 +538,8 @@ static void find_cols(kiln_tile_prog *tp, const int *last) {
  * so it is kept when none of them changed. */
 kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *materialized) {
   const kiln_fuse_spec *sp = tp->sp;
-  bool same = tp->an_valid && tp->an_gen == sp->bind_gen && tp->an_gelu == gelu_on && tp->an_seq == seq_on;
+  bool same = tp->an_valid && tp->an_gen == sp->bind_gen && tp->an_gelu == gelu_on && tp->an_seq == seq_on &&
+              tp->an_cols == cols_on;
   for (int a = 0; a < tp->n_acc; a++) /* kiln_tile_unbind, keeping what a plain accessor had */
     if (tp->acc[a].copy.data) {
       kiln_tensor_release(&tp->acc[a].copy);
@@ -563,6 +564,13 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
     }
     same = same && r->kind == kind;
   }
+  /* a column group was found on this binding's storage: its four loads
+     must still read one layout (two inputs the host gave the same memory
+     last run may differ now) */
+  for (int i = 0; same && tp->n_cols > 0 && i < tp->n_expr; i++)
+    if (tp->e[i].cols[0] >= 0)
+      for (int c = 0; c < 4 && same; c++)
+        same = tp->e[i].cols[c] == tp->e[i].cols[0] || col_of(tp, tp->e[i].cols[0], tp->e[i].cols[c], c);
   if (same) {
     tp->bound = true;
     return KILN_OK;
@@ -641,7 +649,7 @@ kiln_status kiln_tile_bind(kiln_tile_prog *tp, const kiln_tensor *vals, long *ma
   tp->bound = true;
   tp->an_valid = true;
   tp->an_gen = sp->bind_gen;
-  tp->an_gelu = gelu_on, tp->an_seq = seq_on;
+  tp->an_gelu = gelu_on, tp->an_seq = seq_on, tp->an_cols = cols_on;
   return KILN_OK;
 }
 
