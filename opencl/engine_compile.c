@@ -873,10 +873,8 @@ fail:
 void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   (void)p;
   if (!v) return;
-  /* finished before the buffers go, and before the host bytes under them do
-     (the ops' im2col workspace too: opencl/ops.c ws_buffer) */
-  if (p && p->slot && p->slot->ctx && (v->n_kern || v->n_steps || v->arena || v->host_weights))
-    clFinish(p->slot->ctx->queue);
+  /* finished before the buffers go, and before the host bytes under them do */
+  if (p && p->slot && p->slot->ctx && (v->n_kern || v->arena || v->host_weights)) clFinish(p->slot->ctx->queue);
   for (int k = 0; k < v->n_steps; k++) kiln_cl_op_free(v->steps[k].op);
   kiln_free(v->steps);
   for (int k = 0; v->kern && k < v->n_kern; k++) kiln_cl_kernel_free(&v->kern[k]);

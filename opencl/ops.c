@@ -418,54 +418,15 @@ static kiln_status blas_warm(kiln_cl_context *c, unsigned need, const kiln_cl_op
 /* ---- the per-context workspace (im2col columns) ---- */
 
 static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
-typedef struct ws_block {
-  void *host;
-  struct ws_block *next;
-} ws_block;
 static struct {
   cl_context ctx;
   cl_mem mem;
   size_t size;
   int users;
-  void *host;        /* mem's host block (a CPU device), or NULL */
-  ws_block *retired; /* the host blocks of smaller workspaces it replaced */
 } ws[WARM_MAX];
 
-/* The workspace's buffer: on a CPU device over a page-aligned block of
- * kiln's allocator (*host; read-write CL_MEM_USE_HOST_PTR, as the variant's
- * arena: engine_compile.c rw_buffer), so that rusticl/llvmpipe neither
- * allocates nor clears it at bind (small_cnn's 1.2 MB of im2col columns:
- * 0.5 ms of a 7 ms warm init). The block is freed with the workspace, when
- * its last user is released (its variant finished its queue first); the
- * block of a smaller workspace it replaced waits for the same moment, as
- * queued work may still read it. Not a destructor callback: rusticl calls
- * those from its queue thread, after a host may have unloaded kiln (a
- * crash at kiln-run's exit). The im2col kernel writes the columns before
- * the GEMM reads them: nothing read the zeros (PoCL never cleared).
- * Elsewhere, KILN_CL_HOST_ARENA=0 or a driver that refuses: the driver's
- * allocation (*host NULL). */
-static kiln_status ws_buffer(kiln_cl_context *ctx, size_t bytes, kiln_cl_buffer *b, void **host) {
-  const char *e = getenv("KILN_CL_HOST_ARENA");
-  cl_device_type type = 0;
-  *host = NULL;
-  if (!(e && !strcmp(e, "0")) && !clGetDeviceInfo(ctx->device, CL_DEVICE_TYPE, sizeof type, &type, NULL) &&
-      (type & CL_DEVICE_TYPE_CPU)) {
-    enum { PAGE = 4096 };
-    *host = kiln_malloc(bytes + PAGE);
-    if (!*host) return kiln_fail(KILN_E_NOMEM, "out of host memory for a workspace of %zu bytes", bytes);
-    void *at = (void *)(((uintptr_t)*host + PAGE - 1) & ~(uintptr_t)(PAGE - 1));
-    if (!kiln_cl_buffer_rw_over_host(ctx, at, bytes, b)) return KILN_OK;
-    kiln_free(*host);
-    *host = NULL;
-    kiln_log(KILN_LOG_INFO, "opencl: workspace not in host memory (%s): allocated by the driver", kiln_last_error());
-    kiln_error_clear();
-  }
-  return kiln_cl_buffer_create(ctx, bytes, b);
-}
-
 /* Takes a reference on ctx's workspace, grown to at least bytes (an old,
- * smaller buffer is released: OpenCL keeps it until queued work is done;
- * its host block is kept until the workspace's last user goes). */
+ * smaller buffer is released: OpenCL keeps it until queued work is done). */
 static kiln_status ws_acquire(kiln_cl_context *ctx, size_t bytes, kiln_cl_op *op) {
   pthread_mutex_lock(&ws_lock);
   int slot = -1, free_slot = -1;
@@ -482,22 +443,12 @@ static kiln_status ws_acquire(kiln_cl_context *ctx, size_t bytes, kiln_cl_op *op
   }
   if (!s && ws[slot].size < bytes) {
     kiln_cl_buffer b;
-    void *host = NULL;
-    ws_block *old = ws[slot].host ? kiln_malloc(sizeof *old) : NULL;
-    if (ws[slot].host && !old) s = kiln_fail(KILN_E_NOMEM, "out of host memory for a workspace");
-    if (!s) s = ws_buffer(ctx, bytes, &b, &host);
+    s = kiln_cl_buffer_create(ctx, bytes, &b);
     if (!s) {
       if (ws[slot].mem) clReleaseMemObject(ws[slot].mem);
-      if (old) {
-        *old = (ws_block){ws[slot].host, ws[slot].retired};
-        ws[slot].retired = old;
-        old = NULL;
-      }
       ws[slot].mem = b.mem;
       ws[slot].size = bytes;
-      ws[slot].host = host;
     }
-    kiln_free(old);
   }
   if (!s) {
     ws[slot].users++;
@@ -524,12 +475,6 @@ static void ws_release(kiln_cl_op *op) {
   for (int i = 0; i < WARM_MAX; i++)
     if (ws[i].ctx == op->ws_ctx && --ws[i].users == 0) {
       if (ws[i].mem) clReleaseMemObject(ws[i].mem);
-      kiln_free(ws[i].host); /* after its buffer; every user's queue finished */
-      for (ws_block *r = ws[i].retired, *next; r; r = next) {
-        next = r->next;
-        kiln_free(r->host);
-        kiln_free(r);
-      }
       memset(&ws[i], 0, sizeof ws[i]);
     }
   pthread_mutex_unlock(&ws_lock);
