@@ -156,7 +156,7 @@ void kiln_cl_import_store(kiln_cl_import *imp, const kiln_graph *g, double impor
   if (!imp->keyed || imp->hit || imp->storing) return;
   const char *set = setting();
   double parse = import_ms - imp->key_ms; /* import_ms counts the lookup too */
-  if (!(set && !strcmp(set, "1")) && !(parse >= 2.0 && parse >= 2 * imp->key_ms)) return;
+  if (!(set && !strcmp(set, "1")) && !(parse >= KILN_CL_RECORD_MIN_MS && parse >= 2 * imp->key_ms)) return;
   imp->g = g;
   if (pthread_create(&imp->th, NULL, store_main, imp)) store(imp);
   else imp->storing = true;

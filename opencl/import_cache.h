@@ -60,12 +60,12 @@ bool kiln_cl_import_lookup(const void *model, size_t size, uint32_t n, const kil
 
 /* After a miss and a successful init: stores g (the graph as imported, its
  * weights included) under imp's key when the parse took (import_ms, less
- * the key) >= 2 ms and more than twice the key (KILN_CL_IMPORT_CACHE=1:
- * always), on a thread of its own — packing and writing 27-51 MB took
- * 40-270 ms, which the init does not wait for — that reads g until it is
- * joined (kiln_cl_import_release, before g is freed); synchronously where
- * no thread can be started. Quiet on failure (an unwritable cache warns
- * once, opencl/cache). */
+ * the key) >= KILN_CL_RECORD_MIN_MS (0.5 ms) and more than twice the key
+ * (KILN_CL_IMPORT_CACHE=1: always), on a thread of its own — packing and
+ * writing 27-51 MB took 40-270 ms, which the init does not wait for — that
+ * reads g until it is joined (kiln_cl_import_release, before g is freed);
+ * synchronously where no thread can be started. Quiet on failure (an
+ * unwritable cache warns once, opencl/cache). */
 void kiln_cl_import_store(kiln_cl_import *imp, const kiln_graph *g, double import_ms);
 
 /* Joins a store in progress and releases the mapping: after the graph that
