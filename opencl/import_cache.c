@@ -1,7 +1,7 @@
 /* opencl/import_cache: the imported graph's record — a 64-byte head (a tag,
  * the rewritten graph's key) and the graph as opencl/graph_cache packs it,
- * every tensor's bytes at a 64-byte offset (read in place from the
- * mapping). */
+ * every tensor's bytes at a 64-byte offset of the payload (read in place
+ * from the mapping, 16-byte aligned there: see HEAD). */
 #include "opencl/import_cache.h"
 
 #include <stdlib.h>
@@ -13,7 +13,9 @@
 #include "opencl/graph_cache.h"
 
 #define HEAD_TAG "KILNIMP1"
-#define HEAD 64 /* a multiple of graph_cache's data alignment: the tensors stay aligned */
+#define HEAD 64 /* a multiple of graph_cache's data alignment, so each tensor keeps its 64-byte offset in the payload;
+                   the payload starts 48 bytes into the mapped file (opencl/cache's header), so in memory the
+                   tensors are 16-byte aligned: what reading them in place needs (over_host, engine_compile.c) */
 
 static void key_u64(kiln_cl_key *k, uint64_t v) {
   unsigned char b[8];
