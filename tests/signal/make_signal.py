@@ -238,6 +238,21 @@ def main():
     mel_case("melweightmatrix_double", 10, 64, 16000, 20.0, 8000.0, out=F64)
     mel_case("melweightmatrix_int32_out", 6, 31, 8000, 100.0, 3900.0, it=I32, out=I32)
     mel_case("melweightmatrix_f16_out", 12, 128, 22050, 0.0, 11025.0, out=F16)
+    rng2 = np.random.default_rng(20261127)  # the cases added later: the earlier ones keep their data
+    # onesided with the input kind the operator text leaves out (the ONNX
+    # reference evaluator accepts it: bins 0 .. L/2 of the full complex
+    # transform; irfft of a real spectrum), even and odd L, dft_length
+    dft_case(rng2, "dft_rfft_complex_input", (2, 9, 2), onesided=1)
+    dft_case(rng2, "dft_rfft_complex_input_pad", (2, 9, 3, 2), onesided=1, length=12, length_as="input")
+    dft_case(rng2, "dft_irfft_real_input", (2, 5, 1), inverse=1, onesided=1)
+    dft_case(rng2, "dft_irfft_real_input_odd_length", (3, 6, 1), inverse=1, onesided=1, length=9)
+    dft_case(rng2, "dft_irfft_even_length_input", (2, 4, 3, 2), inverse=1, onesided=1, length=10, length_as="input")
+    dft_case(rng2, "dft_irfft_cut", (2, 9, 2), inverse=1, onesided=1, length=6)
+    # the FFT paths: radix-2 (power-of-two lengths), Bluestein (others)
+    dft_case(rng2, "dft_fft_pow2_inverse", (2, 256, 2), inverse=1)
+    dft_case(rng2, "dft_fft_pow2_pad_f64", (3, 100, 1), t=F64, length=2048)
+    dft_case(rng2, "dft_fft_bluestein_prime", (1, 4099, 1), onesided=1)
+    dft_case(rng2, "dft_fft_bluestein_irfft", (2, 40, 2), inverse=1, onesided=1, length=77)
     X = np.array([[1, 4, 2, 7, 4, 2, 7, 9, 1, 4], [7, 9, 7, 9, 1, 4, 2, 2, 4, 2]])
     counts, pool = [0, 4, 10], [1, 2, 4, 7, 4, 2, 7, 9, 2, 2, 4, 2, 7, 1, 4, 2]
     tfidf_case("tfidf_idf_weights_3grams", X, I64, "IDF", 1, 3, 2, counts, list(range(9)), pool,
