@@ -1123,6 +1123,31 @@ static void test_cols(void) {
   kiln_graph_free(g);
 }
 
+/* One bind of tp on vals, checked: the oracle evaluates the spec on its own
+ * wrap of the same inputs and every store must match it. Releases vals and
+ * oracle (arrays from wrap_values). */
+static void check_bind(const char *what, const kiln_graph *g, const kiln_fuse_spec *sp, kiln_tile_prog *tp,
+                       kiln_tensor *vals, kiln_tensor *oracle) {
+  kiln_tensor res[64];
+  memset(res, 0, sizeof res);
+  kiln_status st = kiln_fuse_eval_spec(sp, oracle, &hooks);
+  CHECK(!st, "%s: oracle: %s", what, st ? kiln_last_error() : "");
+  kiln_status ts = st ? st : run_tile(sp, tp, vals, res, 0, kiln_vm_isa_active());
+  CHECK(!ts, "%s: %s", what, ts ? kiln_last_error() : "");
+  for (int j = 0; j < sp->n_store && !ts; j++) {
+    char msg[400];
+    int ok = tu_compare(&res[j], &oracle[sp->store[j].value], RTOL, ATOL, msg, sizeof msg, NULL, NULL);
+    CHECK(ok, "%s: store '%s': %s", what, g->values[sp->store[j].value].name, msg);
+  }
+  for (int j = 0; j < 64; j++) kiln_tensor_release(&res[j]);
+  for (int v = 0; v < g->n_values; v++) {
+    kiln_tensor_release(&oracle[v]);
+    kiln_tensor_release(&vals[v]);
+  }
+  free(oracle);
+  free(vals);
+}
+
 /* One program bound again and again, as a plan's runs bind it: new data
  * at the same layout (only the pointers change), a strided view in its
  * place (the accessor's kind changes), back to dense, and the spec bound
@@ -1164,24 +1189,9 @@ static void test_rebind(void) {
       int64_t strides[2] = {1, rows};
       kiln_tensor_view(&vals[x], &xt, 2, (const int64_t[]){rows, cols}, strides, 0);
     }
-    kiln_tensor res[64];
-    memset(res, 0, sizeof res);
-    st = kiln_fuse_eval_spec(sp, oracle, &hooks);
-    CHECK(!st, "rebind %zu: oracle: %s", k, st ? kiln_last_error() : "");
-    kiln_status ts = st ? st : run_tile(sp, tp, vals, res, 0, kiln_vm_isa_active());
-    CHECK(!ts, "rebind %zu (input set %d): %s", k, order[k], ts ? kiln_last_error() : "");
-    for (int j = 0; j < sp->n_store && !ts; j++) {
-      char msg[400];
-      int ok = tu_compare(&res[j], &oracle[sp->store[j].value], RTOL, ATOL, msg, sizeof msg, NULL, NULL);
-      CHECK(ok, "rebind %zu (input set %d): store '%s': %s", k, order[k], g->values[sp->store[j].value].name, msg);
-    }
-    for (int j = 0; j < 64; j++) kiln_tensor_release(&res[j]);
-    for (int v = 0; v < g->n_values; v++) {
-      kiln_tensor_release(&oracle[v]);
-      kiln_tensor_release(&vals[v]);
-    }
-    free(oracle);
-    free(vals);
+    char what[64];
+    snprintf(what, sizeof what, "rebind %zu (input set %d)", k, order[k]);
+    check_bind(what, g, sp, tp, vals, oracle);
   }
   kiln_tensor_release(&xt);
   for (int k = 0; k < 3; k++) free_tensors(ins[k], g->n_inputs);
@@ -1235,27 +1245,12 @@ static void test_cols_rebind(void) {
     if (pass != 1) vals[vb].data = vals[va].data; /* b given a's memory */
     kiln_tensor *oracle = wrap_values(g, ins);
     if (pass != 1) oracle[vb].data = oracle[va].data;
-    kiln_tensor res[64];
-    memset(res, 0, sizeof res);
-    st = kiln_fuse_eval_spec(sp, oracle, &hooks);
-    CHECK(!st, "cols rebind %d: oracle: %s", pass, st ? kiln_last_error() : "");
-    kiln_status ts = st ? st : run_tile(sp, tp, vals, res, 0, kiln_vm_isa_active());
-    CHECK(!ts, "cols rebind %d: %s", pass, ts ? kiln_last_error() : "");
-    int groups = kiln_tile_col_groups(tp);
+    char what[32];
+    snprintf(what, sizeof what, "cols rebind %d", pass);
+    check_bind(what, g, sp, tp, vals, oracle);
+    int groups = kiln_tile_col_groups(tp); /* the bind's analysis, kept after the run */
     if (pass < 2) /* the third bind may keep the second's analysis (no group): the same results */
       CHECK(groups == (pass == 0), "cols rebind %d: %d group(s)", pass, groups);
-    for (int j = 0; j < sp->n_store && !ts; j++) {
-      char msg[400];
-      int ok = tu_compare(&res[j], &oracle[sp->store[j].value], RTOL, ATOL, msg, sizeof msg, NULL, NULL);
-      CHECK(ok, "cols rebind %d: store '%s': %s", pass, g->values[sp->store[j].value].name, msg);
-    }
-    for (int j = 0; j < 64; j++) kiln_tensor_release(&res[j]);
-    for (int v = 0; v < g->n_values; v++) {
-      kiln_tensor_release(&oracle[v]);
-      kiln_tensor_release(&vals[v]);
-    }
-    free(oracle);
-    free(vals);
   }
   free_tensors(ins, g->n_inputs);
   kiln_tile_free(tp);
