@@ -979,63 +979,69 @@ static kiln_graph *seq_graph(bool leak) {
   return g;
 }
 
-/* The chain through the oracle (check_graph), then its tile step with the
- * runs found (three: Mul Add | Sigmoid Mul | Tanh Clip Add Relu, two heavy
- * ops never in one run) against the same program with none, bit for bit,
- * under each ISA and split into odd ranges. */
+/* g through the oracle (check_graph), then its one tile step run with a
+ * switch on (found: count() == expect) and off (count() == 0), bit for
+ * bit, under each ISA, over the whole domain and in odd ranges. Frees g. */
+static void check_switch(const char *what, kiln_graph *g, void (*enable)(bool),
+                         int (*count)(const kiln_tile_prog *), int expect) {
+  CHECK(check_graph(what, g, 1) == 1, "%s: one tile step", what);
+  kiln_shapes *sh = NULL;
+  kiln_fuse_ctx *c = NULL;
+  kiln_schedule *s = NULL;
+  kiln_fuse_plan *fp = NULL;
+  kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
+  CHECK(!st, "%s: fusing", what);
+  kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
+  kiln_tensor *vals = wrap_values(g, ins);
+  int steps = 0;
+  for (int i = 0; !st && i < s->n_steps; i++) {
+    kiln_fuse_spec *sp = fp->spec[i];
+    kiln_tile_prog *tp = NULL;
+    char why[200];
+    if (!sp || kiln_fuse_spec_bind(sp, NULL, 0) || kiln_tile_compile(sp, &tp, why, sizeof why)) continue;
+    steps++;
+    kiln_tensor one[64], each[64];
+    memset(one, 0, sizeof one), memset(each, 0, sizeof each);
+    for (int isa = 0; isa < KILN_VM_NISA; isa++) {
+      if (isa == KILN_VM_ISA_AVX2 && !kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2)) continue;
+      const int64_t chunks[] = {0, 7, 99, KILN_TILE_N + 3};
+      for (size_t ch = 0; ch < sizeof chunks / sizeof *chunks; ch++) {
+        kiln_status a = run_tile(sp, tp, vals, one, chunks[ch], (kiln_vm_isa)isa);
+        int found = count(tp);
+        enable(false);
+        kiln_status b = a ? a : run_tile(sp, tp, vals, each, chunks[ch], (kiln_vm_isa)isa);
+        int none = count(tp);
+        enable(true);
+        CHECK(!a && !b, "%s: running (%s)", what, a || b ? kiln_last_error() : "");
+        CHECK(found == expect && none == 0, "%s: %d found (%d when off, %d expected)", what, found, none, expect);
+        for (int k = 0; k < sp->n_store && !a && !b; k++)
+          CHECK(!memcmp(one[k].data, each[k].data, kiln_tensor_bytes(&each[k])),
+                "%s: store %d (%s, chunk %lld): the bits differ from the program's without them", what, k,
+                kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch]);
+      }
+    }
+    for (int k = 0; k < 64; k++) kiln_tensor_release(&one[k]), kiln_tensor_release(&each[k]);
+    kiln_tile_free(tp);
+  }
+  CHECK(steps == 1, "%s: %d tile step(s)", what, steps);
+  for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
+  free(vals);
+  free_tensors(ins, g->n_inputs);
+  kiln_fuse_plan_free(fp);
+  kiln_schedule_free(s);
+  kiln_fuse_ctx_free(c);
+  kiln_shapes_free(sh);
+  kiln_graph_free(g);
+}
+
+/* The chain with its runs found (three: Mul Add | Sigmoid Mul | Tanh Clip
+ * Add Relu, two heavy ops never in one run) against the same program with
+ * none. */
 static void test_seq(void) {
   for (int leak = 0; leak < 2; leak++) {
     char what[64];
     snprintf(what, sizeof what, "linear runs%s", leak ? " (a stored value inside)" : "");
-    kiln_graph *g = seq_graph(leak);
-    CHECK(check_graph(what, g, 1) == 1, "%s: one tile step", what);
-    kiln_shapes *sh = NULL;
-    kiln_fuse_ctx *c = NULL;
-    kiln_schedule *s = NULL;
-    kiln_fuse_plan *fp = NULL;
-    kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
-    CHECK(!st, "%s: fusing", what);
-    kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
-    kiln_tensor *vals = wrap_values(g, ins);
-    int steps = 0;
-    for (int i = 0; !st && i < s->n_steps; i++) {
-      kiln_fuse_spec *sp = fp->spec[i];
-      kiln_tile_prog *tp = NULL;
-      char why[200];
-      if (!sp || kiln_fuse_spec_bind(sp, NULL, 0) || kiln_tile_compile(sp, &tp, why, sizeof why)) continue;
-      steps++;
-      kiln_tensor one[64], each[64];
-      memset(one, 0, sizeof one), memset(each, 0, sizeof each);
-      for (int isa = 0; isa < KILN_VM_NISA; isa++) {
-        if (isa == KILN_VM_ISA_AVX2 && !kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2)) continue;
-        const int64_t chunks[] = {0, 7, KILN_TILE_N + 3};
-        for (size_t ch = 0; ch < sizeof chunks / sizeof *chunks; ch++) {
-          kiln_status a = run_tile(sp, tp, vals, one, chunks[ch], (kiln_vm_isa)isa);
-          int found = kiln_tile_seq_runs(tp);
-          kiln_tile_seq_enable(false);
-          kiln_status b = a ? a : run_tile(sp, tp, vals, each, chunks[ch], (kiln_vm_isa)isa);
-          int none = kiln_tile_seq_runs(tp);
-          kiln_tile_seq_enable(true);
-          CHECK(!a && !b, "%s: running (%s)", what, a || b ? kiln_last_error() : "");
-          CHECK(found == 3 && none == 0, "%s: %d run(s) found (%d when off)", what, found, none);
-          for (int k = 0; k < sp->n_store && !a && !b; k++)
-            CHECK(!memcmp(one[k].data, each[k].data, kiln_tensor_bytes(&each[k])),
-                  "%s: store %d (%s, chunk %lld): the runs' bits differ from their ops'", what, k,
-                  kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch]);
-        }
-      }
-      for (int k = 0; k < 64; k++) kiln_tensor_release(&one[k]), kiln_tensor_release(&each[k]);
-      kiln_tile_free(tp);
-    }
-    CHECK(steps == 1, "%s: %d tile step(s)", what, steps);
-    for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
-    free(vals);
-    free_tensors(ins, g->n_inputs);
-    kiln_fuse_plan_free(fp);
-    kiln_schedule_free(s);
-    kiln_fuse_ctx_free(c);
-    kiln_shapes_free(sh);
-    kiln_graph_free(g);
+    check_switch(what, seq_graph(leak), kiln_tile_seq_enable, kiln_tile_seq_runs, 3);
   }
 }
 
@@ -1070,57 +1076,9 @@ static kiln_graph *cols_graph(void) {
   return g;
 }
 
+/* The group found (one) against the four column loads. */
 static void test_cols(void) {
-  const char *what = "column groups";
-  kiln_graph *g = cols_graph();
-  CHECK(check_graph(what, g, 1) == 1, "%s: one tile step", what);
-  kiln_shapes *sh = NULL;
-  kiln_fuse_ctx *c = NULL;
-  kiln_schedule *s = NULL;
-  kiln_fuse_plan *fp = NULL;
-  kiln_status st = fuse_graph(g, &sh, &c, &s, &fp);
-  CHECK(!st, "%s: fusing", what);
-  kiln_tensor *ins = st ? NULL : random_inputs(g, 1);
-  kiln_tensor *vals = wrap_values(g, ins);
-  int steps = 0;
-  for (int i = 0; !st && i < s->n_steps; i++) {
-    kiln_fuse_spec *sp = fp->spec[i];
-    kiln_tile_prog *tp = NULL;
-    char why[200];
-    if (!sp || kiln_fuse_spec_bind(sp, NULL, 0) || kiln_tile_compile(sp, &tp, why, sizeof why)) continue;
-    steps++;
-    kiln_tensor one[64], each[64];
-    memset(one, 0, sizeof one), memset(each, 0, sizeof each);
-    for (int isa = 0; isa < KILN_VM_NISA; isa++) {
-      if (isa == KILN_VM_ISA_AVX2 && !kiln_vm_kernel(KILN_VM_EXP, KILN_VM_ISA_AVX2)) continue;
-      const int64_t chunks[] = {0, 7, 99, KILN_TILE_N + 3};
-      for (size_t ch = 0; ch < sizeof chunks / sizeof *chunks; ch++) {
-        kiln_status a = run_tile(sp, tp, vals, one, chunks[ch], (kiln_vm_isa)isa);
-        int found = kiln_tile_col_groups(tp);
-        kiln_tile_cols_enable(false);
-        kiln_status b = a ? a : run_tile(sp, tp, vals, each, chunks[ch], (kiln_vm_isa)isa);
-        int none = kiln_tile_col_groups(tp);
-        kiln_tile_cols_enable(true);
-        CHECK(!a && !b, "%s: running (%s)", what, a || b ? kiln_last_error() : "");
-        CHECK(found == 1 && none == 0, "%s: %d group(s) found (%d when off)", what, found, none);
-        for (int k = 0; k < sp->n_store && !a && !b; k++)
-          CHECK(!memcmp(one[k].data, each[k].data, kiln_tensor_bytes(&each[k])),
-                "%s: store %d (%s, chunk %lld): the group's bits differ from the column loads'", what, k,
-                kiln_vm_isa_name((kiln_vm_isa)isa), (long long)chunks[ch]);
-      }
-    }
-    for (int k = 0; k < 64; k++) kiln_tensor_release(&one[k]), kiln_tensor_release(&each[k]);
-    kiln_tile_free(tp);
-  }
-  CHECK(steps == 1, "%s: %d tile step(s)", what, steps);
-  for (int v = 0; v < g->n_values; v++) kiln_tensor_release(&vals[v]);
-  free(vals);
-  free_tensors(ins, g->n_inputs);
-  kiln_fuse_plan_free(fp);
-  kiln_schedule_free(s);
-  kiln_fuse_ctx_free(c);
-  kiln_shapes_free(sh);
-  kiln_graph_free(g);
+  check_switch("column groups", cols_graph(), kiln_tile_cols_enable, kiln_tile_col_groups, 1);
 }
 
 /* One bind of tp on vals, checked: the oracle evaluates the spec on its own
