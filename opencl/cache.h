@@ -39,9 +39,18 @@ kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, s
 /* FNV-1a 64. */
 uint64_t kiln_cl_fnv1a64(const void *p, size_t n);
 /* A fast non-cryptographic 64-bit hash (4 multiply-rotate lanes over 8-byte
- * words, several GB/s): the entries' payload checksum and the bulk part of
- * graph keys. */
+ * words, several GB/s): the chunk hash of kiln_cl_digest64 and the bulk part
+ * of graph keys. */
 uint64_t kiln_cl_hash64(const void *p, size_t n);
+/* The bulk digest: kiln_cl_hash64 for up to 4 MiB; above, kiln_cl_hash64 of
+ * each 4 MiB chunk folded in order (the length too), so every byte counts and
+ * a changed chunk always changes it. From 8 MiB the chunks are hashed by the
+ * calling thread and one worker thread (one thread when it cannot be made);
+ * the value never depends on the thread count. The entries' payload checksum
+ * and the import key's bulk bytes. */
+uint64_t kiln_cl_digest64(const void *p, size_t n);
+/* The same digest with at most `threads` threads (1 or 2; for tests). */
+uint64_t kiln_cl_digest64_threads(const void *p, size_t n, int threads);
 
 /* The cache directory, read at each call: KILN_CACHE_DIR, else
  * $XDG_CACHE_HOME/kiln (absolute paths only, as XDG says), else

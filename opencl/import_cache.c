@@ -23,16 +23,16 @@ static void key_u64(kiln_cl_key *k, uint64_t v) {
   kiln_cl_key_bytes(k, b, 8);
 }
 
-/* bulk bytes: their length and kiln_cl_hash64 */
+/* bulk bytes: their length and kiln_cl_digest64 */
 static void key_bulk(kiln_cl_key *k, const void *p, size_t n) {
   key_u64(k, n);
-  key_u64(k, n ? kiln_cl_hash64(p, n) : 0);
+  key_u64(k, n ? kiln_cl_digest64(p, n) : 0);
 }
 
 kiln_cl_key kiln_cl_import_key(const void *model, size_t size, uint32_t n, const kiln_cl_raw_weight *w) {
   kiln_cl_key k;
   kiln_cl_key_init(&k);
-  kiln_cl_key_str(&k, "kiln imported graph 1");
+  kiln_cl_key_str(&k, "kiln imported graph 2"); /* 2: bulk bytes through kiln_cl_digest64 */
 #ifdef KILN_CACHE_KILN_VERSION
   kiln_cl_key_str(&k, KILN_CACHE_KILN_VERSION);
 #endif

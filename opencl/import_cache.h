@@ -46,7 +46,7 @@ typedef struct kiln_cl_import {
 } kiln_cl_import;
 
 /* The raw key: a format tag, kiln's version, the model bytes and each
- * weight's name, type, shape and data (bulk bytes through kiln_cl_hash64). */
+ * weight's name, type, shape and data (bulk bytes through kiln_cl_digest64). */
 kiln_cl_key kiln_cl_import_key(const void *model, size_t size, uint32_t n, const kiln_cl_raw_weight *w);
 
 /* Keys the raw inputs into *imp and looks the record up. True on a hit:

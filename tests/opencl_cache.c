@@ -275,6 +275,37 @@ static void test_records(void) {
   g = keep;
 }
 
+/* kiln_cl_digest64: kiln_cl_hash64 up to one 4 MiB chunk; above, the same
+ * value on one thread and on two, every call; a flipped byte in any chunk
+ * (the first, a middle one, the short last one) or a byte less changes it. */
+static void test_digest(void) {
+  const size_t chunk = (size_t)4 << 20, n = 3 * chunk + 12345;
+  unsigned char *b = kiln_malloc(n);
+  CHECK(b != NULL, "digest: a buffer");
+  if (!b) return;
+  for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i * 131 + (i >> 11));
+  CHECK(kiln_cl_digest64(b, 1000) == kiln_cl_hash64(b, 1000) && kiln_cl_digest64(b, chunk) == kiln_cl_hash64(b, chunk),
+        "digest: one chunk or less is kiln_cl_hash64");
+  uint64_t d1 = kiln_cl_digest64_threads(b, n, 1), d2 = kiln_cl_digest64_threads(b, n, 2);
+  CHECK(d1 == d2 && d1 == kiln_cl_digest64(b, n) && d2 == kiln_cl_digest64_threads(b, n, 2),
+        "digest: the same on one and two threads, every call (%016llx %016llx)", (unsigned long long)d1,
+        (unsigned long long)d2);
+  CHECK(kiln_cl_digest64_threads(b, chunk + 1, 1) == kiln_cl_digest64_threads(b, chunk + 1, 2) &&
+            kiln_cl_digest64(b, chunk + 1) != kiln_cl_hash64(b, chunk + 1),
+        "digest: one byte over a chunk is chunked, the same on both thread counts");
+  const size_t at[] = {0, chunk - 1, chunk, 2 * chunk + 77, n - 1};
+  int changed = 0;
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    b[at[i]] ^= 0x10;
+    changed += kiln_cl_digest64_threads(b, n, 1) != d1 && kiln_cl_digest64_threads(b, n, 2) != d1;
+    b[at[i]] ^= 0x10;
+  }
+  CHECK(changed == (int)(sizeof at / sizeof at[0]), "digest: a flipped byte in any chunk changes it (%d of %zu)",
+        changed, sizeof at / sizeof at[0]);
+  CHECK(kiln_cl_digest64(b, n - 1) != d1 && kiln_cl_digest64(b, n) == d1, "digest: a byte less changes it");
+  kiln_free(b);
+}
+
 /* kiln_cl_cache_map on its own: a stored entry is mapped, not copied (the
  * same bytes), and released; a flipped byte, a cut payload or a cut header
  * is a miss, counted as corrupt, and the file deleted. */
@@ -285,7 +316,7 @@ static void test_map(void) {
   kiln_cl_key k;
   kiln_cl_key_init(&k);
   kiln_cl_key_str(&k, "tests/opencl_cache map");
-  size_t n = 100003;
+  size_t n = ((size_t)9 << 20) + 3; /* three digest chunks, hashed on two threads */
   unsigned char *b = kiln_malloc(n);
   for (size_t i = 0; b && i < n; i++) b[i] = (unsigned char)(i * 131 + (i >> 9));
   CHECK(b && kiln_cl_cache_put(k, b, n) && kiln_cl_cache_path(k, path, sizeof path), "map: an entry stored");
@@ -299,7 +330,8 @@ static void test_map(void) {
   struct {
     const char *what;
     long cut, flip;
-  } dmg[] = {{"a flipped payload byte", -1, 48 + 5000}, {"a cut payload", 48 + 7000, -1},
+  } dmg[] = {{"a flipped payload byte", -1, 48 + 5000}, {"a flipped byte in the last chunk", -1, 48 + (9L << 20) + 1},
+             {"a cut payload", 48 + 7000, -1},
              {"a flipped header byte", -1, 20}, {"a cut header", 30, -1}};
   for (size_t i = 0; i < sizeof dmg / sizeof dmg[0]; i++) {
     kiln_cl_cache_stats s0, s1;
@@ -320,6 +352,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && !strcmp(argv[1], "--records")) {
     g = graph();
+    test_digest();
     test_records();
     kiln_graph_free(g);
     printf("opencl_cache --records: %d passed, %d failed\n", passed, failed);
