@@ -112,7 +112,7 @@ import struct, sys
 M = (1 << 64) - 1
 def rotl(x, r):
     return ((x << r) | (x >> (64 - r))) & M
-def hash64(s):  # opencl/cache.c kiln_cl_hash64, the entry format's payload checksum
+def hash64(s):  # opencl/cache.c kiln_cl_hash64
     m1, m2 = 0x9e3779b185ebca87, 0xc2b2ae3d27d4eb4f
     h = [(m1 + m2) & M, m2, 0, (0 - m1) & M]
     i = 0
@@ -129,10 +129,18 @@ def hash64(s):  # opencl/cache.c kiln_cl_hash64, the entry format's payload chec
     r = (r * m2) & M
     r ^= r >> 29
     return r
+def digest64(s):  # opencl/cache.c kiln_cl_digest64, the entry format's payload checksum (version 3)
+    C = 4 << 20
+    if len(s) <= C:
+        return hash64(s)
+    r = 0x27d4eb2f165667c5 ^ len(s)
+    for at in range(0, len(s), C):
+        r = (rotl(((r ^ hash64(s[at:at + C])) * 0x9e3779b185ebca87) & M, 29) * 0xc2b2ae3d27d4eb4f) & M
+    return hash64(struct.pack('<Q', r))
 p = sys.argv[1]
 b = bytearray(open(p, 'rb').read())
 payload = bytes((i * 7 + 3) & 0xff for i in range(len(b) - 48))
-b[40:48] = struct.pack('<Q', hash64(payload))
+b[40:48] = struct.pack('<Q', digest64(payload))
 open(p, 'wb').write(bytes(b[:48]) + payload)
 EOF
       ;;
@@ -142,7 +150,7 @@ EOF
   if [ "$2" = garbage ]; then # the checksums are valid: the driver or the unpacker must reject them
     n=$(count 'checksum differs' "$1")
     [ "$n" -eq 0 ] && ok "$1: no entry caught by its checksum (the payloads themselves rejected)" ||
-      bad "$1: $n entries caught by the checksum: the script's hash is not the cache's (opencl/cache.c kiln_cl_hash64)"
+      bad "$1: $n entries caught by the checksum: the script's hash is not the cache's (opencl/cache.c kiln_cl_digest64)"
   fi
   built=$(count 'built from source' "$1")
   served=$(count "$SERVED" "$1")
