@@ -226,6 +226,19 @@ static kiln_status forward(const kiln_graph *g, kiln_shapes *sh) {
         s = kiln_fail(KILN_E_INTERNAL, "the shape function left output %d undefined", k);
         break;
       }
+      /* no tensor holds 2^63 elements: an output whose known dims multiply
+         past that (a Reshape to a huge dim whose product a shape function
+         could not compare) is refused here, before any later pass counts
+         its elements in an int64 */
+      int64_t numel = 1, d;
+      bool all_known = true;
+      for (int i = 0; i < outs[k].rank && all_known; i++)
+        if ((all_known = kiln_dimx_is_const(sh->tab, outs[k].dims[i], &d)) && d >= 0 &&
+            __builtin_mul_overflow(numel, d, &numel)) {
+          s = kiln_fail(KILN_E_UNSUPPORTED_SHAPE, "output %d's dimensions multiply past 2^63 elements", k);
+          break;
+        }
+      if (s) break;
       sh->v[v] = outs[k];
     }
     if (s) kiln_error_prefix("node %s (%s)", lbl, n->op_type);
