@@ -840,6 +840,44 @@ static void test_dw_plane(void) {
   }
 }
 
+/* Each Conv case with a depthwise path forced off (mode 0), on (the
+ * default) and to its scalar twin (2), with and without a clamp epilogue:
+ * the three outputs bit for bit. */
+static void check_dw_force(const conv_case *cc, size_t n, void (*force)(int), const char *path) {
+  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
+  for (size_t i = 0; i < n; i++) {
+    kiln_tensor xt, wt, bt;
+    node_b nb;
+    conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
+    const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
+    kiln_graph g;
+    memset(&g, 0, sizeof g);
+    bool used = true;
+    for (int e = 0; e < 2; e++) {
+      kiln_tensor y[3];
+      kiln_status st[3];
+      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
+      for (int mode = 0; mode < 3; mode++) { /* off, on (the default), the twin */
+        memset(&y[mode], 0, sizeof y[mode]);
+        force(mode == 1 ? -1 : mode);
+        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[mode], &used};
+        bool declined = true;
+        st[mode] = own->run(&kc, e ? &ep : NULL, &declined);
+        if (declined) st[mode] = KILN_E_INTERNAL;
+      }
+      force(-1);
+      for (int mode = 1; mode < 3; mode++)
+        CHECK(!st[0] && !st[mode] && y[0].numel == y[mode].numel &&
+                  !memcmp(y[0].data, y[mode].data, (size_t)y[0].numel * sizeof(float)),
+              "Conv %s (clamp %d): %s (mode %d) != the padded copy", cc[i].name, e, path, mode);
+      for (int mode = 0; mode < 3; mode++) kiln_tensor_release(&y[mode]);
+    }
+    kiln_tensor_release(&xt);
+    kiln_tensor_release(&wt);
+    kiln_tensor_release(&bt);
+  }
+}
+
 /* Stride-2 depthwise in place (dws2.h): the AVX-512 and AVX2 kernels
  * bit-equal to their twin on input sizes 1..40 x 1..140 (odd and even;
  * output rows of 1 to 5 vectors), pads 0..2 (top and left; outputs past the right and bottom edge
@@ -893,38 +931,7 @@ static void test_dw_s2(void) {
       {"dw s2 3x3 no pads, 9x9 (last column unread)", 2, 1, 4, 4, 4, {9, 9}, {3, 3}, {2, 2}, {0}, {0, 0, 0, 0}, NULL, 1},
       {"dw s2 1-D k3 pad 1, width 61", 1, 1, 6, 6, 6, {61}, {3}, {2}, {0}, {1, 1}, NULL, 1},
   };
-  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
-  for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
-    kiln_tensor xt, wt, bt;
-    node_b nb;
-    conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
-    const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
-    kiln_graph g;
-    memset(&g, 0, sizeof g);
-    bool used = true;
-    for (int e = 0; e < 2; e++) {
-      kiln_tensor y[3];
-      kiln_status st[3];
-      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
-      for (int mode = 0; mode < 3; mode++) { /* off, on (the default), the twin */
-        memset(&y[mode], 0, sizeof y[mode]);
-        kiln_conv_dw_s2_force(mode == 1 ? -1 : mode);
-        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[mode], &used};
-        bool declined = true;
-        st[mode] = own->run(&kc, e ? &ep : NULL, &declined);
-        if (declined) st[mode] = KILN_E_INTERNAL;
-      }
-      kiln_conv_dw_s2_force(-1);
-      for (int mode = 1; mode < 3; mode++)
-        CHECK(!st[0] && !st[mode] && y[0].numel == y[mode].numel &&
-                  !memcmp(y[0].data, y[mode].data, (size_t)y[0].numel * sizeof(float)),
-              "Conv %s (clamp %d): stride-2 in place (mode %d) != padded phase planes", cc[i].name, e, mode);
-      for (int mode = 0; mode < 3; mode++) kiln_tensor_release(&y[mode]);
-    }
-    kiln_tensor_release(&xt);
-    kiln_tensor_release(&wt);
-    kiln_tensor_release(&bt);
-  }
+  check_dw_force(cc, sizeof cc / sizeof *cc, kiln_conv_dw_s2_force, "stride-2 in place");
 }
 
 /* 3x3 stride-1 'same' depthwise in place (dws1.h): the AVX-512 kernel
@@ -986,38 +993,7 @@ static void test_dw_s1(void) {
       {"dw 3x3 pad 1, 1x1 plane", 2, 1, 2, 2, 2, {1, 1}, {3, 3}, {0}, {0}, {1, 1, 1, 1},
        NULL, 1},
   };
-  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
-  for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
-    kiln_tensor xt, wt, bt;
-    node_b nb;
-    conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
-    const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
-    kiln_graph g;
-    memset(&g, 0, sizeof g);
-    bool used = true;
-    for (int e = 0; e < 2; e++) {
-      kiln_tensor y[3];
-      kiln_status st[3];
-      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
-      for (int mode = 0; mode < 3; mode++) { /* off, on (the default), the twin */
-        memset(&y[mode], 0, sizeof y[mode]);
-        kiln_conv_dw_s1_force(mode == 1 ? -1 : mode);
-        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[mode], &used};
-        bool declined = true;
-        st[mode] = own->run(&kc, e ? &ep : NULL, &declined);
-        if (declined) st[mode] = KILN_E_INTERNAL;
-      }
-      kiln_conv_dw_s1_force(-1);
-      for (int mode = 1; mode < 3; mode++)
-        CHECK(!st[0] && !st[mode] && y[0].numel == y[mode].numel &&
-                  !memcmp(y[0].data, y[mode].data, (size_t)y[0].numel * sizeof(float)),
-              "Conv %s (clamp %d): stride-1 in place (mode %d) != padded plane", cc[i].name, e, mode);
-      for (int mode = 0; mode < 3; mode++) kiln_tensor_release(&y[mode]);
-    }
-    kiln_tensor_release(&xt);
-    kiln_tensor_release(&wt);
-    kiln_tensor_release(&bt);
-  }
+  check_dw_force(cc, sizeof cc / sizeof *cc, kiln_conv_dw_s1_force, "stride-1 in place");
 }
 
 /* The strided gathers: equal, and no read past the last element of the
