@@ -1696,6 +1696,70 @@ kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kil
   return s;
 }
 
+kiln_status kiln_cl_codegen_epilogue_pooled(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, char **params,
+                                            char **body, kiln_cl_kernel_sig *sig) {
+  *params = *body = NULL;
+  kiln_status s = check_anchor(spec);
+  if (s) return s;
+  if (spec->pool < 0 || spec->n_store != 1 || !spec->store[0].pool)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: the pooled epilogue wants the pooled store alone");
+  int pool_value = spec->g->nodes[spec->pool].in[0];
+  if (pool_value < 0 || spec->sh->v[pool_value].dtype != KILN_F32)
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a pooled value that is not float32");
+  fspec f;
+  bool fp64;
+  if ((s = fspec_make(spec, dev, pool_value, &f, &fp64))) return s;
+  if (fp64) {
+    fspec_free(&f);
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a float64 epilogue inside another kernel");
+  }
+  int n0 = sig->n_args;
+  if (n0 + spec->n_access + 1 > KILN_CL_SIG_MAX_ARGS) {
+    fspec_free(&f);
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: too many buffers");
+  }
+  gen g;
+  memset(&g, 0, sizeof g);
+  g.sp = &f.sp;
+  g.dev = dev;
+  g.pool_dtype = KILN_F32;
+  bool small = fits_int(spec);
+  g.ity = small ? "int" : "long";
+  g.isuf = small ? "" : "L";
+  put_params(&g, NULL, 0, pool_value, sig, false);
+  s = gen_finish(&g, KILN_OK, params, NULL);
+  if (!s && !*params) { /* no accessor: "" */
+    if ((*params = kiln_malloc(1))) **params = 0;
+    else s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+  }
+  if (s) {
+    sig->n_args = n0;
+    fspec_free(&f);
+    return s;
+  }
+  memset(&g.b, 0, sizeof g.b);
+  sb_put(&g.b, "  {\n  const %s gid = (%s)ep_i;\n", g.ity, g.ity);
+  int e = spec->store[0].expr;
+  unsigned char *need = kiln_calloc((size_t)spec->n_expr + 1, 1);
+  if (!need) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+  if (!s) mark_need(&f.sp, e, need);
+  if (!s) s = put_block(&g, need, NULL, 0);
+  char v[32];
+  snprintf(v, sizeof v, "v%d", e);
+  sb_put(&g.b, "  ep_v = ");
+  put_convert(&g.b, f.sp.expr[e].dtype, KILN_F32, v);
+  sb_put(&g.b, ";\n  }\n");
+  kiln_free(need);
+  fspec_free(&f);
+  s = gen_finish(&g, s, body, NULL);
+  if (s) {
+    kiln_free(*params);
+    *params = NULL;
+    sig->n_args = n0;
+  }
+  return s;
+}
+
 /* Work-items per work-group of a reduction kernel: a power of two, at most
  * 64 and the device's limits, no more than the reduction needs. */
 static size_t red_local(const kiln_cl_device_info *dev, int64_t nred) {

@@ -159,6 +159,16 @@ kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_d
 kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev,
                                            int pool_value, char **params, char **body, kiln_cl_kernel_sig *sig);
 
+/* kiln_cl_codegen_epilogue_parts for a kernel that pools the epilogue's
+ * result itself (the direct convolution with its MaxPool / AveragePool):
+ * the spec's only store must be the pooled one (nothing else needs the
+ * epilogue's values). *params: the accessors' parameters alone (sig args
+ * appended; the kernel writes the pooled output itself), *body: statements
+ * for one element (ep_i, anc) that set `ep_v` (float, declared by the
+ * kernel) to the pooled argument. float32 only. */
+kiln_status kiln_cl_codegen_epilogue_pooled(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, char **params,
+                                            char **body, kiln_cl_kernel_sig *sig);
+
 /* A reduction spec (reductions with their prologues, epilogue and stores,
  * float reductions only) as one kernel: one work-group of sig->local items
  * per element of the reduced domain; each reduction is a strided loop over

@@ -2,7 +2,10 @@
  *
  * - Conv that the op would run with its direct kernel + epilogue (+ pool):
  *   ONE generated kernel computes the convolution and applies the epilogue
- *   to each output element in registers (then the pool's device op);
+ *   to each output element in registers; a MaxPool / AveragePool ending
+ *   the group goes into that kernel too (a work-item per pooled element)
+ *   when nothing else needs the epilogue's result and its windows do not
+ *   overlap, else it is the pool's device op after it;
  * - MatMul, Gemm and pointwise Conv when the SGEMM is kiln's kernel: ONE
  *   kernel, kiln's SGEMM with the epilogue printed into its store; a Conv
  *   through im2col: the im2col kernel writing the column matrix into the
@@ -144,9 +147,29 @@ static void embedded_item(kiln_cl_fuse_item *it, kiln_cl_kernel_sig *sig, const 
   it->sig = *sig;
 }
 
-/* The direct convolution with the epilogue in it; *ok false when the conv
- * goes another way. */
-static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *sp, int pool_value,
+/* Why the group's pooling cannot go into the anchor's kernel as far as the
+ * spec says (a value other than the pooled output is stored: the epilogue's
+ * result, or one on the way, is needed outside the group), else NULL;
+ * buf holds the text. */
+static const char *pool_spec_why(const kiln_fuse_spec *sp, char *buf, size_t size) {
+  for (int k = 0; k < sp->n_store; k++) {
+    if (sp->store[k].pool) continue;
+    const char *nm = sp->g->values[sp->store[k].value].name;
+    snprintf(buf, size, "'%s' is needed outside the group too (the group stores it)", nm ? nm : "?");
+    return buf;
+  }
+  return NULL;
+}
+
+static void pool_kept(const kiln_fuse_spec *sp, const char *why) {
+  kiln_log(KILN_LOG_DEBUG, "opencl: fused anchor group from node %d: its %s stays its own device op: %s", sp->nodes[0],
+           sp->g->nodes[sp->pool].op_type, why);
+}
+
+/* The direct convolution with the epilogue in it (pooled: and the group's
+ * pooling, its pooled output the kernel's last buffer); *ok false when the
+ * conv goes another way (pooled: or the pooling cannot go in, logged). */
+static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *sp, int pool_value, bool pooled,
                               kiln_cl_fuse_item *it, bool *ok) {
   *ok = false;
   const kiln_graph *g = sp->g;
@@ -154,6 +177,15 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   if (n->n_in > 3 || n->n_out != 1) return KILN_OK;
   kiln_cl_ttype in[3], outt[1];
   if (!anchor_types(sp, n, in, outt)) return KILN_OK;
+  kiln_cl_conv_pool pool;
+  memset(&pool, 0, sizeof pool);
+  if (pooled) {
+    pool.node = &g->nodes[sp->pool];
+    if (pool.node->n_out < 1 || !ttype_of(sp, pool.node->out[0], &pool.out)) {
+      pool_kept(sp, "its output has no static type");
+      return KILN_OK;
+    }
+  }
   kiln_cl_kernel_sig sig;
   memset(&sig, 0, sizeof sig);
   bool bias = n->n_in > 2 && n->in[2] >= 0;
@@ -161,17 +193,22 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
     sig.args[sig.n_args++] = (kiln_cl_sig_arg){false, -1, n->in[k], KILN_F32, ttype_numel(&in[k])};
   }
   char *params = NULL, *body = NULL;
-  kiln_status s = kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
-  if (s) return not_embedded("conv", s, NULL, ok);
+  kiln_status s = pooled ? kiln_cl_codegen_epilogue_pooled(sp, dev, &params, &body, &sig)
+                         : kiln_cl_codegen_epilogue_parts(sp, dev, pool_value, &params, &body, &sig);
+  if (s) return not_embedded(pooled ? "pooled conv" : "conv", s, NULL, ok);
   kiln_cl_src src = {0};
   char name[48];
   snprintf(name, sizeof name, "g%d_c", sp->nodes[0]);
   int64_t items = 0;
   s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
-  if (!s) s = kiln_cl_conv_direct_fused(dev, g, n, in, outt, name, params, body, &src, &items, ok);
+  if (!s)
+    s = kiln_cl_conv_direct_fused(dev, g, n, in, outt, name, params, body, pooled ? &pool : NULL, &src, &items, ok);
   kiln_free(params);
   kiln_free(body);
+  if (!s && !*ok && pooled) pool_kept(sp, pool.why);
   if (s || !*ok) return not_embedded("conv", s, &src, ok);
+  if (pooled) /* (the pooled store is the spec's only one: index 0) */
+    sig.args[sig.n_args++] = (kiln_cl_sig_arg){true, 0, pool.node->out[0], KILN_F32, ttype_numel(&pool.out)};
   embedded_item(it, &sig, name, items, &src);
   return KILN_OK;
 }
@@ -264,13 +301,26 @@ static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec 
   }
   if (pv >= 0 && reads_value(sp, pv)) return decline(ok, sp, "it reads the pooled value");
   int k = 0;
-  bool fused = false;
+  bool fused = false, pooled = false;
   if (!strcmp(op, "Conv") && !reads_value(sp, x)) {
-    kiln_status s = conv_fused(dev, sp, pv, &out->item[k], &fused);
-    if (s) return s;
+    char buf[160];
+    const char *why = sp->pool >= 0 ? pool_spec_why(sp, buf, sizeof buf) : NULL;
+    if (sp->pool >= 0 && why) pool_kept(sp, why);
+    if (sp->pool >= 0 && !why) {
+      kiln_status s = conv_fused(dev, sp, pv, true, &out->item[k], &pooled);
+      if (s) return s;
+      fused = pooled;
+    }
+    if (!fused) {
+      kiln_status s = conv_fused(dev, sp, pv, false, &out->item[k], &fused);
+      if (s) return s;
+    }
     if (fused) {
       k++;
-      snprintf(out->how, sizeof out->how, "direct Conv with the epilogue in one kernel");
+      if (pooled)
+        snprintf(out->how, sizeof out->how, "direct Conv with the epilogue and the %s in one kernel",
+                 g->nodes[sp->pool].op_type);
+      else snprintf(out->how, sizeof out->how, "direct Conv with the epilogue in one kernel");
     }
   }
   if (!fused && kiln_cl_fuse_store_epilogue_ok(sp, x)) {
@@ -297,7 +347,7 @@ static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec 
     k++;
     snprintf(out->how, sizeof out->how, "%s device op + one epilogue kernel", op);
   }
-  if (sp->pool >= 0) {
+  if (sp->pool >= 0 && !pooled) {
     out->item[k].node = sp->pool;
     out->item[k++].text = NULL;
   }

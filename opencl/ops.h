@@ -118,6 +118,16 @@ kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx);
 /* Releases kernels, scratch and the op (NULL-safe). */
 void kiln_cl_op_free(kiln_cl_op *op);
 
+/* A pooling for kiln_cl_conv_direct_fused to take into its kernel: node
+ * (MaxPool or AveragePool) pooling the epilogue's result (the conv's
+ * output shape) into a value of type out; why: the reason it did not (set
+ * whenever *ok comes back false). */
+typedef struct kiln_cl_conv_pool {
+  const kiln_node *node;
+  kiln_cl_ttype out;
+  char why[192];
+} kiln_cl_conv_pool;
+
 /* The engine's fused form of a Conv that the op would run with the direct
  * kernel (same rule, KILN_CL_CONV included): kernel `name` appended to src
  * with parameters x, w, [b] (plain __global float buffers, dense) followed
@@ -125,11 +135,17 @@ void kiln_cl_op_free(kiln_cl_op *op);
  * statements `store` seeing `ep_i` (Y's flat index, long) and `anc` (the
  * element, bias added, float). *items: the work-items to launch (1-D, the
  * kernel guards). *ok false (nothing appended) when the node is not such a
- * conv (another strategy, another dtype, an invalid node). */
+ * conv (another strategy, another dtype, an invalid node).
+ * pool non-NULL: the pooling in the same kernel, one work-item per pooled
+ * position (and a few channels), only where its windows do not overlap
+ * (stride >= the dilated kernel on every axis: no conv output computed
+ * twice): `store` sets `ep_v` (float, declared by the kernel) to the
+ * pooled argument, and one more parameter after params, __global float *,
+ * takes the pooled output (dense). *ok false with pool->why otherwise. */
 kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
                                       const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
-                                      const char *params, const char *store, kiln_cl_src *src, int64_t *items,
-                                      bool *ok);
+                                      const char *params, const char *store, kiln_cl_conv_pool *pool,
+                                      kiln_cl_src *src, int64_t *items, bool *ok);
 /* The column matrix of an im2col conv in kiln_cl_gemm_fused: the im2col
  * kernel `name` (given by the caller) appended to src, with parameters X
  * (the node's input 0, dense) and then the column matrix, `floats` floats,

@@ -1,7 +1,9 @@
 /* opencl/ops_gemm: MatMul and Gemm as one SGEMM, or a batched SGEMM with
  * per-batch offsets for numpy-broadcast batch dims (kiln's kernel or
  * CLBlast, ops_sgemm.c), and Conv as a generated direct kernel or as
- * im2col + GEMM (chosen per shape class, see OPS.md). float32 only. */
+ * im2col + GEMM (chosen per shape class, see OPS.md); the engine's fused
+ * direct conv, with its epilogue and (pooled form) its MaxPool /
+ * AveragePool. float32 only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +326,131 @@ static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, bool bia
   return s;
 }
 
+/* A pooling inside the direct kernel (kiln_cl_conv_direct_fused): its
+ * geometry over the conv's output and its kind. */
+typedef struct conv_pool {
+  kiln_clop_pool_geo g;
+  bool is_max, include_pad;
+  int64_t mb; /* output channels per work-item */
+} conv_pool;
+
+/* Positions of a pooling window at most (the accumulators a work-item
+ * holds are its positions x its channels, at most this many too). */
+#define POOL_MAX_WIN 16
+
+/* The pooled form of the direct kernel: one work-item per pooled position
+ * and MB channels. The window's positions (row-major, jd[d] their
+ * coordinates) are the item's conv outputs, each with its own
+ * accumulators, summed in the conv kernel's order inside ONE window loop:
+ * every weight is loaded once for them all (a padding input of a position
+ * is skipped, as the unfused kernel skips it). Then, position by position,
+ * the bias, the epilogue (`store` sets ep_v) and the pool's reduction
+ * (MaxPool: positions outside the conv's output skipped, NaN wins;
+ * AveragePool: the count of reference/ops_nn.c), written to py_. */
+static kiln_status conv_pooled_src(kiln_cl_src *src, const conv_geo *g, const conv_pool *p, bool bias,
+                                   const char *kname, const char *params, const char *store, int64_t *items) {
+  int64_t MB = p->mb, MBLK = g->M / MB, osp = p->g.out_plane;
+  int64_t total = g->N * MBLK * osp, wstride = g->Cg * g->k_sp;
+  int nw = 1, nsp = g->nsp;
+  for (int d = 0; d < nsp; d++) nw *= (int)p->g.k[d];
+  *items = total;
+  kiln_status s = kiln_cl_src_printf(
+      src,
+      "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s, "
+      "__global float *restrict py_) {\n"
+      "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+      "  const ulong q = i %% %lldUL, t = i / %lldUL, m = (t %% %lldUL) * %lldUL, n = t / %lldUL;\n"
+      "  __global const float *xg = x_ + (n * %lldUL + (m / %lldUL) * %lldUL) * %lldUL;\n"
+      "  __global const float *wm = w_ + m * %lldUL;\n",
+      kname, bias ? ", __global const float *restrict b_" : "", params, (long long)total, (long long)osp,
+      (long long)osp, (long long)MBLK, (long long)MB, (long long)MBLK, (long long)g->C, (long long)g->Mg,
+      (long long)g->Cg, (long long)g->in_sp, (long long)wstride);
+  if (!s) s = kiln_cl_src_printf(src, "  long q0");
+  for (int d = 1; d < nsp && !s; d++) s = kiln_cl_src_printf(src, ", q%d", d);
+  if (!s) s = kiln_cl_src_printf(src, ";\n");
+  if (!s) s = emit_unravel(src, "q", "q", nsp, p->g.out);
+  if (!s && !p->is_max) s = kiln_cl_src_printf(src, "  long n_in = 0, n_pad = 0;\n");
+  /* each window position j: its conv output o<d>_<j>, whether it is one (u<j>) */
+  for (int j = 0; j < nw && !s; j++) {
+    int64_t jd[KILN_MAX_RANK];
+    for (int d = nsp - 1, r = j; d >= 0; d--) {
+      jd[d] = r % p->g.k[d];
+      r /= (int)p->g.k[d];
+    }
+    for (int d = 0; d < nsp && !s; d++) {
+      int64_t off = jd[d] * p->g.d[d] - p->g.pb[d];
+      s = kiln_cl_src_printf(src, "  const long o%d_%d = q%d * %lldL %c %lldL;\n", d, j, d, (long long)p->g.s[d],
+                             off < 0 ? '-' : '+', (long long)(off < 0 ? -off : off));
+    }
+    if (!s) s = kiln_cl_src_printf(src, "  const bool u%d = true", j);
+    for (int d = 0; d < nsp && !s; d++)
+      s = kiln_cl_src_printf(src, " && o%d_%d >= 0 && o%d_%d < %lldL", d, j, d, j, (long long)g->out[d]);
+    if (!s) s = kiln_cl_src_printf(src, ";\n");
+    if (!s && !p->is_max) {
+      s = kiln_cl_src_printf(src, "  n_in += u%d;\n  n_pad += true", j);
+      for (int d = 0; d < nsp && !s; d++)
+        s = kiln_cl_src_printf(src, " && o%d_%d >= -%lldL && o%d_%d < %lldL", d, j, (long long)p->g.pb[d], d, j,
+                               (long long)(g->out[d] + p->g.pe[d]));
+      if (!s) s = kiln_cl_src_printf(src, ";\n");
+    }
+    for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float a%d_%d = 0.0f;\n", j, b);
+  }
+  /* one window loop of the conv for every position */
+  for (int d = 0; d < nsp && !s; d++)
+    s = kiln_cl_src_printf(src, "  for (long k%d = 0; k%d < %lldL; k%d++) {\n", d, d, (long long)g->k[d], d);
+  if (!s) s = kiln_cl_src_printf(src, "    long ki = 0;\n");
+  for (int d = 0; d < nsp && !s; d++) s = kiln_cl_src_printf(src, "    ki = ki * %lldL + k%d;\n", (long long)g->k[d], d);
+  for (int j = 0; j < nw && !s; j++) {
+    s = kiln_cl_src_printf(src, "    bool v%d = u%d;\n    long x%d = 0;\n", j, j, j);
+    for (int d = 0; d < nsp && !s; d++)
+      s = kiln_cl_src_printf(src,
+                             "    { const long p_ = o%d_%d * %lldL - %lldL + k%d * %lldL;\n"
+                             "      v%d = v%d && p_ >= 0 && p_ < %lldL; x%d = x%d * %lldL + p_; }\n",
+                             d, j, (long long)g->s[d], (long long)g->pb[d], d, (long long)g->d[d], j, j,
+                             (long long)g->in[d], j, j, (long long)g->in[d]);
+  }
+  if (!s) s = kiln_cl_src_printf(src, "    for (long cc = 0; cc < %lldL; cc++) {\n", (long long)g->Cg);
+  for (int b = 0; b < MB && !s; b++)
+    s = kiln_cl_src_printf(src, "      const float w%d = wm[%lldL + cc * %lldL + ki];\n", b, (long long)(b * wstride),
+                           (long long)g->k_sp);
+  for (int j = 0; j < nw && !s; j++) {
+    s = kiln_cl_src_printf(src, "      if (v%d) {\n        const float xv = xg[cc * %lldL + x%d];\n", j,
+                           (long long)g->in_sp, j);
+    for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "        a%d_%d += xv * w%d;\n", j, b, b);
+    if (!s) s = kiln_cl_src_printf(src, "      }\n");
+  }
+  if (!s) s = kiln_cl_src_printf(src, "    }\n");
+  for (int d = 0; d < nsp && !s; d++) s = kiln_cl_src_printf(src, "  }\n");
+  /* bias, epilogue and the pool's reduction, position by position */
+  for (int b = 0; b < MB && !s; b++)
+    s = kiln_cl_src_printf(src, p->is_max ? "  float r%d = -INFINITY; int f%d = 0;\n" : "  float r%d = 0.0f;\n", b, b);
+  for (int j = 0; j < nw && !s; j++) {
+    s = kiln_cl_src_printf(src, "  if (u%d) {\n    ulong o = 0;\n", j);
+    for (int d = 0; d < nsp && !s; d++)
+      s = kiln_cl_src_printf(src, "    o = o * %lldUL + (ulong)o%d_%d;\n", (long long)g->out[d], d, j);
+    for (int b = 0; b < MB && !s; b++) {
+      char bb[48] = "";
+      if (bias) snprintf(bb, sizeof bb, " + b_[m + %d]", b);
+      s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)((n * %lldUL + m + %d) * %lldUL + o);\n"
+                                  "  const float anc = a%d_%d%s;\n  float ep_v;\n%s",
+                             (long long)g->M, b, (long long)g->out_sp, j, b, bb, store);
+      if (!s && p->is_max)
+        s = kiln_cl_src_printf(src, "  if (!f%d || ep_v > r%d || (isnan(ep_v) && !isnan(r%d))) { f%d = 1; r%d = ep_v; }\n  }\n",
+                               b, b, b, b, b);
+      else if (!s)
+        s = kiln_cl_src_printf(src, "  r%d += ep_v;\n  }\n", b);
+    }
+    if (!s) s = kiln_cl_src_printf(src, "  }\n");
+  }
+  if (!s && !p->is_max) s = kiln_cl_src_printf(src, "  const long dv = %s;\n", p->include_pad ? "n_pad" : "n_in");
+  for (int b = 0; b < MB && !s; b++) {
+    s = kiln_cl_src_printf(src, "  py_[(n * %lldUL + m + %d) * %lldUL + q] = ", (long long)g->M, b, (long long)osp);
+    if (!s) s = kiln_cl_src_printf(src, p->is_max ? "r%d;\n" : "dv ? r%d / (float)dv : NAN;\n", b);
+  }
+  if (!s) s = kiln_cl_src_printf(src, "}\n");
+  return s;
+}
+
 /* One work-item per output position and MB consecutive output channels of
  * one group (MB = 4 or 2 when it divides the group's channels, else 1): it
  * sums its window over the group's input channels, each input value loaded
@@ -531,12 +658,59 @@ static bool f32_operands(const kiln_cl_ttype *in, const kiln_cl_ttype *out, bool
          (!third || kiln_clop_is_f32(&in[2]));
 }
 
+/* Whether pooling pl may go into the direct kernel of a conv with output
+ * type y: *p made; else false with why set. */
+static bool conv_pool_make(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_cl_conv_pool *pl,
+                           const kiln_cl_ttype *y, conv_pool *p, char *why, size_t wsz) {
+  const kiln_node *pn = pl->node;
+  memset(p, 0, sizeof *p);
+  p->is_max = !strcmp(pn->op_type, "MaxPool");
+  if ((*pn->domain && strcmp(pn->domain, "ai.onnx")) || (!p->is_max && strcmp(pn->op_type, "AveragePool"))) {
+    snprintf(why, wsz, "%s is not a MaxPool or an AveragePool", pn->op_type);
+    return false;
+  }
+  if (p->is_max && pn->n_out > 1 && pn->out[1] >= 0) {
+    snprintf(why, wsz, "the MaxPool has an Indices output");
+    return false;
+  }
+  if (!kiln_clop_is_f32(&pl->out)) {
+    snprintf(why, wsz, "the pooling's output is not float32");
+    return false;
+  }
+  op_ctx c = {.dev = dev, .g = gr, .n = pn, .in = y, .out = &pl->out};
+  if (!kiln_clop_pool_geo_make(&c, p->is_max, &p->g)) {
+    snprintf(why, wsz, "the %s's window is not one the device kernels take%s", pn->op_type,
+             p->is_max ? "" : " (dilations other than 1?)");
+    return false;
+  }
+  for (int d = 0; d < p->g.nsp; d++) {
+    int64_t ek = (p->g.k[d] - 1) * p->g.d[d] + 1;
+    if (p->g.s[d] < ek) {
+      snprintf(why, wsz,
+               "the %s's windows overlap (spatial dim %d: extent %lld, stride %lld): fused, the conv outputs they "
+               "share would be computed more than once",
+               pn->op_type, d, (long long)ek, (long long)p->g.s[d]);
+      return false;
+    }
+  }
+  int64_t nw = 1;
+  for (int d = 0; d < p->g.nsp; d++) nw *= p->g.k[d];
+  if (nw > POOL_MAX_WIN) {
+    snprintf(why, wsz, "the %s's window has %lld positions (at most %d in one work-item)", pn->op_type, (long long)nw,
+             POOL_MAX_WIN);
+    return false;
+  }
+  p->include_pad = !p->is_max && kiln_attr_int(pn, "count_include_pad", 0) == 1;
+  return true;
+}
+
 kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_node *n,
                                       const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
-                                      const char *params, const char *store, kiln_cl_src *src, int64_t *items,
-                                      bool *ok) {
+                                      const char *params, const char *store, kiln_cl_conv_pool *pool,
+                                      kiln_cl_src *src, int64_t *items, bool *ok) {
   *ok = false;
   *items = 0;
+  if (pool) snprintf(pool->why, sizeof pool->why, "the conv does not take the direct kernel");
   op_ctx c = {.dev = dev, .g = gr, .n = n, .in = in, .out = out};
   if (strcmp(n->op_type, "Conv") || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 2 || n->n_out != 1)
     return KILN_OK;
@@ -548,7 +722,17 @@ kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_grap
   for (int k = 0; k < in[0].rank; k++)
     if (in[0].dims[k] <= 0 || out[0].dims[k] <= 0) return KILN_OK;
   if (conv_use_gemm(&g, conv_col_bytes(&g, dev), dev)) return KILN_OK;
-  kiln_status s = conv_direct_src(src, &g, bias, name, params, store, items);
+  conv_pool cp;
+  if (pool && !conv_pool_make(dev, gr, pool, out, &cp, pool->why, sizeof pool->why)) return KILN_OK;
+  kiln_status s;
+  if (pool) { /* channels per item: as the plain kernel's, fewer where the window's accumulators would pass 16 */
+    int64_t nw = 1;
+    for (int d = 0; d < g.nsp; d++) nw *= cp.g.k[d];
+    cp.mb = g.Mg % 4 == 0 && nw * 4 <= POOL_MAX_WIN ? 4 : g.Mg % 2 == 0 && nw * 2 <= POOL_MAX_WIN ? 2 : 1;
+    s = conv_pooled_src(src, &g, &cp, bias, name, params, store, items);
+  } else {
+    s = conv_direct_src(src, &g, bias, name, params, store, items);
+  }
   *ok = !s;
   return s;
 }

@@ -190,6 +190,22 @@ kiln_status kiln_clop_sgemm_fused(const kiln_cl_device *dev, const kiln_clop_gem
 /* Whether kiln_clop_sgemm takes kiln's kernel on dev. */
 bool kiln_clop_sgemm_is_kiln(const kiln_cl_device *dev);
 
+/* ---- window pooling (ops_pool.c) ---- */
+
+/* A MaxPool / AveragePool window geometry: spatial dims in, out, kernel,
+ * strides, dilations, pads at the beginning and end of each dim. */
+typedef struct kiln_clop_pool_geo {
+  int nsp;
+  int64_t in[KILN_MAX_RANK - 2], out[KILN_MAX_RANK - 2], k[KILN_MAX_RANK - 2], s[KILN_MAX_RANK - 2],
+      d[KILN_MAX_RANK - 2], pb[KILN_MAX_RANK - 2], pe[KILN_MAX_RANK - 2];
+  int64_t in_plane, out_plane, planes;
+} kiln_clop_pool_geo;
+/* c's pooling node's geometry as reference/ops_nn.c pool_geometry makes it
+ * (c->in[0], c->out[0]: its input and output types); false for what the
+ * device kernels do not take (the host then runs it and reports): dil
+ * false refuses dilations other than 1 (AveragePool). */
+bool kiln_clop_pool_geo_make(const op_ctx *c, bool dil, kiln_clop_pool_geo *g);
+
 /* ---- shapes ---- */
 
 /* Merges adjacent dims of a shape that every stride array walks as one

@@ -10,12 +10,6 @@
 
 #define MAXSP (KILN_MAX_RANK - 2)
 
-typedef struct pool_geo {
-  int nsp;
-  int64_t in[MAXSP], out[MAXSP], k[MAXSP], s[MAXSP], d[MAXSP], pb[MAXSP], pe[MAXSP];
-  int64_t in_plane, out_plane, planes;
-} pool_geo;
-
 static bool ints_of(const kiln_node *n, const char *name, int count, int64_t def, int64_t *v) {
   size_t cnt;
   const int64_t *a = kiln_attr_ints(n, name, &cnt);
@@ -23,9 +17,7 @@ static bool ints_of(const kiln_node *n, const char *name, int count, int64_t def
   return !a || cnt == (size_t)count;
 }
 
-/* The window geometry (reference/ops_nn.c pool_geometry); false for what
- * the host should run and report. */
-static bool pool_geo_make(const op_ctx *c, bool dil, pool_geo *g) {
+bool kiln_clop_pool_geo_make(const op_ctx *c, bool dil, kiln_clop_pool_geo *g) {
   const kiln_node *n = c->n;
   const kiln_cl_ttype *x = &c->in[0], *y = &c->out[0];
   size_t nk;
@@ -69,8 +61,8 @@ static kiln_status window_pool(const op_ctx *c, kiln_cl_op **out, bool is_max) {
   bool want_idx = is_max && n->n_out > 1 && n->out[1] >= 0 && kiln_clop_present(&c->out[1]);
   if (!kiln_clop_is_f32(&c->in[0]) || !kiln_clop_is_f32(&c->out[0]) || (want_idx && c->out[1].dtype != KILN_I64))
     return KILN_OK;
-  pool_geo g;
-  if (!pool_geo_make(c, is_max, &g)) return KILN_OK;
+  kiln_clop_pool_geo g;
+  if (!kiln_clop_pool_geo_make(c, is_max, &g)) return KILN_OK;
   bool col = kiln_attr_int(n, "storage_order", 0) == 1, include_pad = kiln_attr_int(n, "count_include_pad", 0) == 1;
   int64_t total = g.planes * g.out_plane;
   kiln_cl_op *op;

@@ -3,8 +3,8 @@
 # suite (ROOT = tests/fusion) on the OpenCL engine and asserts that each
 # graph went through the fused paths: its plan (KILN_LOG=info line "opencl
 # plan ...") has the expected generated kernels, fused groups, device ops and
-# no host node — e.g. conv+bn+relu is ONE kernel (direct conv with its
-# epilogue), MatMul+epilogue is the CLBlast op + ONE epilogue kernel,
+# no host node — e.g. conv+bn+relu(+maxpool) is ONE kernel (direct conv with
+# its epilogue and the pooling), MatMul+epilogue is the CLBlast op + ONE epilogue kernel,
 # softmax+layernorm+epilogue ONE reduction kernel — and that every output
 # still matches onnxruntime's. Then the same suite with KILN_FUSION=0 must
 # pass too and launch more. GEMM (4th argument, default clblast): which
@@ -55,7 +55,7 @@ check_table <<'TABLE'
 clblast anchor_outputs 2 2 1
 kiln anchor_outputs 2 2 0
 any chain_views_bcast 2 2 0
-any conv_bn_relu_pool 1 1 1
+any conv_bn_relu_pool 1 1 0
 clblast conv_gemm_epilogue 1 1 1
 kiln conv_gemm_epilogue 2 1 0
 clblast conv_im2col_bn_relu 1 1 0
@@ -67,6 +67,8 @@ kiln conv_im2col_residual 4 2 1
 clblast conv_im2col_strided 2 2 0
 kiln conv_im2col_strided 4 2 0
 any conv_pointwise_clip 1 1 0
+any conv_pool_declined 2 2 2
+any conv_pool_fused 4 4 0
 any conv_residual_clip 2 2 0
 clblast gemm_store_alpha 2 2 2
 kiln gemm_store_alpha 2 2 0
@@ -84,6 +86,31 @@ any residual 2 2 0
 clblast softmax_layernorm 2 2 1
 kiln softmax_layernorm 2 2 0
 TABLE
+# a direct conv's group ending in a MaxPool / AveragePool whose windows do
+# not overlap and whose input nothing else needs: ONE kernel, no pool op
+for name in conv_bn_relu_pool conv_pool_fused; do
+  f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
+  want=$( [ $name = conv_pool_fused ] && echo 4 || echo 1 )
+  got=$( [ -n "$f" ] && grep -cE "direct Conv with the epilogue and the (MaxPool|AveragePool) in one kernel" "$f")
+  if [ "${got:-0}" = "$want" ] && ! grep -q "^op " "$f"; then
+    echo "ok   $name: $want direct conv kernel(s) with the epilogue and the pooling inside, no pool op"
+  else
+    echo "FAIL $name: the KILN_DUMP plan ${f:-(none)} does not show the pooling inside the conv's kernel"
+    [ -n "$f" ] && cat "$f"
+    fail=1
+  fi
+done
+# and the poolings it keeps as their own op, each with its reason (KILN_LOG=debug)
+env KILN_LOG=debug "$conf" --lib "$lib" -f conv_pool_declined "$root" >"$log" 2>&1
+for why in "the MaxPool's windows overlap (spatial dim 0: extent 3, stride 2)" \
+  "'r2' is needed outside the group too (the group stores it)"; do
+  if grep -F "its MaxPool stays its own device op: $why" "$log" >/dev/null &&
+    grep -q "conformance: 1 passed, 0 failed" "$log"; then
+    echo "ok   conv_pool_declined: the pool op kept: $why"
+  else
+    echo "FAIL conv_pool_declined: no debug line keeping the pool op for: $why"; grep -E "stays|conformance" "$log"; fail=1
+  fi
+done
 # kiln's GEMM: these groups are one SGEMM kernel (g*_mm) each, no epilogue kernel
 if [ "$gemm" = kiln ]; then
   for name in matmul_gelu gemm_bias_relu matmul_batched_residual conv_pointwise_clip; do

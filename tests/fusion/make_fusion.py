@@ -8,7 +8,9 @@ the im2col + GEMM path with an epilogue, reductions with prologues, anchors
 whose output is also a graph output, LayerNormalization's Mean/InvStdDev, every reduction kind,
 MatMul / Gemm / pointwise Conv with the epilogue in kiln's SGEMM store, im2col
 convs (3x3 + BN + Relu, residual, downsampling, grouped, strided / dilated /
-padded, 1-D, batches) with it too — in the
+padded, 1-D, batches) with it too, convs with their pooling in the same
+kernel (MaxPool / AveragePool: padded, dilated, ceil_mode,
+count_include_pad) and poolings that stay their own op — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -357,6 +359,51 @@ def main():
     ], None, [("y", [1, 24, 6, 10]), ("c", [1, 24, 6, 10]), ("y1", [3, 16, 20])],
         [const("w", r(24, 8, 3, 3) * 0.3), const("w1", r(16, 8, 5) * 0.3), const("b1", r(16))],
         {"x": r(1, 8, 13, 11), "x1": r(3, 8, 20)})
+
+    # the pooling inside the direct conv's kernel (windows that do not
+    # overlap): MaxPool 2x2 stride 3 dilation 2 padded (1, 1, 0, 0) with
+    # ceil_mode over a batch of 2 (6 channels: 2 per work-item; the last
+    # window's second row and column past the conv's 10: skipped); AveragePool 2x2/2 with
+    # ceil_mode over an odd size (the last window half outside: counts
+    # what is inside) after BatchNormalization (5 channels: 1 per item);
+    # AveragePool 2x2/2 padded 1 with count_include_pad; a 1-D conv +
+    # Sigmoid + MaxPool 3/3 (8 channels: 4 per item)
+    save("conv_pool_fused", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["y1"], kernel_shape=[2, 2], strides=[3, 3], dilations=[2, 2],
+                         pads=[1, 1, 0, 0], ceil_mode=1),
+        helper.make_node("Conv", ["x9", "w2"], ["c2"], pads=[1, 1, 1, 1], strides=[1, 1]),
+        helper.make_node("BatchNormalization", ["c2", "g", "be", "mu", "var"], ["bn"], epsilon=1e-5),
+        helper.make_node("AveragePool", ["bn"], ["y2"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        helper.make_node("Conv", ["x6", "w3", "b3"], ["c3"]),
+        helper.make_node("Relu", ["c3"], ["r3"]),
+        helper.make_node("AveragePool", ["r3"], ["y3"], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1],
+                         count_include_pad=1),
+        helper.make_node("Conv", ["x1", "w4", "b4"], ["c4"], pads=[1, 1]),
+        helper.make_node("Sigmoid", ["c4"], ["s4"]),
+        helper.make_node("MaxPool", ["s4"], ["y4"], kernel_shape=[3], strides=[3]),
+    ], None, [("y1", [2, 6, 4, 4]), ("y2", [2, 5, 5, 5]), ("y3", [1, 4, 4, 4]), ("y4", [1, 8, 4])],
+        [const("w1", r(6, 3, 3, 3) * 0.5), const("b1", r(6)), const("w2", r(5, 3, 3, 3) * 0.5),
+         const("g", 1 + 0.5 * r(5)), const("be", r(5)), const("mu", r(5) * 0.1),
+         const("var", 1 + 0.5 * np.abs(r(5))), const("w3", r(4, 2, 1, 1)), const("b3", r(4)),
+         const("w4", r(8, 4, 3) * 0.5), const("b4", r(8))],
+        {"x": r(2, 3, 10, 10), "x9": r(2, 3, 9, 9), "x6": r(1, 2, 6, 6), "x1": r(1, 4, 12)})
+
+    # poolings that stay their own device op: the ResNet stem's MaxPool
+    # 3x3/2 padded 1 (overlapping windows: fused, the shared conv outputs
+    # would be computed twice), and a MaxPool 2x2/2 whose input (the
+    # epilogue's result) is also a graph output
+    save("conv_pool_declined", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["y1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("MaxPool", ["r2"], ["y2"], kernel_shape=[2, 2], strides=[2, 2]),
+    ], None, [("y1", [1, 4, 4, 4]), ("y2", [1, 4, 4, 4]), ("r2", [1, 4, 8, 8])],
+        [const("w1", r(4, 3, 3, 3) * 0.5), const("b1", r(4)), const("w2", r(4, 3, 3, 3) * 0.5), const("b2", r(4))],
+        {"x": r(1, 3, 8, 8)})
 
 
 if __name__ == "__main__":
