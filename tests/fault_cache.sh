@@ -10,7 +10,7 @@
 #   (/proc), a path that is a file, a full disk (FAULT_LIB, the fault build,
 #   with KILN_FAULT_DISK_FULL=1: every write fails with ENOSPC),
 #   the directory deleted while graphs run, truncated entries, a flipped
-#   payload byte, an entry with a valid checksum but a garbage binary (the
+#   payload byte (every bit of it), an entry with a valid checksum but a garbage binary (the
 #   driver rejects it), and four processes filling one directory at once.
 # The cache directory variable is CACHE_VAR below (one place to retarget).
 # No records of graphs as imported (KILN_CL_IMPORT_CACHE=0: stored when a
@@ -105,7 +105,13 @@ damage() { # NAME HOW
     case $2 in
     truncate) head -c $(($(wc -c <"$f") / 2)) "$f" >"$f.x" && mv "$f.x" "$f" ;;
     header) head -c 20 "$f" >"$f.x" && mv "$f.x" "$f" ;;
-    flip) printf '\377' | dd of="$f" bs=1 seek=4000 conv=notrunc 2>/dev/null ;;
+    flip) # every bit of byte 4000, or of the middle of a shorter entry's payload (past its
+      # 48-byte header: a seek past the end would append, not flip; writing 0xff
+      # changes nothing where the byte is 0xff already)
+      at=4000 sz=$(wc -c <"$f")
+      [ "$sz" -gt 4001 ] || at=$((48 + (sz - 48) / 2))
+      b=$(od -An -tu1 -j "$at" -N1 "$f" | tr -d ' ')
+      printf "\\$(printf %o $((255 - b)))" | dd of="$f" bs=1 seek=$at conv=notrunc 2>/dev/null ;;
     garbage) # a valid header and checksum over a payload no driver accepts
       python3 - "$f" <<'EOF'
 import struct, sys

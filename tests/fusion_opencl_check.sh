@@ -8,7 +8,8 @@
 # softmax+layernorm+epilogue ONE reduction kernel — and that every output
 # still matches onnxruntime's. Then the same suite with KILN_FUSION=0 must
 # pass too and launch more. GEMM (4th argument, default clblast): which
-# SGEMM the run takes (KILN_CL_GEMM's choice on the driver): with kiln's,
+# SGEMM the run takes (KILN_CL_GEMM's choice on the driver). The cases under
+# a symbolic batch (ROOT_symbolic) run once, their plan checked too. With kiln's,
 # MatMul / Gemm / pointwise-Conv groups are ONE kernel with the epilogue in
 # the SGEMM's store (no op, no g*_epi kernel in the KILN_DUMP plan), an
 # im2col conv's group is TWO kernels (im2col into the scratch, then that
@@ -88,9 +89,9 @@ kiln softmax_layernorm 2 2 0
 TABLE
 # a direct conv's group ending in a MaxPool / AveragePool whose windows do
 # not overlap and whose input nothing else needs: ONE kernel, no pool op
-for name in conv_bn_relu_pool conv_pool_fused; do
+for nw in conv_bn_relu_pool:1 conv_pool_fused:4; do
+  name=${nw%:*} want=${nw#*:}
   f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
-  want=$( [ $name = conv_pool_fused ] && echo 4 || echo 1 )
   got=$( [ -n "$f" ] && grep -cE "direct Conv with the epilogue and the (MaxPool|AveragePool) in one kernel" "$f")
   if [ "${got:-0}" = "$want" ] && ! grep -q "^op " "$f"; then
     echo "ok   $name: $want direct conv kernel(s) with the epilogue and the pooling inside, no pool op"
@@ -111,6 +112,21 @@ for why in "the MaxPool's windows overlap (spatial dim 0: extent 3, stride 2)" \
     echo "FAIL conv_pool_declined: no debug line keeping the pool op for: $why"; grep -E "stays|conformance" "$log"; fail=1
   fi
 done
+# the suite's cases under a symbolic batch (ROOT_symbolic): conv_pool_symbolic's
+# two pooled conv kernels planned once at the bound (8), launched over the
+# run's 3 images, outputs right
+symroot=${root%/}_symbolic
+env KILN_LOG=info KILN_DUMP="$dump" "$conf" --lib "$lib" "$symroot" >"$log" 2>&1
+f=$(ls "$dump"/conv_pool_symbolic.opencl-*.txt 2>/dev/null | head -1)
+if grep -q "conformance: 1 passed, 0 failed, 0 skipped" "$log" &&
+  grep -q "opencl plan 'conv_pool_symbolic' on .*, 2 kernels (2 fused groups), 0 device ops" "$log" &&
+  grep -q "opencl plan 'conv_pool_symbolic': symbolic dim N: one variant at the bound 8 serves 1..8 (2 kernels launched over the run's rows" "$log" &&
+  [ -n "$f" ] && [ "$(grep -cE "direct Conv with the epilogue and the (MaxPool|AveragePool) in one kernel" "$f")" = 2 ]; then
+  echo "ok   conv_pool_symbolic: one variant at the bound 8, its 2 pooled conv kernels launched over the run's 3 images"
+else
+  echo "FAIL conv_pool_symbolic: not passed as one variant launching the 2 pooled conv kernels over the run's rows"
+  grep -E "conv_pool_symbolic|conformance" "$log"; fail=1
+fi
 # kiln's GEMM: these groups are one SGEMM kernel (g*_mm) each, no epilogue kernel
 if [ "$gemm" = kiln ]; then
   for name in matmul_gelu gemm_bias_relu matmul_batched_residual conv_pointwise_clip; do

@@ -10,12 +10,15 @@ MatMul / Gemm / pointwise Conv with the epilogue in kiln's SGEMM store, im2col
 convs (3x3 + BN + Relu, residual, downsampling, grouped, strided / dilated /
 padded, 1-D, batches) with it too, convs with their pooling in the same
 kernel (MaxPool / AveragePool: padded, dilated, ceil_mode,
-count_include_pad) and poolings that stay their own op — in the
+count_include_pad; under a symbolic batch) and poolings that stay their
+own op — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
     test_fusion_<case>/test_data_set_0/input_K.pb    seeded random inputs
     test_fusion_<case>/test_data_set_0/output_K.pb   expected outputs
+
+(cases under a symbolic batch go to ../fusion_symbolic, same layout).
 
 The expected outputs come from onnxruntime (CPU provider, all graph
 optimisations off), an oracle independent of kiln. Run the cases with
@@ -47,17 +50,25 @@ def i64(name, a):
     return numpy_helper.from_array(np.asarray(a, dtype=np.int64), name)
 
 
-def save(name, nodes, inputs, outputs, inits, feeds):
-    g = helper.make_graph(nodes, name, [vi(n, a.shape) for n, a in feeds.items()],
-                          [vi(n, s) for n, s in outputs], inits)
+def save(name, nodes, inputs, outputs, inits, feeds, batch_bound=None):
+    """batch_bound: the inputs' and outputs' first dim is the symbol N, with
+    metadata kiln.bound.N = batch_bound (kiln plans at the bound and runs
+    the feeds' batch as a prefix); such a case goes to ../fusion_symbolic
+    (tests/fault_cache.sh counts two cache entries per case of this suite)."""
+    sym = (lambda s: ["N"] + list(s[1:])) if batch_bound else (lambda s: s)
+    g = helper.make_graph(nodes, name, [vi(n, sym(a.shape)) for n, a in feeds.items()],
+                          [vi(n, sym(s)) for n, s in outputs], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="kiln make_fusion")
     m.ir_version = 8
+    if batch_bound:
+        helper.set_model_props(m, {"kiln.bound.N": str(batch_bound)})
     onnx.checker.check_model(m, full_check=True)
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     outs = sess.run([n for n, _ in outputs], feeds)
-    d = os.path.join(HERE, "test_fusion_" + name)
+    d = os.path.join(os.path.join(os.path.dirname(HERE), "fusion_symbolic") if batch_bound else HERE,
+                     "test_fusion_" + name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     with open(os.path.join(d, "model.onnx"), "wb") as f:
         f.write(m.SerializeToString())
@@ -404,6 +415,20 @@ def main():
     ], None, [("y1", [1, 4, 4, 4]), ("y2", [1, 4, 4, 4]), ("r2", [1, 4, 8, 8])],
         [const("w1", r(4, 3, 3, 3) * 0.5), const("b1", r(4)), const("w2", r(4, 3, 3, 3) * 0.5), const("b2", r(4))],
         {"x": r(1, 3, 8, 8)})
+
+    # the pooled conv kernels under a symbolic batch N (bound 8, run at 3:
+    # the OpenCL plan is made at the bound, its kernels launched over the
+    # run's images)
+    save("conv_pool_symbolic", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["y1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["x", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c2"], ["s2"]),
+        helper.make_node("AveragePool", ["s2"], ["y2"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+    ], None, [("y1", [3, 8, 4, 4]), ("y2", [3, 6, 5, 5])],
+        [const("w1", r(8, 3, 3, 3) * 0.5), const("b1", r(8)), const("w2", r(6, 3, 3, 3) * 0.5)],
+        {"x": r(3, 3, 9, 9)}, batch_bound=8)
 
 
 if __name__ == "__main__":
