@@ -77,20 +77,23 @@ typedef struct cstate {
   kiln_cl_mm_view *mmv; /* per value: a view that MatMuls read in place (storage >= 0), not materialised */
 } cstate;
 
-/* A step reading a view that is not materialised (c->mmv) must have been
- * printed reading it through its strides (a MatMul op or fused kernel sets
- * taken); anything else would read the storage as if it were the view. */
-static kiln_status check_view_reads(cstate *c, const kiln_cl_step *st, const int *reads, int nr) {
+/* A step reading or writing a view that is not materialised (c->mmv) must
+ * have been printed reading (writing) it through its strides (a MatMul op
+ * or fused kernel sets taken); anything else would take the storage as if
+ * it were the view. vals: the step's reads, then its writes. */
+static kiln_status check_views(cstate *c, const kiln_cl_step *st, const int *reads, int nr, const int *writes,
+                               int nw) {
   kiln_status s = KILN_OK;
-  for (int r = 0; r < nr; r++) {
-    kiln_cl_mm_view *x = &c->mmv[reads[r]];
+  for (int r = 0; r < nr + nw; r++) {
+    int w = r < nr ? reads[r] : writes[r - nr];
+    kiln_cl_mm_view *x = &c->mmv[w];
     if (x->storage < 0) continue;
     if (!s && (st->kind == KILN_CL_STEP_HOST || st->kind == KILN_CL_STEP_COPY || !x->taken))
-      s = kiln_fail(KILN_E_INTERNAL, "opencl plan: node '%s' reads view '%s' as if it were materialised",
-                    c->v->g->nodes[st->node].name ? c->v->g->nodes[st->node].name : "",
-                    c->v->g->values[reads[r]].name);
+      s = kiln_fail(KILN_E_INTERNAL, "opencl plan: node '%s' %s view '%s' as if it were dense",
+                    c->v->g->nodes[st->node].name ? c->v->g->nodes[st->node].name : "", r < nr ? "reads" : "writes",
+                    c->v->g->values[w].name);
   }
-  for (int r = 0; r < nr; r++) c->mmv[reads[r]].taken = false;
+  for (int r = 0; r < nr + nw; r++) c->mmv[r < nr ? reads[r] : writes[r - nr]].taken = false;
   return s;
 }
 
@@ -104,7 +107,7 @@ static kiln_status add_step(cstate *c, kiln_cl_step st, const int *reads, int nr
     c->cap_steps = cap;
   }
   st.prof = -1;
-  kiln_status s = check_view_reads(c, &st, reads, nr);
+  kiln_status s = check_views(c, &st, reads, nr, writes, nw);
   if (s) return s;
   s = kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
   if (!s) v->steps[v->n_steps++] = st; /* on failure the caller still owns st.op */
@@ -198,6 +201,76 @@ static bool read_in_place(cstate *c, const kiln_fuse_spec *sp, int a, kiln_cl_mm
   }
   c->mmv[w] = (kiln_cl_mm_view){.storage = -1};
   return ok && readers > 0;
+}
+
+/* Whether view group sp (its one alias w, a view of memory value x) is
+ * left out because the MatMul making x writes it in place: x stored as a
+ * view of w's storage, so that w is dense as it is written
+ * (opencl/ENGINE.md "Views read in place by MatMul", the output side).
+ * The view: one permutation of x's dims (w's map a transposed view of x,
+ * or a reshape of one), unmasked, float32; x made by a MatMul alone in its
+ * group (a lone op: a fused SGEMM's epilogue indexes C densely), read by
+ * no node outside sp, neither x nor w a graph input or output; a plain plan
+ * (as read_in_place); the op writes C through the view
+ * (kiln_cl_mm_reads_view). *mv gets x's view. grp: per node its group in fp. */
+static bool write_in_place(cstate *c, const kiln_fuse_plan *fp, const int *grp, const kiln_fuse_spec *sp,
+                           kiln_cl_mm_view *mv) {
+  const kiln_cl_variant *v = c->v;
+  const kiln_graph *g = v->g;
+  const char *e = getenv("KILN_CL_MM_VIEWS");
+  if ((e && !strcmp(e, "0")) || c->p->obs_mode || c->p->sym || !sp->bound || sp->n_alias != 1 || sp->n_store ||
+      (sp->kind != KILN_FUSE_G_VIEW && sp->kind != KILN_FUSE_G_ELEMWISE) || sp->alias[0].copy)
+    return false;
+  const kiln_fuse_access *ac = &sp->access[sp->alias[0].access];
+  int w = sp->alias[0].value, x = ac->value;
+  if (w < 0 || x < 0 || w == x || g->values[w].is_input || g->values[w].is_output || g->values[x].is_input ||
+      g->values[x].is_output || g->values[x].init || c->mmv[x].storage >= 0 || c->mmv[w].storage >= 0)
+    return false;
+  int pn = g->values[x].producer;
+  if (pn < 0 || strcmp(g->nodes[pn].op_type, "MatMul") || grp[pn] < 0 || fp->spec[grp[pn]]->n_nodes != 1) return false;
+  /* no reader of x outside sp */
+  for (int j = 0; j < g->n_nodes; j++) {
+    bool reads = false, inside = false;
+    for (int k = 0; k < g->nodes[j].n_in; k++) reads = reads || g->nodes[j].in[k] == x;
+    for (int k = 0; k < sp->n_nodes; k++) inside = inside || sp->nodes[k] == j;
+    if (reads && !inside) return false;
+  }
+  /* w's map: a permutation view of x (row-major over its shape S), or a
+     contiguous reshape of one */
+  const kiln_views *m = &ac->map;
+  if (m->depth < 1 || m->depth > 2 || (m->depth == 2 && !m->v[1].contiguous)) return false;
+  const kiln_view *b = &m->v[0];
+  kiln_cl_ttype tx, tw;
+  if (b->has_mask || b->offset || !concrete(v, x, &tx) || !concrete(v, w, &tw) || tx.dtype != KILN_F32 ||
+      tw.dtype != KILN_F32)
+    return false;
+  int64_t dense_x[KILN_MAX_RANK], dense_s[KILN_MAX_RANK], st = 1, ss = 1;
+  for (int d = tx.rank - 1; d >= 0; d--) dense_x[d] = st, st *= tx.dims[d];
+  for (int d = b->rank - 1; d >= 0; d--) dense_s[d] = ss, ss *= b->shape[d];
+  if (st != ss || st != b->numel) return false;
+  bool used[KILN_MAX_RANK] = {false};
+  int n_x = 0, n_s = 0;
+  *mv = (kiln_cl_mm_view){.storage = w, .rank = tx.rank};
+  for (int d = 0; d < b->rank; d++) n_s += b->shape[d] != 1;
+  for (int k = 0; k < tx.rank; k++) {
+    if (tx.dims[k] == 1) continue; /* (stride 0) */
+    n_x++;
+    int j = 0;
+    while (j < b->rank && (used[j] || b->shape[j] != tx.dims[k] || b->strides[j] != dense_x[k])) j++;
+    if (j == b->rank) return false;
+    used[j] = true;
+    mv->strides[k] = dense_s[j];
+  }
+  if (n_x != n_s) return false;
+  kiln_cl_ttype in[2];
+  const kiln_node *n = &g->nodes[pn];
+  if (n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0 || !concrete(v, n->in[0], &in[0]) ||
+      !concrete(v, n->in[1], &in[1]))
+    return false;
+  c->mmv[x] = *mv;
+  bool ok = kiln_cl_mm_reads_view(c->p->dev, g, n, in, &tx, x);
+  c->mmv[x] = (kiln_cl_mm_view){.storage = -1};
+  return ok;
 }
 
 /* Prints spec sp as kernel k<n> (its stores) plus one copy kernel k<n>v<a>
@@ -410,9 +483,40 @@ static kiln_status lower(cstate *c) {
       s = KILN_OK;
     }
   }
+  /* view groups the MatMul making their memory value writes in place (decided
+     before that MatMul is lowered) */
+  bool *skip = fp ? kiln_calloc((size_t)fp->n_steps + 1, sizeof *skip) : NULL;
+  int *grp = fp ? kiln_malloc(((size_t)g->n_nodes + 1) * sizeof *grp) : NULL;
+  if (fp && (!skip || !grp)) s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  for (int i = 0; grp && i < g->n_nodes; i++) grp[i] = -1;
+  for (int k = 0; grp && k < fp->n_steps; k++)
+    for (int j = 0; fp->spec[k] && j < fp->spec[k]->n_nodes; j++) grp[fp->spec[k]->nodes[j]] = k;
+  for (int k = 0; fp && k < fp->n_steps && !s; k++) {
+    kiln_cl_mm_view mv;
+    if (!fp->spec[k] || fp->spec[k]->n_nodes < 1 || !write_in_place(c, fp, grp, fp->spec[k], &mv)) continue;
+    const kiln_fuse_spec *sp = fp->spec[k];
+    skip[k] = true;
+    c->mmv[sp->access[sp->alias[0].access].value] = mv;
+  }
   for (int k = 0; fp && k < fp->n_steps && !s; k++) {
     const kiln_fuse_spec *sp = fp->spec[k];
     if (!sp || sp->n_nodes < 1) continue;
+    if (skip[k]) {
+      int x = sp->access[sp->alias[0].access].value, w = sp->alias[0].value;
+      if (c->df) {
+        char lbl[160], vs[200];
+        int o = 0;
+        for (int d = 0; d < c->mmv[x].rank; d++)
+          o += snprintf(vs + o, sizeof vs - (size_t)o, "%s%lld", d ? "," : "", (long long)c->mmv[x].strides[d]);
+        fprintf(c->df,
+                "view %s: %d node%s from %s (%s), written in place by MatMul (%s stored at strides [%s] of it)\n",
+                g->values[w].name, sp->n_nodes, sp->n_nodes == 1 ? "" : "s",
+                kiln_node_label(g, &g->nodes[sp->nodes[0]], lbl, sizeof lbl), g->nodes[sp->nodes[0]].op_type,
+                g->values[x].name, vs);
+      }
+      for (int j = 0; j < sp->n_nodes; j++) done[sp->nodes[j]] = true;
+      continue;
+    }
     bool ok = false;
     s = try_gen(c, sp, &fs->steps[k], &ok);
     /* observing plans lower anchor and reduction groups node by node, so
@@ -427,6 +531,8 @@ static kiln_status lower(cstate *c) {
   for (int i = 0; i < g->n_nodes && !s; i++)
     if (!done[i]) s = lower_node(c, i, true);
   kiln_free(done);
+  kiln_free(skip);
+  kiln_free(grp);
   kiln_fuse_plan_free(fp);
   kiln_schedule_free(fs);
   kiln_fuse_ctx_free(fc);

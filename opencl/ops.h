@@ -122,10 +122,10 @@ void kiln_cl_op_free(kiln_cl_op *op);
 /* ---- MatMul operands read through views (opencl/ENGINE.md "Views read in
  * place by MatMul") ---- */
 
-/* Input value w of a MatMul that the engine does not materialise: its
- * element (i_0 .. i_{r-1}) is element offset + sum(i_d * strides[d]) of
- * value `storage` (dense, row-major), whose buffer the op or kernel gets
- * for w. */
+/* Input value w of a MatMul that the engine does not materialise (or its
+ * output, that the engine does not store densely): its element
+ * (i_0 .. i_{r-1}) is element offset + sum(i_d * strides[d]) of value
+ * `storage` (dense, row-major), whose buffer the op or kernel gets for w. */
 typedef struct kiln_cl_mm_view {
   int storage; /* -1: w is read as it is (dense) */
   int rank;
@@ -144,12 +144,16 @@ bool kiln_cl_mm_view_ok(const kiln_cl_ttype *t, const int64_t *strides);
  * MatMul kernels (kiln_cl_gemm_fused) of g's nodes read each input value w
  * with views[w].storage >= 0 through views[w] — A's or B's lda / ldb,
  * transposition, batch strides and offset — when kiln_cl_mm_view_ok says
- * so, and set views[w].taken; a dense copy of w otherwise. views has
- * g->n_values entries; g NULL: none. */
+ * so (not a transposed B on kiln's SGEMM), and set views[w].taken; the
+ * buffer they get for w is a dense copy otherwise. A MatMul op (not a fused
+ * kernel: its epilogue indexes C densely) writes its output through its
+ * view likewise (ldc >= N, columns 1 apart, batch strides, offset). views
+ * has g->n_values entries; g NULL: none. */
 void kiln_cl_mm_views_set(const kiln_graph *g, kiln_cl_mm_view *views);
-/* Whether MatMul node n (types in, out) would read input value w through
- * its view as set (kiln_cl_mm_views_set): the op takes the node and
- * kiln_cl_mm_view_ok holds for w (does not set taken). */
+/* Whether MatMul node n (types in, out) would read input value w (or,
+ * w = its output, write it as a lone op) through w's view as set
+ * (kiln_cl_mm_views_set): the op takes the node and the view is a GEMM
+ * operand (does not set taken). */
 bool kiln_cl_mm_reads_view(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
                            const kiln_cl_ttype *in, const kiln_cl_ttype *out, int w);
 

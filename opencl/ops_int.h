@@ -161,7 +161,8 @@ typedef struct kiln_clop_gemm {
   size_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
   opb a, b, c;
-  int64_t a0, b0; /* elements from A's / B's buffer to its first element (a view's offset; kiln_cl_mm_view) */
+  int64_t a0, b0, c0; /* elements from A's / B's / C's buffer to its first element (a view's offset;
+                          kiln_cl_mm_view; c0 0 in a fused SGEMM, whose epilogue sees C's flat index) */
   int nb;
   int64_t bd[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK], sc[KILN_MAX_RANK];
 } kiln_clop_gemm;

@@ -363,7 +363,9 @@ def main():
     # views only MatMuls read, read in place (opencl/ENGINE.md "Views read
     # in place by MatMul"): attention's heads — q's Transpose(0,2,1,3) as
     # the scores' A (rows 32 apart, heads 8 apart), k's Transpose(0,2,3,1)
-    # as its B^T, v's as the context's B — and the heads' A against one
+    # as its B^T, v's as the context's B —, the context written in place
+    # into its heads' Transpose + Reshape (rows 32 apart, heads 8 apart)
+    # that the output projection reads, and the heads' A against one
     # shared B (batched, B's batch stride 0)
     def heads(x, perm):
         return [helper.make_node("Reshape", [x, "hs"], [x + "r"]),
@@ -379,11 +381,15 @@ def main():
         helper.make_node("MatMul", ["qt", "kt"], ["s"]),
         helper.make_node("Mul", ["s", "scale"], ["ss"]),
         helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
-        helper.make_node("MatMul", ["p", "vt"], ["y"]),
+        helper.make_node("MatMul", ["p", "vt"], ["ctx"]),
+        helper.make_node("Transpose", ["ctx"], ["ct"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ct", "os"], ["cr"]),
+        helper.make_node("MatMul", ["cr", "wo"], ["y"]),
         helper.make_node("MatMul", ["qt", "wp"], ["y2"]),
-    ], None, [("y", [1, 4, 16, 8]), ("y2", [1, 4, 16, 5])],
+    ], None, [("y", [1, 16, 32]), ("y2", [1, 4, 16, 5])],
         [const("wq", r(32, 32)), const("bq", r(32)), const("wk", r(32, 32)), const("wv", r(32, 32)),
-         i64("hs", [1, 16, 4, 8]), const("scale", [0.35]), const("wp", r(8, 5))],
+         i64("hs", [1, 16, 4, 8]), const("scale", [0.35]), const("wp", r(8, 5)), i64("os", [1, 16, 32]),
+         const("wo", r(32, 32))],
         {"x": r(1, 16, 32)})
 
     # Slice, Transpose and Expand views of a computed [12, 48] read in place:
@@ -410,14 +416,21 @@ def main():
          const("w6", r(2, 48, 3))],
         {"x": r(12, 20)})
 
-    # a view a MatMul cannot read in place, copied: Transpose(2,0,1) of a
-    # computed [4, 8, 16] puts the unit stride into the batch dim (the
-    # matrices' strides are 128 and 16)
+    # views a MatMul cannot read or write in place, copied: Transpose(2,0,1)
+    # of a computed [4, 8, 16] puts the unit stride into the batch dim (the
+    # matrices' strides are 128 and 16); a MatMul's [4, 8, 6] output read
+    # through Transpose(0,2,1) + Reshape would be a transposed C
     save("matmul_views_copy", [
         helper.make_node("Tanh", ["x"], ["z"]),
         helper.make_node("Transpose", ["z"], ["zt"], perm=[2, 0, 1]),
         helper.make_node("MatMul", ["zt", "w"], ["y"]),
-    ], None, [("y", [16, 4, 3])], [const("w", r(16, 8, 3))], {"x": r(4, 8, 16)})
+        helper.make_node("MatMul", ["z", "w2"], ["mm"]),
+        helper.make_node("Transpose", ["mm"], ["mt"], perm=[0, 2, 1]),
+        helper.make_node("Reshape", ["mt", "rs"], ["mr"]),
+        helper.make_node("MatMul", ["mr", "w3"], ["y2"]),
+    ], None, [("y", [16, 4, 3]), ("y2", [4, 3])],
+        [const("w", r(16, 8, 3)), const("w2", r(16, 6)), i64("rs", [4, 48]), const("w3", r(48, 3))],
+        {"x": r(4, 8, 16)})
 
 
 if __name__ == "__main__":
