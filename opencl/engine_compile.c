@@ -74,7 +74,28 @@ typedef struct cstate {
   size_t *kern_at; /* per generated kernel: where its text starts in src (its program: build) */
   FILE *df; /* KILN_DUMP plan file */
   char dext[48];
+  kiln_cl_mm_view *mmv; /* per value: a view that MatMuls read in place (storage >= 0), not materialised */
 } cstate;
+
+/* A step reading or writing a view that is not materialised (c->mmv) must
+ * have been printed reading (writing) it through its strides (a MatMul op
+ * or fused kernel sets taken); anything else would take the storage as if
+ * it were the view. vals: the step's reads, then its writes. */
+static kiln_status check_views(cstate *c, const kiln_cl_step *st, const int *reads, int nr, const int *writes,
+                               int nw) {
+  kiln_status s = KILN_OK;
+  for (int r = 0; r < nr + nw; r++) {
+    int w = r < nr ? reads[r] : writes[r - nr];
+    kiln_cl_mm_view *x = &c->mmv[w];
+    if (x->storage < 0) continue;
+    if (!s && (st->kind == KILN_CL_STEP_HOST || st->kind == KILN_CL_STEP_COPY || !x->taken))
+      s = kiln_fail(KILN_E_INTERNAL, "opencl plan: node '%s' %s view '%s' as if it were dense",
+                    c->v->g->nodes[st->node].name ? c->v->g->nodes[st->node].name : "", r < nr ? "reads" : "writes",
+                    c->v->g->values[w].name);
+  }
+  for (int r = 0; r < nr + nw; r++) c->mmv[r < nr ? reads[r] : writes[r - nr]].taken = false;
+  return s;
+}
 
 static kiln_status add_step(cstate *c, kiln_cl_step st, const int *reads, int nr, const int *writes, int nw) {
   kiln_cl_variant *v = c->v;
@@ -86,7 +107,9 @@ static kiln_status add_step(cstate *c, kiln_cl_step st, const int *reads, int nr
     c->cap_steps = cap;
   }
   st.prof = -1;
-  kiln_status s = kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
+  kiln_status s = check_views(c, &st, reads, nr, writes, nw);
+  if (s) return s;
+  s = kiln_schedule_add_step(c->ms, reads, nr, writes, nw, st.node);
   if (!s) v->steps[v->n_steps++] = st; /* on failure the caller still owns st.op */
   return s;
 }
@@ -127,6 +150,129 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   return add_step(c, x, reads, nr, writes, nw);
 }
 
+/* Whether alias a of spec sp (a view of memory) is read in place instead of
+ * copied (opencl/ENGINE.md "Views read in place by MatMul"): one strided
+ * view, unmasked, of a float32 value computed on the device or a weight
+ * (not a graph input or output: the host's buffers are bound per run), in
+ * a plain plan (no observers, no symbolic dims: their steps take the values
+ * as laid out), and every node that reads it is a MatMul whose op or fused
+ * kernel reads it through its strides as A or B (kiln_cl_mm_reads_view).
+ * *mv gets the view; KILN_CL_MM_VIEWS=0: never. */
+static bool read_in_place(cstate *c, const kiln_fuse_spec *sp, int a, kiln_cl_mm_view *mv) {
+  const kiln_cl_variant *v = c->v;
+  const kiln_graph *g = v->g;
+  const kiln_fuse_alias *al = &sp->alias[a];
+  const kiln_fuse_access *ac = &sp->access[al->access];
+  int w = al->value, st = ac->value;
+  const char *e = getenv("KILN_CL_MM_VIEWS");
+  if ((e && !strcmp(e, "0")) || al->copy || c->p->obs_mode || c->p->sym || w < 0 || st < 0 || w == st) return false;
+  if (g->values[w].is_input || g->values[st].is_input || g->values[w].is_output || g->values[st].is_output ||
+      c->mmv[st].storage >= 0)
+    return false;
+  if (!kiln_views_single(&ac->map)) return false;
+  const kiln_view *top = kiln_views_top(&ac->map);
+  kiln_cl_ttype t, ts;
+  if (top->has_mask || !concrete(v, w, &t) || !concrete(v, st, &ts) || t.dtype != KILN_F32 || ts.dtype != KILN_F32 ||
+      top->rank != t.rank)
+    return false;
+  int64_t reach = top->offset, n_st = 1;
+  for (int d = 0; d < t.rank; d++) {
+    if (top->shape[d] != t.dims[d]) return false;
+    reach += top->strides[d] * (t.dims[d] - 1);
+  }
+  for (int d = 0; d < ts.rank; d++) n_st *= ts.dims[d];
+  if (top->offset < 0 || reach >= n_st || !kiln_cl_mm_view_ok(&t, top->strides)) return false;
+  *mv = (kiln_cl_mm_view){.storage = st, .rank = t.rank, .offset = top->offset};
+  memcpy(mv->strides, top->strides, sizeof mv->strides);
+  /* every reader: a MatMul reading it through the view (tried with it set) */
+  c->mmv[w] = *mv;
+  int readers = 0;
+  bool ok = true;
+  for (int j = 0; j < g->n_nodes && ok; j++) {
+    const kiln_node *n = &g->nodes[j];
+    bool reads = false;
+    for (int k = 0; k < n->n_in; k++) reads = reads || n->in[k] == w;
+    if (!reads) continue;
+    readers++;
+    kiln_cl_ttype in[2], out[1];
+    ok = n->n_in == 2 && n->n_out == 1 && n->in[0] >= 0 && n->in[1] >= 0 && n->out[0] >= 0 &&
+         concrete(v, n->in[0], &in[0]) && concrete(v, n->in[1], &in[1]) && concrete(v, n->out[0], &out[0]) &&
+         kiln_cl_mm_reads_view(c->p->dev, g, n, in, out, w);
+  }
+  c->mmv[w] = (kiln_cl_mm_view){.storage = -1};
+  return ok && readers > 0;
+}
+
+/* Whether view group sp (its one alias w, a view of memory value x) is
+ * left out because the MatMul making x writes it in place: x stored as a
+ * view of w's storage, so that w is dense as it is written
+ * (opencl/ENGINE.md "Views read in place by MatMul", the output side).
+ * The view: one permutation of x's dims (w's map a transposed view of x,
+ * or a reshape of one), unmasked, float32; x made by a MatMul alone in its
+ * group (a lone op: a fused SGEMM's epilogue indexes C densely), read by
+ * no node outside sp, neither x nor w a graph input or output; a plain plan
+ * (as read_in_place); the op writes C through the view
+ * (kiln_cl_mm_reads_view). *mv gets x's view. grp: per node its group in fp. */
+static bool write_in_place(cstate *c, const kiln_fuse_plan *fp, const int *grp, const kiln_fuse_spec *sp,
+                           kiln_cl_mm_view *mv) {
+  const kiln_cl_variant *v = c->v;
+  const kiln_graph *g = v->g;
+  const char *e = getenv("KILN_CL_MM_VIEWS");
+  if ((e && !strcmp(e, "0")) || c->p->obs_mode || c->p->sym || !sp->bound || sp->n_alias != 1 || sp->n_store ||
+      (sp->kind != KILN_FUSE_G_VIEW && sp->kind != KILN_FUSE_G_ELEMWISE) || sp->alias[0].copy)
+    return false;
+  const kiln_fuse_access *ac = &sp->access[sp->alias[0].access];
+  int w = sp->alias[0].value, x = ac->value;
+  if (w < 0 || x < 0 || w == x || g->values[w].is_input || g->values[w].is_output || g->values[x].is_input ||
+      g->values[x].is_output || g->values[x].init || c->mmv[x].storage >= 0 || c->mmv[w].storage >= 0)
+    return false;
+  int pn = g->values[x].producer;
+  if (pn < 0 || strcmp(g->nodes[pn].op_type, "MatMul") || grp[pn] < 0 || fp->spec[grp[pn]]->n_nodes != 1) return false;
+  /* no reader of x outside sp */
+  for (int j = 0; j < g->n_nodes; j++) {
+    bool reads = false, inside = false;
+    for (int k = 0; k < g->nodes[j].n_in; k++) reads = reads || g->nodes[j].in[k] == x;
+    for (int k = 0; k < sp->n_nodes; k++) inside = inside || sp->nodes[k] == j;
+    if (reads && !inside) return false;
+  }
+  /* w's map: a permutation view of x (row-major over its shape S), or a
+     contiguous reshape of one */
+  const kiln_views *m = &ac->map;
+  if (m->depth < 1 || m->depth > 2 || (m->depth == 2 && !m->v[1].contiguous)) return false;
+  const kiln_view *b = &m->v[0];
+  kiln_cl_ttype tx, tw;
+  if (b->has_mask || b->offset || !concrete(v, x, &tx) || !concrete(v, w, &tw) || tx.dtype != KILN_F32 ||
+      tw.dtype != KILN_F32)
+    return false;
+  int64_t dense_x[KILN_MAX_RANK], dense_s[KILN_MAX_RANK], st = 1, ss = 1;
+  for (int d = tx.rank - 1; d >= 0; d--) dense_x[d] = st, st *= tx.dims[d];
+  for (int d = b->rank - 1; d >= 0; d--) dense_s[d] = ss, ss *= b->shape[d];
+  if (st != ss || st != b->numel) return false;
+  bool used[KILN_MAX_RANK] = {false};
+  int n_x = 0, n_s = 0;
+  *mv = (kiln_cl_mm_view){.storage = w, .rank = tx.rank};
+  for (int d = 0; d < b->rank; d++) n_s += b->shape[d] != 1;
+  for (int k = 0; k < tx.rank; k++) {
+    if (tx.dims[k] == 1) continue; /* (stride 0) */
+    n_x++;
+    int j = 0;
+    while (j < b->rank && (used[j] || b->shape[j] != tx.dims[k] || b->strides[j] != dense_x[k])) j++;
+    if (j == b->rank) return false;
+    used[j] = true;
+    mv->strides[k] = dense_s[j];
+  }
+  if (n_x != n_s) return false;
+  kiln_cl_ttype in[2];
+  const kiln_node *n = &g->nodes[pn];
+  if (n->n_in != 2 || n->in[0] < 0 || n->in[1] < 0 || !concrete(v, n->in[0], &in[0]) ||
+      !concrete(v, n->in[1], &in[1]))
+    return false;
+  c->mmv[x] = *mv;
+  bool ok = kiln_cl_mm_reads_view(c->p->dev, g, n, in, &tx, x);
+  c->mmv[x] = (kiln_cl_mm_view){.storage = -1};
+  return ok;
+}
+
 /* Prints spec sp as kernel k<n> (its stores) plus one copy kernel k<n>v<a>
  * per alias (a view of memory needed densely) when the code generator takes
  * all of them and they write every value step st writes; *ok false (no
@@ -145,6 +291,11 @@ static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step 
     for (int k = 0; k < sp->n_alias && !found; k++) found = sp->alias[k].value == st->writes[w];
     if (!found) return KILN_OK;
   }
+  /* views only MatMuls read: in place, no copy kernel */
+  kiln_cl_mm_view mv[8];
+  bool in_place[8] = {false};
+  int n_in_place = 0;
+  for (int a = 0; a < sp->n_alias; a++) n_in_place += in_place[a] = read_in_place(c, sp, a, &mv[a]);
   char *text[9] = {NULL};
   kiln_cl_kernel_sig sig[9];
   int nk = 0;
@@ -158,6 +309,7 @@ static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step 
     if (!s) nk++;
   }
   for (int a = 0; a < sp->n_alias && !s; a++) {
+    if (in_place[a]) continue;
     char name[32];
     snprintf(name, sizeof name, "k%dv%d", v->n_kern, a);
     s = kiln_cl_codegen_alias(sp, a, c->p->dev, name, &text[nk], &sig[nk]);
@@ -173,6 +325,19 @@ static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step 
   if (main && sp->n_nodes > 1) {
     c->p->st.fused_groups++;
     c->p->st.fused_nodes += sp->n_nodes;
+  }
+  for (int a = 0; a < sp->n_alias && n_in_place; a++) {
+    if (!in_place[a]) continue;
+    int w = sp->alias[a].value;
+    c->mmv[w] = mv[a];
+    if (c->df) {
+      char lbl[160], vs[160];
+      kiln_view_str(kiln_views_top(&sp->access[sp->alias[a].access].map), vs, sizeof vs);
+      fprintf(c->df, "view %s: %d node%s from %s (%s), read in place by MatMul (storage %s, %s)\n",
+              v->g->values[w].name, sp->n_nodes, sp->n_nodes == 1 ? "" : "s",
+              kiln_node_label(v->g, &v->g->nodes[sp->nodes[0]], lbl, sizeof lbl), v->g->nodes[sp->nodes[0]].op_type,
+              v->g->values[mv[a].storage].name, vs);
+    }
   }
   for (int k = 0; k < nk; k++) {
     if (s) kiln_free(text[k]);
@@ -318,9 +483,40 @@ static kiln_status lower(cstate *c) {
       s = KILN_OK;
     }
   }
+  /* view groups the MatMul making their memory value writes in place (decided
+     before that MatMul is lowered) */
+  bool *skip = fp ? kiln_calloc((size_t)fp->n_steps + 1, sizeof *skip) : NULL;
+  int *grp = fp ? kiln_malloc(((size_t)g->n_nodes + 1) * sizeof *grp) : NULL;
+  if (fp && (!skip || !grp)) s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  for (int i = 0; grp && i < g->n_nodes; i++) grp[i] = -1;
+  for (int k = 0; grp && k < fp->n_steps; k++)
+    for (int j = 0; fp->spec[k] && j < fp->spec[k]->n_nodes; j++) grp[fp->spec[k]->nodes[j]] = k;
+  for (int k = 0; fp && k < fp->n_steps && !s; k++) {
+    kiln_cl_mm_view mv;
+    if (!fp->spec[k] || fp->spec[k]->n_nodes < 1 || !write_in_place(c, fp, grp, fp->spec[k], &mv)) continue;
+    const kiln_fuse_spec *sp = fp->spec[k];
+    skip[k] = true;
+    c->mmv[sp->access[sp->alias[0].access].value] = mv;
+  }
   for (int k = 0; fp && k < fp->n_steps && !s; k++) {
     const kiln_fuse_spec *sp = fp->spec[k];
     if (!sp || sp->n_nodes < 1) continue;
+    if (skip[k]) {
+      int x = sp->access[sp->alias[0].access].value, w = sp->alias[0].value;
+      if (c->df) {
+        char lbl[160], vs[200];
+        int o = 0;
+        for (int d = 0; d < c->mmv[x].rank; d++)
+          o += snprintf(vs + o, sizeof vs - (size_t)o, "%s%lld", d ? "," : "", (long long)c->mmv[x].strides[d]);
+        fprintf(c->df,
+                "view %s: %d node%s from %s (%s), written in place by MatMul (%s stored at strides [%s] of it)\n",
+                g->values[w].name, sp->n_nodes, sp->n_nodes == 1 ? "" : "s",
+                kiln_node_label(g, &g->nodes[sp->nodes[0]], lbl, sizeof lbl), g->nodes[sp->nodes[0]].op_type,
+                g->values[x].name, vs);
+      }
+      for (int j = 0; j < sp->n_nodes; j++) done[sp->nodes[j]] = true;
+      continue;
+    }
     bool ok = false;
     s = try_gen(c, sp, &fs->steps[k], &ok);
     /* observing plans lower anchor and reduction groups node by node, so
@@ -335,6 +531,8 @@ static kiln_status lower(cstate *c) {
   for (int i = 0; i < g->n_nodes && !s; i++)
     if (!done[i]) s = lower_node(c, i, true);
   kiln_free(done);
+  kiln_free(skip);
+  kiln_free(grp);
   kiln_fuse_plan_free(fp);
   kiln_schedule_free(fs);
   kiln_fuse_ctx_free(fc);
@@ -399,13 +597,17 @@ static kiln_status place_values(cstate *c) {
   bool *ext = kiln_calloc((size_t)nv + 1, sizeof *ext);
   bool *dev_read = kiln_calloc((size_t)nv + 1, sizeof *dev_read);
   bool *touched = kiln_calloc((size_t)nv + 1, sizeof *touched);
+  int *alias_of = kiln_calloc((size_t)nv + 1, sizeof *alias_of);
   v->place = kiln_calloc((size_t)nv + 1, sizeof *v->place);
   kiln_memplan *mp = NULL;
-  if (!size || !bytes || !ext || !dev_read || !touched || !v->place) {
+  if (!size || !bytes || !ext || !dev_read || !touched || !alias_of || !v->place) {
     s = kiln_fail(KILN_E_NOMEM, "out of memory planning OpenCL memory");
     goto done;
   }
-  for (int w = 0; w < nv; w++) ext[w] = g->values[w].init || (g->values[w].is_input && g->values[w].producer < 0);
+  for (int w = 0; w < nv; w++) {
+    ext[w] = g->values[w].init || (g->values[w].is_input && g->values[w].producer < 0);
+    alias_of[w] = c->mmv[w].storage;
+  }
   for (int k = 0; k < v->n_steps; k++) {
     const kiln_step *st = &c->ms->steps[k];
     for (int r = 0; r < st->n_reads; r++) {
@@ -414,6 +616,8 @@ static kiln_status place_values(cstate *c) {
     }
     for (int r = 0; r < st->n_writes; r++) touched[st->writes[r]] = true;
   }
+  for (int w = 0; w < nv; w++) /* a view read in place: its storage is read (a weight gets a buffer) */
+    if (alias_of[w] >= 0 && touched[w]) touched[alias_of[w]] = dev_read[alias_of[w]] = true;
   for (int w = 0; w < nv; w++) {
     if (!touched[w]) continue;
     kiln_cl_ttype t;
@@ -425,7 +629,7 @@ static kiln_status place_values(cstate *c) {
     uint64_t b = bytes[w] ? bytes[w] : 1;
     size[w] = (b + align - 1) / align * align;
   }
-  kiln_memplan_request req = {c->ms, size, ext, NULL, NULL, 0};
+  kiln_memplan_request req = {c->ms, size, ext, alias_of, NULL, 0};
   if ((s = kiln_memplan_build(&req, &mp))) goto done;
   v->arena_bytes = mp->arena_size;
   c->p->st.arena_bytes = mp->arena_size;
@@ -445,7 +649,7 @@ static kiln_status place_values(cstate *c) {
   for (int w = 0; w < nv && !s; w++) {
     kiln_cl_place *pl = &v->place[w];
     pl->bytes = bytes[w];
-    if (!touched[w]) continue;
+    if (!touched[w] || alias_of[w] >= 0) continue; /* (views: their storage's buffer, below) */
     if (ext[w]) {
       if (g->values[w].init && !dev_read[w]) continue; /* read by host steps only */
       kiln_cl_buffer b;
@@ -490,6 +694,19 @@ static kiln_status place_values(cstate *c) {
     pl->base = v->arena;
     pl->offset = off;
   }
+  /* a view read in place: its storage's buffer (the MatMul reads it
+     through the view's strides and offset) */
+  for (int w = 0; w < nv && !s; w++) {
+    if (alias_of[w] < 0 || !touched[w]) continue;
+    const kiln_cl_place *q = &v->place[alias_of[w]];
+    if (!q->mem) {
+      s = kiln_fail(KILN_E_INTERNAL, "view '%s': its storage '%s' has no device buffer", g->values[w].name,
+                    g->values[alias_of[w]].name);
+      break;
+    }
+    clRetainMemObject(q->mem);
+    v->place[w] = (kiln_cl_place){q->mem, q->base, q->offset, bytes[w], false, NULL};
+  }
   c->p->st.host_weights = v->host_weights;
   /* the kernels' scratch: one buffer, the largest any kernel asks for
      (their steps run one after another; codegen.h) */
@@ -514,6 +731,7 @@ done:
   kiln_free(ext);
   kiln_free(dev_read);
   kiln_free(touched);
+  kiln_free(alias_of);
   return s;
 }
 
@@ -795,8 +1013,16 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   }
   p->st.fused_groups = p->st.fused_nodes = p->st.device_ops = p->st.host_nodes = p->st.copies = 0;
   if ((s = kiln_schedule_new(g->n_values, &c.ms))) goto fail;
+  if (!(c.mmv = kiln_calloc((size_t)g->n_values + 1, sizeof *c.mmv))) {
+    s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+    goto fail;
+  }
+  for (int w = 0; w < g->n_values; w++) c.mmv[w].storage = -1;
   clock_gettime(CLOCK_MONOTONIC, &tc[1]);
-  if ((s = lower(&c))) goto fail;
+  kiln_cl_mm_views_set(g, c.mmv);
+  s = lower(&c);
+  kiln_cl_mm_views_set(NULL, NULL);
+  if (s) goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tc[2]);
   if (g->n_outputs && (s = kiln_schedule_add_step(c.ms, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
   p->st.kernels = v->n_kern;
@@ -840,6 +1066,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
   kiln_free(c.kern_at);
+  kiln_free(c.mmv);
   v->sched = c.ms; /* kept: a run binding the host's buffers checks its accesses */
   kiln_fuse_plan_free(c.fp1);
   kiln_schedule_free(c.fs1);
@@ -850,6 +1077,7 @@ fail:
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
   kiln_free(c.kern_at);
+  kiln_free(c.mmv);
   kiln_schedule_free(c.ms);
   kiln_fuse_plan_free(c.fp1);
   kiln_schedule_free(c.fs1);

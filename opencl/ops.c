@@ -696,7 +696,7 @@ void kiln_cl_op_free(kiln_cl_op *op) {
 
 bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, kiln_cl_rows_kind kind) {
   bool images = kind == KILN_CL_ROWS_IMAGES, rowwise = kind != KILN_CL_ROWS_GEMM;
-  if (!op || bound < 1 || (op->n_scr && !images)) return false;
+  if (!op || bound < 1 || (op->n_scr && !images) || op->strided) return false;
   size_t b = (size_t)bound;
   for (int i = 0; i < op->n_steps; i++) {
     const op_step *st = &op->steps[i];

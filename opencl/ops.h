@@ -94,7 +94,8 @@ typedef enum kiln_cl_rows_kind {
  * or work-group per row; IMAGES — 1-D kernels (NULL local size) or
  * work-group-per-row kernels whose counts bound divides, batched GEMMs
  * whose batch count bound divides; scratch allowed (laid out image by
- * image). kiln_cl_op_enqueue_rows may be used. */
+ * image); never a MatMul reading an operand through a view
+ * (kiln_cl_mm_view). kiln_cl_op_enqueue_rows may be used. */
 bool kiln_cl_op_rows_ok(const kiln_cl_op *op, int64_t bound, kiln_cl_rows_kind kind);
 /* A padded symbolic dim (opencl/engine_sym.c): the op is GEMMs only whose
  * A rows (input 0) and C rows (output 0) are `outer` blocks of c * bound
@@ -127,6 +128,44 @@ typedef struct kiln_cl_conv_pool {
   kiln_cl_ttype out;
   char why[192];
 } kiln_cl_conv_pool;
+
+/* ---- MatMul operands read through views (opencl/ENGINE.md "Views read in
+ * place by MatMul") ---- */
+
+/* Input value w of a MatMul that the engine does not materialise (or its
+ * output, that the engine does not store densely): its element
+ * (i_0 .. i_{r-1}) is element offset + sum(i_d * strides[d]) of value
+ * `storage` (dense, row-major), whose buffer the op or kernel gets for w. */
+typedef struct kiln_cl_mm_view {
+  int storage; /* -1: w is read as it is (dense) */
+  int rank;
+  int64_t strides[KILN_MAX_RANK];
+  int64_t offset;
+  bool taken; /* set by each MatMul op or fused MatMul kernel printed reading w through it */
+} kiln_cl_mm_view;
+/* Whether a float32 MatMul operand of type t read through strides is a GEMM
+ * operand as it lies: rank >= 2, every dim > 0, no negative stride, the
+ * last two dims a row-major matrix (columns stride 1, rows at least a row
+ * apart) or a transposed one (rows stride 1, columns at least a column
+ * apart), any batch strides (0: broadcast). */
+bool kiln_cl_mm_view_ok(const kiln_cl_ttype *t, const int64_t *strides);
+/* While set (on the calling thread, for graph g: the engine sets it around
+ * its lowering of one variant), MatMul ops (kiln_cl_op_prepare) and fused
+ * MatMul kernels (kiln_cl_gemm_fused) of g's nodes read each input value w
+ * with views[w].storage >= 0 through views[w] — A's or B's lda / ldb,
+ * transposition, batch strides and offset — when kiln_cl_mm_view_ok says
+ * so (not a transposed B on kiln's SGEMM), and set views[w].taken; the
+ * buffer they get for w is a dense copy otherwise. A MatMul op (not a fused
+ * kernel: its epilogue indexes C densely) writes its output through its
+ * view likewise (ldc >= N, columns 1 apart, batch strides, offset). views
+ * has g->n_values entries; g NULL: none. */
+void kiln_cl_mm_views_set(const kiln_graph *g, kiln_cl_mm_view *views);
+/* Whether MatMul node n (types in, out) would read input value w (or,
+ * w = its output, write it as a lone op) through w's view as set
+ * (kiln_cl_mm_views_set): the op takes the node and the view is a GEMM
+ * operand (does not set taken). */
+bool kiln_cl_mm_reads_view(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
+                           const kiln_cl_ttype *in, const kiln_cl_ttype *out, int w);
 
 /* The engine's fused form of a Conv that the op would run with the direct
  * kernel (same rule, KILN_CL_CONV included): kernel `name` appended to src

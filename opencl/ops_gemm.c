@@ -13,10 +13,93 @@
 
 /* ---- MatMul ---- */
 
+/* The engine's views of MatMul inputs (kiln_cl_mm_views_set): one compile
+ * at a time per thread. */
+static _Thread_local struct {
+  const kiln_graph *g;
+  kiln_cl_mm_view *v;
+} mm_views;
+
+void kiln_cl_mm_views_set(const kiln_graph *g, kiln_cl_mm_view *views) {
+  mm_views.g = views ? g : NULL;
+  mm_views.v = g ? views : NULL;
+}
+
+/* A [rows x cols] matrix with element strides sr, sc (a dim of 1: any) as
+ * a GEMM operand: row-major (*t false) with leading dimension *ld >= cols,
+ * or transposed (*t true) with *ld >= rows; false when it is neither. */
+static bool mm_matrix(int64_t rows, int64_t cols, int64_t sr, int64_t sc, bool *t, size_t *ld) {
+  if (rows < 1 || cols < 1 || sr < 0 || sc < 0) return false;
+  if ((cols == 1 || sc == 1) && (rows == 1 || sr >= cols)) {
+    *t = false;
+    *ld = (size_t)(rows == 1 ? cols : sr);
+    return true;
+  }
+  if ((rows == 1 || sr == 1) && (cols == 1 || sc >= rows)) {
+    *t = true;
+    *ld = (size_t)(cols == 1 ? rows : sc);
+    return true;
+  }
+  return false;
+}
+
+bool kiln_cl_mm_view_ok(const kiln_cl_ttype *t, const int64_t *strides) {
+  if (!kiln_clop_is_f32(t) || t->rank < 2) return false;
+  for (int d = 0; d < t->rank; d++)
+    if (t->dims[d] < 1 || strides[d] < 0) return false;
+  bool tr;
+  size_t ld;
+  return mm_matrix(t->dims[t->rank - 2], t->dims[t->rank - 1], strides[t->rank - 2], strides[t->rank - 1], &tr, &ld);
+}
+
+/* The view input k (0: A, 1: B) of c's node is read through, or NULL
+ * (dense). Not a transposed B on kiln's SGEMM: its kernel for transB
+ * (dot products along K, ops_sgemm.c emit_dot) ran the transformer's
+ * scores MatMul (4 x 128x128x64, B = K^T at ldb 256) at 212 us on PoCL
+ * against 54 us for the broadcast kernel on a dense copy made in 17 us
+ * (opencl/ENGINE.md "Views read in place by MatMul"). */
+static kiln_cl_mm_view *mm_view_of(const op_ctx *c, int k) {
+  int w = k < c->n->n_in ? c->n->in[k] : -1;
+  if (!mm_views.v || mm_views.g != c->g || w < 0 || w >= c->g->n_values) return NULL;
+  kiln_cl_mm_view *v = &mm_views.v[w];
+  const kiln_cl_ttype *t = &c->in[k];
+  if (v->storage < 0 || v->rank != t->rank || !kiln_cl_mm_view_ok(t, v->strides)) return NULL;
+  bool tr = false;
+  size_t ld;
+  mm_matrix(t->dims[t->rank - 2], t->dims[t->rank - 1], v->strides[t->rank - 2], v->strides[t->rank - 1], &tr, &ld);
+  if (k == 1 && tr && kiln_clop_sgemm_is_kiln(c->dev)) return NULL;
+  return v;
+}
+
+/* The view c's node's output is written through (the op's record only),
+ * or NULL (dense): rank >= 2 with both inputs' too, C's rows ldc >= N
+ * apart with columns 1 apart, batch strides >= 0. */
+static kiln_cl_mm_view *mm_out_view_of(const op_ctx *c) {
+  int w = c->n->n_out == 1 ? c->n->out[0] : -1;
+  if (!mm_views.v || mm_views.g != c->g || w < 0 || w >= c->g->n_values) return NULL;
+  kiln_cl_mm_view *v = &mm_views.v[w];
+  const kiln_cl_ttype *t = &c->out[0];
+  int r = t->rank;
+  if (v->storage < 0 || v->rank != r || r < 2 || c->in[0].rank < 2 || c->in[1].rank < 2 || !kiln_clop_is_f32(t))
+    return NULL;
+  for (int d = 0; d < r; d++)
+    if (t->dims[d] < 1 || v->strides[d] < 0) return NULL;
+  bool tr = true;
+  size_t ld;
+  if (!mm_matrix(t->dims[r - 2], t->dims[r - 1], v->strides[r - 2], v->strides[r - 1], &tr, &ld) || tr) return NULL;
+  return v;
+}
+
 /* MatMul's SGEMM record (a, b, c: IN(0), IN(1), OUT(0)); false when the
  * op does not take the node (the host reports what is wrong). *bcount: the
- * batch count, *one: B shared by every batch (one GEMM over bcount*M rows). */
-static bool matmul_record(const op_ctx *c, kiln_clop_gemm *g, size_t *bcount, bool *one) {
+ * batch count, *one: B shared by every batch and A's and C's batches one
+ * matrix of bcount*M rows each (one GEMM). An input with a view
+ * (kiln_cl_mm_views_set) is read through it: its matrix's transposition and
+ * leading dimension, its batch strides and offset; *va / *vb (optional) get
+ * the views used. vc (the op's record): the output too, written through its
+ * view (ldc, batch strides, offset), *vc the view or NULL. */
+static bool matmul_record(const op_ctx *c, kiln_clop_gemm *g, size_t *bcount, bool *one, kiln_cl_mm_view **va,
+                          kiln_cl_mm_view **vb, kiln_cl_mm_view **vc) {
   const kiln_cl_ttype *a = &c->in[0], *b = &c->in[1];
   if (!kiln_clop_is_f32(a) || !kiln_clop_is_f32(b) || !kiln_clop_is_f32(&c->out[0]) || a->rank < 1 || b->rank < 1)
     return false;
@@ -24,6 +107,13 @@ static bool matmul_record(const op_ctx *c, kiln_clop_gemm *g, size_t *bcount, bo
   size_t M = ra == 1 ? 1 : (size_t)a->dims[ra - 2], K = (size_t)a->dims[ra - 1];
   size_t N = rb == 1 ? 1 : (size_t)b->dims[rb - 1], Kb = rb == 1 ? (size_t)b->dims[0] : (size_t)b->dims[rb - 2];
   if (K != Kb) return false;
+  kiln_cl_mm_view *xa = mm_view_of(c, 0), *xb = mm_view_of(c, 1), *xc = vc ? mm_out_view_of(c) : NULL;
+  bool ta = false, tb = false, tc = false;
+  size_t lda = K, ldb = N, ldc = N;
+  if (xa) mm_matrix((int64_t)M, (int64_t)K, xa->strides[ra - 2], xa->strides[ra - 1], &ta, &lda);
+  if (xb) mm_matrix((int64_t)K, (int64_t)N, xb->strides[rb - 2], xb->strides[rb - 1], &tb, &ldb);
+  int rc = c->out[0].rank;
+  if (xc) mm_matrix((int64_t)M, (int64_t)N, xc->strides[rc - 2], xc->strides[rc - 1], &tc, &ldc);
   /* batch dims, broadcast numpy-style */
   int na = ra > 2 ? ra - 2 : 0, nb = rb > 2 ? rb - 2 : 0, nr = na > nb ? na : nb;
   int64_t bd[KILN_MAX_RANK], as[KILN_MAX_RANK], bs[KILN_MAX_RANK];
@@ -33,25 +123,31 @@ static bool matmul_record(const op_ctx *c, kiln_clop_gemm *g, size_t *bcount, bo
     if (da != db && da != 1 && db != 1) return false;
     bd[i] = da > db ? da : db;
   }
-  int64_t sa = (int64_t)(M * K), sb = (int64_t)(K * N);
+  int64_t sa = (int64_t)(M * K), sb = (int64_t)(K * N), inner = 1;
+  /* A's and C's batches continue their rows: one matrix of bcount*M rows each */
+  bool rows_on = !ta;
   for (int i = nr - 1; i >= 0; i--) {
     int ia = i - (nr - na), ib = i - (nr - nb);
-    as[i] = ia >= 0 && a->dims[ia] != 1 ? sa : 0;
-    bs[i] = ib >= 0 && b->dims[ib] != 1 ? sb : 0;
+    as[i] = ia >= 0 && a->dims[ia] != 1 ? (xa ? xa->strides[ia] : sa) : 0;
+    bs[i] = ib >= 0 && b->dims[ib] != 1 ? (xb ? xb->strides[ib] : sb) : 0;
+    if (xa && bd[i] != 1) rows_on = rows_on && as[i] == (int64_t)(M * lda) * inner; /* (dense: sa) */
+    if (xc && bd[i] != 1) rows_on = rows_on && xc->strides[i] == (int64_t)(M * ldc) * inner;
+    inner *= bd[i];
     if (ia >= 0) sa *= a->dims[ia];
     if (ib >= 0) sb *= b->dims[ib];
   }
   *bcount = (size_t)kiln_clop_numel(nr, bd);
   bool b_bcast = true;
   for (int i = 0; i < nr; i++) b_bcast = b_bcast && bs[i] == 0;
-  *one = *bcount == 1 || b_bcast;
-  *g = (kiln_clop_gemm){.m = *one ? *bcount * M : M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N, .alpha = 1,
-                        .a = IN(0), .b = IN(1), .c = OUT(0)};
-  if (!*one) { /* C batches dense, row-major over bd */
+  *one = *bcount == 1 || (b_bcast && rows_on);
+  *g = (kiln_clop_gemm){.ta = ta, .tb = tb, .m = *one ? *bcount * M : M, .n = N, .k = K, .lda = lda, .ldb = ldb,
+                        .ldc = ldc, .alpha = 1, .a = IN(0), .b = IN(1), .c = OUT(0), .a0 = xa ? xa->offset : 0,
+                        .b0 = xb ? xb->offset : 0, .c0 = xc ? xc->offset : 0};
+  if (!*one) { /* C batches dense, row-major over bd (or through C's view) */
     int64_t sc = (int64_t)(M * N);
     for (int i = nr - 1; i >= 0; i--) {
       if (bd[i] == 1) continue;
-      g->bd[g->nb] = bd[i], g->sa[g->nb] = as[i], g->sb[g->nb] = bs[i], g->sc[g->nb] = sc;
+      g->bd[g->nb] = bd[i], g->sa[g->nb] = as[i], g->sb[g->nb] = bs[i], g->sc[g->nb] = xc ? xc->strides[i] : sc;
       sc *= bd[i];
       g->nb++;
     }
@@ -64,14 +160,50 @@ static bool matmul_record(const op_ctx *c, kiln_clop_gemm *g, size_t *bcount, bo
       t = g->sc[i], g->sc[i] = g->sc[j], g->sc[j] = t;
     }
   }
+  if (va) *va = xa;
+  if (vb) *vb = xb;
+  if (vc) *vc = xc;
   return true;
+}
+
+bool kiln_cl_mm_reads_view(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
+                           const kiln_cl_ttype *in, const kiln_cl_ttype *out, int w) {
+  if (strcmp(n->op_type, "MatMul") || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in != 2 ||
+      n->n_out != 1 || n->in[0] < 0 || n->in[1] < 0)
+    return false;
+  op_ctx c = {.dev = dev, .g = g, .n = n, .in = in, .out = out};
+  kiln_clop_gemm rec;
+  size_t bcount;
+  bool one;
+  kiln_cl_mm_view *va, *vb, *vc;
+  if (!matmul_record(&c, &rec, &bcount, &one, &va, &vb, w == n->out[0] ? &vc : NULL)) return false;
+  if (w == n->out[0]) return vc != NULL;
+  return (n->in[0] != w || va) && (n->in[1] != w || vb) && (n->in[0] == w || n->in[1] == w);
+}
+
+/* The views the record read its inputs through (now taken); the op's
+ * description gets them. */
+static void mm_views_taken(kiln_cl_op *op, const kiln_clop_gemm *g, kiln_cl_mm_view *va, kiln_cl_mm_view *vb,
+                           kiln_cl_mm_view *vc) {
+  if (va) va->taken = true;
+  if (vb) vb->taken = true;
+  if (vc) vc->taken = true;
+  if (!op || !(va || vb || vc)) return;
+  op->strided = true;
+  size_t l = strlen(op->desc);
+  if (va || vb)
+    snprintf(op->desc + l, sizeof op->desc - l, ", %s%s%s%s%s read in place", va ? "A" : "",
+             va && g->ta ? "^T" : "", va && vb ? " and " : "", vb ? "B" : "", vb && g->tb ? "^T" : "");
+  l = strlen(op->desc);
+  if (vc) snprintf(op->desc + l, sizeof op->desc - l, ", C written in place (ldc %zu)", g->ldc);
 }
 
 static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
   kiln_clop_gemm g;
   size_t bcount;
   bool one;
-  if (!matmul_record(c, &g, &bcount, &one)) return KILN_OK;
+  kiln_cl_mm_view *va, *vb, *vc;
+  if (!matmul_record(c, &g, &bcount, &one, &va, &vb, &vc)) return KILN_OK;
   size_t N = g.n, K = g.k;
   kiln_cl_op *op;
   kiln_status s = kiln_clop_new(c, &op);
@@ -84,6 +216,7 @@ static kiln_status matmul(const op_ctx *c, kiln_cl_op **out) {
     size_t l = strlen(op->desc);
     snprintf(op->desc + l, sizeof op->desc - l, " x%zu", bcount);
   }
+  mm_views_taken(op, &g, va, vb, vc);
   *out = op;
   return KILN_OK;
 }
@@ -755,6 +888,7 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
   for (int k = 0; k < out[0].rank; k++)
     if (out[0].dims[k] <= 0) return KILN_OK;
   kiln_clop_gemm g;
+  kiln_cl_mm_view *va = NULL, *vb = NULL;
   char add[160] = "", add_row[160] = "";
   int ia = 0, ib = 1;
   bool b_last = false;
@@ -788,7 +922,7 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
     if (!strcmp(n->op_type, "MatMul")) {
       size_t bcount;
       bool one;
-      if (!matmul_record(&c, &g, &bcount, &one)) return KILN_OK;
+      if (!matmul_record(&c, &g, &bcount, &one, &va, &vb, NULL)) return KILN_OK; /* (C dense: ep_i) */
       has_e = false;
     } else if (!strcmp(n->op_type, "Gemm")) {
       int64_t cs[2];
@@ -807,6 +941,7 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
   kiln_clop_epi ep = {params, store, add, has_e, b_last, *add_row ? add_row : NULL};
   kiln_status s = kiln_clop_sgemm_fused(dev, &g, &ep, name, src, items);
   if (s) return s;
+  mm_views_taken(NULL, &g, va, vb, NULL);
   vals[(*n_vals)++] = n->in[ia];
   if (ib >= 0) vals[(*n_vals)++] = n->in[ib];
   if (has_e) vals[(*n_vals)++] = n->in[2];

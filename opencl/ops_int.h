@@ -86,6 +86,7 @@ struct kiln_cl_op {
   kiln_cl_buffer chk;
   cl_int chk_host[4];
   bool chk_pending;
+  bool strided; /* an operand is read through a view (kiln_cl_mm_view): no run-time rows (engine_sym) */
 };
 enum { OP_BLAS_GEMM = 1, OP_BLAS_GEMM_BATCHED = 2 };
 
@@ -160,6 +161,8 @@ typedef struct kiln_clop_gemm {
   size_t m, n, k, lda, ldb, ldc;
   float alpha, beta;
   opb a, b, c;
+  int64_t a0, b0, c0; /* elements from A's / B's / C's buffer to its first element (a view's offset;
+                          kiln_cl_mm_view; c0 0 in a fused SGEMM, whose epilogue sees C's flat index) */
   int nb;
   int64_t bd[KILN_MAX_RANK], sa[KILN_MAX_RANK], sb[KILN_MAX_RANK], sc[KILN_MAX_RANK];
 } kiln_clop_gemm;

@@ -241,19 +241,19 @@ static kiln_status emit_head(kiln_cl_src *s, const char *name, const kiln_clop_g
                              "bi * %zuUL : 0;\n"
                              "  if ((r_ - s_) %% %dUL) return;\n"
                              "  const ulong ao = 0, bo = 0;\n"
-                             "  long oa = 0, ob = 0, oc = 0;\n",
+                             "  long oa = %lld, ob = %lld, oc = 0;\n",
                              name, e->b_last ? "" : ", __global const float *restrict b_",
                              e->has_e ? ", __global const float *restrict e_" : "", e->params,
                              e->b_last ? ", __global const float *restrict b_" : "", batch * g->m * nt,
-                             nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr)
+                             nt, nt, g->m, nt * g->m, nt, g->m, g->m, mr, (long long)g->a0, (long long)g->b0)
         : kiln_cl_src_printf(s,
                              "__kernel void %s(__global const float *a_, ulong ao, __global const float *b_, "
                              "ulong bo, __global float *c_, ulong co) {\n"
                              "  const ulong jt = get_global_id(0), t = get_global_id(1);\n"
                              "  if (jt >= %zuUL || t >= %zuUL) return;\n"
                              "  const ulong it = t %% %zuUL, bi = t / %zuUL;\n"
-                             "  long oa = 0, ob = 0, oc = 0;\n",
-                             name, nt, batch * mt, mt, mt);
+                             "  long oa = %lld, ob = %lld, oc = %lld;\n",
+                             name, nt, batch * mt, mt, mt, (long long)g->a0, (long long)g->b0, (long long)g->c0);
   if (!st && g->nb) {
     st = kiln_cl_src_printf(s, "  { ulong t_ = bi;\n");
     for (int d = g->nb - 1; d >= 0 && !st; d--)
@@ -619,6 +619,7 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
   if ((s = kiln_clop_step_add(op, batch == 1 ? ST_GEMM : ST_GEMM_BATCHED, &st))) return s;
   step_gemm(st, g);
   op->blas |= batch == 1 ? OP_BLAS_GEMM : OP_BLAS_GEMM_BATCHED;
+  st->aoff = (size_t)g->a0, st->boff = (size_t)g->b0, st->coff = (size_t)g->c0; /* (batched: in the offsets) */
   if (batch == 1) return KILN_OK;
   st->batch = batch;
   if (batch > op->max_batch) op->max_batch = batch;
@@ -636,9 +637,9 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
       bo += ix * (size_t)g->sb[d];
       co += ix * (size_t)g->sc[d];
     }
-    st->aoffs[bi] = ao;
-    st->boffs[bi] = bo;
-    st->coffs[bi] = co;
+    st->aoffs[bi] = (size_t)g->a0 + ao;
+    st->boffs[bi] = (size_t)g->b0 + bo;
+    st->coffs[bi] = (size_t)g->c0 + co;
   }
   return KILN_OK;
 }
@@ -646,8 +647,8 @@ kiln_status kiln_clop_sgemm(const op_ctx *c, kiln_cl_op *op, const kiln_clop_gem
 kiln_status kiln_clop_sgemm_fused(const kiln_cl_device *dev, const kiln_clop_gemm *g, const kiln_clop_epi *e,
                                   const char *name, kiln_cl_src *src, int64_t *items) {
   *items = 0;
-  if (!g->m || !g->n || g->beta != 0.0f)
-    return kiln_fail(KILN_E_INTERNAL, "opencl: a fused SGEMM takes beta 0 and a non-empty C");
+  if (!g->m || !g->n || g->beta != 0.0f || g->c0 || g->ldc != g->n)
+    return kiln_fail(KILN_E_INTERNAL, "opencl: a fused SGEMM takes beta 0 and a non-empty dense C");
   size_t batch = 1;
   for (int d = 0; d < g->nb; d++) batch *= (size_t)g->bd[d];
   gemm_tile t = tile_pick(dev, g);

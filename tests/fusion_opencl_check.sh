@@ -19,8 +19,10 @@
 # then with kiln's GEMM the suite runs again with the implicit GEMM forced
 # (=1): each such conv group is ONE kernel, the SGEMM reading X through the
 # window, no im2col kernel and no scratch. (The default choice, per shape,
-# is the plain fusion_suite_opencl_* run.) Run through tests/opencl_run.sh
-# (exit 77 without a device).
+# is the plain fusion_suite_opencl_* run.) The matmul_views cases: the
+# views their MatMuls read in place and the ones still copied, then the same
+# cases with KILN_CL_MM_VIEWS=0 (every view copied). Run through
+# tests/opencl_run.sh (exit 77 without a device).
 set -u
 conf=$1 lib=$2 root=$3 gemm=${4:-clblast}
 log=$(mktemp) || exit 1
@@ -86,6 +88,35 @@ any reduce_prologue 2 2 0
 any residual 2 2 0
 clblast softmax_layernorm 2 2 1
 kiln softmax_layernorm 2 2 0
+clblast matmul_views_attn 4 4 8
+kiln matmul_views_attn 5 4 4
+any matmul_views_copy 3 0 3
+clblast matmul_views_slice 1 1 6
+kiln matmul_views_slice 1 1 5
+TABLE
+# views only MatMuls read (opencl/ENGINE.md "Views read in place by
+# MatMul"): in the KILN_DUMP plan, N views read or written in place and C
+# view-copy kernels (kiln's SGEMM copies attention's K^T, a transposed B)
+check_views() {
+  while read -r g name n c; do
+    [ "$g" = any ] || [ "$g" = "$gemm" ] || continue
+    f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
+    got_n=$(grep -c "[a-z] in place by MatMul" "$f" 2>/dev/null)
+    got_c=$(grep -c ", a view copy$" "$f" 2>/dev/null)
+    if [ -n "$f" ] && [ "$got_n" = "$n" ] && [ "$got_c" = "$c" ]; then
+      echo "ok   $name: $n views read or written in place by MatMul, $c view copies"
+    else
+      echo "FAIL $name: want $n views in place and $c view copies, got ${got_n:-?} and ${got_c:-?} (${f:-no plan})"
+      [ -n "$f" ] && cat "$f"
+      fail=1
+    fi
+  done
+}
+check_views <<'TABLE'
+clblast matmul_views_attn 4 0
+kiln matmul_views_attn 3 1
+any matmul_views_slice 5 0
+any matmul_views_copy 0 2
 TABLE
 # a direct conv's group ending in a MaxPool / AveragePool whose windows do
 # not overlap and whose input nothing else needs: ONE kernel, no pool op
@@ -191,6 +222,17 @@ TABLE
     fi
   done
 fi
+# KILN_CL_MM_VIEWS=0: every view copied again, the same results
+rm -rf "$dump"/*
+env KILN_CL_MM_VIEWS=0 KILN_DUMP="$dump" "$conf" --lib "$lib" -f matmul_views "$root" >"$log" 2>&1
+if [ $? -ne 0 ] || ! grep -q "conformance: 3 passed, 0 failed, 0 skipped" "$log"; then
+  echo "FAIL: the matmul_views cases with KILN_CL_MM_VIEWS=0 did not pass:"; grep -E "FAIL|conformance:" "$log"; fail=1
+fi
+check_views <<'TABLE'
+any matmul_views_attn 0 4
+any matmul_views_slice 0 5
+any matmul_views_copy 0 2
+TABLE
 # unfused: the same results, more launches
 run_suite " with KILN_FUSION=0" KILN_FUSION=0
 line=$(grep "opencl plan 'conv_bn_relu_pool' on" "$log" | head -1)

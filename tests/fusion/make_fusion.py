@@ -10,8 +10,10 @@ MatMul / Gemm / pointwise Conv with the epilogue in kiln's SGEMM store, im2col
 convs (3x3 + BN + Relu, residual, downsampling, grouped, strided / dilated /
 padded, 1-D, batches) with it too, convs with their pooling in the same
 kernel (MaxPool / AveragePool: padded, dilated, ceil_mode,
-count_include_pad; under a symbolic batch) and poolings that stay their
-own op — in the
+count_include_pad; under a symbolic batch), poolings that stay their
+own op, and views that only MatMuls read (attention's transposed heads,
+Slice / Transpose / Expand views of a computed matrix; one the GEMM cannot
+read in place) — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -429,6 +431,77 @@ def main():
     ], None, [("y1", [3, 8, 4, 4]), ("y2", [3, 6, 5, 5])],
         [const("w1", r(8, 3, 3, 3) * 0.5), const("b1", r(8)), const("w2", r(6, 3, 3, 3) * 0.5)],
         {"x": r(3, 3, 9, 9)}, batch_bound=8)
+    # views only MatMuls read, read in place (opencl/ENGINE.md "Views read
+    # in place by MatMul"): attention's heads — q's Transpose(0,2,1,3) as
+    # the scores' A (rows 32 apart, heads 8 apart), k's Transpose(0,2,3,1)
+    # as its B^T, v's as the context's B —, the context written in place
+    # into its heads' Transpose + Reshape (rows 32 apart, heads 8 apart)
+    # that the output projection reads, and the heads' A against one
+    # shared B (batched, B's batch stride 0)
+    def heads(x, perm):
+        return [helper.make_node("Reshape", [x, "hs"], [x + "r"]),
+                helper.make_node("Transpose", [x + "r"], [x + "t"], perm=perm)]
+    save("matmul_views_attn", [
+        helper.make_node("MatMul", ["x", "wq"], ["q0"]),
+        helper.make_node("Add", ["q0", "bq"], ["q"]),
+        *heads("q", [0, 2, 1, 3]),
+        helper.make_node("MatMul", ["x", "wk"], ["k"]),
+        *heads("k", [0, 2, 3, 1]),
+        helper.make_node("MatMul", ["x", "wv"], ["v"]),
+        *heads("v", [0, 2, 1, 3]),
+        helper.make_node("MatMul", ["qt", "kt"], ["s"]),
+        helper.make_node("Mul", ["s", "scale"], ["ss"]),
+        helper.make_node("Softmax", ["ss"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "vt"], ["ctx"]),
+        helper.make_node("Transpose", ["ctx"], ["ct"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ct", "os"], ["cr"]),
+        helper.make_node("MatMul", ["cr", "wo"], ["y"]),
+        helper.make_node("MatMul", ["qt", "wp"], ["y2"]),
+    ], None, [("y", [1, 16, 32]), ("y2", [1, 4, 16, 5])],
+        [const("wq", r(32, 32)), const("bq", r(32)), const("wk", r(32, 32)), const("wv", r(32, 32)),
+         i64("hs", [1, 16, 4, 8]), const("scale", [0.35]), const("wp", r(8, 5)), i64("os", [1, 16, 32]),
+         const("wo", r(32, 32))],
+        {"x": r(1, 16, 32)})
+
+    # Slice, Transpose and Expand views of a computed [12, 48] read in place:
+    # A with rows 48 apart at offset 16, A from every other row (rows 96
+    # apart, offset 48), B with rows 48 apart at offset 8, A transposed
+    # (A^T, lda 48), A broadcast over 2 batches (batch stride 0)
+    save("matmul_views_slice", [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["hr"]),
+        helper.make_node("Slice", ["hr", "s1", "e1", "a01"], ["a"]),
+        helper.make_node("MatMul", ["a", "w2"], ["y1"]),
+        helper.make_node("Slice", ["hr", "s2", "e2", "a01", "st2"], ["b"]),
+        helper.make_node("MatMul", ["b", "w3"], ["y2"]),
+        helper.make_node("Slice", ["hr", "s3", "e3", "a1"], ["c"]),
+        helper.make_node("MatMul", ["w4", "c"], ["y3"]),
+        helper.make_node("Transpose", ["hr"], ["t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["t", "w5"], ["y4"]),
+        helper.make_node("Expand", ["hr", "es"], ["e"]),
+        helper.make_node("MatMul", ["e", "w6"], ["y5"]),
+    ], None, [("y1", [12, 7]), ("y2", [6, 5]), ("y3", [3, 5]), ("y4", [48, 6]), ("y5", [2, 12, 3])],
+        [const("w1", r(20, 48)), i64("s1", [0, 16]), i64("e1", [12, 40]), i64("a01", [0, 1]), const("w2", r(24, 7)),
+         i64("s2", [1, 0]), i64("e2", [12, 24]), i64("st2", [2, 1]), const("w3", r(24, 5)), i64("s3", [8]),
+         i64("e3", [13]), i64("a1", [1]), const("w4", r(3, 12)), const("w5", r(12, 6)), i64("es", [2, 12, 48]),
+         const("w6", r(2, 48, 3))],
+        {"x": r(12, 20)})
+
+    # views a MatMul cannot read or write in place, copied: Transpose(2,0,1)
+    # of a computed [4, 8, 16] puts the unit stride into the batch dim (the
+    # matrices' strides are 128 and 16); a MatMul's [4, 8, 6] output read
+    # through Transpose(0,2,1) + Reshape would be a transposed C
+    save("matmul_views_copy", [
+        helper.make_node("Tanh", ["x"], ["z"]),
+        helper.make_node("Transpose", ["z"], ["zt"], perm=[2, 0, 1]),
+        helper.make_node("MatMul", ["zt", "w"], ["y"]),
+        helper.make_node("MatMul", ["z", "w2"], ["mm"]),
+        helper.make_node("Transpose", ["mm"], ["mt"], perm=[0, 2, 1]),
+        helper.make_node("Reshape", ["mt", "rs"], ["mr"]),
+        helper.make_node("MatMul", ["mr", "w3"], ["y2"]),
+    ], None, [("y", [16, 4, 3]), ("y2", [4, 3])],
+        [const("w", r(16, 8, 3)), const("w2", r(16, 6)), i64("rs", [4, 48]), const("w3", r(48, 3))],
+        {"x": r(4, 8, 16)})
 
 
 if __name__ == "__main__":
