@@ -741,20 +741,28 @@ static size_t conv_col_bytes(const conv_geo *g, const kiln_cl_device *dev) {
 }
 
 /* The choice between the two (OPS.md has the measurements behind it):
- * KILN_CL_CONV=direct|gemm forces one. With CLBlast, GEMM pays for its
- * column matrix and its launch overhead only with a long reduction
- * (Cg*k >= 256) and enough rows and columns (Mg, out >= 16); depthwise and
- * other thin groups, stems with few input channels and small pointwise
- * convs go direct. kiln's SGEMM beats the direct kernel on every measured
- * class with Mg >= 16 (stems and small pointwise convs included): then
+ * KILN_CL_CONV=direct|gemm forces one. Where the GEMM is CLBlast's on a CPU
+ * device that vectorises across work-items (preferred float width < 8:
+ * rusticl/llvmpipe), direct always: measured 2-4x faster there on every
+ * class, from stems to 512->512 3x3 and the 320->1280 head (CLBlast's
+ * generic parameters run at 0.2-0.9 GFLOP/s on llvmpipe), with or without
+ * a following pooling. Elsewhere with CLBlast, GEMM pays for its column
+ * matrix and its launch overhead only with a long reduction (Cg*k >= 256)
+ * and enough rows and columns (Mg, out >= 16); depthwise and other thin
+ * groups, stems with few input channels and small pointwise convs go
+ * direct. kiln's SGEMM beats the direct kernel on every measured class
+ * with Mg >= 16 (stems and small pointwise convs included, and also where
+ * the direct kernel would take a following 2x2 pooling into itself): then
  * only the reduction's floor drops to 16. */
 static bool conv_use_gemm(const conv_geo *g, size_t col_bytes, const kiln_cl_device *dev) {
   const char *e = getenv("KILN_CL_CONV");
   bool fits = col_bytes <= dev->max_mem_alloc_size / 2 && col_bytes <= ((size_t)1 << 30);
   if (e && !strcmp(e, "direct")) return false;
   if (e && !strcmp(e, "gemm")) return fits;
+  bool kiln = kiln_clop_sgemm_is_kiln(dev);
+  if (!kiln && (dev->type & CL_DEVICE_TYPE_CPU) && dev->pref_vec_float < 8) return false;
   int64_t rows = g->Cg * g->k_sp;
-  return fits && g->Mg >= 16 && rows >= (kiln_clop_sgemm_is_kiln(dev) ? 16 : 256) && g->out_sp >= 16;
+  return fits && g->Mg >= 16 && rows >= (kiln ? 16 : 256) && g->out_sp >= 16;
 }
 
 kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **out) {

@@ -59,7 +59,7 @@ clblast anchor_outputs 2 2 1
 kiln anchor_outputs 2 2 0
 any chain_views_bcast 2 2 0
 any conv_bn_relu_pool 1 1 0
-clblast conv_gemm_epilogue 1 1 1
+clblast conv_gemm_epilogue 1 1 0
 kiln conv_gemm_epilogue 2 1 0
 clblast conv_im2col_bn_relu 1 1 0
 kiln conv_im2col_bn_relu 2 1 0
@@ -157,6 +157,15 @@ if grep -q "conformance: 1 passed, 0 failed, 0 skipped" "$log" &&
 else
   echo "FAIL conv_pool_symbolic: not passed as one variant launching the 2 pooled conv kernels over the run's rows"
   grep -E "conv_pool_symbolic|conformance" "$log"; fail=1
+fi
+# CLBlast on a CPU device (rusticl): every conv is direct by default (the
+# row above: conv_gemm_epilogue ONE kernel, no op; conv_use_gemm, OPS.md);
+# KILN_CL_CONV=gemm brings back the CLBlast conv op + its epilogue kernel
+if [ "$gemm" = clblast ]; then
+  run_suite " with KILN_CL_CONV=gemm" KILN_CL_CONV=gemm
+  check_table <<'TABLE'
+clblast conv_gemm_epilogue 1 1 1
+TABLE
 fi
 # kiln's GEMM: these groups are one SGEMM kernel (g*_mm) each, no epilogue kernel
 if [ "$gemm" = kiln ]; then
