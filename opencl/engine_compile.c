@@ -604,32 +604,15 @@ static int program_of(const size_t *cut, int n, size_t at) {
   return i;
 }
 
-/* Whether a core looks idle now: fewer tasks runnable on the machine (this
- * thread one of them: /proc/loadavg's fourth field, an instantaneous count)
- * than online cores. Unreadable: assumed so. */
-static bool core_idle(void) {
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cores < 2) return false;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (!f) return true;
-  double a1, a5, a15;
-  long running = 0, tasks = 0;
-  int n = fscanf(f, "%lf %lf %lf %ld/%ld", &a1, &a5, &a15, &running, &tasks);
-  fclose(f);
-  return n != 5 || running < cores;
-}
-
 /* Whether a variant of two or more programs loads them on two threads
- * (load_programs). KILN_CL_PARALLEL_LOAD=0: never (one after another on
- * the calling thread), =1: always; by default when a core looks idle at
- * that moment (core_idle) — on a machine whose cores are all busy the
- * second thread only waits for one, and the handoffs of rusticl's locks
- * cost more than the overlap gains (opencl/ENGINE.md). */
+ * (load_programs): by default when the machine has two cores or more;
+ * KILN_CL_PARALLEL_LOAD=0: never (one after another on the calling thread),
+ * =1: always. */
 static bool parallel_load(void) {
   const char *e = getenv("KILN_CL_PARALLEL_LOAD");
   if (e && !strcmp(e, "0")) return false;
   if (e && !strcmp(e, "1")) return true;
-  return core_idle();
+  return sysconf(_SC_NPROCESSORS_ONLN) > 1;
 }
 
 /* Where build cuts the source (cut[0] = 0, *n_cut programs) from units[],
@@ -705,12 +688,17 @@ static kiln_status load_program(cstate *c, const size_t *cut, int n_cut, int i) 
   cl_program prog = v->progs[i].prog;
   clock_gettime(CLOCK_MONOTONIC, &t[1]);
   int nk = 0, no = 0;
-  for (int k = 0; k < v->n_kern && !s; k++)
-    if (program_of(cut, n_cut, c->kern_at[k]) == i) s = create_gen_kernel(c, k, prog), nk++;
+  for (int k = 0; k < v->n_kern && !s; k++) {
+    if (program_of(cut, n_cut, c->kern_at[k]) != i) continue;
+    s = create_gen_kernel(c, k, prog);
+    nk++;
+  }
   clock_gettime(CLOCK_MONOTONIC, &t[2]);
-  for (int k = 0; k < v->n_steps && !s; k++)
-    if (v->steps[k].kind == KILN_CL_STEP_OP && program_of(cut, n_cut, v->steps[k].src_at) == i)
-      s = kiln_cl_op_bind_kernels(v->steps[k].op, c->p->slot->ctx, prog), no++;
+  for (int k = 0; k < v->n_steps && !s; k++) {
+    if (v->steps[k].kind != KILN_CL_STEP_OP || program_of(cut, n_cut, v->steps[k].src_at) != i) continue;
+    s = kiln_cl_op_bind_kernels(v->steps[k].op, c->p->slot->ctx, prog);
+    no++;
+  }
   clock_gettime(CLOCK_MONOTONIC, &t[3]);
   double ms[3];
   for (int k = 0; k < 3; k++)
