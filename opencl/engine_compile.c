@@ -2,13 +2,17 @@
  * graph rewritten and its shapes made concrete, grouped by fuse/, each
  * group lowered to a generated kernel, or node by node to a device op
  * (opencl/ops), a buffer copy (Reshape-like views) or the host fallback;
- * every generated kernel and op source in ONE program (kiln cache), the
- * intermediates in one arena (ir/memplan) of sub-buffers. */
+ * every generated kernel and op source in one program (on rusticl a few,
+ * loaded on two threads; kiln cache), the intermediates in one arena
+ * (ir/memplan) of sub-buffers. */
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fuse/group.h"
 #include "ir/alloc.h"
@@ -819,48 +823,207 @@ static int program_of(const size_t *cut, int n, size_t at) {
   return i;
 }
 
+/* Whether a variant of two or more programs loads them on two threads
+ * (load_programs): by default when the machine has two cores or more;
+ * KILN_CL_PARALLEL_LOAD=0: never (one after another on the calling thread),
+ * =1: always. */
+static bool parallel_load(void) {
+  const char *e = getenv("KILN_CL_PARALLEL_LOAD");
+  if (e && !strcmp(e, "0")) return false;
+  if (e && !strcmp(e, "1")) return true;
+  return sysconf(_SC_NPROCESSORS_ONLN) > 1;
+}
+
+/* Where build cuts the source (cut[0] = 0, *n_cut programs) from units[],
+ * the n_units starts of the generated kernels and ops in source order.
+ * KILN_CL_PROGRAM_SPLIT set: a new program at the first unit at least that
+ * many bytes past the last cut (its rule since it came). By default on
+ * rusticl (32 KiB): as many programs as that rule gives, at least two from
+ * SPLIT_TWO bytes of source and an even number, of about equal size (each
+ * cut at the unit start nearest its share), so that the two threads of
+ * load_programs load about as much each; one program elsewhere. */
+enum { SPLIT_TWO = 8192 };
+static void cut_source(const kiln_cl_device *dev, const size_t *units, int n_units, size_t len, size_t *cut,
+                       int *n_cut) {
+  const char *e = getenv("KILN_CL_PROGRAM_SPLIT");
+  bool set = e && *e;
+  size_t split = program_split(dev);
+  int n = 0;
+  cut[n++] = 0;
+  for (int u = 0; split && u < n_units; u++)
+    if (units[u] < len && units[u] - cut[n - 1] >= split) cut[n++] = units[u];
+  if (set || !split) {
+    *n_cut = n;
+    return;
+  }
+  int want = n;
+  if (want < 2 && len >= SPLIT_TWO) want = 2;
+  if (want > 1) want += want % 2;
+  n = 1;
+  for (int j = 1; j < want; j++) { /* the unit start nearest share j's end, past the last cut */
+    size_t target = len / (size_t)want * (size_t)j;
+    int best = -1;
+    for (int u = 0; u < n_units; u++) {
+      if (units[u] <= cut[n - 1] || units[u] >= len) continue;
+      size_t d = units[u] > target ? units[u] - target : target - units[u];
+      if (best < 0 || d < (units[best] > target ? units[best] - target : target - units[best])) best = u;
+    }
+    if (best >= 0) cut[n++] = units[best];
+  }
+  *n_cut = n;
+}
+
+/* Creates generated kernel k from prog (its untiled twin when the device
+ * takes fewer items per group than its tiles); arguments come later. */
+static kiln_status create_gen_kernel(cstate *c, int k, cl_program prog) {
+  kiln_cl_variant *v = c->v;
+  kiln_cl_context *ctx = c->p->slot->ctx;
+  kiln_cl_kernel_sig *w = &v->sig[k];
+  kiln_status s = kiln_cl_kernel_create(ctx, prog, w->name, &v->kern[k]);
+  if (!s && w->twin[0] && v->kern[k].wg_size < w->local) { /* a tiled kernel: its untiled twin (codegen.h) */
+    kiln_log(KILN_LOG_INFO, "opencl: kernel %s takes %zu items per group, its tiles %zu: its untiled twin %s", w->name,
+             v->kern[k].wg_size, w->local, w->twin);
+    kiln_cl_kernel_free(&v->kern[k]);
+    memcpy(w->name, w->twin, sizeof w->name);
+    w->n_items = w->twin_items;
+    w->local = 0;
+    w->twin[0] = 0;
+    s = kiln_cl_kernel_create(ctx, prog, w->name, &v->kern[k]);
+  }
+  return s;
+}
+
+/* Program i of the cut source: loaded (get_program), its generated kernels
+ * created, its device ops' kernels bound. Touches only what is program
+ * i's (its kiln_cl_vprog, its kernels, its ops), and the context's kept
+ * programs, the kiln cache and the ops' shared workspace, which are
+ * thread-safe: load_programs runs programs on two threads. */
+static kiln_status load_program(cstate *c, const size_t *cut, int n_cut, int i) {
+  kiln_cl_variant *v = c->v;
+  size_t end = i + 1 < n_cut ? cut[i + 1] : c->src.len;
+  struct timespec t[4];
+  clock_gettime(CLOCK_MONOTONIC, &t[0]);
+  kiln_status s = get_program(c, c->src.text + cut[i], end - cut[i], &v->progs[i]);
+  cl_program prog = v->progs[i].prog;
+  clock_gettime(CLOCK_MONOTONIC, &t[1]);
+  int nk = 0, no = 0;
+  for (int k = 0; k < v->n_kern && !s; k++) {
+    if (program_of(cut, n_cut, c->kern_at[k]) != i) continue;
+    s = create_gen_kernel(c, k, prog);
+    nk++;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t[2]);
+  for (int k = 0; k < v->n_steps && !s; k++) {
+    if (v->steps[k].kind != KILN_CL_STEP_OP || program_of(cut, n_cut, v->steps[k].src_at) != i) continue;
+    s = kiln_cl_op_bind_kernels(v->steps[k].op, c->p->slot->ctx, prog);
+    no++;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t[3]);
+  double ms[3];
+  for (int k = 0; k < 3; k++)
+    ms[k] = (double)(t[k + 1].tv_sec - t[k].tv_sec) * 1e3 + (double)(t[k + 1].tv_nsec - t[k].tv_nsec) / 1e6;
+  kiln_log(KILN_LOG_DEBUG, "opencl: program %d (%zu bytes of source) %.2f ms, %d kernels %.2f ms, %d ops %.2f ms", i,
+           end - cut[i], ms[0], nk, ms[1], no, ms[2]);
+  return s;
+}
+
+/* The programs of one load, taken in order by whichever thread is free. */
+typedef struct load_job {
+  cstate *c;
+  const size_t *cut;
+  int n_cut;
+  atomic_int next;    /* the next program to take */
+  atomic_bool failed; /* a thread failed: no program is taken after */
+} load_job;
+
+/* One thread's share: its first failure, with its program and message
+ * (kiln's last error is per thread). */
+typedef struct load_share {
+  load_job *job;
+  kiln_status s;
+  int at; /* the program that failed */
+  char msg[1024];
+} load_share;
+
+static void *load_work(void *arg) {
+  load_share *sh = arg;
+  load_job *j = sh->job;
+  for (int i; !atomic_load(&j->failed) && (i = atomic_fetch_add(&j->next, 1)) < j->n_cut;) {
+    kiln_status s = load_program(j->c, j->cut, j->n_cut, i);
+    if (s) {
+      sh->s = s;
+      sh->at = i;
+      snprintf(sh->msg, sizeof sh->msg, "%s", kiln_last_error());
+      atomic_store(&j->failed, true);
+    }
+  }
+  return NULL;
+}
+
+/* Loads the n_cut programs: on this thread and one more when there are two
+ * or more (rusticl serialises the work on one program, but overlaps two
+ * programs' in part: small_cnn's two, binaries and 12 kernels, 1.5 ms at
+ * best on two threads against 2.2 one after the other, given an idle core;
+ * opencl/ENGINE.md "Programs loaded on two threads"), one after another
+ * under KILN_CL_PARALLEL_LOAD=0 or when no thread starts. A failure
+ * on either thread stops both from taking more; the one of the first
+ * program is returned, with its message on this thread. Whatever was made
+ * is the variant's (kiln_cl_variant_free). *threads: the threads used. */
+static kiln_status load_programs(cstate *c, const size_t *cut, int n_cut, int *threads) {
+  load_job j = {.c = c, .cut = cut, .n_cut = n_cut};
+  atomic_init(&j.next, 0);
+  atomic_init(&j.failed, false);
+  load_share sh[2];
+  for (int t = 0; t < 2; t++) sh[t] = (load_share){.job = &j, .s = KILN_OK, .at = n_cut};
+  pthread_t th;
+  bool helper = n_cut > 1 && parallel_load() && !pthread_create(&th, NULL, load_work, &sh[1]);
+  load_work(&sh[0]);
+  if (helper) pthread_join(th, NULL);
+  *threads = helper ? 2 : 1;
+  const load_share *f = sh[1].s && sh[1].at < sh[0].at ? &sh[1] : sh[0].s ? &sh[0] : NULL;
+  if (!f) return KILN_OK;
+  kiln_error_set_message(f->msg);
+  return f->s;
+}
+
 /* Builds the variant's programs (one, or on rusticl the source cut at
- * kernel boundaries: program_split), creates the kernels with their
- * arguments and binds the device ops. Each kernel's text (a generated
- * kernel with its guarded prelude, an op's kernels) stands alone, so any
- * cut between two of them compiles. */
+ * kernel boundaries: cut_source), creates the kernels and binds the device
+ * ops (load_programs: on two threads when there are two programs or more),
+ * then sets the kernels' arguments on this thread. Each kernel's text (a
+ * generated kernel with its guarded prelude, an op's kernels) stands alone,
+ * so any cut between two of them compiles. */
 static kiln_status build(cstate *c) {
   kiln_cl_variant *v = c->v;
   kiln_cl_context *ctx = c->p->slot->ctx;
   kiln_status s = KILN_OK;
-  size_t *cut = NULL;
-  int n_cut = 0;
+  struct timespec tb0, tb1, tb2, tb3;
+  clock_gettime(CLOCK_MONOTONIC, &tb0);
+  if (v->n_kern && !(v->kern = kiln_calloc((size_t)v->n_kern, sizeof *v->kern)))
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  int threads = 1;
   if (c->src.len) {
     /* the units' starts, in source order: generated kernels and ops */
-    size_t split = program_split(c->p->dev);
-    int n_units = v->n_kern + v->n_steps;
-    cut = kiln_calloc((size_t)n_units + 1, sizeof *cut);
+    int n_units = v->n_kern + v->n_steps, nu = 0;
+    size_t *units = kiln_calloc((size_t)n_units + 1, sizeof *units);
+    size_t *cut = kiln_calloc((size_t)n_units + 1, sizeof *cut);
     v->progs = kiln_calloc((size_t)n_units + 1, sizeof *v->progs);
-    if (!cut || !v->progs) {
+    if (!units || !cut || !v->progs) {
+      kiln_free(units);
       kiln_free(cut);
       return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     }
-    cut[n_cut++] = 0;
-    int k = 0, t = 0;
-    while (split && (k < v->n_kern || t < v->n_steps)) {
-      size_t at;
-      if (t < v->n_steps && v->steps[t].kind != KILN_CL_STEP_OP) {
-        t++;
-        continue;
-      }
-      if (k < v->n_kern && (t >= v->n_steps || c->kern_at[k] <= v->steps[t].src_at)) at = c->kern_at[k++];
-      else at = v->steps[t++].src_at;
-      if (at < c->src.len && at - cut[n_cut - 1] >= split) cut[n_cut++] = at;
+    for (int k = 0, t = 0; k < v->n_kern || t < v->n_steps;) {
+      if (t < v->n_steps && v->steps[t].kind != KILN_CL_STEP_OP) t++;
+      else if (k < v->n_kern && (t >= v->n_steps || c->kern_at[k] <= v->steps[t].src_at)) units[nu++] = c->kern_at[k++];
+      else units[nu++] = v->steps[t++].src_at;
     }
-    for (int i = 0; i < n_cut && !s; i++) {
-      size_t end = i + 1 < n_cut ? cut[i + 1] : c->src.len;
-      s = get_program(c, c->src.text + cut[i], end - cut[i], &v->progs[i]);
-      if (v->progs[i].prog) v->n_prog = i + 1;
-    }
-    if (s) {
-      kiln_free(cut);
-      return s;
-    }
+    int n_cut = 1;
+    cut_source(c->p->dev, units, nu, c->src.len, cut, &n_cut);
+    kiln_free(units);
+    v->n_prog = n_cut; /* each freed with the variant: NULL until loaded */
+    s = load_programs(c, cut, n_cut, &threads);
+    kiln_free(cut);
+    if (s) return s;
     c->p->st.programs = v->n_prog;
     v->from_cache = v->from_process = true;
     for (int i = 0; i < v->n_prog; i++) {
@@ -868,28 +1031,13 @@ static kiln_status build(cstate *c) {
       v->from_process &= v->progs[i].from_process;
       v->build_ms += v->progs[i].build_ms;
     }
+  } else {
+    for (int k = 0; k < v->n_steps && !s; k++) /* ops without kernels */
+      if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind_kernels(v->steps[k].op, ctx, NULL);
   }
-  struct timespec tb0, tb1, tb2;
-  clock_gettime(CLOCK_MONOTONIC, &tb0);
-  if (v->n_kern && !(v->kern = kiln_calloc((size_t)v->n_kern, sizeof *v->kern))) {
-    kiln_free(cut);
-    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
-  }
+  clock_gettime(CLOCK_MONOTONIC, &tb1);
   for (int k = 0; k < v->n_kern && !s; k++) {
     const kiln_cl_kernel_sig *sig = &v->sig[k];
-    cl_program prog = v->progs[program_of(cut, n_cut, c->kern_at[k])].prog;
-    if ((s = kiln_cl_kernel_create(ctx, prog, sig->name, &v->kern[k]))) break;
-    if (sig->twin[0] && v->kern[k].wg_size < sig->local) { /* a tiled kernel: its untiled twin (codegen.h) */
-      kiln_cl_kernel_sig *w = &v->sig[k];
-      kiln_log(KILN_LOG_INFO, "opencl: kernel %s takes %zu items per group, its tiles %zu: its untiled twin %s",
-               w->name, v->kern[k].wg_size, w->local, w->twin);
-      kiln_cl_kernel_free(&v->kern[k]);
-      memcpy(w->name, w->twin, sizeof w->name);
-      w->n_items = w->twin_items;
-      w->local = 0;
-      w->twin[0] = 0;
-      if ((s = kiln_cl_kernel_create(ctx, prog, w->name, &v->kern[k]))) break;
-    }
     for (int a = 0; a < sig->n_args && !s; a++) {
       cl_mem m = v->place[sig->args[a].value].mem;
       if (!m) s = kiln_fail(KILN_E_INTERNAL, "kernel %s: value '%s' has no device buffer", sig->name,
@@ -901,20 +1049,20 @@ static kiln_status build(cstate *c) {
                       : kiln_cl_kernel_arg(&v->kern[k], (cl_uint)sig->n_args, sizeof v->scratch, &v->scratch);
     if (!s) s = kiln_cl_obs_bind_kernel(c->p, v, k);
   }
-  clock_gettime(CLOCK_MONOTONIC, &tb1);
-  for (int k = 0; k < v->n_steps && !s; k++)
-    if (v->steps[k].kind == KILN_CL_STEP_OP)
-      s = kiln_cl_op_bind_kernels(v->steps[k].op, ctx,
-                                  v->n_prog ? v->progs[program_of(cut, n_cut, v->steps[k].src_at)].prog : NULL);
-  kiln_free(cut);
+  clock_gettime(CLOCK_MONOTONIC, &tb2);
   /* CLBlast's warm-up threads start last: their build (~50 ms a routine on
      rusticl) does not take CPU from the kernels created above */
   for (int k = 0; k < v->n_steps && !s; k++)
     if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind_blas(v->steps[k].op, ctx);
-  clock_gettime(CLOCK_MONOTONIC, &tb2);
-  kiln_log(KILN_LOG_INFO, "opencl: kernels %.1f ms, device ops bound %.1f ms",
-           (double)(tb1.tv_sec - tb0.tv_sec) * 1e3 + (double)(tb1.tv_nsec - tb0.tv_nsec) / 1e6,
-           (double)(tb2.tv_sec - tb1.tv_sec) * 1e3 + (double)(tb2.tv_nsec - tb1.tv_nsec) / 1e6);
+  clock_gettime(CLOCK_MONOTONIC, &tb3);
+  double load_ms = (double)(tb1.tv_sec - tb0.tv_sec) * 1e3 + (double)(tb1.tv_nsec - tb0.tv_nsec) / 1e6;
+  double args_ms = (double)(tb2.tv_sec - tb1.tv_sec) * 1e3 + (double)(tb2.tv_nsec - tb1.tv_nsec) / 1e6;
+  /* "kernels X ms, device ops bound Y ms": bench/cl_cache.py's kern / bind */
+  kiln_log(KILN_LOG_INFO,
+           "opencl: kernels %.1f ms, device ops bound %.1f ms (the kernels: %d program%s loaded with their kernels "
+           "and the ops' kernels on %d thread%s in %.1f ms, arguments %.1f ms; the ops bound: CLBlast's start)",
+           load_ms + args_ms, (double)(tb3.tv_sec - tb2.tv_sec) * 1e3 + (double)(tb3.tv_nsec - tb2.tv_nsec) / 1e6,
+           v->n_prog, v->n_prog == 1 ? "" : "s", threads, threads == 1 ? "" : "s", load_ms, args_ms);
   return s;
 }
 

@@ -108,7 +108,7 @@ typedef struct kiln_cl_variant {
   int n_kern;
   kiln_cl_kernel *kern;
   kiln_cl_kernel_sig *sig;
-  int n_prog;           /* the source in n_prog programs (one; several on rusticl: program_split) */
+  int n_prog;           /* the source in n_prog programs (one; several on rusticl: cut_source) */
   kiln_cl_vprog *progs;
   kiln_cl_place *place; /* per value of g */
   cl_mem arena;

@@ -464,7 +464,9 @@ int main(int argc, char **argv) {
   /* the source cut into programs (KILN_CL_PROGRAM_SPLIT=1: one per kernel;
      KILN_FUSION=0: a kernel per node): every program's binary stored after
      the first run, each loaded from the kiln cache by a new plan; results
-     right; =0 one program */
+     right; =0 one program. The programs built and loaded on two threads
+     (KILN_CL_PARALLEL_LOAD=1, whatever the machine's load), then loaded on
+     one (=0): the same programs from the cache, the same results. */
   {
     char sdir[600];
     snprintf(sdir, sizeof sdir, "%s/split", root);
@@ -474,6 +476,7 @@ int main(int argc, char **argv) {
     setenv("KILN_CL_PROGRAM_CACHE", "0", 1); /* each plan loads its programs from the directory */
     setenv("KILN_CL_PROGRAM_SPLIT", "1", 1);
     setenv("KILN_FUSION", "0", 1);
+    setenv("KILN_CL_PARALLEL_LOAD", "1", 1);
     run_plan("split: cold", 2, &d);
     int np = programs;
     CHECK(np >= 3 && np == kernels, "split: a program per kernel (%d programs, %d kernels)", np, kernels);
@@ -482,6 +485,11 @@ int main(int argc, char **argv) {
     run_plan("split: warm", 2, &d);
     CHECK(programs == np && d.hits == (uint64_t)np + gd.hits && d.writes == 0 && d.corrupt == 0,
           "split: every program from the kiln cache (%llu hits)", (unsigned long long)d.hits);
+    setenv("KILN_CL_PARALLEL_LOAD", "0", 1);
+    run_plan("split: warm, one thread", 1, &d);
+    CHECK(programs == np && d.hits == (uint64_t)np + gd.hits && d.writes == 0 && d.corrupt == 0,
+          "split, one thread: every program from the kiln cache (%llu hits)", (unsigned long long)d.hits);
+    unsetenv("KILN_CL_PARALLEL_LOAD");
     setenv("KILN_CL_PROGRAM_SPLIT", "0", 1);
     run_plan("split off", 1, &d);
     CHECK(programs == 1 && kernels == np, "KILN_CL_PROGRAM_SPLIT=0: one program (%d)", programs);
