@@ -8,7 +8,7 @@ the im2col + GEMM path with an epilogue, reductions with prologues, anchors
 whose output is also a graph output, LayerNormalization's Mean/InvStdDev, every reduction kind,
 MatMul / Gemm / pointwise Conv with the epilogue in kiln's SGEMM store, im2col
 convs (3x3 + BN + Relu, residual, downsampling, grouped, strided / dilated /
-padded, 1-D, batches) with it too — in the
+padded, 1-D, batches) with it too, convs on CLBlast with a bias and a batch — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -357,6 +357,20 @@ def main():
     ], None, [("y", [1, 24, 6, 10]), ("c", [1, 24, 6, 10]), ("y1", [3, 16, 20])],
         [const("w", r(24, 8, 3, 3) * 0.3), const("w1", r(16, 8, 5) * 0.3), const("b1", r(16))],
         {"x": r(1, 8, 13, 11), "x1": r(3, 8, 20)})
+
+    # two convs long enough for im2col + GEMM on CLBlast (32 x 3x3 = 288),
+    # bias and a batch of 2: one + Sigmoid (the op without its bias, the
+    # epilogue kernel adding it per channel of each image), one + Relu with
+    # its own output a graph output too (the op keeps its bias)
+    save("conv_gemm_bias_batch", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["y"]),
+        helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["y2"]),
+    ], None, [("y", [2, 16, 8, 8]), ("y2", [2, 16, 8, 8]), ("c2", [2, 16, 8, 8])],
+        [const("w", r(16, 32, 3, 3) * 0.2), const("b", r(16)), const("w2", r(16, 32, 3, 3) * 0.2),
+         const("b2", r(16))],
+        {"x": r(2, 32, 8, 8)})
 
 
 if __name__ == "__main__":
