@@ -62,7 +62,8 @@ check_table() {
 # its program KEPT bias / C prefill kernels (n*_bias, n*_gemm_c) in all
 check_split() {
   f=$(ls "$dump"/$1.opencl-*.txt 2>/dev/null | head -1)
-  ns=$(cat "$dump"/$1.opencl-*.txt 2>/dev/null | grep -cE "device op without its (bias|C) \+ one epilogue kernel adding it")
+  ns=$(cat "$dump"/$1.opencl-*.txt 2>/dev/null |
+    grep -cE "device op without its (bias|C) \+ one epilogue kernel adding it")
   nk=$(cat "$dump"/$1.opencl-*.cl 2>/dev/null | grep -cE "__kernel void n[0-9]+_(bias|gemm_c)\(")
   if [ -n "$f" ] && [ "$ns" = "$2" ] && [ "$nk" = "$3" ]; then
     echo "ok   $1: $2 ops without their bias / C (added by the epilogue kernel), $3 prefill kernels"
