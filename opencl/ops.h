@@ -123,8 +123,9 @@ void kiln_cl_op_free(kiln_cl_op *op);
  * one and kiln_cl_op_prepare takes the node with in[2] absent (dtype
  * KILN_UNDEFINED) just as with it — the op then writes alpha A B, or the
  * convolution without its bias — and `add` gets " + <expr>": what input 2
- * adds to the output element at flat index `idx` (an integer C expression)
- * read from float buffer `buf` (the Conv's bias of that element's channel,
+ * adds to the output element at flat index `idx` (an integer C expression:
+ * int where the output's and input 2's element counts fit an int, else
+ * long — the literals take its type) read from float buffer `buf` (the Conv's bias of that element's channel,
  * beta C[broadcast] for a Gemm). false (add "") otherwise: no input 2, a
  * node the op would not take, an empty tensor. */
 bool kiln_cl_op_addend(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n, const kiln_cl_ttype *in,

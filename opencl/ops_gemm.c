@@ -639,6 +639,11 @@ static bool all_positive(const kiln_cl_ttype *t) {
   return true;
 }
 
+/* The suffix of an integer literal in OpenCL C: none while it fits an int
+ * (the expression then takes the index's own type: a kernel indexing in
+ * int stays in int — llvmpipe scalarises 64-bit division), else L. */
+static const char *lsuf(int64_t v) { return v <= 2147483647 ? "" : "L"; }
+
 bool kiln_cl_op_addend(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_node *n, const kiln_cl_ttype *in,
                        const kiln_cl_ttype *out, const char *buf, const char *idx, char *add, size_t size) {
   *add = 0;
@@ -653,7 +658,8 @@ bool kiln_cl_op_addend(const kiln_cl_device *dev, const kiln_graph *gr, const ki
     conv_geo g;
     if (!f32_operands(in, out, true) || !conv_geo_make(&c, &g) || in[2].rank != 1 || in[2].dims[0] != g.M)
       return false;
-    w = snprintf(add, size, " + %s[((%s) / %lldL) %% %lldL]", buf, idx, (long long)g.out_sp, (long long)g.M);
+    w = snprintf(add, size, " + %s[((%s) / %lld%s) %% %lld%s]", buf, idx, (long long)g.out_sp, lsuf(g.out_sp),
+                 (long long)g.M, lsuf(g.M));
   } else if (!strcmp(n->op_type, "Gemm")) {
     /* gemm_record with a valid C takes the node without it too */
     kiln_clop_gemm g;
@@ -662,9 +668,11 @@ bool kiln_cl_op_addend(const kiln_cl_device *dev, const kiln_graph *gr, const ki
     float beta;
     if (!gemm_record(&c, &g, &has_c, cs, &beta) || !has_c) return false;
     char bl[48];
-    w = snprintf(add, size, " + %s%s%s[((%s) / %zuL) * %lldL + ((%s) %% %zuL) * %lldL]",
-                 beta == 1.0f ? "" : kiln_clop_flit(beta, bl, sizeof bl), beta == 1.0f ? "" : " * ", buf, idx, g.n,
-                 (long long)cs[0], idx, g.n, (long long)cs[1]);
+    int64_t n = (int64_t)g.n;
+    w = snprintf(add, size, " + %s%s%s[((%s) / %lld%s) * %lld%s + ((%s) %% %lld%s) * %lld%s]",
+                 beta == 1.0f ? "" : kiln_clop_flit(beta, bl, sizeof bl), beta == 1.0f ? "" : " * ", buf, idx,
+                 (long long)n, lsuf(n), (long long)cs[0], lsuf(cs[0]), idx, (long long)n, lsuf(n), (long long)cs[1],
+                 lsuf(cs[1]));
   } else {
     return false;
   }

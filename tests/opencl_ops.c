@@ -1520,7 +1520,7 @@ static void test_addend(const kiln_cl_device *dev) {
   a_ints(t_node1("Conv"), "pads", INTS(1, 1, 1, 1));
   in[0] = ttype_f32(SH(2, 32, 8, 8)), in[1] = ttype_f32(SH(16, 32, 3, 3)), in[2] = ttype_f32(SH(16));
   out = ttype_f32(SH(2, 16, 8, 8));
-  addend_case(dev, "Conv + bias", in, &out, true, " + e_[((i) / 64L) % 16L]");
+  addend_case(dev, "Conv + bias", in, &out, true, " + e_[((i) / 64) % 16]");
   /* a bias of the wrong length: the op declines it, so must the addend */
   t_begin(13, "addend conv bad bias");
   t_in(SH(2, 32, 8, 8));
@@ -1546,7 +1546,7 @@ static void test_addend(const kiln_cl_device *dev) {
   a_float(g, "beta", 2.0f);
   in[0] = ttype_f32(SH(4, 24)), in[1] = ttype_f32(SH(16, 24)), in[2] = ttype_f32(SH(4, 1));
   out = ttype_f32(SH(4, 16));
-  addend_case(dev, "Gemm + beta C[4,1]", in, &out, true, " + 2.0f * e_[((i) / 16L) * 1L + ((i) % 16L) * 0L]");
+  addend_case(dev, "Gemm + beta C[4,1]", in, &out, true, " + 2.0f * e_[((i) / 16) * 1 + ((i) % 16) * 0]");
   /* an empty output: the host's, not the op's */
   t_begin(13, "addend gemm empty");
   t_in(SH(4, 24));
