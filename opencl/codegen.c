@@ -1600,7 +1600,8 @@ static kiln_status gen_finish(gen *g, kiln_status s, char **out, kiln_cl_kernel_
 }
 
 kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                                     int anchor_value, int pool_value, char **source, kiln_cl_kernel_sig *sig) {
+                                     int anchor_value, const kiln_cl_anchor_add *add, int pool_value, char **source,
+                                     kiln_cl_kernel_sig *sig) {
   *source = NULL;
   memset(sig, 0, sizeof *sig);
   if (!name || !*name || strlen(name) >= sizeof sig->name)
@@ -1621,6 +1622,10 @@ kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_d
   g.isuf = small ? "" : "L";
   int st[KILN_CL_SIG_MAX_ARGS];
   int ns = epilogue_stores(spec, anchor_value, st);
+  if ((add ? 2 : 1) + spec->n_access + ns > KILN_CL_SIG_MAX_ARGS) {
+    fspec_free(&f);
+    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: too many buffers");
+  }
   snprintf(sig->name, sizeof sig->name, "%s", name);
   sig->n_items = spec->numel;
   sig->uses_fp64 = fp64;
@@ -1630,10 +1635,14 @@ kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_d
   if (fp64) sb_put(b, "%s", prelude64);
   sb_put(b, "__kernel void %s(__global const float *restrict anc_, ", name);
   sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, -1, anchor_value, KILN_F32, spec->numel};
+  if (add) { /* what the anchor's op left out: its own buffer, after the anchor's */
+    sb_put(b, "__global const float *restrict anb_, ");
+    sig->args[sig->n_args++] = (kiln_cl_sig_arg){false, -1, add->value, KILN_F32, add->numel};
+  }
   put_params(&g, st, ns, pool_value, sig, true);
   sb_put(b, ") {\n  if (get_global_id(0) >= %" PRId64 ") return;\n  const %s gid = (%s)get_global_id(0);\n"
-            "  const float anc = anc_[gid];\n",
-         spec->numel, g.ity, g.ity);
+            "  const float anc = anc_[gid]%s;\n",
+         spec->numel, g.ity, g.ity, add ? add->expr : "");
   unsigned char *need = kiln_calloc((size_t)spec->n_expr + 1, 1);
   if (!need) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
   for (int j = 0; j < ns && !s; j++) mark_need(&f.sp, spec->store[st[j]].expr, need);

@@ -140,14 +140,26 @@ double kiln_cl_codegen_op_rtol(kiln_fuse_op op);
  * float64 (Softmax, LayerNormalization and BatchNormalization expand in
  * double); aliases are refused. */
 
+/* What an anchor's op left out of its output for the epilogue kernel to
+ * add (a Conv's bias, a Gemm's C: opencl/ops.h kiln_cl_op_addend): value
+ * `value` (float32, dense, numel elements), read as the kernel's buffer
+ * `anb_` by `expr`, text " + <expr>" over `gid` (the element's flat index). */
+typedef struct kiln_cl_anchor_add {
+  int value;
+  int64_t numel;
+  const char *expr;
+} kiln_cl_anchor_add;
+
 /* The epilogue of anchor spec `spec` as a kernel of its own, one work-item
  * per element of the domain (which must be the anchor's output shape):
  * argument 0 is the anchor's output `anchor_value` (float32, dense), read
- * as the ANCHOR expression; then the accessors, then the stores except one
- * into anchor_value (the anchor wrote it); a pooled store writes the pooling
- * node's input `pool_value` (-1: none). */
+ * as the ANCHOR expression — with `add` (NULL: none) argument 1, its value
+ * added to the element first —; then the accessors, then the stores except
+ * one into anchor_value (the anchor wrote it); a pooled store writes the
+ * pooling node's input `pool_value` (-1: none). */
 kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, const char *name,
-                                     int anchor_value, int pool_value, char **source, kiln_cl_kernel_sig *sig);
+                                     int anchor_value, const kiln_cl_anchor_add *add, int pool_value, char **source,
+                                     kiln_cl_kernel_sig *sig);
 
 /* The same epilogue as two pieces of text for a kernel that computes the
  * anchor itself (the direct convolution): *params, the accessor and store

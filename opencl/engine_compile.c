@@ -377,8 +377,10 @@ static kiln_status single_spec(cstate *c, int i, const kiln_fuse_spec **sp, cons
   return KILN_OK;
 }
 
-/* Node i alone: a generated kernel, a buffer copy, a device op or the host. */
-static kiln_status lower_node(cstate *c, int i, bool try_spec) {
+/* Node i alone: a generated kernel, a buffer copy, a device op or the host.
+ * without_bias: a device op prepared with input 2 absent, or an error
+ * (opencl/engine_fuse.h kiln_cl_fuse_item). */
+static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias) {
   kiln_cl_variant *v = c->v;
   const kiln_graph *g = v->g;
   const kiln_node *n = &g->nodes[i];
@@ -386,7 +388,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec) {
   if (n->n_in > 64 || n->n_out > 64)
     return kiln_fail(KILN_E_UNSUPPORTED_OP, "node with more than 64 inputs or outputs");
   for (int k = 0; k < n->n_in; k++)
-    if (n->in[k] >= 0) reads[nr++] = n->in[k];
+    if (n->in[k] >= 0 && !(without_bias && k == 2)) reads[nr++] = n->in[k];
   for (int k = 0; k < n->n_out; k++)
     if (n->out[k] >= 0) writes[nw++] = n->out[k];
   const kiln_fuse_spec *sp;
@@ -410,7 +412,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec) {
   for (int k = 0; k < n->n_in; k++) {
     memset(&in[k], 0, sizeof in[k]);
     konst[k] = NULL;
-    if (n->in[k] < 0) continue;
+    if (n->in[k] < 0 || (without_bias && k == 2)) continue;
     typed &= concrete(v, n->in[k], &in[k]);
     konst[k] = g->values[n->in[k]].init ? g->values[n->in[k]].init : v->sh->v[n->in[k]].konst;
   }
@@ -436,6 +438,8 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec) {
     if (s) kiln_cl_op_free(op);
     return s;
   }
+  if (without_bias)
+    return kiln_fail(KILN_E_INTERNAL, "node %s (%s): no device op without its input 2", lbl, n->op_type);
   if (c->df) fprintf(c->df, "host %s (%s)\n", lbl, n->op_type);
   c->p->st.host_nodes++;
   return add_step(c, (kiln_cl_step){KILN_CL_STEP_HOST, i, 1, -1, NULL, -1, 0}, reads, nr, writes, nw);
@@ -450,7 +454,7 @@ static kiln_status try_fused(cstate *c, const kiln_fuse_spec *sp, const kiln_ste
   if (c->df) fprintf(c->df, "fused group of %d nodes from node %d: %s\n", sp->n_nodes, sp->nodes[0], fl.how);
   for (int k = 0; k < fl.n && !s; k++) {
     if (fl.item[k].node >= 0) {
-      s = lower_node(c, fl.item[k].node, false);
+      s = lower_node(c, fl.item[k].node, false, fl.item[k].without_bias);
     } else {
       s = push_kernel(c, fl.item[k].text, &fl.item[k].sig, sp->nodes[0], sp->n_nodes); /* takes the text */
       fl.item[k].text = NULL;
@@ -528,12 +532,12 @@ static kiln_status lower(cstate *c) {
     if (!s && !ok && !c->p->obs_mode) s = try_fused(c, sp, &fs->steps[k], &ok);
     for (int j = 0; j < sp->n_nodes && !s; j++) {
       int i = sp->nodes[j];
-      if (!ok && !done[i]) s = lower_node(c, i, sp->n_nodes > 1);
+      if (!ok && !done[i]) s = lower_node(c, i, sp->n_nodes > 1, false);
       done[i] = true;
     }
   }
   for (int i = 0; i < g->n_nodes && !s; i++)
-    if (!done[i]) s = lower_node(c, i, true);
+    if (!done[i]) s = lower_node(c, i, true, false);
   kiln_free(done);
   kiln_free(skip);
   kiln_free(grp);

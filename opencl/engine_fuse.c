@@ -12,7 +12,9 @@
  *   variant's scratch (codegen.h), then that SGEMM reading it;
  * - other anchors (anything on CLBlast, KILN_CL_GEMM_EPILOGUE=0): the node's
  *   device op writes the anchor's output, then ONE generated epilogue kernel
- *   (every epilogue node of the group) reads it;
+ *   (every epilogue node of the group) reads it; a Conv's bias or a Gemm's C
+ *   is added by that kernel, not prefilled by the op, when nothing else
+ *   sees the op's output;
  * - reduction groups of two or more nodes: ONE generated kernel, a
  *   work-group per reduced element (opencl/codegen kiln_cl_codegen_reduce).
  * Single-node reductions stay with opencl/ops (their kernels are the same
@@ -72,6 +74,13 @@ static bool writes_covered(const kiln_fuse_spec *sp, const kiln_step *st) {
 static bool reads_value(const kiln_fuse_spec *sp, int w) {
   for (int a = 0; a < sp->n_access; a++)
     if (sp->access[a].value == w) return true;
+  return false;
+}
+
+/* Some store writes value w (a pooled store: the pool's input pv). */
+static bool stores_value(const kiln_fuse_spec *sp, int w, int pv) {
+  for (int k = 0; k < sp->n_store; k++)
+    if ((sp->store[k].pool ? pv : sp->store[k].value) == w) return true;
   return false;
 }
 
@@ -335,17 +344,29 @@ static kiln_status lower_anchor(const kiln_cl_device *dev, const kiln_fuse_spec 
       snprintf(out->how, sizeof out->how, "im2col kernel + Conv in kiln's SGEMM with the epilogue in its store");
   }
   if (!fused) {
+    /* the op's bias / C goes to the epilogue kernel (no prefill, one pass
+       less) when nothing but the epilogue's ANCHOR sees the op's output */
+    kiln_cl_ttype in[3], outt[1];
+    char expr[192];
+    kiln_cl_anchor_add add = {an->n_in > 2 ? an->in[2] : -1, 0, expr};
+    bool split = !reads_value(sp, x) && !stores_value(sp, x, pv) && an->n_in <= 3 && anchor_types(sp, an, in, outt) &&
+                 kiln_cl_op_addend(dev, g, an, in, outt, "anb_", "gid", expr, sizeof expr);
+    if (split) add.numel = ttype_numel(&in[2]);
     out->item[k].node = sp->anchor;
+    out->item[k].without_bias = split;
     out->item[k++].text = NULL;
     char name[48];
     snprintf(name, sizeof name, "g%d_epi", sp->nodes[0]);
     kiln_cl_fuse_item *it = &out->item[k];
     it->node = -1;
     out->n = k;
-    kiln_status s = kiln_cl_codegen_epilogue(sp, dev, name, x, pv, &it->text, &it->sig);
+    kiln_status s = kiln_cl_codegen_epilogue(sp, dev, name, x, split ? &add : NULL, pv, &it->text, &it->sig);
     if (s) return soft(s, ok, sp);
     k++;
-    snprintf(out->how, sizeof out->how, "%s device op + one epilogue kernel", op);
+    if (split)
+      snprintf(out->how, sizeof out->how, "%s device op without its %s + one epilogue kernel adding it", op,
+               strcmp(op, "Conv") ? "C" : "bias");
+    else snprintf(out->how, sizeof out->how, "%s device op + one epilogue kernel", op);
   }
   if (sp->pool >= 0 && !pooled) {
     out->item[k].node = sp->pool;

@@ -16,9 +16,13 @@
 
 /* One step of a lowered group, in order: a generated kernel (node -1: text
  * and sig, the text kiln_malloc'd) or node `node` lowered alone (its device
- * op, else the host). */
+ * op, else the host). without_bias: the node is a Conv / Gemm whose device
+ * op must be prepared with its input 2 (the bias, C) absent — a later
+ * kernel of the group adds it (opencl/ops.h kiln_cl_op_addend); the op
+ * takes it (no host fallback: that would add it twice). */
 typedef struct kiln_cl_fuse_item {
   int node;
+  bool without_bias;
   char *text;
   kiln_cl_kernel_sig sig;
 } kiln_cl_fuse_item;

@@ -167,6 +167,19 @@ void kiln_cl_mm_views_set(const kiln_graph *g, kiln_cl_mm_view *views);
 bool kiln_cl_mm_reads_view(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
                            const kiln_cl_ttype *in, const kiln_cl_ttype *out, int w);
 
+/* A Conv's bias or a Gemm's C (input 2) left to a kernel that reads the
+ * node's output after its op (opencl/engine_fuse.c): true when node n has
+ * one and kiln_cl_op_prepare takes the node with in[2] absent (dtype
+ * KILN_UNDEFINED) just as with it — the op then writes alpha A B, or the
+ * convolution without its bias — and `add` gets " + <expr>": what input 2
+ * adds to the output element at flat index `idx` (an integer C expression:
+ * int where the output's and input 2's element counts fit an int, else
+ * long — the literals take its type) read from float buffer `buf` (the Conv's bias of that element's channel,
+ * beta C[broadcast] for a Gemm). false (add "") otherwise: no input 2, a
+ * node the op would not take, an empty tensor. */
+bool kiln_cl_op_addend(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n, const kiln_cl_ttype *in,
+                       const kiln_cl_ttype *out, const char *buf, const char *idx, char *add, size_t size);
+
 /* The engine's fused form of a Conv that the op would run with the direct
  * kernel (same rule, KILN_CL_CONV included): kernel `name` appended to src
  * with parameters x, w, [b] (plain __global float buffers, dense) followed

@@ -956,3 +956,56 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
   *ok = true;
   return KILN_OK;
 }
+
+/* ---- the bias / C left to the epilogue kernel ---- */
+
+/* Every dim of t is positive (kiln_cl_op_prepare leaves empty tensors to the host). */
+static bool all_positive(const kiln_cl_ttype *t) {
+  for (int k = 0; k < t->rank; k++)
+    if (t->dims[k] <= 0) return false;
+  return true;
+}
+
+/* The suffix of an integer literal in OpenCL C: none while it fits an int
+ * (the expression then takes the index's own type: a kernel indexing in
+ * int stays in int — llvmpipe scalarises 64-bit division), else L. */
+static const char *lsuf(int64_t v) { return v <= 2147483647 ? "" : "L"; }
+
+bool kiln_cl_op_addend(const kiln_cl_device *dev, const kiln_graph *gr, const kiln_node *n, const kiln_cl_ttype *in,
+                       const kiln_cl_ttype *out, const char *buf, const char *idx, char *add, size_t size) {
+  *add = 0;
+  op_ctx c = {.dev = dev, .g = gr, .n = n, .in = in, .out = out};
+  if ((*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in < 3 || n->in[2] < 0 || n->n_out != 1 ||
+      !kiln_clop_present(&in[2]) || !all_positive(&in[0]) || !all_positive(&in[1]) || !all_positive(&in[2]) ||
+      !all_positive(&out[0]))
+    return false;
+  int w;
+  if (!strcmp(n->op_type, "Conv")) {
+    /* kiln_clop_conv_prepare's own tests: a valid bias takes it with or without */
+    conv_geo g;
+    if (!f32_operands(in, out, true) || !conv_geo_make(&c, &g) || in[2].rank != 1 || in[2].dims[0] != g.M)
+      return false;
+    w = snprintf(add, size, " + %s[((%s) / %lld%s) %% %lld%s]", buf, idx, (long long)g.out_sp, lsuf(g.out_sp),
+                 (long long)g.M, lsuf(g.M));
+  } else if (!strcmp(n->op_type, "Gemm")) {
+    /* gemm_record with a valid C takes the node without it too */
+    kiln_clop_gemm g;
+    bool has_c;
+    int64_t cs[2];
+    float beta;
+    if (!gemm_record(&c, &g, &has_c, cs, &beta) || !has_c) return false;
+    char bl[48];
+    int64_t n = (int64_t)g.n;
+    w = snprintf(add, size, " + %s%s%s[((%s) / %lld%s) * %lld%s + ((%s) %% %lld%s) * %lld%s]",
+                 beta == 1.0f ? "" : kiln_clop_flit(beta, bl, sizeof bl), beta == 1.0f ? "" : " * ", buf, idx,
+                 (long long)n, lsuf(n), (long long)cs[0], lsuf(cs[0]), idx, (long long)n, lsuf(n), (long long)cs[1],
+                 lsuf(cs[1]));
+  } else {
+    return false;
+  }
+  if (w < 0 || (size_t)w >= size) {
+    *add = 0;
+    return false;
+  }
+  return true;
+}

@@ -21,8 +21,14 @@
 # window, no im2col kernel and no scratch. (The default choice, per shape,
 # is the plain fusion_suite_opencl_* run.) The matmul_views cases: the
 # views their MatMuls read in place and the ones still copied, then the same
-# cases with KILN_CL_MM_VIEWS=0 (every view copied). Run through
-# tests/opencl_run.sh (exit 77 without a device).
+# cases with KILN_CL_MM_VIEWS=0 (every view copied). Where a Conv / Gemm
+# group is the device op + an epilogue kernel (CLBlast; KILN_CL_GEMM_EPILOGUE=0), the op
+# runs without its bias / C and the epilogue kernel adds it — no n*_bias /
+# n*_gemm_c prefill kernel in the program — unless the op's own output is
+# read elsewhere (a graph output): KILN_DUMP's plan and program say which.
+# With kiln's GEMM the suite also runs with KILN_CL_GEMM=clblast, so that
+# CLBlast's path is checked on both drivers. Run through tests/opencl_run.sh
+# (exit 77 without a device).
 set -u
 conf=$1 lib=$2 root=$3 gemm=${4:-clblast}
 log=$(mktemp) || exit 1
@@ -54,6 +60,29 @@ check_table() {
     esac
   done
 }
+# check_split NAME SPLIT KEPT: NAME's KILN_DUMP plan has SPLIT groups whose
+# anchor's op runs without its bias / C (the epilogue kernel adds it), and
+# its program KEPT bias / C prefill kernels (n*_bias, n*_gemm_c) in all
+check_split() {
+  f=$(ls "$dump"/$1.opencl-*.txt 2>/dev/null | head -1)
+  ns=$(cat "$dump"/$1.opencl-*.txt 2>/dev/null |
+    grep -cE "device op without its (bias|C) \+ one epilogue kernel adding it")
+  nk=$(cat "$dump"/$1.opencl-*.cl 2>/dev/null | grep -cE "__kernel void n[0-9]+_(bias|gemm_c)\(")
+  if [ -n "$f" ] && [ "$ns" = "$2" ] && [ "$nk" = "$3" ]; then
+    echo "ok   $1: $2 ops without their bias / C (added by the epilogue kernel), $3 prefill kernels"
+  else
+    echo "FAIL $1: want $2 ops without their bias / C and $3 prefill kernels, got $ns and $nk (${f:-no plan})"
+    [ -n "$f" ] && cat "$f"
+    fail=1
+  fi
+}
+# the groups of the op + an epilogue kernel with CLBlast's GEMM
+check_split_clblast() {
+  check_split conv_gemm_epilogue 1 0
+  check_split conv_gemm_bias_batch 1 1
+  check_split gemm_bias_relu 1 0
+  check_split gemm_store_alpha 2 0
+}
 check_table <<'TABLE'
 clblast anchor_outputs 2 2 1
 kiln anchor_outputs 2 2 0
@@ -61,6 +90,8 @@ any chain_views_bcast 2 2 0
 any conv_bn_relu_pool 1 1 0
 clblast conv_gemm_epilogue 1 1 0
 kiln conv_gemm_epilogue 2 1 0
+clblast conv_gemm_bias_batch 2 2 2
+kiln conv_gemm_bias_batch 4 2 0
 clblast conv_im2col_bn_relu 1 1 0
 kiln conv_im2col_bn_relu 2 1 0
 clblast conv_im2col_grouped 1 1 0
@@ -167,8 +198,10 @@ if [ "$gemm" = clblast ]; then
 clblast conv_gemm_epilogue 1 1 1
 TABLE
 fi
+[ "$gemm" = clblast ] && check_split_clblast
 # kiln's GEMM: these groups are one SGEMM kernel (g*_mm) each, no epilogue kernel
 if [ "$gemm" = kiln ]; then
+  check_split conv_gemm_bias_batch 0 0
   for name in matmul_gelu gemm_bias_relu matmul_batched_residual conv_pointwise_clip; do
     f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
     if [ -n "$f" ] && grep -q "^kernel g[0-9]*_mm:" "$f" && ! grep -q "^kernel g[0-9]*_epi" "$f" &&
@@ -182,7 +215,8 @@ if [ "$gemm" = kiln ]; then
   done
   # im2col convs: the im2col kernel (g*_col, writing the scratch) and the
   # SGEMM with the epilogue (g*_mm) per group, no epilogue kernel
-  for name in conv_gemm_epilogue conv_im2col_bn_relu conv_im2col_grouped conv_im2col_residual conv_im2col_strided; do
+  for name in conv_gemm_epilogue conv_gemm_bias_batch conv_im2col_bn_relu conv_im2col_grouped conv_im2col_residual \
+    conv_im2col_strided; do
     f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
     if [ -n "$f" ] && grep -q "^kernel g[0-9]*_col:" "$f" && grep -q "^kernel g[0-9]*_mm:" "$f" &&
       ! grep -q "^kernel g[0-9]*_epi" "$f" && grep -q "^scratch: [1-9]" "$f" &&
@@ -194,31 +228,52 @@ if [ "$gemm" = kiln ]; then
       fail=1
     fi
   done
-  # the switch: op + separate epilogue kernel again, same results
-  run_suite " with KILN_CL_GEMM_EPILOGUE=0" KILN_CL_GEMM_EPILOGUE=0
+  # the switch: op + separate epilogue kernel again, same results; the ops
+  # (kiln's SGEMM) without their bias / C where nothing else reads their
+  # output (conv_im2col_residual's 1x1 is an op alone: it keeps its bias)
+  rm -rf "$dump"/*
+  run_suite " with KILN_CL_GEMM_EPILOGUE=0" KILN_CL_GEMM_EPILOGUE=0 KILN_DUMP="$dump"
   gemm=clblast
   check_table <<'TABLE'
 clblast gemm_bias_relu 1 1 1
 clblast matmul_gelu 1 1 1
 clblast matmul_batched_residual 1 1 1
 clblast conv_gemm_epilogue 1 1 1
+clblast conv_gemm_bias_batch 2 2 2
 clblast conv_im2col_bn_relu 1 1 1
 clblast conv_im2col_grouped 1 1 1
 clblast conv_im2col_residual 2 2 3
 clblast conv_im2col_strided 2 2 2
 TABLE
+  check_split_clblast
+  check_split conv_im2col_bn_relu 1 0
+  check_split conv_im2col_grouped 1 0
+  check_split conv_im2col_residual 2 1
+  check_split conv_im2col_strided 1 0
+  # CLBlast's GEMM on this driver too: the groups of its op + an epilogue kernel
+  rm -rf "$dump"/*
+  run_suite " with KILN_CL_GEMM=clblast" KILN_CL_GEMM=clblast KILN_DUMP="$dump"
+  check_table <<'TABLE'
+clblast conv_gemm_epilogue 1 1 1
+clblast conv_gemm_bias_batch 2 2 2
+clblast gemm_bias_relu 1 1 1
+clblast gemm_store_alpha 2 2 2
+TABLE
+  check_split_clblast
   # the implicit GEMM forced: one kernel per conv group, no columns
   rm -rf "$dump"/*
   run_suite " with KILN_CL_CONV_IMPLICIT=1" KILN_CL_CONV_IMPLICIT=1 KILN_DUMP="$dump"
   gemm=kiln
   check_table <<'TABLE'
 kiln conv_gemm_epilogue 1 1 0
+kiln conv_gemm_bias_batch 2 2 0
 kiln conv_im2col_bn_relu 1 1 0
 kiln conv_im2col_grouped 1 1 0
 kiln conv_im2col_residual 2 2 1
 kiln conv_im2col_strided 2 2 0
 TABLE
-  for name in conv_gemm_epilogue conv_im2col_bn_relu conv_im2col_grouped conv_im2col_residual conv_im2col_strided; do
+  for name in conv_gemm_epilogue conv_gemm_bias_batch conv_im2col_bn_relu conv_im2col_grouped conv_im2col_residual \
+    conv_im2col_strided; do
     f=$(ls "$dump"/$name.opencl-*.txt 2>/dev/null | head -1)
     if [ -n "$f" ] && grep -q "^kernel g[0-9]*_mm:" "$f" && ! grep -q "^kernel g[0-9]*_col:" "$f" &&
       ! grep -q "^kernel g[0-9]*_epi" "$f" && ! grep -q "^scratch: [1-9]" "$f" &&

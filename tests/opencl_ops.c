@@ -1470,6 +1470,103 @@ static void test_errors(const kiln_cl_device *dev, kiln_cl_context *ctx) {
   n_cases--;
 }
 
+/* A float32 concrete type of shape (rank, dims). */
+static kiln_cl_ttype ttype_f32(int rank, const int64_t *dims) {
+  kiln_cl_ttype t;
+  memset(&t, 0, sizeof t);
+  t.dtype = KILN_F32;
+  t.rank = rank;
+  memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+  return t;
+}
+
+/* kiln_cl_op_addend on the node of the case being built (inputs in, output
+ * out): its answer, its text (want_text a part of it), and where it says
+ * yes, that kiln_cl_op_prepare takes the node with input 2 absent, as the
+ * engine then asks (engine_fuse.c: the host would add the bias twice), with
+ * no bias / C prefill kernel in its source. The case is dropped after. */
+static void addend_case(const kiln_cl_device *dev, const char *what, const kiln_cl_ttype *in,
+                        const kiln_cl_ttype *out, bool want, const char *want_text) {
+  const kiln_node *n = &cur->g->nodes[cur->node];
+  char add[192];
+  bool got = kiln_cl_op_addend(dev, cur->g, n, in, out, "e_", "i", add, sizeof add);
+  CHECK(got == want && (got ? strstr(add, want_text) != NULL : !*add), "addend %s: got %d '%s', want %d '%s'", what,
+        got, add, want, want ? want_text : "");
+  if (got) {
+    kiln_cl_ttype in2[3];
+    memcpy(in2, in, sizeof in2);
+    memset(&in2[2], 0, sizeof in2[2]);
+    const kiln_tensor *konst[3] = {0};
+    kiln_cl_src src = {0};
+    kiln_cl_op *op = NULL;
+    kiln_status s = kiln_cl_op_prepare(dev, cur->g, n, in2, out, konst, "ad_", &src, &op);
+    bool prefill = src.text && (strstr(src.text, "ad_bias") || strstr(src.text, "ad_gemm_c"));
+    CHECK(!s && op && !prefill && !strstr(kiln_cl_op_describe(op), "+C"), "addend %s: the op without input 2: %s, %s",
+          what, s ? kiln_last_error() : op ? kiln_cl_op_describe(op) : "declined", prefill ? "a prefill kernel" : "none");
+    kiln_cl_op_free(op);
+    kiln_cl_src_free(&src);
+  }
+  case_free(cur);
+  n_cases--;
+}
+
+static void test_addend(const kiln_cl_device *dev) {
+  kiln_cl_ttype in[3], out;
+  /* Conv with a bias: its channel is (i / 64) % 16 of [2,16,8,8] */
+  t_begin(13, "addend conv");
+  t_in(SH(2, 32, 8, 8));
+  t_const_f32(SH(16, 32, 3, 3));
+  t_const_f32(SH(16));
+  a_ints(t_node1("Conv"), "pads", INTS(1, 1, 1, 1));
+  in[0] = ttype_f32(SH(2, 32, 8, 8)), in[1] = ttype_f32(SH(16, 32, 3, 3)), in[2] = ttype_f32(SH(16));
+  out = ttype_f32(SH(2, 16, 8, 8));
+  addend_case(dev, "Conv + bias", in, &out, true, " + e_[((i) / 64) % 16]");
+  /* a bias of the wrong length: the op declines it, so must the addend */
+  t_begin(13, "addend conv bad bias");
+  t_in(SH(2, 32, 8, 8));
+  t_const_f32(SH(16, 32, 3, 3));
+  t_const_f32(SH(8));
+  a_ints(t_node1("Conv"), "pads", INTS(1, 1, 1, 1));
+  in[2] = ttype_f32(SH(8));
+  addend_case(dev, "Conv + a bias of 8 for 16 channels", in, &out, false, "");
+  /* no bias */
+  t_begin(13, "addend conv no bias");
+  t_in(SH(2, 32, 8, 8));
+  t_const_f32(SH(16, 32, 3, 3));
+  a_ints(t_node1("Conv"), "pads", INTS(1, 1, 1, 1));
+  memset(&in[2], 0, sizeof in[2]);
+  addend_case(dev, "Conv without a bias", in, &out, false, "");
+  /* Gemm, C [4,1] broadcast over [4,16], beta 2 */
+  t_begin(13, "addend gemm");
+  t_in(SH(4, 24));
+  t_const_f32(SH(16, 24));
+  t_const_f32(SH(4, 1));
+  kiln_node *g = t_node1("Gemm");
+  a_int(g, "transB", 1);
+  a_float(g, "beta", 2.0f);
+  in[0] = ttype_f32(SH(4, 24)), in[1] = ttype_f32(SH(16, 24)), in[2] = ttype_f32(SH(4, 1));
+  out = ttype_f32(SH(4, 16));
+  addend_case(dev, "Gemm + beta C[4,1]", in, &out, true, " + 2.0f * e_[((i) / 16) * 1 + ((i) % 16) * 0]");
+  /* an empty output: the host's, not the op's */
+  t_begin(13, "addend gemm empty");
+  t_in(SH(4, 24));
+  t_const_f32(SH(16, 24));
+  t_const_f32(SH(16));
+  a_int(t_node1("Gemm"), "transB", 1);
+  in[0] = ttype_f32(SH(0, 24)), in[2] = ttype_f32(SH(16));
+  out = ttype_f32(SH(0, 16));
+  addend_case(dev, "Gemm with 0 rows", in, &out, false, "");
+  /* MatMul has no input 2 */
+  t_begin(13, "addend matmul");
+  t_in(SH(4, 24));
+  t_in(SH(24, 16));
+  t_node1("MatMul");
+  in[0] = ttype_f32(SH(4, 24)), in[1] = ttype_f32(SH(24, 16));
+  memset(&in[2], 0, sizeof in[2]);
+  out = ttype_f32(SH(4, 16));
+  addend_case(dev, "MatMul", in, &out, false, "");
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   bool do_bench = false;
@@ -1573,6 +1670,7 @@ int main(int argc, char **argv) {
   n_cases = 0;
   test_bad_index(dev, ctx);
   test_errors(dev, ctx);
+  test_addend(dev);
   if (do_bench) bench(dev, ctx);
   free(cases);
   kiln_cl_context_free(ctx);

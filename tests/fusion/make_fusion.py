@@ -13,7 +13,7 @@ kernel (MaxPool / AveragePool: padded, dilated, ceil_mode,
 count_include_pad; under a symbolic batch), poolings that stay their
 own op, and views that only MatMuls read (attention's transposed heads,
 Slice / Transpose / Expand views of a computed matrix; one the GEMM cannot
-read in place) — in the
+read in place), convs on CLBlast with a bias and a batch — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -502,6 +502,19 @@ def main():
     ], None, [("y", [16, 4, 3]), ("y2", [4, 3])],
         [const("w", r(16, 8, 3)), const("w2", r(16, 6)), i64("rs", [4, 48]), const("w3", r(48, 3))],
         {"x": r(4, 8, 16)})
+    # two convs long enough for im2col + GEMM on CLBlast (32 x 3x3 = 288),
+    # bias and a batch of 2: one + Sigmoid (the op without its bias, the
+    # epilogue kernel adding it per channel of each image), one + Relu with
+    # its own output a graph output too (the op keeps its bias)
+    save("conv_gemm_bias_batch", [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c"], ["y"]),
+        helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["y2"]),
+    ], None, [("y", [2, 16, 8, 8]), ("y2", [2, 16, 8, 8]), ("c2", [2, 16, 8, 8])],
+        [const("w", r(16, 32, 3, 3) * 0.2), const("b", r(16)), const("w2", r(16, 32, 3, 3) * 0.2),
+         const("b2", r(16))],
+        {"x": r(2, 32, 8, 8)})
 
 
 if __name__ == "__main__":
