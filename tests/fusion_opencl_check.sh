@@ -90,7 +90,7 @@ any chain_views_bcast 2 2 0
 any conv_bn_relu_pool 1 1 0
 clblast conv_gemm_epilogue 1 1 0
 kiln conv_gemm_epilogue 2 1 0
-clblast conv_gemm_bias_batch 2 2 2
+clblast conv_gemm_bias_batch 2 2 0
 kiln conv_gemm_bias_batch 4 2 0
 clblast conv_im2col_bn_relu 1 1 0
 kiln conv_im2col_bn_relu 2 1 0
@@ -192,13 +192,16 @@ fi
 # CLBlast on a CPU device (rusticl): every conv is direct by default (the
 # row above: conv_gemm_epilogue ONE kernel, no op; conv_use_gemm, OPS.md);
 # KILN_CL_CONV=gemm brings back the CLBlast conv op + its epilogue kernel
+# (and its bias to that kernel: check_split_clblast)
 if [ "$gemm" = clblast ]; then
-  run_suite " with KILN_CL_CONV=gemm" KILN_CL_CONV=gemm
+  rm -rf "$dump"/*
+  run_suite " with KILN_CL_CONV=gemm" KILN_CL_CONV=gemm KILN_DUMP="$dump"
   check_table <<'TABLE'
 clblast conv_gemm_epilogue 1 1 1
+clblast conv_gemm_bias_batch 2 2 2
 TABLE
+  check_split_clblast
 fi
-[ "$gemm" = clblast ] && check_split_clblast
 # kiln's GEMM: these groups are one SGEMM kernel (g*_mm) each, no epilogue kernel
 if [ "$gemm" = kiln ]; then
   check_split conv_gemm_bias_batch 0 0
@@ -250,9 +253,11 @@ TABLE
   check_split conv_im2col_grouped 1 0
   check_split conv_im2col_residual 2 1
   check_split conv_im2col_strided 1 0
-  # CLBlast's GEMM on this driver too: the groups of its op + an epilogue kernel
+  # CLBlast's GEMM on this driver too: the groups of its op + an epilogue
+  # kernel (convs forced to the GEMM: with CLBlast on a CPU device of narrow
+  # vectors, rusticl, they would go direct)
   rm -rf "$dump"/*
-  run_suite " with KILN_CL_GEMM=clblast" KILN_CL_GEMM=clblast KILN_DUMP="$dump"
+  run_suite " with KILN_CL_GEMM=clblast" KILN_CL_GEMM=clblast KILN_CL_CONV=gemm KILN_DUMP="$dump"
   check_table <<'TABLE'
 clblast conv_gemm_epilogue 1 1 1
 clblast conv_gemm_bias_batch 2 2 2
