@@ -1867,8 +1867,15 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
      loops, and a work-group per row would leave most of its items idle
      behind barriers. The bench's embedding bags, [512,40,64] summed over
      the 40 (32768 rows of 40), PoCL: 9.2 ms a kernel with a work-group of
-     64 per row; measured in opencl/ENGINE.md ("Reductions"). */
-  bool item = nred < 32 || (!trailing && spec->red_numel >= 4096);
+     64 per row; measured in opencl/ENGINE.md ("Reductions").
+     On a CPU device (PoCL, llvmpipe: a work-group's barriers become loops
+     over its items) also contiguous rows of any length when there are at
+     least 4 rows per compute unit, as the single-node ops
+     (kiln_clop_row_group in opencl/ops_reduce.c; KILN_CL_ROW_ITEM=0: not). */
+  const char *ri = getenv("KILN_CL_ROW_ITEM");
+  bool cpu_rows = !(ri && !strcmp(ri, "0")) && (dev->type & CL_DEVICE_TYPE_CPU) &&
+                  spec->red_numel >= 4 * (int64_t)(dev->compute_units ? dev->compute_units : 1);
+  bool item = nred < 32 || (!trailing && spec->red_numel >= 4096) || (trailing && cpu_rows);
   size_t L = item ? 1 : red_local(dev, nred);
   const int vw = item && !trailing && !fp64 ? red_vec_width(sp, dev) : 0; /* w rows per item */
   g.vw = vw;

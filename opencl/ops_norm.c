@@ -2,8 +2,10 @@
  * flattened to 2-D at axis, from 13 along the single axis) and
  * LayerNormalization (axis, epsilon, optional Mean / InvStdDev outputs),
  * float32. A long row gets a work-group (reductions in local memory), a
- * short one a work-item. Semantics of reference/ops_nn.c. */
+ * short one a work-item, as does every row on a CPU device with enough rows
+ * (kiln_clop_row_group). Semantics of reference/ops_nn.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "opencl/ops_int.h"
@@ -13,6 +15,35 @@
 /* Emits the loop head "for (j over the row) {" for group or item mode. */
 static const char *loop_head(bool group) {
   return group ? "  for (ulong j = lid; j < len; j += lsz) {\n" : "  for (ulong j = 0; j < len; j++) {\n";
+}
+
+/* Floats per vector load of a contiguous row taken by one work item: the
+ * widest of 16, 8, 4, 2 dividing the row, up to the device's preferred
+ * width where it is 8 or more (PoCL: 16; it runs an item's vector as SIMD
+ * and does not vectorise across items), else 0: one float at a time
+ * (llvmpipe, which vectorises across items: float4 loads measured no faster
+ * there); KILN_CL_VEC=0: 0, =4|8|16: at most that, on any device. */
+static int row_width(const kiln_cl_device *dev, int64_t len) {
+  const char *e = getenv("KILN_CL_VEC");
+  int force = e && *e ? atoi(e) : -1;
+  if (force == 0 || (dev->pref_vec_float < 8 && force != 4 && force != 8 && force != 16)) return 0;
+  int w = dev->pref_vec_float >= 16 ? 16 : 8;
+  if (force == 4 || force == 8 || force == 16) w = force;
+  while (w > 1 && len % w) w /= 2;
+  return w > 1 ? w : 0;
+}
+
+/* Writes "f(f(f(init, v.s0), v.s1) ...)" folding the w lanes of vector v
+ * in lane order with the two-argument function f, or with "+" when f is
+ * NULL. */
+static kiln_status fold_lanes(kiln_cl_src *src, const char *dst, const char *init, const char *v, int w,
+                              const char *f) {
+  static const char lane[] = "0123456789abcdef";
+  kiln_status s = kiln_cl_src_printf(src, "  %s = %s;\n", dst, init);
+  for (int i = 0; i < w && !s; i++)
+    s = f ? kiln_cl_src_printf(src, "  %s = %s(%s, %s.s%c);\n", dst, f, dst, v, lane[i])
+          : kiln_cl_src_printf(src, "  %s += %s.s%c;\n", dst, v, lane[i]);
+  return s;
 }
 
 static kiln_status head(kiln_cl_src *src, bool group, int64_t rows) {
@@ -71,7 +102,7 @@ static kiln_status softmax(const op_ctx *c, kiln_cl_op **out) {
   }
   int64_t rows = outer * inner;
   if (!strcmp(n->op_type, "Hardmax")) return hardmax(c, out, rows, len, inner);
-  bool group = len >= GROUP_MIN;
+  bool group = len >= GROUP_MIN && kiln_clop_row_group(c->dev, rows);
   kiln_cl_op *op;
   kiln_status s = kiln_clop_new(c, &op);
   int k = 0;
@@ -86,7 +117,37 @@ static kiln_status softmax(const op_ctx *c, kiln_cl_op **out) {
                            "  const ulong len = %lldUL;\n",
                            kn, kn, kn, (long long)len);
   if (!s) s = head(src, group, rows);
-  if (!s)
+  const int w = !group && inner == 1 ? row_width(c->dev, len) : 0;
+  if (!s && w) {
+    /* a contiguous row per item, w floats per load: w lanes of max and sum, folded in lane order */
+    char mx[96];
+    snprintf(mx, sizeof mx, "%s_mx", kn);
+    s = kiln_cl_src_printf(src,
+                           "  __global const float *x = x_ + xo + r * len;\n  __global float *y = y_ + yo + r * len;\n"
+                           "  float%d mv = (float%d)(-INFINITY);\n"
+                           "  for (ulong j = 0; j < len; j += %d) {\n    const float%d v = vload%d(0, x + j);\n"
+                           "    mv = select(mv, v, isnan(v) | (v > mv));\n  }\n  float mx;\n",
+                           w, w, w, w, w);
+    if (!s) s = fold_lanes(src, "mx", "-INFINITY", "mv", w, mx);
+    if (!s)
+      s = kiln_cl_src_printf(src,
+                             "  float%d sv = (float%d)(0.0f);\n"
+                             "  for (ulong j = 0; j < len; j += %d) sv += exp(vload%d(0, x + j) - mx);\n  float sum;\n",
+                             w, w, w, w);
+    if (!s) s = fold_lanes(src, "sum", "0.0f", "sv", w, NULL);
+    if (!s && is_log)
+      s = kiln_cl_src_printf(src,
+                             "  const float ls = log(sum);\n"
+                             "  for (ulong j = 0; j < len; j += %d)\n"
+                             "    vstore%d((vload%d(0, x + j) - mx) - ls, 0, y + j);\n}\n",
+                             w, w, w);
+    else if (!s)
+      s = kiln_cl_src_printf(src,
+                             "  for (ulong j = 0; j < len; j += %d)\n"
+                             "    vstore%d(exp(vload%d(0, x + j) - mx) / sum, 0, y + j);\n}\n",
+                             w, w, w);
+  }
+  if (!s && !w)
     s = kiln_cl_src_printf(src,
                            "  const ulong base = (r / %lldUL) * %lldUL + r %% %lldUL;\n"
                            "  __global const float *x = x_ + xo + base;\n  __global float *y = y_ + yo + base;\n"
@@ -96,16 +157,16 @@ static kiln_status softmax(const op_ctx *c, kiln_cl_op **out) {
   char comb[96];
   snprintf(comb, sizeof comb, "%s_mx", kn);
   if (!s && group) s = kiln_clop_emit_group_reduce(src, "mx", comb);
-  if (!s)
+  if (!s && !w)
     s = kiln_cl_src_printf(src, "  float sum = 0.0f;\n%s    sum += exp(x[j * %lldUL] - mx);\n  }\n", loop_head(group),
                            (long long)inner);
   snprintf(comb, sizeof comb, "%s_add", kn);
   if (!s && group) s = kiln_clop_emit_group_reduce(src, "sum", comb);
-  if (!s && is_log)
+  if (!s && !w && is_log)
     s = kiln_cl_src_printf(src,
                            "  const float ls = log(sum);\n%s    y[j * %lldUL] = (x[j * %lldUL] - mx) - ls;\n  }\n}\n",
                            loop_head(group), (long long)inner, (long long)inner);
-  else if (!s)
+  else if (!s && !w)
     s = kiln_cl_src_printf(src, "%s    y[j * %lldUL] = exp(x[j * %lldUL] - mx) / sum;\n  }\n}\n", loop_head(group),
                            (long long)inner, (long long)inner);
   opb args[] = {IN(0), OUT(0)};
@@ -113,7 +174,8 @@ static kiln_status softmax(const op_ctx *c, kiln_cl_op **out) {
     s = group ? kiln_clop_launch_groups(op, k, (size_t)rows, 2, args) : kiln_clop_launch(op, k, (size_t)rows, 2, args);
   if (s) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "%s %lld rows of %lld (stride %lld, %s)", n->op_type, (long long)rows,
-           (long long)len, (long long)inner, group ? "group per row" : "item per row");
+           (long long)len, (long long)inner,
+           group ? "group per row" : w ? "item per row, vector loads" : "item per row");
   *out = op;
   return KILN_OK;
 }
@@ -158,7 +220,7 @@ static kiln_status layernorm(const op_ctx *c, kiln_cl_op **out) {
   memcpy(dims, x->dims, sizeof dims);
   int64_t *strides[2] = {ss, bs};
   int cr = kiln_clop_collapse(r, dims, 2, strides);
-  bool group = len >= GROUP_MIN;
+  bool group = len >= GROUP_MIN && kiln_clop_row_group(c->dev, outer);
   kiln_cl_op *op;
   kiln_status s = kiln_clop_new(c, &op);
   int k = 0;
@@ -174,29 +236,60 @@ static kiln_status layernorm(const op_ctx *c, kiln_cl_op **out) {
                            has_m ? ", __global float *m_, ulong mo" : "", has_v ? ", __global float *v_, ulong vo" : "",
                            (long long)len);
   if (!s) s = head(src, group, outer);
-  if (!s)
+  const int w = group ? 0 : row_width(c->dev, len);
+  /* Scale (and B) one row long, read at j: the vector form stores w at a time */
+  bool row_sb = (cr == 2 && dims[1] == len && ss[0] == 0 && ss[1] == 1 && (!has_b || (bs[0] == 0 && bs[1] == 1))) ||
+                (cr == 1 && dims[0] == len && ss[0] == 1 && (!has_b || bs[0] == 1));
+  if (!s && w) {
+    /* a row per item, w floats per load: w lanes of each sum, added in lane order */
+    s = kiln_cl_src_printf(src,
+                           "  __global const float *x = x_ + xo + r * len;\n  float%d a = (float%d)(0.0f);\n"
+                           "  for (ulong j = 0; j < len; j += %d) a += vload%d(0, x + j);\n  float mean;\n",
+                           w, w, w, w);
+    if (!s) s = fold_lanes(src, "mean", "0.0f", "a", w, NULL);
+    if (!s)
+      s = kiln_cl_src_printf(src,
+                             "  mean /= (float)len;\n  a = (float%d)(0.0f);\n"
+                             "  for (ulong j = 0; j < len; j += %d) {\n"
+                             "    const float%d d = vload%d(0, x + j) - mean;\n"
+                             "    a += d * d;\n  }\n  float var;\n",
+                             w, w, w, w);
+    if (!s) s = fold_lanes(src, "var", "0.0f", "a", w, NULL);
+  } else if (!s) {
     s = kiln_cl_src_printf(
         src, "  __global const float *x = x_ + xo + r * len;\n  float mean = 0.0f;\n%s    mean += x[j];\n  }\n",
         loop_head(group));
-  char comb[96];
-  snprintf(comb, sizeof comb, "%s_add", kn);
-  if (!s && group) s = kiln_clop_emit_group_reduce(src, "mean", comb);
-  if (!s)
-    s = kiln_cl_src_printf(
-        src, "  mean /= (float)len;\n  float var = 0.0f;\n%s    const float d = x[j] - mean;\n    var += d * d;\n  }\n",
-        loop_head(group));
-  if (!s && group) s = kiln_clop_emit_group_reduce(src, "var", comb);
+    char comb[96];
+    snprintf(comb, sizeof comb, "%s_add", kn);
+    if (!s && group) s = kiln_clop_emit_group_reduce(src, "mean", comb);
+    if (!s)
+      s = kiln_cl_src_printf(src,
+                             "  mean /= (float)len;\n  float var = 0.0f;\n"
+                             "%s    const float d = x[j] - mean;\n    var += d * d;\n  }\n",
+                             loop_head(group));
+    if (!s && group) s = kiln_clop_emit_group_reduce(src, "var", comb);
+  }
   char fe[48];
   if (!s)
+    s = kiln_cl_src_printf(src, "  var /= (float)len;\n  const float inv = 1.0f / sqrt(var + %s);\n",
+                           kiln_clop_flit(eps, fe, sizeof fe));
+  if (!s && w && row_sb) {
+    char bt[48] = "";
+    if (has_b) snprintf(bt, sizeof bt, " + vload%d(0, b_ + bo + j)", w);
     s = kiln_cl_src_printf(src,
-                           "  var /= (float)len;\n  const float inv = 1.0f / sqrt(var + %s);\n%s    const ulong e = r "
-                           "* len + j;\n    long soff%s;\n",
-                           kiln_clop_flit(eps, fe, sizeof fe), loop_head(group), has_b ? ", boff" : "");
-  if (!s) s = kiln_clop_emit_offset(src, "e", cr, dims, ss, "soff");
-  if (!s && has_b) s = kiln_clop_emit_offset(src, "e", cr, dims, bs, "boff");
-  if (!s)
-    s = kiln_cl_src_printf(src, "    y_[yo + e] = (x[j] - mean) * inv * s_[so + soff]%s;\n  }\n",
-                           has_b ? " + b_[bo + boff]" : "");
+                           "  for (ulong j = 0; j < len; j += %d)\n"
+                           "    vstore%d((vload%d(0, x + j) - mean) * inv * vload%d(0, s_ + so + j)%s, 0,\n"
+                           "             y_ + yo + r * len + j);\n",
+                           w, w, w, w, bt);
+  } else if (!s) {
+    s = kiln_cl_src_printf(src, "%s    const ulong e = r * len + j;\n    long soff%s;\n", loop_head(group),
+                           has_b ? ", boff" : "");
+    if (!s) s = kiln_clop_emit_offset(src, "e", cr, dims, ss, "soff");
+    if (!s && has_b) s = kiln_clop_emit_offset(src, "e", cr, dims, bs, "boff");
+    if (!s)
+      s = kiln_cl_src_printf(src, "    y_[yo + e] = (x[j] - mean) * inv * s_[so + soff]%s;\n  }\n",
+                             has_b ? " + b_[bo + boff]" : "");
+  }
   if (!s && (has_m || has_v)) {
     s = kiln_cl_src_printf(src, "  if (%s) {\n%s%s  }\n", group ? "lid == 0" : "1",
                            has_m ? "    m_[mo + r] = mean;\n" : "", has_v ? "    v_[vo + r] = inv;\n" : "");
@@ -215,7 +308,7 @@ static kiln_status layernorm(const op_ctx *c, kiln_cl_op **out) {
               : kiln_clop_launch(op, k, (size_t)outer, na, args);
   if (s) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "LayerNormalization %lld rows of %lld (%s)", (long long)outer, (long long)len,
-           group ? "group per row" : "item per row");
+           group ? "group per row" : w ? "item per row, vector loads" : "item per row");
   *out = op;
   return KILN_OK;
 }

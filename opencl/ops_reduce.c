@@ -5,6 +5,7 @@
  * local memory); a short one gets one work-item per output. NaN handling
  * and the empty-set identities follow reference/ops_reduce.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "opencl/ops_int.h"
@@ -36,6 +37,13 @@ kiln_status kiln_clop_emit_group_reduce(kiln_cl_src *s, const char *var, const c
                             var, comb, var);
 }
 
+bool kiln_clop_row_group(const kiln_cl_device *dev, int64_t rows) {
+  const char *e = getenv("KILN_CL_ROW_ITEM");
+  if (e && !strcmp(e, "0")) return true;
+  int64_t cu = dev->compute_units ? (int64_t)dev->compute_units : 1;
+  return !(dev->type & CL_DEVICE_TYPE_CPU) || rows < KILN_CLOP_ROW_ITEM_PER_CU * cu;
+}
+
 kiln_status kiln_clop_reduce_emit(const op_ctx *c, kiln_cl_op *op, int kind, int rank, const int64_t *dims,
                                   const bool *red) {
   int64_t st[KILN_MAX_RANK], kd[KILN_MAX_RANK], ks[KILN_MAX_RANK], rd[KILN_MAX_RANK], rs[KILN_MAX_RANK];
@@ -51,7 +59,7 @@ kiln_status kiln_clop_reduce_emit(const op_ctx *c, kiln_cl_op *op, int kind, int
   int64_t *p1[1] = {ks}, *p2[1] = {rs};
   nk = kiln_clop_collapse(nk, kd, 1, p1);
   nr = kiln_clop_collapse(nr, rd, 1, p2);
-  bool group = nred >= 128;
+  bool group = nred >= 128 && kiln_clop_row_group(c->dev, nout);
   int k;
   kiln_status s = kiln_clop_kernel(op, kinds[kind].name, &k);
   if (s) return s;

@@ -818,6 +818,7 @@ static void cases_reduce(void) {
     red_case(op, 11, SH(7, 300), NULL, 0, false, 1, 0);    /* all axes, long: work-group mode */
     red_case(op, 11, SH(1), INTS(0), false, 0, 0);         /* 1 element */
     red_case(op, 11, SH(2, 150, 3), INTS(1), false, 1, 0); /* long strided axis */
+    red_case(op, 11, SH(160, 130), INTS(-1), false, 1, 0); /* many long rows: an item each on a CPU device */
     red_case(op, v_in, SH(4, 3, 2), INTS(0, -1), true, 1, 0);
     red_case(op, v_in, SH(4, 3, 2), NULL, 0, true, 0, 0); /* no axes input: all */
     red_case(op, v_in, SH(4, 3, 2), NULL, 0, true, 1, 1); /* noop_with_empty_axes */
@@ -925,6 +926,19 @@ static void cases_norm(void) {
       a_int(t_node1(ops[o]), "axis", 0);
       t_end(1e-5, false);
     }
+    /* many long rows: a work-item per row on a CPU device (kiln_clop_row_group) */
+    t_begin(13, "%s-13 [160,130] (many long rows)", ops[o]);
+    t_in(SH(160, 130));
+    t_node1(ops[o]);
+    t_end(1e-5, false);
+    t_begin(13, "%s-13 [48,256] (many long rows, 16-float loads)", ops[o]);
+    t_in(SH(48, 256));
+    t_node1(ops[o]);
+    t_end(1e-5, false);
+    t_begin(13, "%s-13 [40,130,4] axis 1 (many long strided rows)", ops[o]);
+    t_in(SH(40, 130, 4));
+    a_int(t_node1(ops[o]), "axis", 1);
+    t_end(1e-5, false);
     t_begin(13, "%s-13 [2,257,3] axis 1 (strided group rows)", ops[o]);
     t_in(SH(2, 257, 3));
     a_int(t_node1(ops[o]), "axis", 1);
@@ -949,6 +963,20 @@ static void cases_norm(void) {
     a_int(t_node1("Hardmax"), "axis", 0);
     t_end(0, false);
     kiln_tensor_release(&x);
+    /* rows of 16 floats read as vectors: a NaN in one lane makes its row NaN, -inf lanes give 0 */
+    kiln_tensor v = {0};
+    if (kiln_tensor_alloc(&v, KILN_F32, 2, (int64_t[]){32, 16})) exit(2);
+    for (int64_t i = 0; i < v.numel; i++) kiln_set_f(&v, i, (double)((i * 5) % 11) * 0.25);
+    kiln_set_f(&v, 16 * 3 + 9, NAN);
+    kiln_set_f(&v, 16 * 5 + 2, -INFINITY);
+    kiln_set_f(&v, 16 * 5 + 15, -INFINITY);
+    for (int o = 0; o < 2; o++) {
+      t_begin(13, "%s-13 [32,16] NaN and -inf lanes", o ? "LogSoftmax" : "Softmax");
+      t_in_data(KILN_F32, 2, v.dims, &v);
+      t_node1(o ? "LogSoftmax" : "Softmax");
+      t_end(1e-5, false);
+    }
+    kiln_tensor_release(&v);
   }
   /* LayerNormalization */
   static const struct {
@@ -964,7 +992,8 @@ static void cases_norm(void) {
       {3, {2, 3, 8}, 1, 2, {3, 8}, false, 5},   {3, {2, 3, 8}, 0, 3, {2, 3, 8}, true, 3},
       {2, {4, 512}, 1, 1, {512}, true, 7},      {3, {2, 5, 300}, -1, 1, {1}, true, 1},
       {4, {2, 3, 4, 5}, 2, 2, {1, 5}, true, 7}, {1, {7}, 0, 1, {7}, false, 1},
-      {2, {1, 1}, -1, 1, {1}, true, 7},
+      {2, {1, 1}, -1, 1, {1}, true, 7},         {2, {160, 130}, -1, 1, {130}, true, 7},
+      {3, {4, 16, 256}, -1, 1, {256}, false, 1}, {3, {4, 16, 256}, -1, 2, {16, 256}, true, 1},
   };
   for (size_t i = 0; i < sizeof ln / sizeof *ln; i++) {
     char sx[64], ss[64];
