@@ -166,11 +166,21 @@ static bool matmul_record(const op_ctx *c, kiln_clop_gemm *g, size_t *bcount, bo
   return true;
 }
 
+/* Every dim of t is positive (kiln_cl_op_prepare leaves empty tensors to the host). */
+static bool all_positive(const kiln_cl_ttype *t) {
+  for (int k = 0; k < t->rank; k++)
+    if (t->dims[k] <= 0) return false;
+  return true;
+}
+
 bool kiln_cl_mm_reads_view(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
                            const kiln_cl_ttype *in, const kiln_cl_ttype *out, int w) {
   if (strcmp(n->op_type, "MatMul") || (*n->domain && strcmp(n->domain, "ai.onnx")) || n->n_in != 2 ||
       n->n_out != 1 || n->in[0] < 0 || n->in[1] < 0)
     return false;
+  /* an empty operand or output: the op leaves the node to the host, which
+     reads and writes dense values (a view there must be materialised) */
+  if (!all_positive(&in[0]) || !all_positive(&in[1]) || !all_positive(&out[0])) return false;
   op_ctx c = {.dev = dev, .g = g, .n = n, .in = in, .out = out};
   kiln_clop_gemm rec;
   size_t bcount;
@@ -958,13 +968,6 @@ kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *gr, 
 }
 
 /* ---- the bias / C left to the epilogue kernel ---- */
-
-/* Every dim of t is positive (kiln_cl_op_prepare leaves empty tensors to the host). */
-static bool all_positive(const kiln_cl_ttype *t) {
-  for (int k = 0; k < t->rank; k++)
-    if (t->dims[k] <= 0) return false;
-  return true;
-}
 
 /* The suffix of an integer literal in OpenCL C: none while it fits an int
  * (the expression then takes the index's own type: a kernel indexing in

@@ -148,6 +148,7 @@ clblast matmul_views_attn 4 0
 kiln matmul_views_attn 3 1
 any matmul_views_slice 5 0
 any matmul_views_copy 0 2
+any matmul_views_empty 0 2
 TABLE
 # a direct conv's group ending in a MaxPool / AveragePool whose windows do
 # not overlap and whose input nothing else needs: ONE kernel, no pool op
@@ -294,13 +295,14 @@ fi
 # KILN_CL_MM_VIEWS=0: every view copied again, the same results
 rm -rf "$dump"/*
 env KILN_CL_MM_VIEWS=0 KILN_DUMP="$dump" "$conf" --lib "$lib" -f matmul_views "$root" >"$log" 2>&1
-if [ $? -ne 0 ] || ! grep -q "conformance: 3 passed, 0 failed, 0 skipped" "$log"; then
+if [ $? -ne 0 ] || ! grep -q "conformance: 4 passed, 0 failed, 0 skipped" "$log"; then
   echo "FAIL: the matmul_views cases with KILN_CL_MM_VIEWS=0 did not pass:"; grep -E "FAIL|conformance:" "$log"; fail=1
 fi
 check_views <<'TABLE'
 any matmul_views_attn 0 4
 any matmul_views_slice 0 5
 any matmul_views_copy 0 2
+any matmul_views_empty 0 2
 TABLE
 # unfused: the same results, more launches
 run_suite " with KILN_FUSION=0" KILN_FUSION=0

@@ -517,5 +517,20 @@ def main():
         {"x": r(2, 32, 8, 8)})
 
 
+    # an empty MatMul (K = 0: its op leaves the node to the host, which
+    # writes dense values) whose output only a Transpose + Reshape view
+    # reads, as attention's context: that view is copied, not written in
+    # place by the MatMul (kiln_cl_mm_reads_view; the plan's check of view
+    # accesses failed the compile before)
+    save("matmul_views_empty", [
+        helper.make_node("Slice", ["x", "z", "z", "a3"], ["e"]),
+        helper.make_node("MatMul", ["e", "w0"], ["m"]),
+        helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["t", "rs"], ["rt"]),
+        helper.make_node("MatMul", ["rt", "w2"], ["y"]),
+    ], None, [("y", [1, 3, 4])],
+        [i64("z", [0]), i64("a3", [3]), const("w0", np.zeros((0, 5))), i64("rs", [1, 3, 10]), const("w2", r(10, 4))],
+        {"x": r(1, 2, 3, 4)})
+
 if __name__ == "__main__":
     main()
