@@ -91,8 +91,9 @@ def bench_init(a, tmp, lines):
     lines.append("### (a) graph init, cold vs warm (new process each)\n")
     lines.append("init = onnxInitGraph (kiln-run's compile); +1st = init plus the first run's extra time over the "
                  "fastest run (the driver's lazy compiles: PoCL builds work-group functions at the first launch); "
-                 "warm phases: rewrite (prepare: key + graph record, or the passes), kern (kernel objects), "
-                 "bind (device ops: their kernels; CLBlast's warm-up starts there, waited for only with KILN_CL_CLBLAST_WARM=bind), mem (weights upload, buffers)\n")
+                 "warm phases: rewrite (prepare: key + graph record, or the passes), kern (the programs' loads with "
+                 "their kernel objects and the device ops' kernels), bind (CLBlast's warm-up start, waited for only "
+                 "with KILN_CL_CLBLAST_WARM=bind), mem (weights upload, buffers)\n")
     lines.append("| driver | model | cold init ms | warm init ms | warm/cold | cold init+1st | warm init+1st | "
                  "warm/cold | warm: rewrite / kern / bind / mem ms |")
     lines.append("|---|---|---|---|---|---|---|---|---|")

@@ -16,6 +16,7 @@
 #include "cpu_fallback/vmath.h" /* the coefficients of exp, tanh, sigmoid, erf */
 #include "ir/alloc.h"
 #include "ir/views.h"
+#include "opencl/ops.h" /* kiln_clop_row_group */
 
 /* ------------------------------------------------------------------ */
 /* the dialect                                                         */
@@ -1872,9 +1873,7 @@ kiln_status kiln_cl_codegen_reduce(const kiln_fuse_spec *spec, const kiln_cl_dev
      over its items) also contiguous rows of any length when there are at
      least 4 rows per compute unit, as the single-node ops
      (kiln_clop_row_group in opencl/ops_reduce.c; KILN_CL_ROW_ITEM=0: not). */
-  const char *ri = getenv("KILN_CL_ROW_ITEM");
-  bool cpu_rows = !(ri && !strcmp(ri, "0")) && (dev->type & CL_DEVICE_TYPE_CPU) &&
-                  spec->red_numel >= 4 * (int64_t)(dev->compute_units ? dev->compute_units : 1);
+  bool cpu_rows = !kiln_clop_row_group(dev, spec->red_numel);
   bool item = nred < 32 || (!trailing && spec->red_numel >= 4096) || (trailing && cpu_rows);
   size_t L = item ? 1 : red_local(dev, nred);
   const int vw = item && !trailing && !fp64 ? red_vec_width(sp, dev) : 0; /* w rows per item */

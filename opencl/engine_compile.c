@@ -154,6 +154,13 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   return add_step(c, x, reads, nr, writes, nw);
 }
 
+/* Views may be read or written in place by MatMuls in this plan: not under
+ * KILN_CL_MM_VIEWS=0, nor in observing or symbolic-dim plans. */
+static bool mm_views_on(const cstate *c) {
+  const char *e = getenv("KILN_CL_MM_VIEWS");
+  return !(e && !strcmp(e, "0")) && !c->p->obs_mode && !c->p->sym;
+}
+
 /* Whether alias a of spec sp (a view of memory) is read in place instead of
  * copied (opencl/ENGINE.md "Views read in place by MatMul"): one strided
  * view, unmasked, of a float32 value computed on the device or a weight
@@ -168,8 +175,7 @@ static bool read_in_place(cstate *c, const kiln_fuse_spec *sp, int a, kiln_cl_mm
   const kiln_fuse_alias *al = &sp->alias[a];
   const kiln_fuse_access *ac = &sp->access[al->access];
   int w = al->value, st = ac->value;
-  const char *e = getenv("KILN_CL_MM_VIEWS");
-  if ((e && !strcmp(e, "0")) || al->copy || c->p->obs_mode || c->p->sym || w < 0 || st < 0 || w == st) return false;
+  if (!mm_views_on(c) || al->copy || w < 0 || st < 0 || w == st) return false;
   if (g->values[w].is_input || g->values[st].is_input || g->values[w].is_output || g->values[st].is_output ||
       c->mmv[st].storage >= 0)
     return false;
@@ -221,8 +227,7 @@ static bool write_in_place(cstate *c, const kiln_fuse_plan *fp, const int *grp, 
                            kiln_cl_mm_view *mv) {
   const kiln_cl_variant *v = c->v;
   const kiln_graph *g = v->g;
-  const char *e = getenv("KILN_CL_MM_VIEWS");
-  if ((e && !strcmp(e, "0")) || c->p->obs_mode || c->p->sym || !sp->bound || sp->n_alias != 1 || sp->n_store ||
+  if (!mm_views_on(c) || !sp->bound || sp->n_alias != 1 || sp->n_store ||
       (sp->kind != KILN_FUSE_G_VIEW && sp->kind != KILN_FUSE_G_ELEMWISE) || sp->alias[0].copy)
     return false;
   const kiln_fuse_access *ac = &sp->access[sp->alias[0].access];

@@ -16,7 +16,9 @@
  *   is added by that kernel, not prefilled by the op, when nothing else
  *   sees the op's output;
  * - reduction groups of two or more nodes: ONE generated kernel, a
- *   work-group per reduced element (opencl/codegen kiln_cl_codegen_reduce).
+ *   work-group per reduced element, or a work-item per row (short rows,
+ *   many interleaved rows, and on CPU devices enough rows: opencl/codegen
+ *   kiln_cl_codegen_reduce).
  * Single-node reductions stay with opencl/ops (their kernels are the same
  * shape). Anything else is left to the engine's node-by-node lowering. */
 #include "opencl/engine_fuse.h"

@@ -119,6 +119,16 @@ kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx);
 /* Releases kernels, scratch and the op (NULL-safe). */
 void kiln_cl_op_free(kiln_cl_op *op);
 
+/* Whether a row reduction of `rows` rows of `len` elements (len at least the
+ * op's work-group threshold; the fused reduce kernels of codegen.c ask too)
+ * takes a work-group per row: not on a CPU device
+ * (PoCL, llvmpipe: barriers become loops over the items) when there are at
+ * least KILN_CLOP_ROW_ITEM_PER_CU rows per compute unit — a work-item per
+ * row there, one serial loop each; KILN_CL_ROW_ITEM=0: a group per row
+ * everywhere (opencl/ENGINE.md, "Row reductions on CPU devices"). */
+#define KILN_CLOP_ROW_ITEM_PER_CU 4
+bool kiln_clop_row_group(const kiln_cl_device *dev, int64_t rows);
+
 /* A pooling for kiln_cl_conv_direct_fused to take into its kernel: node
  * (MaxPool or AveragePool) pooling the epilogue's result (the conv's
  * output shape) into a value of type out; why: the reason it did not (set
@@ -154,8 +164,9 @@ bool kiln_cl_mm_view_ok(const kiln_cl_ttype *t, const int64_t *strides);
  * MatMul kernels (kiln_cl_gemm_fused) of g's nodes read each input value w
  * with views[w].storage >= 0 through views[w] — A's or B's lda / ldb,
  * transposition, batch strides and offset — when kiln_cl_mm_view_ok says
- * so (not a transposed B on kiln's SGEMM), and set views[w].taken; the
- * buffer they get for w is a dense copy otherwise. A MatMul op (not a fused
+ * so (not a transposed B on kiln's SGEMM), and set views[w].taken (the
+ * engine passes the storage's buffer for w: a MatMul that did not take the
+ * view is a failed compile, never a dense read of it). A MatMul op (not a fused
  * kernel: its epilogue indexes C densely) writes its output through its
  * view likewise (ldc >= N, columns 1 apart, batch strides, offset). views
  * has g->n_values entries; g NULL: none. */

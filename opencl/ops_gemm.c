@@ -753,7 +753,7 @@ static size_t conv_col_bytes(const conv_geo *g, const kiln_cl_device *dev) {
 /* The choice between the two (OPS.md has the measurements behind it):
  * KILN_CL_CONV=direct|gemm forces one. Where the GEMM is CLBlast's on a CPU
  * device that vectorises across work-items (preferred float width < 8:
- * rusticl/llvmpipe), direct always: measured 2-4x faster there on every
+ * rusticl/llvmpipe), direct always: measured 1.5-12x faster there on every
  * class, from stems to 512->512 3x3 and the 320->1280 head (CLBlast's
  * generic parameters run at 0.2-0.9 GFLOP/s on llvmpipe), with or without
  * a following pooling. Elsewhere with CLBlast, GEMM pays for its column

@@ -232,14 +232,6 @@ kiln_status kiln_clop_reduce_emit(const op_ctx *c, kiln_cl_op *op, int kind, int
 /* Emits the work-group tree reduction of float `var` through __local
  * array `sh` with combiner function `comb` (all lanes get the result). */
 kiln_status kiln_clop_emit_group_reduce(kiln_cl_src *s, const char *var, const char *comb);
-/* Whether a row reduction of `rows` rows of `len` elements (len at least the
- * op's work-group threshold) takes a work-group per row: not on a CPU device
- * (PoCL, llvmpipe: barriers become loops over the items) when there are at
- * least KILN_CLOP_ROW_ITEM_PER_CU rows per compute unit — a work-item per
- * row there, one serial loop each; KILN_CL_ROW_ITEM=0: a group per row
- * everywhere (opencl/ENGINE.md, "Single-node reductions on CPU devices"). */
-#define KILN_CLOP_ROW_ITEM_PER_CU 4
-bool kiln_clop_row_group(const kiln_cl_device *dev, int64_t rows);
 
 /* A float as an OpenCL C literal ("1.0f", "-2.5e-05f", "INFINITY"). */
 const char *kiln_clop_flit(float v, char *buf, size_t size);

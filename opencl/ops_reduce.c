@@ -2,7 +2,8 @@
  * SumSquare (axes as attribute or constant input, keepdims,
  * noop_with_empty_axes) and ArgMax/ArgMin, float32. A reduction over many
  * elements gets one work-group per output (a strided loop, then a tree in
- * local memory); a short one gets one work-item per output. NaN handling
+ * local memory) — on a GPU or with few outputs (kiln_clop_row_group); a
+ * short one, or many on a CPU device, one work-item per output. NaN handling
  * and the empty-set identities follow reference/ops_reduce.c. */
 #include <stdio.h>
 #include <stdlib.h>
