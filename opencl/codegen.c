@@ -1654,11 +1654,22 @@ kiln_status kiln_cl_codegen_epilogue(const kiln_fuse_spec *spec, const kiln_cl_d
   return gen_finish(&g, s, source, sig);
 }
 
-kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev,
-                                           int pool_value, char **params, char **body, kiln_cl_kernel_sig *sig) {
+/* The epilogue's parameters and body for a kernel that computes the
+ * anchor's element itself (kiln_cl_codegen_epilogue_parts), or, pooled,
+ * the pooling's argument at one window position into ep_v, with no store
+ * (kiln_cl_codegen_epilogue_pooled; pool_value is then the pool's input). */
+static kiln_status epilogue_parts(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, int pool_value,
+                                  bool pooled, char **params, char **body, kiln_cl_kernel_sig *sig) {
   *params = *body = NULL;
   kiln_status s = check_anchor(spec);
   if (s) return s;
+  if (pooled) {
+    if (spec->pool < 0 || spec->n_store != 1 || !spec->store[0].pool)
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: the pooled epilogue wants the pooled store alone");
+    pool_value = spec->g->nodes[spec->pool].in[0];
+    if (pool_value < 0 || spec->sh->v[pool_value].dtype != KILN_F32)
+      return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a pooled value that is not float32");
+  }
   fspec f;
   bool fp64;
   if ((s = fspec_make(spec, dev, pool_value, &f, &fp64))) return s;
@@ -1675,14 +1686,18 @@ kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kil
   g.ity = small ? "int" : "long";
   g.isuf = small ? "" : "L";
   int st[KILN_CL_SIG_MAX_ARGS];
-  int ns = epilogue_stores(spec, -1, st);
+  int ns = pooled ? 0 : epilogue_stores(spec, -1, st);
   int n0 = sig->n_args;
-  if (n0 + spec->n_access + ns > KILN_CL_SIG_MAX_ARGS) {
+  if (n0 + spec->n_access + (pooled ? 1 : ns) > KILN_CL_SIG_MAX_ARGS) {
     fspec_free(&f);
     return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: too many buffers");
   }
-  put_params(&g, st, ns, pool_value, sig, false);
+  put_params(&g, pooled ? NULL : st, ns, pool_value, sig, false);
   s = gen_finish(&g, KILN_OK, params, NULL);
+  if (!s && pooled && !*params) { /* no accessor: "" */
+    if ((*params = kiln_malloc(1))) **params = 0;
+    else s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
+  }
   if (s) {
     sig->n_args = n0;
     fspec_free(&f);
@@ -1692,8 +1707,19 @@ kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kil
   sb_put(&g.b, "  {\n  const %s gid = (%s)ep_i;\n", g.ity, g.ity);
   unsigned char *need = kiln_calloc((size_t)spec->n_expr + 1, 1);
   if (!need) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
-  for (int j = 0; j < ns && !s; j++) mark_need(&f.sp, spec->store[st[j]].expr, need);
-  if (!s) s = put_block(&g, need, st, ns);
+  if (pooled) {
+    int e = spec->store[0].expr;
+    if (!s) mark_need(&f.sp, e, need);
+    if (!s) s = put_block(&g, need, NULL, 0);
+    char v[32];
+    snprintf(v, sizeof v, "v%d", e);
+    sb_put(&g.b, "  ep_v = ");
+    put_convert(&g.b, f.sp.expr[e].dtype, KILN_F32, v);
+    sb_put(&g.b, ";\n");
+  } else {
+    for (int j = 0; j < ns && !s; j++) mark_need(&f.sp, spec->store[st[j]].expr, need);
+    if (!s) s = put_block(&g, need, st, ns);
+  }
   sb_put(&g.b, "  }\n");
   kiln_free(need);
   fspec_free(&f);
@@ -1706,68 +1732,14 @@ kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kil
   return s;
 }
 
+kiln_status kiln_cl_codegen_epilogue_parts(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev,
+                                           int pool_value, char **params, char **body, kiln_cl_kernel_sig *sig) {
+  return epilogue_parts(spec, dev, pool_value, false, params, body, sig);
+}
+
 kiln_status kiln_cl_codegen_epilogue_pooled(const kiln_fuse_spec *spec, const kiln_cl_device_info *dev, char **params,
                                             char **body, kiln_cl_kernel_sig *sig) {
-  *params = *body = NULL;
-  kiln_status s = check_anchor(spec);
-  if (s) return s;
-  if (spec->pool < 0 || spec->n_store != 1 || !spec->store[0].pool)
-    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: the pooled epilogue wants the pooled store alone");
-  int pool_value = spec->g->nodes[spec->pool].in[0];
-  if (pool_value < 0 || spec->sh->v[pool_value].dtype != KILN_F32)
-    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a pooled value that is not float32");
-  fspec f;
-  bool fp64;
-  if ((s = fspec_make(spec, dev, pool_value, &f, &fp64))) return s;
-  if (fp64) {
-    fspec_free(&f);
-    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: a float64 epilogue inside another kernel");
-  }
-  int n0 = sig->n_args;
-  if (n0 + spec->n_access + 1 > KILN_CL_SIG_MAX_ARGS) {
-    fspec_free(&f);
-    return kiln_fail(KILN_E_UNSUPPORTED_OP, "opencl codegen: too many buffers");
-  }
-  gen g;
-  memset(&g, 0, sizeof g);
-  g.sp = &f.sp;
-  g.dev = dev;
-  g.pool_dtype = KILN_F32;
-  bool small = fits_int(spec);
-  g.ity = small ? "int" : "long";
-  g.isuf = small ? "" : "L";
-  put_params(&g, NULL, 0, pool_value, sig, false);
-  s = gen_finish(&g, KILN_OK, params, NULL);
-  if (!s && !*params) { /* no accessor: "" */
-    if ((*params = kiln_malloc(1))) **params = 0;
-    else s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
-  }
-  if (s) {
-    sig->n_args = n0;
-    fspec_free(&f);
-    return s;
-  }
-  memset(&g.b, 0, sizeof g.b);
-  sb_put(&g.b, "  {\n  const %s gid = (%s)ep_i;\n", g.ity, g.ity);
-  int e = spec->store[0].expr;
-  unsigned char *need = kiln_calloc((size_t)spec->n_expr + 1, 1);
-  if (!need) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
-  if (!s) mark_need(&f.sp, e, need);
-  if (!s) s = put_block(&g, need, NULL, 0);
-  char v[32];
-  snprintf(v, sizeof v, "v%d", e);
-  sb_put(&g.b, "  ep_v = ");
-  put_convert(&g.b, f.sp.expr[e].dtype, KILN_F32, v);
-  sb_put(&g.b, ";\n  }\n");
-  kiln_free(need);
-  fspec_free(&f);
-  s = gen_finish(&g, s, body, NULL);
-  if (s) {
-    kiln_free(*params);
-    *params = NULL;
-    sig->n_args = n0;
-  }
-  return s;
+  return epilogue_parts(spec, dev, -1, true, params, body, sig);
 }
 
 /* Work-items per work-group of a reduction kernel: a power of two, at most
