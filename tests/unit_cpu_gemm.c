@@ -742,6 +742,21 @@ static void test_dw_rows(void) {
   CHECK(isnan(t[6]) && signbit(t[39]), "twin clamp keeps NaN and -0: %g %g", t[6], t[39]);
 }
 
+/* Case c through kiln's own Conv kernel (inputs in, node nb), with a
+ * Clip [-0.5, 0.75] epilogue when clamp, into *y (zeroed first); a kernel
+ * that declines the node is KILN_E_INTERNAL. */
+static kiln_status run_own_conv(const conv_case *c, node_b *nb, const kiln_tensor **in, bool clamp, kiln_tensor *y) {
+  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
+  kiln_graph g;
+  memset(&g, 0, sizeof g);
+  bool used = true, declined = true;
+  kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
+  memset(y, 0, sizeof *y);
+  kiln_op_call kc = {&g, &nb->n, 11, c->bias ? 3 : 2, in, 1, y, &used};
+  kiln_status st = own->run(&kc, clamp ? &ep : NULL, &declined);
+  return declined ? KILN_E_INTERNAL : st;
+}
+
 /* The in-place depthwise plane kernel (kiln_dw_plane_*): AVX-512 = twin
  * bit for bit on n 1..256, 1..9 taps, shifts either way, masks that say
  * where each tap falls inside (a generated 'same' geometry: rows of 1..23),
@@ -804,27 +819,18 @@ static void test_dw_plane(void) {
       {"dw 5x3 1x3 pads (0, 1, 0, 1)", 2, 1, 5, 5, 5, {5, 3}, {1, 3}, {0}, {0}, {0, 1, 0, 1}, NULL, 1},
       {"dw 4x6 3x3 SAME_UPPER, 300 channels", 2, 1, 300, 300, 300, {4, 6}, {3, 3}, {0}, {0}, {-1}, "SAME_UPPER", 1},
   };
-  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
   for (size_t i = 0; i < sizeof cc / sizeof *cc; i++) {
     kiln_tensor xt, wt, bt;
     node_b nb;
     conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
     const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
-    kiln_graph g;
-    memset(&g, 0, sizeof g);
-    bool used = true;
     for (int e = 0; e < 2; e++) {
       kiln_tensor y[2];
       kiln_status st[2];
-      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
       for (int on = 0; on < 2; on++) {
-        memset(&y[on], 0, sizeof y[on]);
         kiln_conv_dw_plane_enable(on);
         kiln_conv_dw_s1_force(0); /* off: the padded plane (dws1 has test_dw_s1) */
-        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[on], &used};
-        bool declined = true;
-        st[on] = own->run(&kc, e ? &ep : NULL, &declined);
-        if (declined) st[on] = KILN_E_INTERNAL;
+        st[on] = run_own_conv(&cc[i], &nb, in, e, &y[on]);
       }
       kiln_conv_dw_plane_enable(true);
       kiln_conv_dw_s1_force(-1);
@@ -844,26 +850,17 @@ static void test_dw_plane(void) {
  * default) and to its scalar twin (2), with and without a clamp epilogue:
  * the three outputs bit for bit. */
 static void check_dw_force(const conv_case *cc, size_t n, void (*force)(int), const char *path) {
-  const kiln_cpu_kernel_def *own = kiln_cpu_kernel_find("", "Conv");
   for (size_t i = 0; i < n; i++) {
     kiln_tensor xt, wt, bt;
     node_b nb;
     conv_case_init(&cc[i], &xt, &wt, &bt, &nb);
     const kiln_tensor *in[3] = {&xt, &wt, cc[i].bias ? &bt : NULL};
-    kiln_graph g;
-    memset(&g, 0, sizeof g);
-    bool used = true;
     for (int e = 0; e < 2; e++) {
       kiln_tensor y[3];
       kiln_status st[3];
-      kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
       for (int mode = 0; mode < 3; mode++) { /* off, on (the default), the twin */
-        memset(&y[mode], 0, sizeof y[mode]);
         force(mode == 1 ? -1 : mode);
-        kiln_op_call kc = {&g, &nb.n, 11, cc[i].bias ? 3 : 2, in, 1, &y[mode], &used};
-        bool declined = true;
-        st[mode] = own->run(&kc, e ? &ep : NULL, &declined);
-        if (declined) st[mode] = KILN_E_INTERNAL;
+        st[mode] = run_own_conv(&cc[i], &nb, in, e, &y[mode]);
       }
       force(-1);
       for (int mode = 1; mode < 3; mode++)
