@@ -712,6 +712,35 @@ static inline void load_run(float *dst, const char *base, kiln_dtype dt, int64_t
   }
 }
 
+/* A walk over the rows of strided view v (its innermost dim) from domain
+ * element f0: walk_next gives the element offset of the next run and its
+ * length, at most `left`, then steps the index past it (a run always ends
+ * at its row's end unless it is the walk's last). */
+typedef struct view_walk {
+  const kiln_view *v;
+  int64_t idx[KILN_MAX_RANK];
+} view_walk;
+
+static inline void walk_start(view_walk *w, const kiln_view *v, int64_t f0) {
+  w->v = v;
+  kiln_unravel(f0, v->rank, v->shape, w->idx);
+}
+
+static inline int64_t walk_next(view_walk *w, int64_t left, int64_t *run) {
+  const kiln_view *v = w->v;
+  int rk = v->rank;
+  int64_t off = v->offset;
+  for (int d = 0; d < rk; d++) off += w->idx[d] * v->strides[d];
+  *run = v->shape[rk - 1] - w->idx[rk - 1];
+  if (*run > left) *run = left;
+  w->idx[rk - 1] = 0;
+  for (int d = rk - 2; d >= 0; d--) { /* carry */
+    if (++w->idx[d] < v->shape[d]) break;
+    w->idx[d] = 0;
+  }
+  return off;
+}
+
 /* The tile of accessor r at domain elements [f0, f0 + n): a pointer into
  * memory when one stride-1 float32 run holds it, else gathered into buf. */
 static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf, const tmoves *mv) {
@@ -724,23 +753,13 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf, cons
       int64_t j = f0 % v->shape[rk - 1];
       if (j + n <= v->shape[rk - 1]) return (const float *)r->base + v->offset + j;
     }
-    int64_t idx[KILN_MAX_RANK];
-    kiln_unravel(f0, rk, v->shape, idx);
-    int64_t inner = v->shape[rk - 1], s = v->strides[rk - 1];
-    int64_t done = 0;
-    while (done < n) {
-      int64_t off = v->offset;
-      for (int d = 0; d < rk; d++) off += idx[d] * v->strides[d];
-      int64_t run = inner - idx[rk - 1];
-      if (run > n - done) run = n - done;
+    view_walk w;
+    walk_start(&w, v, f0);
+    int64_t s = v->strides[rk - 1];
+    for (int64_t done = 0, run; done < n; done += run) {
+      int64_t off = walk_next(&w, n - done, &run);
       if (done == 0 && run == n && s == 1 && r->dtype == KILN_F32) return (const float *)r->base + off;
       load_run(buf + done, r->base, r->dtype, off, s, run, mv);
-      done += run;
-      idx[rk - 1] = 0;
-      for (int d = rk - 2; d >= 0; d--) { /* carry */
-        if (++idx[d] < v->shape[d]) break;
-        idx[d] = 0;
-      }
     }
     return buf;
   }
@@ -786,18 +805,10 @@ static void load_cols(const kiln_tile_prog *tp, const texpr *t, int64_t f0, int 
   const tacc *r = &tp->acc[tp->e[t->cols[0]].acc];
   float *d[4];
   for (int c = 0; c < 4; c++) ptr[t->cols[c]] = d[c] = bufs + (size_t)tp->e[t->cols[c]].buf * KILN_TILE_N;
-  const kiln_view *v = &r->v;
-  int rk = v->rank;
-  int64_t idx[KILN_MAX_RANK];
-  kiln_unravel(f0, rk, v->shape, idx);
-  int64_t inner = v->shape[rk - 1];
-  int64_t done = 0;
-  while (done < n) {
-    int64_t off = v->offset;
-    for (int k = 0; k < rk; k++) off += idx[k] * v->strides[k];
-    int64_t run = inner - idx[rk - 1];
-    if (run > n - done) run = n - done;
-    const float *s = (const float *)r->base + off;
+  view_walk w;
+  walk_start(&w, &r->v, f0);
+  for (int64_t done = 0, run; done < n; done += run) {
+    const float *s = (const float *)r->base + walk_next(&w, n - done, &run);
     if (pf->n < KILN_TILE_PF_RANGES) {
       pf->p[pf->n] = (const char *)(s + 4 * run), pf->e[pf->n] = (const char *)(s + 8 * run);
       pf->n++;
@@ -805,12 +816,6 @@ static void load_cols(const kiln_tile_prog *tp, const texpr *t, int64_t f0, int 
       for (int64_t i = 0; i < 4 * run; i += 16) __builtin_prefetch(s + 4 * run + i);
     }
     mv->cols4(d[0] + done, d[1] + done, d[2] + done, d[3] + done, s, run);
-    done += run;
-    idx[rk - 1] = 0;
-    for (int k = rk - 2; k >= 0; k--) { /* carry */
-      if (++idx[k] < v->shape[k]) break;
-      idx[k] = 0;
-    }
   }
 }
 
