@@ -76,6 +76,7 @@ typedef struct cstate {
   bool fp1_tried;
   int cap_steps;
   size_t *kern_at; /* per generated kernel: where its text starts in src (its program: build) */
+  double mem_ms; /* place_values' time (build) */
   FILE *df; /* KILN_DUMP plan file */
   char dext[48];
   kiln_cl_mm_view *mmv; /* per value: a view that MatMuls read in place (storage >= 0), not materialised */
@@ -552,19 +553,27 @@ static kiln_status lower(cstate *c) {
   return s;
 }
 
-/* May constant w's device buffer be its host bytes (kiln_cl_buffer_over_host)?
- * On a CPU device, for a constant that is not also a graph input (a run
- * writes those), dense, whose buffer would be exactly its bytes (no rounding
- * to read past them) and 16-byte aligned; its host bytes outlive the buffer
- * (the variant's graph, its record, the plan's graph or the caller's, all
- * freed after the variant's buffers). KILN_CL_HOST_WEIGHTS=0: never. */
-static bool over_host(const cstate *c, int w, uint64_t bytes, uint64_t size) {
+/* How constant w's device buffer holds its bytes on a CPU device
+ * (KILN_CL_HOST_WEIGHTS=0: never, HOST_NONE): for a constant that is not
+ * also a graph input (a run writes those) and is dense, HOST_IN_PLACE
+ * where its buffer would be exactly its bytes (no rounding to read past
+ * them) and they are 16-byte aligned (kiln_cl_buffer_over_host; its host
+ * bytes outlive the buffer: the variant's graph, its record, the plan's
+ * graph or the caller's, all freed after the variant's buffers), else
+ * HOST_COPY: a copy in a block kiln allocates, under a buffer made over
+ * it — no clEnqueueWriteBuffer, which on rusticl waits for the device's
+ * helper context while the other thread loads the program (place_values
+ * runs beside load_programs); elsewhere, HOST_NONE: a device buffer and a
+ * write. */
+enum { HOST_NONE, HOST_IN_PLACE, HOST_COPY };
+static int over_host(const cstate *c, int w, uint64_t bytes, uint64_t size) {
   const kiln_graph *g = c->v->g;
   const kiln_tensor *t = g->values[w].init;
   const char *e = getenv("KILN_CL_HOST_WEIGHTS");
-  return !(e && !strcmp(e, "0")) && (c->p->dev->type & CL_DEVICE_TYPE_CPU) && t && !g->values[w].is_input &&
-         !t->strided && t->data && bytes && bytes == size && bytes == kiln_tensor_bytes(t) &&
-         (uintptr_t)t->data % 16 == 0;
+  if ((e && !strcmp(e, "0")) || !(c->p->dev->type & CL_DEVICE_TYPE_CPU) || !t || g->values[w].is_input ||
+      t->strided || !t->data || !bytes || bytes != kiln_tensor_bytes(t))
+    return HOST_NONE;
+  return bytes == size && (uintptr_t)t->data % 16 == 0 ? HOST_IN_PLACE : HOST_COPY;
 }
 
 /* A read-write buffer of the variant (the arena, a graph input's or an
@@ -666,7 +675,8 @@ static kiln_status place_values(cstate *c) {
     if (ext[w]) {
       if (g->values[w].init && !dev_read[w]) continue; /* read by host steps only */
       kiln_cl_buffer b;
-      if (over_host(c, w, bytes[w], size[w])) { /* the weight read in place (no copy) */
+      int how = over_host(c, w, bytes[w], size[w]);
+      if (how == HOST_IN_PLACE) { /* the weight read in place (no copy) */
         if (!kiln_cl_buffer_over_host(ctx, g->values[w].init->data, size[w], &b)) {
           pl->mem = pl->base = b.mem;
           pl->own = true;
@@ -677,6 +687,27 @@ static kiln_status place_values(cstate *c) {
         kiln_log(KILN_LOG_INFO, "opencl: weight '%s' not read in place (%s): copied", g->values[w].name,
                  kiln_last_error());
         kiln_error_clear();
+      } else if (how == HOST_COPY) { /* copied into kiln's block, zero past its bytes */
+        enum { AL = 64 };
+        void *blk = kiln_malloc(size[w] + AL);
+        if (!blk) {
+          s = kiln_fail(KILN_E_NOMEM, "out of host memory for weight '%s' (%llu bytes)", g->values[w].name,
+                        (unsigned long long)size[w]);
+          break;
+        }
+        unsigned char *at = (unsigned char *)(((uintptr_t)blk + AL - 1) & ~(uintptr_t)(AL - 1));
+        memcpy(at, g->values[w].init->data, bytes[w]);
+        memset(at + bytes[w], 0, size[w] - bytes[w]);
+        if (!kiln_cl_buffer_over_host(ctx, at, size[w], &b)) {
+          pl->mem = pl->base = b.mem;
+          pl->own = true;
+          pl->host = blk;
+          continue;
+        }
+        kiln_log(KILN_LOG_INFO, "opencl: weight '%s' not in a host block (%s): written", g->values[w].name,
+                 kiln_last_error());
+        kiln_error_clear();
+        kiln_free(blk);
       }
       if ((s = g->values[w].init ? kiln_cl_buffer_create(ctx, size[w], &b) : rw_buffer(c, size[w], &b, &pl->host)))
         break;
@@ -974,33 +1005,56 @@ static void *load_work(void *arg) {
  * programs' in part: small_cnn's two, binaries and 12 kernels, 1.5 ms at
  * best on two threads against 2.2 one after the other, given an idle core;
  * opencl/ENGINE.md "Programs loaded on two threads"), one after another
- * under KILN_CL_PARALLEL_LOAD=0 or when no thread starts. A failure
- * on either thread stops both from taking more; the one of the first
- * program is returned, with its message on this thread. Whatever was made
- * is the variant's (kiln_cl_variant_free). *threads: the threads used. */
-static kiln_status load_programs(cstate *c, const size_t *cut, int n_cut, int *threads) {
+ * under KILN_CL_PARALLEL_LOAD=0 or when no thread starts. first, when
+ * given, runs on this thread before it takes a program, while the other
+ * thread loads (place_values: the memory of a warm init overlaps the
+ * binary's load; *first_ms its time) — for one program too where the
+ * source is cut (program_split: rusticl, where that took a warm ew_chain's
+ * init from 2.59 to 2.38 ms median; on PoCL, whose memory takes 0.1-0.4
+ * ms beside a 2-3 ms clBuildProgram, the second thread cost 3-7%); its
+ * failure stops both threads from taking another program and is
+ * returned. A failure on either
+ * thread stops both from taking more; the one of the first program is
+ * returned, with its message on this thread. Whatever was made is the
+ * variant's (kiln_cl_variant_free). *threads: the threads used. */
+static kiln_status load_programs(cstate *c, const size_t *cut, int n_cut, kiln_status (*first)(cstate *),
+                                 double *first_ms, int *threads) {
   load_job j = {.c = c, .cut = cut, .n_cut = n_cut};
   atomic_init(&j.next, 0);
   atomic_init(&j.failed, false);
   load_share sh[2];
   for (int t = 0; t < 2; t++) sh[t] = (load_share){.job = &j, .s = KILN_OK, .at = n_cut};
   pthread_t th;
-  bool helper = n_cut > 1 && parallel_load() && !pthread_create(&th, NULL, load_work, &sh[1]);
-  load_work(&sh[0]);
+  bool helper = (n_cut > 1 || (first && program_split(c->p->dev))) && parallel_load() &&
+                !pthread_create(&th, NULL, load_work, &sh[1]);
+  kiln_status fs = KILN_OK;
+  *first_ms = 0;
+  if (first) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fs = first(c);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *first_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    if (fs) atomic_store(&j.failed, true);
+  }
+  if (!fs) load_work(&sh[0]);
   if (helper) pthread_join(th, NULL);
   *threads = helper ? 2 : 1;
+  if (fs) return fs; /* its message is this thread's */
   const load_share *f = sh[1].s && sh[1].at < sh[0].at ? &sh[1] : sh[0].s ? &sh[0] : NULL;
   if (!f) return KILN_OK;
   kiln_error_set_message(f->msg);
   return f->s;
 }
 
-/* Builds the variant's programs (one, or on rusticl the source cut at
- * kernel boundaries: cut_source), creates the kernels and binds the device
- * ops (load_programs: on two threads when there are two programs or more),
- * then sets the kernels' arguments on this thread. Each kernel's text (a
- * generated kernel with its guarded prelude, an op's kernels) stands alone,
- * so any cut between two of them compiles. */
+/* Places the variant's values (place_values) and builds its programs
+ * (one, or on rusticl the source cut at kernel boundaries: cut_source),
+ * creates the kernels and binds the device ops (load_programs: the memory
+ * on this thread while another loads the first program, two loading
+ * threads where there are two programs or more), then sets the kernels'
+ * arguments on this thread. Each kernel's text (a generated kernel with
+ * its guarded prelude, an op's kernels) stands alone, so any cut between
+ * two of them compiles. c->mem_ms: place_values' time. */
 static kiln_status build(cstate *c) {
   kiln_cl_variant *v = c->v;
   kiln_cl_context *ctx = c->p->slot->ctx;
@@ -1030,7 +1084,7 @@ static kiln_status build(cstate *c) {
     cut_source(c->p->dev, units, nu, c->src.len, cut, &n_cut);
     kiln_free(units);
     v->n_prog = n_cut; /* each freed with the variant: NULL until loaded */
-    s = load_programs(c, cut, n_cut, &threads);
+    s = load_programs(c, cut, n_cut, place_values, &c->mem_ms, &threads);
     kiln_free(cut);
     if (s) return s;
     c->p->st.programs = v->n_prog;
@@ -1041,6 +1095,10 @@ static kiln_status build(cstate *c) {
       v->build_ms += v->progs[i].build_ms;
     }
   } else {
+    struct timespec tm;
+    s = place_values(c);
+    clock_gettime(CLOCK_MONOTONIC, &tm);
+    c->mem_ms = (double)(tm.tv_sec - tb0.tv_sec) * 1e3 + (double)(tm.tv_nsec - tb0.tv_nsec) / 1e6;
     for (int k = 0; k < v->n_steps && !s; k++) /* ops without kernels */
       if (v->steps[k].kind == KILN_CL_STEP_OP) s = kiln_cl_op_bind_kernels(v->steps[k].op, ctx, NULL);
   }
@@ -1069,7 +1127,8 @@ static kiln_status build(cstate *c) {
   /* "kernels X ms, device ops bound Y ms": bench/cl_cache.py's kern / bind */
   kiln_log(KILN_LOG_INFO,
            "opencl: kernels %.1f ms, device ops bound %.1f ms (the kernels: %d program%s loaded with their kernels "
-           "and the ops' kernels on %d thread%s in %.1f ms, arguments %.1f ms; the ops bound: CLBlast's start)",
+           "and the ops' kernels, and the memory placed, on %d thread%s in %.1f ms, arguments %.1f ms; the ops "
+           "bound: CLBlast's start)",
            load_ms + args_ms, (double)(tb3.tv_sec - tb2.tv_sec) * 1e3 + (double)(tb3.tv_nsec - tb2.tv_nsec) / 1e6,
            v->n_prog, v->n_prog == 1 ? "" : "s", threads, threads == 1 ? "" : "s", load_ms, args_ms);
   return s;
@@ -1110,7 +1169,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   kiln_cl_variant *v = c.v = kiln_calloc(1, sizeof *v);
   if (!v) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   kiln_rewrite_stats rst;
-  struct timespec tc[5];
+  struct timespec tc[4];
   clock_gettime(CLOCK_MONOTONIC, &tc[0]);
   kiln_status s = KILN_OK;
   bool on_device = false; /* failures from here on are the device's (host fallback) */
@@ -1184,12 +1243,10 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   if (g->n_outputs && (s = kiln_schedule_add_step(c.ms, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;
   p->st.kernels = v->n_kern;
   on_device = true;
-  if ((s = place_values(&c))) goto fail;
   dump_source(&c, p->st.variants);
-  clock_gettime(CLOCK_MONOTONIC, &tc[3]);
-  if ((s = build(&c))) goto fail;
+  if ((s = build(&c))) goto fail; /* the memory (place_values) while the programs load */
   on_device = false;
-  clock_gettime(CLOCK_MONOTONIC, &tc[4]);
+  clock_gettime(CLOCK_MONOTONIC, &tc[3]);
   for (int k = 0; k < v->n_steps; k++) { /* KILN_PROFILE names */
     kiln_cl_step *st = &v->steps[k];
     const kiln_node *n = &g->nodes[st->node];
@@ -1212,13 +1269,17 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
            g->name ? g->name : "", p->dev->id, d->n_nodes, g->n_nodes, v->n_kern, p->st.fused_groups,
            p->st.device_ops, p->st.copies, p->st.host_nodes, (unsigned long long)v->arena_bytes,
            (unsigned long long)v->scratch_bytes, v->host_weights);
-  double ms[4];
-  for (int k = 0; k < 4; k++)
+  double ms[3];
+  for (int k = 0; k < 3; k++)
     ms[k] = (double)(tc[k + 1].tv_sec - tc[k].tv_sec) * 1e3 + (double)(tc[k + 1].tv_nsec - tc[k].tv_nsec) / 1e6;
+  /* "memory X ms, program Y ms (N programs, kiln cache)": bench/cl_cache.py's
+     mem and the cache hit; the memory is placed while the programs load,
+     so the two overlap (Y counts both: from the memory's start to the
+     kernels' arguments) */
   kiln_log(KILN_LOG_INFO,
            "opencl plan '%s': rewrite+shapes %.1f ms, fusion+codegen+ops %.1f ms, memory %.1f ms, program %.1f ms (%d "
-           "program%s, %s)",
-           g->name ? g->name : "", ms[0], ms[1], ms[2], ms[3], v->n_prog, v->n_prog == 1 ? "" : "s",
+           "program%s, %s; the memory placed while they load)",
+           g->name ? g->name : "", ms[0], ms[1], c.mem_ms, ms[2], v->n_prog, v->n_prog == 1 ? "" : "s",
            v->from_process ? "built earlier in this process" : v->from_cache ? "kiln cache" : "source");
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
