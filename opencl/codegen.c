@@ -380,6 +380,8 @@ typedef struct gen {
   int rows;              /* the vector printer: rows per work item (1: one; see row_plan) */
   int64_t rowlen;        /* their length (elements), rows > 1 */
   uint64_t hoist;        /* accessors read once per item (bit a), rows > 1 */
+  int blocks;            /* the vector printer: vectors per work item, interleaved (1: one; see block_plan) */
+  char bs[16];           /* the block being printed: suffix of its names ("" with one block) */
 } gen;
 
 /* Prints the storage offset of view level `lvl` of map m at flat index
@@ -927,6 +929,52 @@ static void row_plan(gen *g) {
   g->rowlen = len;
 }
 
+/* Vector blocks per work item (the vector printer without row blocks): U
+ * neighbouring vectors of w lanes, each statement printed for all U before
+ * the next (v<i>_<u>, a<a>_<u>o0, ...), so that U independent chains are
+ * in flight: a chain of polynomials and divisions per vector is
+ * latency-bound. Measured on PoCL (the bench chain, 16M floats, float16:
+ * sigmoid, mul, tanh, clip, add, relu), fused / a float16 copy: U = 1
+ * 1.84-1.97, 2 1.63-1.67, 4 1.36-1.41, 8 1.12-1.22, 16 1.24-1.59; the
+ * same blocks one after another instead of interleaved 1.83-1.88 (so the
+ * interleaving is what pays); a chain without sigmoid and tanh 1.00-1.18
+ * at U = 1 and 8 alike. Taken where the device's preferred float width
+ * is 16 (PoCL; llvmpipe takes row blocks, and interleaved float8 blocks
+ * measured slower there) and the spec has an op with a rounding budget
+ * (op_table's rtol: the polynomials, divisions and library calls): U = 8,
+ * halved until the items divide. KILN_CL_BLOCKS=1|2|4|8 forces U (halved
+ * likewise). Not for a symbolic-dim plan (its launch takes a prefix of the
+ * items: kiln_cl_codegen_prefix) nor with row blocks. */
+static void block_plan(gen *g) {
+  const kiln_fuse_spec *sp = g->sp;
+  g->blocks = 1;
+  const char *e = getenv("KILN_CL_BLOCKS");
+  int u = 1;
+  if (e && *e) {
+    u = atoi(e);
+  } else if (g->dev->pref_vec_float >= 16) {
+    for (int i = 0; i < sp->n_expr && u == 1; i++) {
+      const cl_op_fmt *f = find_op(sp->expr[i].op);
+      if (f && f->rtol > 0) u = 8;
+    }
+  }
+  if (u != 2 && u != 4 && u != 8) return;
+  int64_t items = sp->numel / g->vw;
+  while (u > 1 && items % u) u /= 2;
+  g->blocks = u;
+}
+
+/* Sets g->bs and q for block u of U (q: that block's first flat index). */
+static void block_name(gen *g, int u, int U, char *q, size_t n) {
+  if (U <= 1) {
+    g->bs[0] = 0;
+    snprintf(q, n, "q");
+    return;
+  }
+  snprintf(g->bs, sizeof g->bs, "_%d", u);
+  snprintf(q, n, "(q + %d)", u * g->vw);
+}
+
 /* Accessor a is loaded once per item (row_plan). */
 static bool hoisted(const gen *g, int a) { return g->rows > 1 && a < 64 && (g->hoist >> a & 1); }
 
@@ -948,7 +996,7 @@ static kiln_status put_expr_vec4(gen *g, int i) {
   const kiln_fuse_expr *e = &sp->expr[i];
   sbuf *b = &g->b;
   const int w = g->vw;
-  sb_put(b, "  const float%d v%d = ", w, i);
+  sb_put(b, "  const float%d v%d%s = ", w, i, g->bs);
   if (e->op == KILN_FUSE_LOAD) {
     int a = e->ref;
     const kiln_fuse_access *ac = &sp->access[a];
@@ -962,9 +1010,9 @@ static kiln_status put_expr_vec4(gen *g, int i) {
     } else if (hoisted(g, a)) {
       sb_put(b, "h%d", a);
     } else if (kind == VEC_CONTIG) {
-      sb_put(b, "vload%d(0, a%d + a%do0)", w, a, a);
+      sb_put(b, "vload%d(0, a%d + a%d%so0)", w, a, a, g->bs);
     } else if (kind == VEC_BCAST) {
-      sb_put(b, "(float%d)(a%d[a%do0])", w, a, a);
+      sb_put(b, "(float%d)(a%d[a%d%so0])", w, a, a, g->bs);
     } else {
       bool masked = false;
       for (int k = 0; k < ac->map.depth; k++) masked |= ac->map.v[k].has_mask;
@@ -973,8 +1021,9 @@ static kiln_status put_expr_vec4(gen *g, int i) {
       if (pad.oom) return kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory");
       sb_put(b, "(float%d)(", w);
       for (int j = 0; j < w; j++) {
-        if (masked) sb_put(b, "%s(a%dl%dm ? a%d[a%dl%do0] : %s)", j ? ", " : "", a, j, a, a, j, pad.p);
-        else sb_put(b, "%sa%d[a%dl%do0]", j ? ", " : "", a, a, j);
+        if (masked)
+          sb_put(b, "%s(a%d%sl%dm ? a%d[a%d%sl%do0] : %s)", j ? ", " : "", a, g->bs, j, a, a, g->bs, j, pad.p);
+        else sb_put(b, "%sa%d[a%d%sl%do0]", j ? ", " : "", a, a, g->bs, j);
       }
       sb_put(b, ")");
       kiln_free(pad.p);
@@ -998,7 +1047,7 @@ static kiln_status put_expr_vec4(gen *g, int i) {
       }
       char c = p[1];
       if (c >= '0' && c <= '2') {
-        sb_put(b, "v%d", e->args[c - '0']);
+        sb_put(b, "v%d%s", e->args[c - '0'], g->bs);
         p++;
       } else if (c == 'T') {
         sb_put(b, "float%d", w);
@@ -1037,20 +1086,20 @@ static void put_store_vec(gen *g, int k, const char *q) {
   const kiln_fuse_store *st = &g->sp->store[k];
   sbuf *b = &g->b;
   const int w = g->vw;
-  char pre[16];
-  snprintf(pre, sizeof pre, "s%d", k);
+  char pre[24];
+  snprintf(pre, sizeof pre, "s%d%s", k, g->bs);
   put_map_vec4(g, &st->map, pre, q);
   bool masked = false;
   for (int l = 0; l < st->map.depth; l++) masked |= st->map.v[l].has_mask;
   int kind = vec_kind(&st->map, w);
   if (kind == VEC_CONTIG) {
-    sb_put(b, "  vstore%d(v%d, 0, s%d + s%do0);\n", w, st->expr, k, k);
+    sb_put(b, "  vstore%d(v%d%s, 0, s%d + %so0);\n", w, st->expr, g->bs, k, pre);
   } else if (kind == VEC_BCAST) { /* every lane writes one element: the last lane's value, as in order */
-    sb_put(b, "  s%d[s%do0] = v%d.s%x;\n", k, k, st->expr, w - 1);
+    sb_put(b, "  s%d[%so0] = v%d%s.s%x;\n", k, pre, st->expr, g->bs, w - 1);
   } else {
     for (int j = 0; j < w; j++) { /* lane j is .s<j in hex> */
-      if (masked) sb_put(b, "  if (s%dl%dm) s%d[s%dl%do0] = v%d.s%x;\n", k, j, k, k, j, st->expr, j);
-      else sb_put(b, "  s%d[s%dl%do0] = v%d.s%x;\n", k, k, j, st->expr, j);
+      if (masked) sb_put(b, "  if (%sl%dm) s%d[%sl%do0] = v%d%s.s%x;\n", pre, j, k, pre, j, st->expr, g->bs, j);
+      else sb_put(b, "  s%d[%sl%do0] = v%d%s.s%x;\n", k, pre, j, st->expr, g->bs, j);
     }
   }
 }
@@ -1106,16 +1155,31 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
       sb_put(b, "  }\n");
     }
     sb_put(b, "}\n");
-  } else {
-    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * %d;\n", d->gid, spec->numel / w, g->ity,
-           g->ity, d->gid, w);
-    for (int a = 0; a < spec->n_access; a++) {
-      char pre[16];
-      snprintf(pre, sizeof pre, "a%d", a);
-      put_map_vec4(g, &spec->access[a].map, pre, "q");
+  } else { /* U = g->blocks vectors of w lanes, one after another, each statement printed for all U */
+    const int U = g->blocks > 1 ? g->blocks : 1;
+    sig->n_items = spec->numel / (w * U);
+    sb_put(b, ") {\n  if (%s >= %" PRId64 ") return;\n  const %s q = (%s)%s * %d;\n", d->gid, sig->n_items, g->ity,
+           g->ity, d->gid, w * U);
+    char q[32] = "q";
+    for (int u = 0; u < U; u++) {
+      block_name(g, u, U, q, sizeof q);
+      for (int a = 0; a < spec->n_access; a++) {
+        char pre[24];
+        snprintf(pre, sizeof pre, "a%d%s", a, g->bs);
+        put_map_vec4(g, &spec->access[a].map, pre, q);
+      }
     }
-    for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
-    for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
+    for (int i = 0; i < spec->n_expr && !s; i++)
+      for (int u = 0; u < U && !s; u++) {
+        block_name(g, u, U, q, sizeof q);
+        s = put_expr_vec4(g, i);
+      }
+    for (int k = 0; k < spec->n_store && !s; k++)
+      for (int u = 0; u < U; u++) {
+        block_name(g, u, U, q, sizeof q);
+        put_store_vec(g, k, q);
+      }
+    g->bs[0] = 0;
     sb_put(b, "}\n");
   }
   if (!s && b->oom) s = kiln_fail(KILN_E_NOMEM, "opencl codegen: out of memory printing a kernel");
@@ -1210,6 +1274,7 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
   }
   if (!g.tiled && !n_obs && (g.vw = vec_width(spec, dev)) > 0) {
     if (rows_ok) row_plan(&g);
+    if (rows_ok && g.rows <= 1) block_plan(&g);
     return codegen_vec4(&g, name, source, sig);
   }
   const cl_dialect *d = &opencl12;

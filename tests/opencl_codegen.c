@@ -531,6 +531,104 @@ static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
     }
 }
 
+/* Vector blocks per work item (codegen.c block_plan): y = tanh(x * b) +
+ * sigmoid(transpose(c)) / z and t = tanh(x * b), two outputs, with a
+ * broadcast row b, a transposed weight c (lane by lane) and a per-row z
+ * (one scalar per vector): at KILN_CL_BLOCKS=1, 2, 4, 8 and the default,
+ * the item count as planned (the blocks halved until the items divide),
+ * block-suffixed names exactly when there are two blocks or more, every
+ * store bit-equal to the one-block kernel's and y within the spec's
+ * tolerance of the reference (row blocks off: KILN_CL_ROWS=1). By default
+ * the device with a preferred float width of 16 takes 8 blocks (halved),
+ * any other one. */
+static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
+  static const int64_t shapes[][2] = {{8, 64}, {6, 32}, {5, 16}, {12, 8}};
+  static const char *const modes[] = {"1", "2", "4", "8", NULL};
+  for (int h = 0; h < 4; h++) {
+    kiln_tensor one[KILN_CL_SIG_MAX_ARGS];
+    memset(one, 0, sizeof one);
+    int n_one = 0;
+    for (int k = 0; k < 5; k++) {
+      kiln_graph *g = NULL;
+      int vx = -1;
+      const int64_t dz[] = {shapes[h][0], 1}, dc[] = {shapes[h][1], shapes[h][0]};
+      bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
+      bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 ||
+            gb_f32_ramp(g, "z", 2, dz, 0.5, 0.25) < 0 || gb_f32_ramp(g, "c", 2, dc, -2.0, 0.0625) < 0;
+      bad = bad || gb_add(g, "Mul", "x b", "xb") < 0 || gb_add(g, "Tanh", "xb", "t") < 0 ||
+            gb_add(g, "Transpose", "c", "ct") < 0 || gb_add(g, "Sigmoid", "ct", "sg") < 0 ||
+            gb_add(g, "Div", "sg z", "q") < 0 || gb_add(g, "Add", "t q", "y") < 0;
+      bad = bad || kiln_edit_add_output(g, val(g, "y")) || kiln_edit_add_output(g, val(g, "t"));
+      fz f = {0};
+      if (bad || !fz_make(&f, g)) {
+        CHECK(0, "blocks per item: cannot build and fuse: %s", kiln_last_error());
+        kiln_graph_free(g);
+        break;
+      }
+      const kiln_fuse_spec *sp = single_ew(&f);
+      char *src = NULL, m[400] = "";
+      kiln_cl_kernel_sig sig;
+      cl_program p = NULL;
+      kiln_cl_kernel kf = {0};
+      kiln_tensor x = {0}, ref = {0}, out[KILN_CL_SIG_MAX_ARGS];
+      kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+      memset(out, 0, sizeof out);
+      kiln_status s = !sp || !vals ? kiln_fail(KILN_E_INTERNAL, "not one elementwise group") : KILN_OK;
+      if (modes[k]) setenv("KILN_CL_BLOCKS", modes[k], 1);
+      setenv("KILN_CL_ROWS", "1", 1); /* blocks come only without row blocks (rusticl's default for b) */
+      if (!s) s = kiln_cl_codegen(sp, dev, &src, &sig);
+      unsetenv("KILN_CL_BLOCKS");
+      unsetenv("KILN_CL_ROWS");
+      const char *mode = modes[k] ? modes[k] : "default";
+      int w = 0;
+      if (!s) {
+        const char *fw = strstr(src, "/* float");
+        if (fw) w = atoi(fw + 8);
+        int u = modes[k] ? atoi(modes[k]) : dev->pref_vec_float >= 16 ? 8 : 1;
+        int64_t items = w ? shapes[h][0] * shapes[h][1] / w : 0;
+        while (u > 1 && items % u) u /= 2;
+        if (!w) u = 1; /* not the vector form */
+        bool named = strstr(src, "_1o0") != NULL;
+        CHECK(named == (u > 1), "blocks per item %lldx%lld, KILN_CL_BLOCKS=%s: %s block names, %d blocks planned:\n%s",
+              (long long)shapes[h][0], (long long)shapes[h][1], mode, named ? "" : "no", u, src);
+        CHECK(!w || sig.n_items == items / u,
+              "blocks per item %lldx%lld, KILN_CL_BLOCKS=%s: %lld items, expected %lld (float%d, %d blocks)",
+              (long long)shapes[h][0], (long long)shapes[h][1], mode, (long long)sig.n_items,
+              (long long)(items / (u ? u : 1)), w, u);
+      }
+      if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
+      for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)((i * 37) % 101) * 0.0625f - 3.0f;
+      if (!s) s = ref_then_device(c, g, vx, &x, vals, src, &sig, sp, out, &ref, &p, &kf);
+      CHECK(!s, "blocks per item %lldx%lld, KILN_CL_BLOCKS=%s: %s", (long long)shapes[h][0], (long long)shapes[h][1],
+            mode, s ? kiln_last_error() : "");
+      if (!s) {
+        bool f64;
+        double rtol = spec_rtol(sp, &f64);
+        for (int a = 0; a < sig.n_args; a++) {
+          if (!sig.args[a].output) continue;
+          if (sig.args[a].value == val(g, "y"))
+            CHECK(tu_compare(&out[a], &ref, rtol, ATOL, m, sizeof m, NULL, NULL),
+                  "blocks per item %lldx%lld, KILN_CL_BLOCKS=%s: y vs reference: %s", (long long)shapes[h][0],
+                  (long long)shapes[h][1], mode, m);
+          if (k == 0) continue; /* the one-block kernel: kept below */
+          CHECK(a < n_one && one[a].data && tu_compare(&out[a], &one[a], 0, 0, m, sizeof m, NULL, NULL),
+                "blocks per item %lldx%lld, KILN_CL_BLOCKS=%s: store %d vs one block's bits: %s",
+                (long long)shapes[h][0], (long long)shapes[h][1], mode, a, a < n_one ? m : "no one-block run");
+        }
+        if (k == 0) { /* KILN_CL_BLOCKS=1: the bits the others must give */
+          for (int a = 0; a < sig.n_args; a++) {
+            one[a] = out[a];
+            memset(&out[a], 0, sizeof out[a]);
+          }
+          n_one = sig.n_args;
+        }
+      }
+      case_free(out, &kf, p, src, &x, &ref, vals, &f, g);
+    }
+    for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&one[a]);
+  }
+}
+
 /* ------------------------------------------------------------------ */
 /* the bench elementwise chain                                         */
 
@@ -627,7 +725,7 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
   char *src = NULL;
   kiln_cl_kernel_sig sig;
   cl_program p = NULL;
-  kiln_cl_kernel kf = {0}, kc = {0}, kh = {0};
+  kiln_cl_kernel kf = {0}, kc = {0}, kh = {0}, k16 = {0};
   kiln_tensor x = {0}, ref = {0}, out[KILN_CL_SIG_MAX_ARGS];
   kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
   kiln_cl_buffer bx = {0}, by = {0};
@@ -642,6 +740,12 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
   static const char copy_src[] = "__kernel void kiln_copy(__global const float *restrict a, __global float *b) {\n"
                                  "  if (get_global_id(0) >= N_ITEMS) return;\n"
                                  "  b[get_global_id(0)] = a[get_global_id(0)];\n}\n"
+                                 "/* the same bytes 16 floats per work item: the copy that reaches the bandwidth\n"
+                                 "   on PoCL (the plain one above takes ~1.4x its time there) */\n"
+                                 "__kernel void kiln_copy16(__global const float *restrict a, __global float *b) {\n"
+                                 "  if (get_global_id(0) >= N_ITEMS / 16) return;\n"
+                                 "  const size_t i = get_global_id(0) * 16;\n"
+                                 "  vstore16(vload16(0, a + i), 0, b + i);\n}\n"
                                  "/* the same chain written by hand: contiguous, constants inline */\n"
                                  "__kernel void kiln_hand(__global const float *restrict x, __global const float *restrict bias,\n"
                                  "                        __global float *y) {\n"
@@ -744,6 +848,9 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
   if (!s) s = kiln_cl_kernel_create(c, p, "kiln_copy", &kc);
   if (!s) s = kiln_cl_kernel_arg_buffer(&kc, 0, &bx);
   if (!s) s = kiln_cl_kernel_arg_buffer(&kc, 1, &by);
+  if (!s) s = kiln_cl_kernel_create(c, p, "kiln_copy16", &k16);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&k16, 0, &bx);
+  if (!s) s = kiln_cl_kernel_arg_buffer(&k16, 1, &by);
   if (!s) s = kiln_cl_kernel_create(c, p, "kiln_hand", &kh);
   if (!s) s = kiln_cl_kernel_arg_buffer(&kh, 0, &bx);
   int bias_arg = 0;
@@ -758,6 +865,13 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
            "(9 alternated pairs: medians, median ratios); hand-written chain %.3f ms: fused/hand %.2f (median of 5)\n",
            dev->name, tf, tc, rfc, uc, th, th > 0 ? tf / th : 0);
     CHECK(tf > 0 && tc > 0, "timings");
+    if (chain_only) { /* against the copy that reaches the bandwidth */
+      double tf2, t16, u16, r16 = time_pair(c, &kf, (size_t)sig.n_items, &k16, (size_t)x.numel / 16, &tf2, &t16, &u16);
+      printf("  bench chain on %s, against a float16 copy: fused %.3f ms, float16 copy %.3f ms: ratio %.2f, CPU time "
+             "ratio %.2f (9 alternated pairs: medians, median ratios)\n",
+             dev->name, tf2, t16, r16, u16);
+      CHECK(tf2 > 0 && t16 > 0, "timings against the float16 copy");
+    }
     static const char *const var[] = {"kiln_nomath", "kiln_native", "kiln_vec4", "kiln_vec4n"};
     for (int k = 0; chain_only && k < 4; k++) { /* what bounds the fused kernel */
       kiln_cl_kernel kv = {0};
@@ -819,6 +933,7 @@ done:
   kiln_cl_kernel_free(&kf);
   kiln_cl_kernel_free(&kc);
   kiln_cl_kernel_free(&kh);
+  kiln_cl_kernel_free(&k16);
   kiln_cl_program_free(p);
   for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
   for (int v = 0; g && v < g->n_values; v++) kiln_tensor_release(&vals[v]);
@@ -1014,6 +1129,8 @@ int main(int argc, char **argv) {
     test_literal_weights(c, dev);
     printf("rows per item:\n");
     test_rows_per_item(c, dev);
+    printf("blocks per item:\n");
+    test_blocks_per_item(c, dev);
     printf("node tests:\n");
     test_node_suite(c, dev, root);
   }
