@@ -408,10 +408,121 @@ static kiln_status emit_odecl(kiln_cl_src *s, int nsp) {
   return st;
 }
 
+/* Outputs along the output row per work-item of the 2-D direct kernel
+ * (conv_row_src): the row's width where it is at most 8 (4 with 4 output
+ * channels per item: at most 16 accumulators), else the largest of 8..5
+ * (4..3) dividing it, else 8 (4) with a tail. 0: the one-output kernel
+ * (not 2-D, or KILN_CL_CONV_ROWS=0). */
+static int conv_row_outputs(const conv_geo *g, int64_t mb) {
+  const char *e = getenv("KILN_CL_CONV_ROWS");
+  if (g->nsp != 2 || (e && !strcmp(e, "0"))) return 0;
+  int64_t ow = g->out[1];
+  int cap = mb >= 4 ? 4 : 8;
+  if (ow <= cap) return (int)ow;
+  for (int t = cap; t > cap / 2 + 1; t--)
+    if (ow % t == 0) return t;
+  return cap;
+}
+
+/* The 2-D direct kernel: a work-item per (image, MB output channels,
+ * output row, row block) computes OT outputs of the row, ow = owb + j * OWB
+ * for j < OT (OWB = ceil(OW / OT): neighbouring items take neighbouring
+ * columns, so a driver that vectorises across work-items loads them
+ * together), each weight loaded once for its OT outputs and each input
+ * value once for the MB channels. An input row outside the image is
+ * skipped for the item; a column outside is skipped per output (its
+ * product not added, as the one-output kernel skips it); columns past the
+ * row's end are computed from in-range loads and not stored. Sizes are
+ * literals, the index arithmetic int where every offset fits. The same
+ * parameters and epilogue (`ep_i`, `anc`) as conv_direct_src. */
+static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, int OT, const char *kname,
+                                const char *fused_params, const char *fused_store, int64_t *items) {
+  const int64_t MBLK = g->M / MB, OH = g->out[0], OW = g->out[1], H = g->in[0], W = g->in[1];
+  const int64_t OWB = (OW + OT - 1) / OT, wstride = g->Cg * g->k_sp;
+  const int64_t total = g->N * MBLK * OH * OWB;
+  *items = total;
+  const bool small = total < INT32_MAX && g->N * g->C * g->in_sp < INT32_MAX && g->N * g->M * g->out_sp < INT32_MAX &&
+                     g->M * wstride < INT32_MAX;
+  const char *it = small ? "int" : "long", *sf = small ? "" : "L";
+  kiln_status s;
+  if (fused_params)
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s) {\n"
+                           "  const ulong xo = 0, wo = 0%s;\n",
+                           kname, bias ? ", __global const float *restrict b_" : "", fused_params, bias ? ", bo = 0" : "");
+  else
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
+                           "%s__global float *y_, ulong yo) {\n",
+                           kname, bias ? "__global const float *b_, ulong bo, " : "");
+  if (!s)
+    s = kiln_cl_src_printf(
+        src,
+        "  if (get_global_id(0) >= %lldUL) return;\n"
+        "  const %s i = (%s)get_global_id(0);\n"
+        "  const %s owb = i %% %lld%s, t0 = i / %lld%s, oh = t0 %% %lld%s, t1 = t0 / %lld%s;\n"
+        "  const %s m = (t1 %% %lld%s) * %lld%s, n = t1 / %lld%s;\n"
+        "  __global const float *xg = x_ + xo + (n * %lld%s + (m / %lld%s) * %lld%s) * %lld%s;\n"
+        "  __global const float *wm = w_ + wo + m * %lld%s;\n",
+        (long long)total, it, it, it, (long long)OWB, sf, (long long)OWB, sf, (long long)OH, sf, (long long)OH, sf, it,
+        (long long)MBLK, sf, (long long)MB, sf, (long long)MBLK, sf, (long long)g->C, sf, (long long)g->Mg, sf,
+        (long long)g->Cg, sf, (long long)g->in_sp, sf, (long long)wstride, sf);
+  for (int j = 0; j < OT && !s; j++)
+    for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float acc%d_%d = 0.0f;\n", j, b);
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "  for (%s kh = 0; kh < %lld; kh++) {\n"
+                           "    const %s ih = oh * %lld - %lld + kh * %lld;\n"
+                           "    if (ih < 0 || ih >= %lld) continue;\n"
+                           "    for (%s kw = 0; kw < %lld; kw++) {\n"
+                           "      const %s iwb = owb * %lld - %lld + kw * %lld;\n",
+                           it, (long long)g->k[0], it, (long long)g->s[0], (long long)g->pb[0], (long long)g->d[0],
+                           (long long)H, it, (long long)g->k[1], it, (long long)g->s[1], (long long)g->pb[1],
+                           (long long)g->d[1]);
+  for (int j = 0; j < OT && !s; j++)
+    s = kiln_cl_src_printf(src,
+                           "      const %s iw%d = iwb + %lld;\n"
+                           "      const bool v%d = iw%d >= 0 && iw%d < %lld;\n"
+                           "      const %s x%d = ih * %lld + (v%d ? iw%d : 0);\n",
+                           it, j, (long long)(j * OWB * g->s[1]), j, j, j, (long long)W, it, j, (long long)W, j, j);
+  if (!s)
+    s = kiln_cl_src_printf(src, "      for (%s cc = 0; cc < %lld; cc++) {\n"
+                                "        __global const float *xc = xg + cc * %lld;\n",
+                           it, (long long)g->Cg, (long long)g->in_sp);
+  for (int b = 0; b < MB && !s; b++)
+    s = kiln_cl_src_printf(src, "        const float w%d = wm[%lld + cc * %lld + kh * %lld + kw];\n", b,
+                           (long long)(b * wstride), (long long)g->k_sp, (long long)g->k[1]);
+  for (int j = 0; j < OT && !s; j++) {
+    s = kiln_cl_src_printf(src, "        { const float xv = xc[x%d];\n", j);
+    for (int b = 0; b < MB && !s; b++)
+      s = kiln_cl_src_printf(src, "          acc%d_%d += v%d ? xv * w%d : 0.0f;\n", j, b, j, b);
+    if (!s) s = kiln_cl_src_printf(src, "        }\n");
+  }
+  if (!s) s = kiln_cl_src_printf(src, "      }\n    }\n  }\n");
+  for (int j = 0; j < OT && !s; j++) {
+    s = kiln_cl_src_printf(src, "  if (owb + %lld < %lld) {\n    const %s o = oh * %lld + owb + %lld;\n",
+                           (long long)(j * OWB), (long long)OW, it, (long long)OW, (long long)(j * OWB));
+    for (int b = 0; b < MB && !s; b++) {
+      char bb[48] = "";
+      if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
+      if (fused_params)
+        s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)(n * %lld + m + %d) * %lldL + (long)o;\n"
+                                    "  const float anc = acc%d_%d%s;\n%s  }\n",
+                               (long long)g->M, b, (long long)g->out_sp, j, b, bb, fused_store);
+      else
+        s = kiln_cl_src_printf(src, "    y_[yo + (ulong)((long)(n * %lld + m + %d) * %lldL + (long)o)] = acc%d_%d%s;\n",
+                               (long long)g->M, b, (long long)g->out_sp, j, b, bb);
+    }
+    if (!s) s = kiln_cl_src_printf(src, "  }\n");
+  }
+  if (!s) s = kiln_cl_src_printf(src, "}\n");
+  return s;
+}
+
 /* One work-item per output position and MB consecutive output channels of
  * one group (MB = 4 or 2 when it divides the group's channels, else 1): it
  * sums its window over the group's input channels, each input value loaded
- * once for the MB weights. */
+ * once for the MB weights; a 2-D conv takes conv_row_src instead. */
 /* The direct kernel's source: named kname; fused_params NULL: the op's
  * form (buffer + element offset pairs, y written); else plain buffers x, w,
  * [b] followed by fused_params, and each output element goes to
@@ -420,6 +531,8 @@ static kiln_status emit_odecl(kiln_cl_src *s, int nsp) {
 static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, bool bias, const char *kname,
                                    const char *fused_params, const char *fused_store, int64_t *items) {
   int64_t MB = g->Mg % 4 == 0 ? 4 : g->Mg % 2 == 0 ? 2 : 1, MBLK = g->M / MB;
+  int OT = conv_row_outputs(g, MB);
+  if (OT > 0) return conv_row_src(src, g, bias, MB, OT, kname, fused_params, fused_store, items);
   int64_t total = g->N * MBLK * g->out_sp, wstride = g->Cg * g->k_sp;
   *items = total;
   kiln_status s;
