@@ -519,6 +519,135 @@ static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, 
   return s;
 }
 
+/* The vector row kernel (conv_vrow_src) on this device: a 2-D conv with
+ * column stride 1 or 2 and rows of at least 8 outputs, on a device whose
+ * preferred float vector width is at least 8 (PoCL runs a kernel's window
+ * loops scalar per work-item — its work-group vectoriser takes only the
+ * innermost loop —, so the vectors must be the item's own); not on
+ * llvmpipe (it vectorises across work-items); KILN_CL_CONV_ROWS=0 or
+ * =scalar: never, =vector: wherever the shape allows. */
+static bool conv_vrow_ok(const conv_geo *g, const kiln_cl_device *dev) {
+  const char *e = getenv("KILN_CL_CONV_ROWS");
+  if (g->nsp != 2 || (g->s[1] != 1 && g->s[1] != 2) || g->out[1] < 8) return false;
+  if (e && (!strcmp(e, "0") || !strcmp(e, "scalar"))) return false;
+  if (e && !strcmp(e, "vector")) return true;
+  return dev && dev->pref_vec_float >= 8;
+}
+
+/* The 2-D direct kernel with float8 vectors in the item: a work-item per
+ * (image, MB channels, output row, block of 8V consecutive outputs) holds V
+ * float8 accumulators per channel (V = 2 where MB <= 2, else 1). Per
+ * window position, where every column the item reads is inside the row, the
+ * inputs are vector loads (column stride 1: vload8; 2: the even lanes of a
+ * vload16) and each weight a scalar for all 8V outputs; elsewhere (the
+ * row's edges) lane by lane, a column outside the row skipped (its product
+ * not added, as the scalar kernels skip it). Outputs past the row's end are
+ * not stored. The same parameters and epilogue as conv_direct_src. */
+static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, const char *kname,
+                                 const char *fused_params, const char *fused_store, int64_t *items) {
+  const int V = MB <= 2 ? 2 : 1, OT = 8 * V;
+  const int64_t MBLK = g->M / MB, OH = g->out[0], OW = g->out[1], W = g->in[1], SW = g->s[1];
+  const int64_t OWB = (OW + OT - 1) / OT, wstride = g->Cg * g->k_sp;
+  const int64_t total = g->N * MBLK * OH * OWB;
+  *items = total;
+  const bool small = total < INT32_MAX && g->N * g->C * g->in_sp < INT32_MAX && g->N * g->M * g->out_sp < INT32_MAX &&
+                     g->M * wstride < INT32_MAX;
+  const char *it = small ? "int" : "long", *sf = small ? "" : "L";
+  kiln_status s;
+  if (fused_params)
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s) {\n"
+                           "  const ulong xo = 0, wo = 0%s;\n",
+                           kname, bias ? ", __global const float *restrict b_" : "", fused_params, bias ? ", bo = 0" : "");
+  else
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
+                           "%s__global float *y_, ulong yo) {\n",
+                           kname, bias ? "__global const float *b_, ulong bo, " : "");
+  if (!s)
+    s = kiln_cl_src_printf(
+        src,
+        "  if (get_global_id(0) >= %lldUL) return;\n"
+        "  const %s i = (%s)get_global_id(0);\n"
+        "  const %s owb = i %% %lld%s, t0 = i / %lld%s, oh = t0 %% %lld%s, t1 = t0 / %lld%s;\n"
+        "  const %s m = (t1 %% %lld%s) * %lld%s, n = t1 / %lld%s;\n"
+        "  __global const float *xg = x_ + xo + (n * %lld%s + (m / %lld%s) * %lld%s) * %lld%s;\n"
+        "  __global const float *wm = w_ + wo + m * %lld%s;\n"
+        "  const %s ow0 = owb * %d;\n",
+        (long long)total, it, it, it, (long long)OWB, sf, (long long)OWB, sf, (long long)OH, sf, (long long)OH, sf, it,
+        (long long)MBLK, sf, (long long)MB, sf, (long long)MBLK, sf, (long long)g->C, sf, (long long)g->Mg, sf,
+        (long long)g->Cg, sf, (long long)g->in_sp, sf, (long long)wstride, sf, it, OT);
+  for (int u = 0; u < V && !s; u++)
+    for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float8 acc%d_%d = (float8)0.0f;\n", u, b);
+  /* the last column the item's loads touch: vload8 reads 8 columns, the
+     stride-2 vload16 16 (its odd lanes unused) */
+  const int64_t span = SW == 1 ? OT - 1 : 2 * OT - 1;
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "  for (%s kh = 0; kh < %lld; kh++) {\n"
+                           "    const %s ih = oh * %lld - %lld + kh * %lld;\n"
+                           "    if (ih < 0 || ih >= %lld) continue;\n"
+                           "    for (%s kw = 0; kw < %lld; kw++) {\n"
+                           "      const %s iws = ow0 * %lld - %lld + kw * %lld;\n"
+                           "      __global const float *xr = xg + ih * %lld;\n"
+                           "      __global const float *wk = wm + kh * %lld + kw;\n"
+                           "      if (iws >= 0 && iws + %lld < %lld) {\n"
+                           "        for (%s cc = 0; cc < %lld; cc++) {\n"
+                           "          __global const float *xc = xr + cc * %lld + iws;\n",
+                           it, (long long)g->k[0], it, (long long)g->s[0], (long long)g->pb[0], (long long)g->d[0],
+                           (long long)g->in[0], it, (long long)g->k[1], it, (long long)SW, (long long)g->pb[1],
+                           (long long)g->d[1], (long long)W, (long long)g->k[1], (long long)span, (long long)W, it,
+                           (long long)g->Cg, (long long)g->in_sp);
+  for (int u = 0; u < V && !s; u++)
+    s = SW == 1 ? kiln_cl_src_printf(src, "          const float8 x%d = vload8(0, xc + %d);\n", u, 8 * u)
+                : kiln_cl_src_printf(src, "          const float8 x%d = vload16(0, xc + %d).even;\n", u, 16 * u);
+  for (int b = 0; b < MB && !s; b++) {
+    s = kiln_cl_src_printf(src, "          const float w%d = wk[%lld + cc * %lld];\n", b, (long long)(b * wstride),
+                           (long long)g->k_sp);
+    for (int u = 0; u < V && !s; u++) s = kiln_cl_src_printf(src, "          acc%d_%d += x%d * w%d;\n", u, b, u, b);
+  }
+  if (!s)
+    s = kiln_cl_src_printf(src, "        }\n      } else {\n        for (%s cc = 0; cc < %lld; cc++) {\n"
+                                "          __global const float *xc = xr + cc * %lld;\n",
+                           it, (long long)g->Cg, (long long)g->in_sp);
+  for (int u = 0; u < V && !s; u++) {
+    s = kiln_cl_src_printf(src, "          int8 k%d;\n          float8 x%d;\n", u, u);
+    for (int l = 0; l < 8 && !s; l++)
+      s = kiln_cl_src_printf(src,
+                             "          { const %s c_ = iws + %lld; const bool v_ = c_ >= 0 && c_ < %lld;\n"
+                             "            k%d.s%d = v_ ? -1 : 0; x%d.s%d = v_ ? xc[c_] : 0.0f; }\n",
+                             it, (long long)((8 * u + l) * SW), (long long)W, u, l, u, l);
+  }
+  for (int b = 0; b < MB && !s; b++) {
+    s = kiln_cl_src_printf(src, "          const float w%d = wk[%lld + cc * %lld];\n", b, (long long)(b * wstride),
+                           (long long)g->k_sp);
+    for (int u = 0; u < V && !s; u++)
+      s = kiln_cl_src_printf(src, "          acc%d_%d += select((float8)0.0f, x%d * w%d, k%d);\n", u, b, u, b, u);
+  }
+  if (!s) s = kiln_cl_src_printf(src, "        }\n      }\n    }\n  }\n");
+  for (int u = 0; u < V && !s; u++)
+    for (int l = 0; l < 8 && !s; l++) {
+      int j = 8 * u + l;
+      s = kiln_cl_src_printf(src, "  if (ow0 + %d < %lld) {\n    const %s o = oh * %lld + ow0 + %d;\n", j, (long long)OW,
+                             it, (long long)OW, j);
+      for (int b = 0; b < MB && !s; b++) {
+        char bb[48] = "";
+        if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
+        if (fused_params)
+          s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)(n * %lld + m + %d) * %lldL + (long)o;\n"
+                                      "  const float anc = acc%d_%d.s%d%s;\n%s  }\n",
+                                 (long long)g->M, b, (long long)g->out_sp, u, b, l, bb, fused_store);
+        else
+          s = kiln_cl_src_printf(src,
+                                 "    y_[yo + (ulong)((long)(n * %lld + m + %d) * %lldL + (long)o)] = acc%d_%d.s%d%s;\n",
+                                 (long long)g->M, b, (long long)g->out_sp, u, b, l, bb);
+      }
+      if (!s) s = kiln_cl_src_printf(src, "  }\n");
+    }
+  if (!s) s = kiln_cl_src_printf(src, "}\n");
+  return s;
+}
+
 /* One work-item per output position and MB consecutive output channels of
  * one group (MB = 4 or 2 when it divides the group's channels, else 1): it
  * sums its window over the group's input channels, each input value loaded
@@ -528,9 +657,11 @@ static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, 
  * [b] followed by fused_params, and each output element goes to
  * fused_store (statements seeing `ep_i`, Y's flat index, and `anc`, the
  * value with the bias added). *items: work-items to launch. */
-static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, bool bias, const char *kname,
-                                   const char *fused_params, const char *fused_store, int64_t *items) {
+static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, const kiln_cl_device *dev, bool bias,
+                                   const char *kname, const char *fused_params, const char *fused_store,
+                                   int64_t *items) {
   int64_t MB = g->Mg % 4 == 0 ? 4 : g->Mg % 2 == 0 ? 2 : 1, MBLK = g->M / MB;
+  if (conv_vrow_ok(g, dev)) return conv_vrow_src(src, g, bias, MB, kname, fused_params, fused_store, items);
   int OT = conv_row_outputs(g, MB);
   if (OT > 0) return conv_row_src(src, g, bias, MB, OT, kname, fused_params, fused_store, items);
   int64_t total = g->N * MBLK * g->out_sp, wstride = g->Cg * g->k_sp;
@@ -716,7 +847,7 @@ static kiln_status conv_direct(const op_ctx *c, kiln_cl_op *op, const conv_geo *
   kiln_status s = kiln_clop_kernel(op, "conv", &k);
   if (s) return s;
   int64_t total;
-  s = conv_direct_src(c->src, g, bias, kiln_clop_kname(op, k), NULL, NULL, &total);
+  s = conv_direct_src(c->src, g, c->dev, bias, kiln_clop_kname(op, k), NULL, NULL, &total);
   if (!s) {
     opb args4[] = {IN(0), IN(1), IN(2), OUT(0)}, args3[] = {IN(0), IN(1), OUT(0)};
     s = kiln_clop_launch(op, k, (size_t)total, bias ? 4 : 3, bias ? args4 : args3);
@@ -995,7 +1126,7 @@ kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_grap
     cp.mb = g.Mg % 4 == 0 && nw * 4 <= POOL_MAX_WIN ? 4 : g.Mg % 2 == 0 && nw * 2 <= POOL_MAX_WIN ? 2 : 1;
     s = conv_pooled_src(src, &g, &cp, bias, name, params, store, items);
   } else {
-    s = conv_direct_src(src, &g, bias, name, params, store, items);
+    s = conv_direct_src(src, &g, dev, bias, name, params, store, items);
   }
   *ok = !s;
   return s;

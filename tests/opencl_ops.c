@@ -601,13 +601,20 @@ static void conv_case(const char *what, int opset, int rank, const int64_t *x, c
 static void cases_conv(void) {
   /* both strategies for each shape; GEMM through kiln's SGEMM three ways:
      its own choice, implicit GEMM forced (X read through the window), and
-     im2col + SGEMM (KILN_CL_CONV_IMPLICIT=0); then CLBlast; direct: a 2-D
-     conv's row kernel (conv_row_src), then the one-output kernel
-     (KILN_CL_CONV_ROWS=0) */
-  static const char *const modes[] = {"direct", "gemm", "gemm", "gemm", "gemm", "direct"};
-  static const char *const gemms[] = {"kiln", "kiln", "clblast", "kiln KILN_CL_CONV_IMPLICIT=1",
-                                      "kiln KILN_CL_CONV_IMPLICIT=0", "kiln KILN_CL_CONV_ROWS=0"};
-  for (int m = 0; m < 6; m++) { /* the last: the direct kernel of one output per item on 2-D too */
+     im2col + SGEMM (KILN_CL_CONV_IMPLICIT=0); then CLBlast; direct: the
+     device's choice, then the one-output kernel (KILN_CL_CONV_ROWS=0), the
+     row kernel (=scalar: conv_row_src) and the vector row kernel (=vector:
+     conv_vrow_src, where the shape allows it) */
+  static const char *const modes[] = {"direct", "gemm", "gemm", "gemm", "gemm", "direct", "direct", "direct"};
+  static const char *const gemms[] = {"kiln",
+                                      "kiln",
+                                      "clblast",
+                                      "kiln KILN_CL_CONV_IMPLICIT=1",
+                                      "kiln KILN_CL_CONV_IMPLICIT=0",
+                                      "kiln KILN_CL_CONV_ROWS=0",
+                                      "kiln KILN_CL_CONV_ROWS=scalar",
+                                      "kiln KILN_CL_CONV_ROWS=vector"};
+  for (int m = 0; m < 8; m++) { /* the last three: each direct 2-D form on every device */
     snprintf(case_env, sizeof case_env, "KILN_CL_CONV=%s KILN_CL_GEMM=%s", modes[m], gemms[m]);
     char w[96];
     snprintf(w, sizeof w, "2-D 3x3 pad 1 (%s)", modes[m]);
