@@ -17,7 +17,7 @@ side by side in one run (not part of CI; run by hand, a few minutes):
       (kiln-run --stats) per model.
 
 Usage: bench/cl_cache.py [--build DIR] [--models a,b] [--drivers pocl,rusticl]
-                         [--out DIR] [--skip a|b|c ...]
+                         [--out DIR] [--skip a,b,c (comma list)]
 The models come from bench/make_models.py (bench/README.md); make them first:
   build/bench/venv/bin/python bench/make_models.py --out build/bench/models
 """
@@ -73,7 +73,7 @@ def kiln_run(a, drv, model, extra, runs=1):
     m = re.search(r"arena (\d+) bytes = ([0-9.]+)x the liveness lower bound \((\d+)\)", out)
     if m:
         r["arena"], r["lb"] = int(m.group(1)), int(m.group(3))
-    r["cached"] = re.search(r"program [0-9.]+ ms \((?:\d+ programs?, )?kiln cache\)", out) is not None
+    r["cached"] = re.search(r"program [0-9.]+ ms \((?:\d+ programs?, )?kiln cache[;)]", out) is not None
     m = re.search(r"prepare: copy ([0-9.]+) ms, rewrite\+shapes ([0-9.]+) ms", out)
     r["rewrite"] = float(m.group(2)) if m else None
     m = re.search(r"kernels ([0-9.]+) ms, device ops bound ([0-9.]+) ms", out)
