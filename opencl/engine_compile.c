@@ -1319,8 +1319,13 @@ fail:
 void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   (void)p;
   if (!v) return;
-  /* finished before the buffers go, and before the host bytes under them do */
-  if (p && p->slot && p->slot->ctx && (v->n_kern || v->arena || v->host_weights)) clFinish(p->slot->ctx->queue);
+  /* finished before the buffers go, and before the host bytes under them do
+     (the weights read in place, and every block of kiln's under a buffer:
+     the arena's, an input's, a weight copied into one — HOST_COPY) */
+  bool host_blocks = v->arena_host != NULL;
+  for (int w = 0; v->place && v->g && w < v->g->n_values && !host_blocks; w++) host_blocks = v->place[w].host != NULL;
+  if (p && p->slot && p->slot->ctx && (v->n_kern || v->arena || v->host_weights || host_blocks))
+    clFinish(p->slot->ctx->queue);
   for (int k = 0; k < v->n_steps; k++) kiln_cl_op_free(v->steps[k].op);
   kiln_free(v->steps);
   for (int k = 0; v->kern && k < v->n_kern; k++) kiln_cl_kernel_free(&v->kern[k]);
