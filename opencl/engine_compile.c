@@ -1013,10 +1013,10 @@ static void *load_work(void *arg) {
  * init from 2.59 to 2.38 ms median; on PoCL, whose memory takes 0.1-0.4
  * ms beside a 2-3 ms clBuildProgram, the second thread cost 3-7%); its
  * failure stops both threads from taking another program and is
- * returned. A failure on either
- * thread stops both from taking more; the one of the first program is
- * returned, with its message on this thread. Whatever was made is the
- * variant's (kiln_cl_variant_free). *threads: the threads used. */
+ * returned. A failure on either thread stops both from taking more; the
+ * one of the first program is returned, with its message on this thread.
+ * Whatever was made is the variant's (kiln_cl_variant_free). *threads: the
+ * threads used. */
 static kiln_status load_programs(cstate *c, const size_t *cut, int n_cut, kiln_status (*first)(cstate *),
                                  double *first_ms, int *threads) {
   load_job j = {.c = c, .cut = cut, .n_cut = n_cut};
