@@ -570,7 +570,7 @@ static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) 
       kiln_cl_kernel_sig sig;
       cl_program p = NULL;
       kiln_cl_kernel kf = {0};
-      kiln_tensor x = {0}, ref = {0}, out[KILN_CL_SIG_MAX_ARGS];
+      kiln_tensor x = {0}, ref[2] = {{0}}, out[KILN_CL_SIG_MAX_ARGS]; /* ref: both graph outputs (y, t) */
       kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
       memset(out, 0, sizeof out);
       kiln_status s = !sp || !vals ? kiln_fail(KILN_E_INTERNAL, "not one elementwise group") : KILN_OK;
@@ -598,7 +598,7 @@ static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) 
       }
       if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
       for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)((i * 37) % 101) * 0.0625f - 3.0f;
-      if (!s) s = ref_then_device(c, g, vx, &x, vals, src, &sig, sp, out, &ref, &p, &kf);
+      if (!s) s = ref_then_device(c, g, vx, &x, vals, src, &sig, sp, out, ref, &p, &kf);
       CHECK(!s, "blocks per item %lldx%lld, KILN_CL_BLOCKS=%s: %s", (long long)shapes[h][0], (long long)shapes[h][1],
             mode, s ? kiln_last_error() : "");
       if (!s) {
@@ -607,7 +607,7 @@ static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) 
         for (int a = 0; a < sig.n_args; a++) {
           if (!sig.args[a].output) continue;
           if (sig.args[a].value == val(g, "y"))
-            CHECK(tu_compare(&out[a], &ref, rtol, ATOL, m, sizeof m, NULL, NULL),
+            CHECK(tu_compare(&out[a], &ref[0], rtol, ATOL, m, sizeof m, NULL, NULL),
                   "blocks per item %lldx%lld, KILN_CL_BLOCKS=%s: y vs reference: %s", (long long)shapes[h][0],
                   (long long)shapes[h][1], mode, m);
           if (k == 0) continue; /* the one-block kernel: kept below */
@@ -623,7 +623,8 @@ static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) 
           n_one = sig.n_args;
         }
       }
-      case_free(out, &kf, p, src, &x, &ref, vals, &f, g);
+      kiln_tensor_release(&ref[1]);
+      case_free(out, &kf, p, src, &x, &ref[0], vals, &f, g);
     }
     for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&one[a]);
   }
