@@ -784,6 +784,34 @@ static void cases_pool(void) {
   t_in(SH(1, 2, 3, 4, 5));
   t_node1("GlobalAveragePool");
   t_end(1e-4, true);
+  /* rows of 8 outputs and more: the vector form (pool_vec_src) where the
+     device takes it, then forced off and on */
+  static const char *const vmodes[] = {"", "KILN_CL_POOL_VEC=0", "KILN_CL_POOL_VEC=1"};
+  for (int v = 0; v < 3; v++) {
+    snprintf(case_env, sizeof case_env, "%s", vmodes[v]);
+    for (int mx = 0; mx < 2; mx++) {
+      const char *op = mx ? "MaxPool" : "AveragePool";
+      pool_case(op, 12, "wide 2x2 stride 2, tail", 4, (int64_t[]){1, 3, 20, 37}, (int64_t[]){2, 2}, (int64_t[]){2, 2},
+                NULL, NULL, NULL, 0, 0, 0, 0);
+      pool_case(op, 12, "wide 3x3 stride 2 pad 1", 4, (int64_t[]){2, 2, 17, 40}, (int64_t[]){3, 3}, (int64_t[]){2, 2},
+                (int64_t[]){1, 1, 1, 1}, NULL, NULL, 0, 0, 0, 0);
+      pool_case(op, 12, "wide 3x3 stride 1 pad 1", 4, (int64_t[]){1, 2, 9, 21}, (int64_t[]){3, 3}, NULL,
+                (int64_t[]){1, 1, 1, 1}, NULL, NULL, 0, 0, 0, 0);
+      pool_case(op, 12, "wide 2x3 strides 1,3", 4, (int64_t[]){1, 1, 6, 50}, (int64_t[]){2, 3}, (int64_t[]){1, 3},
+                NULL, NULL, NULL, 0, 0, 0, 0);
+      pool_case(op, 12, "wide ceil_mode asym pads", 4, (int64_t[]){1, 1, 9, 33}, (int64_t[]){3, 3}, (int64_t[]){2, 2},
+                (int64_t[]){0, 1, 2, 0}, NULL, NULL, 1, 0, 0, 0);
+    }
+    pool_case("AveragePool", 12, "wide count_include_pad", 4, (int64_t[]){1, 2, 11, 35}, (int64_t[]){3, 3},
+              (int64_t[]){2, 2}, (int64_t[]){1, 1, 1, 1}, NULL, NULL, 0, 1, 0, 0);
+    pool_case("AveragePool", 12, "wide count_include_pad ceil", 4, (int64_t[]){1, 1, 10, 30}, (int64_t[]){3, 3},
+              (int64_t[]){2, 2}, NULL, NULL, NULL, 1, 1, 0, 0);
+    pool_case("MaxPool", 12, "wide dilations", 4, (int64_t[]){1, 1, 10, 24}, (int64_t[]){3, 3}, NULL,
+              (int64_t[]){2, 2, 2, 2}, (int64_t[]){2, 2}, NULL, 0, 0, 0, 0);
+    pool_case("MaxPool", 12, "wide SAME_UPPER", 4, (int64_t[]){1, 2, 7, 26}, (int64_t[]){3, 2}, (int64_t[]){2, 2},
+              NULL, NULL, "SAME_UPPER", 0, 0, 0, 0);
+  }
+  case_env[0] = 0;
 }
 
 static const char *const red_ops[] = {"ReduceSum", "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",
