@@ -424,26 +424,21 @@ static int conv_row_outputs(const conv_geo *g, int64_t mb) {
   return cap;
 }
 
-/* The 2-D direct kernel: a work-item per (image, MB output channels,
- * output row, row block) computes OT outputs of the row, ow = owb + j * OWB
- * for j < OT (OWB = ceil(OW / OT): neighbouring items take neighbouring
- * columns, so a driver that vectorises across work-items loads them
- * together), each weight loaded once for its OT outputs and each input
- * value once for the MB channels. An input row outside the image is
- * skipped for the item; a column outside is skipped per output (its
- * product not added, as the one-output kernel skips it); columns past the
- * row's end are computed from in-range loads and not stored. Sizes are
- * literals, the index arithmetic int where every offset fits. The same
- * parameters and epilogue (`ep_i`, `anc`) as conv_direct_src. */
-static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, int OT, const char *kname,
-                                const char *fused_params, const char *fused_store, int64_t *items) {
-  const int64_t MBLK = g->M / MB, OH = g->out[0], OW = g->out[1], H = g->in[0], W = g->in[1];
-  const int64_t OWB = (OW + OT - 1) / OT, wstride = g->Cg * g->k_sp;
+/* The row kernels' opening (conv_row_src, conv_vrow_src): the signature of
+ * conv_direct_src's two forms, then the item's image n, channels m, output
+ * row oh and row block owb (of OWB) and its x/w bases. *it / *sf: the
+ * index type ("int" where every offset fits, else "long") and its literal
+ * suffix; *items: the items to launch. */
+static kiln_status conv_row_head(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, int64_t OWB,
+                                 const char *kname, const char *fused_params, const char **it, const char **sf,
+                                 int64_t *items) {
+  const int64_t MBLK = g->M / MB, OH = g->out[0], wstride = g->Cg * g->k_sp;
   const int64_t total = g->N * MBLK * OH * OWB;
   *items = total;
   const bool small = total < INT32_MAX && g->N * g->C * g->in_sp < INT32_MAX && g->N * g->M * g->out_sp < INT32_MAX &&
                      g->M * wstride < INT32_MAX;
-  const char *it = small ? "int" : "long", *sf = small ? "" : "L";
+  *it = small ? "int" : "long";
+  *sf = small ? "" : "L";
   kiln_status s;
   if (fused_params)
     s = kiln_cl_src_printf(src,
@@ -464,9 +459,52 @@ static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, 
         "  const %s m = (t1 %% %lld%s) * %lld%s, n = t1 / %lld%s;\n"
         "  __global const float *xg = x_ + xo + (n * %lld%s + (m / %lld%s) * %lld%s) * %lld%s;\n"
         "  __global const float *wm = w_ + wo + m * %lld%s;\n",
-        (long long)total, it, it, it, (long long)OWB, sf, (long long)OWB, sf, (long long)OH, sf, (long long)OH, sf, it,
-        (long long)MBLK, sf, (long long)MB, sf, (long long)MBLK, sf, (long long)g->C, sf, (long long)g->Mg, sf,
-        (long long)g->Cg, sf, (long long)g->in_sp, sf, (long long)wstride, sf);
+        (long long)total, *it, *it, *it, (long long)OWB, *sf, (long long)OWB, *sf, (long long)OH, *sf, (long long)OH,
+        *sf, *it, (long long)MBLK, *sf, (long long)MB, *sf, (long long)MBLK, *sf, (long long)g->C, *sf,
+        (long long)g->Mg, *sf, (long long)g->Cg, *sf, (long long)g->in_sp, *sf, (long long)wstride, *sf);
+  return s;
+}
+
+/* One output of a row kernel: column `col` (an expression) of row oh, if
+ * it is inside the row, gets `acc` (per channel b: acc with b for %d) plus
+ * the bias, through the fused epilogue or into y_. */
+static kiln_status conv_row_store(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, const char *it,
+                                  const char *col, const char *acc, const char *fused_params, const char *fused_store) {
+  kiln_status s = kiln_cl_src_printf(src, "  if (%s < %lld) {\n    const %s o = oh * %lld + %s;\n", col,
+                                     (long long)g->out[1], it, (long long)g->out[1], col);
+  for (int b = 0; b < MB && !s; b++) {
+    char bb[48] = "", av[48];
+    if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
+    snprintf(av, sizeof av, acc, b);
+    if (fused_params)
+      s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)(n * %lld + m + %d) * %lldL + (long)o;\n"
+                                  "  const float anc = %s%s;\n%s  }\n",
+                             (long long)g->M, b, (long long)g->out_sp, av, bb, fused_store);
+    else
+      s = kiln_cl_src_printf(src, "    y_[yo + (ulong)((long)(n * %lld + m + %d) * %lldL + (long)o)] = %s%s;\n",
+                             (long long)g->M, b, (long long)g->out_sp, av, bb);
+  }
+  if (!s) s = kiln_cl_src_printf(src, "  }\n");
+  return s;
+}
+
+/* The 2-D direct kernel: a work-item per (image, MB output channels,
+ * output row, row block) computes OT outputs of the row, ow = owb + j * OWB
+ * for j < OT (OWB = ceil(OW / OT): neighbouring items take neighbouring
+ * columns, so a driver that vectorises across work-items loads them
+ * together), each weight loaded once for its OT outputs and each input
+ * value once for the MB channels. An input row outside the image is
+ * skipped for the item; a column outside is skipped per output (its
+ * product not added, as the one-output kernel skips it); columns past the
+ * row's end are computed from in-range loads and not stored. Sizes are
+ * literals, the index arithmetic int where every offset fits. The same
+ * parameters and epilogue (`ep_i`, `anc`) as conv_direct_src. */
+static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, int OT, const char *kname,
+                                const char *fused_params, const char *fused_store, int64_t *items) {
+  const int64_t OW = g->out[1], H = g->in[0], W = g->in[1];
+  const int64_t OWB = (OW + OT - 1) / OT, wstride = g->Cg * g->k_sp;
+  const char *it, *sf;
+  kiln_status s = conv_row_head(src, g, bias, MB, OWB, kname, fused_params, &it, &sf, items);
   for (int j = 0; j < OT && !s; j++)
     for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float acc%d_%d = 0.0f;\n", j, b);
   if (!s)
@@ -500,20 +538,10 @@ static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, 
   }
   if (!s) s = kiln_cl_src_printf(src, "      }\n    }\n  }\n");
   for (int j = 0; j < OT && !s; j++) {
-    s = kiln_cl_src_printf(src, "  if (owb + %lld < %lld) {\n    const %s o = oh * %lld + owb + %lld;\n",
-                           (long long)(j * OWB), (long long)OW, it, (long long)OW, (long long)(j * OWB));
-    for (int b = 0; b < MB && !s; b++) {
-      char bb[48] = "";
-      if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
-      if (fused_params)
-        s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)(n * %lld + m + %d) * %lldL + (long)o;\n"
-                                    "  const float anc = acc%d_%d%s;\n%s  }\n",
-                               (long long)g->M, b, (long long)g->out_sp, j, b, bb, fused_store);
-      else
-        s = kiln_cl_src_printf(src, "    y_[yo + (ulong)((long)(n * %lld + m + %d) * %lldL + (long)o)] = acc%d_%d%s;\n",
-                               (long long)g->M, b, (long long)g->out_sp, j, b, bb);
-    }
-    if (!s) s = kiln_cl_src_printf(src, "  }\n");
+    char col[48], acc[24];
+    snprintf(col, sizeof col, "(owb + %lld)", (long long)(j * OWB));
+    snprintf(acc, sizeof acc, "acc%d_%%d", j);
+    s = conv_row_store(src, g, bias, MB, it, col, acc, fused_params, fused_store);
   }
   if (!s) s = kiln_cl_src_printf(src, "}\n");
   return s;
@@ -549,37 +577,11 @@ static bool conv_vrow_ok(const conv_geo *g, const kiln_cl_device *dev, int64_t m
 static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, const char *kname,
                                  const char *fused_params, const char *fused_store, int64_t *items) {
   const int V = MB <= 2 ? 2 : 1, OT = 8 * V;
-  const int64_t MBLK = g->M / MB, OH = g->out[0], OW = g->out[1], W = g->in[1], SW = g->s[1];
+  const int64_t OW = g->out[1], W = g->in[1], SW = g->s[1];
   const int64_t OWB = (OW + OT - 1) / OT, wstride = g->Cg * g->k_sp;
-  const int64_t total = g->N * MBLK * OH * OWB;
-  *items = total;
-  const bool small = total < INT32_MAX && g->N * g->C * g->in_sp < INT32_MAX && g->N * g->M * g->out_sp < INT32_MAX &&
-                     g->M * wstride < INT32_MAX;
-  const char *it = small ? "int" : "long", *sf = small ? "" : "L";
-  kiln_status s;
-  if (fused_params)
-    s = kiln_cl_src_printf(src,
-                           "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s) {\n"
-                           "  const ulong xo = 0, wo = 0%s;\n",
-                           kname, bias ? ", __global const float *restrict b_" : "", fused_params, bias ? ", bo = 0" : "");
-  else
-    s = kiln_cl_src_printf(src,
-                           "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
-                           "%s__global float *y_, ulong yo) {\n",
-                           kname, bias ? "__global const float *b_, ulong bo, " : "");
-  if (!s)
-    s = kiln_cl_src_printf(
-        src,
-        "  if (get_global_id(0) >= %lldUL) return;\n"
-        "  const %s i = (%s)get_global_id(0);\n"
-        "  const %s owb = i %% %lld%s, t0 = i / %lld%s, oh = t0 %% %lld%s, t1 = t0 / %lld%s;\n"
-        "  const %s m = (t1 %% %lld%s) * %lld%s, n = t1 / %lld%s;\n"
-        "  __global const float *xg = x_ + xo + (n * %lld%s + (m / %lld%s) * %lld%s) * %lld%s;\n"
-        "  __global const float *wm = w_ + wo + m * %lld%s;\n"
-        "  const %s ow0 = owb * %d;\n",
-        (long long)total, it, it, it, (long long)OWB, sf, (long long)OWB, sf, (long long)OH, sf, (long long)OH, sf, it,
-        (long long)MBLK, sf, (long long)MB, sf, (long long)MBLK, sf, (long long)g->C, sf, (long long)g->Mg, sf,
-        (long long)g->Cg, sf, (long long)g->in_sp, sf, (long long)wstride, sf, it, OT);
+  const char *it, *sf;
+  kiln_status s = conv_row_head(src, g, bias, MB, OWB, kname, fused_params, &it, &sf, items);
+  if (!s) s = kiln_cl_src_printf(src, "  const %s ow0 = owb * %d;\n", it, OT);
   for (int u = 0; u < V && !s; u++)
     for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float8 acc%d_%d = (float8)0.0f;\n", u, b);
   /* the last column the item's loads touch: vload8 reads 8 columns, the
@@ -630,22 +632,10 @@ static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias,
   if (!s) s = kiln_cl_src_printf(src, "        }\n      }\n    }\n  }\n");
   for (int u = 0; u < V && !s; u++)
     for (int l = 0; l < 8 && !s; l++) {
-      int j = 8 * u + l;
-      s = kiln_cl_src_printf(src, "  if (ow0 + %d < %lld) {\n    const %s o = oh * %lld + ow0 + %d;\n", j, (long long)OW,
-                             it, (long long)OW, j);
-      for (int b = 0; b < MB && !s; b++) {
-        char bb[48] = "";
-        if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
-        if (fused_params)
-          s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)(n * %lld + m + %d) * %lldL + (long)o;\n"
-                                      "  const float anc = acc%d_%d.s%d%s;\n%s  }\n",
-                                 (long long)g->M, b, (long long)g->out_sp, u, b, l, bb, fused_store);
-        else
-          s = kiln_cl_src_printf(src,
-                                 "    y_[yo + (ulong)((long)(n * %lld + m + %d) * %lldL + (long)o)] = acc%d_%d.s%d%s;\n",
-                                 (long long)g->M, b, (long long)g->out_sp, u, b, l, bb);
-      }
-      if (!s) s = kiln_cl_src_printf(src, "  }\n");
+      char col[48], acc[24];
+      snprintf(col, sizeof col, "(ow0 + %d)", 8 * u + l);
+      snprintf(acc, sizeof acc, "acc%d_%%d.s%d", u, l);
+      s = conv_row_store(src, g, bias, MB, it, col, acc, fused_params, fused_store);
     }
   if (!s) s = kiln_cl_src_printf(src, "}\n");
   return s;
