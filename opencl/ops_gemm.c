@@ -424,6 +424,22 @@ static int conv_row_outputs(const conv_geo *g, int64_t mb) {
   return cap;
 }
 
+/* The direct kernels' signature: fused_params NULL, the op's form (buffer
+ * + element offset pairs, y written); else plain buffers x, w, [b] followed
+ * by fused_params (the offsets then 0). */
+static kiln_status conv_sig_src(kiln_cl_src *src, bool bias, const char *kname, const char *fused_params) {
+  if (fused_params)
+    return kiln_cl_src_printf(src,
+                              "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s) {\n"
+                              "  const ulong xo = 0, wo = 0%s;\n",
+                              kname, bias ? ", __global const float *restrict b_" : "", fused_params,
+                              bias ? ", bo = 0" : "");
+  return kiln_cl_src_printf(src,
+                            "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
+                            "%s__global float *y_, ulong yo) {\n",
+                            kname, bias ? "__global const float *b_, ulong bo, " : "");
+}
+
 /* The row kernels' opening (conv_row_src, conv_vrow_src): the signature of
  * conv_direct_src's two forms, then the item's image n, channels m, output
  * row oh and row block owb (of OWB) and its x/w bases. *it / *sf: the
@@ -439,17 +455,7 @@ static kiln_status conv_row_head(kiln_cl_src *src, const conv_geo *g, bool bias,
                      g->M * wstride < INT32_MAX;
   *it = small ? "int" : "long";
   *sf = small ? "" : "L";
-  kiln_status s;
-  if (fused_params)
-    s = kiln_cl_src_printf(src,
-                           "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s) {\n"
-                           "  const ulong xo = 0, wo = 0%s;\n",
-                           kname, bias ? ", __global const float *restrict b_" : "", fused_params, bias ? ", bo = 0" : "");
-  else
-    s = kiln_cl_src_printf(src,
-                           "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
-                           "%s__global float *y_, ulong yo) {\n",
-                           kname, bias ? "__global const float *b_, ulong bo, " : "");
+  kiln_status s = conv_sig_src(src, bias, kname, fused_params);
   if (!s)
     s = kiln_cl_src_printf(
         src,
@@ -659,17 +665,7 @@ static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, const ki
   if (OT > 0) return conv_row_src(src, g, bias, MB, OT, kname, fused_params, fused_store, items);
   int64_t total = g->N * MBLK * g->out_sp, wstride = g->Cg * g->k_sp;
   *items = total;
-  kiln_status s;
-  if (fused_params)
-    s = kiln_cl_src_printf(src,
-                           "__kernel void %s(__global const float *restrict x_, __global const float *restrict w_%s%s) {\n"
-                           "  const ulong xo = 0, wo = 0%s;\n",
-                           kname, bias ? ", __global const float *restrict b_" : "", fused_params, bias ? ", bo = 0" : "");
-  else
-    s = kiln_cl_src_printf(src,
-                           "__kernel void %s(__global const float *x_, ulong xo, __global const float *w_, ulong wo, "
-                           "%s__global float *y_, ulong yo) {\n",
-                           kname, bias ? "__global const float *b_, ulong bo, " : "");
+  kiln_status s = conv_sig_src(src, bias, kname, fused_params);
   if (!s)
     s = kiln_cl_src_printf(src,
                            "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
