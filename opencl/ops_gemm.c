@@ -559,13 +559,14 @@ static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, 
  * loops scalar per work-item — its work-group vectoriser takes only the
  * innermost loop —, so the vectors must be the item's own); not on
  * llvmpipe (it vectorises across work-items); KILN_CL_CONV_ROWS=0 or
- * =scalar: never, =vector: wherever the shape allows. */
-static bool conv_vrow_ok(const conv_geo *g, const kiln_cl_device *dev, int64_t mb) {
+ * =scalar: never, =vector: wherever the shape allows. Rows too narrow for
+ * an item's vector loads go lane by lane and still measured faster in
+ * float8 accumulators than in the scalar row kernel (PoCL mobilenetv2, its
+ * 14- and 28-wide rows sent to the scalar form or not: run min 7.1-7.8
+ * against 6.4-6.6 ms, 4 alternated pairs). */
+static bool conv_vrow_ok(const conv_geo *g, const kiln_cl_device *dev) {
   const char *e = getenv("KILN_CL_CONV_ROWS");
   if (g->nsp != 2 || (g->s[1] != 1 && g->s[1] != 2) || g->out[1] < 8) return false;
-  (void)mb; /* rows too narrow for an item's vector loads go lane by lane and still measured faster in float8
-               accumulators than in the scalar row kernel (PoCL mobilenetv2, its 14- and 28-wide rows sent to
-               the scalar form or not: run min 7.1-7.8 against 6.4-6.6 ms, 4 alternated pairs) */
   if (e && (!strcmp(e, "0") || !strcmp(e, "scalar"))) return false;
   if (e && !strcmp(e, "vector")) return true;
   return dev && dev->pref_vec_float >= 8;
@@ -660,7 +661,7 @@ static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, const ki
                                    const char *kname, const char *fused_params, const char *fused_store,
                                    int64_t *items) {
   int64_t MB = g->Mg % 4 == 0 ? 4 : g->Mg % 2 == 0 ? 2 : 1, MBLK = g->M / MB;
-  if (conv_vrow_ok(g, dev, MB)) return conv_vrow_src(src, g, bias, MB, kname, fused_params, fused_store, items);
+  if (conv_vrow_ok(g, dev)) return conv_vrow_src(src, g, bias, MB, kname, fused_params, fused_store, items);
   int OT = conv_row_outputs(g, MB);
   if (OT > 0) return conv_row_src(src, g, bias, MB, OT, kname, fused_params, fused_store, items);
   int64_t total = g->N * MBLK * g->out_sp, wstride = g->Cg * g->k_sp;
