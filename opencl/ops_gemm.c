@@ -471,6 +471,22 @@ static kiln_status conv_row_head(kiln_cl_src *src, const conv_geo *g, bool bias,
   return s;
 }
 
+/* The row kernels' window loops, opened: kh over the kernel's rows (an
+ * input row outside the image skipped for the whole item), kw over its
+ * columns, and `var` = the input column of output column `base` at kw. */
+static kiln_status conv_row_window(kiln_cl_src *src, const conv_geo *g, const char *it, const char *var,
+                                   const char *base) {
+  return kiln_cl_src_printf(src,
+                            "  for (%s kh = 0; kh < %lld; kh++) {\n"
+                            "    const %s ih = oh * %lld - %lld + kh * %lld;\n"
+                            "    if (ih < 0 || ih >= %lld) continue;\n"
+                            "    for (%s kw = 0; kw < %lld; kw++) {\n"
+                            "      const %s %s = %s * %lld - %lld + kw * %lld;\n",
+                            it, (long long)g->k[0], it, (long long)g->s[0], (long long)g->pb[0], (long long)g->d[0],
+                            (long long)g->in[0], it, (long long)g->k[1], it, var, base, (long long)g->s[1],
+                            (long long)g->pb[1], (long long)g->d[1]);
+}
+
 /* One output of a row kernel: column `col` (an expression) of row oh, if
  * it is inside the row, gets `acc` (per channel b: acc with b for %d) plus
  * the bias, through the fused epilogue or into y_. */
@@ -507,22 +523,13 @@ static kiln_status conv_row_store(kiln_cl_src *src, const conv_geo *g, bool bias
  * parameters and epilogue (`ep_i`, `anc`) as conv_direct_src. */
 static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, int OT, const char *kname,
                                 const char *fused_params, const char *fused_store, int64_t *items) {
-  const int64_t OW = g->out[1], H = g->in[0], W = g->in[1];
+  const int64_t OW = g->out[1], W = g->in[1];
   const int64_t OWB = (OW + OT - 1) / OT, wstride = g->Cg * g->k_sp;
   const char *it, *sf;
   kiln_status s = conv_row_head(src, g, bias, MB, OWB, kname, fused_params, &it, &sf, items);
   for (int j = 0; j < OT && !s; j++)
     for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "  float acc%d_%d = 0.0f;\n", j, b);
-  if (!s)
-    s = kiln_cl_src_printf(src,
-                           "  for (%s kh = 0; kh < %lld; kh++) {\n"
-                           "    const %s ih = oh * %lld - %lld + kh * %lld;\n"
-                           "    if (ih < 0 || ih >= %lld) continue;\n"
-                           "    for (%s kw = 0; kw < %lld; kw++) {\n"
-                           "      const %s iwb = owb * %lld - %lld + kw * %lld;\n",
-                           it, (long long)g->k[0], it, (long long)g->s[0], (long long)g->pb[0], (long long)g->d[0],
-                           (long long)H, it, (long long)g->k[1], it, (long long)g->s[1], (long long)g->pb[1],
-                           (long long)g->d[1]);
+  if (!s) s = conv_row_window(src, g, it, "iwb", "owb");
   for (int j = 0; j < OT && !s; j++)
     s = kiln_cl_src_printf(src,
                            "      const %s iw%d = iwb + %lld;\n"
@@ -594,22 +601,16 @@ static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias,
   /* the last column the item's loads touch: vload8 reads 8 columns, the
      stride-2 vload16 16 (its odd lanes unused) */
   const int64_t span = SW == 1 ? OT - 1 : 2 * OT - 1;
+  if (!s) s = conv_row_window(src, g, it, "iws", "ow0");
   if (!s)
     s = kiln_cl_src_printf(src,
-                           "  for (%s kh = 0; kh < %lld; kh++) {\n"
-                           "    const %s ih = oh * %lld - %lld + kh * %lld;\n"
-                           "    if (ih < 0 || ih >= %lld) continue;\n"
-                           "    for (%s kw = 0; kw < %lld; kw++) {\n"
-                           "      const %s iws = ow0 * %lld - %lld + kw * %lld;\n"
                            "      __global const float *xr = xg + ih * %lld;\n"
                            "      __global const float *wk = wm + kh * %lld + kw;\n"
                            "      if (iws >= 0 && iws + %lld < %lld) {\n"
                            "        for (%s cc = 0; cc < %lld; cc++) {\n"
                            "          __global const float *xc = xr + cc * %lld + iws;\n",
-                           it, (long long)g->k[0], it, (long long)g->s[0], (long long)g->pb[0], (long long)g->d[0],
-                           (long long)g->in[0], it, (long long)g->k[1], it, (long long)SW, (long long)g->pb[1],
-                           (long long)g->d[1], (long long)W, (long long)g->k[1], (long long)span, (long long)W, it,
-                           (long long)g->Cg, (long long)g->in_sp);
+                           (long long)W, (long long)g->k[1], (long long)span, (long long)W, it, (long long)g->Cg,
+                           (long long)g->in_sp);
   for (int u = 0; u < V && !s; u++)
     s = SW == 1 ? kiln_cl_src_printf(src, "          const float8 x%d = vload8(0, xc + %d);\n", u, 8 * u)
                 : kiln_cl_src_printf(src, "          const float8 x%d = vload16(0, xc + %d).even;\n", u, 16 * u);
