@@ -488,16 +488,18 @@ static kiln_status conv_row_window(kiln_cl_src *src, const conv_geo *g, const ch
 }
 
 /* One output of a row kernel: column `col` (an expression) of row oh, if
- * it is inside the row, gets `acc` (per channel b: acc with b for %d) plus
- * the bias, through the fused epilogue or into y_. */
+ * it is inside the row, gets its accumulator (per channel b: `<acc><b><lane>`,
+ * e.g. acc3_1 or acc0_1.s5) plus the bias, through the fused epilogue or
+ * into y_. */
 static kiln_status conv_row_store(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, const char *it,
-                                  const char *col, const char *acc, const char *fused_params, const char *fused_store) {
+                                  const char *col, const char *acc, const char *lane, const char *fused_params,
+                                  const char *fused_store) {
   kiln_status s = kiln_cl_src_printf(src, "  if (%s < %lld) {\n    const %s o = oh * %lld + %s;\n", col,
                                      (long long)g->out[1], it, (long long)g->out[1], col);
   for (int b = 0; b < MB && !s; b++) {
     char bb[48] = "", av[48];
     if (bias) snprintf(bb, sizeof bb, " + b_[bo + m + %d]", b);
-    snprintf(av, sizeof av, acc, b);
+    snprintf(av, sizeof av, "%s%d%s", acc, b, lane);
     if (fused_params)
       s = kiln_cl_src_printf(src, "  {\n  const long ep_i = (long)(n * %lld + m + %d) * %lldL + (long)o;\n"
                                   "  const float anc = %s%s;\n%s  }\n",
@@ -553,8 +555,8 @@ static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, 
   for (int j = 0; j < OT && !s; j++) {
     char col[48], acc[24];
     snprintf(col, sizeof col, "(owb + %lld)", (long long)(j * OWB));
-    snprintf(acc, sizeof acc, "acc%d_%%d", j);
-    s = conv_row_store(src, g, bias, MB, it, col, acc, fused_params, fused_store);
+    snprintf(acc, sizeof acc, "acc%d_", j);
+    s = conv_row_store(src, g, bias, MB, it, col, acc, "", fused_params, fused_store);
   }
   if (!s) s = kiln_cl_src_printf(src, "}\n");
   return s;
@@ -640,10 +642,11 @@ static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias,
   if (!s) s = kiln_cl_src_printf(src, "        }\n      }\n    }\n  }\n");
   for (int u = 0; u < V && !s; u++)
     for (int l = 0; l < 8 && !s; l++) {
-      char col[48], acc[24];
+      char col[48], acc[24], lane[8];
       snprintf(col, sizeof col, "(ow0 + %d)", 8 * u + l);
-      snprintf(acc, sizeof acc, "acc%d_%%d.s%d", u, l);
-      s = conv_row_store(src, g, bias, MB, it, col, acc, fused_params, fused_store);
+      snprintf(acc, sizeof acc, "acc%d_", u);
+      snprintf(lane, sizeof lane, ".s%d", l);
+      s = conv_row_store(src, g, bias, MB, it, col, acc, lane, fused_params, fused_store);
     }
   if (!s) s = kiln_cl_src_printf(src, "}\n");
   return s;
