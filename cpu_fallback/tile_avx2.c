@@ -58,8 +58,9 @@ void kiln_tile_eval_avx2(const kiln_tile_op *o, int n, const float *a, const flo
   case KILN_FUSE_PRELU:
     BINARY(_mm256_blendv_ps(x, _mm256_mul_ps(x, z), _mm256_cmp_ps(x, zero, _CMP_LT_OQ)));
     break;
-  /* x < 0 ? 0 : x keeps NaN and -0 */
-  case KILN_FUSE_RELU: UNARY(_mm256_blendv_ps(x, zero, _mm256_cmp_ps(x, zero, _CMP_LT_OQ))); break;
+  /* x < 0 ? 0 : x keeps NaN and -0: vmaxps gives its second operand, x,
+     when either is NaN or both are zeros (as for Clip below) */
+  case KILN_FUSE_RELU: UNARY(_mm256_max_ps(zero, x)); break;
   case KILN_FUSE_LEAKY_RELU:
     UNARY(_mm256_blendv_ps(x, _mm256_mul_ps(p0, x), _mm256_cmp_ps(x, zero, _CMP_LT_OQ)));
     break;
@@ -82,12 +83,12 @@ void kiln_tile_eval_avx2(const kiln_tile_op *o, int n, const float *a, const flo
     }
     break;
   case KILN_FUSE_CLIP:
-    /* v < lo ? lo : v, then v > hi ? hi : v (NaN in v stays) */
+    /* v < lo ? lo : v, then v > hi ? hi : v, one vmaxps / vminps each: they
+       give their second operand, v, when either is NaN (in v or the bound)
+       or both are zeros of either sign — the twin's bits */
     for (; i + LANES <= n; i += LANES) {
-      __m256 v = _mm256_loadu_ps(a + i), lo = _mm256_loadu_ps(b + i), hi = _mm256_loadu_ps(c + i);
-      v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
-      v = _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
-      _mm256_storeu_ps(y + i, v);
+      __m256 v = _mm256_max_ps(_mm256_loadu_ps(b + i), _mm256_loadu_ps(a + i));
+      _mm256_storeu_ps(y + i, _mm256_min_ps(_mm256_loadu_ps(c + i), v));
     }
     break;
   default: generic_avx2(o, n, a, b, c, y); return;

@@ -37,6 +37,14 @@ static inline __m512 max_nan(__m512 x, __m512 z) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, z, _CMP_UNORD_Q), r, _mm512_set1_ps(NAN));
 }
 
+/* v < lo ? lo : v and v > hi ? hi : v in one instruction each: vmaxps /
+ * vminps return their second operand when either is NaN or both are zeros
+ * of either sign, and v is the second here — so NaN in v or in the bound,
+ * and -0 against 0, give v, as the twin's comparison does: the same bits
+ * as a compare and a blend. */
+static inline __m512 max_low(__m512 lo, __m512 v) { return _mm512_max_ps(lo, v); }
+static inline __m512 min_high(__m512 hi, __m512 v) { return _mm512_min_ps(hi, v); }
+
 void kiln_tile_eval_avx512(const kiln_tile_op *o, int n, const float *a, const float *b, const float *c, float *y) {
   int i = 0;
   const __m512 zero = _mm512_setzero_ps();
@@ -51,18 +59,13 @@ void kiln_tile_eval_avx512(const kiln_tile_op *o, int n, const float *a, const f
   case KILN_FUSE_DIV: BINARY(_mm512_div_ps(x, z)); break;
   case KILN_FUSE_MIN: BINARY(min_nan(x, z)); break;
   case KILN_FUSE_MAX: BINARY(max_nan(x, z)); break;
-  case KILN_FUSE_RELU: /* x < 0 ? 0 : x keeps NaN and -0 */
-    for (; i + LANES <= n; i += LANES) {
-      __m512 x = _mm512_loadu_ps(a + i);
-      _mm512_storeu_ps(y + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, zero));
-    }
+  case KILN_FUSE_RELU: /* x < 0 ? 0 : x (NaN and -0 kept): max_low */
+    for (; i + LANES <= n; i += LANES) _mm512_storeu_ps(y + i, max_low(zero, _mm512_loadu_ps(a + i)));
     break;
   case KILN_FUSE_CLIP: /* v < lo ? lo : v, then v > hi ? hi : v (NaN in v stays) */
     for (; i + LANES <= n; i += LANES) {
-      __m512 v = _mm512_loadu_ps(a + i), lo = _mm512_loadu_ps(b + i), hi = _mm512_loadu_ps(c + i);
-      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);
-      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-      _mm512_storeu_ps(y + i, v);
+      __m512 v = max_low(_mm512_loadu_ps(b + i), _mm512_loadu_ps(a + i));
+      _mm512_storeu_ps(y + i, min_high(_mm512_loadu_ps(c + i), v));
     }
     break;
   default: kiln_tile_eval_avx2(o, n, a, b, c, y); return;
@@ -112,22 +115,13 @@ static inline __attribute__((always_inline)) void seq_step(const kiln_tile_seq_s
   case KILN_FUSE_DIV: SEQ_BIN(_mm512_div_ps); break;
   case KILN_FUSE_MIN: SEQ_BIN(min_nan); break;
   case KILN_FUSE_MAX: SEQ_BIN(max_nan); break;
-  case KILN_FUSE_RELU:
-    SEQ_EACH(v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], zero, _CMP_LT_OQ), v[j], zero));
-    break;
+  case KILN_FUSE_RELU: SEQ_EACH(v[j] = max_low(zero, v[j])); break;
   case KILN_FUSE_CLIP: /* the value is argument 0 (kiln_tile_bind) */
     if (s->uniform[1] && s->uniform[2]) {
       const __m512 lo = _mm512_set1_ps(s->a[1][0]), hi = _mm512_set1_ps(s->a[2][0]);
-      SEQ_EACH({
-        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], lo, _CMP_LT_OQ), v[j], lo);
-        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], hi, _CMP_GT_OQ), v[j], hi);
-      });
+      SEQ_EACH(v[j] = min_high(hi, max_low(lo, v[j])));
     } else {
-      SEQ_EACH({
-        __m512 lo = seq_arg(s, 1, i + 16 * j, mj), hi = seq_arg(s, 2, i + 16 * j, mj);
-        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], lo, _CMP_LT_OQ), v[j], lo);
-        v[j] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v[j], hi, _CMP_GT_OQ), v[j], hi);
-      });
+      SEQ_EACH(v[j] = min_high(seq_arg(s, 2, i + 16 * j, mj), max_low(seq_arg(s, 1, i + 16 * j, mj), v[j])));
     }
     break;
   case KILN_FUSE_SIGMOID: SEQ_EACH(v[j] = sigmoid16(v[j])); break;
