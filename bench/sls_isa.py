@@ -7,9 +7,11 @@ a shared machine a longer run is preempted more often: the CPU time is the
 steadier number). onnxruntime cannot run the model, so the check is against
 numpy (the dequantized rows summed in float64).
 
-    bench/sls_isa.py [--plugin PATH] [--models-dir DIR] [--reps N]
+    bench/sls_isa.py [--plugin PATH] [--models-dir DIR] [--reps N] [--threads N]
 
-Each ISA runs in its own process (kiln picks the ISA once per process).
+Each ISA runs in its own process (kiln picks the ISA once per process), at
+KILN_NUM_THREADS=N (default 1: the kernels against each other on one core;
+the bags are split over the cpu pool the same way for both).
 Needs numpy and onnx (build/bench/venv has them).
 """
 import argparse
@@ -82,6 +84,7 @@ def main():
     ap.add_argument("--plugin", default=os.path.join(ROOT, "build", "release", "plugin", "libonnxifi-kiln.so"))
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "bench", "models"))
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=1, help="KILN_NUM_THREADS of both runs (default 1)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--save", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -96,7 +99,8 @@ def main():
     for isa in ("avx2", "base"):
         save = os.path.join(a.models_dir, f"{NAME}.{isa}.out.npz")
         # numpy's OpenBLAS threads spin after a call: keep them from taking a core
-        env = dict(os.environ, KILN_DEVICE="cpu", KILN_CPU_ISA=isa, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        env = dict(os.environ, KILN_DEVICE="cpu", KILN_CPU_ISA=isa, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                   KILN_NUM_THREADS=str(a.threads))
         p = subprocess.run([sys.executable, __file__, "--worker", "--plugin", a.plugin, "--models-dir", a.models_dir,
                             "--reps", str(a.reps), "--save", save], env=env, capture_output=True, text=True)
         if p.returncode:
@@ -114,7 +118,7 @@ def main():
               f"(worst error {err:.3f} of the tolerance)")
     ratio = res["avx2"]["rows_per_s"] / res["base"]["rows_per_s"]
     cratio = res["avx2"]["rows_per_cpu_s"] / res["base"]["rows_per_cpu_s"]
-    print(f"sls_rowwise: {entry['rows']} rows of 64 per run; AVX2 / base = {ratio:.2f}x wall, {cratio:.2f}x CPU time "
+    print(f"sls_rowwise: {entry['rows']} rows of 64 per run, {a.threads} thread{'s' if a.threads > 1 else ''}; AVX2 / base = {ratio:.2f}x wall, {cratio:.2f}x CPU time "
           f"(target >= 4x)")
     return 0 if all(v["check"] for v in res.values()) else 1
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/pool.h"
 #include "ir/alloc.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -158,6 +159,64 @@ static bool any_strided(const kiln_op_call *c) {
   return false;
 }
 
+/* The bags on the cpu pool: task t takes the bags whose first index lies
+ * in [t·K/T, (t+1)·K/T) of the K indices (T tasks of about
+ * KILN_SLS_TASK_ROWS rows each, at most KILN_SLS_TASKS), so a task gathers
+ * about as many rows as any other whatever the bag lengths. Each bag is
+ * summed by one task in the order the serial kernel uses: the same bits
+ * for any thread count. Random rows of a large table are a memory latency
+ * each; two threads keep twice as many misses in flight. A bad index: the
+ * first of all tasks' (the one the serial kernel stops at). */
+#define KILN_SLS_TASK_ROWS 2048
+#define KILN_SLS_TASKS 64
+
+typedef struct {
+  const kiln_sls_job *j;
+  bool avx2;
+  int64_t tasks, total;
+  int64_t bad[KILN_SLS_TASKS];
+} sls_par;
+
+static int64_t first_bag(const sls_par *p, int64_t t) { /* the first bag with start >= start[0] + t·K/T */
+  const kiln_sls_job *j = p->j;
+  if (t >= p->tasks) return j->m; /* trailing empty bags too */
+  int64_t want = j->start[0] + p->total * t / p->tasks, lo = 0, hi = j->m;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (j->start[mid] < want) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static void sls_task(void *arg, int64_t t, int worker) {
+  (void)worker;
+  sls_par *p = arg;
+  int64_t m0 = first_bag(p, t), m1 = first_bag(p, t + 1);
+  p->bad[t] = -1;
+  if (m0 >= m1) return;
+  kiln_sls_job j = *p->j;
+  j.start += m0, j.m = m1 - m0, j.out += m0 * j.dim;
+  if (p->avx2) kiln_sls_avx2_fma(&j);
+  else kiln_sls_base(&j);
+  p->bad[t] = j.bad;
+}
+
+static void sls_run(kiln_sls_job *j, bool avx2) {
+  int64_t total = j->m ? j->start[j->m] - j->start[0] : 0;
+  int workers = kiln_pool_threads();
+  int64_t tasks = workers > 1 ? kiln_pool_tasks(total, KILN_SLS_TASK_ROWS, KILN_SLS_TASKS) : 1;
+  if (tasks <= 1) {
+    if (avx2) kiln_sls_avx2_fma(j);
+    else kiln_sls_base(j);
+    return;
+  }
+  sls_par p = {j, avx2, tasks, total, {0}};
+  kiln_pool_for(tasks, workers, sls_task, &p);
+  j->bad = -1;
+  for (int64_t t = 0; t < tasks && j->bad < 0; t++) j->bad = p.bad[t];
+}
+
 static kiln_status run_sls(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {
   (void)ep;
   if (any_strided(c)) return KILN_OK;
@@ -171,8 +230,7 @@ static kiln_status run_sls(const kiln_op_call *c, const kiln_cpu_epilogue *ep, b
     kiln_sls_job j = {sp.table, sp.data->data, (size_t)sp.row_elems * el, sp.rows, sp.dim, sp.indices->data,
                       sp.indices->dtype == KILN_I64, sp.start, sp.m, sp.weights ? sp.weights->data : NULL,
                       sp.positional, sp.mean, c->out[0].data, -1};
-    if (use_avx2()) kiln_sls_avx2_fma(&j);
-    else kiln_sls_base(&j);
+    sls_run(&j, use_avx2());
     if (j.bad >= 0) s = kiln_sls_bad_index(&sp, j.bad, index_at(&j, j.bad));
   }
   kiln_sls_spec_free(&sp);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cpu_fallback/plan.h"
+#include "cpu_fallback/pool.h"
 #include "cpu_fallback/sls.h"
 #include "graphbuild.h"
 #include "ir/alloc.h"
@@ -483,6 +484,83 @@ static void test_sls_errors(void) {
   expect_invalid("positional weights too short", idx, 5, off, 3, true, true, 2, "positional");
 }
 
+/* Bags enough for several tasks on the cpu pool (sls.c sls_run: a task per
+ * ~2048 indices): 400 bags of 0..40 indices, empty ones inside and at the
+ * end, every table kind, on every backend against the expectation, and the
+ * cpu plan's output bit for bit against the serial kernel called here on
+ * the whole job (a bag's sum does not depend on the split). A bad index in
+ * a late task alone, then also one in an earlier task: the error names the
+ * earlier one, as the serial kernel (and the reference) does. */
+static void test_sls_tasks(void) {
+  enum { M = 400, ROWS = 1000, DIM = 19 };
+  static int64_t lens[M], start[M + 1], idx[M * 40], bad[M * 40];
+  static float w[M * 40], serial[M * DIM];
+  static double want[M * DIM], tol[M * DIM];
+  for (int s = 0; s < M; s++) {
+    lens[s] = s >= M - 5 || s % 11 == 3 ? 0 : (s * 37) % 41;
+    start[s + 1] = start[s] + lens[s];
+  }
+  const int64_t n = start[M], m = M;
+  for (int64_t k = 0; k < n; k++) idx[k] = (k * 7919) % ROWS, w[k] = (float)rnd();
+  unsigned long long hash = 1469598103934665603ull;
+  for (int kind = 0; kind < 3; kind++) {
+    kiln_tensor t = table((kiln_sls_table)kind, ROWS, DIM), ti = vec_i(KILN_I64, n, idx), tl = vec_i(KILN_I64, m, lens);
+    kiln_tensor tw = make(KILN_F32, 1, &n);
+    memcpy(tw.data, w, sizeof *w * (size_t)n);
+    kiln_tensor *in4[4] = {&t, &tw, &ti, &tl};
+    expect_sls(&t, (kiln_sls_table)kind, DIM, idx, start, m, w, false, false, want, tol);
+    for (int b = 0; b < NB; b++) {
+      if (!backend_ok(b)) continue;
+      kiln_graph *g = one_node("SparseLengthsWeightedSum", 4, in4, 1, NULL, 1);
+      kiln_tensor out = {0};
+      kiln_status s = run_on(b, g, in4, 4, &out);
+      int64_t at = 0;
+      CHECK(!s && out.numel == m * DIM && close_all(out.data, want, tol, m * DIM, &at),
+            "%lld indices in %d bags on %s, %s table: %s (element %lld)", (long long)n, M, bname[b], kind_name[kind],
+            s ? kiln_last_error() : "wrong values", (long long)at);
+      if (!s && b != B_REF) {
+        size_t el = kind == KILN_SLS_F32 ? 4 : kind == KILN_SLS_F16 ? 2 : 1;
+        kiln_sls_job j = {(kiln_sls_table)kind, t.data, (size_t)(kind == KILN_SLS_U8ROW ? DIM + 8 : DIM) * el,
+                          ROWS, DIM, ti.data, true, start, m, w, false, false, serial, -1};
+        if (b == B_CPU_AVX2) kiln_sls_avx2_fma(&j);
+        else kiln_sls_base(&j);
+        CHECK(j.bad < 0 && out.numel == m * DIM && !memcmp(out.data, serial, sizeof serial),
+              "%s table on %s: the plan's bags are the serial kernel's bits", kind_name[kind], bname[b]);
+        const unsigned char *p = out.data;
+        for (size_t i = 0; i < sizeof serial && out.numel == m * DIM; i++) hash = (hash ^ p[i]) * 1099511628211ull;
+      }
+      kiln_tensor_release(&out);
+      kiln_graph_free(g);
+      for (int twice = 0; twice < 2; twice++) { /* a bad index late, then one earlier too */
+        memcpy(bad, idx, sizeof *idx * (size_t)n);
+        int64_t late = n - 3, early = n / 5;
+        bad[late] = ROWS + 5;
+        if (twice) bad[early] = -2;
+        kiln_tensor tb = vec_i(KILN_I64, n, bad);
+        kiln_tensor *inb[4] = {&t, &tw, &tb, &tl};
+        g = one_node("SparseLengthsWeightedSum", 4, inb, 1, NULL, 1);
+        kiln_error_clear();
+        s = run_on(b, g, inb, 4, &out);
+        char need[64];
+        snprintf(need, sizeof need, "INDICES[%lld] = %lld", (long long)(twice ? early : late),
+                 (long long)(twice ? -2 : ROWS + 5));
+        const char *msg = kiln_last_error();
+        CHECK(s == KILN_E_INVALID_VALUE && msg && strstr(msg, need), "%s on %s (%s table): status %d, message '%s'",
+              need, bname[b], kind_name[kind], (int)s, msg ? msg : "");
+        kiln_tensor_release(&out);
+        kiln_graph_free(g);
+        kiln_tensor_release(&tb);
+      }
+    }
+    kiln_tensor_release(&t);
+    kiln_tensor_release(&ti);
+    kiln_tensor_release(&tl);
+    kiln_tensor_release(&tw);
+  }
+  printf("sls tasks: %d threads, %lld indices\nsls tasks output hash %016llx\n", kiln_cpu_num_threads(), (long long)n,
+         hash);
+}
+
 /* negative_indices = 1 (the cpu plan's embedding-bag rewrite, Gather's
  * indices): an index in [-rows, 0) counts from the end, on every backend and
  * table kind; one outside [-rows, rows) gives Gather's error. */
@@ -661,6 +739,7 @@ int main(void) {
   test_sls_view_input();
   test_sls_errors();
   test_sls_negative();
+  test_sls_tasks();
   test_lstm_unit();
   test_quant_ops();
   test_checks();
