@@ -2,7 +2,7 @@
  * plan) and run. */
 #include "cpu_fallback/plan.h"
 
-#include "cpu_fallback/bags.h"
+#include "ir/bags.h"
 #include "cpu_fallback/kernels.h"
 #include "cpu_fallback/pool.h"
 #include "cpu_fallback/plan_observe.h"
@@ -774,7 +774,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
   kiln_graph *g = p->g;
   if ((s = kiln_cpu_pretranspose(g, NULL))) goto fail; /* prepack.h: constant Gemm B stored [K, N] once */
-  if (!obs_mode && (s = kiln_cpu_embedding_bags(g, &p->st.bags))) goto fail; /* bags.h: Gather-Mul-ReduceSum as one */
+  if (!obs_mode && (s = kiln_embedding_bags(g, &p->st.bags))) goto fail; /* bags.h: Gather-Mul-ReduceSum as one */
   if ((s = kiln_ref_check_graph(g))) goto fail;
   if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
   {

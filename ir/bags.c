@@ -1,6 +1,6 @@
-/* cpu_fallback/bags: Gather → Mul(mask) → ReduceSum as one
+/* ir/bags: Gather → Mul(mask) → ReduceSum as one
  * SparseLengthsWeightedSum (see bags.h). */
-#include "cpu_fallback/bags.h"
+#include "ir/bags.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -143,7 +143,7 @@ static kiln_status rewrite_one(kiln_graph *g, const kiln_shapes *sh, int ri, boo
   return KILN_OK;
 }
 
-kiln_status kiln_cpu_embedding_bags(kiln_graph *g, int *count) {
+kiln_status kiln_embedding_bags(kiln_graph *g, int *count) {
   int done = 0;
   if (count) *count = 0;
   for (int i = g->n_nodes - 1; i >= 0; i--) {
