@@ -13,6 +13,7 @@
 
 #include "fuse/group.h"
 #include "ir/alloc.h"
+#include "ir/bags.h"
 #include "ir/dump.h"
 #include "ir/graph_edit.h"
 #include "ir/memplan.h"
@@ -183,6 +184,11 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, cons
   if (keyed && rewrite_from_cache(key, g0, g, sh, rst, rec)) return KILN_OK;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
+  /* Gather → Mul(mask) → ReduceSum as one SparseLengthsWeightedSum (ir/bags.h;
+     not where observers keep every value: the rows would go) */
+  int bags = 0;
+  if (!s && !keep_outputs) s = kiln_embedding_bags(*g, &bags);
+  if (bags) kiln_log(KILN_LOG_INFO, "opencl: %d embedding bag%s as SparseLengthsWeightedSum", bags, bags == 1 ? "" : "s");
   if (!s) s = kiln_ref_check_graph(*g);
   if (!s) s = kiln_shapes_infer(*g, sh);
   if (s) {

@@ -195,7 +195,10 @@ bool kiln_cl_graph_key(const kiln_graph *g, const char *purpose, kiln_cl_key *ou
 }
 
 bool kiln_cl_rewrite_key(const kiln_graph *g0, bool keep_outputs, kiln_cl_key *out) {
-  return kiln_cl_graph_key(g0, keep_outputs ? "kiln rewritten graph 1 keep" : "kiln rewritten graph 1", out);
+  return kiln_cl_graph_key(g0,
+                           keep_outputs ? "kiln rewritten graph " KILN_CL_REWRITE_VERSION " keep"
+                                        : "kiln rewritten graph " KILN_CL_REWRITE_VERSION,
+                           out);
 }
 
 bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st, void **buf,

@@ -43,6 +43,10 @@ bool kiln_cl_graph_pack_head(const void *head, size_t head_len, const kiln_graph
 /* The key of the rewritten-graph record of g0 (kiln_cl_graph_key with the
  * purpose kiln_cl_rewrite uses; keep_outputs: an observing plan's). */
 bool kiln_cl_rewrite_key(const kiln_graph *g0, bool keep_outputs, kiln_cl_key *out);
+/* The rewrite's version, in its key and in the import record's key (which
+ * keeps a copy of the rewrite key): raise it when the rewrite makes
+ * something else of the same graph. 2: embedding bags (ir/bags.h). */
+#define KILN_CL_REWRITE_VERSION "2"
 
 /* Rebuilds a graph from kiln_cl_graph_pack's bytes (base: the same graph
  * given to pack). Its tensors are not copied: a reference borrows base's

@@ -48,43 +48,48 @@ void kiln_cl_src_free(kiln_cl_src *s) {
 static const struct {
   const char *op_type;
   op_prepare_fn prepare;
+  bool kiln; /* an operator of kiln's domain (KILN_DOMAIN), else ONNX's */
 } registry[] = {
-    {"MatMul", kiln_clop_gemm_prepare},
-    {"Gemm", kiln_clop_gemm_prepare},
-    {"Conv", kiln_clop_conv_prepare},
-    {"MaxPool", kiln_clop_pool_prepare},
-    {"AveragePool", kiln_clop_pool_prepare},
-    {"GlobalAveragePool", kiln_clop_pool_prepare},
-    {"GlobalMaxPool", kiln_clop_pool_prepare},
-    {"ReduceSum", kiln_clop_reduce_prepare},
-    {"ReduceMean", kiln_clop_reduce_prepare},
-    {"ReduceMax", kiln_clop_reduce_prepare},
-    {"ReduceMin", kiln_clop_reduce_prepare},
-    {"ReduceProd", kiln_clop_reduce_prepare},
-    {"ReduceL1", kiln_clop_reduce_prepare},
-    {"ReduceL2", kiln_clop_reduce_prepare},
-    {"ReduceLogSum", kiln_clop_reduce_prepare},
-    {"ReduceLogSumExp", kiln_clop_reduce_prepare},
-    {"ReduceSumSquare", kiln_clop_reduce_prepare},
-    {"ArgMax", kiln_clop_reduce_prepare},
-    {"ArgMin", kiln_clop_reduce_prepare},
-    {"Softmax", kiln_clop_norm_prepare},
-    {"LogSoftmax", kiln_clop_norm_prepare},
-    {"Hardmax", kiln_clop_norm_prepare},
-    {"LayerNormalization", kiln_clop_norm_prepare},
-    {"Concat", kiln_clop_move_prepare},
-    {"Gather", kiln_clop_move_prepare},
-    {"Transpose", kiln_clop_move_prepare},
-    {"Where", kiln_clop_move_prepare},
-    {"Pad", kiln_clop_move_prepare},
-    {"ScatterND", kiln_clop_move_prepare},
+    {"MatMul", kiln_clop_gemm_prepare, false},
+    {"Gemm", kiln_clop_gemm_prepare, false},
+    {"Conv", kiln_clop_conv_prepare, false},
+    {"MaxPool", kiln_clop_pool_prepare, false},
+    {"AveragePool", kiln_clop_pool_prepare, false},
+    {"GlobalAveragePool", kiln_clop_pool_prepare, false},
+    {"GlobalMaxPool", kiln_clop_pool_prepare, false},
+    {"ReduceSum", kiln_clop_reduce_prepare, false},
+    {"ReduceMean", kiln_clop_reduce_prepare, false},
+    {"ReduceMax", kiln_clop_reduce_prepare, false},
+    {"ReduceMin", kiln_clop_reduce_prepare, false},
+    {"ReduceProd", kiln_clop_reduce_prepare, false},
+    {"ReduceL1", kiln_clop_reduce_prepare, false},
+    {"ReduceL2", kiln_clop_reduce_prepare, false},
+    {"ReduceLogSum", kiln_clop_reduce_prepare, false},
+    {"ReduceLogSumExp", kiln_clop_reduce_prepare, false},
+    {"ReduceSumSquare", kiln_clop_reduce_prepare, false},
+    {"ArgMax", kiln_clop_reduce_prepare, false},
+    {"ArgMin", kiln_clop_reduce_prepare, false},
+    {"Softmax", kiln_clop_norm_prepare, false},
+    {"LogSoftmax", kiln_clop_norm_prepare, false},
+    {"Hardmax", kiln_clop_norm_prepare, false},
+    {"LayerNormalization", kiln_clop_norm_prepare, false},
+    {"Concat", kiln_clop_move_prepare, false},
+    {"Gather", kiln_clop_move_prepare, false},
+    {"Transpose", kiln_clop_move_prepare, false},
+    {"Where", kiln_clop_move_prepare, false},
+    {"Pad", kiln_clop_move_prepare, false},
+    {"ScatterND", kiln_clop_move_prepare, false},
+    {"SparseLengthsSum", kiln_clop_move_prepare, true},
+    {"SparseLengthsWeightedSum", kiln_clop_move_prepare, true},
+    {"SparseLengthsMean", kiln_clop_move_prepare, true},
 };
 
 kiln_status kiln_cl_op_prepare(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
                                const kiln_cl_ttype *in, const kiln_cl_ttype *out, const kiln_tensor *const *konst,
                                const char *prefix, kiln_cl_src *src, kiln_cl_op **op) {
   *op = NULL;
-  if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx")) return KILN_OK;
+  bool kiln_dom = n->domain && !strcmp(n->domain, KILN_DOMAIN);
+  if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") && !kiln_dom) return KILN_OK;
   op_ctx c = {dev, g, n, in, out, konst, prefix, src, {0}};
   kiln_node_label(g, n, c.label, (int)sizeof c.label);
   /* zero-sized tensors stay on the host (an empty constant, such as an
@@ -97,7 +102,7 @@ kiln_status kiln_cl_op_prepare(const kiln_cl_device *dev, const kiln_graph *g, c
     if (n->out[i] >= 0 && out[i].dtype != KILN_UNDEFINED && kiln_clop_numel(out[i].rank, out[i].dims) == 0)
       return KILN_OK;
   for (size_t r = 0; r < sizeof registry / sizeof *registry; r++) {
-    if (strcmp(registry[r].op_type, n->op_type)) continue;
+    if (strcmp(registry[r].op_type, n->op_type) || registry[r].kiln != kiln_dom) continue;
     size_t mark = src->len;
     kiln_status s = registry[r].prepare(&c, op);
     if (s || !*op) {

@@ -110,7 +110,7 @@ kiln_status kiln_clop_conv_prepare(const op_ctx *c, kiln_cl_op **op);   /* Conv 
 kiln_status kiln_clop_pool_prepare(const op_ctx *c, kiln_cl_op **op);   /* MaxPool, AveragePool, Global* */
 kiln_status kiln_clop_reduce_prepare(const op_ctx *c, kiln_cl_op **op); /* Reduce*, ArgMax/ArgMin */
 kiln_status kiln_clop_norm_prepare(const op_ctx *c, kiln_cl_op **op);   /* Softmax, LogSoftmax, LayerNorm */
-kiln_status kiln_clop_move_prepare(const op_ctx *c, kiln_cl_op **op);   /* Concat, Gather, Transpose, Where, Pad */
+kiln_status kiln_clop_move_prepare(const op_ctx *c, kiln_cl_op **op);   /* Concat, Gather, Transpose, Where, Pad, ScatterND, SparseLengths* */
 
 /* ---- building an op ---- */
 

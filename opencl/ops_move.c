@@ -5,7 +5,8 @@
  * work item; a run-time index out of range fails the run), Transpose (dims collapsed;
  * when the innermost dim moves, 16x16 tiles through local memory so both
  * reads and writes are contiguous), Where (broadcast), Pad (constant,
- * reflect, edge; float32), ScatterND (every reduction; the tuples in order).
+ * reflect, edge; float32), ScatterND (every reduction; the tuples in order),
+ * and kiln's SparseLengthsSum / WeightedSum / Mean over float32 tables.
  * Element types are copied as bits of their size,
  * so every dtype of 1, 2, 4 or 8 bytes works (Pad: float32 only). */
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/alloc.h"
 #include "opencl/ops_int.h"
 
 #define TILE 16
@@ -195,6 +197,129 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
   if (s) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "Gather axis %lld: %lld x %lld of %lld x %lld", (long long)ax, (long long)outer,
            (long long)K, (long long)len, (long long)inner);
+  *out = op;
+  return KILN_OK;
+}
+
+/* ---- SparseLengthsSum / WeightedSum / Mean (kiln's domain) ---- */
+
+/* docs/KILN_DOMAIN.md over a float32 table [R, d1..dk] (a row: D floats),
+ * with negative_indices = 1 — the form the embedding-bag rewrite (ir/bags.h)
+ * makes of Gather → Mul(mask) → ReduceSum — and constant LENGTHS or OFFSETS
+ * that are valid. Everything else (float16 and 8-bit tables, run-time
+ * lengths, negative_indices = 0 with its own message, segments that do not
+ * add up) is declined: the host kernel runs it and reports what is wrong.
+ * A work item sums W floats of one output row over its segment, in index
+ * order; an index outside [-R, R) reads nothing and fails the run with
+ * Gather's message (kiln_cl_op_checked). Segments: m·L when every length is
+ * L, else a table of the M + 1 starts in the kernel (M <= SLS_MAX_TABLE). */
+#define SLS_MAX_TABLE 4096
+
+static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
+  const kiln_node *n = c->n;
+  const char *t = n->op_type;
+  bool weighted = !strcmp(t, "SparseLengthsWeightedSum"), mean = !strcmp(t, "SparseLengthsMean");
+  int xi = 0, wi = weighted ? 1 : -1, ii = weighted ? 2 : 1, li = weighted ? 3 : 2;
+  if (n->n_in != li + 1 || n->n_out != 1) return KILN_OK;
+  const kiln_cl_ttype *x = &c->in[xi], *ind = &c->in[ii], *len = &c->in[li];
+  const kiln_tensor *lk = c->konst ? c->konst[li] : NULL;
+  bool offsets = kiln_attr_int(n, "offsets", 0) != 0, positional = weighted && kiln_attr_int(n, "positional", 0) != 0;
+  if (x->dtype != KILN_F32 || x->rank < 1 || (ind->dtype != KILN_I32 && ind->dtype != KILN_I64) || ind->rank != 1 ||
+      len->rank != 1 || !lk || lk->strided || (lk->dtype != KILN_I32 && lk->dtype != KILN_I64) ||
+      kiln_attr_int(n, "negative_indices", 0) != 1 || c->out[0].dtype != KILN_F32)
+    return KILN_OK;
+  if (weighted && (c->in[wi].dtype != KILN_F32 || c->in[wi].rank != 1)) return KILN_OK;
+  int64_t R = x->dims[0], D = kiln_clop_numel(x->rank - 1, x->dims + 1), N = ind->dims[0], M = len->dims[0];
+  if (M < 1 || D < 1 || M > INT64_MAX / D || lk->numel != M) return KILN_OK;
+  /* the segments, checked as the host kernel checks them (a mistake: declined) */
+  int64_t *st = kiln_malloc(sizeof *st * (size_t)(M + 1));
+  if (!st) return kiln_fail(KILN_E_NOMEM, "out of memory compiling %s", t);
+  bool ok = true, uniform = true;
+  int64_t longest = 0;
+  for (int64_t m = 0; m < M && ok; m++) {
+    int64_t v = kiln_get_i(lk, m);
+    if (offsets) {
+      st[m] = v;
+      ok = m ? v >= st[m - 1] && v <= N : v == 0;
+    } else {
+      st[m + 1] = (m ? st[m] : 0) + v;
+      if (!m) st[0] = 0;
+      ok = v >= 0 && st[m + 1] <= N;
+    }
+  }
+  if (offsets) st[M] = N;
+  ok = ok && st[M] == N;
+  for (int64_t m = 0; m < M && ok; m++) {
+    int64_t l = st[m + 1] - st[m];
+    if (l > longest) longest = l;
+    uniform = uniform && l == st[1] - st[0];
+  }
+  if (ok && weighted) ok = positional ? c->in[wi].dims[0] >= longest : c->in[wi].dims[0] == N;
+  if (!ok || (!uniform && M > SLS_MAX_TABLE) || N > INT32_MAX) {
+    kiln_free(st);
+    return KILN_OK;
+  }
+  int w = gather_width(c->dev, D);
+  char vt[16];
+  snprintf(vt, sizeof vt, w > 1 ? "float%d" : "float", w);
+  const char *it = ind->dtype == KILN_I32 ? "int" : "long", *sfx = ind->dtype == KILN_I32 ? "" : "L";
+  kiln_cl_op *op;
+  kiln_status s = kiln_clop_new(c, &op);
+  int k = 0;
+  if (!s) s = kiln_clop_kernel(op, "sls", &k);
+  if (!s && !uniform) { /* the starts, before the kernel */
+    s = kiln_cl_src_printf(c->src, "__constant long %s_st[%lld] = {", kiln_clop_kname(op, k), (long long)(M + 1));
+    for (int64_t m = 0; m <= M && !s; m++)
+      s = kiln_cl_src_printf(c->src, "%s%lld", m ? (m % 16 ? ", " : ",\n  ") : "", (long long)st[m]);
+    if (!s) s = kiln_cl_src_printf(c->src, "};\n");
+  }
+  if (!s)
+    s = kiln_cl_src_printf(c->src,
+                           "__kernel void %s(__global const float *x_, ulong xo, %s__global const %s *ind_, ulong io, "
+                           "__global float *y_, ulong yo, __global int *chk0_, ulong co0) {\n"
+                           "  const ulong i = get_global_id(0) * %dUL;\n"
+                           "  const ulong b = i / %lldUL, e = i %% %lldUL, bc = b < %lldUL ? b : %lldUL;\n"
+                           "  /* the arguments read before the loop (Mesa warns of kernel arguments loaded in\n"
+                           "     control flow); chk_ and co as kiln_clop_chk_src names them */\n"
+                           "  __global const %s *ind = ind_ + io;\n  __global const float *xr = x_ + xo + e;\n"
+                           "  __global int *chk_ = chk0_ + co0;\n  const ulong co = 0;\n%s",
+                           kiln_clop_kname(op, k), weighted ? "__global const float *w_, ulong wo, " : "", it, w,
+                           (long long)D, (long long)D, (long long)M, (long long)(M - 1), it,
+                           weighted ? "  __global const float *wt = w_ + wo;\n" : "");
+  if (!s && uniform)
+    s = kiln_cl_src_printf(c->src, "  if (i >= %lldUL) return;\n  const long s0 = (long)b * %lldL, s1 = s0 + %lldL;\n",
+                           (long long)(M * D), (long long)(st[1] - st[0]), (long long)(st[1] - st[0]));
+  else if (!s)
+    s = kiln_cl_src_printf(c->src, "  const long s0 = %s_st[bc], s1 = %s_st[bc + 1];\n  if (i >= %lldUL) return;\n",
+                           kiln_clop_kname(op, k), kiln_clop_kname(op, k), (long long)(M * D));
+  if (!s)
+    s = kiln_cl_src_printf(c->src,
+                           "  %s acc = (%s)(0.0f);\n"
+                           "  for (long q = s0; q < s1; q++) {\n"
+                           "    const %s j0 = ind[q];\n    const %s j = j0 < 0 ? j0 + %lld%s : j0;\n"
+                           "    if (!(j >= 0 && j < %lld%s)) {\n  ",
+                           vt, vt, it, it, (long long)R, sfx, (long long)R, sfx);
+  if (!s) s = kiln_clop_chk_src(c->src, "j0", ind->dtype == KILN_I64, "0");
+  if (!s) s = kiln_cl_src_printf(c->src, "      continue;\n    }\n");
+  if (!s && w > 1)
+    s = kiln_cl_src_printf(c->src, "    const %s r = vload%d(0, xr + (ulong)j * %lldUL);\n", vt, w, (long long)D);
+  else if (!s)
+    s = kiln_cl_src_printf(c->src, "    const float r = xr[(ulong)j * %lldUL];\n", (long long)D);
+  if (!s && weighted)
+    s = kiln_cl_src_printf(c->src, "    acc += wt[%s] * r;\n  }\n", positional ? "(q - s0)" : "q");
+  else if (!s)
+    s = kiln_cl_src_printf(c->src, "    acc += r;\n  }\n");
+  if (!s && mean) s = kiln_cl_src_printf(c->src, "  if (s1 > s0) acc *= 1.0f / (float)(s1 - s0);\n");
+  if (!s && w > 1) s = kiln_cl_src_printf(c->src, "  vstore%d(acc, 0, y_ + yo + i);\n}\n", w);
+  else if (!s) s = kiln_cl_src_printf(c->src, "  y_[yo + i] = acc;\n}\n");
+  kiln_clop_checks(op, 1, &R);
+  if (!s)
+    s = weighted ? kiln_clop_launch(op, k, (size_t)(M * D / w), 5, (opb[]){IN(xi), IN(wi), IN(ii), OUT(0), CHK})
+                 : kiln_clop_launch(op, k, (size_t)(M * D / w), 4, (opb[]){IN(xi), IN(ii), OUT(0), CHK});
+  kiln_free(st);
+  if (s) return kiln_clop_fail_free(op, s);
+  snprintf(op->desc, sizeof op->desc, "%s: %lld bags of %s%lld indices into %lld x %lld", t, (long long)M,
+           uniform ? "" : "up to ", (long long)longest, (long long)R, (long long)D);
   *out = op;
   return KILN_OK;
 }
@@ -531,5 +656,6 @@ kiln_status kiln_clop_move_prepare(const op_ctx *c, kiln_cl_op **op) {
   if (!strcmp(t, "Transpose")) return transpose(c, op);
   if (!strcmp(t, "Where")) return where(c, op);
   if (!strcmp(t, "ScatterND")) return scatternd(c, op);
+  if (!strncmp(t, "SparseLengths", 13)) return sls(c, op);
   return pad(c, op);
 }

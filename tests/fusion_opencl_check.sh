@@ -88,6 +88,7 @@ clblast anchor_outputs 2 2 1
 kiln anchor_outputs 2 2 0
 any chain_views_bcast 2 2 0
 any conv_bn_relu_pool 1 1 0
+any embedding_bag 4 0 3
 clblast conv_gemm_epilogue 1 1 0
 kiln conv_gemm_epilogue 2 1 0
 clblast conv_gemm_bias_batch 2 2 0

@@ -390,7 +390,7 @@ int main(int argc, char **argv) {
   kiln_cl_cache_stats d;
   char path[1024], gpath[1024];
   kiln_cl_key gkey;
-  CHECK(kiln_cl_graph_key(g, "kiln rewritten graph 1", &gkey) && kiln_cl_cache_path(gkey, gpath, sizeof gpath),
+  CHECK(kiln_cl_rewrite_key(g, false, &gkey) && kiln_cl_cache_path(gkey, gpath, sizeof gpath),
         "the graph record's key and path");
   run_plan("cold (empty directory)", 2, &d);
   CHECK(d.hits == 0 && d.writes == 2 && gd.stores == 1,

@@ -162,6 +162,19 @@ static kiln_node *t_node(const char *op, int n_out, unsigned mask) {
 }
 static kiln_node *t_node1(const char *op) { return t_node(op, 1, 1); }
 
+/* One-output node op of kiln's domain (the graph imports it). */
+static kiln_node *t_node_kiln(const char *op) {
+  kiln_graph *g = cur->g;
+  g->opsets = realloc(g->opsets, (size_t)(g->n_opsets + 1) * sizeof *g->opsets);
+  if (!g->opsets || !(g->opsets[g->n_opsets].domain = kiln_strdup(KILN_DOMAIN))) exit(2);
+  g->opsets[g->n_opsets++].version = 1;
+  kiln_node *n = t_node(op, 1, 1);
+  kiln_free(n->domain);
+  if (!(n->domain = kiln_strdup(KILN_DOMAIN))) exit(2);
+  n->opset = 1;
+  return n;
+}
+
 static void a_int(kiln_node *n, const char *name, int64_t v) {
   if (kiln_edit_set_int(n, name, v)) exit(2);
 }
@@ -1408,6 +1421,77 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
   }
 }
 
+/* kiln's SparseLengthsSum / WeightedSum / Mean (opencl/ops_move.c sls):
+ * float32 tables of rows of 64 (16 floats a work item on PoCL), 24, 6 and
+ * 1, uniform and uneven constant segments (lengths and offsets, an empty
+ * one), positional weights, int32 and int64 indices with negative ones
+ * (negative_indices = 1). Declined: negative_indices = 0, run-time
+ * lengths, lengths that do not add up (the host reports them). */
+static void sls_case(const char *op, int rank, const int64_t *x, kiln_dtype idt, const int64_t *seg, int m,
+                     bool offsets, bool positional, bool neg, bool const_len) {
+  int64_t n = 0;
+  for (int b = 0; b < m; b++) n += seg[b];
+  if (offsets) n = seg[m - 1] + 3; /* the last segment: 3 indices */
+  char sx[48];
+  t_begin(17, "%s table %s %s %s%s%s%s%s", op, kiln_shape_str(rank, x, sx, sizeof sx), kiln_dtype_name(idt),
+          offsets ? "offsets" : "lengths", const_len ? "" : " (run-time)", positional ? " positional" : "",
+          neg ? "" : " negative_indices=0", m > 1 && seg[0] != seg[1] ? " uneven" : "");
+  t_in(rank, x);
+  bool weighted = !strcmp(op, "SparseLengthsWeightedSum");
+  if (weighted) t_in(SH(positional ? 8 : n));
+  kiln_tensor ind = {0};
+  if (kiln_tensor_alloc(&ind, idt, 1, &n)) exit(2);
+  for (int64_t k = 0; k < n; k++) /* [-R, R), or [0, R) */
+    kiln_set_i(&ind, k, neg ? (k * 7 + 3) % (2 * x[0]) - x[0] : (k * 7 + 3) % x[0]);
+  t_in_data(idt, 1, &n, &ind);
+  kiln_tensor_release(&ind);
+  if (const_len) {
+    t_const_i64(seg, (size_t)m, false);
+  } else {
+    kiln_tensor l = {0};
+    int64_t dm = m;
+    if (kiln_tensor_alloc(&l, KILN_I64, 1, &dm)) exit(2);
+    for (int b = 0; b < m; b++) kiln_set_i(&l, b, seg[b]);
+    t_in_data(KILN_I64, 1, &dm, &l);
+    kiln_tensor_release(&l);
+  }
+  kiln_node *nd = t_node_kiln(op);
+  if (neg) a_int(nd, "negative_indices", 1);
+  if (offsets) a_int(nd, "offsets", 1);
+  if (positional) a_int(nd, "positional", 1);
+  if (!neg || !const_len) cur->expect_dev = false;
+  t_end(1e-5, true);
+}
+
+static void cases_sls(void) {
+  static const char *ops[] = {"SparseLengthsSum", "SparseLengthsWeightedSum", "SparseLengthsMean"};
+  static const int64_t tabs[][3] = {{2, 50, 64}, {2, 9, 24}, {3, 7, 2}, {1, 11, 0}}; /* rank, dims */
+  const int64_t even[4] = {5, 5, 5, 5}, uneven[5] = {3, 0, 7, 1, 4}, offs[4] = {0, 4, 4, 9};
+  for (int o = 0; o < 3; o++)
+    for (int t = 0; t < 4; t++)
+      for (int it = 0; it < 2; it++) {
+        kiln_dtype idt = it ? KILN_I32 : KILN_I64;
+        int64_t x[3] = {tabs[t][1], tabs[t][2], 3};
+        int rank = (int)tabs[t][0];
+        sls_case(ops[o], rank, x, idt, even, 4, false, false, true, true);
+        sls_case(ops[o], rank, x, idt, uneven, 5, false, false, true, true);
+        sls_case(ops[o], rank, x, idt, offs, 4, true, false, true, true);
+        if (o == 1) sls_case(ops[o], rank, x, idt, uneven, 5, false, true, true, true);
+      }
+  int64_t x[2] = {50, 64};
+  sls_case("SparseLengthsSum", 2, x, KILN_I64, uneven, 5, false, false, false, true);
+  sls_case("SparseLengthsSum", 2, x, KILN_I64, uneven, 5, false, false, true, false);
+  /* lengths adding up to 10 over 15 indices: declined, the host reports it */
+  t_begin(17, "SparseLengthsSum lengths not adding up (declined)");
+  t_in(SH(50, 64));
+  t_in_data(KILN_I64, 1, (int64_t[]){15}, NULL);
+  for (int64_t k = 0; k < 15; k++) kiln_set_i(&cur->in[1], k, k);
+  t_const_i64((int64_t[]){5, 5}, 2, false);
+  a_int(t_node_kiln("SparseLengthsSum"), "negative_indices", 1);
+  cur->expect_dev = false;
+  /* no t_end: the reference fails on it; prepared only */
+}
+
 /* ------------------------------------------------------------------ */
 
 /* Gather's and ScatterND's run-time indices out of range: the kernel flags
@@ -1464,6 +1548,25 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     char want[96];
     snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 5", (long long)bad);
     bad_index_runs(dev, ctx, 1, -1, bad, want);
+  }
+  /* SparseLengthsSum (negative_indices = 1: Gather's message), rows of 64 and of 3 */
+  for (int it = 0; it < 4; it++) {
+    kiln_dtype idt = it % 2 ? KILN_I32 : KILN_I64;
+    int64_t row = it < 2 ? 64 : 3, bad = it < 2 ? 9 : -10;
+    t_begin(17, "SparseLengthsSum bad index %lld (%s, rows of %lld)", (long long)bad, kiln_dtype_name(idt),
+            (long long)row);
+    t_in(SH(9, row));
+    kiln_tensor ind = {0};
+    if (kiln_tensor_alloc(&ind, idt, 1, (int64_t[]){6})) exit(2);
+    for (int k = 0; k < 6; k++) kiln_set_i(&ind, k, k - 3);
+    t_in_data(idt, 1, (int64_t[]){6}, &ind);
+    kiln_tensor_release(&ind);
+    t_const_i64((int64_t[]){2, 4}, 2, false);
+    a_int(t_node_kiln("SparseLengthsSum"), "negative_indices", 1);
+    t_end(1e-5, true);
+    char want[96];
+    snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 9", (long long)bad);
+    bad_index_runs(dev, ctx, 4, 1, bad, want);
   }
   /* ScatterND: the second component of a tuple out of range (dimension 1, of 3) */
   for (int it = 0; it < 2; it++) {
@@ -1675,6 +1778,7 @@ int main(int argc, char **argv) {
   cases_reduce();
   cases_norm();
   cases_move();
+  cases_sls();
   if (only) { /* keep the matching cases */
     int k = 0;
     for (int i = 0; i < n_cases; i++) {

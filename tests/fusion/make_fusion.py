@@ -13,7 +13,9 @@ kernel (MaxPool / AveragePool: padded, dilated, ceil_mode,
 count_include_pad; under a symbolic batch), poolings that stay their
 own op, and views that only MatMuls read (attention's transposed heads,
 Slice / Transpose / Expand views of a computed matrix; one the GEMM cannot
-read in place), convs on CLBlast with a bias and a batch — in the
+read in place), convs on CLBlast with a bias and a batch, embedding bags
+(Gather -> mask Mul -> ReduceSum, rewritten into SparseLengthsWeightedSum
+by the cpu plan and the OpenCL engine) — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
@@ -44,6 +46,11 @@ def vi(name, shape):
     return helper.make_tensor_value_info(name, F, shape)
 
 
+def elem(a):
+    """The ONNX element type of numpy array a (float32 unless it is int)."""
+    return {np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32}.get(a.dtype, F)
+
+
 def const(name, a):
     return numpy_helper.from_array(np.asarray(a, dtype=np.float32), name)
 
@@ -58,7 +65,7 @@ def save(name, nodes, inputs, outputs, inits, feeds, batch_bound=None):
     the feeds' batch as a prefix); such a case goes to ../fusion_symbolic
     (tests/fault_cache.sh counts two cache entries per case of this suite)."""
     sym = (lambda s: ["N"] + list(s[1:])) if batch_bound else (lambda s: s)
-    g = helper.make_graph(nodes, name, [vi(n, sym(a.shape)) for n, a in feeds.items()],
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, elem(a), sym(a.shape)) for n, a in feeds.items()],
                           [vi(n, sym(s)) for n, s in outputs], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="kiln make_fusion")
     m.ir_version = 8
@@ -531,6 +538,24 @@ def main():
     ], None, [("y", [1, 3, 4])],
         [i64("z", [0]), i64("a3", [3]), const("w0", np.zeros((0, 5))), i64("rs", [1, 3, 10]), const("w2", r(10, 4))],
         {"x": r(1, 2, 3, 4)})
+
+    # two embedding bags — Gather (int64 and int32 indices, negative ones
+    # wrapped) -> Mul by a 0/1 mask [B, L, 1] -> ReduceSum over the bag —
+    # joined by a Concat: the cpu plan and the OpenCL rewrite make each one
+    # SparseLengthsWeightedSum (ir/bags.h); the reference runs them as given
+    mask = lambda b, l: (np.arange(l)[None, :] < rng.integers(0, l + 1, b)[:, None]).astype(np.float32)[:, :, None]
+    save("embedding_bag", [
+        helper.make_node("Gather", ["t1", "i1"], ["g1"], axis=0),
+        helper.make_node("Mul", ["g1", "m1"], ["p1"]),
+        helper.make_node("ReduceSum", ["p1", "ax"], ["s1"], keepdims=0),
+        helper.make_node("Gather", ["t2", "i2"], ["g2"], axis=0),
+        helper.make_node("Mul", ["m2", "g2"], ["p2"]),
+        helper.make_node("ReduceSum", ["p2", "ax"], ["s2"], keepdims=0),
+        helper.make_node("Concat", ["s1", "s2"], ["y"], axis=1),
+    ], [], [("y", [6, 19])],
+        [const("t1", r(30, 16)), const("t2", r(11, 3)), i64("ax", [1])],
+        {"i1": rng.integers(-30, 30, (6, 5)).astype(np.int64), "m1": mask(6, 5),
+         "i2": rng.integers(-11, 11, (6, 7)).astype(np.int32), "m2": mask(6, 7)})
 
 if __name__ == "__main__":
     main()
