@@ -119,7 +119,7 @@ static inline __attribute__((always_inline)) int64_t chunk_of(const kiln_sls_job
 void kiln_sls_avx2_fma(kiln_sls_job *j) {
   j->bad = -1;
   if (j->dim == 0) { /* no lanes: the indices are still checked */
-    for (int64_t k = 0; k < j->start[j->m]; k++) {
+    for (int64_t k = j->start[0]; k < j->start[j->m]; k++) { /* this job's indices (a task's bags: sls.c) */
       int64_t r = index_at(j, k);
       if (r < 0 || r >= j->rows) {
         j->bad = k;

@@ -192,7 +192,7 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
     s = kiln_cl_src_printf(c->src,
                            "  y_[yo + i] = (j >= 0 && j < %lld%s) ? x_[xo + (o * %lldUL + (ulong)j) * %lldUL + in_] : 0;\n}\n",
                            (long long)len, sfx, (long long)len, (long long)inner);
-  kiln_clop_checks(op, 1, &len);
+  if (!s) kiln_clop_checks(op, 1, &len);
   if (!s) s = kiln_clop_launch(op, k, (size_t)(total / w), 4, (opb[]){IN(0), IN(1), OUT(0), CHK});
   if (s) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "Gather axis %lld: %lld x %lld of %lld x %lld", (long long)ax, (long long)outer,
@@ -213,7 +213,7 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
  * order; an index outside [-R, R) reads nothing and fails the run with
  * Gather's message (kiln_cl_op_checked). Segments: m·L when every length is
  * L, else a table of the M + 1 starts in the kernel (M <= SLS_MAX_TABLE). */
-#define SLS_MAX_TABLE 4096
+#define SLS_MAX_TABLE 1024 /* 8 KiB of __constant a node: several fit a device's 64 KiB */
 
 static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   const kiln_node *n = c->n;
@@ -241,10 +241,10 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
     if (offsets) {
       st[m] = v;
       ok = m ? v >= st[m - 1] && v <= N : v == 0;
-    } else {
-      st[m + 1] = (m ? st[m] : 0) + v;
+    } else { /* v checked before the sum: lengths near INT64_MAX must not wrap it */
       if (!m) st[0] = 0;
-      ok = v >= 0 && st[m + 1] <= N;
+      ok = v >= 0 && v <= N - st[m];
+      if (ok) st[m + 1] = st[m] + v;
     }
   }
   if (offsets) st[M] = N;
@@ -255,7 +255,7 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
     uniform = uniform && l == st[1] - st[0];
   }
   if (ok && weighted) ok = positional ? c->in[wi].dims[0] >= longest : c->in[wi].dims[0] == N;
-  if (!ok || (!uniform && M > SLS_MAX_TABLE) || N > INT32_MAX) {
+  if (!ok || (!uniform && M > SLS_MAX_TABLE) || N > INT32_MAX || (ind->dtype == KILN_I32 && R > INT32_MAX)) {
     kiln_free(st);
     return KILN_OK;
   }
@@ -312,7 +312,7 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   if (!s && mean) s = kiln_cl_src_printf(c->src, "  if (s1 > s0) acc *= 1.0f / (float)(s1 - s0);\n");
   if (!s && w > 1) s = kiln_cl_src_printf(c->src, "  vstore%d(acc, 0, y_ + yo + i);\n}\n", w);
   else if (!s) s = kiln_cl_src_printf(c->src, "  y_[yo + i] = acc;\n}\n");
-  kiln_clop_checks(op, 1, &R);
+  if (!s) kiln_clop_checks(op, 1, &R);
   if (!s)
     s = weighted ? kiln_clop_launch(op, k, (size_t)(M * D / w), 5, (opb[]){IN(xi), IN(wi), IN(ii), OUT(0), CHK})
                  : kiln_clop_launch(op, k, (size_t)(M * D / w), 4, (opb[]){IN(xi), IN(ii), OUT(0), CHK});
@@ -639,7 +639,7 @@ static kiln_status scatternd(const op_ctx *c, kiln_cl_op **out) {
   else if (!s)
     s = kiln_cl_src_printf(src, "    if (ok) y_[yo + o + e] = u_[uo + t * %lld%s + e];\n  }\n}\n", (long long)slice,
                            i32 ? "U" : "UL");
-  kiln_clop_checks(op, (int)k, x->dims);
+  if (!s) kiln_clop_checks(op, (int)k, x->dims);
   if (!s && numel) s = kiln_clop_launch(op, kc, (size_t)(numel / w), 2, (opb[]){IN(0), OUT(0)});
   if (!s && m && slice) s = kiln_clop_launch(op, ks, (size_t)slice, 4, (opb[]){IN(1), IN(2), OUT(0), CHK});
   if (s) return kiln_clop_fail_free(op, s);

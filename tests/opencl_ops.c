@@ -1481,15 +1481,30 @@ static void cases_sls(void) {
   int64_t x[2] = {50, 64};
   sls_case("SparseLengthsSum", 2, x, KILN_I64, uneven, 5, false, false, false, true);
   sls_case("SparseLengthsSum", 2, x, KILN_I64, uneven, 5, false, false, true, false);
-  /* lengths adding up to 10 over 15 indices: declined, the host reports it */
-  t_begin(17, "SparseLengthsSum lengths not adding up (declined)");
+  /* lengths that do not add up to the 15 indices (less; more, through
+     lengths near INT64_MAX whose sum would wrap to 15): declined, the host
+     reports them. No t_end (the reference fails on them): the output's
+     type [M, 64] float32 is set by hand, so only the segment check can
+     decline them. */
+  static const int64_t bad_len[][4] = {{5, 5, 0, 0}, {1, INT64_MAX, INT64_MAX, 16}};
+  for (int b = 0; b < 2; b++) {
+    t_begin(17, "SparseLengthsSum lengths not adding up, %s (declined)", b ? "wrapping" : "less");
+    t_in(SH(50, 64));
+    t_in_data(KILN_I64, 1, (int64_t[]){15}, NULL);
+    for (int64_t k = 0; k < 15; k++) kiln_set_i(&cur->in[1], k, k);
+    t_const_i64(bad_len[b], 4, false);
+    a_int(t_node_kiln("SparseLengthsSum"), "negative_indices", 1);
+    if (kiln_tensor_alloc(&cur->exp[0], KILN_F32, 2, (int64_t[]){4, 64})) exit(2);
+    cur->expect_dev = false;
+  }
+  /* the same shape with good lengths: taken (the hand-set output type is enough) */
+  t_begin(17, "SparseLengthsSum good lengths, output type by hand");
   t_in(SH(50, 64));
   t_in_data(KILN_I64, 1, (int64_t[]){15}, NULL);
   for (int64_t k = 0; k < 15; k++) kiln_set_i(&cur->in[1], k, k);
-  t_const_i64((int64_t[]){5, 5}, 2, false);
+  t_const_i64((int64_t[]){5, 5, 0, 5}, 4, false);
   a_int(t_node_kiln("SparseLengthsSum"), "negative_indices", 1);
-  cur->expect_dev = false;
-  /* no t_end: the reference fails on it; prepared only */
+  t_end(1e-5, true);
 }
 
 /* ------------------------------------------------------------------ */
