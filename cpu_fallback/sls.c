@@ -202,7 +202,7 @@ static void sls_task(void *arg, int64_t t, int worker) {
   p->bad[t] = j.bad;
 }
 
-static void sls_run(kiln_sls_job *j, bool avx2) {
+void kiln_sls_run(kiln_sls_job *j, bool avx2) {
   int64_t total = j->m ? j->start[j->m] - j->start[0] : 0;
   int workers = kiln_pool_threads();
   int64_t tasks = workers > 1 ? kiln_pool_tasks(total, KILN_SLS_TASK_ROWS, KILN_SLS_TASKS) : 1;
@@ -230,7 +230,7 @@ static kiln_status run_sls(const kiln_op_call *c, const kiln_cpu_epilogue *ep, b
     kiln_sls_job j = {sp.table, sp.data->data, (size_t)sp.row_elems * el, sp.rows, sp.dim, sp.indices->data,
                       sp.indices->dtype == KILN_I64, sp.start, sp.m, sp.weights ? sp.weights->data : NULL,
                       sp.positional, sp.mean, c->out[0].data, -1};
-    sls_run(&j, use_avx2());
+    kiln_sls_run(&j, use_avx2());
     if (j.bad >= 0) s = kiln_sls_bad_index(&sp, j.bad, index_at(&j, j.bad));
   }
   kiln_sls_spec_free(&sp);

@@ -45,6 +45,10 @@ typedef struct kiln_sls_job {
 
 void kiln_sls_base(kiln_sls_job *j);
 void kiln_sls_avx2_fma(kiln_sls_job *j);
+/* The job's bags split over the cpu pool (tasks of ~2048 indices, each bag
+ * whole in one task; one task under 4096 indices or without a pool): the
+ * serial kernel's bits, and its first bad index, for any thread count. */
+void kiln_sls_run(kiln_sls_job *j, bool avx2);
 
 /* FloatToFused8BitRowwiseQuantized over rows of d floats: y rows of d + 8
  * bytes (kiln_rowwise_quantize_row's arithmetic; bit-exact twins). */

@@ -557,6 +557,27 @@ static void test_sls_tasks(void) {
     kiln_tensor_release(&tl);
     kiln_tensor_release(&tw);
   }
+  /* kiln_sls_run itself on the pool, into NaN-filled rows: every bag
+     written (the empty ones inside and at the end too), bit for bit the
+     serial kernel's */
+  bool pool = kiln_pool_acquire() == 0;
+  kiln_tensor t = table(KILN_SLS_F32, ROWS, DIM);
+  static float par[M * DIM];
+  for (int isa = 0; isa < 2; isa++) {
+    if (isa && !kiln_sls_isa_ok(KILN_VM_ISA_AVX2)) continue;
+    kiln_sls_job j = {KILN_SLS_F32, t.data, DIM * sizeof(float), ROWS, DIM, idx, true, start, m, w, false, false,
+                      serial, -1};
+    if (isa) kiln_sls_avx2_fma(&j);
+    else kiln_sls_base(&j);
+    for (int i = 0; i < M * DIM; i++) par[i] = NAN;
+    kiln_sls_job jp = j;
+    jp.out = par, jp.bad = -1;
+    kiln_sls_run(&jp, isa == 1);
+    CHECK(jp.bad < 0 && !memcmp(par, serial, sizeof par), "kiln_sls_run (%s, %d pool threads): the serial bits",
+          isa ? "avx2" : "base", kiln_pool_threads());
+  }
+  if (pool) kiln_pool_release();
+  kiln_tensor_release(&t);
   printf("sls tasks: %d threads, %lld indices\nsls tasks output hash %016llx\n", kiln_cpu_num_threads(), (long long)n,
          hash);
 }
