@@ -173,11 +173,58 @@ def case_lstm_unit(rng):
     write_case("test_kiln_lstm_unit", model, [h, c, g, seq, ts], [h_out, c_out])
 
 
+def case_const_lengths(rng):
+    """The form the OpenCL engine runs on the device (opencl/OPS.md): float32
+    tables, constant lengths / offsets (initializers), negative_indices = 1
+    (indices in [-R, R) count from the end): a weighted sum over uneven
+    segments with an empty one, a positional one over equal segments, and a
+    mean by offsets over a [R, 2, 3] table."""
+    R, D = 30, 16
+    t1 = rng.standard_normal((R, D)).astype(np.float32)
+    t3 = rng.standard_normal((R, 2, 3)).astype(np.float32)
+    lengths = np.array([3, 0, 7, 4], np.int64)
+    even = np.array([4, 4, 4], np.int32)
+    offsets = np.array([0, 5, 5, 11], np.int64)
+    n1, n2, n3 = int(lengths.sum()), int(even.sum()), 14
+    i1 = rng.integers(-R, R, n1).astype(np.int64)
+    i2 = rng.integers(-R, R, n2).astype(np.int32)
+    i3 = rng.integers(-R, R, n3).astype(np.int64)
+    w1 = rng.standard_normal(n1).astype(np.float32)
+    w2 = rng.standard_normal(4).astype(np.float32)
+    wrap = lambda i: np.where(i < 0, i + R, i)
+    segs3 = [(0, 5), (5, 5), (5, 11), (11, n3)]
+    y1 = sls(t1.astype(np.float64), wrap(i1), segments(lengths), w1)
+    y2 = sls(t1.astype(np.float64), wrap(i2), segments(even), w2, positional=True)
+    y3 = sls(t3.reshape(R, 6).astype(np.float64), wrap(i3), segs3, mean=True).reshape(4, 2, 3)
+    nodes = [
+        helper.make_node("SparseLengthsWeightedSum", ["t1", "w1", "i1", "lengths"], ["y1"], domain=DOMAIN,
+                         negative_indices=1),
+        helper.make_node("SparseLengthsWeightedSum", ["t1", "w2", "i2", "even"], ["y2"], domain=DOMAIN,
+                         negative_indices=1, positional=1),
+        helper.make_node("SparseLengthsMean", ["t3", "i3", "offsets"], ["y3"], domain=DOMAIN,
+                         negative_indices=1, offsets=1),
+    ]
+    inputs = [helper.make_tensor_value_info("i1", TensorProto.INT64, [n1]),
+              helper.make_tensor_value_info("w1", TensorProto.FLOAT, [n1]),
+              helper.make_tensor_value_info("i2", TensorProto.INT32, [n2]),
+              helper.make_tensor_value_info("w2", TensorProto.FLOAT, [4]),
+              helper.make_tensor_value_info("i3", TensorProto.INT64, [n3])]
+    outputs = [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [4, D]),
+               helper.make_tensor_value_info("y2", TensorProto.FLOAT, [3, D]),
+               helper.make_tensor_value_info("y3", TensorProto.FLOAT, [4, 2, 3])]
+    inits = [numpy_helper.from_array(t1, "t1"), numpy_helper.from_array(t3, "t3"),
+             numpy_helper.from_array(lengths, "lengths"), numpy_helper.from_array(even, "even"),
+             numpy_helper.from_array(offsets, "offsets")]
+    model = model_of("kiln_sls_const_lengths", nodes, inputs, outputs, inits)
+    write_case("test_kiln_sls_const_lengths", model, [i1, w1, i2, w2, i3], [y1, y2, y3])
+
+
 def main():
     rng = np.random.default_rng(20261122)
     case_rowwise(rng)
     case_fp16_mean(rng)
     case_lstm_unit(rng)
+    case_const_lengths(rng)
 
 
 if __name__ == "__main__":
