@@ -523,7 +523,7 @@ kiln_status kiln_cl_op_bind_kernels(kiln_cl_op *op, kiln_cl_context *ctx, cl_pro
     if (!op->work || !op->ab) s = kiln_fail(KILN_E_NOMEM, "out of memory binding node '%s'", op->label);
   }
   if (!s && op->chk_n > 0 && !op->chk.mem) {
-    static const cl_int zero[4];
+    static const cl_int zero[KILN_CLOP_CHK_WORDS];
     s = kiln_cl_buffer_create(ctx, sizeof zero, &op->chk);
     if (!s) s = kiln_cl_buffer_write(ctx, &op->chk, 0, zero, sizeof zero);
   }
@@ -554,12 +554,15 @@ kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx) {
   if (!op || !op->chk_pending) return KILN_OK;
   op->chk_pending = false;
   if (!op->chk_host[0]) return KILN_OK;
-  long long bad = (long long)(((uint64_t)(uint32_t)op->chk_host[2] << 32) | (uint32_t)op->chk_host[1]);
-  int d = op->chk_host[3] >= 0 && op->chk_host[3] < op->chk_n ? op->chk_host[3] : 0;
-  static const cl_int zero[4];
+  cl_int w[KILN_CLOP_CHK_WORDS];
+  memcpy(w, op->chk_host, sizeof w);
+  static const cl_int zero[KILN_CLOP_CHK_WORDS];
   memset(op->chk_host, 0, sizeof op->chk_host);
   kiln_status s = kiln_cl_buffer_write(ctx, &op->chk, 0, zero, sizeof zero); /* the next run starts clean */
   if (s) return s;
+  if (op->chk_msg) return op->chk_msg(op, w);
+  long long bad = (long long)(((uint64_t)(uint32_t)w[2] << 32) | (uint32_t)w[1]);
+  int d = w[3] >= 0 && w[3] < op->chk_n ? w[3] : 0;
   return kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld", bad,
                    (long long)op->chk_dims[d]);
 }

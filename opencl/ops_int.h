@@ -14,6 +14,9 @@
 #define OP_MAX_KERNELS 32
 #define OP_MAX_SCRATCH 1 /* the shared workspace */
 #define OP_MAX_ARGS 8
+/* Check words per op: 0 the flag, 1-3 the index kernels' (value low, high,
+ * dimension), 4-7 free for an op's own messages (chk_msg). */
+#define KILN_CLOP_CHK_WORDS 8
 
 /* A buffer an op step reads or writes. */
 enum { OPB_NONE, OPB_IN, OPB_OUT, OPB_SCR, OPB_CHK };
@@ -23,7 +26,7 @@ typedef struct opb {
 #define IN(i) ((opb){OPB_IN, (unsigned char)(i)})
 #define OUT(i) ((opb){OPB_OUT, (unsigned char)(i)})
 #define SCR(i) ((opb){OPB_SCR, (unsigned char)(i)})
-/* The op's check words (kiln_clop_checks): __global int[4] */
+/* The op's check words (kiln_clop_checks): __global int[KILN_CLOP_CHK_WORDS] */
 #define CHK ((opb){OPB_CHK, 0})
 
 typedef enum op_step_kind { ST_KERNEL, ST_GEMM, ST_GEMM_BATCHED } op_step_kind;
@@ -84,7 +87,11 @@ struct kiln_cl_op {
   int chk_n; /* > 0: the op checks, against these dimension sizes */
   int64_t chk_dims[KILN_MAX_RANK];
   kiln_cl_buffer chk;
-  cl_int chk_host[4];
+  cl_int chk_host[KILN_CLOP_CHK_WORDS];
+  /* an op's own messages (NULL: the index message above): words 1..7 as
+     its kernels wrote them, chk_aux what it keeps for the text */
+  kiln_status (*chk_msg)(const struct kiln_cl_op *op, const cl_int *w);
+  int64_t chk_aux[4];
   bool chk_pending;
   bool strided; /* an operand is read through a view (kiln_cl_mm_view): no run-time rows (engine_sym) */
 };

@@ -203,17 +203,100 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
 
 /* ---- SparseLengthsSum / WeightedSum / Mean (kiln's domain) ---- */
 
-/* docs/KILN_DOMAIN.md over a float32 table [R, d1..dk] (a row: D floats),
- * with negative_indices = 1 — the form the embedding-bag rewrite (ir/bags.h)
- * makes of Gather → Mul(mask) → ReduceSum — and constant LENGTHS or OFFSETS
- * that are valid. Everything else (float16 and 8-bit tables, run-time
- * lengths, negative_indices = 0 with its own message, segments that do not
- * add up) is declined: the host kernel runs it and reports what is wrong.
- * A work item sums W floats of one output row over its segment, in index
- * order; an index outside [-R, R) reads nothing and fails the run with
- * Gather's message (kiln_cl_op_checked). Segments: m·L when every length is
- * L, else a table of the M + 1 starts in the kernel (M <= SLS_MAX_TABLE). */
+/* docs/KILN_DOMAIN.md over a float32 table [R, d1..dk] (a row: D floats):
+ * lengths or offsets, constant or given at run time, int32 or int64
+ * indices, negative_indices 0 or 1, weights by index or positional. A work
+ * item sums W floats of one output row over its segment, in index order.
+ * Constant segments are checked here as the host kernel checks them (a
+ * mistake: declined, the host reports it) and become m·L when every length
+ * is L, else a __constant table of the M + 1 starts (M <= SLS_MAX_TABLE).
+ * Run-time segments: a first kernel (one work item) walks LENGTHS /
+ * OFFSETS in order with the host decoder's checks, writes the starts into
+ * the workspace, and at the first mistake leaves its code and numbers in
+ * the check words; the sum kernel then does nothing. An index out of range
+ * reads nothing and fails the run. The messages are the host backends'
+ * (sls_msg). Declined: float16 and 8-bit tables, WEIGHTS of the wrong
+ * length (a static shape: the host reports it). */
 #define SLS_MAX_TABLE 1024 /* 8 KiB of __constant a node: several fit a device's 64 KiB */
+
+/* Check-word codes (word 3; 1, 2 = a, 4, 5 = b, 6, 7 = c, each low, high). */
+enum { SLS_BAD_INDEX, SLS_NEG_LENGTH, SLS_LENGTHS_OVER, SLS_LENGTHS_SUM, SLS_OFFSET0, SLS_OFFSET_RANGE, SLS_POSITIONAL };
+
+static long long sls_word(const cl_int *w, int k) {
+  return (long long)(((uint64_t)(uint32_t)w[k + 1] << 32) | (uint32_t)w[k]);
+}
+
+/* chk_aux: N, R, the WEIGHTS count, negative_indices. */
+static kiln_status sls_msg(const kiln_cl_op *op, const cl_int *w) {
+  long long a = sls_word(w, 1), b = sls_word(w, 4), c = sls_word(w, 6), N = op->chk_aux[0], R = op->chk_aux[1];
+  switch (w[3]) {
+  case SLS_NEG_LENGTH: return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS[%lld] is negative (%lld)", b, a);
+  case SLS_LENGTHS_OVER:
+    return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to more than the %lld indices (at segment %lld)", N, b);
+  case SLS_LENGTHS_SUM:
+    return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to %lld but INDICES has %lld elements", a, N);
+  case SLS_OFFSET0:
+    return kiln_fail(KILN_E_INVALID_VALUE, "OFFSETS[0] is %lld; the first segment must start at 0", a);
+  case SLS_OFFSET_RANGE:
+    return kiln_fail(KILN_E_INVALID_VALUE,
+                     "OFFSETS[%lld] = %lld is outside [%lld, %lld] (offsets must be non-decreasing and at most the "
+                     "%lld indices)",
+                     b, a, c, N, N);
+  case SLS_POSITIONAL:
+    return kiln_fail(KILN_E_INVALID_VALUE, "a segment has %lld indices but the positional WEIGHTS only %lld", a,
+                     (long long)op->chk_aux[2]);
+  default:
+    if (op->chk_aux[3])
+      return kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld", a, R);
+    return kiln_fail(KILN_E_INVALID_VALUE, "INDICES[%lld] = %lld is outside the table's %lld rows", b, a, R);
+  }
+}
+
+/* The segments' kernel: LENGTHS / OFFSETS (type lt) in order, the host
+ * decoder's checks, the starts into st_ (the workspace). int32 segments are
+ * worked in int (N <= INT32_MAX): Mesa 22.3 rusticl miscompiles an int
+ * widened to long in these kernels, as Gather's indices. */
+static kiln_status sls_seg_src(kiln_cl_src *src, const char *kname, const char *lt, bool offsets, int64_t M, int64_t N,
+                               int64_t wn) {
+  bool i32 = !strcmp(lt, "int");
+  const char *sf = i32 ? "" : "L";
+  kiln_status s = kiln_cl_src_printf(
+      src,
+      "#define SLS_HI(x) %s\n"
+      "#define SLS_ERR(code, a, b, c) { chk_[1] = (int)((a) & 0xffffffff%s); chk_[2] = SLS_HI(a); "
+      "chk_[3] = code; chk_[4] = (int)((b) & 0xffffffff%s); chk_[5] = SLS_HI(b); "
+      "chk_[6] = (int)((c) & 0xffffffff%s); chk_[7] = SLS_HI(c); chk_[0] = 1; return; }\n"
+      "__kernel void %s(__global const %s *sg_, ulong so, __global %s *st0_, ulong sto, __global int *chk0_, "
+      "ulong co0) {\n"
+      "  if (get_global_id(0) != 0) return;\n"
+      "  __global const %s *sg = sg_ + so;\n  __global %s *st_ = st0_ + sto;\n  __global int *chk_ = chk0_ + co0;\n"
+      "  %s at = 0, longest = 0;\n"
+      "  for (%s m = 0; m < %lld%s; m++) {\n    const %s v = sg[m];\n",
+      i32 ? "((x) < 0 ? -1 : 0)" : "((int)((x) >> 32))", sf, sf, sf, kname, lt, lt, lt, lt, lt, lt, (long long)M, sf,
+      lt);
+  if (!s && offsets)
+    s = kiln_cl_src_printf(src,
+                           "    if (m == 0 && v != 0) SLS_ERR(%d, v, 0, 0)\n"
+                           "    if (v < at || v > %lld%s) SLS_ERR(%d, v, m, at)\n"
+                           "    if (m > 0 && v - at > longest) longest = v - at;\n"
+                           "    st_[m] = at = v;\n  }\n"
+                           "  if (%lld%s - at > longest) longest = %lld%s - at;\n",
+                           SLS_OFFSET0, (long long)N, sf, SLS_OFFSET_RANGE, (long long)N, sf, (long long)N, sf);
+  else if (!s)
+    s = kiln_cl_src_printf(src,
+                           "    if (v < 0) SLS_ERR(%d, v, m, 0)\n"
+                           "    if (v > %lld%s - at) SLS_ERR(%d, 0, m, 0)\n"
+                           "    st_[m] = at;\n    at += v;\n    if (v > longest) longest = v;\n  }\n"
+                           "  if (at != %lld%s) SLS_ERR(%d, at, 0, 0)\n",
+                           SLS_NEG_LENGTH, (long long)N, sf, SLS_LENGTHS_OVER, (long long)N, sf, SLS_LENGTHS_SUM);
+  if (!s && wn >= 0)
+    s = kiln_cl_src_printf(src, "  if (longest > %lld%s) SLS_ERR(%d, longest, 0, 0)\n", (long long)wn, sf,
+                           SLS_POSITIONAL);
+  if (!s)
+    s = kiln_cl_src_printf(src, "  st_[%lld] = %lld%s;\n}\n#undef SLS_ERR\n#undef SLS_HI\n", (long long)M, (long long)N,
+                           sf);
+  return s;
+}
 
 static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   const kiln_node *n = c->n;
@@ -224,50 +307,66 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   const kiln_cl_ttype *x = &c->in[xi], *ind = &c->in[ii], *len = &c->in[li];
   const kiln_tensor *lk = c->konst ? c->konst[li] : NULL;
   bool offsets = kiln_attr_int(n, "offsets", 0) != 0, positional = weighted && kiln_attr_int(n, "positional", 0) != 0;
+  bool neg = kiln_attr_int(n, "negative_indices", 0) != 0;
   if (x->dtype != KILN_F32 || x->rank < 1 || (ind->dtype != KILN_I32 && ind->dtype != KILN_I64) || ind->rank != 1 ||
-      len->rank != 1 || !lk || lk->strided || (lk->dtype != KILN_I32 && lk->dtype != KILN_I64) ||
-      kiln_attr_int(n, "negative_indices", 0) != 1 || c->out[0].dtype != KILN_F32)
+      len->rank != 1 || (len->dtype != KILN_I32 && len->dtype != KILN_I64) || (lk && lk->strided) ||
+      c->out[0].dtype != KILN_F32)
     return KILN_OK;
   if (weighted && (c->in[wi].dtype != KILN_F32 || c->in[wi].rank != 1)) return KILN_OK;
   int64_t R = x->dims[0], D = kiln_clop_numel(x->rank - 1, x->dims + 1), N = ind->dims[0], M = len->dims[0];
-  if (M < 1 || D < 1 || M > INT64_MAX / D || lk->numel != M) return KILN_OK;
-  /* the segments, checked as the host kernel checks them (a mistake: declined) */
-  int64_t *st = kiln_malloc(sizeof *st * (size_t)(M + 1));
-  if (!st) return kiln_fail(KILN_E_NOMEM, "out of memory compiling %s", t);
-  bool ok = true, uniform = true;
-  int64_t longest = 0;
-  for (int64_t m = 0; m < M && ok; m++) {
-    int64_t v = kiln_get_i(lk, m);
-    if (offsets) {
-      st[m] = v;
-      ok = m ? v >= st[m - 1] && v <= N : v == 0;
-    } else { /* v checked before the sum: lengths near INT64_MAX must not wrap it */
-      if (!m) st[0] = 0;
-      ok = v >= 0 && v <= N - st[m];
-      if (ok) st[m + 1] = st[m] + v;
-    }
-  }
-  if (offsets) st[M] = N;
-  ok = ok && st[M] == N;
-  for (int64_t m = 0; m < M && ok; m++) {
-    int64_t l = st[m + 1] - st[m];
-    if (l > longest) longest = l;
-    uniform = uniform && l == st[1] - st[0];
-  }
-  if (ok && weighted) ok = positional ? c->in[wi].dims[0] >= longest : c->in[wi].dims[0] == N;
-  if (!ok || (!uniform && M > SLS_MAX_TABLE) || N > INT32_MAX || (ind->dtype == KILN_I32 && R > INT32_MAX)) {
-    kiln_free(st);
+  int64_t WN = weighted ? c->in[wi].dims[0] : 0;
+  if (M < 1 || D < 1 || M > INT64_MAX / D || (lk && lk->numel != M) || (weighted && !positional && WN != N) ||
+      N > INT32_MAX || (ind->dtype == KILN_I32 && R > INT32_MAX))
     return KILN_OK;
+  /* constant segments, checked as the host kernel checks them (a mistake: declined) */
+  int64_t *st = NULL, longest = 0;
+  bool uniform = false;
+  if (lk) {
+    if (!(st = kiln_malloc(sizeof *st * (size_t)(M + 1)))) return kiln_fail(KILN_E_NOMEM, "out of memory compiling %s", t);
+    bool ok = true;
+    st[0] = 0;
+    for (int64_t m = 0; m < M && ok; m++) {
+      int64_t v = kiln_get_i(lk, m);
+      if (offsets) {
+        st[m] = v;
+        ok = m ? v >= st[m - 1] && v <= N : v == 0;
+      } else { /* v checked before the sum: lengths near INT64_MAX must not wrap it */
+        ok = v >= 0 && v <= N - st[m];
+        if (ok) st[m + 1] = st[m] + v;
+      }
+    }
+    if (offsets) st[M] = N;
+    ok = ok && st[M] == N;
+    uniform = ok;
+    for (int64_t m = 0; m < M && ok; m++) {
+      int64_t l = st[m + 1] - st[m];
+      if (l > longest) longest = l;
+      uniform = uniform && l == st[1] - st[0];
+    }
+    if (ok && positional) ok = WN >= longest;
+    if (!ok || (!uniform && M > SLS_MAX_TABLE)) {
+      kiln_free(st);
+      return KILN_OK;
+    }
   }
   int w = gather_width(c->dev, D);
   char vt[16];
   snprintf(vt, sizeof vt, w > 1 ? "float%d" : "float", w);
-  const char *it = ind->dtype == KILN_I32 ? "int" : "long", *sfx = ind->dtype == KILN_I32 ? "" : "L";
+  const char *it = ind->dtype == KILN_I32 ? "int" : "long";
+  /* the segments' type: int for run-time int32 segments (sls_seg_src) */
+  const char *sty = !lk && len->dtype == KILN_I32 ? "int" : "long";
+  char wrap[96]; /* negative_indices: [-R, 0) counts from the end */
+  if (neg) snprintf(wrap, sizeof wrap, "j0 < 0 ? j0 + %lld%s : j0", (long long)R, ind->dtype == KILN_I32 ? "" : "L");
+  else snprintf(wrap, sizeof wrap, "j0");
   kiln_cl_op *op;
   kiln_status s = kiln_clop_new(c, &op);
-  int k = 0;
+  int ks = -1, k = 0, scr = 0;
+  if (!s && !lk) s = kiln_clop_scratch(op, sizeof(int64_t) * (size_t)(M + 1), &scr);
+  if (!s && !lk) s = kiln_clop_kernel(op, "seg", &ks);
+  if (!s && !lk)
+    s = sls_seg_src(c->src, kiln_clop_kname(op, ks), sty, offsets, M, N, positional ? WN : -1);
   if (!s) s = kiln_clop_kernel(op, "sls", &k);
-  if (!s && !uniform) { /* the starts, before the kernel */
+  if (!s && lk && !uniform) { /* the starts, before the kernel */
     s = kiln_cl_src_printf(c->src, "__constant long %s_st[%lld] = {", kiln_clop_kname(op, k), (long long)(M + 1));
     for (int64_t m = 0; m <= M && !s; m++)
       s = kiln_cl_src_printf(c->src, "%s%lld", m ? (m % 16 ? ", " : ",\n  ") : "", (long long)st[m]);
@@ -276,31 +375,43 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   if (!s)
     s = kiln_cl_src_printf(c->src,
                            "__kernel void %s(__global const float *x_, ulong xo, %s__global const %s *ind_, ulong io, "
-                           "__global float *y_, ulong yo, __global int *chk0_, ulong co0) {\n"
+                           "%s%s%s__global float *y_, ulong yo, __global int *chk0_, ulong co0) {\n"
                            "  const ulong i = get_global_id(0) * %dUL;\n"
                            "  const ulong b = i / %lldUL, e = i %% %lldUL, bc = b < %lldUL ? b : %lldUL;\n"
                            "  /* the arguments read before the loop (Mesa warns of kernel arguments loaded in\n"
-                           "     control flow); chk_ and co as kiln_clop_chk_src names them */\n"
+                           "     control flow) */\n"
                            "  __global const %s *ind = ind_ + io;\n  __global const float *xr = x_ + xo + e;\n"
-                           "  __global int *chk_ = chk0_ + co0;\n  const ulong co = 0;\n%s",
-                           kiln_clop_kname(op, k), weighted ? "__global const float *w_, ulong wo, " : "", it, w,
+                           "  __global int *chk_ = chk0_ + co0;\n%s%s%s%s",
+                           kiln_clop_kname(op, k), weighted ? "__global const float *w_, ulong wo, " : "", it,
+                           lk ? "" : "__global const ", lk ? "" : sty, lk ? "" : " *st0_, ulong sto, ", w,
                            (long long)D, (long long)D, (long long)M, (long long)(M - 1), it,
-                           weighted ? "  __global const float *wt = w_ + wo;\n" : "");
-  if (!s && uniform)
+                           weighted ? "  __global const float *wt = w_ + wo;\n" : "", lk ? "" : "  __global const ",
+                           lk ? "" : sty, lk ? "" : " *st_ = st0_ + sto;\n");
+  if (!s && lk && uniform)
     s = kiln_cl_src_printf(c->src, "  if (i >= %lldUL) return;\n  const long s0 = (long)b * %lldL, s1 = s0 + %lldL;\n",
                            (long long)(M * D), (long long)(st[1] - st[0]), (long long)(st[1] - st[0]));
-  else if (!s)
+  else if (!s && lk)
     s = kiln_cl_src_printf(c->src, "  const long s0 = %s_st[bc], s1 = %s_st[bc + 1];\n  if (i >= %lldUL) return;\n",
                            kiln_clop_kname(op, k), kiln_clop_kname(op, k), (long long)(M * D));
+  else if (!s) /* the segments' kernel failed: nothing to sum (its starts are not all written) */
+    s = kiln_cl_src_printf(c->src,
+                           "  const int bad = chk_[0];\n  const %s s0 = bad ? 0 : st_[bc], s1 = bad ? 0 : st_[bc + 1];\n"
+                           "  if (i >= %lldUL || bad) return;\n",
+                           sty, (long long)(M * D));
+  /* an index out of range: its value (words 1, 2), code 0, its position (4, 5) */
   if (!s)
     s = kiln_cl_src_printf(c->src,
                            "  %s acc = (%s)(0.0f);\n"
-                           "  for (long q = s0; q < s1; q++) {\n"
-                           "    const %s j0 = ind[q];\n    const %s j = j0 < 0 ? j0 + %lld%s : j0;\n"
-                           "    if (!(j >= 0 && j < %lld%s)) {\n  ",
-                           vt, vt, it, it, (long long)R, sfx, (long long)R, sfx);
-  if (!s) s = kiln_clop_chk_src(c->src, "j0", ind->dtype == KILN_I64, "0");
-  if (!s) s = kiln_cl_src_printf(c->src, "      continue;\n    }\n");
+                           "  for (%s q = s0; q < s1; q++) {\n"
+                           "    const %s j0 = ind[q];\n    const %s j = %s;\n"
+                           "    if (!(j >= 0 && j < %lld%s)) {\n"
+                           "      if (atomic_cmpxchg(chk_, 0, 1) == 0) { chk_[1] = (int)(j0 & 0x%s); chk_[2] = %s; "
+                           "chk_[3] = 0; chk_[4] = (int)(q & 0x%s); chk_[5] = %s; }\n"
+                           "      continue;\n    }\n",
+                           vt, vt, sty, it, it, wrap, (long long)R,
+                           ind->dtype == KILN_I32 ? "" : "L", ind->dtype == KILN_I32 ? "ffffffff" : "ffffffffL",
+                           ind->dtype == KILN_I32 ? "j0 < 0 ? -1 : 0" : "(int)(j0 >> 32)",
+                           !strcmp(sty, "int") ? "ffffffff" : "ffffffffL", !strcmp(sty, "int") ? "0" : "(int)(q >> 32)");
   if (!s && w > 1)
     s = kiln_cl_src_printf(c->src, "    const %s r = vload%d(0, xr + (ulong)j * %lldUL);\n", vt, w, (long long)D);
   else if (!s)
@@ -312,14 +423,34 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   if (!s && mean) s = kiln_cl_src_printf(c->src, "  if (s1 > s0) acc *= 1.0f / (float)(s1 - s0);\n");
   if (!s && w > 1) s = kiln_cl_src_printf(c->src, "  vstore%d(acc, 0, y_ + yo + i);\n}\n", w);
   else if (!s) s = kiln_cl_src_printf(c->src, "  y_[yo + i] = acc;\n}\n");
-  if (!s) kiln_clop_checks(op, 1, &R);
-  if (!s)
-    s = weighted ? kiln_clop_launch(op, k, (size_t)(M * D / w), 5, (opb[]){IN(xi), IN(wi), IN(ii), OUT(0), CHK})
-                 : kiln_clop_launch(op, k, (size_t)(M * D / w), 4, (opb[]){IN(xi), IN(ii), OUT(0), CHK});
+  if (!s) {
+    kiln_clop_checks(op, 1, &R);
+    op->chk_msg = sls_msg;
+    op->chk_aux[0] = N, op->chk_aux[1] = R, op->chk_aux[2] = WN, op->chk_aux[3] = neg;
+  }
+  if (!s && !lk) s = kiln_clop_launch(op, ks, 1, 3, (opb[]){IN(li), SCR(scr), CHK});
+  if (!s) {
+    opb a[6];
+    int na = 0;
+    a[na++] = IN(xi);
+    if (weighted) a[na++] = IN(wi);
+    a[na++] = IN(ii);
+    if (!lk) a[na++] = SCR(scr);
+    a[na++] = OUT(0);
+    a[na++] = CHK;
+    s = kiln_clop_launch(op, k, (size_t)(M * D / w), na, a);
+  }
+  if (s) {
+    kiln_free(st);
+    return kiln_clop_fail_free(op, s);
+  }
+  if (lk)
+    snprintf(op->desc, sizeof op->desc, "%s: %lld bags of %s%lld indices into %lld x %lld", t, (long long)M,
+             uniform ? "" : "up to ", (long long)longest, (long long)R, (long long)D);
+  else
+    snprintf(op->desc, sizeof op->desc, "%s: %lld bags by run-time %s, %lld indices into %lld x %lld", t,
+             (long long)M, offsets ? "offsets" : "lengths", (long long)N, (long long)R, (long long)D);
   kiln_free(st);
-  if (s) return kiln_clop_fail_free(op, s);
-  snprintf(op->desc, sizeof op->desc, "%s: %lld bags of %s%lld indices into %lld x %lld", t, (long long)M,
-           uniform ? "" : "up to ", (long long)longest, (long long)R, (long long)D);
   *out = op;
   return KILN_OK;
 }

@@ -1433,7 +1433,7 @@ static void sls_case(const char *op, int rank, const int64_t *x, kiln_dtype idt,
   for (int b = 0; b < m; b++) n += seg[b];
   if (offsets) n = seg[m - 1] + 3; /* the last segment: 3 indices */
   char sx[48];
-  t_begin(17, "%s table %s %s %s%s%s%s%s", op, kiln_shape_str(rank, x, sx, sizeof sx), kiln_dtype_name(idt),
+  t_begin(17, "%s table %s indices %s %s%s%s%s%s", op, kiln_shape_str(rank, x, sx, sizeof sx), kiln_dtype_name(idt),
           offsets ? "offsets" : "lengths", const_len ? "" : " (run-time)", positional ? " positional" : "",
           neg ? "" : " negative_indices=0", m > 1 && seg[0] != seg[1] ? " uneven" : "");
   t_in(rank, x);
@@ -1448,18 +1448,17 @@ static void sls_case(const char *op, int rank, const int64_t *x, kiln_dtype idt,
   if (const_len) {
     t_const_i64(seg, (size_t)m, false);
   } else {
-    kiln_tensor l = {0};
+    kiln_tensor l = {0}; /* of the indices' type */
     int64_t dm = m;
-    if (kiln_tensor_alloc(&l, KILN_I64, 1, &dm)) exit(2);
+    if (kiln_tensor_alloc(&l, idt, 1, &dm)) exit(2);
     for (int b = 0; b < m; b++) kiln_set_i(&l, b, seg[b]);
-    t_in_data(KILN_I64, 1, &dm, &l);
+    t_in_data(idt, 1, &dm, &l);
     kiln_tensor_release(&l);
   }
   kiln_node *nd = t_node_kiln(op);
   if (neg) a_int(nd, "negative_indices", 1);
   if (offsets) a_int(nd, "offsets", 1);
   if (positional) a_int(nd, "positional", 1);
-  if (!neg || !const_len) cur->expect_dev = false;
   t_end(1e-5, true);
 }
 
@@ -1478,9 +1477,16 @@ static void cases_sls(void) {
         sls_case(ops[o], rank, x, idt, offs, 4, true, false, true, true);
         if (o == 1) sls_case(ops[o], rank, x, idt, uneven, 5, false, true, true, true);
       }
-  int64_t x[2] = {50, 64};
-  sls_case("SparseLengthsSum", 2, x, KILN_I64, uneven, 5, false, false, false, true);
-  sls_case("SparseLengthsSum", 2, x, KILN_I64, uneven, 5, false, false, true, false);
+  /* negative_indices = 0, and segments given at run time (lengths and offsets, both types of index) */
+  for (int o = 0; o < 3; o++)
+    for (int it = 0; it < 2; it++) {
+      kiln_dtype idt = it ? KILN_I32 : KILN_I64;
+      int64_t x[2] = {50, 64}, x3[3] = {9, 2, 3};
+      sls_case(ops[o], 2, x, idt, uneven, 5, false, false, false, true);
+      sls_case(ops[o], 2, x, idt, uneven, 5, false, o == 1, it == 0, false);
+      sls_case(ops[o], 3, x3, idt, offs, 4, true, false, it == 1, false);
+      sls_case(ops[o], 2, x, idt, even, 4, false, false, true, false);
+    }
   /* lengths that do not add up to the 15 indices (less; more, through
      lengths near INT64_MAX whose sum would wrap to 15): declined, the host
      reports them. No t_end (the reference fails on them): the output's
@@ -1517,8 +1523,16 @@ static void cases_sls(void) {
  * (one element per item). */
 /* The case just ended (cur) bound on its own program, then run three
  * times with index element `at` of input 1 set to good, bad, good. */
+static void bad_value_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int input, int64_t at, int64_t good,
+                           int64_t bad, const char *want);
 static void bad_index_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int64_t at, int64_t good, int64_t bad,
                            const char *want) {
+  bad_value_runs(dev, ctx, 1, at, good, bad, want);
+}
+
+/* The same with element `at` of graph input `input` (node input order). */
+static void bad_value_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int input, int64_t at, int64_t good,
+                           int64_t bad, const char *want) {
   tcase *c = cur;
   kiln_cl_src src = {0};
   cl_program p = NULL;
@@ -1528,7 +1542,7 @@ static void bad_index_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int6
   kiln_cl_program_free(p);
   CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
   for (int run = 0; run < 3 && !s && c->op; run++) {
-    kiln_set_i(&c->in[1], at, run == 1 ? bad : good);
+    kiln_set_i(&c->in[input], at, run == 1 ? bad : good);
     kiln_tensor got[MAXIO];
     memset(got, 0, sizeof got);
     kiln_error_clear();
@@ -1582,6 +1596,48 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     char want[96];
     snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 9", (long long)bad);
     bad_index_runs(dev, ctx, 4, 1, bad, want);
+  }
+  /* SparseLengths with run-time segments and negative_indices = 0: every
+     mistake the host decoder names, with its message, then good again */
+  static const struct {
+    bool offsets, positional;
+    int input;
+    int64_t at, bad;
+    const char *want;
+  } sb[] = {
+      {false, false, 2, 1, -1, "LENGTHS[1] is negative (-1)"},
+      {false, false, 2, 2, 20, "LENGTHS add up to more than the 15 indices (at segment 2)"},
+      {false, false, 2, 3, 4, "LENGTHS add up to 14 but INDICES has 15 elements"},
+      {false, false, 1, 4, 60, "INDICES[4] = 60 is outside the table's 50 rows"},
+      {false, false, 1, 9, -1, "INDICES[9] = -1 is outside the table's 50 rows"},
+      {true, false, 2, 0, 2, "OFFSETS[0] is 2; the first segment must start at 0"},
+      {true, false, 2, 2, 1, "OFFSETS[2] = 1 is outside [3, 15] (offsets must be non-decreasing and at most the 15 indices)"},
+      {true, false, 2, 3, 16, "OFFSETS[3] = 16 is outside [3, 15]"},
+      {true, true, 3, 3, 11, "a segment has 8 indices but the positional WEIGHTS only 7"},
+  };
+  for (size_t k = 0; k < sizeof sb / sizeof *sb; k++) {
+    bool wsum = sb[k].positional;
+    t_begin(17, "SparseLengths%s run-time %s: %s", wsum ? "WeightedSum" : "Sum", sb[k].offsets ? "offsets" : "lengths",
+            sb[k].want);
+    t_in(SH(50, 64));
+    if (wsum) t_in(SH(7));
+    kiln_tensor ind = {0}, seg = {0};
+    if (kiln_tensor_alloc(&ind, KILN_I64, 1, (int64_t[]){15}) ||
+        kiln_tensor_alloc(&seg, sb[k].offsets ? KILN_I64 : KILN_I32, 1, (int64_t[]){4}))
+      exit(2);
+    for (int q = 0; q < 15; q++) kiln_set_i(&ind, q, (q * 11) % 50);
+    const int64_t lens[4] = {3, 0, 7, 5}, offs[4] = {0, 3, 3, 10};
+    for (int q = 0; q < 4; q++) kiln_set_i(&seg, q, sb[k].offsets ? offs[q] : lens[q]);
+    t_in_data(KILN_I64, 1, (int64_t[]){15}, &ind);
+    t_in_data(seg.dtype, 1, (int64_t[]){4}, &seg);
+    kiln_tensor_release(&ind);
+    kiln_tensor_release(&seg);
+    kiln_node *nd = t_node_kiln(wsum ? "SparseLengthsWeightedSum" : "SparseLengthsSum");
+    if (sb[k].offsets) a_int(nd, "offsets", 1);
+    if (wsum) a_int(nd, "positional", 1);
+    t_end(1e-5, true);
+    int64_t good = sb[k].input == 1 ? (sb[k].at * 11) % 50 : sb[k].offsets ? offs[sb[k].at] : lens[sb[k].at];
+    bad_value_runs(dev, ctx, sb[k].input, sb[k].at, good, sb[k].bad, sb[k].want);
   }
   /* ScatterND: the second component of a tuple out of range (dimension 1, of 3) */
   for (int it = 0; it < 2; it++) {
