@@ -82,6 +82,9 @@ static const struct {
     {"SparseLengthsSum", kiln_clop_move_prepare, true},
     {"SparseLengthsWeightedSum", kiln_clop_move_prepare, true},
     {"SparseLengthsMean", kiln_clop_move_prepare, true},
+    {"SparseLengthsSumFused8BitRowwise", kiln_clop_move_prepare, true},
+    {"SparseLengthsWeightedSumFused8BitRowwise", kiln_clop_move_prepare, true},
+    {"SparseLengthsMeanFused8BitRowwise", kiln_clop_move_prepare, true},
 };
 
 kiln_status kiln_cl_op_prepare(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,

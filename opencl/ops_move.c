@@ -6,7 +6,8 @@
  * when the innermost dim moves, 16x16 tiles through local memory so both
  * reads and writes are contiguous), Where (broadcast), Pad (constant,
  * reflect, edge; float32), ScatterND (every reduction; the tuples in order),
- * and kiln's SparseLengthsSum / WeightedSum / Mean over float32 tables.
+ * and kiln's SparseLengthsSum / WeightedSum / Mean (float32, float16 and
+ * 8-bit rowwise tables).
  * Element types are copied as bits of their size,
  * so every dtype of 1, 2, 4 or 8 bytes works (Pad: float32 only). */
 #include <stdint.h>
@@ -203,7 +204,7 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
 
 /* ---- SparseLengthsSum / WeightedSum / Mean (kiln's domain) ---- */
 
-/* docs/KILN_DOMAIN.md over a float32 table [R, d1..dk] (a row: D floats):
+/* docs/KILN_DOMAIN.md over a table of R rows of D values:
  * lengths or offsets, constant or given at run time, int32 or int64
  * indices, negative_indices 0 or 1, weights by index or positional. A work
  * item sums W floats of one output row over its segment, in index order.
@@ -215,8 +216,10 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
  * the workspace, and at the first mistake leaves its code and numbers in
  * the check words; the sum kernel then does nothing. An index out of range
  * reads nothing and fails the run. The messages are the host backends'
- * (sls_msg). Declined: float16 and 8-bit tables, WEIGHTS of the wrong
- * length (a static shape: the host reports it). */
+ * (sls_msg). Tables: float32, float16 (vload_half), 8-bit rowwise (uint8
+ * [R, D + 8], Caffe2's Fused8BitRowwise layout; the cpu kernel's order of
+ * operations). Declined: WEIGHTS of the wrong length (a static shape: the
+ * host reports it). */
 #define SLS_MAX_TABLE 1024 /* 8 KiB of __constant a node: several fit a device's 64 KiB */
 
 /* Check-word codes (word 3; 1, 2 = a, 4, 5 = b, 6, 7 = c, each low, high). */
@@ -301,19 +304,26 @@ static kiln_status sls_seg_src(kiln_cl_src *src, const char *kname, const char *
 static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   const kiln_node *n = c->n;
   const char *t = n->op_type;
-  bool weighted = !strcmp(t, "SparseLengthsWeightedSum"), mean = !strcmp(t, "SparseLengthsMean");
+  bool weighted = strstr(t, "WeightedSum") != NULL, mean = strstr(t, "Mean") != NULL;
+  bool fused8 = strstr(t, "Fused8BitRowwise") != NULL; /* Caffe2's names: DATA must be uint8 */
   int xi = 0, wi = weighted ? 1 : -1, ii = weighted ? 2 : 1, li = weighted ? 3 : 2;
   if (n->n_in != li + 1 || n->n_out != 1) return KILN_OK;
   const kiln_cl_ttype *x = &c->in[xi], *ind = &c->in[ii], *len = &c->in[li];
   const kiln_tensor *lk = c->konst ? c->konst[li] : NULL;
   bool offsets = kiln_attr_int(n, "offsets", 0) != 0, positional = weighted && kiln_attr_int(n, "positional", 0) != 0;
   bool neg = kiln_attr_int(n, "negative_indices", 0) != 0;
-  if (x->dtype != KILN_F32 || x->rank < 1 || (ind->dtype != KILN_I32 && ind->dtype != KILN_I64) || ind->rank != 1 ||
+  /* the table: float32 or float16 [R, d1..dk], or 8-bit rowwise uint8 [R, D + 8] */
+  bool u8 = x->dtype == KILN_U8, f16 = x->dtype == KILN_F16;
+  if ((fused8 && !u8) || (u8 && (x->rank != 2 || x->dims[1] < 8))) return KILN_OK;
+  if ((x->dtype != KILN_F32 && !f16 && !u8) || x->rank < 1 || (ind->dtype != KILN_I32 && ind->dtype != KILN_I64) ||
+      ind->rank != 1 ||
       len->rank != 1 || (len->dtype != KILN_I32 && len->dtype != KILN_I64) || (lk && lk->strided) ||
       c->out[0].dtype != KILN_F32)
     return KILN_OK;
   if (weighted && (c->in[wi].dtype != KILN_F32 || c->in[wi].rank != 1)) return KILN_OK;
-  int64_t R = x->dims[0], D = kiln_clop_numel(x->rank - 1, x->dims + 1), N = ind->dims[0], M = len->dims[0];
+  int64_t R = x->dims[0], D = u8 ? x->dims[1] - 8 : kiln_clop_numel(x->rank - 1, x->dims + 1), N = ind->dims[0],
+          M = len->dims[0];
+  const int64_t RB = u8 ? x->dims[1] : D; /* a row's elements in the buffer */
   int64_t WN = weighted ? c->in[wi].dims[0] : 0;
   if (M < 1 || D < 1 || M > INT64_MAX / D || (lk && lk->numel != M) || (weighted && !positional && WN != N) ||
       N > INT32_MAX || (ind->dtype == KILN_I32 && R > INT32_MAX))
@@ -374,17 +384,19 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   }
   if (!s)
     s = kiln_cl_src_printf(c->src,
-                           "__kernel void %s(__global const float *x_, ulong xo, %s__global const %s *ind_, ulong io, "
+                           "__kernel void %s(__global const %s *x_, ulong xo, %s__global const %s *ind_, ulong io, "
                            "%s%s%s__global float *y_, ulong yo, __global int *chk0_, ulong co0) {\n"
                            "  const ulong i = get_global_id(0) * %dUL;\n"
                            "  const ulong b = i / %lldUL, e = i %% %lldUL, bc = b < %lldUL ? b : %lldUL;\n"
                            "  /* the arguments read before the loop (Mesa warns of kernel arguments loaded in\n"
                            "     control flow) */\n"
-                           "  __global const %s *ind = ind_ + io;\n  __global const float *xr = x_ + xo + e;\n"
+                           "  __global const %s *ind = ind_ + io;\n  __global const %s *xr = x_ + xo + e;\n"
                            "  __global int *chk_ = chk0_ + co0;\n%s%s%s%s",
-                           kiln_clop_kname(op, k), weighted ? "__global const float *w_, ulong wo, " : "", it,
+                           kiln_clop_kname(op, k), u8 ? "uchar" : f16 ? "half" : "float",
+                           weighted ? "__global const float *w_, ulong wo, " : "", it,
                            lk ? "" : "__global const ", lk ? "" : sty, lk ? "" : " *st0_, ulong sto, ", w,
                            (long long)D, (long long)D, (long long)M, (long long)(M - 1), it,
+                           u8 ? "uchar" : f16 ? "half" : "float",
                            weighted ? "  __global const float *wt = w_ + wo;\n" : "", lk ? "" : "  __global const ",
                            lk ? "" : sty, lk ? "" : " *st_ = st0_ + sto;\n");
   if (!s && lk && uniform)
@@ -412,11 +424,29 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
                            ind->dtype == KILN_I32 ? "" : "L", ind->dtype == KILN_I32 ? "ffffffff" : "ffffffffL",
                            ind->dtype == KILN_I32 ? "j0 < 0 ? -1 : 0" : "(int)(j0 >> 32)",
                            !strcmp(sty, "int") ? "ffffffff" : "ffffffffL", !strcmp(sty, "int") ? "0" : "(int)(q >> 32)");
-  if (!s && w > 1)
-    s = kiln_cl_src_printf(c->src, "    const %s r = vload%d(0, xr + (ulong)j * %lldUL);\n", vt, w, (long long)D);
+  /* the row's W values: float32 as they are, float16 through vload_half,
+     8-bit as floats (the row's scale and bias, its last 8 bytes, applied
+     below as the cpu kernel applies them: (acc + w·bias) + (w·scale)·q) */
+  char wn[16] = "";
+  if (w > 1) snprintf(wn, sizeof wn, "%d", w);
+  if (!s && u8 && w > 1)
+    s = kiln_cl_src_printf(c->src, "    const %s r = convert_%s(vload%d(0, xr + (ulong)j * %lldUL));\n", vt, vt, w,
+                           (long long)RB);
+  else if (!s && u8)
+    s = kiln_cl_src_printf(c->src, "    const float r = (float)xr[(ulong)j * %lldUL];\n", (long long)RB);
+  else if (!s && f16)
+    s = kiln_cl_src_printf(c->src, "    const %s r = vload_half%s(0, xr + (ulong)j * %lldUL);\n", vt, wn, (long long)RB);
+  else if (!s && w > 1)
+    s = kiln_cl_src_printf(c->src, "    const %s r = vload%d(0, xr + (ulong)j * %lldUL);\n", vt, w, (long long)RB);
   else if (!s)
-    s = kiln_cl_src_printf(c->src, "    const float r = xr[(ulong)j * %lldUL];\n", (long long)D);
-  if (!s && weighted)
+    s = kiln_cl_src_printf(c->src, "    const float r = xr[(ulong)j * %lldUL];\n", (long long)RB);
+  if (!s && u8)
+    s = kiln_cl_src_printf(c->src,
+                           "    __global const uchar *tail = x_ + xo + (ulong)j * %lldUL + %lldUL;\n"
+                           "    const float wq = %s, sc = as_float(vload4(0, tail)), bi = as_float(vload4(0, tail + 4));\n"
+                           "    acc = (acc + wq * bi) + (wq * sc) * r;\n  }\n",
+                           (long long)RB, (long long)D, weighted ? (positional ? "wt[q - s0]" : "wt[q]") : "1.0f");
+  else if (!s && weighted)
     s = kiln_cl_src_printf(c->src, "    acc += wt[%s] * r;\n  }\n", positional ? "(q - s0)" : "q");
   else if (!s)
     s = kiln_cl_src_printf(c->src, "    acc += r;\n  }\n");

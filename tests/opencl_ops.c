@@ -1427,17 +1427,42 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
  * one), positional weights, int32 and int64 indices with negative ones
  * (negative_indices = 1). Declined: negative_indices = 0, run-time
  * lengths, lengths that do not add up (the host reports them). */
-static void sls_case(const char *op, int rank, const int64_t *x, kiln_dtype idt, const int64_t *seg, int m,
-                     bool offsets, bool positional, bool neg, bool const_len) {
+/* The table as graph input 0: float32 (random), float16 (random halves) or
+ * 8-bit rowwise (tdt KILN_U8: x = [R, D + 8], random bytes, each row's
+ * scale in (0.01, 0.05) and bias in (-1, 1) as its last 8 bytes). */
+static void sls_table(kiln_dtype tdt, int rank, const int64_t *x) {
+  if (tdt == KILN_F32) {
+    t_in(rank, x);
+    return;
+  }
+  kiln_tensor t = {0};
+  if (kiln_tensor_alloc(&t, tdt, rank, x)) exit(2);
+  if (tdt == KILN_F16) {
+    for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, rnd() * 2);
+  } else {
+    int64_t rb = x[1], d = rb - 8;
+    for (int64_t r = 0; r < x[0]; r++) {
+      unsigned char *row = (unsigned char *)t.data + r * rb;
+      for (int64_t e = 0; e < d; e++) row[e] = (unsigned char)((rnd() + 1.0) * 127.99);
+      float sb[2] = {(float)(0.03 + 0.02 * rnd()), (float)rnd()};
+      memcpy(row + d, sb, sizeof sb);
+    }
+  }
+  t_in_data(tdt, rank, x, &t);
+  kiln_tensor_release(&t);
+}
+
+static void sls_case_t(const char *op, kiln_dtype tdt, int rank, const int64_t *x, kiln_dtype idt, const int64_t *seg,
+                       int m, bool offsets, bool positional, bool neg, bool const_len) {
   int64_t n = 0;
   for (int b = 0; b < m; b++) n += seg[b];
   if (offsets) n = seg[m - 1] + 3; /* the last segment: 3 indices */
   char sx[48];
-  t_begin(17, "%s table %s indices %s %s%s%s%s%s", op, kiln_shape_str(rank, x, sx, sizeof sx), kiln_dtype_name(idt),
-          offsets ? "offsets" : "lengths", const_len ? "" : " (run-time)", positional ? " positional" : "",
-          neg ? "" : " negative_indices=0", m > 1 && seg[0] != seg[1] ? " uneven" : "");
-  t_in(rank, x);
-  bool weighted = !strcmp(op, "SparseLengthsWeightedSum");
+  t_begin(17, "%s table %s %s indices %s %s%s%s%s%s", op, kiln_dtype_name(tdt), kiln_shape_str(rank, x, sx, sizeof sx),
+          kiln_dtype_name(idt), offsets ? "offsets" : "lengths", const_len ? "" : " (run-time)",
+          positional ? " positional" : "", neg ? "" : " negative_indices=0", m > 1 && seg[0] != seg[1] ? " uneven" : "");
+  sls_table(tdt, rank, x);
+  bool weighted = strstr(op, "WeightedSum") != NULL;
   if (weighted) t_in(SH(positional ? 8 : n));
   kiln_tensor ind = {0};
   if (kiln_tensor_alloc(&ind, idt, 1, &n)) exit(2);
@@ -1460,6 +1485,11 @@ static void sls_case(const char *op, int rank, const int64_t *x, kiln_dtype idt,
   if (offsets) a_int(nd, "offsets", 1);
   if (positional) a_int(nd, "positional", 1);
   t_end(1e-5, true);
+}
+
+static void sls_case(const char *op, int rank, const int64_t *x, kiln_dtype idt, const int64_t *seg, int m,
+                     bool offsets, bool positional, bool neg, bool const_len) {
+  sls_case_t(op, KILN_F32, rank, x, idt, seg, m, offsets, positional, neg, const_len);
 }
 
 static void cases_sls(void) {
@@ -1486,6 +1516,21 @@ static void cases_sls(void) {
       sls_case(ops[o], 2, x, idt, uneven, 5, false, o == 1, it == 0, false);
       sls_case(ops[o], 3, x3, idt, offs, 4, true, false, it == 1, false);
       sls_case(ops[o], 2, x, idt, even, 4, false, false, true, false);
+    }
+  /* float16 tables [R, 5, 8] and [R, 3] (vload_half), 8-bit rowwise ones of
+     64 and 21 values a row (+ 8 bytes of scale and bias), under the plain
+     names and Caffe2's Fused8BitRowwise ones */
+  static const char *f8[] = {"SparseLengthsSumFused8BitRowwise", "SparseLengthsWeightedSumFused8BitRowwise",
+                             "SparseLengthsMeanFused8BitRowwise"};
+  for (int o = 0; o < 3; o++)
+    for (int it = 0; it < 2; it++) {
+      kiln_dtype idt = it ? KILN_I32 : KILN_I64;
+      int64_t h3[3] = {12, 5, 8}, h2[2] = {9, 3}, q64[2] = {40, 72}, q21[2] = {9, 29};
+      sls_case_t(ops[o], KILN_F16, 3, h3, idt, uneven, 5, false, o == 1, true, it == 0);
+      sls_case_t(ops[o], KILN_F16, 2, h2, idt, offs, 4, true, false, it == 1, true);
+      sls_case_t(ops[o], KILN_U8, 2, q64, idt, even, 4, false, false, true, true);
+      sls_case_t(f8[o], KILN_U8, 2, q64, idt, uneven, 5, false, o == 1, it == 0, false);
+      sls_case_t(f8[o], KILN_U8, 2, q21, idt, offs, 4, true, false, true, it == 1);
     }
   /* lengths that do not add up to the 15 indices (less; more, through
      lengths near INT64_MAX whose sum would wrap to 15): declined, the host
