@@ -92,6 +92,15 @@ struct kiln_cl_op {
      its kernels wrote them, chk_aux what it keeps for the text */
   kiln_status (*chk_msg)(const struct kiln_cl_op *op, const cl_int *w);
   int64_t chk_aux[4];
+  /* chk_val (kind OPB_NONE: unused): the input whose element at the
+     position in word 4 (stored as chk_aux[0] - position, the lowest
+     position kept by atomic_max) the message names: kiln_cl_op_checked
+     reads that element into words 1, 2 before chk_msg — only after a
+     failed run. chk_val_mem / chk_val_off: its buffer and byte offset at
+     the last enqueue. */
+  opb chk_val;
+  cl_mem chk_val_mem;
+  size_t chk_val_off;
   bool chk_pending;
   bool strided; /* an operand is read through a view (kiln_cl_mm_view): no run-time rows (engine_sym) */
 };

@@ -405,25 +405,30 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   else if (!s && lk)
     s = kiln_cl_src_printf(c->src, "  const long s0 = %s_st[bc], s1 = %s_st[bc + 1];\n  if (i >= %lldUL) return;\n",
                            kiln_clop_kname(op, k), kiln_clop_kname(op, k), (long long)(M * D));
-  else if (!s) /* the segments' kernel failed: nothing to sum (its starts are not all written) */
+  else if (!s) /* the segments' kernel failed (a code in word 3): nothing to sum, its starts are not all
+                  written; the starts clamped to [0, N] (and a positional segment to the weights) all the same */
     s = kiln_cl_src_printf(c->src,
-                           "  const int bad = chk_[0];\n  const %s s0 = bad ? 0 : st_[bc], s1 = bad ? 0 : st_[bc + 1];\n"
+                           "  const int bad = chk_[3];\n"
+                           "  const %s s0 = bad ? 0 : clamp(st_[bc], (%s)0, (%s)%lld);\n"
+                           "  %s s1 = bad ? 0 : clamp(st_[bc + 1], s0, (%s)%lld);\n"
+                           "  if (s1 - s0 > (%s)%lld) s1 = s0 + (%s)%lld;\n"
                            "  if (i >= %lldUL || bad) return;\n",
-                           sty, (long long)(M * D));
-  /* an index out of range: its value (words 1, 2), code 0, its position (4, 5) */
+                           sty, sty, sty, (long long)N, sty, sty, (long long)N, sty,
+                           (long long)(positional && WN < N ? WN : N), sty, (long long)(positional && WN < N ? WN : N),
+                           (long long)(M * D));
+  /* an index out of range: the lowest position q kept as N - q in word 4
+     (atomic_max: the host's first), code 0 in word 3, the flag; its value
+     is read back by kiln_cl_op_checked (chk_val) */
   if (!s)
     s = kiln_cl_src_printf(c->src,
                            "  %s acc = (%s)(0.0f);\n"
                            "  for (%s q = s0; q < s1; q++) {\n"
                            "    const %s j0 = ind[q];\n    const %s j = %s;\n"
                            "    if (!(j >= 0 && j < %lld%s)) {\n"
-                           "      if (atomic_cmpxchg(chk_, 0, 1) == 0) { chk_[1] = (int)(j0 & 0x%s); chk_[2] = %s; "
-                           "chk_[3] = 0; chk_[4] = (int)(q & 0x%s); chk_[5] = %s; }\n"
+                           "      atomic_max(chk_ + 4, (int)(%lld%s - q));\n      atomic_xchg(chk_, 1);\n"
                            "      continue;\n    }\n",
-                           vt, vt, sty, it, it, wrap, (long long)R,
-                           ind->dtype == KILN_I32 ? "" : "L", ind->dtype == KILN_I32 ? "ffffffff" : "ffffffffL",
-                           ind->dtype == KILN_I32 ? "j0 < 0 ? -1 : 0" : "(int)(j0 >> 32)",
-                           !strcmp(sty, "int") ? "ffffffff" : "ffffffffL", !strcmp(sty, "int") ? "0" : "(int)(q >> 32)");
+                           vt, vt, sty, it, it, wrap, (long long)R, ind->dtype == KILN_I32 ? "" : "L", (long long)N,
+                           !strcmp(sty, "int") ? "" : "L");
   /* the row's W values: float32 as they are, float16 through vload_half,
      8-bit as floats (the row's scale and bias, its last 8 bytes, applied
      below as the cpu kernel applies them: (acc + w·bias) + (w·scale)·q) */
@@ -457,6 +462,7 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
     kiln_clop_checks(op, 1, &R);
     op->chk_msg = sls_msg;
     op->chk_aux[0] = N, op->chk_aux[1] = R, op->chk_aux[2] = WN, op->chk_aux[3] = neg;
+    op->chk_val = IN(ii);
   }
   if (!s && !lk) s = kiln_clop_launch(op, ks, 1, 3, (opb[]){IN(li), SCR(scr), CHK});
   if (!s) {

@@ -1642,47 +1642,114 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 9", (long long)bad);
     bad_index_runs(dev, ctx, 4, 1, bad, want);
   }
-  /* SparseLengths with run-time segments and negative_indices = 0: every
-     mistake the host decoder names, with its message, then good again */
+  /* SparseLengths with run-time segments: every mistake the host decoder
+     names, with its message, between good runs; int32 and int64 segments
+     and indices, values that need their high word, both negative_indices */
   static const struct {
-    bool offsets, positional;
+    bool offsets, positional, seg32, idx32, neg;
     int input;
     int64_t at, bad;
     const char *want;
   } sb[] = {
-      {false, false, 2, 1, -1, "LENGTHS[1] is negative (-1)"},
-      {false, false, 2, 2, 20, "LENGTHS add up to more than the 15 indices (at segment 2)"},
-      {false, false, 2, 3, 4, "LENGTHS add up to 14 but INDICES has 15 elements"},
-      {false, false, 1, 4, 60, "INDICES[4] = 60 is outside the table's 50 rows"},
-      {false, false, 1, 9, -1, "INDICES[9] = -1 is outside the table's 50 rows"},
-      {true, false, 2, 0, 2, "OFFSETS[0] is 2; the first segment must start at 0"},
-      {true, false, 2, 2, 1, "OFFSETS[2] = 1 is outside [3, 15] (offsets must be non-decreasing and at most the 15 indices)"},
-      {true, false, 2, 3, 16, "OFFSETS[3] = 16 is outside [3, 15]"},
-      {true, true, 3, 3, 11, "a segment has 8 indices but the positional WEIGHTS only 7"},
+      {false, false, true, false, false, 2, 1, -1, "LENGTHS[1] is negative (-1)"},
+      {false, false, false, false, false, 2, 1, -1099511627776, "LENGTHS[1] is negative (-1099511627776)"},
+      {false, false, true, false, false, 2, 2, 20, "LENGTHS add up to more than the 15 indices (at segment 2)"},
+      {false, false, false, false, false, 2, 2, INT64_MAX, "LENGTHS add up to more than the 15 indices (at segment 2)"},
+      {false, false, true, false, false, 2, 3, 4, "LENGTHS add up to 14 but INDICES has 15 elements"},
+      {false, false, false, true, false, 2, 3, 4, "LENGTHS add up to 14 but INDICES has 15 elements"},
+      {false, false, true, false, false, 1, 4, 60, "INDICES[4] = 60 is outside the table's 50 rows"},
+      {false, false, true, false, false, 1, 9, -1, "INDICES[9] = -1 is outside the table's 50 rows"},
+      {false, false, false, true, false, 1, 14, 50, "INDICES[14] = 50 is outside the table's 50 rows"},
+      {false, false, false, false, false, 1, 0, 1099511627779, "INDICES[0] = 1099511627779 is outside the table's 50 rows"},
+      {false, false, true, false, true, 1, 6, -51, "index -51 is out of range for a dimension of size 50"},
+      {true, false, false, true, true, 1, 2, 50, "index 50 is out of range for a dimension of size 50"},
+      {true, false, false, false, false, 2, 0, 2, "OFFSETS[0] is 2; the first segment must start at 0"},
+      {true, false, true, false, false, 2, 0, -5, "OFFSETS[0] is -5; the first segment must start at 0"},
+      {true, false, false, false, false, 2, 2, 1, "OFFSETS[2] = 1 is outside [3, 15] (offsets must be non-decreasing and at most the 15 indices)"},
+      {true, false, true, false, false, 2, 3, 16, "OFFSETS[3] = 16 is outside [3, 15]"},
+      {true, false, false, false, false, 2, 3, 1099511627776, "OFFSETS[3] = 1099511627776 is outside [3, 15]"},
+      {true, true, false, false, false, 3, 3, 11, "a segment has 8 indices but the positional WEIGHTS only 7"},
+      {false, true, true, false, false, 3, 2, 8, "LENGTHS add up to more than the 15 indices (at segment 3)"},
   };
   for (size_t k = 0; k < sizeof sb / sizeof *sb; k++) {
     bool wsum = sb[k].positional;
-    t_begin(17, "SparseLengths%s run-time %s: %s", wsum ? "WeightedSum" : "Sum", sb[k].offsets ? "offsets" : "lengths",
-            sb[k].want);
+    t_begin(17, "SparseLengths%s run-time %s %s, indices %s%s: %s", wsum ? "WeightedSum" : "Sum",
+            sb[k].seg32 ? "int32" : "int64", sb[k].offsets ? "offsets" : "lengths", sb[k].idx32 ? "int32" : "int64",
+            sb[k].neg ? " negative_indices=1" : "", sb[k].want);
     t_in(SH(50, 64));
     if (wsum) t_in(SH(7));
     kiln_tensor ind = {0}, seg = {0};
-    if (kiln_tensor_alloc(&ind, KILN_I64, 1, (int64_t[]){15}) ||
-        kiln_tensor_alloc(&seg, sb[k].offsets ? KILN_I64 : KILN_I32, 1, (int64_t[]){4}))
+    if (kiln_tensor_alloc(&ind, sb[k].idx32 ? KILN_I32 : KILN_I64, 1, (int64_t[]){15}) ||
+        kiln_tensor_alloc(&seg, sb[k].seg32 ? KILN_I32 : KILN_I64, 1, (int64_t[]){4}))
       exit(2);
     for (int q = 0; q < 15; q++) kiln_set_i(&ind, q, (q * 11) % 50);
     const int64_t lens[4] = {3, 0, 7, 5}, offs[4] = {0, 3, 3, 10};
     for (int q = 0; q < 4; q++) kiln_set_i(&seg, q, sb[k].offsets ? offs[q] : lens[q]);
-    t_in_data(KILN_I64, 1, (int64_t[]){15}, &ind);
+    t_in_data(ind.dtype, 1, (int64_t[]){15}, &ind);
     t_in_data(seg.dtype, 1, (int64_t[]){4}, &seg);
     kiln_tensor_release(&ind);
     kiln_tensor_release(&seg);
     kiln_node *nd = t_node_kiln(wsum ? "SparseLengthsWeightedSum" : "SparseLengthsSum");
     if (sb[k].offsets) a_int(nd, "offsets", 1);
     if (wsum) a_int(nd, "positional", 1);
+    if (sb[k].neg) a_int(nd, "negative_indices", 1);
     t_end(1e-5, true);
     int64_t good = sb[k].input == 1 ? (sb[k].at * 11) % 50 : sb[k].offsets ? offs[sb[k].at] : lens[sb[k].at];
     bad_value_runs(dev, ctx, sb[k].input, sb[k].at, good, sb[k].bad, sb[k].want);
+  }
+  /* several bad indices in different work items: the lowest position is
+     named, every time (20 runs), as the host names it — bag 0 holds 3000
+     indices, its last one bad, and each of the 1000 one-index bags after it
+     is bad too: an item that kept the first bad index it met would name
+     one of those (the bags' items run side by side on llvmpipe). Constant
+     and run-time lengths, both negative_indices. */
+  for (int form = 0; form < 4; form++) {
+    bool neg = form & 1, runtime = form & 2;
+    t_begin(17, "SparseLengthsSum several bad indices%s%s", neg ? " negative_indices=1" : "",
+            runtime ? " run-time lengths" : "");
+    t_in(SH(50, 8));
+    kiln_tensor ind = {0}, lt = {0};
+    if (kiln_tensor_alloc(&ind, KILN_I64, 1, (int64_t[]){4000}) || kiln_tensor_alloc(&lt, KILN_I64, 1, (int64_t[]){1001}))
+      exit(2);
+    for (int q = 0; q < 4000; q++) kiln_set_i(&ind, q, q % 50);
+    for (int q = 0; q < 1001; q++) kiln_set_i(&lt, q, q ? 1 : 3000);
+    t_in_data(KILN_I64, 1, (int64_t[]){4000}, &ind);
+    if (runtime) t_in_data(KILN_I64, 1, (int64_t[]){1001}, &lt);
+    else {
+      int64_t *lv = (int64_t *)lt.data;
+      t_const_i64(lv, 1001, false);
+    }
+    kiln_tensor_release(&ind);
+    kiln_tensor_release(&lt);
+    kiln_node *nd = t_node_kiln("SparseLengthsSum");
+    if (neg) a_int(nd, "negative_indices", 1);
+    t_end(1e-5, true);
+    tcase *c = cur;
+    kiln_cl_src src = {0};
+    cl_program p = NULL;
+    kiln_status st = prepare(c, dev, &src);
+    if (!st && c->op) st = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
+    if (!st && c->op) st = kiln_cl_op_bind(c->op, ctx, p);
+    kiln_cl_program_free(p);
+    CHECK(!st && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
+    for (int q = 2999; q < 4000; q++) kiln_set_i(&c->in[1], q, q == 2999 ? 70 : 71 + q % 7);
+    const char *want = neg ? "index 70 is out of range for a dimension of size 50"
+                           : "INDICES[2999] = 70 is outside the table's 50 rows";
+    int wrong = 0;
+    char first[300] = "";
+    for (int run = 0; run < 20 && !st && c->op; run++) {
+      kiln_tensor got[MAXIO];
+      memset(got, 0, sizeof got);
+      kiln_error_clear();
+      kiln_status r = run_case(c, ctx, got, NULL);
+      if (!(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), want)) && !wrong++)
+        snprintf(first, sizeof first, "status %d, '%s'", (int)r, kiln_last_error());
+      for (int g = 0; g < MAXIO; g++) kiln_tensor_release(&got[g]);
+    }
+    CHECK(!wrong, "%s: %d of 20 runs did not name the first bad index (%s), first: %s", c->name, wrong, want, first);
+    kiln_cl_src_free(&src);
+    case_free(c);
+    n_cases--;
   }
   /* ScatterND: the second component of a tuple out of range (dimension 1, of 3) */
   for (int it = 0; it < 2; it++) {
