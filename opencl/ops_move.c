@@ -158,7 +158,7 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
     int64_t v = kiln_get_i(ki, j);
     if (v < -len || v >= len) return KILN_OK; /* the host reports it */
   }
-  if (ind->dtype == KILN_I32 && len > INT32_MAX) return KILN_OK;
+  if ((ind->dtype == KILN_I32 && len > INT32_MAX) || K > INT32_MAX) return KILN_OK;
   const char *it = ind->dtype == KILN_I32 ? "int" : "long", *sfx = ind->dtype == KILN_I32 ? "" : "L";
   int w = gather_width(c->dev, inner);
   char vt[16];
@@ -178,12 +178,12 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
         "  const ulong in_ = i %% %lldUL, t = i / %lldUL, kk = t %% %lldUL, o = t / %lldUL;\n"
         "  /* int32 indices stay int: Mesa 22.3 rusticl miscompiles their widening to long here */\n"
         "  const %s j0 = ind_[io + kk];\n  const %s j = j0 < 0 ? j0 + %lld%s : j0;\n"
-        "  /* an index out of range reads 0 and fails the run (kiln_cl_op_checked) */\n"
-        "  if (!(j >= 0 && j < %lld%s)) {\n",
+        "  /* an index out of range reads 0 and fails the run (kiln_cl_op_checked), naming the first\n"
+        "     one, as the host does: the lowest position kk kept as K - kk (its value read back) */\n"
+        "  if (!(j >= 0 && j < %lld%s)) {\n"
+        "    atomic_max(chk_ + co + 4, (int)(%lldUL - kk));\n    atomic_xchg(chk_ + co, 1);\n  }\n",
         kiln_clop_kname(op, k), T, it, T, w, (long long)total, (long long)inner, (long long)inner, (long long)K,
-        (long long)K, it, it, (long long)len, sfx, (long long)len, sfx);
-  if (!s) s = kiln_clop_chk_src(c->src, "j0", ind->dtype == KILN_I64, "0");
-  if (!s) s = kiln_cl_src_printf(c->src, "  }\n");
+        (long long)K, it, it, (long long)len, sfx, (long long)len, sfx, (long long)K);
   if (!s && w > 1)
     s = kiln_cl_src_printf(c->src,
                            "  const %s v = (j >= 0 && j < %lld%s) ? vload%d(0, x_ + xo + (o * %lldUL + (ulong)j) * %lldUL + "
@@ -193,7 +193,10 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
     s = kiln_cl_src_printf(c->src,
                            "  y_[yo + i] = (j >= 0 && j < %lld%s) ? x_[xo + (o * %lldUL + (ulong)j) * %lldUL + in_] : 0;\n}\n",
                            (long long)len, sfx, (long long)len, (long long)inner);
-  if (!s) kiln_clop_checks(op, 1, &len);
+  if (!s) {
+    kiln_clop_checks(op, 1, &len);
+    op->chk_val = IN(1), op->chk_aux[0] = K;
+  }
   if (!s) s = kiln_clop_launch(op, k, (size_t)(total / w), 4, (opb[]){IN(0), IN(1), OUT(0), CHK});
   if (s) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "Gather axis %lld: %lld x %lld of %lld x %lld", (long long)ax, (long long)outer,

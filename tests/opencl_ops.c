@@ -1642,6 +1642,44 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 9", (long long)bad);
     bad_index_runs(dev, ctx, 4, 1, bad, want);
   }
+  /* Gather with several bad indices (positions 2999 .. 3999, the first with
+     value 70): the first by position is named, every time (20 runs) */
+  {
+    t_begin(13, "Gather several bad indices");
+    t_in(SH(50, 8));
+    kiln_tensor ind = {0};
+    if (kiln_tensor_alloc(&ind, KILN_I64, 1, (int64_t[]){4000})) exit(2);
+    for (int q = 0; q < 4000; q++) kiln_set_i(&ind, q, q % 50);
+    t_in_data(KILN_I64, 1, (int64_t[]){4000}, &ind);
+    kiln_tensor_release(&ind);
+    t_node1("Gather");
+    t_end(0, false);
+    tcase *c = cur;
+    kiln_cl_src src = {0};
+    cl_program p = NULL;
+    kiln_status st = prepare(c, dev, &src);
+    if (!st && c->op) st = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
+    if (!st && c->op) st = kiln_cl_op_bind(c->op, ctx, p);
+    kiln_cl_program_free(p);
+    CHECK(!st && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
+    for (int q = 2999; q < 4000; q++) kiln_set_i(&c->in[1], q, q == 2999 ? 70 : 71 + q % 7);
+    int wrong = 0;
+    char first[300] = "";
+    for (int run = 0; run < 20 && !st && c->op; run++) {
+      kiln_tensor got[MAXIO];
+      memset(got, 0, sizeof got);
+      kiln_error_clear();
+      kiln_status r = run_case(c, ctx, got, NULL);
+      if (!(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), "index 70 is out of range for a dimension of size 50")) &&
+          !wrong++)
+        snprintf(first, sizeof first, "status %d, '%s'", (int)r, kiln_last_error());
+      for (int g = 0; g < MAXIO; g++) kiln_tensor_release(&got[g]);
+    }
+    CHECK(!wrong, "%s: %d of 20 runs did not name the first bad index (70), first: %s", c->name, wrong, first);
+    kiln_cl_src_free(&src);
+    case_free(c);
+    n_cases--;
+  }
   /* SparseLengths with run-time segments: every mistake the host decoder
      names, with its message, between good runs; int32 and int64 segments
      and indices, values that need their high word, both negative_indices */
