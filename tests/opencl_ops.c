@@ -1576,16 +1576,24 @@ static void bad_index_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int6
 }
 
 /* The same with element `at` of graph input `input` (node input order). */
+/* The case just ended (cur) prepared into its own program (src), built
+ * and bound; a failure is counted. */
+static kiln_status bind_alone(const kiln_cl_device *dev, kiln_cl_context *ctx, kiln_cl_src *src) {
+  tcase *c = cur;
+  cl_program p = NULL;
+  kiln_status s = prepare(c, dev, src);
+  if (!s && c->op) s = kiln_cl_program_build(ctx, src->text, "-cl-std=CL1.2", &p);
+  if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
+  kiln_cl_program_free(p);
+  CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
+  return s ? s : c->op ? KILN_OK : KILN_E_INTERNAL;
+}
+
 static void bad_value_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int input, int64_t at, int64_t good,
                            int64_t bad, const char *want) {
   tcase *c = cur;
   kiln_cl_src src = {0};
-  cl_program p = NULL;
-  kiln_status s = prepare(c, dev, &src);
-  if (!s && c->op) s = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
-  if (!s && c->op) s = kiln_cl_op_bind(c->op, ctx, p);
-  kiln_cl_program_free(p);
-  CHECK(!s && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
+  kiln_status s = bind_alone(dev, ctx, &src);
   for (int run = 0; run < 3 && !s && c->op; run++) {
     kiln_set_i(&c->in[input], at, run == 1 ? bad : good);
     kiln_tensor got[MAXIO];
@@ -1601,6 +1609,32 @@ static void bad_value_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int 
             r ? kiln_last_error() : "", msg);
     for (int k = 0; k < MAXIO; k++) kiln_tensor_release(&got[k]);
   }
+  kiln_cl_src_free(&src);
+  case_free(c);
+  n_cases--;
+}
+
+/* The case just ended (cur, an op whose input 1 holds 4000 indices) bound
+ * on its own program; indices 2999 .. 3999 set out of range (2999 to 70,
+ * the others 71 ..) and run 20 times: each run must fail naming `want`,
+ * the first bad index by position (the host's choice). */
+static void first_bad_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, const char *want) {
+  tcase *c = cur;
+  kiln_cl_src src = {0};
+  kiln_status st = bind_alone(dev, ctx, &src);
+  for (int q = 2999; q < 4000; q++) kiln_set_i(&c->in[1], q, q == 2999 ? 70 : 71 + q % 7);
+  int wrong = 0;
+  char first[300] = "";
+  for (int run = 0; run < 20 && !st && c->op; run++) {
+    kiln_tensor got[MAXIO];
+    memset(got, 0, sizeof got);
+    kiln_error_clear();
+    kiln_status r = run_case(c, ctx, got, NULL);
+    if (!(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), want)) && !wrong++)
+      snprintf(first, sizeof first, "status %d, '%s'", (int)r, kiln_last_error());
+    for (int g = 0; g < MAXIO; g++) kiln_tensor_release(&got[g]);
+  }
+  CHECK(!wrong, "%s: %d of 20 runs did not name the first bad index (%s), first: %s", c->name, wrong, want, first);
   kiln_cl_src_free(&src);
   case_free(c);
   n_cases--;
@@ -1654,31 +1688,7 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     kiln_tensor_release(&ind);
     t_node1("Gather");
     t_end(0, false);
-    tcase *c = cur;
-    kiln_cl_src src = {0};
-    cl_program p = NULL;
-    kiln_status st = prepare(c, dev, &src);
-    if (!st && c->op) st = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
-    if (!st && c->op) st = kiln_cl_op_bind(c->op, ctx, p);
-    kiln_cl_program_free(p);
-    CHECK(!st && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
-    for (int q = 2999; q < 4000; q++) kiln_set_i(&c->in[1], q, q == 2999 ? 70 : 71 + q % 7);
-    int wrong = 0;
-    char first[300] = "";
-    for (int run = 0; run < 20 && !st && c->op; run++) {
-      kiln_tensor got[MAXIO];
-      memset(got, 0, sizeof got);
-      kiln_error_clear();
-      kiln_status r = run_case(c, ctx, got, NULL);
-      if (!(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), "index 70 is out of range for a dimension of size 50")) &&
-          !wrong++)
-        snprintf(first, sizeof first, "status %d, '%s'", (int)r, kiln_last_error());
-      for (int g = 0; g < MAXIO; g++) kiln_tensor_release(&got[g]);
-    }
-    CHECK(!wrong, "%s: %d of 20 runs did not name the first bad index (70), first: %s", c->name, wrong, first);
-    kiln_cl_src_free(&src);
-    case_free(c);
-    n_cases--;
+    first_bad_runs(dev, ctx, "index 70 is out of range for a dimension of size 50");
   }
   /* SparseLengths with run-time segments: every mistake the host decoder
      names, with its message, between good runs; int32 and int64 segments
@@ -1762,32 +1772,9 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     kiln_node *nd = t_node_kiln("SparseLengthsSum");
     if (neg) a_int(nd, "negative_indices", 1);
     t_end(1e-5, true);
-    tcase *c = cur;
-    kiln_cl_src src = {0};
-    cl_program p = NULL;
-    kiln_status st = prepare(c, dev, &src);
-    if (!st && c->op) st = kiln_cl_program_build(ctx, src.text, "-cl-std=CL1.2", &p);
-    if (!st && c->op) st = kiln_cl_op_bind(c->op, ctx, p);
-    kiln_cl_program_free(p);
-    CHECK(!st && c->op, "%s: prepare/bind: %s", c->name, kiln_last_error());
-    for (int q = 2999; q < 4000; q++) kiln_set_i(&c->in[1], q, q == 2999 ? 70 : 71 + q % 7);
-    const char *want = neg ? "index 70 is out of range for a dimension of size 50"
-                           : "INDICES[2999] = 70 is outside the table's 50 rows";
-    int wrong = 0;
-    char first[300] = "";
-    for (int run = 0; run < 20 && !st && c->op; run++) {
-      kiln_tensor got[MAXIO];
-      memset(got, 0, sizeof got);
-      kiln_error_clear();
-      kiln_status r = run_case(c, ctx, got, NULL);
-      if (!(r == KILN_E_INVALID_VALUE && strstr(kiln_last_error(), want)) && !wrong++)
-        snprintf(first, sizeof first, "status %d, '%s'", (int)r, kiln_last_error());
-      for (int g = 0; g < MAXIO; g++) kiln_tensor_release(&got[g]);
-    }
-    CHECK(!wrong, "%s: %d of 20 runs did not name the first bad index (%s), first: %s", c->name, wrong, want, first);
-    kiln_cl_src_free(&src);
-    case_free(c);
-    n_cases--;
+    first_bad_runs(dev, ctx,
+                   neg ? "index 70 is out of range for a dimension of size 50"
+                       : "INDICES[2999] = 70 is outside the table's 50 rows");
   }
   /* ScatterND: the second component of a tuple out of range (dimension 1, of 3) */
   for (int it = 0; it < 2; it++) {
