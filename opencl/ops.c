@@ -553,6 +553,29 @@ kiln_status kiln_clop_chk_src(kiln_cl_src *src, const char *j, bool is_long, con
                             j, j, d);
 }
 
+kiln_status kiln_clop_first_bad_src(kiln_cl_src *src, const char *chk, const char *pos, int64_t base) {
+  return kiln_cl_src_printf(src, "      atomic_max(%s + 4, (int)(%lld - (%s)));\n      atomic_xchg(%s, 1);\n", chk,
+                            (long long)base, pos, chk);
+}
+
+kiln_status kiln_clop_first_bad(kiln_cl_op *op, kiln_cl_src *src, opb in, const char *it, int64_t base) {
+  int k = 0;
+  kiln_status s = kiln_clop_kernel(op, "first_bad", &k);
+  /* int arithmetic throughout (base <= INT32_MAX): Mesa 22.3 rusticl
+     miscompiles an int widened to long in these kernels */
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "__kernel void %s(__global const %s *ind_, ulong io, __global int *chk_, ulong co) {\n"
+                           "  if (get_global_id(0) != 0 || !chk_[co] || chk_[co + 3] || chk_[co + 4] < 1) return;\n"
+                           "  const int p = %lld - chk_[co + 4];\n  const %s v = ind_[io + (ulong)p];\n"
+                           "  chk_[co + 1] = (int)(v & 0x%s); chk_[co + 2] = %s;\n"
+                           "  chk_[co + 4] = p; chk_[co + 5] = 0;\n}\n",
+                           kiln_clop_kname(op, k), it, (long long)base, it, strcmp(it, "int") ? "ffffffffL" : "ffffffff",
+                           strcmp(it, "int") ? "(int)(v >> 32)" : "v < 0 ? -1 : 0");
+  if (!s) s = kiln_clop_launch(op, k, 1, 2, (opb[]){in, CHK});
+  return s;
+}
+
 kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx) {
   if (!op || !op->chk_pending) return KILN_OK;
   op->chk_pending = false;
@@ -563,26 +586,6 @@ kiln_status kiln_cl_op_checked(kiln_cl_op *op, kiln_cl_context *ctx) {
   memset(op->chk_host, 0, sizeof op->chk_host);
   kiln_status s = kiln_cl_buffer_write(ctx, &op->chk, 0, zero, sizeof zero); /* the next run starts clean */
   if (s) return s;
-  if (op->chk_val.kind != OPB_NONE && w[3] == 0 && op->chk_val_mem) { /* the lowest bad position's value */
-    int64_t pos = op->chk_aux[0] - (int64_t)w[4];
-    size_t es = op->chk_val.kind == OPB_IN ? op->in_es[op->chk_val.idx] : 0;
-    unsigned char b[8] = {0};
-    if (pos < 0 || (es != 4 && es != 8))
-      return kiln_fail(KILN_E_INTERNAL, "node '%s': a bad index at position %lld", op->label, (long long)pos);
-    cl_int e = clEnqueueReadBuffer(ctx->queue, op->chk_val_mem, CL_TRUE, op->chk_val_off + (size_t)pos * es, es, b, 0,
-                                   NULL, NULL);
-    if (e) return kiln_cl_fail(e, "reading the bad index of node '%s'", op->label);
-    int64_t v;
-    if (es == 4) {
-      int32_t v32;
-      memcpy(&v32, b, 4);
-      v = v32;
-    } else {
-      memcpy(&v, b, 8);
-    }
-    w[1] = (cl_int)(uint32_t)((uint64_t)v & 0xffffffffu), w[2] = (cl_int)(uint32_t)((uint64_t)v >> 32);
-    w[4] = (cl_int)(uint32_t)((uint64_t)pos & 0xffffffffu), w[5] = (cl_int)(uint32_t)((uint64_t)pos >> 32);
-  }
   if (op->chk_msg) return op->chk_msg(op, w);
   long long bad = (long long)(((uint64_t)(uint32_t)w[2] << 32) | (uint32_t)w[1]);
   int d = w[3] >= 0 && w[3] < op->chk_n ? w[3] : 0;
@@ -686,11 +689,6 @@ static kiln_status run_gemm(kiln_cl_op *op, kiln_cl_context *ctx, const op_step 
 
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out) {
   kiln_status s = KILN_OK;
-  if (op->chk_val.kind != OPB_NONE) { /* where a bad index's value is read back from (kiln_cl_op_checked) */
-    size_t elems = 0;
-    s = op_arg(op, op->chk_val, in, out, &op->chk_val_mem, &elems);
-    op->chk_val_off = elems * (op->chk_val.kind == OPB_IN ? op->in_es[op->chk_val.idx] : 0);
-  }
   for (int i = 0; i < op->n_steps && !s; i++) {
     const op_step *st = &op->steps[i];
     s = st->kind == ST_KERNEL ? run_kernel(op, ctx, st, in, out) : run_gemm(op, ctx, st, in, out);

@@ -79,28 +79,22 @@ struct kiln_cl_op {
   size_t max_batch;
   size_t *work; /* 3 * max_batch offsets for batched calls */
   float *ab;    /* 2 * max_batch alphas / betas */
-  /* run-time index checks (kiln_clop_checks): a kernel that meets an index
-     out of range sets word 0 with atomic_cmpxchg(0 -> 1) and, the first to
-     do so, the index's low and high 32 bits in words 1 and 2 and which of
-     the op's dimensions it indexes in word 3; read back after each enqueue,
-     looked at by kiln_cl_op_checked */
+  /* run-time index checks (kiln_clop_checks), in KILN_CLOP_CHK_WORDS words
+     read back after each enqueue and looked at by kiln_cl_op_checked:
+     word 0 the flag. ScatterND's kernel (kiln_clop_chk_src): the first item
+     to flag writes the index's low and high 32 bits in words 1, 2 and the
+     dimension it indexes in word 3 (every item walks the tuples in order,
+     so that is the host's first). Gather's and SparseLengths' kernels
+     (kiln_clop_first_bad): the lowest bad position p kept as chk_base - p
+     in word 4 (atomic_max), then a one-item step copies that index into
+     words 1, 2 and p into 4, 5 (word 3 stays 0). chk_msg (NULL: the index
+     message) formats an op's own messages, chk_aux its numbers. */
   int chk_n; /* > 0: the op checks, against these dimension sizes */
   int64_t chk_dims[KILN_MAX_RANK];
   kiln_cl_buffer chk;
   cl_int chk_host[KILN_CLOP_CHK_WORDS];
-  /* an op's own messages (NULL: the index message above): words 1..7 as
-     its kernels wrote them, chk_aux what it keeps for the text */
   kiln_status (*chk_msg)(const struct kiln_cl_op *op, const cl_int *w);
   int64_t chk_aux[4];
-  /* chk_val (kind OPB_NONE: unused): the input whose element at the
-     position in word 4 (stored as chk_aux[0] - position, the lowest
-     position kept by atomic_max) the message names: kiln_cl_op_checked
-     reads that element into words 1, 2 before chk_msg — only after a
-     failed run. chk_val_mem / chk_val_off: its buffer and byte offset at
-     the last enqueue. */
-  opb chk_val;
-  cl_mem chk_val_mem;
-  size_t chk_val_off;
   bool chk_pending;
   bool strided; /* an operand is read through a view (kiln_cl_mm_view): no run-time rows (engine_sym) */
 };
@@ -149,6 +143,15 @@ kiln_status kiln_clop_launch_groups(kiln_cl_op *op, int k, size_t groups, int na
  * (they take CHK and print kiln_clop_chk_src's statement where one is out
  * of range): a run that meets one fails in kiln_cl_op_checked. */
 void kiln_clop_checks(kiln_cl_op *op, int n, const int64_t *dims);
+/* Gather's and SparseLengths' first-bad-index protocol (see the struct):
+ * the statement a kernel runs for a bad index at position `pos` (an int or
+ * long expression, < base <= INT32_MAX; `chk` the check words' pointer,
+ * offset), and the
+ * one-item step, launched after the op's kernels, that reads the index at
+ * the lowest such position from input `in` (element type `it`) into the
+ * check words while it is still there. */
+kiln_status kiln_clop_first_bad_src(kiln_cl_src *src, const char *chk, const char *pos, int64_t base);
+kiln_status kiln_clop_first_bad(kiln_cl_op *op, kiln_cl_src *src, opb in, const char *it, int64_t base);
 /* The statement a checking kernel runs for bad index `j` (a C expression of
  * type int or long, as given) into dimension `d` (an int expression, < n)
  * with its CHK argument named chk_ (and offset co). */

@@ -180,10 +180,11 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
         "  const %s j0 = ind_[io + kk];\n  const %s j = j0 < 0 ? j0 + %lld%s : j0;\n"
         "  /* an index out of range reads 0 and fails the run (kiln_cl_op_checked), naming the first\n"
         "     one, as the host does: the lowest position kk kept as K - kk (its value read back) */\n"
-        "  if (!(j >= 0 && j < %lld%s)) {\n"
-        "    atomic_max(chk_ + co + 4, (int)(%lldUL - kk));\n    atomic_xchg(chk_ + co, 1);\n  }\n",
+        "  if (!(j >= 0 && j < %lld%s)) {\n",
         kiln_clop_kname(op, k), T, it, T, w, (long long)total, (long long)inner, (long long)inner, (long long)K,
-        (long long)K, it, it, (long long)len, sfx, (long long)len, sfx, (long long)K);
+        (long long)K, it, it, (long long)len, sfx, (long long)len, sfx);
+  if (!s) s = kiln_clop_first_bad_src(c->src, "(chk_ + co)", "kk", K);
+  if (!s) s = kiln_cl_src_printf(c->src, "  }\n");
   if (!s && w > 1)
     s = kiln_cl_src_printf(c->src,
                            "  const %s v = (j >= 0 && j < %lld%s) ? vload%d(0, x_ + xo + (o * %lldUL + (ulong)j) * %lldUL + "
@@ -193,11 +194,9 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
     s = kiln_cl_src_printf(c->src,
                            "  y_[yo + i] = (j >= 0 && j < %lld%s) ? x_[xo + (o * %lldUL + (ulong)j) * %lldUL + in_] : 0;\n}\n",
                            (long long)len, sfx, (long long)len, (long long)inner);
-  if (!s) {
-    kiln_clop_checks(op, 1, &len);
-    op->chk_val = IN(1), op->chk_aux[0] = K;
-  }
+  if (!s) kiln_clop_checks(op, 1, &len);
   if (!s) s = kiln_clop_launch(op, k, (size_t)(total / w), 4, (opb[]){IN(0), IN(1), OUT(0), CHK});
+  if (!s) s = kiln_clop_first_bad(op, c->src, IN(1), it, K);
   if (s) return kiln_clop_fail_free(op, s);
   snprintf(op->desc, sizeof op->desc, "Gather axis %lld: %lld x %lld of %lld x %lld", (long long)ax, (long long)outer,
            (long long)K, (long long)len, (long long)inner);
@@ -409,29 +408,22 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
     s = kiln_cl_src_printf(c->src, "  const long s0 = %s_st[bc], s1 = %s_st[bc + 1];\n  if (i >= %lldUL) return;\n",
                            kiln_clop_kname(op, k), kiln_clop_kname(op, k), (long long)(M * D));
   else if (!s) /* the segments' kernel failed (a code in word 3): nothing to sum, its starts are not all
-                  written; the starts clamped to [0, N] (and a positional segment to the weights) all the same */
+                  written (when it succeeded they are in [0, N], a positional segment within the weights) */
     s = kiln_cl_src_printf(c->src,
-                           "  const int bad = chk_[3];\n"
-                           "  const %s s0 = bad ? 0 : clamp(st_[bc], (%s)0, (%s)%lld);\n"
-                           "  %s s1 = bad ? 0 : clamp(st_[bc + 1], s0, (%s)%lld);\n"
-                           "  if (s1 - s0 > (%s)%lld) s1 = s0 + (%s)%lld;\n"
+                           "  const int bad = chk_[3];\n  const %s s0 = bad ? 0 : st_[bc], s1 = bad ? 0 : st_[bc + 1];\n"
                            "  if (i >= %lldUL || bad) return;\n",
-                           sty, sty, sty, (long long)N, sty, sty, (long long)N, sty,
-                           (long long)(positional && WN < N ? WN : N), sty, (long long)(positional && WN < N ? WN : N),
-                           (long long)(M * D));
-  /* an index out of range: the lowest position q kept as N - q in word 4
-     (atomic_max: the host's first), code 0 in word 3, the flag; its value
-     is read back by kiln_cl_op_checked (chk_val) */
+                           sty, (long long)(M * D));
+  /* an index out of range: the lowest position kept (kiln_clop_first_bad),
+     code 0 in word 3 */
   if (!s)
     s = kiln_cl_src_printf(c->src,
                            "  %s acc = (%s)(0.0f);\n"
                            "  for (%s q = s0; q < s1; q++) {\n"
                            "    const %s j0 = ind[q];\n    const %s j = %s;\n"
-                           "    if (!(j >= 0 && j < %lld%s)) {\n"
-                           "      atomic_max(chk_ + 4, (int)(%lld%s - q));\n      atomic_xchg(chk_, 1);\n"
-                           "      continue;\n    }\n",
-                           vt, vt, sty, it, it, wrap, (long long)R, ind->dtype == KILN_I32 ? "" : "L", (long long)N,
-                           !strcmp(sty, "int") ? "" : "L");
+                           "    if (!(j >= 0 && j < %lld%s)) {\n",
+                           vt, vt, sty, it, it, wrap, (long long)R, ind->dtype == KILN_I32 ? "" : "L");
+  if (!s) s = kiln_clop_first_bad_src(c->src, "chk_", "q", N);
+  if (!s) s = kiln_cl_src_printf(c->src, "      continue;\n    }\n");
   /* the row's W values: float32 as they are, float16 through vload_half,
      8-bit as floats (the row's scale and bias, its last 8 bytes, applied
      below as the cpu kernel applies them: (acc + w·bias) + (w·scale)·q) */
@@ -465,7 +457,6 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
     kiln_clop_checks(op, 1, &R);
     op->chk_msg = sls_msg;
     op->chk_aux[0] = N, op->chk_aux[1] = R, op->chk_aux[2] = WN, op->chk_aux[3] = neg;
-    op->chk_val = IN(ii);
   }
   if (!s && !lk) s = kiln_clop_launch(op, ks, 1, 3, (opb[]){IN(li), SCR(scr), CHK});
   if (!s) {
@@ -479,6 +470,7 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
     a[na++] = CHK;
     s = kiln_clop_launch(op, k, (size_t)(M * D / w), na, a);
   }
+  if (!s) s = kiln_clop_first_bad(op, c->src, IN(ii), it, N);
   if (s) {
     kiln_free(st);
     return kiln_clop_fail_free(op, s);

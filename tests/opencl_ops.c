@@ -1422,11 +1422,11 @@ static void bench(const kiln_cl_device *dev, kiln_cl_context *ctx) {
 }
 
 /* kiln's SparseLengthsSum / WeightedSum / Mean (opencl/ops_move.c sls):
- * float32 tables of rows of 64 (16 floats a work item on PoCL), 24, 6 and
- * 1, uniform and uneven constant segments (lengths and offsets, an empty
- * one), positional weights, int32 and int64 indices with negative ones
- * (negative_indices = 1). Declined: negative_indices = 0, run-time
- * lengths, lengths that do not add up (the host reports them). */
+ * float32, float16 and 8-bit rowwise tables, rows of 64 (16 floats a work
+ * item on PoCL), 24, 6 and 1, uniform and uneven segments constant or at
+ * run time (lengths and offsets, an empty one), positional weights, int32
+ * and int64 indices, negative_indices 0 and 1. Declined: constant lengths
+ * that do not add up (the host reports them). */
 /* The table as graph input 0: float32 (random), float16 (random halves) or
  * 8-bit rowwise (tdt KILN_U8: x = [R, D + 8], random bytes, each row's
  * scale in (0.01, 0.05) and bias in (-1, 1) as its last 8 bytes). */
@@ -1560,22 +1560,13 @@ static void cases_sls(void) {
 
 /* ------------------------------------------------------------------ */
 
-/* Gather's and ScatterND's run-time indices out of range: the kernel flags
- * them, the run fails with the host backends' message (kiln_cl_op_checked,
- * naming the dimension's size), and the next run with good indices
- * succeeds (the flag is cleared). Both index types, a too-large and a
- * too-negative index, Gather rows of 4 (the vector form on PoCL) and of 3
- * (one element per item). */
-/* The case just ended (cur) bound on its own program, then run three
- * times with index element `at` of input 1 set to good, bad, good. */
-static void bad_value_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int input, int64_t at, int64_t good,
-                           int64_t bad, const char *want);
-static void bad_index_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int64_t at, int64_t good, int64_t bad,
-                           const char *want) {
-  bad_value_runs(dev, ctx, 1, at, good, bad, want);
-}
+/* Run-time indices out of range (Gather, ScatterND, SparseLengths): the
+ * kernel flags them, the run fails with the host backends' message
+ * (kiln_cl_op_checked), and the next run with good indices succeeds (the
+ * flag is cleared). Both index types, a too-large and a too-negative index,
+ * Gather rows of 4 (the vector form on PoCL) and of 3 (one element per
+ * item); SparseLengths' segment mistakes; several bad indices at once. */
 
-/* The same with element `at` of graph input `input` (node input order). */
 /* The case just ended (cur) prepared into its own program (src), built
  * and bound; a failure is counted. */
 static kiln_status bind_alone(const kiln_cl_device *dev, kiln_cl_context *ctx, kiln_cl_src *src) {
@@ -1589,6 +1580,9 @@ static kiln_status bind_alone(const kiln_cl_device *dev, kiln_cl_context *ctx, k
   return s ? s : c->op ? KILN_OK : KILN_E_INTERNAL;
 }
 
+/* The case just ended (cur) bound on its own program, then run three
+ * times with element `at` of graph input `input` (node input order) set to
+ * good, bad, good. */
 static void bad_value_runs(const kiln_cl_device *dev, kiln_cl_context *ctx, int input, int64_t at, int64_t good,
                            int64_t bad, const char *want) {
   tcase *c = cur;
@@ -1655,7 +1649,7 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     t_end(0, false);
     char want[96];
     snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 5", (long long)bad);
-    bad_index_runs(dev, ctx, 1, -1, bad, want);
+    bad_value_runs(dev, ctx, 1, 1, -1, bad, want);
   }
   /* SparseLengthsSum (negative_indices = 1: Gather's message), rows of 64 and of 3 */
   for (int it = 0; it < 4; it++) {
@@ -1674,7 +1668,7 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     t_end(1e-5, true);
     char want[96];
     snprintf(want, sizeof want, "index %lld is out of range for a dimension of size 9", (long long)bad);
-    bad_index_runs(dev, ctx, 4, 1, bad, want);
+    bad_value_runs(dev, ctx, 1, 4, 1, bad, want);
   }
   /* Gather with several bad indices (positions 2999 .. 3999, the first with
      value 70): the first by position is named, every time (20 runs) */
@@ -1789,7 +1783,7 @@ static void test_bad_index(const kiln_cl_device *dev, kiln_cl_context *ctx) {
     t_in(SH(2, 2));
     a_str(t_node1("ScatterND"), "reduction", "add");
     t_end(0, false);
-    bad_index_runs(dev, ctx, 3, 2, -4, "index -4 is out of range for a dimension of size 3");
+    bad_value_runs(dev, ctx, 1, 3, 2, -4, "index -4 is out of range for a dimension of size 3");
   }
 }
 

@@ -561,6 +561,9 @@ static void test_sls_tasks(void) {
      written (the empty ones inside and at the end too), bit for bit the
      serial kernel's */
   bool pool = kiln_pool_acquire() == 0;
+  CHECK(kiln_cpu_num_threads() < 2 || (pool && kiln_pool_threads() > 1),
+        "kiln_sls_run has a pool of %d threads to split over (KILN_NUM_THREADS %d)", pool ? kiln_pool_threads() : 0,
+        kiln_cpu_num_threads());
   kiln_tensor t = table(KILN_SLS_F32, ROWS, DIM);
   static float par[M * DIM];
   for (int isa = 0; isa < 2; isa++) {
