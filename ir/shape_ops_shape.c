@@ -880,7 +880,12 @@ static kiln_status split_fn(kiln_shape_call *c) {
         if (is_k(c, l.v[k], &kp) && kp < 0)
           return kiln_fail(KILN_E_MODEL, "split value %lld is negative", (long long)kp);
       if (l.consts && dconst) {
-        for (int k = 0; k < no; k++) sum += l.k[k];
+        for (int k = 0; k < no; k++) {
+          if (l.k[k] > kd - sum) /* the values are >= 0: no sum past the axis, none that overflows */
+            return kiln_fail(KILN_E_MISMATCH_SHAPE, "split sizes add up to more than the axis size %lld",
+                             (long long)kd);
+          sum += l.k[k];
+        }
         if (sum != kd)
           return kiln_fail(KILN_E_MISMATCH_SHAPE, "split sizes add up to %lld, the axis size is %lld", (long long)sum,
                            (long long)kd);

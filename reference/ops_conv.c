@@ -560,6 +560,13 @@ static kiln_status conv_attrs_read(const kiln_node *n, bool transposed, conv_att
   if (!s && transposed) s = attr_ints(n, "output_padding", &a->opad, &a->nopad);
   if (!s && transposed) s = attr_ints(n, "output_shape", &a->oshape, &a->noshape);
   if (s) return s;
+  /* an empty list is an absent one: its readers test the pointer */
+  if (!a->nks) a->ks = NULL;
+  if (!a->nst) a->st = NULL;
+  if (!a->ndl) a->dl = NULL;
+  if (!a->npads) a->pads = NULL;
+  if (!a->nopad) a->opad = NULL;
+  if (!a->noshape) a->oshape = NULL;
   struct {
     const char *name;
     const int64_t *v;
