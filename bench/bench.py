@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -398,13 +399,14 @@ def worker_main(argv):
 
 # ------------------------------------------------------------ orchestration
 
-def run_worker(args, result, timeout=3600, threads=None):
+def run_worker(args, result, timeout=3600, threads=None, extra_env=None):
     """Runs `bench.py MODE ...` in a fresh interpreter (with
-    KILN_NUM_THREADS=threads when given); returns its JSON or a failure dict
-    (with the tail of its stderr)."""
+    KILN_NUM_THREADS=threads when given, and extra_env); returns its JSON or a
+    failure dict (with the tail of its stderr)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if threads:
         env["KILN_NUM_THREADS"] = str(threads)
+    env.update(extra_env or {})
     if os.path.exists(result):
         os.unlink(result)
     cmd = [sys.executable, os.path.abspath(__file__)] + args + ["--result", result]
@@ -689,7 +691,10 @@ def main(argv):
                   onnx=manifest.get("onnx_version"), kiln_git=git_info(), plugin=os.path.abspath(a.plugin),
                   kiln_device=os.environ.get("KILN_DEVICE", "auto"), quick=a.quick,
                   reps=a.reps or ("1 (quick)" if a.quick else f"auto ({a.budget:g} s per model, {MIN_REPS}..{MAX_REPS})"),
-                  kernel_cache="none (kiln has no kernel cache yet: warm compile = a second onnxInitGraph)",
+                  kernel_cache=("compile cold: a fresh process with an empty KILN_CACHE_DIR (the driver's own "
+                                "caches, e.g. POCL_CACHE_DIR, as they are); warm: a second onnxInitGraph in "
+                                "that process (programs kept for the process, the import record); "
+                                "bench/cl_cache.py measures cold against warm with every cache controlled"),
                   timing_sched="SCHED_FIFO 1 (--realtime)" if a.realtime else "normal"),
         memcpy=mc, models={})
 
@@ -714,8 +719,14 @@ def main(argv):
         # 1. probes: a fresh process per engine (compile, one run, outputs, RSS)
         for spec, e in engines.items():
             outf = os.path.join(work, f"{name}.{spec.replace(':', '_')}.npz")
+            # kiln's disk cache starts empty for each probe, so "compile cold"
+            # is kiln's cold compile whatever earlier runs stored
+            kcache = os.path.join(work, f"kiln-cache.{name}.{spec.replace(':', '_').replace('@', '_')}")
+            shutil.rmtree(kcache, ignore_errors=True)
             p = run_worker(["_probe", "--engine", spec, "--outputs", outf] + common,
-                           os.path.join(work, f"probe.{name}.json"), threads=e["threads"])
+                           os.path.join(work, f"probe.{name}.json"), threads=e["threads"],
+                           extra_env={"KILN_CACHE_DIR": kcache} if e["kind"] == "kiln" else None)
+            shutil.rmtree(kcache, ignore_errors=True)
             e["probe"] = {k: v for k, v in p.items() if k not in ("ok",)}
             e["outputs_file"] = outf
             if not p.get("ok"):

@@ -393,7 +393,14 @@ static kiln_status conv_shape(kiln_shape_call *c, const kiln_vshape *x, const ki
   TRY(ints_attr(n, "strides", nsp, 1, st));
   TRY(ints_attr(n, "dilations", nsp, 1, dl));
   TRY(ints_attr(n, "pads", 2 * nsp, 0, pads));
-  if (transposed) TRY(ints_attr(n, "output_padding", nsp, 0, opad));
+  if (transposed) {
+    TRY(ints_attr(n, "output_padding", nsp, 0, opad));
+    for (int i = 0; i < nsp; i++) /* less than the stride or the dilation, whichever is larger */
+      if (opad[i] >= (st[i] > dl[i] ? st[i] : dl[i]))
+        return kiln_fail(KILN_E_MODEL, "output_padding[%d] = %lld; it must be less than the larger of strides[%d] = "
+                         "%lld and dilations[%d] = %lld", i, (long long)opad[i], i, (long long)st[i], i,
+                         (long long)dl[i]);
+  }
   int mode;
   TRY(pad_mode(n, &mode));
   int64_t group = kiln_attr_int(n, "group", 1);

@@ -597,6 +597,16 @@ static kiln_status conv_attrs_read(const kiln_node *n, bool transposed, conv_att
                        lists[l].name, k, nsp);
     nsp = (long)k;
   }
+  /* ConvTranspose: each output_padding value "must be less than the
+     corresponding stride/dilation dimension" (onnxruntime: less than the
+     larger of the two) */
+  for (size_t i = 0; a->opad && i < a->nopad; i++) {
+    int64_t st = a->st ? a->st[i] : 1, dl = a->dl ? a->dl[i] : 1, lim = st > dl ? st : dl;
+    if (a->opad[i] >= lim)
+      return kiln_fail(KILN_E_MODEL, "output_padding[%zu] = %lld; it must be less than the larger of strides[%zu] "
+                       "= %lld and dilations[%zu] = %lld", i, (long long)a->opad[i], i, (long long)st, i,
+                       (long long)dl);
+  }
   if (a->pad_mode != PAD_NOTSET && a->pads)
     for (size_t i = 0; i < a->npads; i++)
       if (a->pads[i])

@@ -13,6 +13,7 @@
 #include "ir/alloc.h"
 #include "ir/graph_edit.h"
 #include "ir/shape.h"
+#include "reference/exec.h"
 
 static int passed, failed, verbose;
 
@@ -554,6 +555,32 @@ static void test_errors(void) {
   add(g, "Squeeze", "x ax", "y");
   expect_fail("squeeze a dim of 3", g, KILN_E_MISMATCH_SHAPE);
   kiln_graph_free(g);
+
+  /* ConvTranspose: output_padding below max(stride, dilation), in shape
+     inference and in the reference's attribute check alike */
+  struct {
+    int64_t stride, dilation, opad;
+    kiln_status want;
+  } ct[] = {{2, 1, 1, KILN_OK}, {2, 1, 2, KILN_E_MODEL}, {2, 1, 3, KILN_E_MODEL}, {1, 4, 3, KILN_OK},
+            {1, 1, 1, KILN_E_MODEL}};
+  for (size_t c = 0; c < sizeof ct / sizeof *ct; c++) {
+    g = new_graph(13);
+    input(g, "x", KILN_F32, "1,1,2,2");
+    input(g, "w", KILN_F32, "1,1,3,3");
+    kiln_node *n = add(g, "ConvTranspose", "x w", "y");
+    set_ints(n, "strides", 2, (int64_t[]){ct[c].stride, 1});
+    set_ints(n, "dilations", 2, (int64_t[]){ct[c].dilation, 1});
+    set_ints(n, "output_padding", 2, (int64_t[]){ct[c].opad, 0});
+    char what[96];
+    snprintf(what, sizeof what, "convtranspose stride %lld dilation %lld output_padding %lld", (long long)ct[c].stride,
+             (long long)ct[c].dilation, (long long)ct[c].opad);
+    expect_fail(what, g, ct[c].want);
+    kiln_status rs = kiln_ref_check_graph(g);
+    check(rs == ct[c].want && (!rs || strstr(kiln_last_error(), "output_padding[0]")), "%s: reference check %s (%s)",
+          what, kiln_status_name(rs), rs ? kiln_last_error() : "");
+    kiln_error_clear();
+    kiln_graph_free(g);
+  }
 
   /* a symbol squeezed is unified with 1 */
   g = new_graph(13);
