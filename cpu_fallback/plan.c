@@ -103,6 +103,14 @@ struct kiln_cpu_plan {
      time), each set of values gets its own plan, compiled with those inputs
      as constants and cached (KILN_CPU_VARIANTS, least recently used out) */
   kiln_graph *orig;     /* the graph as given, kept to specialise */
+  /* shapes the symbols cannot settle (KILN_E_SYMBOLIC_SHAPE: a symbolic dim
+     broadcast or matched against a constant it need not equal): a plan made
+     with by_shape_ok (the graph's own, an observing one) compiles a variant
+     for a run's concrete input dims when the symbolic plan cannot take them
+     — always when its inference failed so (by_shape: nothing else is
+     planned), else when a run's dims contradict a value the inference
+     recorded (N broadcast against 6 recorded N = 6; a run with N = 1) */
+  bool by_shape_ok, by_shape;
   int n_spec;
   int *spec;            /* indices into orig->inputs */
   struct variant {
@@ -135,7 +143,11 @@ kiln_status kiln_cpu_check(const kiln_graph *g) {
   kiln_status s = kiln_ref_check_graph(g);
   if (s) return s;
   kiln_shapes *sh;
-  if ((s = kiln_shapes_infer(g, &sh))) return s;
+  if ((s = kiln_shapes_infer(g, &sh))) {
+    if (s != KILN_E_SYMBOLIC_SHAPE) return s;
+    kiln_error_clear(); /* a run's concrete dims decide (prepare) */
+    return KILN_OK;
+  }
   kiln_shapes_free(sh);
   return KILN_OK;
 }
@@ -714,9 +726,10 @@ done:
   return s;
 }
 
-static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mode, kiln_cpu_plan **out);
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode,
+                           kiln_cpu_plan **out);
 
-kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) { return prepare(g0, true, 0, out); }
+kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) { return prepare(g0, true, true, 0, out); }
 
 /* The graph inputs worth specialising on: integer tensors of rank <= 1
  * (shapes, axes, pads, repeats, sizes) — only when some shape of the plan
@@ -757,7 +770,8 @@ static int64_t *conv_planes(const kiln_graph *g, const kiln_shapes *sh) {
   return pl;
 }
 
-static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mode, kiln_cpu_plan **out) {
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode,
+                           kiln_cpu_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
   if (s) return s;
@@ -776,7 +790,21 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, int obs_mo
   if ((s = kiln_cpu_pretranspose(g, NULL))) goto fail; /* prepack.h: constant Gemm B stored [K, N] once */
   if (!obs_mode && (s = kiln_embedding_bags(g, &p->st.bags))) goto fail; /* bags.h: Gather-Mul-ReduceSum as one */
   if ((s = kiln_ref_check_graph(g))) goto fail;
-  if ((s = kiln_shapes_infer(g, &p->sh))) goto fail;
+  if ((s = kiln_shapes_infer(g, &p->sh))) {
+    if (s != KILN_E_SYMBOLIC_SHAPE || !by_shape_ok) goto fail;
+    /* only a run's concrete dims settle the shapes: a plan per input-shape
+       set (shape_variant), this one keeps nothing else */
+    kiln_log(KILN_LOG_INFO, "cpu plan: %s; planned per input-shape set at each run", kiln_last_error());
+    kiln_error_clear();
+    kiln_cpu_release(p);
+    if (!(p = kiln_calloc(1, sizeof *p))) return kiln_fail(KILN_E_NOMEM, "out of memory compiling a plan");
+    p->obs_mode = obs_mode;
+    p->by_shape_ok = p->by_shape = true;
+    p->st.nodes_in = g0->n_nodes;
+    *out = p;
+    return KILN_OK;
+  }
+  p->by_shape_ok = by_shape_ok;
   {
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
     int64_t *planes = conv_planes(g, p->sh); /* which 1x1 Convs the lanes-over-channels tiles will take */
@@ -1731,7 +1759,7 @@ static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kil
     d->values[v].is_input = false;
   }
   d->n_inputs = kept;
-  if ((s = prepare(d, false, p->obs_mode, &sub))) goto done;
+  if ((s = prepare(d, false, false, p->obs_mode, &sub))) goto done;
   kiln_log(KILN_LOG_INFO, "cpu plan: specialised on the values of %d shape-setting input%s", p->n_spec,
            p->n_spec == 1 ? "" : "s");
   kiln_free(p->var[slot].key);
@@ -1745,6 +1773,104 @@ done:
   kiln_graph_free(d);
   kiln_cpu_release(sub);
   return s;
+}
+
+/* Whether this run's input dims fit p's symbolic input shapes (each binds
+ * a free symbol or equals what the shapes give); a dtype, rank or missing
+ * input is left to bind_inputs to report. p->vals is scratch here. */
+static bool inputs_fit(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound) {
+  const kiln_graph *g = p->g;
+  kiln_symtab *tab = p->sh->tab;
+  for (int k = 0; k < p->nsym; k++) p->vals[k] = KILN_DIM_UNSET;
+  for (int i = 0; i < g->n_inputs; i++) {
+    int v = g->inputs[i];
+    if (g->values[v].init) continue;
+    int v0 = kiln_graph_find_value(g0, g->values[v].name);
+    const kiln_tensor *t = bound && v0 >= 0 ? bound[v0] : NULL;
+    const kiln_vshape *x = &p->sh->v[v];
+    if (!t || t->dtype != x->dtype || t->rank != x->rank) continue;
+    for (int d = 0; d < t->rank; d++) {
+      int sym = kiln_dimx_as_sym(tab, x->dims[d]);
+      int64_t want;
+      if (sym >= 0 && p->vals[sym] == KILN_DIM_UNSET && !kiln_sym_value(tab, sym, &want)) {
+        p->vals[sym] = t->dims[d];
+        continue;
+      }
+      if (kiln_dimx_eval(tab, x->dims[d], p->vals, p->nsym, &want)) {
+        kiln_error_clear();
+        continue;
+      }
+      if (want != t->dims[d]) return false;
+    }
+  }
+  return true;
+}
+
+/* The plan for this run's concrete input dims when p cannot take them
+ * (p->by_shape, or inputs_fit fails): the graph as given with every runtime
+ * input's dims made concrete, compiled on first sight and cached among the
+ * variants (its key starts with -1; a specialisation's with a dtype), NULL
+ * to run p itself. */
+static kiln_status shape_variant(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound,
+                                 kiln_cpu_plan **out) {
+  *out = NULL;
+  if (!p->by_shape && inputs_fit(p, g0, bound)) return KILN_OK;
+  int nkey = 1;
+  for (int i = 0; i < g0->n_inputs; i++) {
+    const kiln_tensor *t = bound ? bound[g0->inputs[i]] : NULL;
+    if (!g0->values[g0->inputs[i]].init && t) nkey += 2 + t->rank;
+  }
+  int64_t *k = kiln_malloc(sizeof *k * (size_t)nkey);
+  if (!k) return kiln_fail(KILN_E_NOMEM, "out of memory specialising a plan");
+  int n = 0;
+  k[n++] = -1;
+  for (int i = 0; i < g0->n_inputs; i++) {
+    const kiln_tensor *t = bound ? bound[g0->inputs[i]] : NULL;
+    if (g0->values[g0->inputs[i]].init || !t) continue;
+    k[n++] = t->dtype, k[n++] = t->rank;
+    for (int d = 0; d < t->rank; d++) k[n++] = t->dims[d];
+  }
+  p->clock++;
+  int slot = 0;
+  for (int v = 0; v < KILN_CPU_VARIANTS; v++) {
+    struct variant *x = &p->var[v];
+    if (x->plan && x->nkey == nkey && !memcmp(x->key, k, sizeof *k * (size_t)nkey)) {
+      x->used = p->clock;
+      kiln_free(k);
+      *out = x->plan;
+      return KILN_OK;
+    }
+    if (!p->var[v].plan || p->var[v].used < p->var[slot].used) slot = v;
+    if (!p->var[slot].plan) break;
+  }
+  kiln_graph *d = NULL;
+  kiln_cpu_plan *sub = NULL;
+  kiln_status s = kiln_edit_clone(g0, &d);
+  for (int i = 0; !s && i < d->n_inputs; i++) {
+    kiln_value *val = &d->values[d->inputs[i]];
+    const kiln_tensor *t = bound ? bound[g0->inputs[i]] : NULL;
+    if (val->init || !t) continue;
+    for (int j = 0; j < val->type.rank; j++) kiln_free(val->type.dims[j].param);
+    val->type.kind = KILN_TYPE_TENSOR;
+    val->type.dtype = t->dtype;
+    val->type.rank = t->rank;
+    for (int j = 0; j < t->rank; j++) val->type.dims[j] = (kiln_dim){t->dims[j], NULL};
+  }
+  /* may specialise on values itself; never again by shape (its inputs are
+     concrete: a KILN_E_SYMBOLIC_SHAPE left is a data-dependent dim's) */
+  if (!s) s = prepare(d, true, false, p->obs_mode, &sub);
+  if (s) {
+    kiln_free(k);
+    kiln_graph_free(d);
+    return s;
+  }
+  kiln_log(KILN_LOG_INFO, "cpu plan: a variant for this run's input dims");
+  kiln_free(p->var[slot].key);
+  kiln_cpu_release(p->var[slot].plan);
+  p->var[slot] = (struct variant){k, nkey, sub, p->clock};
+  kiln_graph_free(d);
+  *out = sub;
+  return KILN_OK;
 }
 
 /* Makes a run's working memory at the plan's first run (all zero): the
@@ -1782,8 +1908,13 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   if (obs && kiln_obs_graph(obs) != g0) obs = NULL;
   int mode = kiln_cpu_obs_mode(obs);
   if (mode && !p->obs_mode) {
-    if (!p->obs_plan[mode - 1] && (s = prepare(g0, true, mode, &p->obs_plan[mode - 1]))) return s;
+    if (!p->obs_plan[mode - 1] && (s = prepare(g0, true, true, mode, &p->obs_plan[mode - 1]))) return s;
     return kiln_cpu_run(p->obs_plan[mode - 1], g0, bound, outs);
+  }
+  if (p->by_shape_ok) {
+    kiln_cpu_plan *v;
+    if ((s = shape_variant(p, g0, bound, &v))) return s;
+    if (v) return kiln_cpu_run(v, g0, bound, outs);
   }
   if (p->n_spec) {
     kiln_cpu_plan *v;

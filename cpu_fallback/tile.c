@@ -100,7 +100,8 @@ int kiln_tile_seq_runs(const kiln_tile_prog *tp) { return tp->bound ? tp->n_seq 
 int kiln_tile_gelu_chains(const kiln_tile_prog *tp) { return tp->bound ? tp->n_gelu : 0; }
 
 static bool tile_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_BOOL; }
-/* Types an expression may compute in: float32 (F64 intermediates are kept in float32 too) and bool. */
+/* Types an expression may compute in: float32 (the spec's own F64 intermediates are kept in float32 too;
+ * a group with float64 values of the graph is declined) and bool. */
 static bool expr_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_F64 || t == KILN_BOOL; }
 
 static kiln_status decline(char *why, size_t size, const char *fmt, const char *a) {
@@ -136,6 +137,8 @@ kiln_status kiln_tile_compile(const kiln_fuse_spec *sp, kiln_tile_prog **out, ch
   if (sp->n_red > 0) return decline(why, size, "%s", "reductions");
   if (sp->pool >= 0 && sp->anchor < 0) return decline(why, size, "%s", "a pooling without an anchor");
   if (sp->n_store < 1) return decline(why, size, "%s", "no store");
+  /* the tiles keep float64 intermediates in float32: not the model's own doubles */
+  if (kiln_fuse_spec_f64_values(sp)) return decline(why, size, "%s", "float64 values of the graph");
   for (int a = 0; a < sp->n_access; a++) {
     const kiln_fuse_access *x = &sp->access[a];
     if (x->reduced || x->own_shape) return decline(why, size, "%s", "a reduced or alias accessor");

@@ -191,3 +191,14 @@ kiln_status kiln_fuse_spec_bind(kiln_fuse_spec *sp, const int64_t *vals, int n_v
   sp->bound = true;
   return KILN_OK;
 }
+
+bool kiln_fuse_spec_f64_values(const kiln_fuse_spec *sp) {
+  for (int k = 0; k < sp->n_nodes; k++) {
+    const kiln_node *n = &sp->g->nodes[sp->nodes[k]];
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j] >= 0 && sp->sh->v[n->in[j]].dtype == KILN_F64) return true;
+    for (int j = 0; j < n->n_out; j++)
+      if (n->out[j] >= 0 && sp->sh->v[n->out[j]].dtype == KILN_F64) return true;
+  }
+  return false;
+}

@@ -181,6 +181,12 @@ typedef struct kiln_fuse_spec {
   } *vexpr;
 } kiln_fuse_spec;
 
+/* Whether a node of the group reads or writes a float64 value of the graph
+ * (a model that casts to double asks for double's range and precision):
+ * the backends that keep the spec's own float64 intermediates in float32
+ * (the cpu tiles; OpenCL when no buffer is float64) must not do so here. */
+bool kiln_fuse_spec_f64_values(const kiln_fuse_spec *sp);
+
 /* Makes the concrete maps and sizes at symbol values vals (indexed by
  * symbol id, KILN_DIM_UNSET for none; NULL: only values the model fixes).
  * On failure (an unknown dim, a map deeper than KILN_VIEWS_MAX_DEPTH, a map

@@ -85,6 +85,7 @@ const char *kiln_status_name(kiln_status s) {
   case KILN_E_DEVICE_RESOURCES: return "out of device resources";
   case KILN_E_DEVICE_LOST: return "device lost";
   case KILN_E_INTERNAL: return "internal error";
+  case KILN_E_SYMBOLIC_SHAPE: return "shape decided by the run's sizes";
   }
   return "unknown status";
 }

@@ -23,7 +23,10 @@ typedef enum kiln_status {
   KILN_E_DEVICE_MEMORY,      /* the device's memory is exhausted */
   KILN_E_DEVICE_RESOURCES,   /* other device resources are (queues, registers…) */
   KILN_E_DEVICE_LOST,        /* the device went away */
-  KILN_E_INTERNAL            /* broken invariant inside kiln */
+  KILN_E_INTERNAL,           /* broken invariant inside kiln */
+  KILN_E_SYMBOLIC_SHAPE      /* symbolic dims not provably compatible: equal (or
+                                broadcastable) for some sizes of their symbols
+                                only, so only a run's concrete sizes decide */
 } kiln_status;
 
 /* Sets the thread-local last-error message (printf format) and returns s.

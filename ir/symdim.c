@@ -1443,6 +1443,10 @@ kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *
   char ba[128], bb[128], ca[128], cb[128];
   kiln_dimx_str(t, a, ba, sizeof ba), kiln_dimx_str(t, b, bb, sizeof bb);
   kiln_dimx_str(t, sa, ca, sizeof ca), kiln_dimx_str(t, sb, cb, sizeof cb);
-  return kiln_fail(KILN_E_MISMATCH_SHAPE, "%s%s%s%s vs %s%s%s%s", ba, sa != a ? " (=" : "", sa != a ? ca : "",
+  /* two constants, or a difference that cannot be 0 for any sizes of the
+     symbols, differ for every run; otherwise some sizes make them equal */
+  bool never = (kiln_dimx_is_const(t, sa, NULL) && kiln_dimx_is_const(t, sb, NULL)) ||
+               (diff_range(t, sa, sb, &d) && (d.lo > 0 || d.hi < 0));
+  return kiln_fail(never ? KILN_E_MISMATCH_SHAPE : KILN_E_SYMBOLIC_SHAPE, "%s%s%s%s vs %s%s%s%s", ba, sa != a ? " (=" : "", sa != a ? ca : "",
                    sa != a ? ")" : "", bb, sb != b ? " (=" : "", sb != b ? cb : "", sb != b ? ")" : "");
 }

@@ -107,8 +107,11 @@ const char *kiln_dimx_str(const kiln_symtab *t, kiln_dimx x, char *buf, int size
  * provably equal (after substituting recorded values); when one is a
  * constant c >= 1 (within the symbol's max) and the other a bare symbol
  * without a value, records symbol = c and *out = c. Otherwise fails with
- * KILN_E_MISMATCH_SHAPE, message "a vs b" (the caller prefixes the tensor
- * and dim with kiln_error_prefix). */
+ * message "a vs b" (the caller prefixes the tensor and dim with
+ * kiln_error_prefix): KILN_E_MISMATCH_SHAPE when they differ for every size
+ * of their symbols (two constants, a difference whose range excludes 0),
+ * KILN_E_SYMBOLIC_SHAPE when some sizes make them equal ((H+1)/2 vs 4, M vs
+ * S): a backend then decides with a run's concrete sizes. */
 kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *out);
 
 #endif

@@ -1495,8 +1495,8 @@ static kiln_status alias_copy(const kiln_fuse_spec *spec, int alias, const kiln_
 /* A working copy of a spec for the anchor and reduction printers: float64
  * intermediates (BatchNormalization, Softmax, LayerNormalization expand in
  * double) computed in float32 when no buffer the spec reads or writes is
- * float64 (as the cpu tile executor does; always on a device without
- * cl_khr_fp64). */
+ * float64 and no node of it has a float64 value of the graph (as the cpu
+ * tile executor does; always on a device without cl_khr_fp64). */
 typedef struct fspec {
   kiln_fuse_spec sp;
   kiln_fuse_expr *expr;
@@ -1537,6 +1537,7 @@ static kiln_status fspec_make(const kiln_fuse_spec *sp, const kiln_cl_device_inf
                        sp->g->values[value].name, kiln_dtype_name(t));
     buf64 |= t == KILN_F64;
   }
+  buf64 |= kiln_fuse_spec_f64_values(sp); /* the model's own doubles stay double */
   f->sp = *sp;
   f->expr = kiln_malloc(sizeof *f->expr * (size_t)(sp->n_expr + 1));
   f->red = kiln_malloc(sizeof *f->red * (size_t)(sp->n_red + 1));

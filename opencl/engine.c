@@ -119,7 +119,11 @@ kiln_status kiln_cl_engine_check(const kiln_graph *g) {
   kiln_status s = kiln_ref_check_graph(g);
   if (s) return s;
   kiln_shapes *sh;
-  if ((s = kiln_shapes_infer(g, &sh))) return s;
+  if ((s = kiln_shapes_infer(g, &sh))) {
+    if (s != KILN_E_SYMBOLIC_SHAPE) return s;
+    kiln_error_clear(); /* a run's concrete dims decide: variants are per input-shape set */
+    return KILN_OK;
+  }
   kiln_shapes_free(sh);
   return KILN_OK;
 }
@@ -268,14 +272,23 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
   kiln_cl_cache_view rec = {0}; /* g borrows it */
-  if ((s = kiln_cl_rewrite(p->orig, g0_key, p->dump_stem[0] ? p->dump_stem : NULL,
-                           mode && ((mode - 1) & KILN_CL_OBS_KEEP), &g, &sh, &rst, &rec)))
-    goto fail;
+  s = kiln_cl_rewrite(p->orig, g0_key, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP),
+                      &g, &sh, &rst, &rec);
+  /* shapes only a run's concrete dims settle (ir/symdim.h
+     KILN_E_SYMBOLIC_SHAPE): no probe; every variant is made for a run's
+     dims anyway, and any small integer input may set shapes */
+  bool no_probe = s == KILN_E_SYMBOLIC_SHAPE;
+  if (no_probe) {
+    kiln_log(KILN_LOG_INFO, "opencl plan: %s; variants per input-shape set", kiln_last_error());
+    kiln_error_clear();
+    s = KILN_OK;
+  }
+  if (s) goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp2);
   kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",
            (double)(tp1.tv_sec - tp0.tv_sec) * 1e3 + (double)(tp1.tv_nsec - tp0.tv_nsec) / 1e6,
            (double)(tp2.tv_sec - tp1.tv_sec) * 1e3 + (double)(tp2.tv_nsec - tp1.tv_nsec) / 1e6);
-  bool dyn = has_data_dependent(sh);
+  bool dyn = !no_probe && has_data_dependent(sh);
   p->spec = kiln_calloc((size_t)g0->n_inputs + 1, sizeof *p->spec);
   if (!p->spec) {
     kiln_graph_free(g);
@@ -291,8 +304,9 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
     /* shape-setting inputs: small integer tensors (shapes, axes, pads) and
        small float ones (Resize scales, Range bounds, OneHot depth) */
     kiln_dtype dt = val->type.dtype;
-    if (dyn && (dt == KILN_I64 || dt == KILN_I32 || dt == KILN_F32 || dt == KILN_F64) && val->type.rank >= 0 &&
-        val->type.rank <= 1) {
+    bool small = val->type.rank >= 0 && val->type.rank <= 1;
+    if (small && ((dyn && (dt == KILN_I64 || dt == KILN_I32 || dt == KILN_F32 || dt == KILN_F64)) ||
+                  (no_probe && (dt == KILN_I64 || dt == KILN_I32)))) { /* no probe: integer ones may */
       p->spec[i] = true;
       all_known = false;
     }

@@ -626,10 +626,18 @@ static void test_unify(void) {
   st = kiln_dim_unify(T, n, K(32), &out);
   CHECK(st == KILN_E_MISMATCH_SHAPE && !strcmp(kiln_last_error(), "N (=64) vs 32"), "N=64 vs 32: %s",
         kiln_last_error());
+  /* equal for some sizes only: KILN_E_SYMBOLIC_SHAPE (a run's sizes decide);
+     never equal: KILN_E_MISMATCH_SHAPE */
   st = kiln_dim_unify(T, m, s, &out);
-  CHECK(st == KILN_E_MISMATCH_SHAPE && !strcmp(kiln_last_error(), "M vs S"), "M vs S: %s", kiln_last_error());
+  CHECK(st == KILN_E_SYMBOLIC_SHAPE && !strcmp(kiln_last_error(), "M vs S"), "M vs S: %s %s", kiln_status_name(st),
+        kiln_last_error());
   st = kiln_dim_unify(T, MUL(K(2), s), K(8), &out);
-  CHECK(st == KILN_E_MISMATCH_SHAPE && !strcmp(kiln_last_error(), "2*S vs 8"), "2*S vs 8: %s", kiln_last_error());
+  CHECK(st == KILN_E_SYMBOLIC_SHAPE && !strcmp(kiln_last_error(), "2*S vs 8"), "2*S vs 8: %s %s",
+        kiln_status_name(st), kiln_last_error());
+  st = kiln_dim_unify(T, ADD(s, K(1)), s, &out);
+  CHECK(st == KILN_E_MISMATCH_SHAPE, "S+1 vs S never equal: %s %s", kiln_status_name(st), kiln_last_error());
+  st = kiln_dim_unify(T, MUL(K(2), s), K(1), &out);
+  CHECK(st == KILN_E_MISMATCH_SHAPE, "2*S vs 1 never equal (S >= 1): %s %s", kiln_status_name(st), kiln_last_error());
   st = kiln_dim_unify(T, s, K(0), &out);
   CHECK(st == KILN_E_MISMATCH_SHAPE && !kiln_sym_value(T, 1, &v), "S vs 0 refused, nothing recorded");
   MUST(kiln_sym_set_max(T, 1, 16), "max S");

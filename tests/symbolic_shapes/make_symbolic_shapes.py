@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Generate kiln's symbolic-shape suite: models whose symbolic input dims
+meet constants in ways only a run's concrete sizes settle — a dim_param
+broadcast against a constant (it may be 1 or equal it), a Conv output
+size (H+1)/2 added to a constant 4 (true for H = 7 and 8 only), a stepped
+Slice of a symbolic dim fed to a MatMul with a constant inner dim. Symbolic
+inference cannot prove these dims compatible for every size
+(ir/symdim.h, KILN_E_SYMBOLIC_SHAPE); the backends must still run every
+valid size. Each case has several data sets of different sizes, run by
+tests/conformance one after the other on one onnxInitGraph:
+
+    test_sym_<case>/model.onnx
+    test_sym_<case>/test_data_set_K/input_J.pb, output_J.pb
+
+The expected outputs come from onnxruntime (CPU provider, graph
+optimisations off), an oracle independent of kiln.
+
+Requirements: onnx, onnxruntime, numpy (bench/requirements.txt; e.g.
+build/bench/venv/bin/python tests/symbolic_shapes/make_symbolic_shapes.py).
+"""
+import os
+import shutil
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+F = TensorProto.FLOAT
+
+
+def write_case(name, model, runs):
+    """runs: a list of input dicts, one data set each."""
+    onnx.checker.check_model(model, full_check=False)
+    d = os.path.join(HERE, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    data = model.SerializeToString()
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(data)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    in_names = [i.name for i in model.graph.input]
+    out_names = [o.name for o in model.graph.output]
+    for k, feeds in enumerate(runs):
+        ds = os.path.join(d, f"test_data_set_{k}")
+        os.makedirs(ds)
+        outs = sess.run(out_names, feeds)
+        for j, n in enumerate(in_names):
+            with open(os.path.join(ds, f"input_{j}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(feeds[n], n).SerializeToString())
+        for j, (n, o) in enumerate(zip(out_names, outs)):
+            with open(os.path.join(ds, f"output_{j}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(o, n).SerializeToString())
+    print(f"{name}: {len(runs)} data sets")
+
+
+def model(nodes, inputs, outputs, inits=(), opset=13):
+    g = helper.make_graph(nodes, "sym", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def main():
+    rng = np.random.default_rng(7)
+    r = lambda *s: rng.standard_normal(s).astype(np.float32)
+
+    # x[2,K] + r[2,6]: K is 6 or 1 (broadcast); runs K = 6, 1, 6
+    m = model([helper.make_node("Add", ["x", "r"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+              [helper.make_tensor_value_info("x", F, [2, "K"]), helper.make_tensor_value_info("r", F, [2, 6])],
+              [helper.make_tensor_value_info("z", F, [2, 6])])
+    write_case("test_sym_broadcast_one", m,
+               [{"x": r(2, 6), "r": r(2, 6)}, {"x": r(2, 1), "r": r(2, 6)}, {"x": r(2, 6), "r": r(2, 6)}])
+
+    # the same with the constant side an initializer, and a leading symbolic
+    # batch N that a [1,6] constant broadcasts over (N stays free)
+    m = model([helper.make_node("Mul", ["x", "c"], ["y"]), helper.make_node("Sigmoid", ["y"], ["z"])],
+              [helper.make_tensor_value_info("x", F, ["N", "K"])],
+              [helper.make_tensor_value_info("z", F, ["N", 6])],
+              [numpy_helper.from_array(r(1, 6), "c")])
+    write_case("test_sym_broadcast_one_const", m,
+               [{"x": r(3, 6)}, {"x": r(3, 1)}, {"x": r(5, 1)}, {"x": r(1, 6)}])
+
+    # Conv stride 2 pads 1 over a symbolic H x W, then + a [1,3,4,4] tensor:
+    # (H+1)/2 = 4 for H = 7 and 8
+    w = r(3, 2, 3, 3)
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+               helper.make_node("Add", ["c", "res"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+              [helper.make_tensor_value_info("x", F, [1, 2, "H", "W"]),
+               helper.make_tensor_value_info("res", F, [1, 3, 4, 4])],
+              [helper.make_tensor_value_info("z", F, [1, 3, 4, 4])],
+              [numpy_helper.from_array(w, "w")])
+    write_case("test_sym_conv_residual", m,
+               [{"x": r(1, 2, 8, 8), "res": r(1, 3, 4, 4)}, {"x": r(1, 2, 7, 8), "res": r(1, 3, 4, 4)},
+                {"x": r(1, 2, 7, 7), "res": r(1, 3, 4, 4)}])
+
+    # Slice(step 2) over a symbolic K, then MatMul with W[6,4]: K = 11 or 12
+    m = model([helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+               helper.make_node("MatMul", ["s", "w"], ["y"])],
+              [helper.make_tensor_value_info("x", F, [2, "K"])],
+              [helper.make_tensor_value_info("y", F, [2, 4])],
+              [numpy_helper.from_array(np.array([0], np.int64), "st"),
+               numpy_helper.from_array(np.array([1000], np.int64), "en"),
+               numpy_helper.from_array(np.array([1], np.int64), "ax"),
+               numpy_helper.from_array(np.array([2], np.int64), "sp"),
+               numpy_helper.from_array(r(6, 4), "w")])
+    write_case("test_sym_matmul_slice", m, [{"x": r(2, 12)}, {"x": r(2, 11)}, {"x": r(2, 12)}])
+
+
+if __name__ == "__main__":
+    main()
