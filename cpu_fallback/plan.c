@@ -805,6 +805,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
     return KILN_OK;
   }
   p->by_shape_ok = by_shape_ok;
+  if ((s = kiln_ref_check_types(g, p->sh))) goto fail; /* the fused tiles call no kernel's type check */
   {
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
     int64_t *planes = conv_planes(g, p->sh); /* which 1x1 Convs the lanes-over-channels tiles will take */

@@ -195,7 +195,10 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, cons
   if (bags) kiln_log(KILN_LOG_INFO, "opencl: %d embedding bag%s as SparseLengthsWeightedSum", bags, bags == 1 ? "" : "s");
   if (!s) s = kiln_ref_check_graph(*g);
   if (!s) s = kiln_shapes_infer(*g, sh);
+  if (!s) s = kiln_ref_check_types(*g, *sh); /* generated kernels call no kernel's type check */
   if (s) {
+    kiln_shapes_free(*sh);
+    *sh = NULL;
     kiln_graph_free(*g);
     *g = NULL;
   }

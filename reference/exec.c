@@ -15,6 +15,21 @@ kiln_status kiln_ref_check_graph(const kiln_graph *g) {
   return KILN_OK;
 }
 
+kiln_status kiln_ref_check_types(const kiln_graph *g, const kiln_shapes *sh) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kiln_node *n = &g->nodes[i];
+    const kiln_op_def *d = kiln_ref_find_op(n->domain, n->op_type);
+    if (!d || !d->types || n->n_in < 1 || n->in[0] < 0) continue;
+    const kiln_vshape *x = &sh->v[n->in[0]];
+    kiln_dtype t = x->dtype;
+    if (x->rank < 0 || t == KILN_UNDEFINED || ((unsigned)t < 32 && (d->types & KILN_T(t)))) continue;
+    char lbl[256];
+    return kiln_fail(KILN_E_UNSUPPORTED_DTYPE, "node %s (%s): input 0 has data type %s, which %s does not accept",
+                     kiln_node_label(g, n, lbl, sizeof lbl), n->op_type, kiln_dtype_name(t), n->op_type);
+  }
+  return KILN_OK;
+}
+
 kiln_status kiln_ref_run(const kiln_graph *g, const kiln_tensor *const *bound, kiln_tensor *outs) {
   kiln_obs *obs = kiln_obs_run_current();
   return kiln_ref_run_observed(g, bound, outs, obs && kiln_obs_graph(obs) == g ? obs : NULL);

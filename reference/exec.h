@@ -6,9 +6,16 @@
 #ifndef KILN_REFERENCE_EXEC_H
 #define KILN_REFERENCE_EXEC_H
 #include "ir/graph.h"
+#include "ir/shape.h"
 
 /* Checks every node of g against the reference op tables. */
 kiln_status kiln_ref_check_graph(const kiln_graph *g);
+/* Checks each node's input 0 against its operator's accepted data types with
+ * the types shape inference gave the values (sh, ir/shape.h): what kiln_ref_check_graph checks of declared types, and the
+ * reference kernels of every value at run time — for the backends whose
+ * fused kernels never call those (an Add of two bools is refused at init,
+ * not computed). */
+kiln_status kiln_ref_check_types(const kiln_graph *g, const kiln_shapes *sh);
 
 /* Runs g. bound[v] (indexed by value) gives the tensor for each graph input
  * that has no initializer; other entries are NULL. On success outs[i]

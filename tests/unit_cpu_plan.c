@@ -595,7 +595,41 @@ static void test_profile(void) {
   kiln_graph_free(g);
 }
 
+/* An operator's accepted types hold for intermediates too: Greater makes a
+ * bool, and Add does not take bools. The reference refuses it at the run
+ * (its kernel's check); the plan, whose fused tile would compute it, at
+ * prepare (kiln_ref_check_types) — with Relu on the bool, and Sum. */
+static void test_intermediate_types(void) {
+  const char *ops[] = {"Add", "Relu", "Sum"};
+  for (int k = 0; k < 3; k++) {
+    kiln_graph *g;
+    int64_t d[1] = {4};
+    int x, y;
+    kiln_edit_new_graph(13, &g);
+    kiln_edit_add_input(g, "x", KILN_F32, 1, d, &x);
+    kiln_edit_add_input(g, "y", KILN_F32, 1, d, &y);
+    int xy[2] = {x, y};
+    int b = node(g, "Greater", 2, xy, NULL);
+    int bb[2] = {b, b};
+    int a = node(g, ops[k], k == 1 ? 1 : 2, bb, NULL);
+    kiln_node *c;
+    int out = node(g, "Cast", 1, &a, &c);
+    kiln_edit_set_int(c, "to", KILN_F32);
+    kiln_edit_add_output(g, out);
+    kiln_cpu_plan *p = NULL;
+    kiln_status s = kiln_cpu_prepare(g, &p);
+    char want[96];
+    snprintf(want, sizeof want, "(%s): input 0 has data type bool, which %s does not accept", ops[k], ops[k]);
+    CHECK(s == KILN_E_UNSUPPORTED_DTYPE && strstr(kiln_last_error(), want), "%s of bools refused at prepare: %s (%s)",
+          ops[k], kiln_status_name(s), kiln_last_error());
+    kiln_error_clear();
+    kiln_cpu_release(p);
+    kiln_graph_free(g);
+  }
+}
+
 int main(void) {
+  test_intermediate_types();
   test_specialise();
   test_pretranspose();
   test_concat_in_place();
