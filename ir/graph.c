@@ -77,7 +77,7 @@ int64_t kiln_graph_opset(const kiln_graph *g, const char *domain) {
 
 const char *kiln_node_label(const kiln_graph *g, const kiln_node *n, char *buf, int size) {
   if (n->name && *n->name) snprintf(buf, (size_t)size, "%s", n->name);
-  else snprintf(buf, (size_t)size, "#%d", (int)(n - g->nodes));
+  else snprintf(buf, (size_t)size, "#%d", n->src >= 0 ? n->src : (int)(n - g->nodes));
   return buf;
 }
 

@@ -83,6 +83,8 @@ typedef struct kiln_node {
   int n_in, n_out, n_attrs;
   int *in, *out; /* value indices, -1 for omitted optionals */
   kiln_attr *attrs;
+  int src; /* its index in the model as imported (its label when unnamed, after rewrites too);
+              -1 for a node kiln made */
 } kiln_node;
 
 typedef struct kiln_opset {

@@ -114,6 +114,7 @@ kiln_status kiln_edit_copy_attr(kiln_attr *d, const kiln_attr *s) { return copy_
 static kiln_status copy_node(kiln_node *d, const kiln_node *s, bool shared) {
   memset(d, 0, sizeof *d);
   d->opset = s->opset;
+  d->src = s->src;
   d->name = kiln_strdup(s->name ? s->name : "");
   d->op_type = kiln_strdup(s->op_type ? s->op_type : "");
   d->domain = kiln_strdup(s->domain ? s->domain : "");
@@ -355,6 +356,7 @@ kiln_status kiln_edit_insert_node(kiln_graph *g, int pos, const char *name, cons
   if (ver < 0) return kiln_fail(KILN_E_MODEL, "%s: no opset is imported for domain '%s'", op_type, domain);
   kiln_node n = {0};
   n.opset = (int)ver;
+  n.src = -1;
   n.name = kiln_strdup(name ? name : "");
   n.op_type = kiln_strdup(op_type);
   n.domain = kiln_strdup(domain ? domain : "");

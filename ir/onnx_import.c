@@ -414,6 +414,7 @@ static kiln_status import_graph(importer *im, const Onnx__ModelProto *mp) {
   for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *np = gp->node[i];
     kiln_node *n = &g->nodes[g->n_nodes++];
+    n->src = (int)i;
     n->name = kiln_strdup(np->name ? np->name : "");
     n->op_type = kiln_strdup(np->op_type ? np->op_type : "");
     n->domain = kiln_strdup(np->domain ? np->domain : "");

@@ -150,6 +150,7 @@ static void put_graph(wr *w, const kiln_graph *g) {
     put_str(w, n->op_type);
     put_str(w, n->domain);
     put_i64(w, n->opset);
+    put_i64(w, n->src);
     put_i64(w, n->n_in);
     for (int k = 0; k < n->n_in; k++) put_i64(w, n->in[k]);
     put_i64(w, n->n_out);
@@ -432,6 +433,9 @@ kiln_status kiln_cl_graph_unpack(const void *buf, size_t len, const kiln_graph *
     get_str(&r, &nd->op_type);
     get_str(&r, &nd->domain);
     nd->opset = (int)get_i64(&r);
+    int64_t src = get_i64(&r);
+    if (!r.bad && (src < -1 || src > INT32_MAX)) r.bad = "bad node source index";
+    nd->src = (int)src;
     if (!r.bad && (!nd->op_type || !nd->domain)) r.bad = "node without op type or domain";
     int ni = get_count(&r, 1 << 20, 8);
     if (!r.bad && !(nd->in = kiln_calloc((size_t)ni + 1, sizeof *nd->in))) r.bad = "out of memory";

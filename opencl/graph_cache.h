@@ -45,8 +45,9 @@ bool kiln_cl_graph_pack_head(const void *head, size_t head_len, const kiln_graph
 bool kiln_cl_rewrite_key(const kiln_graph *g0, bool keep_outputs, kiln_cl_key *out);
 /* The rewrite's version, in its key and in the import record's key (which
  * keeps a copy of the rewrite key): raise it when the rewrite makes
- * something else of the same graph. 2: embedding bags (ir/bags.h). */
-#define KILN_CL_REWRITE_VERSION "2"
+ * something else of the same graph (or its record's layout changes). 2:
+ * embedding bags (ir/bags.h); 3: each node's source index (kiln_node.src). */
+#define KILN_CL_REWRITE_VERSION "3"
 
 /* Rebuilds a graph from kiln_cl_graph_pack's bytes (base: the same graph
  * given to pack). Its tensors are not copied: a reference borrows base's

@@ -235,7 +235,7 @@ static void gemm_node_case(const char *op, int64_t M, int64_t K, int64_t N, bool
   at[0] = (kiln_attr){.name = (char *)"alpha", .type = KILN_ATTR_FLOAT, .f = alpha};
   bool gemm = !strcmp(op, "Gemm");
   int n_in = gemm && with_c ? 3 : 2, ins[3] = {0, 1, 2}, outs[1] = {3};
-  kiln_node node = {(char *)"g0", (char *)op, (char *)"", 13, n_in, 1, gemm ? 1 : 0, ins, outs, gemm ? at : NULL};
+  kiln_node node = {(char *)"g0", (char *)op, (char *)"", 13, n_in, 1, gemm ? 1 : 0, ins, outs, gemm ? at : NULL, -1};
   kiln_value vals[4];
   kiln_graph g;
   one_node_graph(&g, vals, &node, &b);
@@ -344,7 +344,7 @@ static void conv_case_run(const conv_case *cc) {
   at[2] = (kiln_attr){.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = st};
   at[3] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 2 * (size_t)nsp, .ints = pads};
   int ins[3] = {0, 1, 2}, outs[1] = {3};
-  kiln_node node = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 4, ins, outs, at};
+  kiln_node node = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 4, ins, outs, at, -1};
   kiln_value vals[4];
   kiln_graph g;
   one_node_graph(&g, vals, &node, &w);
@@ -489,7 +489,7 @@ static void direct_case_run(const direct_case *dc) {
   at[2] = (kiln_attr){.name = (char *)"dilations", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = dl};
   at[3] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 2 * (size_t)nsp, .ints = pads};
   int ins[3] = {0, 1, 2}, outs[1] = {3};
-  kiln_node node = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 5, ins, outs, at};
+  kiln_node node = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 5, ins, outs, at, -1};
   kiln_value vals[4];
   kiln_graph g;
   one_node_graph(&g, vals, &node, &w);
@@ -747,7 +747,7 @@ static void pwt_case_run(const pwt_case *pc) {
   kiln_attr at[2] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = ks},
                      {.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = (size_t)nsp, .ints = ss}};
   int ins[3] = {0, 1, 2}, outs[1] = {3};
-  kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, sd > 1 ? 2 : 1, ins, outs, at};
+  kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, sd > 1 ? 2 : 1, ins, outs, at, -1};
   kiln_value vals[4];
   kiln_graph g;
   one_node_graph(&g, vals, &node, &w);
@@ -831,7 +831,7 @@ static void test_pwt_planes(void) {
     for (int64_t k = 0; k < w.numel; k++) ((float *)w.data)[k] = frand();
     kiln_attr at[1] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks}};
     int ins[3] = {0, 1, 2}, outs[1] = {3};
-    kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, 1, ins, outs, at};
+    kiln_node node = {(char *)"pw0", (char *)"Conv", (char *)"", 11, 3, 1, 1, ins, outs, at, -1};
     kiln_value vals[4];
     kiln_graph g;
     one_node_graph(&g, vals, &node, &w);
@@ -997,7 +997,7 @@ static void test_wino_packs(void) {
     kiln_attr at[2] = {{.name = (char *)"kernel_shape", .type = KILN_ATTR_INTS, .n = 2, .ints = ks},
                        {.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads}};
     int ins[3] = {0, 1, 2}, outs[1] = {3};
-    kiln_node node = {(char *)"w3", (char *)"Conv", (char *)"", 11, 3, 1, 2, ins, outs, at};
+    kiln_node node = {(char *)"w3", (char *)"Conv", (char *)"", 11, 3, 1, 2, ins, outs, at, -1};
     kiln_value vals[4];
     kiln_graph g;
     one_node_graph(&g, vals, &node, &w);

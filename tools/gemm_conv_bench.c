@@ -278,7 +278,7 @@ static void bench_direct(int reps) {
     at[1] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads};
     at[2] = (kiln_attr){.name = (char *)"strides", .type = KILN_ATTR_INTS, .n = 2, .ints = st};
     int ins[3] = {0, 1, 2}, outs[1] = {3};
-    kiln_node nd = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 3, ins, outs, at};
+    kiln_node nd = {(char *)"conv0", (char *)"Conv", (char *)"", 11, 3, 1, 3, ins, outs, at, -1};
     kiln_value vals[4];
     memset(vals, 0, sizeof vals);
     for (int i = 0; i < 4; i++) vals[i].producer = -1;
