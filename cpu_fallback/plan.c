@@ -901,6 +901,19 @@ fail:
  * there instead of in the arena (redir): the producers of S write into the
  * caller's memory and the node runs in place, saving the copy of S into
  * the output. out_over[w] = S, else -1. */
+/* Whether value u reads its storage in storage order: not a view, or a
+ * view through Reshape-like hops alone (a kernel written over it in place
+ * then meets each element as it would in u; through a Transpose, a reversed
+ * Slice or a Concat's slice it would write over elements not read yet). */
+static bool storage_order(const kiln_cpu_plan *p, int u) {
+  for (int hops = 0; u >= 0 && p->alias_of[u] >= 0; hops++) {
+    int prod = p->g->values[u].producer;
+    if (hops > p->g->n_values || prod < 0 || p->how[prod] != V_RESHAPE) return false;
+    u = p->alias_of[u];
+  }
+  return true;
+}
+
 static void plan_out_over(kiln_cpu_plan *p) {
   const kiln_graph *g = p->g;
   for (int v = 0; v < g->n_values; v++) p->out_over[v] = -1;
@@ -910,7 +923,8 @@ static void plan_out_over(kiln_cpu_plan *p) {
     const kiln_node *n = &g->nodes[i];
     int k = p->step_of[i];
     if (p->tile[k] || p->sched->steps[k].n_nodes != 1 || p->how[i] != V_KERNEL || !p->def[i] ||
-        !kiln_ref_op_inplace(p->def[i]) || n->n_in < 1 || n->n_out < 1 || n->out[0] != w || n->in[0] < 0)
+        !kiln_ref_op_inplace(p->def[i]) || n->n_in < 1 || n->n_out < 1 || n->out[0] != w || n->in[0] < 0 ||
+        !storage_order(p, n->in[0]))
       continue;
     int u = n->in[0], S = p->mp->storage[u];
     if (p->dynamic[w] || p->dynamic[u] || S < 0 || p->mp->offset[u] == KILN_MEMPLAN_NONE || p->size[u] != p->size[w] ||
@@ -978,7 +992,8 @@ static kiln_status specialize(kiln_cpu_plan *p) {
     int i = st->nodes[0];
     const kiln_node *n = &g->nodes[i];
     if (p->how[i] == V_KERNEL && p->def[i] && kiln_ref_op_inplace(p->def[i]) && n->n_in > 0 && n->n_out > 0 &&
-        n->in[0] >= 0 && n->out[0] >= 0)
+        n->in[0] >= 0 && n->out[0] >= 0 && storage_order(p, n->in[0]) && p->alias_of[n->out[0]] < 0 &&
+        p->concat_into[n->out[0]] < 0)
       cand[nc++] = (kiln_memplan_inplace){k, n->out[0], n->in[0]};
   }
   kiln_memplan_request req = {p->sched, p->size, p->external, p->alias_of, cand, nc};
@@ -1325,7 +1340,7 @@ static kiln_status run_view(kiln_cpu_plan *p, int i, kiln_tensor *slot, kiln_vie
 /* Byte offset of value w inside the output of the in-place Concat it feeds
  * (0 for any other value): the bytes of the Concat's earlier inputs, which
  * their producers have written already, this run. */
-static uint64_t concat_offset(const kiln_cpu_plan *p, int w, const kiln_tensor *slot) {
+static uint64_t concat_offset(kiln_cpu_plan *p, int w, const kiln_tensor *slot) {
   int c = p->concat_into[w];
   if (c < 0) return 0;
   const kiln_node *n = &p->g->nodes[c];
@@ -1334,7 +1349,20 @@ static uint64_t concat_offset(const kiln_cpu_plan *p, int w, const kiln_tensor *
     for (int k = 0; k < n->n_in && n->in[k] != w; k++) off += kiln_dtype_size(p->sh->v[w].dtype);
     return off;
   }
-  for (int k = 0; k < n->n_in && n->in[k] != w; k++) off += kiln_tensor_bytes(&slot[n->in[k]]);
+  /* the earlier parts' sizes this run from their shapes: their producers
+     may run after w's (b = Neg(x), a = Relu(x), Concat(a, b)), their slots
+     still empty */
+  for (int k = 0; k < n->n_in && n->in[k] != w; k++) {
+    int u = n->in[k];
+    int64_t dims[KILN_MAX_RANK];
+    if (!dims_now(p, u, dims)) {
+      off += kiln_tensor_bytes(&slot[u]);
+      continue;
+    }
+    uint64_t e = kiln_dtype_size(p->sh->v[u].dtype);
+    for (int d = 0; d < p->sh->v[u].rank; d++) e *= (uint64_t)dims[d];
+    off += e;
+  }
   return off;
 }
 

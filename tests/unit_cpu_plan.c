@@ -595,6 +595,98 @@ static void test_profile(void) {
   kiln_graph_free(g);
 }
 
+/* Concat in place whose parts' producers run out of input order: b =
+ * Neg(x) (node 0) before a = Relu(x) (node 1), c = Concat(a, b): b's slice
+ * starts after a's, whose slot is still empty when Neg writes. */
+static void test_concat_producer_order(void) {
+  kiln_graph *g;
+  int64_t d[1] = {4};
+  int x;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 1, d, &x);
+  int b = node(g, "Neg", 1, &x, NULL);
+  int a = node(g, "Relu", 1, &x, NULL);
+  int ab[2] = {a, b};
+  kiln_node *cn;
+  int c = node(g, "Concat", 2, ab, &cn);
+  kiln_edit_set_int(cn, "axis", 0);
+  kiln_edit_add_output(g, node(g, "Relu", 1, &c, NULL));
+  kiln_tensor xt = input(1, d);
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  compare("concat in place, parts made out of order", g, &xt, &st);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
+/* A kernel that may write over its input 0 (ScatterND, ScatterElements)
+ * reading a view that re-lays out its storage (a Transpose, a reversed
+ * Slice): never in place over that storage, as an intermediate (then Neg)
+ * or as a graph output in the caller's memory. */
+static void test_inplace_over_view(int view, bool elements, bool as_output) {
+  kiln_graph *g;
+  int64_t d[2] = {3, 3};
+  int x;
+  kiln_edit_new_graph(16, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 2, d, &x);
+  int r = node(g, "Relu", 1, &x, NULL);
+  int v;
+  if (view == 0) {
+    kiln_node *tn;
+    v = node(g, "Transpose", 1, &r, &tn);
+    kiln_edit_set_ints(tn, "perm", (const int64_t[]){1, 0}, 2);
+  } else {
+    int64_t one[1] = {1}, st0[1] = {-1}, en[1] = {INT64_MIN}, ax[1] = {1}, sp[1] = {-1};
+    int sl_in[5] = {r, const_i64(g, 1, one, st0), const_i64(g, 1, one, en), const_i64(g, 1, one, ax),
+                    const_i64(g, 1, one, sp)};
+    v = node(g, "Slice", 5, sl_in, NULL);
+  }
+  int sc;
+  if (elements) { /* row 0 of every column */
+    int64_t id[2] = {1, 3}, zero[3] = {0, 0, 0};
+    float upd[3] = {100, 200, 300};
+    int in3[3] = {v, const_i64(g, 2, id, zero), const_f32(g, 2, id, upd)};
+    sc = node(g, "ScatterElements", 3, in3, NULL);
+  } else { /* row 1 */
+    int64_t id[2] = {1, 1}, one[1] = {1}, ud[2] = {1, 3};
+    float upd[3] = {100, 200, 300};
+    int in3[3] = {v, const_i64(g, 2, id, one), const_f32(g, 2, ud, upd)};
+    sc = node(g, "ScatterND", 3, in3, NULL);
+  }
+  int y = as_output ? sc : node(g, "Neg", 1, &sc, NULL);
+  kiln_edit_add_output(g, y);
+  char what[128];
+  snprintf(what, sizeof what, "%s over a %s view%s", elements ? "ScatterElements" : "ScatterND",
+           view ? "reversed Slice" : "Transpose", as_output ? ", into the output" : "");
+  kiln_tensor xt = input(2, d);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = &xt;
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "%s: prepare: %s", what, kiln_last_error());
+  static float mem[64];
+  for (int run = 0; run < 2 && !s; run++) {
+    kiln_tensor oc[1] = {{0}}, orf[1] = {{0}};
+    if (as_output) { /* the caller's memory, as the plugin passes it */
+      memset(mem, 0xff, sizeof mem);
+      oc[0].data = mem;
+      oc[0].capacity = sizeof mem;
+    }
+    s = kiln_cpu_run(p, g, bound, oc);
+    CHECK(!s, "%s: cpu run %d: %s", what, run, kiln_last_error());
+    CHECK(!kiln_ref_run(g, bound, orf), "%s: reference run: %s", what, kiln_last_error());
+    bool same = !s && oc[0].numel == orf[0].numel;
+    for (int64_t i = 0; same && i < oc[0].numel; i++) same = kiln_get_f(&oc[0], i) == kiln_get_f(&orf[0], i);
+    CHECK(same, "%s: the output differs from the reference (run %d)", what, run);
+    if (oc[0].owns) kiln_tensor_release(&oc[0]);
+    kiln_tensor_release(&orf[0]);
+  }
+  kiln_cpu_release(p);
+  kiln_free(bound);
+  kiln_tensor_release(&xt);
+  kiln_graph_free(g);
+}
+
 /* An operator's accepted types hold for intermediates too: Greater makes a
  * bool, and Add does not take bools. The reference refuses it at the run
  * (its kernel's check); the plan, whose fused tile would compute it, at
@@ -632,6 +724,10 @@ static void test_intermediate_types(void) {
 
 int main(void) {
   test_intermediate_types();
+  test_concat_producer_order();
+  for (int view = 0; view < 2; view++)
+    for (int el = 0; el < 2; el++)
+      for (int out = 0; out < 2; out++) test_inplace_over_view(view, el, out);
   test_specialise();
   test_pretranspose();
   test_concat_in_place();
