@@ -1497,7 +1497,14 @@ static kiln_status bind_specs(kiln_cpu_plan *p) {
   for (int k = 0; k < p->sched->n_steps; k++) {
     if (!p->tile[k]) continue;
     kiln_status s = kiln_fuse_spec_bind(p->sched->steps[k].user, p->vals, p->nsym);
-    if (s) return s;
+    if (s) { /* a view's map out of range (a constant Gather index): name the group, as a run's error does */
+      const kiln_step *st = &p->sched->steps[k];
+      const kiln_node *n = &p->g->nodes[st->nodes[0]];
+      char lbl[256];
+      kiln_error_prefix("fused group of %d node%s from %s (%s)", st->n_nodes, st->n_nodes == 1 ? "" : "s",
+                        kiln_node_label(p->g, n, lbl, sizeof lbl), n->op_type);
+      return s;
+    }
   }
   memcpy(p->spec_vals, p->vals, sizeof *p->vals * (size_t)p->nsym);
   p->specs_bound = true;

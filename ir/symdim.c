@@ -1447,6 +1447,10 @@ kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *
      symbols, differ for every run; otherwise some sizes make them equal */
   bool never = (kiln_dimx_is_const(t, sa, NULL) && kiln_dimx_is_const(t, sb, NULL)) ||
                (diff_range(t, sa, sb, &d) && (d.lo > 0 || d.hi < 0));
+  /* a data-dependent dim (a symbol kiln_shape_fresh made, "?value:dim")
+     that some data would make equal: taken as it is, the kernels that meet
+     it compute and check the real sizes at the run */
+  if (!never && (strchr(ca, '?') || strchr(cb, '?'))) return *out = strchr(ca, '?') ? sa : sb, KILN_OK;
   return kiln_fail(never ? KILN_E_MISMATCH_SHAPE : KILN_E_SYMBOLIC_SHAPE, "%s%s%s%s vs %s%s%s%s", ba, sa != a ? " (=" : "", sa != a ? ca : "",
                    sa != a ? ")" : "", bb, sb != b ? " (=" : "", sb != b ? cb : "", sb != b ? ")" : "");
 }

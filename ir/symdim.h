@@ -111,7 +111,10 @@ const char *kiln_dimx_str(const kiln_symtab *t, kiln_dimx x, char *buf, int size
  * kiln_error_prefix): KILN_E_MISMATCH_SHAPE when they differ for every size
  * of their symbols (two constants, a difference whose range excludes 0),
  * KILN_E_SYMBOLIC_SHAPE when some sizes make them equal ((H+1)/2 vs 4, M vs
- * S): a backend then decides with a run's concrete sizes. */
+ * S): a backend then decides with a run's concrete sizes. A data-dependent
+ * dim (a symbol named "?…", ir/shape.h kiln_shape_fresh) that may equal the
+ * other is accepted: *out is it, and the kernels check the real sizes when
+ * they run. */
 kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *out);
 
 #endif

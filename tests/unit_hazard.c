@@ -292,7 +292,7 @@ static void test_scatter_war(void) {
   kiln_node nodes[4] = {{.name = "prod", .op_type = "Relu"},
                         {.name = "rm", .op_type = "ReduceMax"},
                         {.name = "sc", .op_type = "ScatterND"},
-                        {.name = "", .op_type = "Add"}};
+                        {.name = "", .op_type = "Add", .src = 3}};
   kiln_graph g = {.n_values = NV, .values = vals, .n_nodes = 4, .nodes = nodes};
   char *buf = NULL;
   size_t len = 0;

@@ -3,7 +3,9 @@
 meet constants in ways only a run's concrete sizes settle — a dim_param
 broadcast against a constant (it may be 1 or equal it), a Conv output
 size (H+1)/2 added to a constant 4 (true for H = 7 and 8 only), a stepped
-Slice of a symbolic dim fed to a MatMul with a constant inner dim. Symbolic
+Slice of a symbolic dim fed to a MatMul with a constant inner dim, and
+data-dependent dims (Compress, a Reshape shape fed at run time) meeting
+constants. Symbolic
 inference cannot prove these dims compatible for every size
 (ir/symdim.h, KILN_E_SYMBOLIC_SHAPE); the backends must still run every
 valid size. Each case has several data sets of different sizes, run by
@@ -106,6 +108,33 @@ def main():
                numpy_helper.from_array(np.array([2], np.int64), "sp"),
                numpy_helper.from_array(r(6, 4), "w")])
     write_case("test_sym_matmul_slice", m, [{"x": r(2, 12)}, {"x": r(2, 11)}, {"x": r(2, 12)}])
+
+    # data-dependent dims (kiln's "?value:dim" symbols) meeting constants:
+    # Compress(X[2,3], C, axis 1) -> Reshape [-1] -> + W[4] (2 of 3 kept)
+    m = model([helper.make_node("Compress", ["X", "C"], ["v"], axis=1),
+               helper.make_node("Reshape", ["v", "s"], ["t"]), helper.make_node("Add", ["t", "W"], ["o"])],
+              [helper.make_tensor_value_info("X", F, [2, 3]), helper.make_tensor_value_info("C", TensorProto.BOOL, [3]),
+               helper.make_tensor_value_info("W", F, [4])],
+              [helper.make_tensor_value_info("o", F, [4])],
+              [numpy_helper.from_array(np.array([-1], np.int64), "s")])
+    write_case("test_sym_compress_reshape_add", m,
+               [{"X": r(2, 3), "C": np.array([True, False, True]), "W": r(4)},
+                {"X": r(2, 3), "C": np.array([False, True, True]), "W": r(4)}])
+    # Compress(X[3,4,1], C[1], axis 2) -> Flatten(axis 3) -> W[12,1] - it
+    m = model([helper.make_node("Compress", ["X", "C"], ["v"], axis=2),
+               helper.make_node("Flatten", ["v"], ["t"], axis=3), helper.make_node("Sub", ["W", "t"], ["o"])],
+              [helper.make_tensor_value_info("X", F, [3, 4, 1]), helper.make_tensor_value_info("C", TensorProto.BOOL, [1]),
+               helper.make_tensor_value_info("W", F, [12, 1])],
+              [helper.make_tensor_value_info("o", F, [12, 1])])
+    write_case("test_sym_compress_flatten_sub", m, [{"X": r(3, 4, 1), "C": np.array([True]), "W": r(12, 1)}])
+    # Reshape(X[2,3], S fed at run time) -> Transpose -> Reshape [-1], declared [6]
+    m = model([helper.make_node("Reshape", ["X", "S"], ["v"]), helper.make_node("Transpose", ["v"], ["t"], perm=[1, 0]),
+               helper.make_node("Reshape", ["t", "c"], ["o"])],
+              [helper.make_tensor_value_info("X", F, [2, 3]), helper.make_tensor_value_info("S", TensorProto.INT64, [2])],
+              [helper.make_tensor_value_info("o", F, [6])],
+              [numpy_helper.from_array(np.array([-1], np.int64), "c")])
+    write_case("test_sym_reshape_runtime_transpose", m,
+               [{"X": r(2, 3), "S": np.array([3, 2], np.int64)}, {"X": r(2, 3), "S": np.array([1, 6], np.int64)}])
 
 
 if __name__ == "__main__":
