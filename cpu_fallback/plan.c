@@ -1817,11 +1817,15 @@ done:
 static bool inputs_fit(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound) {
   const kiln_graph *g = p->g;
   kiln_symtab *tab = p->sh->tab;
+  if (!p->in_map) { /* graph inputs by name (kiln_cpu_run keeps it) */
+    if (!(p->in_map = kiln_calloc((size_t)g->n_inputs + 1, sizeof *p->in_map))) return true; /* the run reports it */
+    for (int i = 0; i < g->n_inputs; i++) p->in_map[i] = kiln_graph_find_value(g0, g->values[g->inputs[i]].name);
+  }
   for (int k = 0; k < p->nsym; k++) p->vals[k] = KILN_DIM_UNSET;
   for (int i = 0; i < g->n_inputs; i++) {
     int v = g->inputs[i];
     if (g->values[v].init) continue;
-    int v0 = kiln_graph_find_value(g0, g->values[v].name);
+    int v0 = p->in_map[i];
     const kiln_tensor *t = bound && v0 >= 0 ? bound[v0] : NULL;
     const kiln_vshape *x = &p->sh->v[v];
     if (!t || t->dtype != x->dtype || t->rank != x->rank) continue;
@@ -1854,7 +1858,7 @@ static kiln_status shape_variant(kiln_cpu_plan *p, const kiln_graph *g0, const k
   int nkey = 1;
   for (int i = 0; i < g0->n_inputs; i++) {
     const kiln_tensor *t = bound ? bound[g0->inputs[i]] : NULL;
-    if (!g0->values[g0->inputs[i]].init && t) nkey += 2 + t->rank;
+    if (!g0->values[g0->inputs[i]].init && t) nkey += 3 + t->rank;
   }
   int64_t *k = kiln_malloc(sizeof *k * (size_t)nkey);
   if (!k) return kiln_fail(KILN_E_NOMEM, "out of memory specialising a plan");
@@ -1863,7 +1867,7 @@ static kiln_status shape_variant(kiln_cpu_plan *p, const kiln_graph *g0, const k
   for (int i = 0; i < g0->n_inputs; i++) {
     const kiln_tensor *t = bound ? bound[g0->inputs[i]] : NULL;
     if (g0->values[g0->inputs[i]].init || !t) continue;
-    k[n++] = t->dtype, k[n++] = t->rank;
+    k[n++] = i, k[n++] = t->dtype, k[n++] = t->rank;
     for (int d = 0; d < t->rank; d++) k[n++] = t->dims[d];
   }
   p->clock++;
@@ -2077,6 +2081,17 @@ done:
 
 void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
   *st = p->st;
+  if (p->by_shape) { /* planned per input-shape set: the plan of the latest shapes describes the graph */
+    int last = -1;
+    for (int k = 0; k < KILN_CPU_VARIANTS; k++)
+      if (p->var[k].plan && (last < 0 || p->var[k].used > p->var[last].used)) last = k;
+    if (last >= 0) {
+      kiln_cpu_plan_stats(p->var[last].plan, st);
+      st->variants = st->plans = 0; /* counted below with the others */
+      st->materialized = st->own_calls = st->tile_runs = st->epilogues_fused = st->epilogues_separate = 0;
+      st->ref_calls = st->outputs_in_place = 0;
+    }
+  }
   for (int k = 0; k < KILN_CPU_VARIANTS; k++) /* plans made for specialisations count too */
     if (p->var[k].plan) {
       st->variants++;

@@ -120,7 +120,7 @@ kiln_status kiln_shape_fresh(kiln_shape_call *c, int k, int d, kiln_dimx *out) {
   const char *vn = v >= 0 ? c->graph->values[v].name : "?";
   snprintf(name, sizeof name, "?%.200s:%d", vn, d);
   c->out[k].data_dependent = true;
-  return kiln_dimx_sym(c->tab, name, out);
+  return kiln_dimx_sym_data(c->tab, name, out);
 }
 
 /* ---- the driver ---- */

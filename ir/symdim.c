@@ -34,6 +34,7 @@ typedef struct sym {
   char *name;
   bool has_max, has_value;
   int64_t max, value;
+  bool data; /* a data-dependent dim (kiln_dimx_sym_data) */
 } sym;
 
 struct kiln_symtab {
@@ -965,10 +966,34 @@ kiln_status kiln_dimx_sym(kiln_symtab *t, const char *name, kiln_dimx *out) {
   }
   char *copy = kiln_strdup(name);
   if (!copy) return nomem();
-  t->syms[s] = (sym){copy, false, false, 0, 0};
+  t->syms[s] = (sym){copy, false, false, 0, 0, false};
   t->n_syms++;
   slot_insert(t->sslots, t->n_sslots, hash_str(name), s);
   return KILN_OK;
+}
+
+kiln_status kiln_dimx_sym_data(kiln_symtab *t, const char *name, kiln_dimx *out) {
+  kiln_status st = kiln_dimx_sym(t, name, out);
+  if (!st) t->syms[kiln_sym_find(t, name)].data = true;
+  return st;
+}
+
+bool kiln_sym_is_data(const kiln_symtab *t, int s) { return s >= 0 && s < t->n_syms && t->syms[s].data; }
+
+/* Whether x depends on a data-dependent symbol: with every other symbol
+ * set to 1, x is still not a constant. */
+static bool on_data(kiln_symtab *t, kiln_dimx x) {
+  bool any = false;
+  for (int k = 0; k < t->n_syms && !any; k++) any = t->syms[k].data;
+  if (!any || kiln_dimx_is_const(t, x, NULL)) return false;
+  int64_t *vals = kiln_malloc(((size_t)t->n_syms + 1) * sizeof *vals);
+  if (!vals) return false;
+  for (int k = 0; k < t->n_syms; k++) vals[k] = t->syms[k].data ? KILN_DIM_UNSET : 1;
+  kiln_dimx r;
+  bool dep = !kiln_dimx_subst(t, x, vals, t->n_syms, &r) && !kiln_dimx_is_const(t, r, NULL);
+  kiln_error_clear();
+  kiln_free(vals);
+  return dep;
 }
 
 kiln_status kiln_dimx_add(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *out) {
@@ -1432,7 +1457,7 @@ kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *
   for (int side = 0; side < 2; side++) {
     kiln_dimx c = side ? sb : sa, v = side ? sa : sb;
     int sy = kiln_dimx_as_sym(t, v);
-    if (sy < 0 || !sum_const(t, c, &k) || k < 1) continue;
+    if (sy < 0 || t->syms[sy].data || !sum_const(t, c, &k) || k < 1) continue;
     if (t->syms[sy].has_max && k > t->syms[sy].max) {
       return kiln_fail(KILN_E_MISMATCH_SHAPE, "%s vs %lld (%s is at most %lld)", t->syms[sy].name, (long long)k,
                        t->syms[sy].name, (long long)t->syms[sy].max);
@@ -1447,10 +1472,12 @@ kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *
      symbols, differ for every run; otherwise some sizes make them equal */
   bool never = (kiln_dimx_is_const(t, sa, NULL) && kiln_dimx_is_const(t, sb, NULL)) ||
                (diff_range(t, sa, sb, &d) && (d.lo > 0 || d.hi < 0));
-  /* a data-dependent dim (a symbol kiln_shape_fresh made, "?value:dim")
-     that some data would make equal: taken as it is, the kernels that meet
-     it compute and check the real sizes at the run */
-  if (!never && (strchr(ca, '?') || strchr(cb, '?'))) return *out = strchr(ca, '?') ? sa : sb, KILN_OK;
+  /* a data-dependent dim (kiln_dimx_sym_data) that some data would make
+     equal: taken as it is, never recorded (Compress's [1] may broadcast
+     against 4); the kernels that meet it compute and check the real sizes
+     at the run */
+  bool da = on_data(t, sa), db = on_data(t, sb);
+  if (!never && (da || db)) return *out = da ? sa : sb, KILN_OK;
   return kiln_fail(never ? KILN_E_MISMATCH_SHAPE : KILN_E_SYMBOLIC_SHAPE, "%s%s%s%s vs %s%s%s%s", ba, sa != a ? " (=" : "", sa != a ? ca : "",
                    sa != a ? ")" : "", bb, sb != b ? " (=" : "", sb != b ? cb : "", sb != b ? ")" : "");
 }

@@ -50,6 +50,12 @@ const char *kiln_sym_name(const kiln_symtab *t, int sym);
 int kiln_sym_find(const kiln_symtab *t, const char *name);
 /* Sets the symbol's upper bound (>= 1), used by kiln_dimx_bound/range. */
 kiln_status kiln_sym_set_max(kiln_symtab *t, int sym, int64_t max);
+/* The symbol named name as kiln_dimx_sym makes it, marked data-dependent:
+ * a dim only a run's data sets (NonZero, Compress; ir/shape.h
+ * kiln_shape_fresh). kiln_dim_unify never records a value for it. */
+kiln_status kiln_dimx_sym_data(kiln_symtab *t, const char *name, kiln_dimx *out);
+/* Whether symbol s was made by kiln_dimx_sym_data. */
+bool kiln_sym_is_data(const kiln_symtab *t, int s);
 /* The symbol's upper bound, if one was set. */
 bool kiln_sym_max(const kiln_symtab *t, int sym, int64_t *max);
 /* The value the model fixes for the symbol (recorded by kiln_dim_unify). */
@@ -111,10 +117,10 @@ const char *kiln_dimx_str(const kiln_symtab *t, kiln_dimx x, char *buf, int size
  * kiln_error_prefix): KILN_E_MISMATCH_SHAPE when they differ for every size
  * of their symbols (two constants, a difference whose range excludes 0),
  * KILN_E_SYMBOLIC_SHAPE when some sizes make them equal ((H+1)/2 vs 4, M vs
- * S): a backend then decides with a run's concrete sizes. A data-dependent
- * dim (a symbol named "?…", ir/shape.h kiln_shape_fresh) that may equal the
- * other is accepted: *out is it, and the kernels check the real sizes when
- * they run. */
+ * S): a backend then decides with a run's concrete sizes. A dim over a
+ * data-dependent symbol (kiln_dimx_sym_data) that may equal the other is
+ * accepted and nothing is recorded: *out is that dim, and the kernels check
+ * the real sizes when they run. */
 kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *out);
 
 #endif

@@ -279,7 +279,8 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
                       &g, &sh, &rst, &rec);
   /* shapes only a run's concrete dims settle (ir/symdim.h
      KILN_E_SYMBOLIC_SHAPE): no probe; every variant is made for a run's
-     dims anyway, and any small integer input may set shapes */
+     dims anyway, keyed on them alone (no input's values: a shape a value
+     sets stays data-dependent in the variant, on the host) */
   bool no_probe = s == KILN_E_SYMBOLIC_SHAPE;
   if (no_probe) {
     kiln_log(KILN_LOG_INFO, "opencl plan: %s; variants per input-shape set", kiln_last_error());
@@ -307,9 +308,8 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
     /* shape-setting inputs: small integer tensors (shapes, axes, pads) and
        small float ones (Resize scales, Range bounds, OneHot depth) */
     kiln_dtype dt = val->type.dtype;
-    bool small = val->type.rank >= 0 && val->type.rank <= 1;
-    if (small && ((dyn && (dt == KILN_I64 || dt == KILN_I32 || dt == KILN_F32 || dt == KILN_F64)) ||
-                  (no_probe && (dt == KILN_I64 || dt == KILN_I32)))) { /* no probe: integer ones may */
+    if (dyn && (dt == KILN_I64 || dt == KILN_I32 || dt == KILN_F32 || dt == KILN_F64) && val->type.rank >= 0 &&
+        val->type.rank <= 1) {
       p->spec[i] = true;
       all_known = false;
     }

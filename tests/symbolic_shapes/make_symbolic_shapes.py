@@ -120,6 +120,14 @@ def main():
     write_case("test_sym_compress_reshape_add", m,
                [{"X": r(2, 3), "C": np.array([True, False, True]), "W": r(4)},
                 {"X": r(2, 3), "C": np.array([False, True, True]), "W": r(4)}])
+    # Compress(x[4], m) + c[4]: one kept element broadcasts, four add
+    m = model([helper.make_node("Compress", ["x", "m"], ["v"]), helper.make_node("Add", ["v", "c"], ["y"])],
+              [helper.make_tensor_value_info("x", F, [4]), helper.make_tensor_value_info("m", TensorProto.BOOL, [4])],
+              [helper.make_tensor_value_info("y", F, [4])],
+              [numpy_helper.from_array(r(4), "c")])
+    write_case("test_sym_compress_broadcast", m,
+               [{"x": r(4), "m": np.array([False, True, False, False])}, {"x": r(4), "m": np.array([True] * 4)},
+                {"x": r(4), "m": np.array([False, False, False, True])}])
     # Compress(X[3,4,1], C[1], axis 2) -> Flatten(axis 3) -> W[12,1] - it
     m = model([helper.make_node("Compress", ["X", "C"], ["v"], axis=2),
                helper.make_node("Flatten", ["v"], ["t"], axis=3), helper.make_node("Sub", ["W", "t"], ["o"])],
