@@ -10,6 +10,9 @@
 runs=${1:-5}
 model=${2:-build/bench/models/ew_chain.onnx}
 run=build/tools/kiln-run
+for f in "$model" "$run"; do
+  [ -e "$f" ] || { echo "bench/ew_chain_cl.sh: $f not found (bench/run makes the models; pass MODEL.onnx)" >&2; exit 1; }
+done
 one() { # driver-env... -- fusion math vec
   out=$(env "$@" KILN_DEVICE=opencl KILN_CACHE_DIR=off $run -n "$runs" --warmup 1 "$model" 2>&1)
   echo "$out" | sed -n 's/.*run min \([0-9.]*\) ms.*/\1/p'
