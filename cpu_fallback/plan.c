@@ -894,13 +894,6 @@ fail:
   return s;
 }
 
-/* In place over a graph output: when the kernel node making graph output w
- * may write over its input 0 (kiln_ref_op_inplace), and that input's arena
- * storage S has the output's size and nothing in S is read after that node
- * or is a graph output, then a run whose caller gave memory for w keeps S
- * there instead of in the arena (redir): the producers of S write into the
- * caller's memory and the node runs in place, saving the copy of S into
- * the output. out_over[w] = S, else -1. */
 /* Whether value u reads its storage in storage order: not a view, or a
  * view through Reshape-like hops alone (a kernel written over it in place
  * then meets each element as it would in u; through a Transpose, a reversed
@@ -914,6 +907,13 @@ static bool storage_order(const kiln_cpu_plan *p, int u) {
   return true;
 }
 
+/* In place over a graph output: when the kernel node making graph output w
+ * may write over its input 0 (kiln_ref_op_inplace), and that input's arena
+ * storage S has the output's size and nothing in S is read after that node
+ * or is a graph output, then a run whose caller gave memory for w keeps S
+ * there instead of in the arena (redir): the producers of S write into the
+ * caller's memory and the node runs in place, saving the copy of S into
+ * the output. out_over[w] = S, else -1. */
 static void plan_out_over(kiln_cpu_plan *p) {
   const kiln_graph *g = p->g;
   for (int v = 0; v < g->n_values; v++) p->out_over[v] = -1;
