@@ -1733,6 +1733,23 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   return s;
 }
 
+/* The cached variant keyed k (nkey values), marked used now; else NULL and
+ * *slot the entry to fill (a free one, or the least recently used). */
+static kiln_cpu_plan *variant_find(kiln_cpu_plan *p, const int64_t *k, int nkey, int *slot) {
+  p->clock++;
+  *slot = 0;
+  for (int v = 0; v < KILN_CPU_VARIANTS; v++) {
+    struct variant *x = &p->var[v];
+    if (x->plan && x->nkey == nkey && !memcmp(x->key, k, sizeof *k * (size_t)nkey)) {
+      x->used = p->clock;
+      return x->plan;
+    }
+    if (!p->var[v].plan || p->var[v].used < p->var[*slot].used) *slot = v;
+    if (!p->var[*slot].plan) break;
+  }
+  return NULL;
+}
+
 /* The plan specialised for this run's values of the specialising inputs
  * (compiled on first sight, then cached), or NULL to run p itself. */
 static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound,
@@ -1759,18 +1776,10 @@ static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kil
     memcpy(k + nkey, key, sizeof *k * (size_t)(2 + t->numel));
     nkey += 2 + (int)t->numel;
   }
-  p->clock++;
-  int slot = 0;
-  for (int v = 0; v < KILN_CPU_VARIANTS; v++) {
-    struct variant *x = &p->var[v];
-    if (x->plan && x->nkey == nkey && !memcmp(x->key, k, sizeof *k * (size_t)nkey)) {
-      x->used = p->clock;
-      kiln_free(k);
-      *out = x->plan;
-      return KILN_OK;
-    }
-    if (!p->var[v].plan || p->var[v].used < p->var[slot].used) slot = v;
-    if (!p->var[slot].plan) break;
+  int slot;
+  if ((*out = variant_find(p, k, nkey, &slot))) {
+    kiln_free(k);
+    return KILN_OK;
   }
   /* compile: the original graph with these inputs as constants */
   kiln_graph *d = NULL;
@@ -1870,18 +1879,10 @@ static kiln_status shape_variant(kiln_cpu_plan *p, const kiln_graph *g0, const k
     k[n++] = i, k[n++] = t->dtype, k[n++] = t->rank;
     for (int d = 0; d < t->rank; d++) k[n++] = t->dims[d];
   }
-  p->clock++;
-  int slot = 0;
-  for (int v = 0; v < KILN_CPU_VARIANTS; v++) {
-    struct variant *x = &p->var[v];
-    if (x->plan && x->nkey == nkey && !memcmp(x->key, k, sizeof *k * (size_t)nkey)) {
-      x->used = p->clock;
-      kiln_free(k);
-      *out = x->plan;
-      return KILN_OK;
-    }
-    if (!p->var[v].plan || p->var[v].used < p->var[slot].used) slot = v;
-    if (!p->var[slot].plan) break;
+  int slot;
+  if ((*out = variant_find(p, k, nkey, &slot))) {
+    kiln_free(k);
+    return KILN_OK;
   }
   kiln_graph *d = NULL;
   kiln_cpu_plan *sub = NULL;
