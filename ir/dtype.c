@@ -51,6 +51,19 @@ float kiln_f16_to_f32(uint16_t h) {
   return u2f(sign | ((exp + 112) << 23) | (man << 13));
 }
 
+float kiln_f64_to_f32_odd(double v) {
+  float f = (float)v;
+  if (isnan(v) || (double)f == v) return f;
+  if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f); /* toward zero (inf -> FLT_MAX) */
+  if ((double)f != v) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    b |= 1u; /* sticky: the cut-off part */
+    memcpy(&f, &b, sizeof f);
+  }
+  return f;
+}
+
 uint16_t kiln_f32_to_f16(float f) {
   uint32_t u = f2u(f);
   uint16_t sign = (uint16_t)((u >> 16) & 0x8000);

@@ -47,6 +47,10 @@ bool kiln_dtype_is_signed(kiln_dtype t);   /* signed int or float */
 
 float kiln_f16_to_f32(uint16_t h);
 uint16_t kiln_f32_to_f16(float f);   /* round to nearest even */
+/* v as a float rounded to odd (toward zero, then the lowest bit set when
+ * anything was cut off): a double rounded through it to float16 or bfloat16
+ * is rounded once, correctly (to nearest even), not twice. */
+float kiln_f64_to_f32_odd(double v);
 float kiln_bf16_to_f32(uint16_t h);
 uint16_t kiln_f32_to_bf16(float f);  /* round to nearest even */
 

@@ -257,8 +257,8 @@ void kiln_set_f(kiln_tensor *t, int64_t i, double v) {
   switch (t->dtype) {
   case KILN_F32: ((float *)p)[i] = (float)v; break;
   case KILN_F64: ((double *)p)[i] = v; break;
-  case KILN_F16: ((uint16_t *)p)[i] = kiln_f32_to_f16((float)v); break;
-  case KILN_BF16: ((uint16_t *)p)[i] = kiln_f32_to_bf16((float)v); break;
+  case KILN_F16: ((uint16_t *)p)[i] = kiln_f32_to_f16(kiln_f64_to_f32_odd(v)); break; /* rounded once */
+  case KILN_BF16: ((uint16_t *)p)[i] = kiln_f32_to_bf16(kiln_f64_to_f32_odd(v)); break;
   case KILN_BOOL: ((uint8_t *)p)[i] = v != 0; break;
   case KILN_U8: ((uint8_t *)p)[i] = (uint8_t)clampd(v, 0, 255); break;
   case KILN_I8: ((int8_t *)p)[i] = (int8_t)clampd(v, -128, 127); break;

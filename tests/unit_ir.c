@@ -67,6 +67,60 @@ static void test_half(void) {
         "dtype sizes");
 }
 
+/* The half (or bfloat16, when bf) nearest to v, ties to even, by comparing
+ * v with the neighbours of a first guess in double: the oracle for a double
+ * stored in a 16-bit float (kiln_set_f), rounded once. */
+static uint16_t nearest16(double v, bool bf) {
+  float (*to)(uint16_t) = bf ? kiln_bf16_to_f32 : kiln_f16_to_f32;
+  uint16_t g = bf ? kiln_f32_to_bf16((float)v) : kiln_f32_to_f16((float)v), best = g;
+  double bd = INFINITY;
+  for (int d = -2; d <= 2; d++) {
+    int c = (int)(g & 0x7fff) + d;
+    if (c < 0 || c > (bf ? 0x7f80 : 0x7c00)) continue;
+    uint16_t h = (uint16_t)((g & 0x8000) | c);
+    double e = fabs((double)to(h) - v);
+    if (isinf((double)to(h))) e = fabs(v) >= (bf ? 3.396169e38 : 65520.0) ? 0 : INFINITY; /* past the last midpoint */
+    if (e < bd || (e == bd && !(h & 1))) bd = e, best = h;
+  }
+  return best;
+}
+
+/* A double stored in float16 / bfloat16 is rounded once: 1 + 2^-11 + 2^-40
+ * is nearer 1 + 2^-10 than 1 (through float it became the tie 1 + 2^-11 and
+ * went down to even). */
+static void test_half_from_double(void) {
+  kiln_tensor t = {0};
+  int64_t one = 1;
+  if (kiln_tensor_alloc(&t, KILN_F16, 1, &one)) return;
+  kiln_set_f(&t, 0, 1.0 + ldexp(1, -11) + ldexp(1, -40));
+  CHECK(((uint16_t *)t.data)[0] == 0x3c01, "1+2^-11+2^-40 -> 0x%04x, want 0x3c01", ((uint16_t *)t.data)[0]);
+  kiln_set_f(&t, 0, 1.0 + 3 * ldexp(1, -11) - ldexp(1, -40));
+  CHECK(((uint16_t *)t.data)[0] == 0x3c01, "1+3*2^-11-2^-40 -> 0x%04x, want 0x3c01", ((uint16_t *)t.data)[0]);
+  int bad = 0, n = 0;
+  uint64_t x = 88172645463325252ull;
+  for (int bf = 0; bf < 2; bf++) {
+    t.dtype = bf ? KILN_BF16 : KILN_F16;
+    for (int i = 0; i < 200000; i++, n++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      /* a 16-bit value's midpoint nudged by a few units of a double, or any value */
+      uint16_t h = (uint16_t)(x & (bf ? 0x7f7f : 0x7bff)) | (uint16_t)((x >> 16) & 0x8000);
+      double a = bf ? kiln_bf16_to_f32(h) : kiln_f16_to_f32(h);
+      double b = bf ? kiln_bf16_to_f32((uint16_t)(h + 1)) : kiln_f16_to_f32((uint16_t)(h + 1));
+      double v = i % 3 ? (a + b) / 2 + ldexp((double)((int)(x >> 40 & 15) - 7), -45) * fmax(fabs(a), 1e-300)
+                       : a + (b - a) * (double)(x >> 11 & 1023) / 1024.0;
+      if (!isfinite(v)) continue;
+      kiln_set_f(&t, 0, v);
+      if (((uint16_t *)t.data)[0] != nearest16(v, bf)) {
+        if (bad++ < 3)
+          printf("  %s: %.17g -> 0x%04x, nearest 0x%04x\n", bf ? "bf16" : "f16", v, ((uint16_t *)t.data)[0],
+                 nearest16(v, bf));
+      }
+    }
+  }
+  CHECK(bad == 0, "%d of %d doubles not rounded once to the nearest 16-bit float", bad, n);
+  kiln_tensor_release(&t);
+}
+
 static void test_tensor(void) {
   int64_t big[3] = {1 << 20, 1 << 20, 1 << 20}, n;
   CHECK(kiln_shape_numel(3, big, &n) == KILN_E_UNSUPPORTED_SHAPE, "huge shape accepted");
@@ -280,6 +334,7 @@ static void test_stack_copy(void) {
 
 int main(void) {
   test_half();
+  test_half_from_double();
   test_views();
   test_stack_copy();
   test_tensor();
