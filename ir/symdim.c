@@ -1478,6 +1478,7 @@ kiln_status kiln_dim_unify(kiln_symtab *t, kiln_dimx a, kiln_dimx b, kiln_dimx *
      at the run */
   bool da = on_data(t, sa), db = on_data(t, sb);
   if (!never && (da || db)) return *out = da ? sa : sb, KILN_OK;
-  return kiln_fail(never ? KILN_E_MISMATCH_SHAPE : KILN_E_SYMBOLIC_SHAPE, "%s%s%s%s vs %s%s%s%s", ba, sa != a ? " (=" : "", sa != a ? ca : "",
-                   sa != a ? ")" : "", bb, sb != b ? " (=" : "", sb != b ? cb : "", sb != b ? ")" : "");
+  return kiln_fail(never ? KILN_E_MISMATCH_SHAPE : KILN_E_SYMBOLIC_SHAPE, "%s%s%s%s vs %s%s%s%s", ba,
+                   sa != a ? " (=" : "", sa != a ? ca : "", sa != a ? ")" : "", bb, sb != b ? " (=" : "",
+                   sb != b ? cb : "", sb != b ? ")" : "");
 }
