@@ -17,6 +17,7 @@
 
 #include "ir/alloc.h"
 #include "opencl/ops_int.h"
+#include "reference/ops_kiln.h"
 
 #define TILE 16
 
@@ -224,8 +225,17 @@ static kiln_status gather(const op_ctx *c, kiln_cl_op **out) {
  * host reports it). */
 #define SLS_MAX_TABLE 1024 /* 8 KiB of __constant a node: several fit a device's 64 KiB */
 
-/* Check-word codes (word 3; 1, 2 = a, 4, 5 = b, 6, 7 = c, each low, high). */
-enum { SLS_BAD_INDEX, SLS_NEG_LENGTH, SLS_LENGTHS_OVER, SLS_LENGTHS_SUM, SLS_OFFSET0, SLS_OFFSET_RANGE, SLS_POSITIONAL };
+/* Check-word codes (word 3; 1, 2 = a, 4, 5 = b, 6, 7 = c, each low, high):
+ * 0 a bad index, else the host decoder's kiln_sls_seg_error. */
+enum {
+  SLS_BAD_INDEX = 0,
+  SLS_NEG_LENGTH = KILN_SLS_NEG_LENGTH,
+  SLS_LENGTHS_OVER = KILN_SLS_LENGTHS_OVER,
+  SLS_LENGTHS_SUM = KILN_SLS_LENGTHS_SUM,
+  SLS_OFFSET0 = KILN_SLS_OFFSET0,
+  SLS_OFFSET_RANGE = KILN_SLS_OFFSET_RANGE,
+  SLS_POSITIONAL = KILN_SLS_POSITIONAL
+};
 
 static long long sls_word(const cl_int *w, int k) {
   return (long long)(((uint64_t)(uint32_t)w[k + 1] << 32) | (uint32_t)w[k]);
@@ -233,28 +243,13 @@ static long long sls_word(const cl_int *w, int k) {
 
 /* chk_aux: N, R, the WEIGHTS count, negative_indices. */
 static kiln_status sls_msg(const kiln_cl_op *op, const cl_int *w) {
-  long long a = sls_word(w, 1), b = sls_word(w, 4), c = sls_word(w, 6), N = op->chk_aux[0], R = op->chk_aux[1];
-  switch (w[3]) {
-  case SLS_NEG_LENGTH: return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS[%lld] is negative (%lld)", b, a);
-  case SLS_LENGTHS_OVER:
-    return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to more than the %lld indices (at segment %lld)", N, b);
-  case SLS_LENGTHS_SUM:
-    return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to %lld but INDICES has %lld elements", a, N);
-  case SLS_OFFSET0:
-    return kiln_fail(KILN_E_INVALID_VALUE, "OFFSETS[0] is %lld; the first segment must start at 0", a);
-  case SLS_OFFSET_RANGE:
-    return kiln_fail(KILN_E_INVALID_VALUE,
-                     "OFFSETS[%lld] = %lld is outside [%lld, %lld] (offsets must be non-decreasing and at most the "
-                     "%lld indices)",
-                     b, a, c, N, N);
-  case SLS_POSITIONAL:
-    return kiln_fail(KILN_E_INVALID_VALUE, "a segment has %lld indices but the positional WEIGHTS only %lld", a,
-                     (long long)op->chk_aux[2]);
-  default:
-    if (op->chk_aux[3])
-      return kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld", a, R);
-    return kiln_fail(KILN_E_INVALID_VALUE, "INDICES[%lld] = %lld is outside the table's %lld rows", b, a, R);
-  }
+  long long a = sls_word(w, 1), b = sls_word(w, 4), c = sls_word(w, 6), R = op->chk_aux[1];
+  if (w[3] != SLS_BAD_INDEX) /* a segment's mistake: the host decoder's message */
+    return kiln_sls_seg_fail((kiln_sls_seg_error)w[3], a, b, c, op->chk_aux[0], op->chk_aux[2]);
+  if (op->chk_aux[3])
+    return kiln_fail(KILN_E_INVALID_VALUE, "index %lld is out of range for a dimension of size %lld", a, R);
+  const kiln_sls_spec sp = {.rows = R};
+  return kiln_sls_bad_index(&sp, b, a);
 }
 
 /* The segments' kernel: LENGTHS / OFFSETS (type lt) in order, the host
@@ -330,33 +325,20 @@ static kiln_status sls(const op_ctx *c, kiln_cl_op **out) {
   if (M < 1 || D < 1 || M > INT64_MAX / D || (lk && lk->numel != M) || (weighted && !positional && WN != N) ||
       N > INT32_MAX || (ind->dtype == KILN_I32 && R > INT32_MAX))
     return KILN_OK;
-  /* constant segments, checked as the host kernel checks them (a mistake: declined) */
+  /* constant segments, checked by the host kernels' decoder (a mistake:
+     declined, the host reports it) */
   int64_t *st = NULL, longest = 0;
   bool uniform = false;
   if (lk) {
     if (!(st = kiln_malloc(sizeof *st * (size_t)(M + 1)))) return kiln_fail(KILN_E_NOMEM, "out of memory compiling %s", t);
-    bool ok = true;
-    st[0] = 0;
-    for (int64_t m = 0; m < M && ok; m++) {
-      int64_t v = kiln_get_i(lk, m);
-      if (offsets) {
-        st[m] = v;
-        ok = m ? v >= st[m - 1] && v <= N : v == 0;
-      } else { /* v checked before the sum: lengths near INT64_MAX must not wrap it */
-        ok = v >= 0 && v <= N - st[m];
-        if (ok) st[m + 1] = st[m] + v;
-      }
+    if (kiln_sls_segments(lk, offsets, N, positional ? WN : -1, st, &longest)) {
+      kiln_error_clear();
+      kiln_free(st);
+      return KILN_OK;
     }
-    if (offsets) st[M] = N;
-    ok = ok && st[M] == N;
-    uniform = ok;
-    for (int64_t m = 0; m < M && ok; m++) {
-      int64_t l = st[m + 1] - st[m];
-      if (l > longest) longest = l;
-      uniform = uniform && l == st[1] - st[0];
-    }
-    if (ok && positional) ok = WN >= longest;
-    if (!ok || (!uniform && M > SLS_MAX_TABLE)) {
+    uniform = true;
+    for (int64_t m = 0; m < M; m++) uniform = uniform && st[m + 1] - st[m] == st[1] - st[0];
+    if (!uniform && M > SLS_MAX_TABLE) {
       kiln_free(st);
       return KILN_OK;
     }

@@ -37,6 +37,62 @@ static kiln_status want_rank1(const kiln_tensor *t, const char *what) {
 /* ------------------------------------------------------------------------ */
 /* Decoding (shared with cpu_fallback/sls.c)                                 */
 
+kiln_status kiln_sls_seg_fail(kiln_sls_seg_error e, int64_t a, int64_t b, int64_t c, int64_t n, int64_t wn) {
+  switch (e) {
+  case KILN_SLS_NEG_LENGTH:
+    return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS[%lld] is negative (%lld)", (long long)b, (long long)a);
+  case KILN_SLS_LENGTHS_OVER:
+    return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to more than the %lld indices (at segment %lld)",
+                     (long long)n, (long long)b);
+  case KILN_SLS_LENGTHS_SUM:
+    return kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to %lld but INDICES has %lld elements", (long long)a,
+                     (long long)n);
+  case KILN_SLS_OFFSET0:
+    return kiln_fail(KILN_E_INVALID_VALUE, "OFFSETS[0] is %lld; the first segment must start at 0", (long long)a);
+  case KILN_SLS_OFFSET_RANGE:
+    return kiln_fail(KILN_E_INVALID_VALUE,
+                     "OFFSETS[%lld] = %lld is outside [%lld, %lld] (offsets must be non-decreasing and at most the "
+                     "%lld indices)",
+                     (long long)b, (long long)a, (long long)c, (long long)n, (long long)n);
+  case KILN_SLS_OFFSETS_EMPTY:
+    return kiln_fail(KILN_E_INVALID_VALUE, "OFFSETS is empty but INDICES has %lld elements", (long long)n);
+  case KILN_SLS_POSITIONAL:
+    return kiln_fail(KILN_E_INVALID_VALUE, "a segment has %lld indices but the positional WEIGHTS only %lld",
+                     (long long)a, (long long)wn);
+  }
+  return kiln_fail(KILN_E_INTERNAL, "SparseLengths: segment error %d", (int)e);
+}
+
+kiln_status kiln_sls_segments(const kiln_tensor *seg, bool offsets, int64_t n, int64_t wn, int64_t *start,
+                              int64_t *longest_out) {
+  int64_t m = seg->numel, at = 0, longest = 0;
+  for (int64_t k = 0; k < m; k++) {
+    int64_t v = kiln_get_i(seg, k);
+    if (offsets) {
+      if (k == 0 && v != 0) return kiln_sls_seg_fail(KILN_SLS_OFFSET0, v, 0, 0, n, wn);
+      if (v < at || v > n) return kiln_sls_seg_fail(KILN_SLS_OFFSET_RANGE, v, k, at, n, wn);
+      if (k > 0 && v - at > longest) longest = v - at;
+      start[k] = at = v;
+    } else { /* v checked before the sum: lengths near INT64_MAX must not wrap it */
+      if (v < 0) return kiln_sls_seg_fail(KILN_SLS_NEG_LENGTH, v, k, 0, n, wn);
+      if (v > n - at) return kiln_sls_seg_fail(KILN_SLS_LENGTHS_OVER, 0, k, 0, n, wn);
+      start[k] = at;
+      at += v;
+      if (v > longest) longest = v;
+    }
+  }
+  if (offsets) {
+    if (m > 0 && n - at > longest) longest = n - at;
+    if (m == 0 && n != 0) return kiln_sls_seg_fail(KILN_SLS_OFFSETS_EMPTY, 0, 0, 0, n, wn);
+    at = n;
+  }
+  if (at != n) return kiln_sls_seg_fail(KILN_SLS_LENGTHS_SUM, at, 0, 0, n, wn);
+  if (wn >= 0 && longest > wn) return kiln_sls_seg_fail(KILN_SLS_POSITIONAL, longest, 0, 0, n, wn);
+  start[m] = n;
+  *longest_out = longest;
+  return KILN_OK;
+}
+
 kiln_status kiln_sls_decode(const kiln_op_call *c, kiln_sls_spec *sp) {
   memset(sp, 0, sizeof *sp);
   const char *op = c->node->op_type;
@@ -95,49 +151,13 @@ kiln_status kiln_sls_decode(const kiln_op_call *c, kiln_sls_spec *sp) {
   }
   sp->start = kiln_malloc(((size_t)sp->m + 1) * sizeof *sp->start);
   if (!sp->start) return kiln_fail(KILN_E_NOMEM, "out of memory decoding segments");
-  kiln_status s = KILN_OK;
-  int64_t at = 0, longest = 0;
-  for (int64_t k = 0; k < sp->m && !s; k++) {
-    int64_t v = kiln_get_i(seg, k);
-    if (offsets) {
-      if (k == 0 && v != 0)
-        s = kiln_fail(KILN_E_INVALID_VALUE, "OFFSETS[0] is %lld; the first segment must start at 0", (long long)v);
-      else if (v < at || v > sp->n)
-        s = kiln_fail(KILN_E_INVALID_VALUE, "OFFSETS[%lld] = %lld is outside [%lld, %lld] (offsets must be non-decreasing and at most the %lld indices)",
-                      (long long)k, (long long)v, (long long)at, (long long)sp->n, (long long)sp->n);
-      else {
-        if (k > 0 && v - at > longest) longest = v - at;
-        sp->start[k] = at = v;
-      }
-    } else {
-      if (v < 0) s = kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS[%lld] is negative (%lld)", (long long)k, (long long)v);
-      else if (v > sp->n - at)
-        s = kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to more than the %lld indices (at segment %lld)",
-                      (long long)sp->n, (long long)k);
-      else {
-        sp->start[k] = at;
-        at += v;
-        if (v > longest) longest = v;
-      }
-    }
-  }
-  if (!s && offsets) {
-    if (sp->m > 0 && sp->n - at > longest) longest = sp->n - at;
-    if (sp->m == 0 && sp->n != 0)
-      s = kiln_fail(KILN_E_INVALID_VALUE, "OFFSETS is empty but INDICES has %lld elements", (long long)sp->n);
-    at = sp->n;
-  }
-  if (!s && at != sp->n)
-    s = kiln_fail(KILN_E_INVALID_VALUE, "LENGTHS add up to %lld but INDICES has %lld elements", (long long)at,
-                  (long long)sp->n);
-  if (!s && sp->positional && longest > sp->weights->dims[0])
-    s = kiln_fail(KILN_E_INVALID_VALUE, "a segment has %lld indices but the positional WEIGHTS only %lld", (long long)longest,
-                  (long long)sp->weights->dims[0]);
+  int64_t longest;
+  kiln_status s = kiln_sls_segments(seg, offsets, sp->n, sp->positional ? sp->weights->dims[0] : -1, sp->start,
+                                    &longest);
   if (s) {
     kiln_sls_spec_free(sp);
     return s;
   }
-  sp->start[sp->m] = sp->n;
   if (kiln_attr_int(c->node, "negative_indices", 0) != 0) { /* Gather's indices: [-rows, 0) count from the end */
     int64_t nd[1] = {sp->n};
     if ((s = kiln_tensor_alloc(&sp->wrapped, KILN_I64, 1, nd))) {

@@ -37,6 +37,29 @@ typedef struct kiln_sls_spec {
   int64_t out_dims[KILN_MAX_RANK]; /* [m, D] or [m, d1..dk]; float32 */
 } kiln_sls_spec;
 
+/* A mistake in LENGTHS / OFFSETS, and the message it gets
+ * (kiln_sls_seg_fail: a, b, c as each case below names them; n the
+ * indices, wn the positional weights). */
+typedef enum kiln_sls_seg_error {
+  KILN_SLS_NEG_LENGTH = 1, /* LENGTHS[b] = a < 0 */
+  KILN_SLS_LENGTHS_OVER,   /* the lengths pass n at segment b */
+  KILN_SLS_LENGTHS_SUM,    /* they add up to a, not n */
+  KILN_SLS_OFFSET0,        /* OFFSETS[0] = a, not 0 */
+  KILN_SLS_OFFSET_RANGE,   /* OFFSETS[b] = a outside [c, n] */
+  KILN_SLS_OFFSETS_EMPTY,  /* no offsets, n > 0 */
+  KILN_SLS_POSITIONAL      /* a segment of a indices, wn positional weights */
+} kiln_sls_seg_error;
+kiln_status kiln_sls_seg_fail(kiln_sls_seg_error e, int64_t a, int64_t b, int64_t c, int64_t n, int64_t wn);
+
+/* The M + 1 segment starts (start, room for seg's M + 1) of LENGTHS or
+ * OFFSETS seg over n indices, checked as the op defines them (a length
+ * negative or past the indices, lengths not adding up to n, offsets not
+ * starting at 0, decreasing or past n; with wn >= 0, a segment longer than
+ * the wn positional weights): KILN_E_INVALID_VALUE and the message.
+ * *longest: the longest segment. Shared by the host kernels and the OpenCL
+ * op's constant segments. */
+kiln_status kiln_sls_segments(const kiln_tensor *seg, bool offsets, int64_t n, int64_t wn, int64_t *start,
+                              int64_t *longest);
 /* Decodes and checks the call (shapes, types, lengths or offsets, the
  * weights' count); fails with KILN_E_INVALID_VALUE / _MISMATCH_SHAPE and a
  * message. On success sp->start must be released with kiln_sls_spec_free. */
