@@ -111,6 +111,7 @@ struct kiln_cpu_plan {
      planned), else when a run's dims contradict a value the inference
      recorded (N broadcast against 6 recorded N = 6; a run with N = 1) */
   bool by_shape_ok, by_shape;
+  bool fit_check; /* an input dim the inference fixed or made an expression: inputs_fit per run */
   int n_spec;
   int *spec;            /* indices into orig->inputs */
   struct variant {
@@ -805,6 +806,18 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
     return KILN_OK;
   }
   p->by_shape_ok = by_shape_ok;
+  /* declared constant dims (the plugin checks them) and free symbols fit
+     any run; a symbolic dim the inference fixed (substituted by its value)
+     or made an expression may not */
+  for (int i = 0; i < g->n_inputs && by_shape_ok; i++) {
+    const kiln_value *val = &g->values[g->inputs[i]];
+    const kiln_vshape *x = &p->sh->v[g->inputs[i]];
+    for (int d = 0; d < x->rank && !val->init; d++) {
+      int sym = kiln_dimx_as_sym(p->sh->tab, x->dims[d]);
+      bool declared = d < val->type.rank && val->type.dims[d].value >= 0 && !val->type.dims[d].param;
+      p->fit_check |= !declared && (sym < 0 || kiln_sym_value(p->sh->tab, sym, NULL));
+    }
+  }
   if ((s = kiln_ref_check_types(g, p->sh))) goto fail; /* the fused tiles call no kernel's type check */
   {
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
@@ -1863,7 +1876,7 @@ static bool inputs_fit(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor
 static kiln_status shape_variant(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound,
                                  kiln_cpu_plan **out) {
   *out = NULL;
-  if (!p->by_shape && inputs_fit(p, g0, bound)) return KILN_OK;
+  if (!p->by_shape && (!p->fit_check || inputs_fit(p, g0, bound))) return KILN_OK;
   int nkey = 1;
   for (int i = 0; i < g0->n_inputs; i++) {
     const kiln_tensor *t = bound ? bound[g0->inputs[i]] : NULL;

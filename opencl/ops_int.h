@@ -146,10 +146,9 @@ void kiln_clop_checks(kiln_cl_op *op, int n, const int64_t *dims);
 /* Gather's and SparseLengths' first-bad-index protocol (see the struct):
  * the statement a kernel runs for a bad index at position `pos` (an int or
  * long expression, < base <= INT32_MAX; `chk` the check words' pointer,
- * offset), and the
- * one-item step, launched after the op's kernels, that reads the index at
- * the lowest such position from input `in` (element type `it`) into the
- * check words while it is still there. */
+ * offset), and the one-item step, launched after the op's kernels, that
+ * reads the index at the lowest such position from input `in` (element
+ * type `it`) into the check words while it is still there. */
 kiln_status kiln_clop_first_bad_src(kiln_cl_src *src, const char *chk, const char *pos, int64_t base);
 kiln_status kiln_clop_first_bad(kiln_cl_op *op, kiln_cl_src *src, opb in, const char *it, int64_t base);
 /* The statement a checking kernel runs for bad index `j` (a C expression of
