@@ -1031,7 +1031,9 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
 }
 
 /* ---- channel tiles: the direct path with lanes over output channels ----
- * For output rows of a multiple of 14 pixels (ResNet's 112, 56, 28, 14):
+ * For output rows of a multiple of 14 pixels (ResNet's 112, 56, 28, 14),
+ * or of 7 (ResNet's l4: a tile is two output rows, the last of an odd
+ * count alone, its 7 pixels stored):
  * the same padded, phase-split planes and tap offsets as the direct path,
  * but the tile is 14 pixels of one output row (their inputs broadcast) by
  * 32 output channels (W transposed, two aligned vectors per k): no columns
@@ -1072,23 +1074,29 @@ static void ct_task(void *ctx, int64_t task, int worker) {
   float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
   float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
   _Alignas(64) float T[PX * NR];
-  for (int64_t oh = oh0; oh < oh1; oh++)
+  /* rows of 7: two rows a tile (pixels 7..13 a plane row further on); a last row alone reads its own 7 inputs
+     again for pixels 7..13 (inside the plane) and stores 7 */
+  bool half = OW == KILN_CONV_CT_HALF;
+  for (int64_t oh = oh0; oh < oh1; oh += half ? 2 : 1)
     for (int64_t ow0 = 0; ow0 < OW; ow0 += PX) {
+      bool pair = half && oh + 1 < oh1;
+      int64_t jump = !half ? 0 : pair ? j->Wq - KILN_CONV_CT_HALF : -KILN_CONV_CT_HALF;
       for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
         kc = kiln_sgemm_wide_kc(Kc, p0);
-        j->micro(kc, wt + p0 * Mpad + cb * kc * NR, x + oh * j->Wq + ow0, j->off + p0, T, p0 > 0);
+        j->micro(kc, wt + p0 * Mpad + cb * kc * NR, x + oh * j->Wq + ow0, j->off + p0, jump, T, p0 > 0);
       }
-      j->store(T, nc, bias, clamp, lo, hi, y + oh * OW + ow0, OSP);
+      j->store(T, nc, half && !pair ? KILN_CONV_CT_HALF : PX, bias, clamp, lo, hi, y + oh * OW + ow0, OSP);
     }
   for (int64_t c = 0; j->ep && !clamp && c < nc && oh1 > oh0; c++)
     j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0 + c) * OSP + oh0 * OW, (oh1 - oh0) * OW,
                  y + c * OSP + oh0 * OW);
 }
 
-/* Output rows of whole 14-pixel tiles, a kernel wider than 1x1, the direct
- * path's planes. */
+/* Output rows of whole 14-pixel tiles or of 7 pixels (two rows a tile), a
+ * kernel wider than 1x1, the direct path's planes. */
 static bool ct_applies(const geom *g) {
-  return g->out[2] % KILN_CONV_CT_PX == 0 && g->k_sp > 1 && g->nsp <= 2 && g->s[1] <= 8 && g->s[2] <= 8;
+  return (g->out[2] % KILN_CONV_CT_PX == 0 || g->out[2] == KILN_CONV_CT_HALF) && g->k_sp > 1 && g->nsp <= 2 &&
+         g->s[1] <= 8 && g->s[2] <= 8;
 }
 
 static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_conv_pack *pk, const float *bias,
@@ -1107,6 +1115,7 @@ static kiln_status conv_direct_ct(const geom *g, const float *x, const kiln_cpu_
   if (workers > 1 && g->N * g->G * cblocks < 4 * (int64_t)workers)
     chunks = (4 * workers + g->N * g->G * cblocks - 1) / (g->N * g->G * cblocks);
   int64_t rper = (OH + chunks - 1) / chunks;
+  if (g->out[2] == KILN_CONV_CT_HALF) rper += rper & 1; /* whole pairs of rows a chunk */
   chunks = (OH + rper - 1) / rper;
   ct_job j = {g, &in, pk->ctdata, bias, y, ep, off, P, d.Wq, cblocks, chunks, rper, pk->ctgstride, micro,
               micro == kiln_conv_ct_micro_base ? kiln_conv_ct_store_base : kiln_conv_ct_store()};

@@ -78,8 +78,11 @@ typedef struct kiln_cpu_conv_pack {
 } kiln_cpu_conv_pack;
 /* The transposed pack is made for a W of up to this many bytes even above
  * the A pack's limit (ResNet-18's 2.4 MB l3 weights: 0.95-0.96 of the 12 x
- * 32 tile reading W in place, per step; alone, data NULL). */
-#define KILN_CONV_CT_PACK_MAX ((int64_t)4 << 20)
+ * 32 tile reading W in place, per step; alone, data NULL). 16 MiB (was 4)
+ * since the channel tiles take rows of 7 (2026-11-26): ResNet-18's l4
+ * (9.4 MB, 3 convs) and l4.0.conv1 (4.7 MB) read it (GEMM_CONV.md, "Rows
+ * of 7"); 33 MB more packed weights for that model. */
+#define KILN_CONV_CT_PACK_MAX ((int64_t)16 << 20)
 /* Winograd's U is made for a W of up to this many bytes even above the A
  * pack's limit (ResNet-18's 2.4 MB l3 weights: U 4.2 MB, the 3x3 steps on
  * 14 x 14 0.80-0.85 of the direct path's time at 1 and 2 threads; l4's 9.4

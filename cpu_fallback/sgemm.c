@@ -434,24 +434,25 @@ void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, cons
   direct_tile_base(kc, A, lda, 1, x, off, xhi, beta, C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
-void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add) {
-  enum { PX = KILN_CONV_CT_PX };
+void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump, float *T,
+                             bool add) {
+  enum { PX = KILN_CONV_CT_PX, HALF = KILN_CONV_CT_HALF };
   float acc[PX][WNR];
   memset(acc, 0, sizeof acc);
   for (int64_t k = 0; k < kc; k++, wt += WNR) {
     const float *xk = x + off[k];
     for (int p = 0; p < PX; p++)
-      for (int c = 0; c < WNR; c++) acc[p][c] = fmaf(wt[c], xk[p], acc[p][c]);
+      for (int c = 0; c < WNR; c++) acc[p][c] = fmaf(wt[c], xk[p < HALF ? p : p + jump], acc[p][c]);
   }
   for (int p = 0; p < PX; p++)
     for (int c = 0; c < WNR; c++) store_beta(&T[p * WNR + c], acc[p][c], add ? 1.0f : 0.0f);
 }
 
-void kiln_conv_ct_store_base(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+void kiln_conv_ct_store_base(const float *T, int64_t nc, int px, const float *bias, bool clamp, float lo, float hi,
                              float *y, int64_t ldy) {
   for (int64_t c = 0; c < nc; c++) { /* the bias and clamp of kiln_sgemm_post_base, stored transposed */
     float *yc = y + c * ldy, bc = bias ? bias[c] : 0.0f;
-    for (int p = 0; p < KILN_CONV_CT_PX; p++) {
+    for (int p = 0; p < px; p++) {
       float v = T[p * WNR + c];
       if (bias) v = v + bc;
       if (clamp) {

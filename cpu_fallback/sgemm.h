@@ -292,34 +292,39 @@ void kiln_conv_direct_micro_a_far_avx512(int64_t kc, const float *A, int64_t lda
  * tiles", GEMM_CONV.md): a tile of 14 output pixels along one output row
  * by 32 output channels, in 28 accumulators, one KC slice: per k, the two
  * vectors of 32 channels at wt (W transposed, kc x 32, wt += 32 per k) and
- * the 14 pixels' inputs x[off[k] + p] broadcast. T (14 x 32, pixel-major)
+ * the 14 pixels' inputs x[off[k] + p] broadcast (pixels p >= 7 at
+ * x[off[k] + jump + p]: jump 0 for 14 pixels of one row; two output rows of
+ * 7 with jump = the plane's row pitch - 7). T (14 x 32, pixel-major)
  * = acc (beta 0) or acc + T (add: beta 1), acc[p][c] = sum over k < kc of
- * wt[k·32 + c]·x[off[k] + p], one fma per term, k in order: the fmas of
+ * wt[k·32 + c]·x[off[k] + p (+ jump)], one fma per term, k in order: the fmas of
  * the 12 x 32 direct tile on the same output element (the product's
  * operands swapped, which is exact), so the same bits. */
 #define KILN_CONV_CT_PX 14
-typedef void (*kiln_conv_ct_fn)(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T,
-                                bool add);
-void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add);
+#define KILN_CONV_CT_HALF 7 /* pixels [7, 14) read jump floats further on */
+typedef void (*kiln_conv_ct_fn)(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
+                                float *T, bool add);
+void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump, float *T,
+                             bool add);
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
-void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add);
+void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
+                               float *T, bool add);
 /* The AVX-512 one where kiln_conv_direct_micro() gives its AVX-512 kernel,
  * else NULL. */
 kiln_conv_ct_fn kiln_conv_ct_micro(void);
 /* A finished tile T (14 x 32, pixel-major, as the micro-kernel leaves it)
  * into Y: for each channel c < nc, y[c·ldy + p] = post(T[p·32 + c]), p <
- * 14, where post adds bias[c] (bias non-NULL) and then clamps to [lo, hi]
+ * px (<= 14; nothing else of Y written), where post adds bias[c] (bias non-NULL) and then clamps to [lo, hi]
  * (clamp) with the comparisons of kiln_sgemm_post_base (NaN kept), so the
  * same bits. The AVX-512 one loads T's pixel rows as vectors, does the
  * bias and clamp on them and transposes each 16-channel half in registers
  * (GEMM_CONV.md: ResNet-18's l1 0.96 against the scalar store). */
-typedef void (*kiln_conv_ct_store_fn)(const float *T, int64_t nc, const float *bias, bool clamp, float lo,
+typedef void (*kiln_conv_ct_store_fn)(const float *T, int64_t nc, int px, const float *bias, bool clamp, float lo,
                                       float hi, float *y, int64_t ldy);
-void kiln_conv_ct_store_base(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
+void kiln_conv_ct_store_base(const float *T, int64_t nc, int px, const float *bias, bool clamp, float lo, float hi,
                              float *y, int64_t ldy);
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
-void kiln_conv_ct_store_avx512(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
-                               float *y, int64_t ldy);
+void kiln_conv_ct_store_avx512(const float *T, int64_t nc, int px, const float *bias, bool clamp, float lo,
+                               float hi, float *y, int64_t ldy);
 /* The AVX-512 one where kiln_conv_ct_micro() gives its AVX-512 kernel,
  * else the twin. */
 kiln_conv_ct_store_fn kiln_conv_ct_store(void);

@@ -346,20 +346,26 @@ void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int6
  * 28 accumulators; per k two aligned loads of W's transposed pack, 14
  * broadcasts of the pixels' inputs (one or two cache lines), and the
  * pixels' row k + 16 prefetched into L1 as the 12 x 32 direct tile does. */
-void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, float *T, bool add) {
+void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
+                               float *T, bool add) {
   __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0, a4 = a0, b4 = a0;
   __m512 a5 = a0, b5 = a0, a6 = a0, b6 = a0, a7 = a0, b7 = a0, a8 = a0, b8 = a0, a9 = a0, b9 = a0, aA = a0, bA = a0;
   __m512 aB = a0, bB = a0, aC = a0, bC = a0, aD = a0, bD = a0;
   for (int64_t k = 0; k < kc; k++, wt += KILN_SGEMM_WIDE_NR) {
-    const float *xk = x + off[k];
+    const float *xk = x + off[k], *xj = xk + jump; /* pixels 7..13 at xj (KILN_CONV_CT_HALF) */
     if (k + 16 < kc) _mm_prefetch((const char *)(x + off[k + 16]), _MM_HINT_T0);
+    /* W^T's row k + 24 (two lines) into L1: a W too big for the caches (ResNet-18's l4, 9.4 MB) streams from
+       memory; a hint, never a fault (past the slice it touches the next one's or the pack's neighbours) */
+    _mm_prefetch((const char *)(wt + 24 * KILN_SGEMM_WIDE_NR), _MM_HINT_T0);
+    _mm_prefetch((const char *)(wt + 24 * KILN_SGEMM_WIDE_NR + 16), _MM_HINT_T0);
     __m512 w0 = _mm512_loadu_ps(wt), w1 = _mm512_loadu_ps(wt + 16), v;
-#define PX(p, lo, hi)                    \
-  v = _mm512_set1_ps(xk[p]);             \
+#define PX(src, p, lo, hi)               \
+  v = _mm512_set1_ps(src[p]);            \
   lo = _mm512_fmadd_ps(v, w0, lo);       \
   hi = _mm512_fmadd_ps(v, w1, hi);
-    PX(0, a0, b0) PX(1, a1, b1) PX(2, a2, b2) PX(3, a3, b3) PX(4, a4, b4) PX(5, a5, b5) PX(6, a6, b6)
-    PX(7, a7, b7) PX(8, a8, b8) PX(9, a9, b9) PX(10, aA, bA) PX(11, aB, bB) PX(12, aC, bC) PX(13, aD, bD)
+    PX(xk, 0, a0, b0) PX(xk, 1, a1, b1) PX(xk, 2, a2, b2) PX(xk, 3, a3, b3) PX(xk, 4, a4, b4) PX(xk, 5, a5, b5)
+    PX(xk, 6, a6, b6) PX(xj, 7, a7, b7) PX(xj, 8, a8, b8) PX(xj, 9, a9, b9) PX(xj, 10, aA, bA) PX(xj, 11, aB, bB)
+    PX(xj, 12, aC, bC) PX(xj, 13, aD, bD)
 #undef PX
   }
   __m512 acc[KILN_CONV_CT_PX][2] = {{a0, b0}, {a1, b1}, {a2, b2}, {a3, b3}, {a4, b4}, {a5, b5}, {a6, b6},
@@ -405,12 +411,12 @@ static inline __attribute__((always_inline)) void transpose16(const __m512 r[16]
  * vectors of 32 channels loaded, the bias added and the clamp applied
  * (max(lo, v) then min(hi, v): v < lo ? lo : v and v > hi ? hi : v, NaN
  * kept, as the twin), each half of 16 channels transposed in registers
- * (pixels 14 and 15 zero) and stored as 14-lane rows of Y. */
-void kiln_conv_ct_store_avx512(const float *T, int64_t nc, const float *bias, bool clamp, float lo, float hi,
-                               float *y, int64_t ldy) {
+ * (pixels 14 and 15 zero) and stored as rows of px <= 14 lanes of Y. */
+void kiln_conv_ct_store_avx512(const float *T, int64_t nc, int px, const float *bias, bool clamp, float lo,
+                               float hi, float *y, int64_t ldy) {
   enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
   const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
-  const __mmask16 m = mask_of(PX);
+  const __mmask16 m = mask_of(px < PX ? px : PX);
   for (int h = 0; h * 16 < nc; h++) {
     __m512 r[16], o[16];
     __m512 b = bias ? _mm512_maskz_loadu_ps(mask_of((int)nc - 16 * h), bias + 16 * h) : _mm512_setzero_ps();

@@ -612,6 +612,20 @@ static void test_direct(void) {
        1},
       {"channel tiles: C 32, M 64, 3x3 pad 1, 28x28 (row chunks on the pool)", 2, 1, 32, 64, 1, 28, 28, 3, 3,
        {1, 1, 1, 1}, 1, 1, 1},
+      /* rows of 7 (two rows a tile; an odd count's last row alone): 7x7 with K in 1 and 3 slices, stride 2 to 7x7,
+         an even row count, batch 2 with groups, asymmetric pads, row chunks on the pool */
+      {"channel tiles, rows of 7: C 32, M 40, 3x3 pad 1, 7x7 (K 288)", 2, 1, 32, 40, 1, 7, 7, 3, 3, {1, 1, 1, 1}, 1,
+       1, 1},
+      {"channel tiles, rows of 7: C 72, M 70, 3x3 pad 1, 7x7 (K 648: 3 slices)", 2, 1, 72, 70, 1, 7, 7, 3, 3,
+       {1, 1, 1, 1}, 1, 1, 1},
+      {"channel tiles, rows of 7: stride 2, C 64, M 33, 3x3 pad 1, 14x14 (K 576)", 2, 1, 64, 33, 1, 14, 14, 3, 3,
+       {1, 1, 1, 1}, 1, 2, 2},
+      {"channel tiles, rows of 7: group 2, batch 2, C 80, M 40, 3x3 pad 1, 8x7 (K 360)", 2, 2, 80, 40, 2, 8, 7, 3, 3,
+       {1, 1, 1, 1}, 1, 1, 1},
+      {"channel tiles, rows of 7: C 40, M 24, 3x3 pads (0, 1, 2, 1), 11x7", 2, 1, 40, 24, 1, 11, 7, 3, 3,
+       {0, 1, 2, 1}, 1, 1, 1},
+      {"channel tiles, rows of 7: C 48, M 16, 3x3 pad 1, 40x7 (row chunks on the pool)", 2, 1, 48, 16, 1, 40, 7, 3,
+       3, {1, 1, 1, 1}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);
   /* a W over the A pack's limit (KILN_CONV_PREPACK=1: 1 MiB; W 1.25 MB) gets the transposed pack alone: the
@@ -901,23 +915,26 @@ static void test_pwt(void) {
 
 /* The channel tile (kiln_conv_ct_micro_*): AVX-512 = its twin bit for bit
  * on kc 1/5/33/257, T overwritten or added to, taps out of order, NaN and
- * -0 in the input, nothing written past the 14 x 32 tile. */
+ * -0 in the input, pixels 7..13 read 0, 9 or -7 floats further on (one
+ * row of 14, two rows of 7, a last row of 7 alone), nothing written past
+ * the 14 x 32 tile. */
 static void test_ct_kernel(void) {
   enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR };
   static const int64_t kcs[] = {1, 5, 33, 257};
   kiln_conv_ct_fn simd = kiln_conv_ct_micro();
   int64_t bad = 0, runs = 0;
+  static const int64_t jumps[] = {0, 9, -KILN_CONV_CT_HALF};
   for (size_t ki = 0; ki < sizeof kcs / sizeof *kcs; ki++)
-    for (int add = 0; add < 2; add++) {
-      int64_t kc = kcs[ki], nx = kc * 3 + PX, *off = malloc((size_t)kc * sizeof *off);
+    for (int add = 0; add < 4; add++) {
+      int64_t kc = kcs[ki], nx = kc * 3 + PX + 9, *off = malloc((size_t)kc * sizeof *off), jump = jumps[add % 3];
       float *wt = rand_buf(kc * NR), *x = rand_buf(nx), T[2][PX * NR + 1];
       for (int64_t k = 0; k < kc; k++) off[k] = (k * 7) % (kc * 3 + 1);
       x[0] = NAN, x[nx - 1] = -0.0f, wt[kc * NR - 1] = -0.0f;
       for (int v = 0; v < 2; v++)
         for (int i = 0; i < PX * NR + 1; i++) T[v][i] = (float)(i % 13) - 6.0f;
-      kiln_conv_ct_micro_base(kc, wt, x, off, T[0], add);
+      kiln_conv_ct_micro_base(kc, wt, x, off, jump, T[0], add & 1);
       if (simd) {
-        simd(kc, wt, x, off, T[1], add);
+        simd(kc, wt, x, off, jump, T[1], add & 1);
         bad += memcmp(T[0], T[1], sizeof T[0]) != 0;
       }
       bad += T[0][PX * NR] != (float)((PX * NR) % 13) - 6.0f; /* the element after the tile untouched */
@@ -929,9 +946,10 @@ static void test_ct_kernel(void) {
 }
 
 /* The channel tile's store (kiln_conv_ct_store_*): AVX-512 = its twin bit
- * for bit for 32, 17, 16 and 5 channels, with and without bias and clamp,
- * NaN and -0 in T; the twin = the definition (bias, then v < lo ? lo : v,
- * v > hi ? hi : v); nothing written past 14 pixels a row or nc rows. */
+ * for bit for 32, 17, 16 and 5 channels, 14 or 7 pixels, with and without
+ * bias and clamp, NaN and -0 in T; the twin = the definition (bias, then
+ * v < lo ? lo : v, v > hi ? hi : v); nothing written past px pixels a row
+ * or nc rows. */
 static void test_ct_store(void) {
   enum { PX = KILN_CONV_CT_PX, NR = KILN_SGEMM_WIDE_NR, LDY = 19 };
   static const int64_t ncs[] = {32, 17, 16, 5};
@@ -941,22 +959,23 @@ static void test_ct_store(void) {
   T[3] = NAN, T[NR + 1] = -0.0f, T[5 * NR + 20] = 2.0f;
   int64_t bad = 0, wrong = 0, runs = 0;
   for (size_t ni = 0; ni < sizeof ncs / sizeof *ncs; ni++)
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 8; v++) {
       int64_t nc = ncs[ni];
+      int px = v & 4 ? KILN_CONV_CT_HALF : PX;
       const float *b = v & 1 ? bias : NULL;
       bool clamp = v & 2;
       float lo = -0.25f, hi = 0.5f, y[2][(NR + 1) * LDY];
       for (int u = 0; u < 2; u++)
         for (int i = 0; i < (NR + 1) * LDY; i++) y[u][i] = 7.0f;
-      kiln_conv_ct_store_base(T, nc, b, clamp, lo, hi, y[0], LDY);
+      kiln_conv_ct_store_base(T, nc, px, b, clamp, lo, hi, y[0], LDY);
       if (simd) {
-        simd(T, nc, b, clamp, lo, hi, y[1], LDY);
+        simd(T, nc, px, b, clamp, lo, hi, y[1], LDY);
         bad += memcmp(y[0], y[1], sizeof y[0]) != 0;
       }
       for (int64_t c = 0; c <= nc && c < NR + 1; c++)
         for (int p = 0; p < LDY; p++) {
           float want = 7.0f;
-          if (c < nc && p < PX) {
+          if (c < nc && p < px) {
             want = T[p * NR + c] + (b ? b[c] : 0.0f);
             if (clamp) want = want < lo ? lo : want > hi ? hi : want;
           }
@@ -974,7 +993,7 @@ static void test_ct_store(void) {
 /* Which packs a 3x3 stride-1 Conv gets with Winograd on: up to the A
  * pack's limit (2 MiB) the A pack, W^T (K >= 288) and U; above it up to
  * KILN_CONV_WINO_PACK_MAX U alone (ResNet-18's l3), above that W^T alone
- * up to KILN_CONV_CT_PACK_MAX; with Winograd off no U. Where U is made
+ * up to KILN_CONV_CT_PACK_MAX (16 MiB); with Winograd off no U. Where U is made
  * alone the Conv through it equals Winograd with U made per call
  * (KILN_CONV_WINO=2) bit for bit, and the direct path without a pack is
  * within the reference's tolerance. */
@@ -988,7 +1007,8 @@ static void test_wino_packs(void) {
                {256, 256, 1, false, false, true}, /* 2.36 MB: U alone */
                {256, 256, 0, false, true, false}, /* Winograd off: W^T alone, as before */
                {448, 256, 1, false, false, true}, /* 4.13 MB: U alone (the limit is 4 MiB of W) */
-               {512, 256, 1, false, false, false}}; /* 4.72 MB: nothing */
+               {512, 256, 1, false, true, false},  /* 4.72 MB: W^T alone (ResNet-18's l4.0.conv1) */
+               {1024, 512, 1, false, false, false}}; /* 18.9 MB: nothing */
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     int64_t wd[4] = {cases[i].M, cases[i].C, 3, 3}, ks[2] = {3, 3}, pads[4] = {1, 1, 1, 1};
     kiln_tensor w = {0};
