@@ -1045,6 +1045,9 @@ static kiln_status conv_direct(const geom *g, const float *x, const float *w, co
  * bias and clamp follow, then the tile is stored transposed into Y: the
  * same operations per element, the same bits. */
 
+/* At most this many tiles a task: all of them per KC slice (ct_task). */
+#define KILN_CONV_CT_FEW 8
+
 /* -1: not read yet (KILN_CONV_CT); 0: never; 1: where it applies. */
 static _Atomic int ct_mode = -1;
 
@@ -1073,20 +1076,36 @@ static void ct_task(void *ctx, int64_t task, int worker) {
   bool clamp = j->ep && j->ep->clamp;
   float lo = clamp ? j->ep->lo : 0.0f, hi = clamp ? j->ep->hi : 0.0f;
   float *y = j->y + (n * g->M + gi * g->Mg + m0) * OSP;
-  _Alignas(64) float T[PX * NR];
-  /* rows of 7: two rows a tile (pixels 7..13 a plane row further on); a last row alone reads its own 7 inputs
-     again for pixels 7..13 (inside the plane) and stores 7 */
+  /* the task's tiles: 14 pixels of a row, or (rows of 7) two rows, a last row of an odd count alone, reading its
+     own 7 inputs again for pixels 7..13 (inside the plane) and storing 7 */
   bool half = OW == KILN_CONV_CT_HALF;
-  for (int64_t oh = oh0; oh < oh1; oh += half ? 2 : 1)
-    for (int64_t ow0 = 0; ow0 < OW; ow0 += PX) {
-      bool pair = half && oh + 1 < oh1;
-      int64_t jump = !half ? 0 : pair ? j->Wq - KILN_CONV_CT_HALF : -KILN_CONV_CT_HALF;
-      for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
-        kc = kiln_sgemm_wide_kc(Kc, p0);
-        j->micro(kc, wt + p0 * Mpad + cb * kc * NR, x + oh * j->Wq + ow0, j->off + p0, jump, T, p0 > 0);
+  int64_t per_row = half ? 1 : OW / PX, tiles = (half ? (oh1 - oh0 + 1) / 2 : oh1 - oh0) * per_row;
+  /* a few tiles (a 7 x 7 plane: 4): all of them per KC slice, so a slice of W^T (kc x 32) is read from memory once
+     and from L1 by the others, while each tile's micro-kernel fetches its share of the next slice into L2 (W^T
+     from memory: ResNet-18's l4, 9.4 MB; GEMM_CONV.md "Rows of 7"); more tiles: tile by tile, W^T's block from
+     L2 */
+  _Alignas(64) float T[KILN_CONV_CT_FEW][PX * NR];
+  bool by_slice = tiles <= KILN_CONV_CT_FEW;
+  for (int64_t t0 = 0; t0 < tiles; t0 += by_slice ? tiles : 1) {
+    int64_t t1 = by_slice ? tiles : t0 + 1;
+    for (int64_t p0 = 0, kc; p0 < Kc; p0 += kc) {
+      kc = kiln_sgemm_wide_kc(Kc, p0);
+      int64_t nkc = by_slice && p0 + kc < Kc ? kiln_sgemm_wide_kc(Kc, p0 + kc) : 0, len = nkc * NR;
+      const float *wn = nkc ? wt + (p0 + kc) * Mpad + cb * nkc * NR : NULL;
+      for (int64_t t = t0; t < t1; t++) {
+        int64_t oh = oh0 + (half ? 2 : 1) * (t / per_row), ow0 = t % per_row * PX;
+        int64_t jump = !half ? 0 : oh + 1 < oh1 ? j->Wq - KILN_CONV_CT_HALF : -KILN_CONV_CT_HALF;
+        int64_t q0 = len * (t - t0) / (t1 - t0), q1 = len * (t - t0 + 1) / (t1 - t0); /* tile t's share */
+        j->micro(kc, wt + p0 * Mpad + cb * kc * NR, x + oh * j->Wq + ow0, j->off + p0, jump, wn ? wn + q0 : NULL,
+                 (q1 - q0 + kc - 1) / kc, T[t - t0], p0 > 0);
       }
-      j->store(T, nc, half && !pair ? KILN_CONV_CT_HALF : PX, bias, clamp, lo, hi, y + oh * OW + ow0, OSP);
     }
+    for (int64_t t = t0; t < t1; t++) {
+      int64_t oh = oh0 + (half ? 2 : 1) * (t / per_row), ow0 = t % per_row * PX;
+      j->store(T[t - t0], nc, half && oh + 1 == oh1 ? KILN_CONV_CT_HALF : PX, bias, clamp, lo, hi, y + oh * OW + ow0,
+               OSP);
+    }
+  }
   for (int64_t c = 0; j->ep && !clamp && c < nc && oh1 > oh0; c++)
     j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0 + c) * OSP + oh0 * OW, (oh1 - oh0) * OW,
                  y + c * OSP + oh0 * OW);

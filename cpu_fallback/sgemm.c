@@ -340,6 +340,13 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
           for (int64_t i = 0; i < mc; i += WMR) {
             if (w->apack && j == 0) /* the pack's next strip (the bytes after this one: a hint, never a fault; also across blocks) */
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
+            if (w->bpack && j + WNR < nc) { /* B packed ahead (weights, from memory when big): the next strip into
+                                               L2 in shares, one before each row strip's call (GEMM_CONV.md
+                                               "Weights from memory"); hints only */
+              int64_t ns = (mc + WMR - 1) / WMR, len = WNR * kc, q0 = len * (i / WMR) / ns,
+                      q1 = len * (i / WMR + 1) / ns;
+              for (int64_t q = q0 - q0 % 16; q < q1; q += 16) __builtin_prefetch(bpk + (j + WNR) * kc + q, 0, 2);
+            }
             float *c = w->C + (ic + i) * w->ldc + jc + j;
             int mr = (int)(mc - i < WMR ? mc - i : WMR), nr = (int)(nc - j < WNR ? nc - j : WNR);
             if (w->cpost && p0 + kc == w->K)
@@ -434,9 +441,10 @@ void kiln_conv_direct_micro_a_base(int64_t kc, const float *A, int64_t lda, cons
   direct_tile_base(kc, A, lda, 1, x, off, xhi, beta, C, ldc, mr, nr, bias, clamp, lo, hi);
 }
 
-void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump, float *T,
-                             bool add) {
+void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
+                             const float *pf, int64_t pfs, float *T, bool add) {
   enum { PX = KILN_CONV_CT_PX, HALF = KILN_CONV_CT_HALF };
+  (void)pf, (void)pfs; /* hints only */
   float acc[PX][WNR];
   memset(acc, 0, sizeof acc);
   for (int64_t k = 0; k < kc; k++, wt += WNR) {

@@ -296,18 +296,21 @@ void kiln_conv_direct_micro_a_far_avx512(int64_t kc, const float *A, int64_t lda
  * x[off[k] + jump + p]: jump 0 for 14 pixels of one row; two output rows of
  * 7 with jump = the plane's row pitch - 7). T (14 x 32, pixel-major)
  * = acc (beta 0) or acc + T (add: beta 1), acc[p][c] = sum over k < kc of
- * wt[k·32 + c]·x[off[k] + p (+ jump)], one fma per term, k in order: the fmas of
+ * wt[k·32 + c]·x[off[k] + p (+ jump)], one fma per term, k in order; pf
+ * (not NULL): at step k the line at pf + k·pfs is fetched into L2 (a
+ * hint: the next slice of W^T while this one is read from L1, spread over
+ * the slice; never a fault, no value changes; the twin ignores it): the fmas of
  * the 12 x 32 direct tile on the same output element (the product's
  * operands swapped, which is exact), so the same bits. */
 #define KILN_CONV_CT_PX 14
 #define KILN_CONV_CT_HALF 7 /* pixels [7, 14) read jump floats further on */
 typedef void (*kiln_conv_ct_fn)(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
-                                float *T, bool add);
-void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump, float *T,
-                             bool add);
+                                const float *pf, int64_t pfs, float *T, bool add);
+void kiln_conv_ct_micro_base(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
+                             const float *pf, int64_t pfs, float *T, bool add);
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
 void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
-                               float *T, bool add);
+                               const float *pf, int64_t pfs, float *T, bool add);
 /* The AVX-512 one where kiln_conv_direct_micro() gives its AVX-512 kernel,
  * else NULL. */
 kiln_conv_ct_fn kiln_conv_ct_micro(void);

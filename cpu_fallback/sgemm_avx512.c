@@ -347,7 +347,7 @@ void kiln_sgemm_rows_avx512(bool transA, int64_t M, int64_t j0, int64_t j1, int6
  * broadcasts of the pixels' inputs (one or two cache lines), and the
  * pixels' row k + 16 prefetched into L1 as the 12 x 32 direct tile does. */
 void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, const int64_t *off, int64_t jump,
-                               float *T, bool add) {
+                               const float *pf, int64_t pfs, float *T, bool add) {
   __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0, a4 = a0, b4 = a0;
   __m512 a5 = a0, b5 = a0, a6 = a0, b6 = a0, a7 = a0, b7 = a0, a8 = a0, b8 = a0, a9 = a0, b9 = a0, aA = a0, bA = a0;
   __m512 aB = a0, bB = a0, aC = a0, bC = a0, aD = a0, bD = a0;
@@ -358,6 +358,7 @@ void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, cons
        memory; a hint, never a fault (past the slice it touches the next one's or the pack's neighbours) */
     _mm_prefetch((const char *)(wt + 24 * KILN_SGEMM_WIDE_NR), _MM_HINT_T0);
     _mm_prefetch((const char *)(wt + 24 * KILN_SGEMM_WIDE_NR + 16), _MM_HINT_T0);
+    if (pf) _mm_prefetch((const char *)(pf + k * pfs), _MM_HINT_T1); /* the next slice's share, into L2 */
     __m512 w0 = _mm512_loadu_ps(wt), w1 = _mm512_loadu_ps(wt + 16), v;
 #define PX(src, p, lo, hi)               \
   v = _mm512_set1_ps(src[p]);            \

@@ -149,6 +149,10 @@ typedef struct wino_job {
 
 static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 
+/* U of more bytes than this (all 16 packs) is taken as read from memory on every run (the L2 of one core: 2 MiB
+   on the Xeon and the Zen 5 VMs). */
+#define KILN_WINO_U_FAR ((double)(2 << 20))
+
 /* Task t: chunk t % nch of image t / nch. */
 static void wino_task(void *ctx, int64_t t, int worker) {
   (void)worker;
@@ -199,18 +203,33 @@ static void wino_task(void *ctx, int64_t t, int worker) {
       for (int xi = 0; xi < 16; xi++)
         memset(vc + xi * XS + (npad / NR - 1) * kc * NR + Tc % NR, 0, (size_t)(npad - Tc) * sizeof *vc);
   }
-  /* the 16 GEMMs Mx[xi] = U[xi] · V[xi] (per KC slice: beta 0, then 1, as the wide GEMM; a B strip of V reused
-     from L1 over U[xi]'s 12-row strips), then the output transform */
+  /* the 16 GEMMs Mx[xi] = U[xi] · V[xi] (per KC slice: beta 0, then 1, as the wide GEMM), then the output
+     transform: each strip of V reused from L1 over U[xi]'s 12-row strips. Where U is big (read from memory:
+     ResNet-18's l3, 4.2 MB a conv) and there are at most two strips of V (l3: 49 tiles), each strip of U is reused
+     over them instead, while the next one is fetched into L2 in shares, one before each call (GEMM_CONV.md
+     "Weights from memory"); the same operations per element either way */
   float *yn = j->y + n * M * j->OH * j->OW;
+  int64_t ns = npad / NR;
+  bool big = (double)j->us * 16 * sizeof(float) > KILN_WINO_U_FAR; /* U read from memory, not from the caches */
   for (int xi = 0; xi < 16; xi++) {
     const float *a = j->up + xi * j->us;
     for (int64_t p0 = 0, kc; p0 < C; p0 += kc) {
       kc = kiln_sgemm_wide_kc(C, p0);
-      const float *bp = v + xi * XS + p0 * npad;
-      for (int64_t s = 0; s < npad / NR; s++)
+      const float *bp = v + xi * XS + p0 * npad, *ap = a + p0 * j->mpad;
+      if (big && ns <= 2) {
         for (int64_t ms = 0; ms < M; ms += MR)
-          j->micro(kc, a + p0 * j->mpad + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR,
-                   Tc, (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
+          for (int64_t s = 0; s < ns; s++) {
+            int64_t len = ms + MR < M ? MR * kc : 0, q0 = len * s / ns, q1 = len * (s + 1) / ns;
+            for (int64_t q = q0 - q0 % 16; q < q1; q += 16) __builtin_prefetch(ap + (ms + MR) * kc + q, 0, 2);
+            j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR, Tc,
+                     (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
+          }
+        continue;
+      }
+      for (int64_t s = 0; s < ns; s++)
+        for (int64_t ms = 0; ms < M; ms += MR)
+          j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR, Tc,
+                   (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
     }
   }
   for (int64_t m = 0; m < M; m++) {

@@ -932,9 +932,9 @@ static void test_ct_kernel(void) {
       x[0] = NAN, x[nx - 1] = -0.0f, wt[kc * NR - 1] = -0.0f;
       for (int v = 0; v < 2; v++)
         for (int i = 0; i < PX * NR + 1; i++) T[v][i] = (float)(i % 13) - 6.0f;
-      kiln_conv_ct_micro_base(kc, wt, x, off, jump, T[0], add & 1);
-      if (simd) {
-        simd(kc, wt, x, off, jump, T[1], add & 1);
+      kiln_conv_ct_micro_base(kc, wt, x, off, jump, NULL, 0, T[0], add & 1);
+      if (simd) { /* with a prefetch stream (a hint: the same values), past the buffers too */
+        simd(kc, wt, x, off, jump, add & 2 ? wt + kc * NR : NULL, 8, T[1], add & 1);
         bad += memcmp(T[0], T[1], sizeof T[0]) != 0;
       }
       bad += T[0][PX * NR] != (float)((PX * NR) % 13) - 6.0f; /* the element after the tile untouched */
