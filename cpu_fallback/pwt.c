@@ -41,7 +41,9 @@ static void tile_finish(const float *tot, float *y, int64_t ldy, int mr, int nr,
 }
 
 void kiln_pwt_tile_base(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
-                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
+                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi, const float *pf,
+                        int64_t pfs) {
+  (void)pf, (void)pfs; /* hints only */
   int64_t kc = kiln_sgemm_wide_kc(K, p0);
   float acc[MR][NR], own[MR * NR];
   if (p0 == 0 && kc == K) tot = own; /* one slice: the caller's totals are not used */
@@ -104,15 +106,17 @@ static void pwt_task(void *ctx, int64_t task, int worker) {
   int64_t ns = (pb - pa + MR - 1) / MR;
   for (int64_t p0 = 0, kc; p0 < K; p0 += kc) {
     kc = kiln_sgemm_wide_kc(K, p0);
-    /* the pack's next slice (this block's, or the next block's first): a share of its lines before each strip
-       (a hint, never a fault), as the wide GEMM prefetches its next A strip; a W of 7 x 7 layers comes from L3
-       or memory each run */
+    /* the pack's next slice (this block's, or the next block's first): each strip's call fetches a share of
+       its lines into L2 inside its k loop (a hint, never a fault). A W of 7 x 7 and 14 x 14 layers comes from
+       memory each run when other work shares the caches: MobileNetV2's head 0.41 -> 0.33 ms a step
+       interleaved with onnxruntime, where a burst of each share's prefetches before the call measured 0.41
+       and none 0.47 (GEMM_CONV.md "Weights from memory") */
     const float *nx = p0 + kc < K ? wt + (p0 + kc) * NR : b + 1 < j->blocks ? wt + K * NR : NULL;
     int64_t nlen = (p0 + kc < K ? kiln_sgemm_wide_kc(K, p0 + kc) : kiln_sgemm_wide_kc(K, 0)) * NR;
     for (int64_t p = pa, s = 0; p < pb; p += MR, s++) {
-      for (int64_t q = nx ? nlen * s / ns / 16 * 16 : nlen; q < nlen * (s + 1) / ns; q += 16) __builtin_prefetch(nx + q);
+      int64_t q0 = nlen * s / ns, q1 = nlen * (s + 1) / ns;
       j->fn(K, p0, x + p, P, wt, tots ? tots + (p - pa) * NR : NULL, y + p, P, pb - p < MR ? (int)(pb - p) : MR,
-            (int)nr, bias, clamp, lo, hi);
+            (int)nr, bias, clamp, lo, hi, nx ? nx + q0 : NULL, (q1 - q0 + kc - 1) / kc);
     }
   }
   if (!ep || clamp) return;

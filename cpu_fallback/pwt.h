@@ -39,17 +39,24 @@ void kiln_pwt_pack(const float *w, int64_t M, int64_t K, float *dst);
  * every strip of a channel block through one slice before the next, so
  * the slice's 32-channel pack rows stay in L1. With one slice (K <= 320)
  * tot is not used. Reads x[k·ldx + r] only for r < mr and the pack's 32
- * columns; writes only those outputs. */
+ * columns; writes only those outputs. pf (not NULL): at the slice's step k
+ * the line at pf + k·pfs is fetched into L2 (a hint: the caller's share of
+ * the pack's next slice, spread over the call; never a fault, no value
+ * changes; the twin ignores it, the AVX2 tile too). */
 typedef void (*kiln_pwt_fn)(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
-                            int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+                            int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi,
+                            const float *pf, int64_t pfs);
 void kiln_pwt_tile_base(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
-                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi,
+                        const float *pf, int64_t pfs);
 /* Only callable where kiln_la_cpu_has_avx512() is true (pwt_avx512.c). */
 void kiln_pwt_tile_avx512(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
-                          int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+                          int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi,
+                          const float *pf, int64_t pfs);
 /* Only callable where AVX2 and FMA are (pwt_avx2.c): 6 x 16 sub-tiles. */
 void kiln_pwt_tile_avx2(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
-                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi);
+                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi,
+                        const float *pf, int64_t pfs);
 /* The tile kernel of the active setting: the AVX-512 one where
  * kiln_sgemm_pack_reader() is set, the AVX2 one under the AVX2 setting
  * without AVX-512F; else NULL (the base setting: no pack made or read). */

@@ -15,7 +15,9 @@
 #include "cpu_fallback/sgemm.h"
 
 void kiln_pwt_tile_avx2(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
-                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
+                        int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi, const float *pf,
+                        int64_t pfs) {
+  (void)pf, (void)pfs; /* hints; not followed by this tile (measured on the AVX-512 one) */
   int64_t kc = kiln_sgemm_wide_kc(K, p0);
   float own[KILN_PWT_MR * KILN_PWT_NR];
   if (p0 == 0 && kc == K) tot = own; /* one slice: the caller's totals are not used */

@@ -47,7 +47,8 @@ static inline void transpose12(const __m512 *v, __m512 *t) {
 static inline __attribute__((always_inline)) void tile_rows(int R, bool FULL, int64_t K, int64_t p0, const float *x,
                                                              int64_t ldx, const float *wt, float *tot, float *y,
                                                              int64_t ldy, int mr, int nr, const float *bias,
-                                                             bool clamp, float lo, float hi) {
+                                                             bool clamp, float lo, float hi, const float *pf,
+                                                             int64_t pfs) {
   int64_t kc = kiln_sgemm_wide_kc(K, p0), xo[KILN_PWT_MR];
   for (int r = 0; r < KILN_PWT_MR; r++) xo[r] = FULL || r < mr ? r : 0;
   __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a;
@@ -55,6 +56,10 @@ static inline __attribute__((always_inline)) void tile_rows(int R, bool FULL, in
   __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
   const float *xk = x + p0 * ldx, *wk = wt + p0 * KILN_PWT_NR;
   for (int64_t k = 0; k < kc; k++, xk += ldx, wk += KILN_PWT_NR) {
+    /* the pack's row k + 24 into L1, and the stream of the next slice's share into L2: hints, never a fault */
+    _mm_prefetch((const char *)(wk + 24 * KILN_PWT_NR), _MM_HINT_T0);
+    _mm_prefetch((const char *)(wk + 24 * KILN_PWT_NR + 16), _MM_HINT_T0);
+    if (pf) _mm_prefetch((const char *)(pf + k * pfs), _MM_HINT_T1);
     __m512 b0 = _mm512_loadu_ps(wk), b1 = _mm512_loadu_ps(wk + 16), a;
 #define ROW(r, p, q)                                 \
   if (r < R) {                                       \
@@ -96,8 +101,9 @@ static inline __attribute__((always_inline)) void tile_rows(int R, bool FULL, in
 }
 
 void kiln_pwt_tile_avx512(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
-                          int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
-#define TILE(R, F) tile_rows(R, F, K, p0, x, ldx, wt, tot, y, ldy, mr, nr, bias, clamp, lo, hi)
+                          int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi, const float *pf,
+                          int64_t pfs) {
+#define TILE(R, F) tile_rows(R, F, K, p0, x, ldx, wt, tot, y, ldy, mr, nr, bias, clamp, lo, hi, pf, pfs)
   if (mr == KILN_PWT_MR) TILE(KILN_PWT_MR, true);
   else if (mr <= 4) TILE(4, false);
   else if (mr <= 8) TILE(8, false);

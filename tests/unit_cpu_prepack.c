@@ -718,7 +718,8 @@ static void test_pwt_kernel(void) {
             for (int v = 0; v < 3; v++) {
               for (int i = 0; i < NR * (MR + 3) + 1; i++) y[v][i] = 1000.0f + (float)i;
               for (int64_t p0 = 0; fns[v] && p0 < K; p0 += kiln_sgemm_wide_kc(K, p0))
-                fns[v](K, p0, x, ldx, wt, tot[v], y[v], ldy, mr, (int)nr, bi ? bias : NULL, clamp, -0.5f, 0.75f);
+                fns[v](K, p0, x, ldx, wt, tot[v], y[v], ldy, mr, (int)nr, bi ? bias : NULL, clamp, -0.5f, 0.75f,
+                       clamp ? wt + K * NR : NULL, 8); /* a prefetch stream past the pack: a hint */
             }
             for (int v = 1; v < 3; v++) bad += fns[v] && memcmp(y[0], y[v], sizeof y[0]) != 0;
             for (int i = 0; i < NR * (MR + 3) + 1; i++) /* outside the tile: c >= nr or r >= mr */
