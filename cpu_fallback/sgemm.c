@@ -320,6 +320,11 @@ typedef struct wide_job {
   float cscale;                  /* a scale applied there first (1: none) */
   bool cpost;                    /* cbias or cscale: micro_cb at the last slice */
   kiln_sgemm_micro_cb_fn micro_cb;
+  /* with B packed ahead and the AVX-512 kernels: micro / micro_cb with a prefetch stream (NULL otherwise) */
+  kiln_sgemm_micro_pf_fn micro_pf;
+  void (*micro_cb_pf)(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp, float beta,
+                      float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale, const float *pf,
+                      int64_t pfs);
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
@@ -340,16 +345,21 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
           for (int64_t i = 0; i < mc; i += WMR) {
             if (w->apack && j == 0) /* the pack's next strip (the bytes after this one: a hint, never a fault; also across blocks) */
               for (int64_t q = 0; q < WMR * kc; q += 16) __builtin_prefetch(apk + (i + WMR) * kc + q);
-            if (w->bpack && j + WNR < nc) { /* B packed ahead (weights, from memory when big): the next strip into
-                                               L2 in shares, one before each row strip's call (GEMM_CONV.md
-                                               "Weights from memory"); hints only */
+            /* B packed ahead (weights, from memory when big): each row strip's call fetches its share of the next
+               strip into L2 inside its k loop (GEMM_CONV.md "Weights from memory"); hints only */
+            const float *spf = NULL;
+            int64_t spfs = 0;
+            if (w->micro_pf && j + WNR < nc) {
               int64_t ns = (mc + WMR - 1) / WMR, len = WNR * kc, q0 = len * (i / WMR) / ns,
                       q1 = len * (i / WMR + 1) / ns;
-              for (int64_t q = q0 - q0 % 16; q < q1; q += 16) __builtin_prefetch(bpk + (j + WNR) * kc + q, 0, 2);
+              spf = bpk + (j + WNR) * kc + q0, spfs = (q1 - q0 + kc - 1) / kc;
             }
             float *c = w->C + (ic + i) * w->ldc + jc + j;
             int mr = (int)(mc - i < WMR ? mc - i : WMR), nr = (int)(nc - j < WNR ? nc - j : WNR);
-            if (w->cpost && p0 + kc == w->K)
+            if (w->cpost && p0 + kc == w->K && spf)
+              w->micro_cb_pf(kc, apk + i * kc, NULL, w->lda, bpk + j * kc, b, c, w->ldc, mr, nr,
+                             w->cbias ? w->cbias + jc + j : NULL, w->cscale, spf, spfs);
+            else if (w->cpost && p0 + kc == w->K)
               w->micro_cb(kc, w->micro_a ? NULL : apk + i * kc, w->micro_a ? w->A + (ic + i) * w->lda + p0 : NULL,
                           w->lda, bpk + j * kc, b, c, w->ldc, mr, nr, w->cbias ? w->cbias + jc + j : NULL, w->cscale);
             else if (w->micro_a)
@@ -357,6 +367,7 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
             else if (w->post && p0 + kc == w->K)
               w->micro_post(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr,
                             w->post->bias ? w->post->bias + ic + i : NULL, w->post->clamp, w->post->lo, w->post->hi);
+            else if (spf) w->micro_pf(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr, spf, spfs);
             else w->micro(kc, apk + i * kc, bpk + j * kc, b, c, w->ldc, mr, nr);
           }
       }
@@ -655,7 +666,7 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   }
   wide_job w = {micro, transA, transB, M, N, K, alpha, beta, A, B, C, lda, ldb, ldc, 1, 1, M, N, NULL, NULL,
                 kiln_nn_prims_active(), apack, (M + WMR - 1) / WMR * WMR, bpack, (N + WNR - 1) / WNR * WNR, post,
-                kiln_sgemm_micro_post_base, NULL, cbias, cscale, cpost, kiln_sgemm_micro_cb_base};
+                kiln_sgemm_micro_post_base, NULL, cbias, cscale, cpost, kiln_sgemm_micro_cb_base, NULL, NULL};
   if (cpost && micro != kiln_sgemm_micro_wide_base) {
     w.micro_cb = NULL;
 #ifdef KILN_LA_HAVE_AVX512
@@ -676,6 +687,8 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
 #ifdef KILN_LA_HAVE_AVX512
   if (micro == kiln_sgemm_micro_wide_avx512) w.micro_post = kiln_sgemm_micro_post_avx512;
   if (direct_a && micro == kiln_sgemm_micro_wide_avx512) w.micro_a = kiln_sgemm_micro_a_avx512;
+  if (bpack && !w.micro_a && !post && micro == kiln_sgemm_micro_wide_avx512)
+    w.micro_pf = kiln_sgemm_micro_wide_pf_avx512, w.micro_cb_pf = kiln_sgemm_micro_cb_pf_avx512;
 #endif
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~2 MFLOP each, a whole number of blocks per thread (3 blocks

@@ -172,6 +172,19 @@ void kiln_sgemm_micro_cb_base(int64_t kc, const float *ap, const float *A, int64
 /* Only callable where kiln_la_cpu_has_avx512() is true. */
 void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
                                 float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale);
+/* kiln_sgemm_micro_wide_avx512 and kiln_sgemm_micro_cb_avx512 with a
+ * prefetch stream: at step k the line at pf + k·pfs is fetched into L2 (a
+ * hint: the caller's share of the next block of weights read from memory,
+ * spread over the call; never a fault, no value changes; GEMM_CONV.md
+ * "Weights from memory"). Only callable where kiln_la_cpu_has_avx512() is
+ * true. */
+typedef void (*kiln_sgemm_micro_pf_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
+                                       float *C, int64_t ldc, int mr, int nr, const float *pf, int64_t pfs);
+void kiln_sgemm_micro_wide_pf_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
+                                     float *C, int64_t ldc, int mr, int nr, const float *pf, int64_t pfs);
+void kiln_sgemm_micro_cb_pf_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
+                                   float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale,
+                                   const float *pf, int64_t pfs);
 /* C = (A · bpack) * scale + cbias (a row of N floats added to every row,
  * or NULL; beta 0), B from a pack as kiln_sgemm_wide_pb, A row-major (lda)
  * or from apack; scale and bias applied in the store of each tile's last KC

@@ -24,7 +24,8 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
                                                               int64_t bhi, float beta, float *C,
                                                               int64_t ldc, int mr, int nr, bool post,
                                                               const float *bias, bool clamp, float lo, float hi,
-                                                              const float *cbias, float cscale) {
+                                                              const float *cbias, float cscale, const float *spf,
+                                                              int64_t spfs) {
   __m512 c0a = _mm512_setzero_ps(), c0b = c0a, c1a = c0a, c1b = c0a, c2a = c0a, c2b = c0a, c3a = c0a, c3b = c0a;
   __m512 c4a = c0a, c4b = c0a, c5a = c0a, c5b = c0a, c6a = c0a, c6b = c0a, c7a = c0a, c7b = c0a;
   __m512 c8a = c0a, c8b = c0a, c9a = c0a, c9b = c0a, cAa = c0a, cAb = c0a, cBa = c0a, cBb = c0a;
@@ -40,6 +41,9 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
        hardware prefetchers do not follow), into L1 a few hundred cycles ahead; a hint, never a fault. Distance
        16 measured best on ResNet-18 (8: -1.3 %, 16: another -1 %, 32: +1.6 % against 16; per step, 1 thread) */
     if (pf && k + 16 < kc) _mm_prefetch((const char *)(bp + boff[k + 16]), _MM_HINT_T0);
+    /* a stream (the _pf kernels): at step k the line at spf + k·spfs into L2 — the caller's share of the next
+       block of weights from memory, spread over the call (GEMM_CONV.md "Weights from memory") */
+    if (spf) _mm_prefetch((const char *)(spf + k * spfs), _MM_HINT_T1);
     if (apf && (k & 15) == 0) /* A's rows in place read from memory (a big W): 4 lines ahead each */
       for (int r = 0; r < R; r++) _mm_prefetch((const char *)(ar[r] + k + 64), _MM_HINT_T0);
     __m512 b0 = bmask ? _mm512_maskz_loadu_ps(bm0, bk) : _mm512_loadu_ps(bk);
@@ -103,9 +107,10 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
                                                          int64_t lda, const float *restrict bp, const int64_t *boff,
                                                          int64_t bhi, float beta, float *C, int64_t ldc, int mr,
                                                          int nr, bool post, const float *bias, bool clamp, float lo,
-                                                         float hi, bool pf, bool apf) {
+                                                         float hi, bool pf, bool apf, const float *spf, int64_t spfs) {
 #define MICRO_R(R, M) \
-  micro_rows(R, M, pf, apf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi, NULL, 1.0f)
+  micro_rows(R, M, pf, apf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi, NULL, 1.0f, \
+             spf, spfs)
   if (boff && nr < KILN_SGEMM_WIDE_NR) { /* the direct conv's last tile of a run: B loads masked at nr */
     if (mr <= 4) MICRO_R(4, true);
     else if (mr <= 8) MICRO_R(8, true);
@@ -120,47 +125,47 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
 
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr) {
-  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false);
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false, NULL, 0);
 }
 
 void kiln_sgemm_micro_post_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
-  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false);
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0);
 }
 
 void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                    int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
                                    bool clamp, float lo, float hi) {
   if (!off) __builtin_unreachable(); /* the offsets are always given: no test of boff in the loop */
-  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false);
+  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false, NULL, 0);
 }
 
 void kiln_conv_direct_micro_stream_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                           int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                           const float *bias, bool clamp, float lo, float hi) {
   if (!off) __builtin_unreachable();
-  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false);
+  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0);
 }
 
 void kiln_conv_direct_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
                                      int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                      const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false, NULL, 0);
 }
 
 void kiln_conv_direct_micro_a_far_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
                                          int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                          const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, true);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, true, NULL, 0);
 }
 
 void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t lda, const float *x,
                                             const int64_t *off, int64_t xhi, float beta, float *C, int64_t ldc,
                                             int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0);
 }
 
 /* The micro-kernel reading A in place (sgemm.h kiln_sgemm_micro_a_fn):
@@ -171,7 +176,7 @@ void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t 
 void kiln_sgemm_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta,
                                float *C, int64_t ldc, int mr, int nr) {
 #define MICRO_A(R) micro_rows(R, false, false, false, kc, NULL, A, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, \
-                              false, 0.0f, 0.0f, NULL, 1.0f)
+                              false, 0.0f, 0.0f, NULL, 1.0f, NULL, 0)
   if (mr <= 4) MICRO_A(4);
   else if (mr <= 8) MICRO_A(8);
   else MICRO_A(KILN_SGEMM_WIDE_MR);
@@ -181,11 +186,13 @@ void kiln_sgemm_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const fl
 /* A scale and a bias row in the store (sgemm.h kiln_sgemm_micro_cb_fn): A
  * in place or packed, the other kernels' fmas, both applied after the beta
  * step. */
-void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
-                                float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale) {
+static inline __attribute__((always_inline)) void micro_cb(int64_t kc, const float *ap, const float *A, int64_t lda,
+                                                            const float *restrict bp, float beta, float *C, int64_t ldc,
+                                                            int mr, int nr, const float *cbias, float scale,
+                                                            const float *spf, int64_t spfs) {
 #define MICRO_CB(R, AP, AA) \
   micro_rows(R, false, false, false, kc, AP, AA, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, \
-             0.0f, cbias, scale)
+             0.0f, cbias, scale, spf, spfs)
   if (A) {
     if (mr <= 4) MICRO_CB(4, NULL, A);
     else if (mr <= 8) MICRO_CB(8, NULL, A);
@@ -196,6 +203,24 @@ void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int
     else MICRO_CB(KILN_SGEMM_WIDE_MR, ap, NULL);
   }
 #undef MICRO_CB
+}
+
+void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
+                                float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale) {
+  micro_cb(kc, ap, A, lda, bp, beta, C, ldc, mr, nr, cbias, scale, NULL, 0);
+}
+
+/* The wide and scale/bias-row kernels with a prefetch stream (sgemm.h
+ * kiln_sgemm_micro_pf_fn): the same operations, plus the hints. */
+void kiln_sgemm_micro_wide_pf_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
+                                     float *C, int64_t ldc, int mr, int nr, const float *pf, int64_t pfs) {
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false, pf, pfs);
+}
+
+void kiln_sgemm_micro_cb_pf_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
+                                   float beta, float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale,
+                                   const float *pf, int64_t pfs) {
+  micro_cb(kc, ap, A, lda, bp, beta, C, ldc, mr, nr, cbias, scale, pf, pfs);
 }
 
 /* The few-rows kernel (sgemm.h kiln_sgemm_rows_fn). Every element gets the

@@ -137,6 +137,7 @@ typedef struct wino_job {
   kiln_wino_in_row_fn in_row;
   kiln_wino_out_row_fn out_row;
   kiln_sgemm_micro_fn micro;
+  kiln_sgemm_micro_pf_fn micro_pf; /* micro with a prefetch stream (the AVX-512 one), or NULL */
   const kiln_cpu_epilogue *ep; /* applied per output channel and chunk when not a clamp */
   int64_t C, M, H, W, ph, pw, OH, OW, TH, TW, Wp;
   int64_t rb, nch;          /* tile rows a chunk, chunks an image */
@@ -206,8 +207,8 @@ static void wino_task(void *ctx, int64_t t, int worker) {
   /* the 16 GEMMs Mx[xi] = U[xi] · V[xi] (per KC slice: beta 0, then 1, as the wide GEMM), then the output
      transform: each strip of V reused from L1 over U[xi]'s 12-row strips. Where U is big (read from memory:
      ResNet-18's l3, 4.2 MB a conv) and there are at most two strips of V (l3: 49 tiles), each strip of U is reused
-     over them instead, while the next one is fetched into L2 in shares, one before each call (GEMM_CONV.md
-     "Weights from memory"); the same operations per element either way */
+     over them instead, while each call fetches a share of the next one into L2 inside its k loop (with the
+     AVX-512 kernel; GEMM_CONV.md "Weights from memory"); the same operations per element either way */
   float *yn = j->y + n * M * j->OH * j->OW;
   int64_t ns = npad / NR;
   bool big = (double)j->us * 16 * sizeof(float) > KILN_WINO_U_FAR; /* U read from memory, not from the caches */
@@ -220,9 +221,13 @@ static void wino_task(void *ctx, int64_t t, int worker) {
         for (int64_t ms = 0; ms < M; ms += MR)
           for (int64_t s = 0; s < ns; s++) {
             int64_t len = ms + MR < M ? MR * kc : 0, q0 = len * s / ns, q1 = len * (s + 1) / ns;
-            for (int64_t q = q0 - q0 % 16; q < q1; q += 16) __builtin_prefetch(ap + (ms + MR) * kc + q, 0, 2);
-            j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR, Tc,
-                     (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
+            float *c = mx + xi * MS + ms * Tc + s * NR;
+            int mr = (int)(M - ms < MR ? M - ms : MR), nr = (int)(Tc - s * NR < NR ? Tc - s * NR : NR);
+            if (j->micro_pf && len)
+              j->micro_pf(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, c, Tc, mr, nr, ap + (ms + MR) * kc + q0,
+                          (q1 - q0 + kc - 1) / kc);
+            else
+              j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, c, Tc, mr, nr);
           }
         continue;
       }
@@ -268,6 +273,7 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
 #ifdef KILN_HAVE_AVX512
   kiln_sgemm_micro_fn reader = kiln_sgemm_pack_reader();
   if (simd && reader) j.in_row = kiln_wino_in_row_avx512, j.out_row = kiln_wino_out_row_avx512, j.micro = reader;
+  if (j.micro == kiln_sgemm_micro_wide_avx512) j.micro_pf = kiln_sgemm_micro_wide_pf_avx512;
 #else
   (void)simd;
 #endif
