@@ -59,7 +59,8 @@ static inline __attribute__((always_inline)) void tile_rows(int R, bool FULL, in
     /* the pack's row k + 24 into L1, and the stream of the next slice's share into L2: hints, never a fault */
     _mm_prefetch((const char *)(wk + 24 * KILN_PWT_NR), _MM_HINT_T0);
     _mm_prefetch((const char *)(wk + 24 * KILN_PWT_NR + 16), _MM_HINT_T0);
-    if (pf) _mm_prefetch((const char *)(pf + k * pfs), _MM_HINT_T1);
+    for (int64_t q = 0; pf && q < pfs; q += 16) /* every line of the step's pfs floats (up to 40 a step) */
+      _mm_prefetch((const char *)(pf + k * pfs + q), _MM_HINT_T1);
     __m512 b0 = _mm512_loadu_ps(wk), b1 = _mm512_loadu_ps(wk + 16), a;
 #define ROW(r, p, q)                                 \
   if (r < R) {                                       \

@@ -43,7 +43,8 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
     if (pf && k + 16 < kc) _mm_prefetch((const char *)(bp + boff[k + 16]), _MM_HINT_T0);
     /* a stream (the _pf kernels): at step k the line at spf + k·spfs into L2 — the caller's share of the next
        block of weights from memory, spread over the call (GEMM_CONV.md "Weights from memory") */
-    if (spf) _mm_prefetch((const char *)(spf + k * spfs), _MM_HINT_T1);
+    for (int64_t q = 0; spf && q < spfs; q += 16) /* every line of the step's spfs floats (32 with one row strip) */
+      _mm_prefetch((const char *)(spf + k * spfs + q), _MM_HINT_T1);
     if (apf && (k & 15) == 0) /* A's rows in place read from memory (a big W): 4 lines ahead each */
       for (int r = 0; r < R; r++) _mm_prefetch((const char *)(ar[r] + k + 64), _MM_HINT_T0);
     __m512 b0 = bmask ? _mm512_maskz_loadu_ps(bm0, bk) : _mm512_loadu_ps(bk);
@@ -383,7 +384,8 @@ void kiln_conv_ct_micro_avx512(int64_t kc, const float *wt, const float *x, cons
        memory; a hint, never a fault (past the slice it touches the next one's or the pack's neighbours) */
     _mm_prefetch((const char *)(wt + 24 * KILN_SGEMM_WIDE_NR), _MM_HINT_T0);
     _mm_prefetch((const char *)(wt + 24 * KILN_SGEMM_WIDE_NR + 16), _MM_HINT_T0);
-    if (pf) _mm_prefetch((const char *)(pf + k * pfs), _MM_HINT_T1); /* the next slice's share, into L2 */
+    for (int64_t q = 0; pf && q < pfs; q += 16) /* the next slice's share into L2: every line of the step's pfs */
+      _mm_prefetch((const char *)(pf + k * pfs + q), _MM_HINT_T1);
     __m512 w0 = _mm512_loadu_ps(wt), w1 = _mm512_loadu_ps(wt + 16), v;
 #define PX(src, p, lo, hi)               \
   v = _mm512_set1_ps(src[p]);            \
