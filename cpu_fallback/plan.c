@@ -771,6 +771,20 @@ static int64_t *conv_planes(const kiln_graph *g, const kiln_shapes *sh) {
   return pl;
 }
 
+/* Each Conv node's output row width (its last dim) from the plan's shapes; -1 where not known or not a Conv. */
+static int64_t *conv_widths(const kiln_graph *g, const kiln_shapes *sh) {
+  int64_t *ow = kiln_malloc(((size_t)g->n_nodes + 1) * sizeof *ow);
+  for (int i = 0; ow && i < g->n_nodes; i++) {
+    const kiln_node *n = &g->nodes[i];
+    int64_t d;
+    ow[i] = -1;
+    if (strcmp(n->op_type, "Conv") || n->n_out < 1 || n->out[0] < 0) continue;
+    const kiln_vshape *y = &sh->v[n->out[0]];
+    if (y->rank >= 3 && kiln_dimx_is_const(sh->tab, y->dims[y->rank - 1], &d) && d >= 0) ow[i] = d;
+  }
+  return ow;
+}
+
 static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode,
                            kiln_cpu_plan **out) {
   *out = NULL;
@@ -822,8 +836,10 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
   {
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
     int64_t *planes = conv_planes(g, p->sh); /* which 1x1 Convs the lanes-over-channels tiles will take */
-    s = kiln_cpu_conv_prepack(g, planes, &p->conv_packs, &pb);
+    int64_t *widths = conv_widths(g, p->sh); /* which big W the channel tiles can read */
+    s = kiln_cpu_conv_prepack(g, planes, widths, &p->conv_packs, &pb);
     kiln_free(planes);
+    kiln_free(widths);
     if (s) goto fail;
     p->st.conv_pack_bytes = pb;
     if ((s = kiln_cpu_gemm_prepack(g, &p->gemm_packs, &pb))) goto fail; /* constant MatMul / Gemm B, likewise */

@@ -40,10 +40,13 @@ kiln_status kiln_cpu_pretranspose(kiln_graph *g, int *count);
  * for every such Conv). A strided 1x1 (group 1, no pads) gets it too where
  * the AVX-512 wide GEMM runs and its known output plane passes the rule
  * (ResNet's 14 x 14 and 7 x 7 downsampling: conv.c samples the input, then
- * runs the tiles). */
+ * runs the tiles). widths (optional, indexed by node, -1 where not known;
+ * NULL: all unknown): each node's output row width, which decides whether
+ * a W over 4 MiB gets the channel tiles' transposed pack (only where the
+ * tiles can take it: rows of 7 or of a multiple of 14, or not known). */
 typedef struct kiln_cpu_conv_packs kiln_cpu_conv_packs;
-kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, kiln_cpu_conv_packs **out,
-                                  size_t *bytes);
+kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, const int64_t *widths,
+                                  kiln_cpu_conv_packs **out, size_t *bytes);
 void kiln_cpu_conv_packs_free(kiln_cpu_conv_packs *p);
 
 /* The pack of a Conv node, or NULL: data holds G packs of Mg x Kc, one per

@@ -353,7 +353,7 @@ static void conv_case_run(const conv_case *cc) {
   kiln_status s0 = run_conv(&g, &x, &w, &b, &y0); /* no pack */
   kiln_cpu_conv_packs *pk = NULL;
   size_t bytes = 0;
-  kiln_status sp = kiln_cpu_conv_prepack(&g, NULL, &pk, &bytes);
+  kiln_status sp = kiln_cpu_conv_prepack(&g, NULL, NULL, &pk, &bytes);
   CHECK(!s0 && !sp, "%s: run %d, prepack %d", cc->name, (int)s0, (int)sp);
   bool reader = kiln_sgemm_pack_reader() != NULL;
   bool pw = cc->G == 1 && w.numel / cc->M == cc->C && cc->st == 1 && cc->pad == 0;
@@ -497,7 +497,7 @@ static void direct_case_run(const direct_case *dc) {
   int64_t Kc = w.numel / dc->M;
   for (int packed = 0; packed < 2; packed++) {
     kiln_cpu_conv_packs *pk = NULL;
-    if (packed) CHECK(!kiln_cpu_conv_prepack(&g, NULL, &pk, NULL), "%s: prepack", dc->name);
+    if (packed) CHECK(!kiln_cpu_conv_prepack(&g, NULL, NULL, &pk, NULL), "%s: prepack", dc->name);
     for (int e = 0; e < 3; e++) { /* no epilogue, a clamp, a counted apply */
       kiln_tensor y[3];
       count_ep cnt[3];
@@ -768,7 +768,7 @@ static void pwt_case_run(const pwt_case *pc) {
   one_node_graph(&g, vals, &node, &w);
   kiln_cpu_conv_packs *pk = NULL;
   /* strided: W^T only where the output plane is known to pass the rule and the AVX-512 wide GEMM runs */
-  CHECK(!kiln_cpu_conv_prepack(&g, sd > 1 ? &plane : NULL, &pk, NULL), "%s: prepack", pc->name);
+  CHECK(!kiln_cpu_conv_prepack(&g, sd > 1 ? &plane : NULL, NULL, &pk, NULL), "%s: prepack", pc->name);
   const kiln_cpu_conv_pack *p = kiln_cpu_conv_pack_find(&node);
   if (kiln_pwt_tile() && (sd == 1 || kiln_sgemm_pack_reader()))
     CHECK(p && p->tdata, "%s: no lanes-over-channels pack made", pc->name);
@@ -853,7 +853,7 @@ static void test_pwt_planes(void) {
     kiln_cpu_conv_packs *pk = NULL;
     size_t bytes = 0;
     kiln_conv_pwt_force(cases[i].mode);
-    kiln_status s = kiln_cpu_conv_prepack(&g, &cases[i].P, &pk, &bytes);
+    kiln_status s = kiln_cpu_conv_prepack(&g, &cases[i].P, NULL, &pk, &bytes);
     kiln_conv_pwt_force(-1);
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
     kiln_pwt_fn tile = kiln_pwt_tile();
@@ -1024,7 +1024,7 @@ static void test_wino_packs(void) {
     one_node_graph(&g, vals, &node, &w);
     kiln_cpu_conv_packs *pk = NULL;
     kiln_conv_wino_force(cases[i].wino);
-    kiln_status s = kiln_cpu_conv_prepack(&g, NULL, &pk, NULL);
+    kiln_status s = kiln_cpu_conv_prepack(&g, NULL, NULL, &pk, NULL);
     const kiln_cpu_conv_pack *q = kiln_cpu_conv_pack_find(&node);
     bool want = cases[i].a || cases[i].ct || cases[i].u;
     CHECK(!s && (q != NULL) == want &&
@@ -1068,6 +1068,21 @@ static void test_wino_packs(void) {
     }
     kiln_conv_wino_force(0);
     kiln_cpu_conv_packs_free(pk);
+    if (cases[i].M == 512) { /* over 4 MiB: W^T only where the known row width is one the channel tiles take */
+      static const int64_t ows[] = {7, 14, 28, -1, 13, 21, 0};
+      for (size_t o = 0; o < sizeof ows / sizeof *ows; o++) {
+        int64_t wid[1] = {ows[o]};
+        bool want_ct = ows[o] == 7 || ows[o] == 14 || ows[o] == 28 || ows[o] < 0;
+        kiln_cpu_conv_packs *pw = NULL;
+        kiln_conv_wino_force(1);
+        kiln_status sw = kiln_cpu_conv_prepack(&g, NULL, wid, &pw, NULL);
+        const kiln_cpu_conv_pack *qw = kiln_cpu_conv_pack_find(&node);
+        CHECK(!sw && (qw && qw->ctdata) == want_ct, "wino packs: M 512, output width %lld: W^T %d, want %d",
+              (long long)ows[o], qw && qw->ctdata, want_ct);
+        kiln_conv_wino_force(0);
+        kiln_cpu_conv_packs_free(pw);
+      }
+    }
     kiln_tensor_release(&w);
   }
 }

@@ -288,7 +288,7 @@ static void bench_direct(int reps) {
     memset(&g, 0, sizeof g);
     g.n_values = 4, g.values = vals, g.n_nodes = 1, g.nodes = &nd;
     kiln_cpu_conv_packs *pk = NULL;
-    kiln_cpu_conv_prepack(&g, NULL, &pk, NULL);
+    kiln_cpu_conv_prepack(&g, NULL, NULL, &pk, NULL);
     const kiln_tensor *in[3] = {&x, &w, &b};
     kiln_cpu_epilogue ep = {relu_apply, NULL, true, 0.0f, INFINITY, NULL, 0, false, 0.0f};
     double tg[64], td[64];
