@@ -206,9 +206,10 @@ static void wino_task(void *ctx, int64_t t, int worker) {
   }
   /* the 16 GEMMs Mx[xi] = U[xi] · V[xi] (per KC slice: beta 0, then 1, as the wide GEMM), then the output
      transform: each strip of V reused from L1 over U[xi]'s 12-row strips. Where U is big (read from memory:
-     ResNet-18's l3, 4.2 MB a conv) and there are at most two strips of V (l3: 49 tiles), each strip of U is reused
-     over them instead, while each call fetches a share of the next one into L2 inside its k loop (with the
-     AVX-512 kernel; GEMM_CONV.md "Weights from memory"); the same operations per element either way */
+     ResNet-18's l3, 4.2 MB a conv) and there are at most two strips of V (l3: one, chunks of 28 and 21 tiles),
+     each strip of U is reused over them instead, while each call fetches a share of the next one into L2 inside
+     its k loop (with the AVX-512 kernel; GEMM_CONV.md "Weights from memory"); the same operations per element
+     either way */
   float *yn = j->y + n * M * j->OH * j->OW;
   int64_t ns = npad / NR;
   bool big = (double)j->us * 16 * sizeof(float) > KILN_WINO_U_FAR; /* U read from memory, not from the caches */

@@ -624,7 +624,11 @@ static void test_direct(void) {
        {1, 1, 1, 1}, 1, 1, 1},
       {"channel tiles, rows of 7: C 40, M 24, 3x3 pads (0, 1, 2, 1), 11x7", 2, 1, 40, 24, 1, 11, 7, 3, 3,
        {0, 1, 2, 1}, 1, 1, 1},
-      {"channel tiles, rows of 7: C 48, M 16, 3x3 pad 1, 40x7 (row chunks on the pool)", 2, 1, 48, 16, 1, 40, 7, 3,
+      {"channel tiles, rows of 7: C 48, M 16, 3x3 pad 1, 40x7 (40 rows, 20 tiles a task: tile by tile)", 2, 1, 48, 16,
+       1, 40, 7, 3, 3, {1, 1, 1, 1}, 1, 1, 1},
+      /* row chunks on the pool (2 threads: 4 chunks; 5 rows a chunk rounded up to whole pairs, 6, 6, 6, 1 — without
+         the rounding a chunk's odd last row is a tile alone: the same values either way) */
+      {"channel tiles, rows of 7: C 256, M 64, 3x3 pad 1, 19x7 (row chunks on the pool)", 2, 1, 256, 64, 1, 19, 7, 3,
        3, {1, 1, 1, 1}, 1, 1, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) direct_case_run(&cases[i]);

@@ -204,8 +204,10 @@ int main(void) {
       {1, 64, 128, 16, 16, 1, 1, 1, 1, 1, 0},   /* small_cnn conv3: one chunk, output channel blocks on the pool */
       {1, 330, 13, 6, 7, 1, 1, 1, 1, 2, 0},     /* C in two KC slices */
       {2, 16, 40, 57, 56, 1, 0, 1, 2, 0, 0},    /* many chunks (and a short last one), 2 images */
-      {1, 192, 200, 14, 14, 1, 1, 1, 1, 1, 0},  /* U over 2 MiB, two strips of V: U's strips reused over them
-                                                   (ResNet-18's l3 order), M 200 = 16 x 12 + 8 */
+      {1, 192, 200, 14, 14, 1, 1, 1, 1, 1, 0},  /* U over 2 MiB, one strip of V (ResNet-18's l3: chunks of 21 and
+                                                   28 tiles), M 200 = 16 x 12 + 8: the stream of U's next strip */
+      {1, 192, 176, 32, 32, 1, 1, 1, 1, 0, 0},  /* U over 2 MiB, two strips of V (chunks of 64 tiles): U's strips
+                                                   reused over them (the swapped loops) */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run(&cases[i], &held);
   test_plan();
