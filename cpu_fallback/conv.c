@@ -1082,10 +1082,10 @@ static void ct_task(void *ctx, int64_t task, int worker) {
      own 7 inputs again for pixels 7..13 (inside the plane) and storing 7 */
   bool half = OW == KILN_CONV_CT_HALF;
   int64_t per_row = half ? 1 : OW / PX, tiles = (half ? (oh1 - oh0 + 1) / 2 : oh1 - oh0) * per_row;
-  /* a few tiles (a 7 x 7 plane: 4, 14 x 14: 14): all of them per KC slice, so a slice of W^T (kc x 32) is read once
-     and from L1 by the others, while each tile's micro-kernel fetches its share of the next slice into L2 (W^T
-     from memory: ResNet-18's l4, 9.4 MB; GEMM_CONV.md "Rows of 7"); more tiles: tile by tile, W^T's block from
-     L2 */
+  /* a few tiles (a 7 x 7 plane: 4, 14 x 14: 14): all of them per KC slice, so a slice of W^T (kc x 32) is read
+     from memory by the first and from L1 by the others, while each tile's micro-kernel fetches its share of the
+     next slice into L2 (W^T from memory: ResNet-18's l4, 9.4 MB; GEMM_CONV.md "Weights from memory"); more
+     tiles: tile by tile, W^T's block from L2 */
   _Alignas(64) float T[KILN_CONV_CT_FEW][PX * NR];
   bool by_slice = tiles <= KILN_CONV_CT_FEW;
   for (int64_t t0 = 0; t0 < tiles; t0 += by_slice ? tiles : 1) {
