@@ -6,7 +6,12 @@
  * kernel (avx2 and base versions) against the reference kernel. Best of
  * interleaved repetitions (the machine may be shared); threads as KILN_NUM_THREADS (default: all
  * online CPUs); "openblas" runs the same kernels with KILN_SGEMM=blas. Run by
- * hand; results in cpu_fallback/GEMM_CONV.md. */
+ * hand; results in cpu_fallback/GEMM_CONV.md. At 2 threads run it with
+ * OPENBLAS_THREAD_TIMEOUT=4: OpenBLAS's server threads otherwise spin for
+ * ~0.1 s after each direct call and take a core from kiln's pool in the
+ * next timing (on the 2-core Xeon VM kiln then measured 45-49 % of direct
+ * in about half the runs, of both this build and stop 21's; with the
+ * variable 90-95 %, bench/README.md stop 22). */
 #include <cblas.h>
 #include <math.h>
 #ifdef __SSE__
