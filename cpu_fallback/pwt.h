@@ -42,7 +42,8 @@ void kiln_pwt_pack(const float *w, int64_t M, int64_t K, float *dst);
  * columns; writes only those outputs. pf (not NULL): at the slice's step k
  * the line at pf + k·pfs is fetched into L2 (a hint: the caller's share of
  * the pack's next slice, spread over the call; never a fault, no value
- * changes; the twin ignores it, the AVX2 tile too). */
+ * changes; the twin ignores it, the AVX2 tile fetches the share's lines
+ * in one burst before its passes). */
 typedef void (*kiln_pwt_fn)(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
                             int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi,
                             const float *pf, int64_t pfs);

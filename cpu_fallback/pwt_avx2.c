@@ -17,8 +17,10 @@
 void kiln_pwt_tile_avx2(int64_t K, int64_t p0, const float *x, int64_t ldx, const float *wt, float *tot, float *y,
                         int64_t ldy, int mr, int nr, const float *bias, bool clamp, float lo, float hi, const float *pf,
                         int64_t pfs) {
-  (void)pf, (void)pfs; /* hints; not followed by this tile (measured on the AVX-512 one) */
   int64_t kc = kiln_sgemm_wide_kc(K, p0);
+  /* the stream's lines as one burst before the passes (what pwt_task issued before the AVX-512 tile took the
+     stream into its k loop; this tile's passes over k are up to four, not measured apart): hints only */
+  for (int64_t q = 0; pf && q < pfs * kc; q += 16) __builtin_prefetch(pf + q);
   float own[KILN_PWT_MR * KILN_PWT_NR];
   if (p0 == 0 && kc == K) tot = own; /* one slice: the caller's totals are not used */
   for (int r0 = 0; r0 < mr; r0 += 6)
