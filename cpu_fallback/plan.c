@@ -753,36 +753,24 @@ static kiln_status find_spec_inputs(kiln_cpu_plan *p, const kiln_graph *g0) {
   return KILN_OK;
 }
 
-/* Per node, the output pixels per image of each Conv (the product of its
- * output's spatial dims) where the shapes give them as constants, else -1;
- * NULL when out of memory (prepack then takes every plane as unknown). */
+/* Per node i, the output pixels per image of each Conv (the product of its
+ * output's spatial dims) at [i] and its output row width (its last dim) at
+ * [n_nodes + 1 + i], where the shapes give them as constants, else -1;
+ * NULL when out of memory (prepack then takes both as unknown). */
 static int64_t *conv_planes(const kiln_graph *g, const kiln_shapes *sh) {
-  int64_t *pl = kiln_malloc(((size_t)g->n_nodes + 1) * sizeof *pl);
+  int64_t *pl = kiln_malloc((2 * (size_t)g->n_nodes + 2) * sizeof *pl), *ow = pl ? pl + g->n_nodes + 1 : NULL;
   for (int i = 0; pl && i < g->n_nodes; i++) {
     const kiln_node *n = &g->nodes[i];
-    pl[i] = -1;
+    pl[i] = ow[i] = -1;
     if (strcmp(n->op_type, "Conv") || n->n_out < 1 || n->out[0] < 0) continue;
     const kiln_vshape *y = &sh->v[n->out[0]];
     int64_t P = y->rank >= 3 ? 1 : -1, d;
     for (int k = 2; k < y->rank && P > 0; k++)
       P = kiln_dimx_is_const(sh->tab, y->dims[k], &d) && d >= 0 && d <= INT32_MAX && P <= INT32_MAX ? P * d : -1;
     pl[i] = P > INT32_MAX ? -1 : P;
-  }
-  return pl;
-}
-
-/* Each Conv node's output row width (its last dim) from the plan's shapes; -1 where not known or not a Conv. */
-static int64_t *conv_widths(const kiln_graph *g, const kiln_shapes *sh) {
-  int64_t *ow = kiln_malloc(((size_t)g->n_nodes + 1) * sizeof *ow);
-  for (int i = 0; ow && i < g->n_nodes; i++) {
-    const kiln_node *n = &g->nodes[i];
-    int64_t d;
-    ow[i] = -1;
-    if (strcmp(n->op_type, "Conv") || n->n_out < 1 || n->out[0] < 0) continue;
-    const kiln_vshape *y = &sh->v[n->out[0]];
     if (y->rank >= 3 && kiln_dimx_is_const(sh->tab, y->dims[y->rank - 1], &d) && d >= 0) ow[i] = d;
   }
-  return ow;
+  return pl;
 }
 
 static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode,
@@ -835,11 +823,10 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
   if ((s = kiln_ref_check_types(g, p->sh))) goto fail; /* the fused tiles call no kernel's type check */
   {
     size_t pb = 0; /* prepack.h: constant Conv weights packed once for the wide SGEMM */
-    int64_t *planes = conv_planes(g, p->sh); /* which 1x1 Convs the lanes-over-channels tiles will take */
-    int64_t *widths = conv_widths(g, p->sh); /* which big W the channel tiles can read */
-    s = kiln_cpu_conv_prepack(g, planes, widths, &p->conv_packs, &pb);
+    /* which 1x1 Convs the lanes-over-channels tiles will take, which big W the channel tiles can read */
+    int64_t *planes = conv_planes(g, p->sh);
+    s = kiln_cpu_conv_prepack(g, planes, planes ? planes + g->n_nodes + 1 : NULL, &p->conv_packs, &pb);
     kiln_free(planes);
-    kiln_free(widths);
     if (s) goto fail;
     p->st.conv_pack_bytes = pb;
     if ((s = kiln_cpu_gemm_prepack(g, &p->gemm_packs, &pb))) goto fail; /* constant MatMul / Gemm B, likewise */
@@ -1779,6 +1766,13 @@ static kiln_cpu_plan *variant_find(kiln_cpu_plan *p, const int64_t *k, int nkey,
   return NULL;
 }
 
+/* Stores variant sub under key k (nkey values; both now owned by p) in slot, releasing what the slot held. */
+static void variant_put(kiln_cpu_plan *p, int slot, int64_t *k, int nkey, kiln_cpu_plan *sub) {
+  kiln_free(p->var[slot].key);
+  kiln_cpu_release(p->var[slot].plan);
+  p->var[slot] = (struct variant){k, nkey, sub, p->clock};
+}
+
 /* The plan specialised for this run's values of the specialising inputs
  * (compiled on first sight, then cached), or NULL to run p itself. */
 static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tensor *const *bound,
@@ -1836,9 +1830,7 @@ static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kil
   if ((s = prepare(d, false, false, p->obs_mode, &sub))) goto done;
   kiln_log(KILN_LOG_INFO, "cpu plan: specialised on the values of %d shape-setting input%s", p->n_spec,
            p->n_spec == 1 ? "" : "s");
-  kiln_free(p->var[slot].key);
-  kiln_cpu_release(p->var[slot].plan);
-  p->var[slot] = (struct variant){k, nkey, sub, p->clock};
+  variant_put(p, slot, k, nkey, sub);
   k = NULL;
   *out = sub;
   sub = NULL;
@@ -1935,9 +1927,7 @@ static kiln_status shape_variant(kiln_cpu_plan *p, const kiln_graph *g0, const k
     return s;
   }
   kiln_log(KILN_LOG_INFO, "cpu plan: a variant for this run's input dims");
-  kiln_free(p->var[slot].key);
-  kiln_cpu_release(p->var[slot].plan);
-  p->var[slot] = (struct variant){k, nkey, sub, p->clock};
+  variant_put(p, slot, k, nkey, sub);
   kiln_graph_free(d);
   *out = sub;
   return KILN_OK;

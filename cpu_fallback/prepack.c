@@ -186,10 +186,10 @@ kiln_status kiln_cpu_conv_prepack(const kiln_graph *g, const int64_t *planes, co
               w->numel <= (limit > KILN_CONV_WINO_PACK_MAX ? limit : KILN_CONV_WINO_PACK_MAX) / (int64_t)sizeof(float);
     bool ct = areader && w->rank <= 4 && ksp > 1 && Kc >= KILN_CONV_CT_MIN_K && (fits || !wg) &&
               w->numel <= (limit > KILN_CONV_CT_PACK_MAX ? limit : KILN_CONV_CT_PACK_MAX) / (int64_t)sizeof(float);
-    /* over 4 MiB, only where the channel tiles can read it (conv.c ct_applies: rows of 7 or of a multiple of 14)
+    /* over KILN_CONV_CT_PACK_ANY, only where the channel tiles can read it (conv.c ct_applies: rows of 7 or of a multiple of 14)
        or the row width is not known: not a dead copy of a big W */
     int64_t ow = widths ? widths[i] : -1;
-    if (ct && !fits && w->numel > ((int64_t)4 << 20) / (int64_t)sizeof(float) && ow >= 0 &&
+    if (ct && !fits && w->numel > KILN_CONV_CT_PACK_ANY / (int64_t)sizeof(float) && ow >= 0 &&
         ow != KILN_CONV_CT_HALF && (ow == 0 || ow % KILN_CONV_CT_PX != 0))
       ct = false;
     if (!aw && !tw && !ct && !wg) continue;

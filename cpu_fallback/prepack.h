@@ -86,6 +86,10 @@ typedef struct kiln_cpu_conv_pack {
  * (9.4 MB, 3 convs) and l4.0.conv1 (4.7 MB) read it (GEMM_CONV.md, "Rows
  * of 7"); 33 MB more packed weights for that model. */
 #define KILN_CONV_CT_PACK_MAX ((int64_t)16 << 20)
+/* Up to this many bytes of W the transposed pack is made whatever the
+ * output's row width; above it only where the known width is one the
+ * channel tiles take (or unknown): the old KILN_CONV_CT_PACK_MAX. */
+#define KILN_CONV_CT_PACK_ANY ((int64_t)4 << 20)
 /* Winograd's U is made for a W of up to this many bytes even above the A
  * pack's limit (ResNet-18's 2.4 MB l3 weights: U 4.2 MB, the 3x3 steps on
  * 14 x 14 0.80-0.85 of the direct path's time at 1 and 2 threads; l4's 9.4

@@ -322,9 +322,7 @@ typedef struct wide_job {
   kiln_sgemm_micro_cb_fn micro_cb;
   /* with B packed ahead and the AVX-512 kernels: micro / micro_cb with a prefetch stream (NULL otherwise) */
   kiln_sgemm_micro_pf_fn micro_pf;
-  void (*micro_cb_pf)(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp, float beta,
-                      float *C, int64_t ldc, int mr, int nr, const float *cbias, float scale, const float *pf,
-                      int64_t pfs);
+  kiln_sgemm_micro_cb_pf_fn micro_cb_pf;
 } wide_job;
 
 static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {

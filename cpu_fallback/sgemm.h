@@ -180,6 +180,9 @@ void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int
  * true. */
 typedef void (*kiln_sgemm_micro_pf_fn)(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
                                        float *C, int64_t ldc, int mr, int nr, const float *pf, int64_t pfs);
+typedef void (*kiln_sgemm_micro_cb_pf_fn)(int64_t kc, const float *ap, const float *A, int64_t lda,
+                                          const float *restrict bp, float beta, float *C, int64_t ldc, int mr, int nr,
+                                          const float *cbias, float scale, const float *pf, int64_t pfs);
 void kiln_sgemm_micro_wide_pf_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
                                      float *C, int64_t ldc, int mr, int nr, const float *pf, int64_t pfs);
 void kiln_sgemm_micro_cb_pf_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
