@@ -503,7 +503,7 @@ typedef struct dw_job {
   const float **srcs;
   const int64_t *tapoff; /* per tap: where it reads for output (0, 0) (dw_shape) */
   size_t plane_size, flat_size;
-  int64_t cb, blocks;
+  int64_t cb, blocks, parts; /* tasks: (image, part of the rows, block of cb channels) */
   bool flat; /* the whole plane as one row of the rows kernel (dw_shape) */
   kiln_dw_rows_fn rows;
   kiln_la_gather_fn gather;
@@ -583,7 +583,9 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
   bool cl = j->ep && j->ep->clamp;
   float lo = cl ? j->ep->lo : -INFINITY, hi = cl ? j->ep->hi : INFINITY;
   const float **src = j->srcs + (size_t)worker * (size_t)nk;
-  int64_t n = task / j->blocks, c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
+  int64_t n = task / j->blocks / j->parts, part = task / j->blocks % j->parts;
+  int64_t c0 = task % j->blocks * j->cb, c1 = c0 + j->cb < g->C ? c0 + j->cb : g->C;
+  int64_t r0 = OH * part / j->parts, r1 = OH * (part + 1) / j->parts; /* the part's output rows */
   int64_t c = c0;
   /* two channels a call where the kernel has that form (mult 1: channel c's output plane and weights follow c - 1's) */
   kiln_dw_plane2_fn plane2 = j->plane && mult == 1 ? kiln_dw_plane2() : NULL;
@@ -596,16 +598,21 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       j->plane(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->out_sp, j->tapoff, j->masks,
                j->w + m * nk, (int)nk, j->bias ? j->bias[m] : 0.0f, lo, hi);
     }
-  for (int64_t c = c0; c < c1 && j->s2; c++) /* stride 2 in place */
+  /* stride 2 in place, output rows [r0, r1) as a plane of their own: its row o - r0 reads input rows 2o - pt + ky,
+     from row sh = 2·r0 - pt on (its top padding pt - 2·r0 where that is above 0); conv_depthwise splits the rows
+     only where sh < H */
+  int64_t sh = 2 * r0 - g->pb[1] > 0 ? 2 * r0 - g->pb[1] : 0;
+  for (int64_t c = c0; c < c1 && j->s2; c++)
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
-      j->s2(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, g->in[1], g->in[2], OH, OW,
-            g->pb[1], g->pb[2], j->w + m * nk, (int)g->k[1], (int)g->k[2], j->bias ? j->bias[m] : 0.0f, lo, hi);
+      j->s2(j->y + (n * g->M + m) * g->out_sp + r0 * OW, j->x + (n * g->C + c) * g->in_sp + sh * g->in[2],
+            g->in[1] - sh, g->in[2], r1 - r0, OW, g->pb[1] - 2 * r0 + sh, g->pb[2], j->w + m * nk, (int)g->k[1],
+            (int)g->k[2], j->bias ? j->bias[m] : 0.0f, lo, hi);
     }
   for (int64_t c = c0; c < c1 && j->s1; c++) /* 3x3 stride-1 'same' in place */
     for (int64_t mm = 0; mm < mult; mm++) {
       int64_t m = c * mult + mm;
-      j->s1(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, OH, OW, j->w + m * nk,
+      j->s1(j->y + (n * g->M + m) * g->out_sp, j->x + (n * g->C + c) * g->in_sp, OH, OW, r0, r1, j->w + m * nk,
             j->bias ? j->bias[m] : 0.0f, lo, hi);
     }
   for (int64_t c = c0; c < c1 && !j->plane && !j->s2 && !j->s1; c++) {
@@ -623,9 +630,12 @@ static void dw_channels(void *ctx, int64_t task, int worker) {
       }
     }
   }
-  if (j->ep && !j->ep->clamp) { /* a clamp was done by the rows kernel */
+  if (j->ep && !j->ep->clamp && j->parts == 1) { /* a clamp was done by the rows kernel */
     int64_t m0 = n * g->M + c0 * mult;
     j->ep->apply(j->ep->ctx, m0 * g->out_sp, (c1 - c0) * mult * g->out_sp, j->y + m0 * g->out_sp);
+  } else if (j->ep && !j->ep->clamp) { /* the part's rows of each output plane */
+    for (int64_t m = n * g->M + c0 * mult; m < n * g->M + c1 * mult; m++)
+      j->ep->apply(j->ep->ctx, m * g->out_sp + r0 * OW, (r1 - r0) * OW, j->y + m * g->out_sp + r0 * OW);
   }
 }
 
@@ -696,6 +706,18 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
                              dw == 1 && g->pb[1] == 1 && g->pb[2] == 1 && OH == g->in[1] && OW == g->in[2]
                          ? mode1 == 2 ? kiln_dw_s1_base : kiln_dw_s1()
                          : NULL;
+  /* the in-place kernels take a part of the rows (GEMM_CONV.md "Parts of the image"): a thread's part, as in the
+     layers before and after; the stride-2 kernel where every part starts inside the input */
+  int64_t parts = 1;
+  if (workers > 1 && OH >= 2 * workers && (s1 || (s2 && 2 * (OH - 1) - g->pb[1] < g->in[1]))) {
+    parts = workers;
+    int64_t want = (4 * workers + g->N * parts - 1) / (g->N * parts); /* blocks a part: ~4 tasks per thread */
+    cb = KILN_DW_BLOCK * parts / (g->out_sp * mult);
+    if (cb > g->C) cb = g->C;
+    if (cb < 1 || (g->C + cb - 1) / cb < want) cb = (g->C + want - 1) / want;
+    blocks = (g->C + cb - 1) / cb;
+    tasks = g->N * parts * blocks;
+  }
   bool flat = OW < KILN_DW_FLAT_WIDTH && !across && !pfn && !s2 && !s1;
   size_t plane_size = pfn || s2 || s1 ? 0 : (size_t)d.size, flat_size = flat ? (size_t)(OH * d.Wq) : 0;
   int64_t *tapoff = kiln_malloc((size_t)nk * sizeof *tapoff), nv = (g->out_sp + 15) / 16;
@@ -715,7 +737,7 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
   dw_job j = {g, x, w, bias, y, ep, pfn || s2 || s1 ? NULL : kiln_calloc(plane_size * (size_t)workers, sizeof(float)),
               flat ? kiln_malloc(flat_size * (size_t)workers * sizeof(float)) : NULL,
               kiln_malloc((size_t)(nk * workers) * sizeof(const float *)), tapoff, plane_size, flat_size, cb,
-              blocks, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks, s2, s1};
+              blocks, parts, flat, rows, kiln_la_gather(), kiln_la_split2(), kiln_la_copy_rows(), pfn, masks, s2, s1};
   if ((!pfn && !s2 && !s1 && !j.planes) || !j.srcs || (flat && !j.flats) || !tapoff || (pfn && !masks)) {
     kiln_free(masks);
     kiln_free(tapoff);
@@ -724,7 +746,8 @@ static kiln_status conv_depthwise(const geom *g, const float *x, const float *w,
     kiln_free(j.srcs);
     return kiln_fail(KILN_E_NOMEM, "out of memory for a depthwise convolution plane");
   }
-  kiln_pool_for(tasks, workers, dw_channels, &j);
+  if (parts > 1) kiln_pool_for_shares(tasks, workers, dw_channels, &j);
+  else kiln_pool_for(tasks, workers, dw_channels, &j);
   kiln_free(masks);
   kiln_free(j.planes);
   kiln_free(j.flats);
@@ -1215,7 +1238,7 @@ static bool pointwise_direct_wanted(const geom *g) { return g->out_sp >= KILN_CO
 
 /* A stride-1 pointwise layer of fewer multiply-adds than this runs on one
  * thread. */
-#define KILN_CONV_PW_MIN_WORK ((double)(1 << 23))
+#define KILN_CONV_PW_MIN_WORK ((double)(1 << 21))
 
 static kiln_status conv_pointwise_direct(const geom *g, const float *x, const float *w, const float *bias, float *y,
                                          const kiln_cpu_epilogue *ep, const kiln_cpu_conv_pack *pk,
@@ -1229,10 +1252,12 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   if (nb < NR) nb = NR;
   if (nb > OSP) nb = OSP;
   int64_t blocks = (OSP + nb - 1) / nb, sgroups = 1;
+  int workers = direct_workers(g, Kc, OSP, min_work);
+  if (workers > 1) /* each thread its part of the image (GEMM_CONV.md "Parts of the image"): whole blocks */
+    blocks = (blocks + workers - 1) / workers * workers;
   nb = ((OSP + blocks - 1) / blocks + NR - 1) / NR * NR; /* blocks of about equal size (a balanced split) */
   if (nb > OSP) nb = OSP;
   blocks = (OSP + nb - 1) / nb;
-  int workers = direct_workers(g, Kc, OSP, min_work);
   if (workers > 1 && g->N * g->G * blocks < 4 * (int64_t)workers) /* about 4 tasks per thread */
     sgroups = (4 * workers + g->N * g->G * blocks - 1) / (g->N * g->G * blocks);
   if (sgroups > strips) sgroups = strips;
@@ -1241,7 +1266,7 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   kiln_conv_direct_streams(&micro, &amicro); /* rows of B in storage order: no software prefetch */
   pw_job j = {g, x, pk ? pk->data : NULL, w, bias, y, ep, off, pk ? pk->gstride : 0, nb, blocks, strips, sper,
               sgroups, micro, amicro};
-  kiln_pool_for(g->N * g->G * blocks * sgroups, workers, pw_task, &j);
+  kiln_pool_for_shares(g->N * g->G * blocks * sgroups, workers, pw_task, &j);
   kiln_free(off);
   return KILN_OK;
 }
@@ -1293,28 +1318,31 @@ typedef struct spw_job {
   const geom *g;
   const float *x;
   float *xs; /* the sampled planes, ld floats apart */
-  int64_t ld, pp; /* pp planes a task */
+  int64_t ld, pp, groups, parts; /* pp planes a group; tasks (part of the rows, group of planes) */
   kiln_la_gather_fn gather;
 } spw_job;
 
-/* Task t: sampled planes [t·pp, +pp) (of N·C), each row of the output by a
- * strided gather (a copy for stride 1 along the row), the row's padding
- * zeroed. */
+/* Task t: part t / groups of the output rows (od, oh) of the sampled planes
+ * [g·pp, +pp) (of N·C), g = t % groups, each row by a strided gather (a
+ * copy for stride 1 along the row); the last part zeroes the rows'
+ * padding. */
 static void spw_planes(void *ctx, int64_t t, int worker) {
   (void)worker;
   const spw_job *j = ctx;
   const geom *g = j->g;
-  int64_t p1 = (t + 1) * j->pp < g->N * g->C ? (t + 1) * j->pp : g->N * g->C, OW = g->out[2];
-  for (int64_t p = t * j->pp; p < p1; p++) {
+  int64_t part = t / j->groups, p0 = t % j->groups * j->pp, OW = g->out[2], R = g->out[0] * g->out[1];
+  int64_t p1 = p0 + j->pp < g->N * g->C ? p0 + j->pp : g->N * g->C;
+  int64_t r0 = R * part / j->parts, r1 = R * (part + 1) / j->parts;
+  for (int64_t p = p0; p < p1; p++) {
     const float *xc = j->x + p * g->in_sp;
-    float *d = j->xs + p * j->ld;
-    for (int64_t od = 0; od < g->out[0]; od++)
-      for (int64_t oh = 0; oh < g->out[1]; oh++, d += OW) {
-        const float *src = xc + (od * g->s[0] * g->in[1] + oh * g->s[1]) * g->in[2];
-        if (g->s[2] == 1) memcpy(d, src, (size_t)OW * sizeof *d);
-        else j->gather(d, src, OW, g->s[2]);
-      }
-    memset(d, 0, (size_t)(j->xs + p * j->ld + j->ld - d) * sizeof *d);
+    float *d = j->xs + p * j->ld + r0 * OW;
+    for (int64_t r = r0; r < r1; r++, d += OW) {
+      int64_t od = r / g->out[1], oh = r % g->out[1];
+      const float *src = xc + (od * g->s[0] * g->in[1] + oh * g->s[1]) * g->in[2];
+      if (g->s[2] == 1) memcpy(d, src, (size_t)OW * sizeof *d);
+      else j->gather(d, src, OW, g->s[2]);
+    }
+    if (part == j->parts - 1) memset(d, 0, (size_t)(j->xs + p * j->ld + j->ld - d) * sizeof *d);
   }
 }
 
@@ -1337,10 +1365,13 @@ static float *spw_sample(const geom *g, const float *x, int64_t ld, float **buf)
   }
   float *xs = (float *)(((uintptr_t)*buf + 63) & ~(uintptr_t)63);
   int workers = direct_workers(g, g->Cg, g->out_sp, KILN_CONV_SPW_MIN_WORK);
-  spw_job j = {g, x, xs, ld, 1, kiln_la_gather()};
-  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * ld, 1 << 14, 4 * (int64_t)workers) : 1;
+  /* each thread its part of the rows (GEMM_CONV.md "Parts of the image"), as the compute after */
+  int64_t parts = workers > 1 && g->out[0] * g->out[1] >= workers ? workers : 1;
+  spw_job j = {g, x, xs, ld, 1, 1, parts, kiln_la_gather()};
+  int64_t ptasks = workers > 1 ? kiln_pool_tasks(planes * ld, parts << 14, 4 * (int64_t)workers / parts) : 1;
   j.pp = (planes + ptasks - 1) / ptasks;
-  kiln_pool_for((planes + j.pp - 1) / j.pp, workers, spw_planes, &j);
+  j.groups = (planes + j.pp - 1) / j.pp;
+  kiln_pool_for_shares(j.groups * parts, workers, spw_planes, &j);
   return xs;
 }
 

@@ -8,8 +8,9 @@
 
 #include "cpu_fallback/sgemm.h"
 
-void kiln_dw_s1_base(float *y, const float *x, int64_t H, int64_t W, const float *w, float bias, float lo, float hi) {
-  for (int64_t oy = 0; oy < H; oy++)
+void kiln_dw_s1_base(float *y, const float *x, int64_t H, int64_t W, int64_t r0, int64_t r1, const float *w,
+                     float bias, float lo, float hi) {
+  for (int64_t oy = r0; oy < r1; oy++)
     for (int64_t ox = 0; ox < W; ox++) {
       float acc = bias;
       for (int ky = 0; ky < 3; ky++)

@@ -22,11 +22,16 @@
 #define KILN_CPU_FALLBACK_DWS1_H
 #include <stdint.h>
 
-typedef void (*kiln_dw_s1_fn)(float *y, const float *x, int64_t H, int64_t W, const float *w, float bias, float lo,
-                              float hi);
-void kiln_dw_s1_base(float *y, const float *x, int64_t H, int64_t W, const float *w, float bias, float lo, float hi);
+/* Output rows [r0, r1) of the plane (0 <= r0 <= r1 <= H; y and x are the
+ * planes' starts): a thread's part of the plane (GEMM_CONV.md, "Parts of the
+ * image"). Each output's operations do not depend on the range. */
+typedef void (*kiln_dw_s1_fn)(float *y, const float *x, int64_t H, int64_t W, int64_t r0, int64_t r1, const float *w,
+                              float bias, float lo, float hi);
+void kiln_dw_s1_base(float *y, const float *x, int64_t H, int64_t W, int64_t r0, int64_t r1, const float *w,
+                     float bias, float lo, float hi);
 /* Only callable where kiln_la_cpu_has_avx512() is true (dws1_avx512.c). */
-void kiln_dw_s1_avx512(float *y, const float *x, int64_t H, int64_t W, const float *w, float bias, float lo, float hi);
+void kiln_dw_s1_avx512(float *y, const float *x, int64_t H, int64_t W, int64_t r0, int64_t r1, const float *w,
+                       float bias, float lo, float hi);
 /* The AVX-512 kernel under the AVX2 setting where AVX-512F is usable, else
  * NULL (the padded plane and the rows kernel). */
 kiln_dw_s1_fn kiln_dw_s1(void);

@@ -74,15 +74,15 @@ static inline __attribute__((always_inline)) void step(const float *row, int64_t
   }
 }
 
-/* Input row i of the walk, any i in [-1, H]: output row o's accumulators
- * are a[o % 3]. */
-static inline __attribute__((always_inline)) void step_at(float *y, const float *x, int64_t H, int64_t W, int64_t i,
-                                                          int64_t c0, const __m512 *wv, __m512 vb, __m512 vlo,
-                                                          __m512 vhi, __m512 *a0, __m512 *a1, __m512 *a2, const int V,
-                                                          const bool FULL) {
+/* Input row i of the walk for output rows [r0, r1), any i in [r0 - 1,
+ * r1]: output row o's accumulators are a[o % 3]. */
+static inline __attribute__((always_inline)) void step_at(float *y, const float *x, int64_t H, int64_t W, int64_t r0,
+                                                          int64_t r1, int64_t i, int64_t c0, const __m512 *wv,
+                                                          __m512 vb, __m512 vlo, __m512 vhi, __m512 *a0, __m512 *a1,
+                                                          __m512 *a2, const int V, const bool FULL) {
   const float *row = i >= 0 && i < H ? x + i * W : NULL;
-  float *yc = i >= 1 ? y + (i - 1) * W : NULL;
-  bool doA = i + 1 < H, doB = i >= 0 && i < H;
+  float *yc = i - 1 >= r0 ? y + (i - 1) * W : NULL;
+  bool doA = i + 1 < r1, doB = i >= r0 && i < r1;
   switch ((i + 3) % 3) {
   case 0: step(row, c0, W, wv, vb, vlo, vhi, a1, a0, a2, doA, doB, yc, V, FULL); break;
   case 1: step(row, c0, W, wv, vb, vlo, vhi, a2, a1, a0, doA, doB, yc, V, FULL); break;
@@ -90,31 +90,36 @@ static inline __attribute__((always_inline)) void step_at(float *y, const float 
   }
 }
 
-static inline __attribute__((always_inline)) void strip(float *y, const float *x, int64_t H, int64_t W, int64_t c0,
-                                                        const __m512 *wv, __m512 vb, __m512 vlo, __m512 vhi,
-                                                        const int V, const bool FULL) {
+/* Output rows [r0, r1): input rows r0 - 1 .. r1 (a row outside the plane
+ * is padding). */
+static inline __attribute__((always_inline)) void strip(float *y, const float *x, int64_t H, int64_t W, int64_t r0,
+                                                        int64_t r1, int64_t c0, const __m512 *wv, __m512 vb,
+                                                        __m512 vlo, __m512 vhi, const int V, const bool FULL) {
   __m512 a0[4], a1[4], a2[4];
 #pragma GCC unroll 4
   for (int v = 0; v < 4; v++) a0[v] = a1[v] = a2[v] = vb; /* each set before it is read; for the compiler */
-  int64_t i = -1;
-  for (; i < 1; i++) step_at(y, x, H, W, i, c0, wv, vb, vlo, vhi, a0, a1, a2, V, FULL);
-  for (; i + 3 < H; i += 3) { /* i % 3 == 1: rows i .. i + 2, all three output rows under each inside */
+  int64_t i = r0 - 1;
+  for (; i <= r1 && (i < r0 + 1 || (i % 3 + 3) % 3 != 1); i++)
+    step_at(y, x, H, W, r0, r1, i, c0, wv, vb, vlo, vhi, a0, a1, a2, V, FULL);
+  for (; i + 3 < r1; i += 3) { /* i % 3 == 1: rows i .. i + 2, all three output rows under each inside */
     step(x + i * W, c0, W, wv, vb, vlo, vhi, a2, a1, a0, true, true, y + (i - 1) * W, V, FULL);
     step(x + (i + 1) * W, c0, W, wv, vb, vlo, vhi, a0, a2, a1, true, true, y + i * W, V, FULL);
     step(x + (i + 2) * W, c0, W, wv, vb, vlo, vhi, a1, a0, a2, true, true, y + (i + 1) * W, V, FULL);
   }
-  for (; i <= H; i++) step_at(y, x, H, W, i, c0, wv, vb, vlo, vhi, a0, a1, a2, V, FULL);
+  for (; i <= r1; i++) step_at(y, x, H, W, r0, r1, i, c0, wv, vb, vlo, vhi, a0, a1, a2, V, FULL);
 }
 
 #define DWS1_STRIP(V)                                                                           \
   case V:                                                                                       \
-    if (full) strip(y, x, H, W, 16 * v, wv, vb, vlo, vhi, V, true);                             \
-    else strip(y, x, H, W, 16 * v, wv, vb, vlo, vhi, V, false);                                 \
+    if (full) strip(y, x, H, W, r0, r1, 16 * v, wv, vb, vlo, vhi, V, true);                     \
+    else strip(y, x, H, W, r0, r1, 16 * v, wv, vb, vlo, vhi, V, false);                         \
     break
 
-void kiln_dw_s1_avx512(float *y, const float *x, int64_t H, int64_t W, const float *w, float bias, float lo,
-                       float hi) {
-  if (H <= 0 || W <= 0) return;
+void kiln_dw_s1_avx512(float *y, const float *x, int64_t H, int64_t W, int64_t r0, int64_t r1, const float *w,
+                       float bias, float lo, float hi) {
+  if (r0 < 0) r0 = 0;
+  if (r1 > H) r1 = H;
+  if (r1 <= r0 || W <= 0) return;
   __m512 wv[9], vb = _mm512_set1_ps(bias), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   for (int j = 0; j < 9; j++) wv[j] = _mm512_set1_ps(w[j]);
   int64_t nv = (W + 15) / 16, ns = (nv + 3) / 4; /* strips of at most 4 vectors, balanced */

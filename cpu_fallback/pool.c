@@ -71,7 +71,8 @@ typedef struct loop {
   void *ctx;
   int64_t n_tasks;
   int workers; /* threads with an id below this take tasks */
-  atomic_llong next;
+  atomic_llong next; /* tasks claimed, where there are no ranges */
+  atomic_ullong *ranges; /* shares: per thread id below workers its share's next task (low 32 bits) and end; or NULL */
   bool open;         /* workers may still join (under pool.mu) */
   atomic_int inside; /* workers running its tasks (changed under pool.mu; the caller may poll it) */
 } loop;
@@ -85,6 +86,7 @@ struct pool {
   atomic_ulong gen; /* loops started (changed under mu; spinning workers poll it) */
   atomic_bool stop;
   loop *cur; /* the open loop, or NULL (under mu) */
+  atomic_ullong *ranges; /* n: the shares of the open loop (one loop at a time) */
 };
 
 static pthread_mutex_t reg = PTHREAD_MUTEX_INITIALIZER; /* guards the two below */
@@ -141,11 +143,30 @@ static bool loop_left(const void *arg) {
   return atomic_load_explicit(&((const loop *)arg)->inside, memory_order_acquire) == 0;
 }
 
+/* Without shares: one counter, tasks claimed in order. With shares:
+ * thread id's own share first, from its front; then, thread by thread,
+ * what is left of the others' shares, each from its back (the task its
+ * owner would reach last). */
 static void take_tasks(loop *l, int id) {
-  for (;;) {
-    long long t = atomic_fetch_add(&l->next, 1);
-    if (t >= l->n_tasks) break;
-    l->fn(l->ctx, (int64_t)t, id);
+  if (!l->ranges) {
+    for (;;) {
+      long long t = atomic_fetch_add(&l->next, 1);
+      if (t >= l->n_tasks) break;
+      l->fn(l->ctx, (int64_t)t, id);
+    }
+    return;
+  }
+  for (int k = 0; k < l->workers; k++) {
+    atomic_ullong *r = &l->ranges[(id + k) % l->workers];
+    unsigned long long v = atomic_load_explicit(r, memory_order_relaxed);
+    for (;;) {
+      unsigned long long next = v & 0xffffffffu, end = v >> 32;
+      if (next >= end) break;
+      unsigned long long to = k == 0 ? v + 1 : v - (1ull << 32);
+      if (!atomic_compare_exchange_weak(r, &v, to)) continue;
+      l->fn(l->ctx, (int64_t)(k == 0 ? next : end - 1), id);
+      v = atomic_load_explicit(r, memory_order_relaxed);
+    }
   }
 }
 
@@ -187,6 +208,7 @@ static void pool_stop(pool *p, int started) {
   pthread_mutex_destroy(&p->mu);
   kiln_free(p->th);
   kiln_free(p->w);
+  kiln_free(p->ranges);
   kiln_free(p);
 }
 
@@ -199,7 +221,8 @@ static pool *pool_start(int n) {
   pthread_cond_init(&p->done, NULL);
   p->th = kiln_calloc((size_t)n, sizeof *p->th);
   p->w = kiln_calloc((size_t)n, sizeof *p->w);
-  if (!p->th || !p->w) {
+  p->ranges = kiln_calloc((size_t)n, sizeof *p->ranges);
+  if (!p->th || !p->w || !p->ranges) {
     pool_stop(p, 0);
     return NULL;
   }
@@ -251,7 +274,7 @@ int64_t kiln_pool_tasks(int64_t work, int64_t grain, int64_t max_tasks) {
   return t < 1 ? 1 : t;
 }
 
-void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx) {
+static void pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx, bool shares) {
   if (n_tasks <= 0) return;
   pool *p = NULL;
   if (n_tasks > 1 && max_workers > 1 && pthread_mutex_trylock(&one_loop) == 0) {
@@ -267,9 +290,16 @@ void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx)
     for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
     return;
   }
-  loop l = {fn, ctx, n_tasks, max_workers, 0, true, 0};
+  int workers = max_workers < p->n ? max_workers : p->n;
+  loop l = {fn, ctx, n_tasks, workers, 0, NULL, true, 0};
   atomic_init(&l.next, 0);
   atomic_init(&l.inside, 0);
+  if (shares && n_tasks < ((int64_t)1 << 32)) { /* thread i's share: tasks [i·n/w, (i+1)·n/w) */
+    l.ranges = p->ranges;
+    for (int i = 0; i < workers; i++)
+      atomic_init(&l.ranges[i], (unsigned long long)(n_tasks * i / workers) |
+                                    (unsigned long long)(n_tasks * (i + 1) / workers) << 32);
+  }
   pthread_mutex_lock(&p->mu);
   p->cur = &l;
   p->gen++;
@@ -288,4 +318,12 @@ void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx)
   pthread_mutex_unlock(&p->mu);
   pthread_mutex_unlock(&one_loop);
   kiln_pool_release();
+}
+
+void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx) {
+  pool_for(n_tasks, max_workers, fn, ctx, false);
+}
+
+void kiln_pool_for_shares(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx) {
+  pool_for(n_tasks, max_workers, fn, ctx, true);
 }

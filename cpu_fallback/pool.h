@@ -64,6 +64,16 @@ int kiln_pool_threads(void);
 typedef void (*kiln_pool_fn)(void *ctx, int64_t task, int worker);
 void kiln_pool_for(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx);
 
+/* kiln_pool_for, but with w = min(max_workers, the pool's threads), thread
+ * i (the caller 0) first takes the tasks of its share [i·n/w, (i+1)·n/w)
+ * in order, then, where the others' shares still hold unclaimed tasks,
+ * those from each share's back. For loops whose task order follows the
+ * data (a thread's part of the image, GEMM_CONV.md "Parts of the image"):
+ * the same thread gets the same part in consecutive layers, so it reads
+ * what it wrote (from its own caches) unless the shares were uneven or a
+ * thread came late. Which thread runs a task never changes its result. */
+void kiln_pool_for_shares(int64_t n_tasks, int max_workers, kiln_pool_fn fn, void *ctx);
+
 /* The number of tasks of about `grain` units each for `work` units, at
  * least 1 and at most `max_tasks`: a partition by the problem's size, the
  * same for any thread count. */

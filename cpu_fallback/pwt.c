@@ -84,18 +84,22 @@ bool kiln_pwt_plane_wanted(int64_t P, int64_t K) {
 
 typedef struct pwt_job {
   int64_t K, M, P, blocks, strips, sper, sgroups;
+  bool by_pixels; /* tasks ordered by group of strips first (a thread's part of the image), else by block */
   const float *x, *wt, *bias;
   float *y, *tots; /* tots: per worker, sper tiles' running totals (several KC slices) */
   const kiln_cpu_epilogue *ep;
   kiln_pwt_fn fn;
 } pwt_job;
 
-/* Task (image, block of 32 output channels, group of 12-pixel strips): per
- * KC slice every strip of the group (the slice's rows of the block's pack
- * stay in L1), then a non-clamp epilogue over the block's outputs. */
+/* Task (image, group of 12-pixel strips, block of 32 output channels) in
+ * that order where by_pixels, else (image, block, group): per KC slice
+ * every strip of the group (the slice's rows of the block's pack stay in
+ * L1), then a non-clamp epilogue over the block's outputs. */
 static void pwt_task(void *ctx, int64_t task, int worker) {
   const pwt_job *j = ctx;
-  int64_t sg = task % j->sgroups, b = task / j->sgroups % j->blocks, n = task / j->sgroups / j->blocks;
+  int64_t n = task / j->blocks / j->sgroups;
+  int64_t b = j->by_pixels ? task % j->blocks : task / j->sgroups % j->blocks;
+  int64_t sg = j->by_pixels ? task / j->blocks % j->sgroups : task % j->sgroups;
   int64_t K = j->K, P = j->P, m0 = b * NR, nr = j->M - m0 < NR ? j->M - m0 : NR;
   int64_t pa = sg * j->sper * MR, pb = pa + j->sper * MR < P ? pa + j->sper * MR : P;
   const kiln_cpu_epilogue *ep = j->ep;
@@ -137,14 +141,19 @@ kiln_status kiln_pwt_conv(int64_t N, int64_t K, int64_t M, int64_t P, const floa
   if (tasks > 1) tasks = (tasks + workers - 1) / workers * workers;
   else workers = 1;
   if (N * blocks < tasks) sgroups = (tasks + N * blocks - 1) / (N * blocks);
+  /* each thread its part of the image (GEMM_CONV.md "Parts of the image") where the planes in and out outweigh W
+     (MobileNetV2's 14 x 14 layers); else each its blocks of channels, W read once (the 7 x 7 ones) */
+  bool by_pixels = tasks > 1 && N < workers && (double)P * (double)(K + M) >= (double)K * (double)M;
+  if (by_pixels) sgroups = (sgroups + workers - 1) / workers * workers;
   if (sgroups > strips) sgroups = strips;
   int64_t sper = (strips + sgroups - 1) / sgroups;
   sgroups = (strips + sper - 1) / sper;
   float *tots = NULL;
   if (kiln_sgemm_wide_kc(K, 0) < K && !(tots = kiln_malloc((size_t)(sper * MR * NR) * (size_t)workers * sizeof *tots)))
     return kiln_fail(KILN_E_NOMEM, "out of memory for a pointwise convolution's tiles");
-  pwt_job j = {K, M, P, blocks, strips, sper, sgroups, x, wt, bias, y, tots, ep, fn};
-  kiln_pool_for(N * blocks * sgroups, workers, pwt_task, &j);
+  pwt_job j = {K, M, P, blocks, strips, sper, sgroups, by_pixels, x, wt, bias, y, tots, ep, fn};
+  if (by_pixels) kiln_pool_for_shares(N * blocks * sgroups, workers, pwt_task, &j);
+  else kiln_pool_for(N * blocks * sgroups, workers, pwt_task, &j);
   kiln_free(tots);
   return KILN_OK;
 }

@@ -301,6 +301,6 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   j.lo = j.clamp ? ep->lo : 0.0f, j.hi = j.clamp ? ep->hi : 0.0f;
   j.status = KILN_OK;
   int64_t tasks = N * j.nch;
-  kiln_pool_for(tasks, tasks > 1 ? workers : 1, wino_task, &j);
+  kiln_pool_for_shares(tasks, tasks > 1 ? workers : 1, wino_task, &j); /* chunks of rows: parts of the image */
   return j.status ? kiln_fail(KILN_E_NOMEM, "out of memory for a Winograd convolution's tiles") : KILN_OK;
 }

@@ -946,7 +946,7 @@ static void test_dw_s1(void) {
   float w[9];
   for (int j = 0; j < 9; j++) w[j] = frand();
   w[4] = -w[4]; /* both signs among the taps */
-  int bad = 0, cases = 0, def = 0;
+  int bad = 0, cases = 0, def = 0, parts_bad = 0, parts_cases = 0;
   for (int64_t H = 1; H <= 37; H += H < 9 ? 1 : 7)
     for (int64_t W = 1; W <= 130; W += W < 4 ? 1 : W < 36 ? 5 : W < 66 ? 13 : 15) {
       float *x = malloc(sizeof(float) * (size_t)(H * W)), *y[2];
@@ -958,8 +958,8 @@ static void test_dw_s1(void) {
           y[v] = malloc(sizeof(float) * (size_t)(H * W + 1));
           for (int64_t i = 0; i <= H * W; i++) y[v][i] = 42.0f;
         }
-        kiln_dw_s1_base(y[0], x, H, W, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
-        if (avx512) kiln_dw_s1_avx512(y[1], x, H, W, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
+        kiln_dw_s1_base(y[0], x, H, W, 0, H, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
+        if (avx512) kiln_dw_s1_avx512(y[1], x, H, W, 0, H, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
         size_t bytes = sizeof(float) * (size_t)(H * W + 1);
         if ((avx512 && memcmp(y[0], y[1], bytes)) || y[0][H * W] != 42.0f) bad++;
         /* output (H - 1, W / 2) by the definition (its right neighbour inside where W > 1) */
@@ -974,12 +974,35 @@ static void test_dw_s1(void) {
         acc = acc > clamps[c % 2][1] ? clamps[c % 2][1] : acc;
         if (memcmp(&acc, &y[0][oy * W + ox], sizeof acc)) def++;
         cases++;
+        /* parts of the rows (GEMM_CONV.md "Parts of the image"): rows [r0, r1) from each, the rows outside untouched,
+           and the parts together the whole plane's bits */
+        for (int np = 2; np <= 3 && H >= np; np++) {
+          for (int v = 0; v < 2; v++) {
+            float *z = malloc(sizeof(float) * (size_t)(H * W + 1));
+            for (int64_t i = 0; i <= H * W; i++) z[i] = 42.0f;
+            for (int part = 0; part < np; part++) {
+              int64_t r0 = H * part / np, r1 = H * (part + 1) / np;
+              if (v == 0) kiln_dw_s1_base(z, x, H, W, r0, r1, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
+              else if (avx512) kiln_dw_s1_avx512(z, x, H, W, r0, r1, w, bias, clamps[c % 2][0], clamps[c % 2][1]);
+              for (int64_t i = r1 * W; i <= H * W; i++)
+                if (z[i] != 42.0f) {
+                  parts_bad++;
+                  break;
+                }
+            }
+            if ((v == 0 || avx512) && memcmp(z, y[0], bytes)) parts_bad++;
+            parts_cases++;
+            free(z);
+          }
+        }
         for (int v = 0; v < 2; v++) free(y[v]);
       }
       free(x);
     }
   CHECK(!bad && cases > 300, "stride-1 3x3 depthwise kernel differs from its twin in %d of %d cases", bad, cases);
   CHECK(!def, "stride-1 3x3 depthwise twin differs from the definition in %d of %d cases", def, cases);
+  CHECK(!parts_bad && parts_cases > 300, "stride-1 3x3 depthwise by parts of the rows: %d wrong of %d", parts_bad,
+        parts_cases);
   static const conv_case cc[] = {
       {"dw 3x3 pad 1, 112x112, 3 channels", 2, 1, 3, 3, 3, {112, 112}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 1},
       {"dw 3x3 pad 1, 15x29 (odd), batch 2, no bias", 2, 2, 7, 7, 7, {15, 29}, {3, 3}, {0}, {0}, {1, 1, 1, 1}, NULL, 0},

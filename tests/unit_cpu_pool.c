@@ -18,6 +18,7 @@
  *
  * KILN_NUM_THREADS is 2 unless the environment sets it (ctest also runs
  * this with KILN_NUM_THREADS=1, where both runs are serial). */
+#define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu_fallback/plan.h"
 #include "cpu_fallback/pool.h"
@@ -70,6 +72,45 @@ static bool all_once(count_ctx *c, int n) {
   return true;
 }
 
+/* kiln_pool_for_shares: who ran what, in the order claimed */
+typedef struct share_ctx {
+  atomic_int hits[NT], n_log;
+  int log_task[NT], log_worker[NT];
+  int slow_below; /* tasks below this take ~20 us (the caller's share: the others steal from it) */
+} share_ctx;
+
+static void share_task(void *arg, int64_t t, int worker) {
+  share_ctx *c = arg;
+  atomic_fetch_add(&c->hits[t], 1);
+  int k = atomic_fetch_add(&c->n_log, 1);
+  c->log_task[k] = (int)t, c->log_worker[k] = worker;
+  if (t < c->slow_below) {
+    struct timespec d = {0, 20000};
+    nanosleep(&d, NULL);
+  }
+}
+
+/* Every task once, on a thread below w; each thread's tasks of its own
+ * share in increasing order, and of every other share in decreasing order
+ * (taken from its back). */
+static bool shares_ok(share_ctx *c, int n, int w) {
+  for (int i = 0; i < n; i++)
+    if (atomic_load(&c->hits[i]) != 1) return false;
+  if (atomic_load(&c->n_log) != n) return false;
+  for (int id = 0; id < w; id++)
+    for (int sh = 0; sh < w; sh++) {
+      int64_t lo = (int64_t)n * sh / w, hi = (int64_t)n * (sh + 1) / w, last = -1;
+      for (int k = 0; k < n; k++) {
+        int t = c->log_task[k];
+        if (c->log_worker[k] < 0 || c->log_worker[k] >= w) return false;
+        if (c->log_worker[k] != id || t < lo || t >= hi) continue;
+        if (last >= 0 && (sh == id ? t < last : t > last)) return false;
+        last = t;
+      }
+    }
+  return true;
+}
+
 static void *second_caller(void *arg) {
   count_ctx *c = arg;
   kiln_pool_for(NT, c->max_workers, count_task, c);
@@ -99,6 +140,23 @@ static void test_pool(void) {
   kiln_pool_for(NT, th, count_task, &c);
   CHECK(all_once(&c, NT) && !atomic_load(&c.bad_worker) && atomic_load(&c.nested_done) == 50,
         "nested loops run on their callers (%d nested tasks)", atomic_load(&c.nested_done));
+
+  /* shares: counts around the thread count, with the caller's share slow (the others take from its back) */
+  static share_ctx sc;
+  int share_bad = 0, share_cases = 0;
+  for (int max = 1; max <= 3; max++)
+    for (int n = 1; n <= NT; n = n < 9 ? n + 1 : n * 5) {
+      for (int slow = 0; slow < 2; slow++) {
+        memset(&sc, 0, sizeof sc);
+        sc.slow_below = slow ? n / (max < th ? max : th) : 0;
+        kiln_pool_for_shares(n, max, share_task, &sc);
+        share_bad += !shares_ok(&sc, n, max < th ? max : th);
+        share_cases++;
+      }
+    }
+  CHECK(!share_bad, "kiln_pool_for_shares: every task once, each share from its front by its thread and from its "
+                    "back by the others (%d of %d loops wrong)",
+        share_bad, share_cases);
 
   /* two callers at once: one gets the pool, the other runs its loop itself */
   static count_ctx c2;
@@ -630,6 +688,37 @@ static void test_graphs(void) {
     add(g, "Relu", "p", "y");
     output(g, "y");
     check_graph("inverted residual: conv + Clip / depthwise + Clip / conv + Relu", g, 4, d, 1e-4);
+  }
+  { /* parts of the image (GEMM_CONV.md): a 1x1 (pointwise direct, its blocks a whole number per thread), a 3x3
+       stride-1 depthwise by parts of the rows + Sigmoid (applied per part of each plane), a 5x5 stride-2
+       depthwise with pads of 2 by parts (the second part's plane starts on an input row inside) + Clip, on odd
+       planes (29x29 -> 15x15: parts of 7 and 8 rows) */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {1, 48, 29, 29}, ed[4] = {96, 48, 1, 1}, bd[1] = {96}, d3[4] = {96, 1, 3, 3}, d5[4] = {96, 1, 5, 5},
+            k3[2] = {3, 3}, k5[2] = {5, 5}, p1[4] = {1, 1, 1, 1}, p2[4] = {2, 2, 2, 2}, s2[2] = {2, 2};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "ew", 4, ed, 0, 0.3);
+    cst(g, "eb", 1, bd, 0, 1);
+    cst(g, "w3", 4, d3, 0, 0.5);
+    cst(g, "b3", 1, bd, 0, 0.5);
+    cst(g, "w5", 4, d5, 0, 0.3);
+    cst(g, "lo", 0, NULL, -0.25, 0);
+    cst(g, "hi", 0, NULL, 0.75, 0);
+    add(g, "Conv", "x ew eb", "e");
+    int c3 = add(g, "Conv", "e w3 b3", "d");
+    setints(g, c3, "kernel_shape", 2, k3);
+    setints(g, c3, "pads", 4, p1);
+    seti(g, c3, "group", 96);
+    add(g, "Sigmoid", "d", "s");
+    int c5 = add(g, "Conv", "s w5", "f");
+    setints(g, c5, "kernel_shape", 2, k5);
+    setints(g, c5, "pads", 4, p2);
+    setints(g, c5, "strides", 2, s2);
+    seti(g, c5, "group", 96);
+    add(g, "Clip", "f lo hi", "y");
+    output(g, "s");
+    output(g, "y");
+    check_graph("parts of the image: 1x1, depthwise 3x3 + Sigmoid, depthwise 5x5 stride 2 + Clip", g, 4, d, 1e-4);
   }
   { /* a classifier head (MobileNetV2's): 1x1 Conv 320 -> 1280 on a 7x7 plane (one tile: its GEMM splits
        itself over the pool) + a Sigmoid epilogue applied per block, GlobalAveragePool, Flatten, Gemm of one
