@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/ort_profile.py MODEL [RUNS]: onnxruntime's per-node profile of
-MODEL at 1 thread (SessionOptions.enable_profiling): per node, the median
+"""bench/ort_profile.py MODEL [RUNS] [THREADS]: onnxruntime's per-node profile of
+MODEL at THREADS intra-op threads (default 1; SessionOptions.enable_profiling): per node, the median
 of its kernel time over RUNS runs (default 200) on random inputs and its
 inputs' shapes (onnxruntime fuses and renames nodes into NCHWc ones: map
 them to kiln's steps by the conv shapes), and the median run; to set beside
@@ -18,8 +18,9 @@ import onnxruntime as ort
 def main():
     model = sys.argv[1]
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+    threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.enable_profiling = True
     so.profile_file_prefix = os.path.join(tempfile.gettempdir(), f"ort_profile_{os.getpid()}")
@@ -45,7 +46,7 @@ def main():
     med = {k: float(np.median(v)) for k, v in per_node.items()}
     s = sum(med.values())
     print(f"onnxruntime {os.path.basename(model)}: median run {np.median(total[len(total) // 10:]):.1f} us, "
-          f"nodes {s:.1f} us (medians of {runs} runs, 1 thread)")
+          f"nodes {s:.1f} us (medians of {runs} runs, {threads} thread{'s' if threads > 1 else ''})")
     for (name, op), t in med.items():  # inputs' shapes: to map onnxruntime's fused NCHWc nodes to the model's
         print(f"  {t:9.1f} us {100 * t / s:5.1f}%  {name} [{op}] {shapes[(name, op)]}")
 

@@ -282,10 +282,13 @@ void kiln_conv_direct_micro_a_avx512(int64_t kc, const float *A, int64_t lda, co
  * else NULL. */
 kiln_conv_direct_a_fn kiln_conv_direct_micro_a(void);
 /* The two AVX-512 direct kernels prefetch row k + 16 of B into L1 (the
- * taps jump about the input planes). Their _stream forms do not: for rows
- * of B read in storage order (the pointwise path: input channels one after
- * another, which the hardware prefetchers follow; the hint cost 2-9 % on
- * MobileNetV2's 1x1 layers). The same results. Only callable where
+ * taps jump about the input planes). Their _stream forms do not (for rows
+ * of B read in storage order: the pointwise path, input channels one after
+ * another; that hint cost 2-9 % on MobileNetV2's 1x1 layers): they fetch
+ * each row's columns two tiles on (64..95 from the tile's first) into L2
+ * instead, the strip's tile after next — the hardware prefetchers track
+ * fewer rows than a layer's K (MobileNetV2's 56 x 56 projections, K 96 and
+ * 144: 0.72 of their time). The same results. Only callable where
  * kiln_la_cpu_has_avx512() is true. */
 void kiln_conv_direct_micro_stream_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                           int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,

@@ -17,7 +17,7 @@ static __mmask16 mask_of(int n) { return n <= 0 ? 0 : n >= 16 ? (__mmask16)0xfff
  * accumulators before the store (the operations of kiln_sgemm_post_base on
  * the stored values: a float's store and reload are exact, so the bits are
  * those of the store, then the post-op over the tile). */
-static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, bool pf, bool apf, int64_t kc,
+static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, bool pf, bool apf, bool xpf, int64_t kc,
                                                               const float *restrict ap,
                                                               const float *A, int64_t lda,
                                                               const float *restrict bp, const int64_t *boff,
@@ -41,6 +41,11 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
        hardware prefetchers do not follow), into L1 a few hundred cycles ahead; a hint, never a fault. Distance
        16 measured best on ResNet-18 (8: -1.3 %, 16: another -1 %, 32: +1.6 % against 16; per step, 1 thread) */
     if (pf && k + 16 < kc) _mm_prefetch((const char *)(bp + boff[k + 16]), _MM_HINT_T0);
+    /* the pointwise direct path (its rows of B are input channels read in place, K of them, more than the hardware
+       prefetchers track): row k's columns two tiles on (64..95) into L2, the same row's tile after next of the
+       strip. MobileNetV2's 56 x 56 projections (K 96, 144) 0.72 of their time at 1 thread (one tile on: 0.86-0.91,
+       three or more: no better; GEMM_CONV.md "Rows of B ahead"); a hint, never a fault */
+    if (xpf) _mm_prefetch((const char *)(bk + 64), _MM_HINT_T1), _mm_prefetch((const char *)(bk + 80), _MM_HINT_T1);
     /* a stream (the _pf kernels): at step k the line at spf + k·spfs into L2 — the caller's share of the next
        block of weights from memory, spread over the call (GEMM_CONV.md "Weights from memory") */
     for (int64_t q = 0; spf && q < spfs; q += 16) /* every line of the step's spfs floats (32 with one row strip) */
@@ -108,10 +113,11 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
                                                          int64_t lda, const float *restrict bp, const int64_t *boff,
                                                          int64_t bhi, float beta, float *C, int64_t ldc, int mr,
                                                          int nr, bool post, const float *bias, bool clamp, float lo,
-                                                         float hi, bool pf, bool apf, const float *spf, int64_t spfs) {
-#define MICRO_R(R, M) \
-  micro_rows(R, M, pf, apf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi, NULL, 1.0f, \
-             spf, spfs)
+                                                         float hi, bool pf, bool apf, const float *spf, int64_t spfs,
+                                                         bool xpf) {
+#define MICRO_R(R, M)                                                                                               \
+  micro_rows(R, M, pf, apf, xpf, kc, ap, A, lda, bp, boff, bhi, beta, C, ldc, mr, nr, post, bias, clamp, lo, hi, NULL, \
+             1.0f, spf, spfs)
   if (boff && nr < KILN_SGEMM_WIDE_NR) { /* the direct conv's last tile of a run: B loads masked at nr */
     if (mr <= 4) MICRO_R(4, true);
     else if (mr <= 8) MICRO_R(8, true);
@@ -126,47 +132,48 @@ static inline __attribute__((always_inline)) void micro(int64_t kc, const float 
 
 void kiln_sgemm_micro_wide_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr) {
-  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false, NULL, 0);
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false, NULL, 0,
+        false);
 }
 
 void kiln_sgemm_micro_post_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta, float *C,
                                   int64_t ldc, int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
-  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0);
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0, false);
 }
 
 void kiln_conv_direct_micro_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                    int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr, const float *bias,
                                    bool clamp, float lo, float hi) {
   if (!off) __builtin_unreachable(); /* the offsets are always given: no test of boff in the loop */
-  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false, NULL, 0);
+  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false, NULL, 0, false);
 }
 
 void kiln_conv_direct_micro_stream_avx512(int64_t kc, const float *restrict ap, const float *x, const int64_t *off,
                                           int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                           const float *bias, bool clamp, float lo, float hi) {
   if (!off) __builtin_unreachable();
-  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0);
+  micro(kc, ap, NULL, 0, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0, true);
 }
 
 void kiln_conv_direct_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
                                      int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                      const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false, NULL, 0);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, false, NULL, 0, false);
 }
 
 void kiln_conv_direct_micro_a_far_avx512(int64_t kc, const float *A, int64_t lda, const float *x, const int64_t *off,
                                          int64_t xhi, float beta, float *C, int64_t ldc, int mr, int nr,
                                          const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, true, NULL, 0);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, true, true, NULL, 0, false);
 }
 
 void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t lda, const float *x,
                                             const int64_t *off, int64_t xhi, float beta, float *C, int64_t ldc,
                                             int mr, int nr, const float *bias, bool clamp, float lo, float hi) {
   if (!off || !A) __builtin_unreachable();
-  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0);
+  micro(kc, NULL, A, lda, x, off, xhi, beta, C, ldc, mr, nr, true, bias, clamp, lo, hi, false, false, NULL, 0, true);
 }
 
 /* The micro-kernel reading A in place (sgemm.h kiln_sgemm_micro_a_fn):
@@ -176,8 +183,9 @@ void kiln_conv_direct_micro_a_stream_avx512(int64_t kc, const float *A, int64_t 
  * order: the packed kernel's bits. */
 void kiln_sgemm_micro_a_avx512(int64_t kc, const float *A, int64_t lda, const float *restrict bp, float beta,
                                float *C, int64_t ldc, int mr, int nr) {
-#define MICRO_A(R) micro_rows(R, false, false, false, kc, NULL, A, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, \
-                              false, 0.0f, 0.0f, NULL, 1.0f, NULL, 0)
+#define MICRO_A(R)                                                                                            \
+  micro_rows(R, false, false, false, false, kc, NULL, A, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, \
+             0.0f, 0.0f, NULL, 1.0f, NULL, 0)
   if (mr <= 4) MICRO_A(4);
   else if (mr <= 8) MICRO_A(8);
   else MICRO_A(KILN_SGEMM_WIDE_MR);
@@ -191,9 +199,9 @@ static inline __attribute__((always_inline)) void micro_cb(int64_t kc, const flo
                                                             const float *restrict bp, float beta, float *C, int64_t ldc,
                                                             int mr, int nr, const float *cbias, float scale,
                                                             const float *spf, int64_t spfs) {
-#define MICRO_CB(R, AP, AA) \
-  micro_rows(R, false, false, false, kc, AP, AA, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, \
-             0.0f, cbias, scale, spf, spfs)
+#define MICRO_CB(R, AP, AA)                                                                                  \
+  micro_rows(R, false, false, false, false, kc, AP, AA, lda, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, \
+             0.0f, 0.0f, cbias, scale, spf, spfs)
   if (A) {
     if (mr <= 4) MICRO_CB(4, NULL, A);
     else if (mr <= 8) MICRO_CB(8, NULL, A);
@@ -215,7 +223,8 @@ void kiln_sgemm_micro_cb_avx512(int64_t kc, const float *ap, const float *A, int
  * kiln_sgemm_micro_pf_fn): the same operations, plus the hints. */
 void kiln_sgemm_micro_wide_pf_avx512(int64_t kc, const float *restrict ap, const float *restrict bp, float beta,
                                      float *C, int64_t ldc, int mr, int nr, const float *pf, int64_t pfs) {
-  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false, pf, pfs);
+  micro(kc, ap, NULL, 0, bp, NULL, 16, beta, C, ldc, mr, nr, false, NULL, false, 0.0f, 0.0f, false, false, pf, pfs,
+        false);
 }
 
 void kiln_sgemm_micro_cb_pf_avx512(int64_t kc, const float *ap, const float *A, int64_t lda, const float *restrict bp,
