@@ -46,3 +46,18 @@ void kiln_cpu_clamp(float *y, int64_t n, const float *bias, float lo, float hi) 
     CLAMP_LOOP();
   }
 }
+
+void kiln_cpu_residual(float *y, const float *r, int64_t n, float lo, float hi) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) { /* groups of 8 in straight lines, as CLAMP_LOOP */
+    float *q = y + i, v[8];
+    for (int l = 0; l < 8; l++) v[l] = q[l] + r[i + l];
+    for (int l = 0; l < 8; l++) v[l] = v[l] < lo ? lo : v[l];
+    for (int l = 0; l < 8; l++) q[l] = v[l] > hi ? hi : v[l];
+  }
+  for (; i < n; i++) {
+    float v = y[i] + r[i];
+    v = v < lo ? lo : v;
+    y[i] = v > hi ? hi : v;
+  }
+}

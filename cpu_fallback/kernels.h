@@ -58,6 +58,10 @@ typedef struct kiln_cpu_epilogue {
  * (bias NULL: the clip alone, no addition). */
 void kiln_cpu_clamp(float *y, int64_t n, const float *bias, float lo, float hi);
 
+/* y[i] = clip(y[i] + r[i], lo, hi) for i < n, the same rules (a residual
+ * branch added in the epilogue: kiln_tile_residual). */
+void kiln_cpu_residual(float *y, const float *r, int64_t n, float lo, float hi);
+
 /* For tests and benches (conv.c, GEMM_CONV.md "Direct convolution"): -1 the
  * default rule, 0 never the direct path, 1 the direct path wherever it
  * applies (AVX-512 kernel, where usable), 2 the same with its scalar twin

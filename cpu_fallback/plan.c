@@ -1633,6 +1633,21 @@ static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
   }
 }
 
+/* The epilogue clip(y + r, lo, hi) (kiln_tile_residual): per block, the
+ * tile executor's values without its work per call (the convolutions call
+ * the epilogue per output channel of a task's rows: ResNet-18's l2.1.conv2
+ * and l2.0.down 0.87-0.89 of their time at 1 thread, GEMM_CONV.md "Parts of
+ * the image"). */
+typedef struct res_ctx {
+  const float *r;
+  float lo, hi;
+} res_ctx;
+
+static void ep_residual(void *ctx, int64_t start, int64_t n, float *y) {
+  const res_ctx *c = ctx;
+  kiln_cpu_residual(y, c->r + start, n, c->lo, c->hi);
+}
+
 /* Runs tile step k: the views of memory it must make, its stores' memory
  * (arena slots, a Concat's slice, or heap for graph outputs), then the
  * anchor (with the epilogue when its kernel takes one) and the tile pass. */
@@ -1714,6 +1729,9 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     ep.clamp = !ob && kiln_tile_clamp(tp, &ep.lo, &ep.hi); /* observed runs fold tile by tile: apply */
     if (!ob && !kiln_tile_col_bias(tp, &ep.col_bias, &ep.col_bias_n)) ep.col_bias = NULL;
     ep.scaled = !ob && kiln_tile_scale(tp, &ep.scale);
+    res_ctx rc; /* a residual Add (+ Relu / Clip): a plain loop per block, not a call of the tile executor */
+    bool residual = !ob && kiln_tile_residual(tp, &rc.r, &rc.lo, &rc.hi);
+    if (residual) ep.apply = ep_residual, ep.ctx = &rc;
     anchor_io ax = {out[target], esize[target] * (size_t)sp->numel, &ep, false};
     /* the anchor's value may be a store on the heap: run_kernel rebinds its
        slot to the same memory, the slot keeps owning it */
@@ -1726,7 +1744,7 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     if (!s && c.failed)
       s = c.failed == KILN_E_NOMEM ? kiln_fail(KILN_E_NOMEM, "out of memory in the fused epilogue")
                                    : kiln_fail(KILN_E_INTERNAL, "the fused epilogue failed");
-    if (!s && ax.applied) p->st.epilogues_fused++;
+    if (!s && ax.applied) p->st.epilogues_fused++, p->st.epilogues_residual += residual;
     else if (!s) {
       p->st.epilogues_separate++;
       s = ob ? kiln_tile_exec_obs(tp, 0, sp->numel, out, out[target], isa, ob)
@@ -2109,6 +2127,7 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       kiln_cpu_plan_stats(p->var[last].plan, st);
       st->variants = st->plans = 0; /* counted below with the others */
       st->materialized = st->own_calls = st->tile_runs = st->epilogues_fused = st->epilogues_separate = 0;
+      st->epilogues_residual = 0;
       st->ref_calls = st->outputs_in_place = 0;
     }
   }
@@ -2121,6 +2140,7 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       st->tile_runs += p->var[k].plan->st.tile_runs;
       st->epilogues_fused += p->var[k].plan->st.epilogues_fused;
       st->epilogues_separate += p->var[k].plan->st.epilogues_separate;
+      st->epilogues_residual += p->var[k].plan->st.epilogues_residual;
       st->ref_calls += p->var[k].plan->st.ref_calls;
       st->outputs_in_place += p->var[k].plan->st.outputs_in_place;
     }

@@ -38,6 +38,7 @@ typedef struct kiln_cpu_stats {
   long tile_runs;            /* tile steps run, over all runs */
   long epilogues_fused;      /* anchor groups whose kernel applied the epilogue on its blocks, over all runs */
   long epilogues_separate;   /* anchor groups run as the anchor, then one tile pass, over all runs */
+  long epilogues_residual;   /* of epilogues_fused: a residual Add (+ Relu / Clip) as a plain loop, over all runs */
   uint64_t conv_pack_bytes;  /* Conv weights packed once for the wide SGEMM (prepack.h), besides the weights */
   uint64_t gemm_pack_bytes;  /* MatMul / Gemm B packed once for the wide SGEMM (prepack.h), besides the weights */
   int bags;                  /* Gather -> Mul(mask) -> ReduceSum patterns run as one SparseLengthsWeightedSum (bags.h) */

@@ -914,6 +914,31 @@ bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n
   return true;
 }
 
+bool kiln_tile_residual(const kiln_tile_prog *tp, const float **res, float *lo, float *hi) {
+  if (!tp->bound || tp->sp->kind != KILN_FUSE_G_ANCHOR || tp->n_store != 1 || tp->store_dt[0] != KILN_F32) return false;
+  const texpr *e = &tp->e[tp->store_expr[0]];
+  *lo = -INFINITY, *hi = INFINITY;
+  if (e->kind == E_OP && e->op.op == KILN_FUSE_RELU && e->n_args == 1) {
+    *lo = 0.0f;
+    e = &tp->e[e->args[0]];
+  } else if (e->kind == E_OP && e->op.op == KILN_FUSE_CLIP && e->n_args == 3) {
+    if (!uniform_expr(tp, e->args[1], lo) || !uniform_expr(tp, e->args[2], hi)) return false;
+    e = &tp->e[e->args[0]];
+  }
+  if (e->kind != E_OP || e->op.op != KILN_FUSE_ADD || e->n_args != 2 || e->uniform) return false;
+  int a = e->args[0], b = e->args[1];
+  if (tp->e[a].kind != E_ANCHOR) {
+    int t = a;
+    a = b;
+    b = t;
+  }
+  if (tp->e[a].kind != E_ANCHOR || tp->e[b].kind != E_LOAD) return false;
+  const tacc *r = &tp->acc[tp->e[b].acc];
+  if (r->kind != R_DIRECT || r->dtype != KILN_F32) return false;
+  *res = (const float *)r->base + r->v.offset;
+  return true;
+}
+
 bool kiln_tile_scale(const kiln_tile_prog *tp, float *s) {
   int b;
   return anchor_binop(tp, KILN_FUSE_MUL, &b) && uniform_expr(tp, b, s);

@@ -120,6 +120,14 @@ bool kiln_tile_clamp(const kiln_tile_prog *tp, float *lo, float *hi);
  * same values. */
 bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n);
 /* For anchor groups, once bound: true when the program is exactly one
+ * float32 store of anchor + R, Relu(anchor + R) or Clip(anchor + R, lo,
+ * hi) (add either order; bounds the same at every element) with R a
+ * float32 value read densely in the domain's order (a residual branch):
+ * element f gets clip(anchor[f] + res[f], lo, hi) with the tile ops'
+ * rules (lo -inf, hi +inf without a clip; 0, +inf for Relu). The epilogue
+ * may then be that loop (kiln_cpu_residual), the same values. */
+bool kiln_tile_residual(const kiln_tile_prog *tp, const float **res, float *lo, float *hi);
+/* For anchor groups, once bound: true when the program is exactly one
  * float32 store of anchor * s (either order) with s the same at every
  * element (a constant or a scalar tensor): a kernel may then multiply in
  * its own store (kiln_cpu_epilogue.scaled), the same values. */

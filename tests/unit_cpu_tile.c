@@ -670,6 +670,61 @@ static void test_plan(void) {
     kiln_graph_free(g);
   }
 
+  /* Conv + a residual Add (+ Relu, + Clip; the Add either operand order): the epilogue as one plain loop per
+     block (kiln_tile_residual, plan.c ep_residual) — the bits of the plan without fusion, and counted; a residual
+     broadcast along the channels (not read densely) runs the tile executor's epilogue */
+  static const char *const rforms[] = {"conv+res", "res+conv", "conv+res+relu", "conv+res+clip", "conv+bcast+relu"};
+  for (int form = 0; form < 5; form++) {
+    g = new_graph(17);
+    input(g, "x", KILN_F32, 4, (const int64_t[]){1, 8, 20, 20});
+    input(g, "r", KILN_F32, 4, form == 4 ? (const int64_t[]){1, 1, 20, 20} : (const int64_t[]){1, 16, 20, 20});
+    gb_cst(g, "w", 4, (const int64_t[]){16, 8, 3, 3}, NULL, 0);
+    gb_cst(g, "b", 1, (const int64_t[]){16}, NULL, 0);
+    gb_cst(g, "lo", 0, NULL, (const double[]){-0.5}, 0);
+    gb_cst(g, "hi", 0, NULL, (const double[]){0.75}, 0);
+    int c = gb_add(g, "Conv", "x w b", "c");
+    setints(g, c, "kernel_shape", 2, (const int64_t[]){3, 3});
+    setints(g, c, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+    gb_add(g, "Add", form == 1 ? "r c" : "c r", form >= 2 ? "a" : "y");
+    if (form == 2 || form == 4) gb_add(g, "Relu", "a", "y");
+    if (form == 3) gb_add(g, "Clip", "a lo hi", "y");
+    output(g, "y");
+    const char *what = rforms[form];
+    plan_vs_ref(what, g, 1, &fused, NULL, NULL);
+    kiln_tensor *ins = random_inputs(g, 1);
+    const kiln_tensor *bound[16] = {0};
+    for (int i = 0; i < g->n_inputs; i++) bound[g->inputs[i]] = &ins[i];
+    kiln_tensor got[2] = {{0}, {0}};
+    long residual = -1;
+    const char *fz0 = getenv("KILN_FUSION");
+    char keep[16];
+    snprintf(keep, sizeof keep, "%s", fz0 ? fz0 : "");
+    for (int mode = 0; mode < 2; mode++) {
+      setenv("KILN_FUSION", mode ? "0" : "1", 1);
+      kiln_cpu_plan *pm = NULL;
+      kiln_status ms = kiln_cpu_prepare(g, &pm);
+      if (!ms) ms = kiln_cpu_run(pm, g, bound, &got[mode]);
+      CHECK(!ms, "%s (fusion %s): %s", what, mode ? "off" : "on", ms ? kiln_last_error() : "");
+      if (pm && mode == 0) {
+        kiln_cpu_stats rs;
+        kiln_cpu_plan_stats(pm, &rs);
+        residual = rs.epilogues_residual;
+      }
+      if (pm) kiln_cpu_release(pm);
+    }
+    if (fz0) setenv("KILN_FUSION", keep, 1);
+    else unsetenv("KILN_FUSION");
+    CHECK(got[0].numel == 16 * 400 && got[1].numel == got[0].numel &&
+              !memcmp(got[0].data, got[1].data, (size_t)got[0].numel * sizeof(float)),
+          "%s: fused and unfused plans differ in their bits", what);
+    CHECK(residual == (form == 4 ? 0 : 1), "%s: %ld residual epilogues as a loop (want %d)", what, residual,
+          form == 4 ? 0 : 1);
+    kiln_tensor_release(&got[0]);
+    kiln_tensor_release(&got[1]);
+    free_tensors(ins, g->n_inputs);
+    kiln_graph_free(g);
+  }
+
   /* a symbolic batch: bound at the first run, a smaller run, a larger one */
   g = new_graph(17);
   int xv = input(g, "x", KILN_F32, 2, (const int64_t[]){1, 12});
