@@ -1636,8 +1636,8 @@ static void ep_apply(void *ctx, int64_t start, int64_t n, float *y) {
 /* The epilogue clip(y + r, lo, hi) (kiln_tile_residual): per block, the
  * tile executor's values without its work per call (the convolutions call
  * the epilogue per output channel of a task's rows: ResNet-18's l2.1.conv2
- * and l2.0.down 0.87-0.89 of their time at 1 thread, GEMM_CONV.md "Parts of
- * the image"). */
+ * and l2.0.down 0.87-0.89 of their time at 1 thread, GEMM_CONV.md "Residual
+ * epilogue"). */
 typedef struct res_ctx {
   const float *r;
   float lo, hi;
