@@ -1253,7 +1253,8 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   if (nb > OSP) nb = OSP;
   int64_t blocks = (OSP + nb - 1) / nb, sgroups = 1;
   int workers = direct_workers(g, Kc, OSP, min_work);
-  if (workers > 1) /* each thread its part of the image (GEMM_CONV.md "Parts of the image"): whole blocks */
+  if (workers > 1) /* each thread its part of the image (GEMM_CONV.md "Parts of the image"): whole blocks where
+                      the rounding of nb below keeps a multiple of the threads (else a share ends inside a block) */
     blocks = (blocks + workers - 1) / workers * workers;
   nb = ((OSP + blocks - 1) / blocks + NR - 1) / NR * NR; /* blocks of about equal size (a balanced split) */
   if (nb > OSP) nb = OSP;
@@ -1263,7 +1264,7 @@ static kiln_status conv_pointwise_direct(const geom *g, const float *x, const fl
   if (sgroups > strips) sgroups = strips;
   int64_t sper = (strips + sgroups - 1) / sgroups;
   sgroups = (strips + sper - 1) / sper;
-  kiln_conv_direct_streams(&micro, &amicro); /* rows of B in storage order: no software prefetch */
+  kiln_conv_direct_streams(&micro, &amicro); /* rows of B in storage order: each row two tiles ahead (sgemm.h) */
   pw_job j = {g, x, pk ? pk->data : NULL, w, bias, y, ep, off, pk ? pk->gstride : 0, nb, blocks, strips, sper,
               sgroups, micro, amicro};
   kiln_pool_for_shares(g->N * g->G * blocks * sgroups, workers, pw_task, &j);

@@ -121,7 +121,9 @@ bool kiln_tile_clamp(const kiln_tile_prog *tp, float *lo, float *hi);
 bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n);
 /* For anchor groups, once bound: true when the program is exactly one
  * float32 store of anchor + R, Relu(anchor + R) or Clip(anchor + R, lo,
- * hi) (add either order; bounds the same at every element) with R a
+ * hi) (add either order: it commutes, as for kiln_tile_col_bias — but for
+ * the payload kept when both operands are NaN, which x86 takes from the
+ * first; bounds the same at every element) with R a
  * float32 value read densely in the domain's order (a residual branch):
  * element f gets clip(anchor[f] + res[f], lo, hi) with the tile ops'
  * rules (lo -inf, hi +inf without a clip; 0, +inf for Relu). The epilogue

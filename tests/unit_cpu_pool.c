@@ -143,20 +143,27 @@ static void test_pool(void) {
 
   /* shares: counts around the thread count, with the caller's share slow (the others take from its back) */
   static share_ctx sc;
-  int share_bad = 0, share_cases = 0;
+  int share_bad = 0, share_cases = 0, stolen = 0;
   for (int max = 1; max <= 3; max++)
-    for (int n = 1; n <= NT; n = n < 9 ? n + 1 : n * 5) {
+    for (int n = 1; n <= NT; n = n < 9 ? n + 1 : n < 225 ? n * 5 : n < NT ? NT : NT + 1) {
       for (int slow = 0; slow < 2; slow++) {
         memset(&sc, 0, sizeof sc);
         sc.slow_below = slow ? n / (max < th ? max : th) : 0;
         kiln_pool_for_shares(n, max, share_task, &sc);
         share_bad += !shares_ok(&sc, n, max < th ? max : th);
         share_cases++;
+        for (int k = 0; k < n; k++) { /* a task of share 0 run by another thread: taken from its back */
+          int w = max < th ? max : th;
+          if (w > 1 && sc.log_worker[k] != 0 && (int64_t)sc.log_task[k] < (int64_t)n / w) stolen++;
+        }
       }
     }
   CHECK(!share_bad, "kiln_pool_for_shares: every task once, each share from its front by its thread and from its "
                     "back by the others (%d of %d loops wrong)",
         share_bad, share_cases);
+  CHECK(th < 2 || stolen > 0, "kiln_pool_for_shares: with the caller's share slow, another thread took some of it "
+                              "(%d tasks over the loops)",
+        stolen);
 
   /* two callers at once: one gets the pool, the other runs its loop itself */
   static count_ctx c2;
@@ -719,6 +726,32 @@ static void test_graphs(void) {
     output(g, "s");
     output(g, "y");
     check_graph("parts of the image: 1x1, depthwise 3x3 + Sigmoid, depthwise 5x5 stride 2 + Clip", g, 4, d, 1e-4);
+  }
+  { /* parts of the image with a batch of 2 and a channel multiplier of 2: depthwise 3x3 stride 1 (48 -> 96 channels)
+       + a residual Add + Relu (the epilogue per part of each plane, kiln_tile_residual), depthwise 3x3 stride 2 */
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {2, 48, 30, 30}, d3[4] = {96, 1, 3, 3}, bd[1] = {96}, rd[4] = {2, 96, 30, 30},
+            s3[4] = {96, 1, 3, 3}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "w3", 4, d3, 0, 0.5);
+    cst(g, "b3", 1, bd, 0, 0.5);
+    cst(g, "r", 4, rd, 0, 1);
+    cst(g, "w2", 4, s3, 0, 0.5);
+    int c3 = add(g, "Conv", "x w3 b3", "d");
+    setints(g, c3, "kernel_shape", 2, k3);
+    setints(g, c3, "pads", 4, p1);
+    seti(g, c3, "group", 48);
+    add(g, "Add", "d r", "a");
+    add(g, "Relu", "a", "s");
+    int c2 = add(g, "Conv", "s w2", "y");
+    setints(g, c2, "kernel_shape", 2, k3);
+    setints(g, c2, "pads", 4, p1);
+    setints(g, c2, "strides", 2, s2);
+    seti(g, c2, "group", 96);
+    output(g, "s");
+    output(g, "y");
+    check_graph("parts of the image: batch 2, multiplier 2, depthwise + residual + Relu, depthwise stride 2", g, 4, d,
+                1e-4);
   }
   { /* a classifier head (MobileNetV2's): 1x1 Conv 320 -> 1280 on a 7x7 plane (one tile: its GEMM splits
        itself over the pool) + a Sigmoid epilogue applied per block, GlobalAveragePool, Flatten, Gemm of one
