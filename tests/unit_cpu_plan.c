@@ -24,6 +24,7 @@ static int passed, failed;
 /* Adds node op(in...) -> one new value; returns the value. */
 static int node(kiln_graph *g, const char *op, int n_in, const int *in, kiln_node **made) {
   int out, idx;
+  if (made) *made = NULL;
   if (kiln_edit_add_value(g, op, &out) || kiln_edit_insert_node(g, g->n_nodes, NULL, op, "", n_in, in, 1, &out, &idx))
     return -1;
   if (made) *made = &g->nodes[idx];
