@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpu_fallback/kernels.h"
 #include "cpu_fallback/plan.h"
 #include "cpu_fallback/tile.h"
 #include "cpu_fallback/vmath.h"
@@ -1235,6 +1236,35 @@ static void test_cols_rebind(void) {
   kiln_graph_free(g);
 }
 
+/* kiln_cpu_residual against its definition, element by element: blocks
+ * of every length 0..40 (groups of 8 and every tail), with and without a
+ * clip, NaN, -0 and inf in the inputs, nothing written past n. */
+static void test_residual(void) {
+  float r[48], y[48], want[48];
+  int bad = 0, cases = 0;
+  for (int i = 0; i < 48; i++) r[i] = (float)rnd() * 4 - 2;
+  r[3] = NAN, r[17] = -0.0f, r[29] = INFINITY;
+  static const float clips[3][2] = {{-INFINITY, INFINITY}, {0.0f, INFINITY}, {-0.5f, 0.75f}};
+  for (int ci = 0; ci < 3; ci++)
+    for (int64_t n = 0; n <= 40; n++) {
+      float lo = clips[ci][0], hi = clips[ci][1];
+      for (int64_t i = 0; i < 48; i++) {
+        y[i] = (float)(i % 7) - 3.0f + 0.25f * (float)i;
+        float v = y[i];
+        if (i < n) {
+          v = v + r[i];
+          v = v < lo ? lo : v;
+          v = v > hi ? hi : v;
+        }
+        want[i] = v;
+      }
+      kiln_cpu_residual(y, r, n, lo, hi);
+      bad += memcmp(y, want, sizeof y) != 0;
+      cases++;
+    }
+  CHECK(!bad, "kiln_cpu_residual: %d of %d blocks differ from the definition (or wrote past n)", bad, cases);
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-v")) verbose = 1;
@@ -1249,6 +1279,7 @@ int main(int argc, char **argv) {
   test_cols();
   test_rebind();
   test_cols_rebind();
+  test_residual();
   printf("unit_cpu_tile: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
