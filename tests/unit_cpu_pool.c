@@ -444,7 +444,8 @@ static void test_wide(void) {
  * AVX-512 version to its twin, on the pool to serial; columns past N
  * untouched. */
 static void test_rows(void) {
-  static const int64_t Ns[] = {1, 10, 17, 64, 65, 200}, Ks[] = {1, 255, 257, 600, 1100};
+  /* N 1000 with K 600..1280: work enough for two tasks, by KC slices where beta is 0 (sgemm.c rows_slices) */
+  static const int64_t Ns[] = {1, 10, 17, 64, 65, 200, 1000}, Ks[] = {1, 255, 257, 600, 1100, 1280};
   static const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.75f};
   bool avx512 = kiln_la_cpu_has_avx512();
   int bad_packed = 0, bad_twin = 0, bad_pool = 0, bad_pad = 0, cases = 0;
