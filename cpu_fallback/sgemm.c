@@ -639,10 +639,10 @@ static void rows_slice_task(void *ctx, int64_t s, int worker) {
 
 /* By KC slices, on the pool: each task reads whole rows of B (by columns,
  * each thread read part of every row of a B from memory: MobileNetV2's
- * 1280 x 1000 classifier took 0.198 ms at 2 threads, 0.160 on one, by slices 0.150; GEMM_CONV.md
- * "The classifier by slices"), then the slices' sums are added in slice
- * order as the kernel adds them (beta 0: C = slice 0's, then C = slice s's
- * + C): the same bits. */
+ * 1280 x 1000 classifier took 0.198 ms at 2 threads, 0.160 on one, by
+ * slices 0.150; GEMM_CONV.md "The classifier by slices"), then the slices'
+ * sums are added in slice order as the kernel adds them (beta 0: C = slice
+ * 0's, then C = slice s's + C): the same bits. */
 static kiln_status rows_slices(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int64_t N, int64_t K, int64_t S,
                                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                                int64_t ldc, int threads) {
