@@ -10,22 +10,30 @@
 
 #include "ir/alloc.h"
 
+/* Runs whose per-step times are kept for the medians (the first ones). */
+#define KILN_PROF_SAMPLES 4096
+
 struct kiln_cpu_prof {
   int n_steps;
   bool cpu;      /* KILN_PROFILE=cpu: the calling thread's CPU time */
   long runs;
   double run_s;  /* whole runs */
   double *s;     /* per step, then the output copy */
+  double *cur;   /* per step: this run's time so far */
+  float *samp;   /* per step, KILN_PROF_SAMPLES runs' times (NULL: no medians) */
 };
 
 kiln_cpu_prof *kiln_cpu_prof_new(int n_steps) {
   const char *e = getenv("KILN_PROFILE");
   if (!e || !*e || !strcmp(e, "0") || n_steps < 0) return NULL;
   kiln_cpu_prof *pf = kiln_calloc(1, sizeof *pf);
-  if (pf && !(pf->s = kiln_calloc((size_t)n_steps + 1, sizeof *pf->s))) {
+  if (pf && (!(pf->s = kiln_calloc((size_t)n_steps + 1, sizeof *pf->s)) ||
+             !(pf->cur = kiln_calloc((size_t)n_steps + 1, sizeof *pf->cur)))) {
+    kiln_free(pf->s);
     kiln_free(pf);
     pf = NULL;
   }
+  if (pf) pf->samp = kiln_malloc(((size_t)n_steps + 1) * KILN_PROF_SAMPLES * sizeof *pf->samp); /* may be NULL */
   if (pf) {
     pf->n_steps = n_steps;
     pf->cpu = !strcmp(e, "cpu");
@@ -40,13 +48,31 @@ double kiln_cpu_prof_now(const kiln_cpu_prof *pf) {
 }
 
 void kiln_cpu_prof_add(kiln_cpu_prof *pf, int k, double seconds) {
-  if (pf && k >= 0 && k <= pf->n_steps) pf->s[k] += seconds;
+  if (pf && k >= 0 && k <= pf->n_steps) pf->s[k] += seconds, pf->cur[k] += seconds;
 }
 
 void kiln_cpu_prof_run(kiln_cpu_prof *pf, double seconds) {
   if (!pf) return;
+  for (int k = 0; k <= pf->n_steps; k++) {
+    if (pf->samp && pf->runs < KILN_PROF_SAMPLES) pf->samp[(size_t)k * KILN_PROF_SAMPLES + (size_t)pf->runs] = (float)pf->cur[k];
+    pf->cur[k] = 0;
+  }
   pf->runs++;
   pf->run_s += seconds;
+}
+
+static int by_value(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Step k's median time a run (seconds) over the kept runs; -1 without samples. */
+static double median_of(kiln_cpu_prof *pf, int k) {
+  long n = pf->runs < KILN_PROF_SAMPLES ? pf->runs : KILN_PROF_SAMPLES;
+  if (!pf->samp || n < 1) return -1;
+  float *v = pf->samp + (size_t)k * KILN_PROF_SAMPLES;
+  qsort(v, (size_t)n, sizeof *v, by_value);
+  return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + (double)v[n / 2]);
 }
 
 static const double *sort_s; /* the qsort key (printing is single-threaded, at release) */
@@ -67,13 +93,18 @@ void kiln_cpu_prof_print_free(kiln_cpu_prof *pf, const kiln_graph *g, const kiln
     fprintf(stderr, "kiln cpu profile (%s) of graph '%s': %ld runs, %.4f ms a run: steps and output copy %.4f ms, the rest (binding the run, freeing) %.4f ms\n",
             pf->cpu ? "thread CPU time" : "wall time", g->name ? g->name : "", pf->runs, 1e3 * pf->run_s / runs, 1e3 * all / runs,
             1e3 * (pf->run_s - all) / runs);
-    fprintf(stderr, "%5s %6s %-7s %-40s %10s %7s\n", "step", "nodes", "how", "first node (op)", "ms/run", "share");
+    fprintf(stderr, "%5s %6s %-7s %-40s %10s %10s %7s\n", "step", "nodes", "how", "first node (op)", "median ms",
+            "ms/run", "share");
     for (int j = 0; j < n; j++) {
       int k = order[j];
       double ms = 1e3 * pf->s[k] / runs, share = pf->run_s > 0 ? 100 * pf->s[k] / pf->run_s : 0;
-      char lbl[200], name[260];
+      double med = median_of(pf, k);
+      char lbl[200], name[260], mtxt[32];
+      if (med < 0) snprintf(mtxt, sizeof mtxt, "-");
+      else snprintf(mtxt, sizeof mtxt, "%.4f", 1e3 * med);
       if (k == pf->n_steps) {
-        fprintf(stderr, "%5s %6s %-7s %-40s %10.4f %6.1f%%\n", "out", "", "copy", "graph outputs to the caller", ms, share);
+        fprintf(stderr, "%5s %6s %-7s %-40s %10s %10.4f %6.1f%%\n", "out", "", "copy", "graph outputs to the caller", mtxt,
+                ms, share);
         continue;
       }
       const kiln_step *st = &s->steps[k];
@@ -83,10 +114,13 @@ void kiln_cpu_prof_print_free(kiln_cpu_prof *pf, const kiln_graph *g, const kiln
       } else {
         snprintf(name, sizeof name, "(no node)");
       }
-      fprintf(stderr, "%5d %6d %-7s %-40.40s %10.4f %6.1f%%\n", k, st->n_nodes, how && how[k] ? how[k] : "", name, ms, share);
+      fprintf(stderr, "%5d %6d %-7s %-40.40s %10s %10.4f %6.1f%%\n", k, st->n_nodes, how && how[k] ? how[k] : "", name,
+              mtxt, ms, share);
     }
   }
   kiln_free(order);
   kiln_free(pf->s);
+  kiln_free(pf->cur);
+  kiln_free(pf->samp);
   kiln_free(pf);
 }
