@@ -2004,6 +2004,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
     p->prof_checked = true;
   }
   double t_run = p->prof ? kiln_cpu_prof_now(p->prof) : 0;
+  kiln_cpu_prof_begin(p->prof);
   kiln_graph *g = p->g;
   if ((s = run_memory(p))) return s;
   const kiln_tensor **in = p->run_in;

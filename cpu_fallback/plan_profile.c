@@ -10,8 +10,10 @@
 
 #include "ir/alloc.h"
 
-/* Runs whose per-step times are kept for the medians (the first ones). */
+/* Runs whose per-step times are kept for the medians (the first ones), at
+ * most KILN_PROF_SAMPLE_FLOATS floats for all the steps (16 MiB). */
 #define KILN_PROF_SAMPLES 4096
+#define KILN_PROF_SAMPLE_FLOATS ((size_t)1 << 22)
 
 struct kiln_cpu_prof {
   int n_steps;
@@ -20,7 +22,8 @@ struct kiln_cpu_prof {
   double run_s;  /* whole runs */
   double *s;     /* per step, then the output copy */
   double *cur;   /* per step: this run's time so far */
-  float *samp;   /* per step, KILN_PROF_SAMPLES runs' times (NULL: no medians) */
+  long cap;      /* runs kept for the medians */
+  float *samp;   /* per step, cap runs' times (NULL: no medians) */
 };
 
 kiln_cpu_prof *kiln_cpu_prof_new(int n_steps) {
@@ -33,7 +36,11 @@ kiln_cpu_prof *kiln_cpu_prof_new(int n_steps) {
     kiln_free(pf);
     pf = NULL;
   }
-  if (pf) pf->samp = kiln_malloc(((size_t)n_steps + 1) * KILN_PROF_SAMPLES * sizeof *pf->samp); /* may be NULL */
+  if (pf) {
+    size_t per = KILN_PROF_SAMPLE_FLOATS / ((size_t)n_steps + 1);
+    pf->cap = per < KILN_PROF_SAMPLES ? (long)per : KILN_PROF_SAMPLES;
+    pf->samp = pf->cap ? kiln_malloc(((size_t)n_steps + 1) * (size_t)pf->cap * sizeof *pf->samp) : NULL; /* or none */
+  }
   if (pf) {
     pf->n_steps = n_steps;
     pf->cpu = !strcmp(e, "cpu");
@@ -51,12 +58,14 @@ void kiln_cpu_prof_add(kiln_cpu_prof *pf, int k, double seconds) {
   if (pf && k >= 0 && k <= pf->n_steps) pf->s[k] += seconds, pf->cur[k] += seconds;
 }
 
+void kiln_cpu_prof_begin(kiln_cpu_prof *pf) {
+  if (pf) memset(pf->cur, 0, ((size_t)pf->n_steps + 1) * sizeof *pf->cur); /* a failed run's steps count nowhere */
+}
+
 void kiln_cpu_prof_run(kiln_cpu_prof *pf, double seconds) {
   if (!pf) return;
-  for (int k = 0; k <= pf->n_steps; k++) {
-    if (pf->samp && pf->runs < KILN_PROF_SAMPLES) pf->samp[(size_t)k * KILN_PROF_SAMPLES + (size_t)pf->runs] = (float)pf->cur[k];
-    pf->cur[k] = 0;
-  }
+  for (int k = 0; k <= pf->n_steps; k++)
+    if (pf->samp && pf->runs < pf->cap) pf->samp[(size_t)k * (size_t)pf->cap + (size_t)pf->runs] = (float)pf->cur[k];
   pf->runs++;
   pf->run_s += seconds;
 }
@@ -68,9 +77,9 @@ static int by_value(const void *a, const void *b) {
 
 /* Step k's median time a run (seconds) over the kept runs; -1 without samples. */
 static double median_of(kiln_cpu_prof *pf, int k) {
-  long n = pf->runs < KILN_PROF_SAMPLES ? pf->runs : KILN_PROF_SAMPLES;
+  long n = pf->runs < pf->cap ? pf->runs : pf->cap;
   if (!pf->samp || n < 1) return -1;
-  float *v = pf->samp + (size_t)k * KILN_PROF_SAMPLES;
+  float *v = pf->samp + (size_t)k * (size_t)pf->cap;
   qsort(v, (size_t)n, sizeof *v, by_value);
   return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + (double)v[n / 2]);
 }

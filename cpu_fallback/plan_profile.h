@@ -1,9 +1,10 @@
 /* cpu_fallback/plan_profile: KILN_PROFILE=1 for the cpu backend — the wall
  * time (KILN_PROFILE=cpu: the running thread's CPU time) of every step of a plan (a fused tile step, a kernel node, a view),
  * summed over the runs, printed to stderr as a table when the plan is
- * released: per step its median a run (over the first 4096 runs: a mean
- * carries the rare slow run, such as one whose pool worker woke late) and
- * its mean. Off (the default) it costs one getenv per plan and a NULL test
+ * released: per step its median a run (over the first 4096 runs, fewer
+ * for plans of over 1023 steps: at most 16 MiB of samples; a mean carries
+ * the rare slow run, such as one whose pool worker woke late) and its
+ * mean. Off (the default) it costs one getenv per plan and a NULL test
  * per step. Not thread-safe across concurrent runs of one plan (a plan is
  * not run concurrently). */
 #ifndef KILN_CPU_FALLBACK_PLAN_PROFILE_H
@@ -24,6 +25,9 @@ double kiln_cpu_prof_now(const kiln_cpu_prof *pf);
 /* Adds seconds to step k; k == n_steps is the copy of the outputs to the
  * caller. NULL-safe. */
 void kiln_cpu_prof_add(kiln_cpu_prof *pf, int k, double seconds);
+/* Starts a run: its steps' times so far are dropped (a failed run's).
+ * NULL-safe. */
+void kiln_cpu_prof_begin(kiln_cpu_prof *pf);
 /* Counts one whole run (bind to outputs) of the given seconds. NULL-safe. */
 void kiln_cpu_prof_run(kiln_cpu_prof *pf, double seconds);
 /* Prints the table (steps by share of the time, largest first) for graph g

@@ -21,10 +21,12 @@
  * once.
  *
  * Determinism: a task's result must not depend on which thread runs it or
- * how many there are; kiln's kernels split their work into tasks by a
- * partition fixed by the problem's shape (never by the thread count) and
- * reduce nothing across tasks, so their results are bit-identical for any
- * KILN_NUM_THREADS. */
+ * how many there are. kiln's kernels split their work into tasks whose
+ * elements each get the same operations however the work is split (the
+ * partition may follow the thread count: a thread's part of the image),
+ * and where tasks' partial sums are combined (the few-rows GEMM by KC
+ * slices) the caller adds them in a fixed order, the order of the serial
+ * kernel; so their results are bit-identical for any KILN_NUM_THREADS. */
 #ifndef KILN_CPU_FALLBACK_POOL_H
 #define KILN_CPU_FALLBACK_POOL_H
 #include <stdint.h>

@@ -604,8 +604,9 @@ kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void) {
 }
 
 /* The few-rows kernel over column blocks of 64 on the pool (each element
- * gets the same operations whichever block holds it), or, where beta is 0
- * and K has two KC slices or more, over its slices (rows_slices). */
+ * gets the same operations whichever block holds it), or, where beta is 0,
+ * K has a KC slice for each thread at least and a slice's sums fit L1,
+ * over its slices (rows_slices). */
 typedef struct rows_job {
   kiln_sgemm_rows_fn rows;
   bool transA;
@@ -637,22 +638,26 @@ static void rows_slice_task(void *ctx, int64_t s, int worker) {
           r->ldb, 0.0f, r->part + (size_t)(s * r->M * r->N), r->N, r->acc + (size_t)worker * (size_t)(r->M * r->N));
 }
 
+/* The largest M x N of sums (bytes) split by KC slices (rows_run). */
+#define KILN_SGEMM_ROWS_SLICE_BYTES (32 * 1024)
+
 /* By KC slices, on the pool: each task reads whole rows of B (by columns,
  * each thread read part of every row of a B from memory: MobileNetV2's
- * 1280 x 1000 classifier took 0.198 ms at 2 threads, 0.160 on one, by
- * slices 0.150; GEMM_CONV.md "The classifier by slices"), then the slices'
- * sums are added in slice order as the kernel adds them (beta 0: C = slice
- * 0's, then C = slice s's + C): the same bits. */
+ * 1280 x 1000 classifier took 0.198-0.203 ms at 2 threads, 0.160 on one,
+ * by slices 0.150; GEMM_CONV.md "The classifier by slices"), then the
+ * slices' sums are added in slice order as the kernel adds them (beta 0: C
+ * = slice 0's, then C = slice s's + C): the same bits. KILN_E_NOMEM
+ * (nothing written, no message) where the sums' memory is short. */
 static kiln_status rows_slices(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int64_t N, int64_t K, int64_t S,
                                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                                int64_t ldc, int threads) {
   rows_job r = {rows, transA, M, N, K, N, alpha, 0.0f, A, B, C, lda, ldb, ldc, NULL, NULL};
   r.acc = kiln_malloc((size_t)(M * N) * sizeof(float) * (size_t)threads);
   r.part = kiln_malloc((size_t)(S * M * N) * sizeof(float));
-  if (!r.acc || !r.part) {
+  if (!r.acc || !r.part) { /* the split by columns needs less */
     kiln_free(r.acc);
     kiln_free(r.part);
-    return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM's slice sums");
+    return KILN_E_NOMEM;
   }
   kiln_pool_for(S, threads, rows_slice_task, &r);
   for (int64_t i = 0; i < M; i++) {
@@ -678,8 +683,11 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
   int64_t tasks = threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 19, 4 * (int64_t)threads) : 1;
   int64_t S = 0;
   for (int64_t p0 = 0; p0 < K; p0 += kiln_sgemm_wide_kc(K, p0)) S++;
-  if (tasks > 1 && beta == 0.0f && S > 1)
-    return rows_slices(rows, transA, M, N, K, S, alpha, A, lda, B, ldb, C, ldc, threads);
+  /* by slices where each thread gets one at least and a slice's M x N sums fit L1 (the kernel's accumulators
+     when wider than 64 columns): a wide vocabulary projection with few slices keeps the column split */
+  if (tasks > 1 && beta == 0.0f && S >= threads && M * N * (int64_t)sizeof(float) <= KILN_SGEMM_ROWS_SLICE_BYTES &&
+      rows_slices(rows, transA, M, N, K, S, alpha, A, lda, B, ldb, C, ldc, threads) == KILN_OK)
+    return KILN_OK;
   if (tasks > blocks) tasks = blocks;
   int workers = tasks > 1 ? threads : 1;
   rows_job r = {rows, transA, M, N, K, (blocks + tasks - 1) / tasks * 64, alpha, beta, A, B, C, lda, ldb, ldc, NULL,
