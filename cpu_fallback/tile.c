@@ -888,11 +888,9 @@ bool kiln_tile_clamp(const kiln_tile_prog *tp, float *lo, float *hi) {
          uniform_expr(tp, e->args[2], hi);
 }
 
-/* True when tp, bound, stores one float32 value that is exactly the anchor
- * op *other (other first or second: add and multiply commute bit for bit). */
-static bool anchor_binop(const kiln_tile_prog *tp, int op, int *other) {
-  if (!tp->bound || tp->sp->kind != KILN_FUSE_G_ANCHOR || tp->n_store != 1 || tp->store_dt[0] != KILN_F32) return false;
-  const texpr *e = &tp->e[tp->store_expr[0]];
+/* True when expression e is exactly the anchor op *other (other first or
+ * second: add and multiply commute bit for bit). */
+static bool anchor_op(const kiln_tile_prog *tp, const texpr *e, int op, int *other) {
   if (e->kind != E_OP || e->op.op != op || e->n_args != 2 || e->uniform) return false;
   int a = e->args[0], b = e->args[1];
   if (tp->e[a].kind != E_ANCHOR) {
@@ -902,6 +900,13 @@ static bool anchor_binop(const kiln_tile_prog *tp, int op, int *other) {
   }
   *other = b;
   return tp->e[a].kind == E_ANCHOR;
+}
+
+/* True when tp, bound, stores one float32 value that is exactly the anchor
+ * op *other. */
+static bool anchor_binop(const kiln_tile_prog *tp, int op, int *other) {
+  if (!tp->bound || tp->sp->kind != KILN_FUSE_G_ANCHOR || tp->n_store != 1 || tp->store_dt[0] != KILN_F32) return false;
+  return anchor_op(tp, &tp->e[tp->store_expr[0]], op, other);
 }
 
 bool kiln_tile_col_bias(const kiln_tile_prog *tp, const float **bias, int64_t *n) {
@@ -925,14 +930,8 @@ bool kiln_tile_residual(const kiln_tile_prog *tp, const float **res, float *lo, 
     if (!uniform_expr(tp, e->args[1], lo) || !uniform_expr(tp, e->args[2], hi)) return false;
     e = &tp->e[e->args[0]];
   }
-  if (e->kind != E_OP || e->op.op != KILN_FUSE_ADD || e->n_args != 2 || e->uniform) return false;
-  int a = e->args[0], b = e->args[1];
-  if (tp->e[a].kind != E_ANCHOR) {
-    int t = a;
-    a = b;
-    b = t;
-  }
-  if (tp->e[a].kind != E_ANCHOR || tp->e[b].kind != E_LOAD) return false;
+  int b;
+  if (!anchor_op(tp, e, KILN_FUSE_ADD, &b) || tp->e[b].kind != E_LOAD) return false;
   const tacc *r = &tp->acc[tp->e[b].acc];
   if (r->kind != R_DIRECT || r->dtype != KILN_F32) return false;
   *res = (const float *)r->base + r->v.offset;

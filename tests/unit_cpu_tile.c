@@ -517,6 +517,43 @@ static void plan_vs_ref(const char *what, kiln_graph *g, int64_t sym, int *fused
   free(bound);
 }
 
+/* Runs graph g (inputs random, sized for batch 1) with fusion on and off
+ * (KILN_FUSION, restored after): the outputs (output 0, numel elements)
+ * must be the same bits. Returns the fused plan's residual epilogues run
+ * as a loop (kiln_cpu_stats.epilogues_residual), -1 where it failed. */
+static long fused_vs_unfused(const char *what, kiln_graph *g, int64_t numel) {
+  kiln_tensor *ins = random_inputs(g, 1);
+  const kiln_tensor *bound[16] = {0};
+  for (int i = 0; i < g->n_inputs; i++) bound[g->inputs[i]] = &ins[i];
+  kiln_tensor got[2] = {{0}, {0}};
+  long residual = -1;
+  const char *fz0 = getenv("KILN_FUSION");
+  char keep[16];
+  snprintf(keep, sizeof keep, "%s", fz0 ? fz0 : "");
+  for (int mode = 0; mode < 2; mode++) {
+    setenv("KILN_FUSION", mode ? "0" : "1", 1);
+    kiln_cpu_plan *pm = NULL;
+    kiln_status ms = kiln_cpu_prepare(g, &pm);
+    if (!ms) ms = kiln_cpu_run(pm, g, bound, &got[mode]);
+    CHECK(!ms, "%s (fusion %s): %s", what, mode ? "off" : "on", ms ? kiln_last_error() : "");
+    if (pm && mode == 0 && !ms) {
+      kiln_cpu_stats rs;
+      kiln_cpu_plan_stats(pm, &rs);
+      residual = rs.epilogues_residual;
+    }
+    if (pm) kiln_cpu_release(pm);
+  }
+  if (fz0) setenv("KILN_FUSION", keep, 1);
+  else unsetenv("KILN_FUSION");
+  CHECK(got[0].numel == numel && got[1].numel == got[0].numel &&
+            !memcmp(got[0].data, got[1].data, (size_t)got[0].numel * sizeof(float)),
+        "%s: fused and unfused plans differ in their bits", what);
+  kiln_tensor_release(&got[0]);
+  kiln_tensor_release(&got[1]);
+  free_tensors(ins, g->n_inputs);
+  return residual;
+}
+
 static void test_plan(void) {
   int fused = 0;
   uint64_t arena = 0, arena0 = 0;
@@ -645,29 +682,7 @@ static void test_plan(void) {
     const char *what = forms[form];
     plan_vs_ref(what, g, 1, &fused, NULL, NULL);
     CHECK(fused == 1, "%s: %d fused groups", what, fused);
-    kiln_tensor *ins = random_inputs(g, 1);
-    const kiln_tensor *bound[8] = {0};
-    for (int i = 0; i < g->n_inputs; i++) bound[g->inputs[i]] = &ins[i];
-    kiln_tensor got[2] = {{0}, {0}};
-    const char *fz0 = getenv("KILN_FUSION");
-    char keep[16];
-    snprintf(keep, sizeof keep, "%s", fz0 ? fz0 : "");
-    for (int mode = 0; mode < 2; mode++) {
-      setenv("KILN_FUSION", mode ? "0" : "1", 1);
-      kiln_cpu_plan *pm = NULL;
-      kiln_status ms = kiln_cpu_prepare(g, &pm);
-      if (!ms) ms = kiln_cpu_run(pm, g, bound, &got[mode]);
-      CHECK(!ms, "%s (fusion %s): %s", what, mode ? "off" : "on", ms ? kiln_last_error() : "");
-      if (pm) kiln_cpu_release(pm);
-    }
-    if (fz0) setenv("KILN_FUSION", keep, 1);
-    else unsetenv("KILN_FUSION");
-    CHECK(got[0].numel == 2 * 20 * 45 && got[1].numel == got[0].numel &&
-              !memcmp(got[0].data, got[1].data, (size_t)got[0].numel * sizeof(float)),
-          "%s: fused and unfused plans differ in their bits", what);
-    kiln_tensor_release(&got[0]);
-    kiln_tensor_release(&got[1]);
-    free_tensors(ins, g->n_inputs);
+    fused_vs_unfused(what, g, 2 * 20 * 45);
     kiln_graph_free(g);
   }
 
@@ -692,37 +707,9 @@ static void test_plan(void) {
     output(g, "y");
     const char *what = rforms[form];
     plan_vs_ref(what, g, 1, &fused, NULL, NULL);
-    kiln_tensor *ins = random_inputs(g, 1);
-    const kiln_tensor *bound[16] = {0};
-    for (int i = 0; i < g->n_inputs; i++) bound[g->inputs[i]] = &ins[i];
-    kiln_tensor got[2] = {{0}, {0}};
-    long residual = -1;
-    const char *fz0 = getenv("KILN_FUSION");
-    char keep[16];
-    snprintf(keep, sizeof keep, "%s", fz0 ? fz0 : "");
-    for (int mode = 0; mode < 2; mode++) {
-      setenv("KILN_FUSION", mode ? "0" : "1", 1);
-      kiln_cpu_plan *pm = NULL;
-      kiln_status ms = kiln_cpu_prepare(g, &pm);
-      if (!ms) ms = kiln_cpu_run(pm, g, bound, &got[mode]);
-      CHECK(!ms, "%s (fusion %s): %s", what, mode ? "off" : "on", ms ? kiln_last_error() : "");
-      if (pm && mode == 0) {
-        kiln_cpu_stats rs;
-        kiln_cpu_plan_stats(pm, &rs);
-        residual = rs.epilogues_residual;
-      }
-      if (pm) kiln_cpu_release(pm);
-    }
-    if (fz0) setenv("KILN_FUSION", keep, 1);
-    else unsetenv("KILN_FUSION");
-    CHECK(got[0].numel == 16 * 400 && got[1].numel == got[0].numel &&
-              !memcmp(got[0].data, got[1].data, (size_t)got[0].numel * sizeof(float)),
-          "%s: fused and unfused plans differ in their bits", what);
+    long residual = fused_vs_unfused(what, g, 16 * 400);
     CHECK(residual == (form == 4 ? 0 : 1), "%s: %ld residual epilogues as a loop (want %d)", what, residual,
           form == 4 ? 0 : 1);
-    kiln_tensor_release(&got[0]);
-    kiln_tensor_release(&got[1]);
-    free_tensors(ins, g->n_inputs);
     kiln_graph_free(g);
   }
 
