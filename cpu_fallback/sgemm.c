@@ -631,9 +631,7 @@ static void rows_task(void *ctx, int64_t t, int worker) {
  * k order from zero, stored. */
 static void rows_slice_task(void *ctx, int64_t s, int worker) {
   const rows_job *r = ctx;
-  int64_t p0 = 0;
-  for (int64_t i = 0; i < s; i++) p0 += kiln_sgemm_wide_kc(r->K, p0);
-  int64_t kc = kiln_sgemm_wide_kc(r->K, p0);
+  int64_t p0 = s * KILN_SGEMM_WIDE_KC, kc = kiln_sgemm_wide_kc(r->K, p0); /* every slice but the last is KC long */
   r->rows(r->transA, r->M, 0, r->N, kc, r->alpha, r->A + (r->transA ? p0 * r->lda : p0), r->lda, r->B + p0 * r->ldb,
           r->ldb, 0.0f, r->part + (size_t)(s * r->M * r->N), r->N, r->acc + (size_t)worker * (size_t)(r->M * r->N));
 }
@@ -681,8 +679,7 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
   double work = (double)M * (double)N * (double)K;
   int64_t blocks = (N + 63) / 64;
   int64_t tasks = threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 19, 4 * (int64_t)threads) : 1;
-  int64_t S = 0;
-  for (int64_t p0 = 0; p0 < K; p0 += kiln_sgemm_wide_kc(K, p0)) S++;
+  int64_t S = kiln_sgemm_wide_slice(K, K - 1) / KILN_SGEMM_WIDE_KC + 1; /* KC slices (K >= 1 here) */
   /* by slices where each thread gets one at least and a slice's M x N sums fit L1 (the kernel's accumulators
      when wider than 64 columns): a wide vocabulary projection with few slices keeps the column split */
   if (tasks > 1 && beta == 0.0f && S >= threads && M * N * (int64_t)sizeof(float) <= KILN_SGEMM_ROWS_SLICE_BYTES &&

@@ -527,6 +527,15 @@ static void seti(kiln_graph *g, int node, const char *name, int64_t v) {
 static void setints(kiln_graph *g, int node, const char *name, int n, const int64_t *v) {
   if (kiln_edit_set_ints(&g->nodes[node], name, v, (size_t)n)) exit(2);
 }
+/* Conv node c's attributes: kernel_shape k x k, pads of pad on every side
+ * (where pad > 0), strides s x s (where s > 1), group (where above 1). */
+static void conv_attrs(kiln_graph *g, int c, int64_t k, int64_t pad, int64_t s, int64_t group) {
+  int64_t ks[2] = {k, k}, ps[4] = {pad, pad, pad, pad}, ss[2] = {s, s};
+  setints(g, c, "kernel_shape", 2, ks);
+  if (pad > 0) setints(g, c, "pads", 4, ps);
+  if (s > 1) setints(g, c, "strides", 2, ss);
+  if (group > 1) seti(g, c, "group", group);
+}
 
 typedef struct run_ctx {
   kiln_cpu_plan *p;
@@ -610,25 +619,21 @@ static void test_graphs(void) {
   { /* Conv 3x3 + bias + Relu (epilogue) + MaxPool; 1x1 Conv; depthwise s2 + Clip */
     kiln_graph *g = new_graph(17);
     int64_t d[4] = {1, 16, 64, 64}, wd[4] = {32, 16, 3, 3}, bd[1] = {32}, pd[4] = {32, 32, 1, 1},
-            dwd[4] = {32, 1, 3, 3}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2}, k2[2] = {2, 2};
+            dwd[4] = {32, 1, 3, 3}, k2[2] = {2, 2};
     input(g, "x", KILN_F32, 4, d);
     cst(g, "w", 4, wd, 0, 0.3);
     cst(g, "b", 1, bd, 0, 0.5);
     cst(g, "pw", 4, pd, 0, 0.3);
     cst(g, "dw", 4, dwd, 0, 0.5);
     int c = add(g, "Conv", "x w b", "c");
-    setints(g, c, "kernel_shape", 2, k3);
-    setints(g, c, "pads", 4, p1);
+    conv_attrs(g, c, 3, 1, 1, 1);
     add(g, "Relu", "c", "r");
     int mp = add(g, "MaxPool", "r", "m");
     setints(g, mp, "kernel_shape", 2, k2);
     setints(g, mp, "strides", 2, k2);
     add(g, "Conv", "r pw", "q");
     int dc = add(g, "Conv", "q dw", "dq");
-    setints(g, dc, "kernel_shape", 2, k3);
-    setints(g, dc, "pads", 4, p1);
-    setints(g, dc, "strides", 2, s2);
-    seti(g, dc, "group", 32);
+    conv_attrs(g, dc, 3, 1, 2, 32);
     add(g, "Relu", "dq", "y");
     output(g, "m");
     output(g, "y");
@@ -638,19 +643,15 @@ static void test_graphs(void) {
        the pool above 2^21, below the stride-1 bound of 2^23) + bias, a residual Add and Relu (the epilogue's
        apply, per strip of a task), beside a 3x3 stride-2 conv (the direct path) */
     kiln_graph *g = new_graph(17);
-    int64_t d[4] = {1, 64, 56, 56}, dd[4] = {128, 64, 1, 1}, wd[4] = {128, 64, 3, 3}, bd[1] = {128},
-            k1[2] = {1, 1}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+    int64_t d[4] = {1, 64, 56, 56}, dd[4] = {128, 64, 1, 1}, wd[4] = {128, 64, 3, 3}, bd[1] = {128};
     input(g, "x", KILN_F32, 4, d);
     cst(g, "dw", 4, dd, 0, 0.2);
     cst(g, "db", 1, bd, 0, 0.5);
     cst(g, "w", 4, wd, 0, 0.05);
     int c = add(g, "Conv", "x w", "c");
-    setints(g, c, "kernel_shape", 2, k3);
-    setints(g, c, "pads", 4, p1);
-    setints(g, c, "strides", 2, s2);
+    conv_attrs(g, c, 3, 1, 2, 1);
     int dn = add(g, "Conv", "x dw db", "dn");
-    setints(g, dn, "kernel_shape", 2, k1);
-    setints(g, dn, "strides", 2, s2);
+    conv_attrs(g, dn, 1, 0, 2, 1);
     add(g, "Add", "dn c", "a");
     add(g, "Relu", "a", "y");
     output(g, "y");
@@ -660,15 +661,12 @@ static void test_graphs(void) {
        channel tiles) with 256 input channels (14.4 M multiply-adds: on the pool, each worker's tasks reading
        its own padded copy of the input, conv.c direct_own) + bias + Relu */
     kiln_graph *g = new_graph(17);
-    int64_t d[4] = {1, 256, 14, 14}, wd[4] = {128, 256, 3, 3}, bd[1] = {128}, k3[2] = {3, 3},
-            p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+    int64_t d[4] = {1, 256, 14, 14}, wd[4] = {128, 256, 3, 3}, bd[1] = {128};
     input(g, "x", KILN_F32, 4, d);
     cst(g, "w", 4, wd, 0, 0.03);
     cst(g, "b", 1, bd, 0, 0.5);
     int c = add(g, "Conv", "x w b", "c");
-    setints(g, c, "kernel_shape", 2, k3);
-    setints(g, c, "pads", 4, p1);
-    setints(g, c, "strides", 2, s2);
+    conv_attrs(g, c, 3, 1, 2, 1);
     add(g, "Relu", "c", "y");
     output(g, "y");
     check_graph("3x3 stride 2 to 7x7, 256 channels in + Relu", g, 4, d, 1e-4);
@@ -677,7 +675,7 @@ static void test_graphs(void) {
        (flat planes) + Clip, 1x1 + Relu: the epilogues the convolutions clamp themselves (kiln_tile_clamp) */
     kiln_graph *g = new_graph(17);
     int64_t d[4] = {1, 16, 14, 14}, ed[4] = {96, 16, 1, 1}, bd[1] = {96}, dwd[4] = {96, 1, 3, 3},
-            pd[4] = {24, 96, 1, 1}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1};
+            pd[4] = {24, 96, 1, 1};
     input(g, "x", KILN_F32, 4, d);
     cst(g, "ew", 4, ed, 0, 0.4);
     cst(g, "eb", 1, bd, 0, 1);
@@ -691,9 +689,7 @@ static void test_graphs(void) {
     add(g, "Conv", "x ew eb", "e");
     add(g, "Clip", "e lo hi", "ec");
     int dc = add(g, "Conv", "ec dw db", "dq");
-    setints(g, dc, "kernel_shape", 2, k3);
-    setints(g, dc, "pads", 4, p1);
-    seti(g, dc, "group", 96);
+    conv_attrs(g, dc, 3, 1, 1, 96);
     add(g, "Clip", "dq lo2 hi2", "dc");
     add(g, "Conv", "dc pw", "p");
     add(g, "Relu", "p", "y");
@@ -705,8 +701,7 @@ static void test_graphs(void) {
        depthwise with pads of 2 by parts (the second part's plane starts on an input row inside) + Clip, on odd
        planes (29x29 -> 15x15: parts of 7 and 8 rows) */
     kiln_graph *g = new_graph(17);
-    int64_t d[4] = {1, 48, 29, 29}, ed[4] = {96, 48, 1, 1}, bd[1] = {96}, d3[4] = {96, 1, 3, 3}, d5[4] = {96, 1, 5, 5},
-            k3[2] = {3, 3}, k5[2] = {5, 5}, p1[4] = {1, 1, 1, 1}, p2[4] = {2, 2, 2, 2}, s2[2] = {2, 2};
+    int64_t d[4] = {1, 48, 29, 29}, ed[4] = {96, 48, 1, 1}, bd[1] = {96}, d3[4] = {96, 1, 3, 3}, d5[4] = {96, 1, 5, 5};
     input(g, "x", KILN_F32, 4, d);
     cst(g, "ew", 4, ed, 0, 0.3);
     cst(g, "eb", 1, bd, 0, 1);
@@ -717,15 +712,10 @@ static void test_graphs(void) {
     cst(g, "hi", 0, NULL, 0.75, 0);
     add(g, "Conv", "x ew eb", "e");
     int c3 = add(g, "Conv", "e w3 b3", "d");
-    setints(g, c3, "kernel_shape", 2, k3);
-    setints(g, c3, "pads", 4, p1);
-    seti(g, c3, "group", 96);
+    conv_attrs(g, c3, 3, 1, 1, 96);
     add(g, "Sigmoid", "d", "s");
     int c5 = add(g, "Conv", "s w5", "f");
-    setints(g, c5, "kernel_shape", 2, k5);
-    setints(g, c5, "pads", 4, p2);
-    setints(g, c5, "strides", 2, s2);
-    seti(g, c5, "group", 96);
+    conv_attrs(g, c5, 5, 2, 2, 96);
     add(g, "Clip", "f lo hi", "y");
     output(g, "s");
     output(g, "y");
@@ -735,23 +725,18 @@ static void test_graphs(void) {
        + a residual Add + Relu (the epilogue per part of each plane, kiln_tile_residual), depthwise 3x3 stride 2 */
     kiln_graph *g = new_graph(17);
     int64_t d[4] = {2, 48, 30, 30}, d3[4] = {96, 1, 3, 3}, bd[1] = {96}, rd[4] = {2, 96, 30, 30},
-            s3[4] = {96, 1, 3, 3}, k3[2] = {3, 3}, p1[4] = {1, 1, 1, 1}, s2[2] = {2, 2};
+            s3[4] = {96, 1, 3, 3};
     input(g, "x", KILN_F32, 4, d);
     cst(g, "w3", 4, d3, 0, 0.5);
     cst(g, "b3", 1, bd, 0, 0.5);
     cst(g, "r", 4, rd, 0, 1);
     cst(g, "w2", 4, s3, 0, 0.5);
     int c3 = add(g, "Conv", "x w3 b3", "d");
-    setints(g, c3, "kernel_shape", 2, k3);
-    setints(g, c3, "pads", 4, p1);
-    seti(g, c3, "group", 48);
+    conv_attrs(g, c3, 3, 1, 1, 48);
     add(g, "Add", "d r", "a");
     add(g, "Relu", "a", "s");
     int c2 = add(g, "Conv", "s w2", "y");
-    setints(g, c2, "kernel_shape", 2, k3);
-    setints(g, c2, "pads", 4, p1);
-    setints(g, c2, "strides", 2, s2);
-    seti(g, c2, "group", 96);
+    conv_attrs(g, c2, 3, 1, 2, 96);
     output(g, "s");
     output(g, "y");
     check_graph("parts of the image: batch 2, multiplier 2, depthwise + residual + Relu, depthwise stride 2", g, 4, d,
