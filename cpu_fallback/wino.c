@@ -8,11 +8,10 @@
  * (prepack.c).
  *
  * One pool loop per convolution: a task is a chunk of whole tile rows of
- * one image (and, on more than one thread when there are few chunks, a
- * block of output channels) taken through all three phases in the
- * worker's own scratch: the chunk's padded input rows, its V in the
- * GEMM's B-panel layout, the input transform, then per strip of 12 output
- * channels the 16 GEMMs into a small Mx and the output transform. No
+ * one image taken through all three phases in the worker's own scratch:
+ * the input transform (reading the input in place) into V in the GEMM's
+ * B-panel layout, the 16 GEMMs into the chunk's Mx, and the output
+ * transform per output channel with its epilogue. No
  * barrier inside a convolution. Every output element gets the same
  * operations whatever the partition (the GEMM sums over C in the wide
  * GEMM's KC slices, fixed by C), so the bits do not depend on the
@@ -139,7 +138,7 @@ typedef struct wino_job {
   kiln_sgemm_micro_fn micro;
   kiln_sgemm_micro_pf_fn micro_pf; /* micro with a prefetch stream (the AVX-512 one), or NULL */
   const kiln_cpu_epilogue *ep; /* applied per output channel and chunk when not a clamp */
-  int64_t C, M, H, W, ph, pw, OH, OW, TH, TW, Wp;
+  int64_t C, M, H, W, ph, pw, OH, OW, TH, TW;
   int64_t rb, nch;          /* tile rows a chunk, chunks an image */
   int64_t us, mpad;         /* floats of one xi's U pack; M rounded up to 12 */
   size_t n_scr;             /* scratch floats a task */
@@ -158,12 +157,12 @@ static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
 static void wino_task(void *ctx, int64_t t, int worker) {
   (void)worker;
   wino_job *j = ctx;
-  int64_t C = j->C, M = j->M, H = j->H, W = j->W, TW = j->TW, Wp = j->Wp;
+  int64_t C = j->C, M = j->M, H = j->H, W = j->W, TW = j->TW;
   int64_t n = t / j->nch, ch = t % j->nch;
   int64_t th0 = ch * j->rb, nr = j->TH - th0 < j->rb ? j->TH - th0 : j->rb, Tc = nr * TW;
   /* xi's V panels XS floats apart and its Mx rows MS apart, both off multiples of 4 KiB (+ WINO_SKEW): the 16
      streams of a transform would share L1 sets */
-  int64_t npad = (Tc + NR - 1) / NR * NR, pr = 2 * nr + 2, XS = C * npad + WINO_SKEW;
+  int64_t npad = (Tc + NR - 1) / NR * NR, XS = C * npad + WINO_SKEW;
   int64_t MS = M * Tc + WINO_SKEW;
   int slot;
   float *scr = scratch_take(j->n_scr, &slot);
@@ -172,35 +171,25 @@ static void wino_task(void *ctx, int64_t t, int worker) {
     return;
   }
   float *v = (float *)(((uintptr_t)scr + 63) & ~(uintptr_t)63); /* the B panels 64-byte aligned */
-  float *pad = v + up16(16 * XS), *mx = pad + up16(C * pr * Wp), *yt = mx + up16(16 * MS);
+  float *mx = v + up16(16 * XS), *yt = mx + up16(16 * MS);
   const float *xn = j->x + n * C * H * W;
-  /* the chunk's zero-padded input rows: padded row r is input row 2·th0 + r - ph */
-  for (int64_t c = 0; c < C; c++)
-    for (int64_t r = 0; r < pr; r++) {
-      float *row = pad + (c * pr + r) * Wp;
-      int64_t ih = 2 * th0 + r - j->ph;
-      if (ih < 0 || ih >= H) {
-        memset(row, 0, (size_t)Wp * sizeof *row);
-        continue;
-      }
-      memset(row, 0, (size_t)j->pw * sizeof *row);
-      memcpy(row + j->pw, xn + (c * H + ih) * W, (size_t)W * sizeof *row);
-      memset(row + j->pw + W, 0, (size_t)(Wp - j->pw - W) * sizeof *row);
-    }
   /* V into the B-panel layout (sgemm.h kiln_sgemm_wide_pack_b, K = C, N = Tc), xi's panels XS floats apart, strip
      by strip of 32 columns and channel by channel within a strip: each panel is written in storage order (a tile
      row's pieces of a strip, then the next channel's); channel by channel over the whole chunk wrote each panel
-     in 8 KiB jumps, lines half-filled at a time (ResNet-18's l1 steps 1.24-1.35 -> 1.05-1.11 ms at 1 thread) */
+     in 8 KiB jumps, lines half-filled at a time (ResNet-18's l1 steps 1.24-1.35 -> 1.05-1.11 ms at 1 thread).
+     The transform reads the input in place, the padding as zeros (a padded copy of the chunk's rows first:
+     ~6 % of l1's time) */
   for (int64_t s = 0, ns = npad / NR; s < ns; s++) {
     int64_t q0 = s * NR, q1 = q0 + NR < Tc ? q0 + NR : Tc; /* the strip's tiles */
     for (int64_t c = 0, p0 = 0, kc = kiln_sgemm_wide_kc(C, 0); c < C; c++) {
       if (c == p0 + kc) p0 = c, kc = kiln_sgemm_wide_kc(C, p0);
       float *vc = v + p0 * npad + s * kc * NR + (c - p0) * NR;
       for (int64_t jj = q0, len; jj < q1; jj += len) { /* pieces of tile rows */
-        int64_t r = jj / TW, tw = jj % TW;
-        const float *q = pad + (c * pr + 2 * r) * Wp + 2 * tw;
+        int64_t r = jj / TW, tw = jj % TW, ih = 2 * (th0 + r) - j->ph;
+        const float *rows[4];
+        for (int i = 0; i < 4; i++) rows[i] = ih + i >= 0 && ih + i < H ? xn + (c * H + ih + i) * W : NULL;
         len = TW - tw < q1 - jj ? TW - tw : q1 - jj;
-        j->in_row(q, q + Wp, q + 2 * Wp, q + 3 * Wp, len, vc + (jj - q0), XS);
+        j->in_row(rows, 2 * tw - j->pw, W, len, vc + (jj - q0), XS);
       }
       if (q1 - q0 < NR) /* the last strip's columns past the tiles: zeros (never stored, but no garbage in lanes) */
         for (int xi = 0; xi < 16; xi++) memset(vc + xi * XS + (q1 - q0), 0, (size_t)(NR - (q1 - q0)) * sizeof *vc);
@@ -281,7 +270,6 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   (void)simd;
 #endif
   j.C = C, j.M = M, j.H = H, j.W = W, j.ph = ph, j.pw = pw, j.OH = OH, j.OW = OW, j.TH = TH, j.TW = TW;
-  j.Wp = 2 * TW + 2;
   j.us = kiln_sgemm_wide_pack_a_floats(M, C), j.mpad = (M + MR - 1) / MR * MR;
   /* tile rows a chunk: of the counts whose tiles stay within the target (or one row), the one that fills the
      micro-kernel's 32-column strips best, the larger on a tie. The partition changes no bits (above). */
@@ -296,8 +284,7 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   j.nch = (TH + j.rb - 1) / j.rb;
   int workers = kiln_pool_threads();
   int64_t Tc = j.rb * TW, npad = (Tc + NR - 1) / NR * NR;
-  j.n_scr = (size_t)(up16(16 * (C * npad + WINO_SKEW)) + up16(C * (2 * j.rb + 2) * j.Wp) +
-                     up16(16 * (M * Tc + WINO_SKEW)) + 4 * TW + 16);
+  j.n_scr = (size_t)(up16(16 * (C * npad + WINO_SKEW)) + up16(16 * (M * Tc + WINO_SKEW)) + 4 * TW + 16);
   j.clamp = ep && ep->clamp;
   j.ep = ep && !ep->clamp ? ep : NULL;
   j.lo = j.clamp ? ep->lo : 0.0f, j.hi = j.clamp ? ep->hi : 0.0f;

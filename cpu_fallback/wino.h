@@ -24,15 +24,17 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
 /* Frees the tile scratch kept between calls (the idle buffers; the cpu
  * plan's release calls it). */
 void kiln_wino_scratch_trim(void);
-/* The tile-row transforms (wino_tf.inc): base (scalar twin) and AVX-512F. */
-typedef void (*kiln_wino_in_row_fn)(const float *p0, const float *p1, const float *p2, const float *p3, int64_t TW,
-                                    float *o, int64_t CT);
+/* The tile-row transforms (wino_tf.inc): base (scalar twin) and AVX-512F.
+ * in_row: one channel's row of TW tiles, read in place: rows[r] is input
+ * row r of the tiles (W floats) or NULL (outside the image: zeros); the
+ * tiles read columns x0 .. x0 + 2·TW + 1 (x0 may be negative: the left
+ * padding), zeros outside [0, W); V to o[xi·CT + tw]. */
+typedef void (*kiln_wino_in_row_fn)(const float *const *rows, int64_t x0, int64_t W, int64_t TW, float *o,
+                                    int64_t CT);
 typedef void (*kiln_wino_out_row_fn)(const float *s, int64_t MT, int64_t TW, float b, bool clamp, float lo, float hi,
                                      float *y0, float *y1);
-void kiln_wino_in_row_base(const float *p0, const float *p1, const float *p2, const float *p3, int64_t TW, float *o,
-                           int64_t CT);
-void kiln_wino_in_row_avx512(const float *p0, const float *p1, const float *p2, const float *p3, int64_t TW, float *o,
-                             int64_t CT);
+void kiln_wino_in_row_base(const float *const *rows, int64_t x0, int64_t W, int64_t TW, float *o, int64_t CT);
+void kiln_wino_in_row_avx512(const float *const *rows, int64_t x0, int64_t W, int64_t TW, float *o, int64_t CT);
 void kiln_wino_out_row_base(const float *s, int64_t MT, int64_t TW, float b, bool clamp, float lo, float hi, float *y0,
                             float *y1);
 void kiln_wino_out_row_avx512(const float *s, int64_t MT, int64_t TW, float b, bool clamp, float lo, float hi,

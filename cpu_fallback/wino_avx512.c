@@ -9,20 +9,30 @@
 
 static inline __mmask16 lanes(int64_t n) { return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1); }
 
-void kiln_wino_in_row_avx512(const float *p0, const float *p1, const float *p2, const float *p3, int64_t TW, float *o,
-                             int64_t CT) {
+/* Lanes i of [max(0, -pos), W - pos): the columns pos + i inside the row. */
+static inline __mmask16 inside(int64_t pos, int64_t W) {
+  return (__mmask16)(lanes(W - pos) & (pos < 0 ? ~lanes(-pos) : 0xffff));
+}
+
+/* 16 columns from pos of row (NULL: zeros), zeros outside [0, W). Left of the row (the padding) an expanding
+   load: the row's first columns into the lanes from -pos, no address before the row formed. */
+static inline __m512 cols16(const float *row, int64_t pos, int64_t W) {
+  if (!row) return _mm512_setzero_ps();
+  __mmask16 m = inside(pos, W);
+  return pos >= 0 ? _mm512_maskz_loadu_ps(m, row + pos) : _mm512_maskz_expandloadu_ps(m, row);
+}
+
+void kiln_wino_in_row_avx512(const float *const *rows, int64_t x0, int64_t W, int64_t TW, float *o, int64_t CT) {
   const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  const float *p[4] = {p0, p1, p2, p3};
-  int64_t Wp = 2 * TW + 2;
   for (int64_t t = 0; t < TW; t += 16) {
-    int64_t av = Wp - 2 * t;
-    __mmask16 k = lanes(TW - t), m0 = lanes(av), m1 = lanes(av - 16), m2 = lanes(av - 2), m3 = lanes(av - 18);
+    int64_t pos = x0 + 2 * t;
+    __mmask16 k = lanes(TW - t);
     __m512 d[4][4];
     for (int r = 0; r < 4; r++) {
-      const float *q = p[r] + 2 * t;
-      __m512 a = _mm512_maskz_loadu_ps(m0, q), b = _mm512_maskz_loadu_ps(m1, q + 16);
-      __m512 a2 = _mm512_maskz_loadu_ps(m2, q + 2), b2 = _mm512_maskz_loadu_ps(m3, q + 18);
+      const float *q = rows[r];
+      __m512 a = cols16(q, pos, W), b = cols16(q, pos + 16, W);
+      __m512 a2 = cols16(q, pos + 2, W), b2 = cols16(q, pos + 18, W);
       d[r][0] = _mm512_permutex2var_ps(a, ev, b);
       d[r][1] = _mm512_permutex2var_ps(a, od, b);
       d[r][2] = _mm512_permutex2var_ps(a2, ev, b2);

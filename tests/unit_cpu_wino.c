@@ -200,6 +200,8 @@ int main(void) {
       {1, 4, 3, 13, 12, 1, 1, 1, 1, 0, 1},      /* NaN inputs */
       {1, 4, 3, 13, 12, 1, 1, 1, 1, 1, 1},      /* NaN inputs through a clamp */
       {1, 1, 1, 3, 3, 0, 0, 0, 0, 0, 0},        /* one output */
+      {1, 3, 4, 9, 40, 2, 3, 2, 3, 0, 0},       /* pads 2-3: tile rows start left of the input row */
+      {1, 2, 3, 5, 6, 3, 18, 0, 17, 1, 0},      /* pads over 16: a vector all padding, rows above the input */
       {1, 32, 64, 32, 32, 1, 1, 1, 1, 1, 0},    /* small_cnn conv2 */
       {1, 64, 128, 16, 16, 1, 1, 1, 1, 1, 0},   /* small_cnn conv3: one chunk, output channel blocks on the pool */
       {1, 330, 13, 6, 7, 1, 1, 1, 1, 2, 0},     /* C in two KC slices */
