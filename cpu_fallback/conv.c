@@ -946,6 +946,8 @@ static void direct_task(void *ctx, int64_t task, int worker) {
     }
     for (int64_t r = 0; j->ep && !clamp && r < mr && ob > oa; r++)
       j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+    for (int64_t r = 0; r < mr && ob > oa; r++)
+      kiln_cpu_ep_done(j->ep, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
     return;
   }
   float tile[MR * NR];
@@ -971,11 +973,14 @@ static void direct_task(void *ctx, int64_t task, int worker) {
       c += run;
     }
   }
-  if (j->ep && !clamp) { /* the outputs of q in [qa, qb) are one run of each channel's plane */
+  if (j->ep) { /* the outputs of q in [qa, qb) are one run of each channel's plane */
     int64_t oa = qa / Wp * OW + (qa % Wp < OW ? qa % Wp : OW);
     int64_t ob = (qb - 1) / Wp * OW + ((qb - 1) % Wp < OW ? (qb - 1) % Wp + 1 : OW);
-    for (int64_t r = 0; r < mr && ob > oa; r++)
-      j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+    for (int64_t r = 0; r < mr && ob > oa; r++) {
+      if (!clamp)
+        j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+      kiln_cpu_ep_done(j->ep, (n * g->M + gi * g->Mg + m0) * OSP + r * OSP + oa, ob - oa, y + r * OSP + oa);
+    }
   }
 }
 
@@ -1134,6 +1139,9 @@ static void ct_task(void *ctx, int64_t task, int worker) {
   for (int64_t c = 0; j->ep && !clamp && c < nc && oh1 > oh0; c++)
     j->ep->apply(j->ep->ctx, (n * g->M + gi * g->Mg + m0 + c) * OSP + oh0 * OW, (oh1 - oh0) * OW,
                  y + c * OSP + oh0 * OW);
+  for (int64_t c = 0; c < nc && oh1 > oh0; c++)
+    kiln_cpu_ep_done(j->ep, (n * g->M + gi * g->Mg + m0 + c) * OSP + oh0 * OW, (oh1 - oh0) * OW,
+                     y + c * OSP + oh0 * OW);
 }
 
 /* Output rows of whole 14-pixel tiles or of 7 pixels (two rows a tile), a

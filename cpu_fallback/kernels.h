@@ -52,7 +52,19 @@ typedef struct kiln_cpu_epilogue {
    * its store instead of calling apply: the same values. */
   bool scaled;
   float scale;
+  /* done: where set, a kernel may call it once a block's values are final
+   * (after apply, or its own clamp, bias or scale), with the same block,
+   * from the thread that made it (plan.c: a pooling after the anchor pools
+   * the rows the block completes, nn.h kiln_nn_pool_bands). A kernel that
+   * never calls it is correct too. */
+  void (*done)(void *ctx, int64_t start, int64_t n, float *y);
+  void *done_ctx;
 } kiln_cpu_epilogue;
+
+/* ep->done for a finished block, where ep and its done are set. */
+static inline void kiln_cpu_ep_done(const kiln_cpu_epilogue *ep, int64_t start, int64_t n, float *y) {
+  if (ep && ep->done && n > 0) ep->done(ep->done_ctx, start, n, y);
+}
 
 /* y[i] = clip(y[i] + *bias, lo, hi) for i < n, with the rules above
  * (bias NULL: the clip alone, no addition). */

@@ -245,56 +245,77 @@ typedef struct pool_job {
   float *buf3;                   /* MaxPool 3x3 stride 2 (max3x3s2): its column maxima, per worker, or NULL */
 } pool_job;
 
-static void pool_planes(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
-  const pool_job *j = ctx;
+/* Output rows [oh0, oh1) of plane p. dv: AveragePool's divisors (OW floats, for the row count *dv_ch), buf3:
+   max3x3s2's column maxima. */
+static void pool_rows(const pool_job *j, int64_t p, int64_t oh0, int64_t oh1, float *dv, int64_t *dv_ch,
+                      float *buf3) {
   const kiln_nn_prims *P = j->P;
-  pool_geo g = *j->g;
-  int kind = j->kind;
-  bool include_pad = j->include_pad;
+  const pool_geo *g = j->g;
   const int64_t *cw = j->cw, *cols = j->cols;
-  const float *xd = j->xd;
-  float *yd = j->yd;
-  int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW;
-  float *dv = cw ? (float *)(void *)(j->cw + OW) + (size_t)worker * (size_t)OW : NULL;
-  int64_t dv_ch = -1; /* the ch that dv holds */
-  for (int64_t p = lo_p; p < hi_p; p++) {
-    const float *xp = xd + p * H * W;
-    if (j->plane2x2) { /* MaxPool 2x2 stride 2 inside the input: one call per plane */
-      P->max2x2s2((size_t)OH, (size_t)OW, xp, (size_t)W, yd + p * OH * OW);
-      continue;
-    }
-    if (j->buf3) { /* MaxPool 3x3 stride 2: rows, then columns, one call per plane */
-      P->max3x3s2((size_t)OH, (size_t)OW, xp, (size_t)H, (size_t)W, (size_t)g.pb[0], (size_t)g.pb[1],
-                  yd + p * OH * OW, j->buf3 + (size_t)worker * (size_t)(2 * OW + 18));
-      continue;
-    }
-    for (int64_t oh = 0; oh < OH; oh++) {
-      float *row = yd + (p * OH + oh) * OW;
-      float init = kind == POOL_MAX ? -INFINITY : 0.0f;
-      for (int64_t ow = 0; ow < OW; ow++) row[ow] = init;
-      int64_t ch = 0;
-      for (int64_t kh = 0; kh < g.k[0]; kh++) {
-        int64_t ih = oh * g.s[0] - g.pb[0] + kh * g.d[0];
-        if (include_pad ? ih >= -g.pb[0] && ih < H + g.pe[0] : ih >= 0 && ih < H) ch++;
-        if (ih < 0 || ih >= H) continue;
-        for (int64_t kw = 0; kw < g.k[1]; kw++) {
-          int64_t off = kw * g.d[1] - g.pb[1], lo = cols[2 * kw], hi = cols[2 * kw + 1];
-          if (lo >= hi) continue;
-          const float *src = xp + ih * W + lo * g.s[1] + off;
-          if (kind == POOL_MAX)
-            P->acc_max((size_t)(hi - lo), row + lo, src, (size_t)g.s[1]);
-          else
-            P->acc_add((size_t)(hi - lo), row + lo, src, (size_t)g.s[1]);
-        }
+  int64_t H = g->H, W = g->W, OH = g->OH, OW = g->OW;
+  const float *xp = j->xd + p * H * W;
+  float *yp = j->yd + p * OH * OW;
+  if (oh0 >= oh1) return;
+  if (j->plane2x2) { /* MaxPool 2x2 stride 2 inside the input */
+    P->max2x2s2((size_t)(oh1 - oh0), (size_t)OW, xp + 2 * oh0 * W, (size_t)W, yp + oh0 * OW);
+    return;
+  }
+  if (buf3) { /* MaxPool 3x3 stride 2: rows, then columns; a later band starts at its first row (no top padding) */
+    int64_t r0 = oh0 ? 2 * oh0 - g->pb[0] : 0, pt = oh0 ? 0 : g->pb[0];
+    P->max3x3s2((size_t)(oh1 - oh0), (size_t)OW, xp + r0 * W, (size_t)(H - r0), (size_t)W, (size_t)pt,
+                (size_t)g->pb[1], yp + oh0 * OW, buf3);
+    return;
+  }
+  for (int64_t oh = oh0; oh < oh1; oh++) {
+    float *row = yp + oh * OW;
+    float init = j->kind == POOL_MAX ? -INFINITY : 0.0f;
+    for (int64_t ow = 0; ow < OW; ow++) row[ow] = init;
+    int64_t ch = 0;
+    for (int64_t kh = 0; kh < g->k[0]; kh++) {
+      int64_t ih = oh * g->s[0] - g->pb[0] + kh * g->d[0];
+      if (j->include_pad ? ih >= -g->pb[0] && ih < H + g->pe[0] : ih >= 0 && ih < H) ch++;
+      if (ih < 0 || ih >= H) continue;
+      for (int64_t kw = 0; kw < g->k[1]; kw++) {
+        int64_t off = kw * g->d[1] - g->pb[1], lo = cols[2 * kw], hi = cols[2 * kw + 1];
+        if (lo >= hi) continue;
+        const float *src = xp + ih * W + lo * g->s[1] + off;
+        if (j->kind == POOL_MAX)
+          P->acc_max((size_t)(hi - lo), row + lo, src, (size_t)g->s[1]);
+        else
+          P->acc_add((size_t)(hi - lo), row + lo, src, (size_t)g->s[1]);
       }
-      if (cw) {
-        if (ch != dv_ch) /* the divisors change only near the top and bottom edges */
-          for (int64_t ow = 0; ow < OW; ow++) dv[ow] = (float)(ch * cw[ow]);
-        dv_ch = ch;
-        P->div((size_t)OW, row, dv);
-      }
+    }
+    if (cw) {
+      if (ch != *dv_ch) /* the divisors change only near the top and bottom edges */
+        for (int64_t ow = 0; ow < OW; ow++) dv[ow] = (float)(ch * cw[ow]);
+      *dv_ch = ch;
+      P->div((size_t)OW, row, dv);
     }
   }
+}
+
+static void pool_planes(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
+  const pool_job *j = ctx;
+  int64_t OW = j->g->OW;
+  float *dv = j->cw ? (float *)(void *)(j->cw + OW) + (size_t)worker * (size_t)OW : NULL;
+  int64_t dv_ch = -1; /* the ch that dv holds */
+  float *buf3 = j->buf3 ? j->buf3 + (size_t)worker * (size_t)(2 * OW + 18) : NULL;
+  for (int64_t p = lo_p; p < hi_p; p++) pool_rows(j, p, 0, j->g->OH, dv, &dv_ch, buf3);
+}
+
+/* Sets j's plane kernels and column ranges from its geometry; true for the 3x3 stride-2 MaxPool (max3x3s2, which
+   then needs buf3). */
+static bool pool_kernels(pool_job *j, int rank) {
+  const pool_geo *g = j->g;
+  j->plane2x2 = j->kind == POOL_MAX && rank == 4 && g->k[0] == 2 && g->k[1] == 2 && g->s[0] == 2 && g->s[1] == 2 &&
+                g->d[0] == 1 && g->d[1] == 1 && g->pb[0] == 0 && g->pb[1] == 0 && 2 * g->OH <= g->H &&
+                2 * g->OW <= g->W;
+  for (int64_t kw = 0; kw < g->k[1]; kw++)
+    valid_cols(g->OW, g->W, g->s[1], kw * g->d[1] - g->pb[1], &j->cols[2 * kw], &j->cols[2 * kw + 1]);
+  /* MaxPool 3x3 stride 2 (ResNet's stem pooling): one pass of 3-row maxima per output row, then the columns,
+     instead of 9 strided accumulations per row (GEMM_CONV.md, "ResNet-18 and MobileNetV2 at one thread") */
+  return j->kind == POOL_MAX && rank == 4 && g->k[0] == 3 && g->k[1] == 3 && g->s[0] == 2 && g->s[1] == 2 &&
+         g->d[0] == 1 && g->d[1] == 1 && g->pb[0] <= 2 && g->pb[1] <= 2;
 }
 
 static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
@@ -334,19 +355,12 @@ static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
     return s;
   }
   pool_job j = {kiln_nn_prims_active(), &g, x->data, c->out[0].data, kind, include_pad, cw, {0}, false, NULL};
-  j.plane2x2 = kind == POOL_MAX && x->rank == 4 && g.k[0] == 2 && g.k[1] == 2 && g.s[0] == 2 && g.s[1] == 2 &&
-               g.d[0] == 1 && g.d[1] == 1 && g.pb[0] == 0 && g.pb[1] == 0 && 2 * g.OH <= g.H && 2 * g.OW <= g.W;
-  /* MaxPool 3x3 stride 2 (ResNet's stem pooling): one pass of 3-row maxima per output row, then the columns,
-     instead of 9 strided accumulations per row (GEMM_CONV.md, "ResNet-18 and MobileNetV2 at one thread") */
-  bool plane3x3 = kind == POOL_MAX && x->rank == 4 && g.k[0] == 3 && g.k[1] == 3 && g.s[0] == 2 && g.s[1] == 2 &&
-                  g.d[0] == 1 && g.d[1] == 1 && g.pb[0] <= 2 && g.pb[1] <= 2;
+  bool plane3x3 = pool_kernels(&j, x->rank);
   if (plane3x3 && !(j.buf3 = kiln_malloc((size_t)(2 * g.OW + 18) * (size_t)workers * sizeof(float)))) {
     kiln_free(cw);
     return kiln_fail(KILN_E_NOMEM, "out of memory in MaxPool");
   }
   int64_t W = g.W, OW = g.OW;
-  for (int64_t kw = 0; kw < g.k[1]; kw++)
-    valid_cols(OW, W, g.s[1], kw * g.d[1] - g.pb[1], &j.cols[2 * kw], &j.cols[2 * kw + 1]);
   if (cw)
     for (int64_t ow = 0; ow < OW; ow++) {
       cw[ow] = 0;
@@ -359,6 +373,88 @@ static kiln_status run_pool(const kiln_op_call *c, int kind, bool *declined) {
   kiln_free(j.buf3);
   kiln_free(cw);
   return KILN_OK;
+}
+
+/* ---- MaxPool by bands of rows (nn.h kiln_nn_pool_bands) ---- */
+
+struct kiln_nn_pool_bands {
+  pool_geo g;
+  pool_job j;          /* j.g = &g */
+  bool plane3x3;       /* max3x3s2 (a buffer of 2·OW + 18 floats a call) */
+  unsigned char *done; /* per plane and output row: 1 where a band pooled it */
+};
+
+kiln_nn_pool_bands *kiln_nn_pool_bands_new(const kiln_node *n, const int64_t *dims, const float *x, float *y,
+                                           const int64_t *ydims) {
+  int rank = 4;
+  if (strcmp(n->op_type, "MaxPool") || n->n_out < 1) return NULL;
+  int64_t so = kiln_attr_int(n, "storage_order", 0);
+  if (so != 0 && so != 1) return NULL;
+  kiln_tensor t = {0};
+  kiln_tensor_wrap(&t, KILN_F32, rank, dims, dims[0] * dims[1] * dims[2] * dims[3], (void *)(uintptr_t)x);
+  pool_geo g;
+  if (!pool_geometry(n, &t, true, true, &g) || g.OW > KILN_NN_BAND_MAX_OW || ydims[0] != dims[0] ||
+      ydims[1] != dims[1] || ydims[2] != g.OH || ydims[3] != g.OW)
+    return NULL;
+  kiln_nn_pool_bands *b = kiln_calloc(1, sizeof *b);
+  if (!b) return NULL;
+  if (!(b->done = kiln_calloc((size_t)(g.planes * g.OH), 1))) {
+    kiln_free(b);
+    return NULL;
+  }
+  b->g = g;
+  b->j = (pool_job){kiln_nn_prims_active(), &b->g, x, y, POOL_MAX, false, NULL, {0}, false, NULL};
+  b->plane3x3 = pool_kernels(&b->j, rank);
+  return b;
+}
+
+void kiln_nn_pool_bands_free(kiln_nn_pool_bands *b) {
+  if (!b) return;
+  kiln_free(b->done);
+  kiln_free(b);
+}
+
+void kiln_nn_pool_bands_done(void *ctx, int64_t start, int64_t n, float *y) {
+  (void)y;
+  kiln_nn_pool_bands *b = ctx;
+  const pool_geo *g = &b->g;
+  int64_t H = g->H, W = g->W, HW = H * W, OH = g->OH, ek = (g->k[0] - 1) * g->d[0] + 1, dv_ch = -1;
+  float buf3[2 * KILN_NN_BAND_MAX_OW + 18];
+  for (int64_t p = start / HW; p < g->planes && p * HW < start + n; p++) {
+    int64_t a = start - p * HW > 0 ? start - p * HW : 0, e = start + n - p * HW < HW ? start + n - p * HW : HW;
+    int64_t r0 = (a + W - 1) / W, r1 = e / W; /* the input rows the block holds whole */
+    if (r0 >= r1) continue;
+    /* the output rows whose windows (clipped to the input) lie in [r0, r1) */
+    int64_t oh0 = r0 == 0 ? 0 : (r0 + g->pb[0] + g->s[0] - 1) / g->s[0];
+    int64_t oh1 = r1 >= H ? OH : r1 + g->pb[0] - ek < 0 ? 0 : (r1 + g->pb[0] - ek) / g->s[0] + 1;
+    if (oh1 > OH) oh1 = OH;
+    if (oh0 >= oh1) continue;
+    pool_rows(&b->j, p, oh0, oh1, NULL, &dv_ch, b->plane3x3 ? buf3 : NULL);
+    memset(b->done + p * OH + oh0, 1, (size_t)(oh1 - oh0));
+  }
+}
+
+static void pool_bands_rest(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
+  (void)worker;
+  kiln_nn_pool_bands *b = ctx;
+  int64_t OH = b->g.OH, dv_ch = -1;
+  float buf3[2 * KILN_NN_BAND_MAX_OW + 18];
+  for (int64_t p = lo_p; p < hi_p; p++)
+    for (int64_t oh = 0, e; oh < OH; oh = e) {
+      const unsigned char *d = b->done + p * OH;
+      for (e = oh; e < OH && d[e] == d[oh]; e++) {
+      }
+      if (!d[oh]) pool_rows(&b->j, p, oh, e, NULL, &dv_ch, b->plane3x3 ? buf3 : NULL);
+    }
+}
+
+int64_t kiln_nn_pool_bands_finish(kiln_nn_pool_bands *b) {
+  int64_t rows = b->g.planes * b->g.OH, banded = 0;
+  for (int64_t i = 0; i < rows; i++) banded += b->done[i];
+  if (banded < rows) /* the rows no band made, weighed as their share of the work */
+    nn_par(b->g.planes, (int64_t)((double)(b->g.H * b->g.W) * (double)(rows - banded) / (double)rows) + 1,
+           nn_workers(), pool_bands_rest, b);
+  return banded;
 }
 
 static kiln_status k_maxpool(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined) {

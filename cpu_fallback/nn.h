@@ -97,6 +97,26 @@ void kiln_nn_force_isa(kiln_vm_isa isa);
  * first: for kernels that then write every element. */
 kiln_status kiln_nn_alloc(kiln_tensor *t, kiln_dtype dtype, int rank, const int64_t *dims);
 
+/* A MaxPool (2-D, NCHW float32, its Indices unused) run by bands of output
+ * rows while its argument X (dims, 4 of them) is made into Y (ydims)
+ * (plan.c: a tile step whose anchor reports its finished blocks,
+ * kiln_cpu_epilogue.done): _new, NULL where the node is not such a
+ * MaxPool, ydims are not its output's, its rows are wider than
+ * KILN_NN_BAND_MAX_OW, or memory is short (the caller then runs the
+ * kernel); _done (a kiln_cpu_epilogue.done, ctx the bands), from any
+ * thread for disjoint blocks: the output rows whose windows lie in the
+ * input rows the finished block [start, start + n) of X holds whole;
+ * _finish, after the last block: every other row (on the pool's threads),
+ * returning the rows the bands made. The same operations per output as
+ * the kernel, the same bits. */
+#define KILN_NN_BAND_MAX_OW 1024
+typedef struct kiln_nn_pool_bands kiln_nn_pool_bands;
+kiln_nn_pool_bands *kiln_nn_pool_bands_new(const kiln_node *n, const int64_t *dims, const float *x, float *y,
+                                           const int64_t *ydims);
+void kiln_nn_pool_bands_done(void *ctx, int64_t start, int64_t n, float *y);
+int64_t kiln_nn_pool_bands_finish(kiln_nn_pool_bands *b);
+void kiln_nn_pool_bands_free(kiln_nn_pool_bands *b);
+
 /* The data-movement kernels (nn_move.c), any dtype by element size. */
 kiln_status kiln_nn_concat(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);
 kiln_status kiln_nn_gather(const kiln_op_call *c, const kiln_cpu_epilogue *ep, bool *declined);

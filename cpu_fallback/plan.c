@@ -4,6 +4,7 @@
 
 #include "ir/bags.h"
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/nn.h"
 #include "cpu_fallback/pool.h"
 #include "cpu_fallback/plan_observe.h"
 #include "cpu_fallback/plan_profile.h"
@@ -41,6 +42,10 @@ enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT, V
 
 /* A node run as a plain view alias (no memory written). */
 static bool is_alias_view(int how) { return how != V_KERNEL && how != V_CONCAT && how != V_FUSED; }
+
+/* A pooled argument of at most this many bytes stays in a core's L2 (2 MiB here) for the pool node's pass: bands
+   measured 3-5 % slower on small_cnn's conv steps (64 KB - 512 KB arguments, 1 and 2 threads). */
+#define KILN_POOL_BANDS_MIN_BYTES ((double)(2 << 20))
 
 struct kiln_cpu_plan {
   kiln_graph *g; /* the rewritten graph */
@@ -126,6 +131,7 @@ struct kiln_cpu_plan {
   char dump_stem[KILN_DUMP_STEM_MAX + 1];
   kiln_rewrite_stats rst;
   bool pool_held; /* a reference on the cpu pool (cpu_fallback/pool.h), dropped at release */
+  double pool_bands_min; /* pooled arguments over this many bytes are pooled by bands (pool_bands) */
   /* observers (plan_observe.c): the plans observed runs use (per
      KILN_CPU_OBS_* mode - 1, compiled at the first such run), this plan's
      mode, its observer map, and the observer of the run in progress */
@@ -903,6 +909,8 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
   kiln_log(KILN_LOG_INFO, "cpu plan: %d -> %d nodes (%s), %d views, %d kernels", g0->n_nodes, nn,
            kiln_rewrite_stats_str(&rst, buf, sizeof buf), p->st.views, p->st.kernels);
   p->pool_held = kiln_pool_acquire() == 0; /* cpu_fallback/pool: the threads live while a plan does */
+  const char *pb = getenv("KILN_POOL_BANDS_MIN"); /* bytes (tests: 0, every pooling it can) */
+  p->pool_bands_min = pb && *pb ? strtod(pb, NULL) : KILN_POOL_BANDS_MIN_BYTES;
   *out = p;
   return KILN_OK;
 fail:
@@ -1648,6 +1656,37 @@ static void ep_residual(void *ctx, int64_t start, int64_t n, float *y) {
   kiln_cpu_residual(y, c->r + start, n, c->lo, c->hi);
 }
 
+/* The pooling of tile step sp (its pooled argument in p->scratch) run by bands while the anchor makes the argument
+ * (nn.h kiln_nn_pool_bands, told of the finished blocks by kiln_cpu_epilogue.done), or NULL (the pool node then runs
+ * after the anchor, over the whole argument): a 2-D MaxPool whose Indices are unused and whose output has its
+ * place before the run (the arena, the caller's memory, or the heap for a graph output: *y, *cap, *owned, its dims
+ * in ydims). The argument, 3.2 MB for
+ * ResNet-18's stem, is then pooled from L2, not read back from memory. */
+static kiln_nn_pool_bands *pool_bands(kiln_cpu_plan *p, const kiln_fuse_spec *sp, const kiln_fuse_store *ps,
+                                      void **y, size_t *cap, bool *owned, int64_t *ydims) {
+  const kiln_node *n = &p->g->nodes[sp->pool];
+  if ((double)sp->numel * sizeof(float) <= p->pool_bands_min) return NULL;
+  if (ps->rank != 4 || n->n_out < 1 || (n->n_out > 1 && n->out[1] >= 0) || !p->own[sp->pool]) return NULL;
+  int w = n->out[0];
+  if (w < 0 || p->concat_into[w] >= 0 || p->sh->v[w].dtype != KILN_F32 || p->sh->v[w].rank != 4 ||
+      !dims_now(p, w, ydims))
+    return NULL;
+  double bytes = (double)ydims[0] * (double)ydims[1] * (double)ydims[2] * (double)ydims[3] * sizeof(float);
+  *owned = false;
+  if (p->direct[w] && p->mp->offset[w] == KILN_MEMPLAN_NONE) /* a graph output: the caller's memory */
+    *y = p->direct[w], *cap = p->direct_cap[w];
+  else if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE)
+    *y = arena_at(p, w), *cap = p->size[w];
+  else if (p->mp->offset[w] == KILN_MEMPLAN_NONE && bytes < (double)SIZE_MAX) /* a graph output on the heap */
+    *y = kiln_malloc((size_t)bytes + 1), *cap = (size_t)bytes, *owned = true;
+  else
+    return NULL;
+  kiln_nn_pool_bands *b = *y && bytes <= (double)*cap ? kiln_nn_pool_bands_new(n, ps->shape, p->scratch, *y, ydims)
+                                                      : NULL;
+  if (!b && *owned) kiln_free(*y);
+  return b;
+}
+
 /* Runs tile step k: the views of memory it must make, its stores' memory
  * (arena slots, a Concat's slice, or heap for graph outputs), then the
  * anchor (with the epilogue when its kernel takes one) and the tile pass. */
@@ -1722,16 +1761,25 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   kiln_vm_isa isa = kiln_vm_isa_active();
   const kiln_tile_obs *ob = p->run_obs ? kiln_cpu_obs_step_begin(p->ostate, k) : NULL;
   pthread_mutex_t ob_mu = PTHREAD_MUTEX_INITIALIZER;
+  kiln_nn_pool_bands *bands = NULL; /* the pooling by bands (pool_bands), of store band_store */
+  void *band_y = NULL;
+  size_t band_cap = 0;
+  bool band_owned = false;
+  int64_t band_dims[4];
+  int band_store = -1;
   if (!s && sp->anchor >= 0) {
     int target = kiln_tile_anchor_target(tp);
     ep_ctx c = {tp, out, esize, sp->n_store, target, isa, 0, ob, &ob_mu};
-    kiln_cpu_epilogue ep = {ep_apply, &c, false, 0.0f, 0.0f, NULL, 0, false, 0.0f};
+    kiln_cpu_epilogue ep = {ep_apply, &c, false, 0.0f, 0.0f, NULL, 0, false, 0.0f, NULL, NULL};
     ep.clamp = !ob && kiln_tile_clamp(tp, &ep.lo, &ep.hi); /* observed runs fold tile by tile: apply */
     if (!ob && !kiln_tile_col_bias(tp, &ep.col_bias, &ep.col_bias_n)) ep.col_bias = NULL;
     ep.scaled = !ob && kiln_tile_scale(tp, &ep.scale);
     res_ctx rc; /* a residual Add (+ Relu / Clip): a plain loop per block, not a call of the tile executor */
     bool residual = !ob && kiln_tile_residual(tp, &rc.r, &rc.lo, &rc.hi);
     if (residual) ep.apply = ep_residual, ep.ctx = &rc;
+    for (int j = 0; j < sp->n_store && !ob && !bands; j++)
+      if (sp->store[j].pool && (bands = pool_bands(p, sp, &sp->store[j], &band_y, &band_cap, &band_owned, band_dims)))
+        ep.done = kiln_nn_pool_bands_done, ep.done_ctx = bands, band_store = j;
     anchor_io ax = {out[target], esize[target] * (size_t)sp->numel, &ep, false};
     /* the anchor's value may be a store on the heap: run_kernel rebinds its
        slot to the same memory, the slot keeps owning it */
@@ -1753,9 +1801,25 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
   } else if (!s) {
     s = ob ? kiln_tile_exec_obs(tp, 0, sp->numel, out, NULL, isa, ob) : kiln_tile_exec_par(tp, 0, sp->numel, out, NULL, isa);
   }
+  if (bands) { /* the rows no band made, then the output bound as the pool node's kernel binds it */
+    if (!s) {
+      int w = p->g->nodes[sp->pool].out[0];
+      p->st.pool_band_rows += kiln_nn_pool_bands_finish(bands);
+      if (slot[w].owns && slot[w].data != band_y) kiln_tensor_release(&slot[w]);
+      memset(&slot[w], 0, sizeof slot[w]);
+      kiln_tensor_wrap(&slot[w], KILN_F32, 4, band_dims, band_dims[0] * band_dims[1] * band_dims[2] * band_dims[3],
+                       band_y);
+      slot[w].capacity = band_cap;
+      slot[w].owns = band_owned;
+      p->st.own_calls++;
+    } else if (band_owned) {
+      kiln_free(band_y);
+    }
+    kiln_nn_pool_bands_free(bands);
+  }
   for (int j = 0; j < sp->n_store && !s; j++) { /* the pooling, over the scratch */
     const kiln_fuse_store *ps = &sp->store[j];
-    if (!ps->pool) continue;
+    if (!ps->pool || j == band_store) continue;
     int u = p->g->nodes[sp->pool].in[0];
     kiln_tensor keep = slot[u];
     kiln_tensor_wrap(&slot[u], KILN_F32, ps->rank, ps->shape, sp->numel, p->scratch);
@@ -2128,7 +2192,7 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       kiln_cpu_plan_stats(p->var[last].plan, st);
       st->variants = st->plans = 0; /* counted below with the others */
       st->materialized = st->own_calls = st->tile_runs = st->epilogues_fused = st->epilogues_separate = 0;
-      st->epilogues_residual = 0;
+      st->epilogues_residual = st->pool_band_rows = 0;
       st->ref_calls = st->outputs_in_place = 0;
     }
   }
@@ -2142,6 +2206,7 @@ void kiln_cpu_plan_stats(const kiln_cpu_plan *p, kiln_cpu_stats *st) {
       st->epilogues_fused += p->var[k].plan->st.epilogues_fused;
       st->epilogues_separate += p->var[k].plan->st.epilogues_separate;
       st->epilogues_residual += p->var[k].plan->st.epilogues_residual;
+      st->pool_band_rows += p->var[k].plan->st.pool_band_rows;
       st->ref_calls += p->var[k].plan->st.ref_calls;
       st->outputs_in_place += p->var[k].plan->st.outputs_in_place;
     }

@@ -138,6 +138,7 @@ typedef struct wino_job {
   kiln_sgemm_micro_fn micro;
   kiln_sgemm_micro_pf_fn micro_pf; /* micro with a prefetch stream (the AVX-512 one), or NULL */
   const kiln_cpu_epilogue *ep; /* applied per output channel and chunk when not a clamp */
+  const kiln_cpu_epilogue *done; /* the epilogue, told of each channel's finished chunk (kiln_cpu_ep_done) */
   int64_t C, M, H, W, ph, pw, OH, OW, TH, TW;
   int64_t rb, nch;          /* tile rows a chunk, chunks an image */
   int64_t us, mpad;         /* floats of one xi's U pack; M rounded up to 12 */
@@ -242,10 +243,10 @@ static void wino_task(void *ctx, int64_t t, int worker) {
         if (r0 + 1 < OH) memcpy(ym + (r0 + 1) * OW, yt + 2 * TW, (size_t)OW * sizeof *yt);
       }
     }
-    if (j->ep) { /* the chunk's rows of channel m, while they are in cache */
-      int64_t h0 = 2 * th0, h1 = 2 * (th0 + nr) < OH ? 2 * (th0 + nr) : OH;
+    int64_t h0 = 2 * th0, h1 = 2 * (th0 + nr) < OH ? 2 * (th0 + nr) : OH; /* the chunk's rows of channel m */
+    if (j->ep) /* while they are in cache */
       j->ep->apply(j->ep->ctx, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
-    }
+    kiln_cpu_ep_done(j->done, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
   }
   scratch_give(slot, scr);
 }
@@ -287,6 +288,7 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   j.n_scr = (size_t)(up16(16 * (C * npad + WINO_SKEW)) + up16(16 * (M * Tc + WINO_SKEW)) + 4 * TW + 16);
   j.clamp = ep && ep->clamp;
   j.ep = ep && !ep->clamp ? ep : NULL;
+  j.done = ep;
   j.lo = j.clamp ? ep->lo : 0.0f, j.hi = j.clamp ? ep->hi : 0.0f;
   j.status = KILN_OK;
   int64_t tasks = N * j.nch;

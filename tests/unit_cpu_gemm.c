@@ -178,7 +178,7 @@ static void run_case(const char *what, const kiln_node *n, int n_in, const kiln_
       y.data = buf;
       y.capacity = cap;
       epi_ctx ec = {ry.numel, calloc((size_t)ry.numel + 1, sizeof(int)), buf, 0};
-      kiln_cpu_epilogue ep = {epi_apply, &ec, e == 2, -0.5f, 0.75f, NULL, 0, false, 0.0f};
+      kiln_cpu_epilogue ep = {epi_apply, &ec, e == 2, -0.5f, 0.75f, NULL, 0, false, 0.0f, NULL, NULL};
       kiln_op_call kc = {&g, n, n->opset, n_in, in, 1, &y, &used};
       bool declined = true;
       s = own->run(&kc, e ? &ep : NULL, &declined);
@@ -750,7 +750,7 @@ static kiln_status run_own_conv(const conv_case *c, node_b *nb, const kiln_tenso
   kiln_graph g;
   memset(&g, 0, sizeof g);
   bool used = true, declined = true;
-  kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f};
+  kiln_cpu_epilogue ep = {NULL, NULL, true, -0.5f, 0.75f, NULL, 0, false, 0.0f, NULL, NULL};
   memset(y, 0, sizeof *y);
   kiln_op_call kc = {&g, &nb->n, 11, c->bias ? 3 : 2, in, 1, y, &used};
   kiln_status st = own->run(&kc, clamp ? &ep : NULL, &declined);

@@ -336,6 +336,80 @@ static void test_pool(void) {
   }
 }
 
+/* MaxPool by bands (nn.h kiln_nn_pool_bands): a finished block that starts and ends inside rows, over an argument
+ * whose other elements are NaN (not made yet), makes exactly the output rows whose windows (clipped to the plane)
+ * lie in the block's whole rows, the reference's values, and touches nothing else; _finish then makes the rest: the
+ * reference's output, bit for bit, under each ISA. */
+static void test_pool_bands(void) {
+  static const pool_case cases[] = {
+      {"3x3 s2 pads 1 (max3x3s2)", 4, {2, 3, 15, 13}, 2, {3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, 0, 0, NULL},
+      {"2x2 s2 (max2x2s2)", 4, {1, 3, 15, 13}, 2, {2, 2}, {2, 2}, {0}, {0}, 0, 0, NULL},
+      {"k3 s1 pads 1", 4, {1, 3, 15, 13}, 2, {3, 3}, {0}, {1, 1, 1, 1}, {0}, 0, 0, NULL},
+      {"k2 dilation 2 pads 0,1,1,0", 4, {1, 3, 15, 13}, 2, {2, 2}, {0}, {0, 1, 1, 0}, {2, 2}, 0, 0, NULL},
+      {"3x3 s2 ceil_mode", 4, {1, 3, 15, 13}, 2, {3, 3}, {2, 2}, {0}, {0}, 1, 0, NULL},
+  };
+  for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+    const pool_case *pc = &cases[ci];
+    for (int isa = 0; isa < nisa; isa++) {
+      kiln_nn_force_isa((kiln_vm_isa)isa);
+      tc t;
+      tc_begin(&t, 17, "MaxPool", 1, 1);
+      kiln_tensor *x = tc_f32(&t, 0, 4, pc->dims, 2.0);
+      pool_attrs(&t, pc, true);
+      kiln_tensor ref = {0};
+      bool used = true;
+      kiln_op_call rc = {t.g, t.n, t.n->opset, 1, t.inp, 1, &ref, &used};
+      const kiln_op_def *rd = kiln_ref_find_op("", "MaxPool");
+      if (!rd || rd->run(&rc)) {
+        CHECK(0, "%s: the reference MaxPool ran", pc->name);
+        tc_end(&t);
+        continue;
+      }
+      int64_t H = pc->dims[2], W = pc->dims[3], OH = ref.dims[2], OW = ref.dims[3], HW = H * W;
+      float *xb = kiln_malloc((size_t)x->numel * sizeof *xb), *y = kiln_malloc((size_t)ref.numel * sizeof *y);
+      if (!xb || !y) exit(2);
+      for (int64_t i = 0; i < x->numel; i++) xb[i] = NAN;
+      for (int64_t i = 0; i < ref.numel; i++) y[i] = 12345.0f;
+      kiln_nn_pool_bands *b = kiln_nn_pool_bands_new(t.n, x->dims, xb, y, ref.dims);
+      CHECK(b != NULL, "%s: bands made", pc->name);
+      if (b) {
+        /* plane 1, from row 1 column 3 to row 10 column 5: whole rows [2, 10) */
+        int64_t start = HW + W + 3, n = 9 * W + 2, r0 = 2, r1 = 10;
+        const float *xd = x->data, *rd_y = ref.data;
+        memcpy(xb + start, xd + start, (size_t)n * sizeof *xb);
+        kiln_nn_pool_bands_done(b, start, n, NULL);
+        int64_t sh = pc->s[0] ? pc->s[0] : 1, dh = pc->dil[0] ? pc->dil[0] : 1;
+        int wrong = 0, made = 0;
+        for (int64_t p = 0; p < ref.numel / (OH * OW); p++)
+          for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t lo = oh * sh - pc->pads[0], hi = lo + (pc->k[0] - 1) * dh + 1;
+            lo = lo < 0 ? 0 : lo, hi = hi > H ? H : hi;
+            bool inside = p == 1 && lo >= r0 && hi <= r1;
+            for (int64_t ow = 0; ow < OW; ow++) {
+              float v = y[(p * OH + oh) * OW + ow];
+              wrong += inside ? v != rd_y[(p * OH + oh) * OW + ow] : v != 12345.0f;
+            }
+            made += inside;
+          }
+        CHECK(made > 0 && !wrong, "%s (isa %d): a block made its %d rows, the reference's, and nothing else (%d wrong)",
+              pc->name, isa, made, wrong);
+        memcpy(xb, xd, (size_t)x->numel * sizeof *xb);
+        int64_t banded = kiln_nn_pool_bands_finish(b);
+        CHECK(banded == made, "%s (isa %d): finish counts the rows the bands made (%lld, %d)", pc->name, isa,
+              (long long)banded, made);
+        CHECK(!memcmp(y, ref.data, (size_t)ref.numel * sizeof *y), "%s (isa %d): then the rest: the reference's output",
+              pc->name, isa);
+        kiln_nn_pool_bands_free(b);
+      }
+      kiln_free(xb);
+      kiln_free(y);
+      kiln_tensor_release(&ref);
+      tc_end(&t);
+    }
+  }
+  kiln_nn_force_isa(KILN_VM_NISA);
+}
+
 /* ---- softmax ---- */
 
 static void test_softmax(void) {
@@ -1027,6 +1101,7 @@ int main(void) {
   test_prims();
   test_row_sums();
   test_pool();
+  test_pool_bands();
   test_softmax();
   test_norm();
   test_reduce();

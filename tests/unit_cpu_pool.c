@@ -847,6 +847,89 @@ static void test_graphs(void) {
   }
 }
 
+/* Runs g on a plan made with KILN_POOL_BANDS_MIN=min (on the pool) into out[0]; *rows: the plan's
+ * pool_band_rows. */
+static kiln_status run_bands(kiln_graph *g, const kiln_tensor **bound, const char *min, kiln_tensor *out, long *rows) {
+  setenv("KILN_POOL_BANDS_MIN", min, 1);
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  unsetenv("KILN_POOL_BANDS_MIN");
+  if (s) return s;
+  s = kiln_cpu_run(p, g, bound, out);
+  kiln_cpu_stats st;
+  kiln_cpu_plan_stats(p, &st);
+  *rows = st.pool_band_rows;
+  kiln_cpu_release(p);
+  return s;
+}
+
+/* A MaxPool after a Conv (+ Relu) pooled by bands as the conv finishes its blocks (plan.c pool_bands, nn.h
+ * kiln_nn_pool_bands; by default only over 2 MiB arguments, here forced with KILN_POOL_BANDS_MIN=0): bit for bit
+ * the pool node's pass after the conv (a plan with the bands off), rows made by bands counted, and check_graph's
+ * pool / one thread / reference comparison with the bands on. The convs take the direct path (rows of 16 and
+ * not), the channel tiles (rows of 14) and Winograd; the pools max3x3s2, max2x2s2 and the general rows. */
+static void test_pool_bands(void) {
+  static const struct {
+    const char *what;
+    int64_t n, c, m, h, w, k, pad, s;     /* the conv: x n x c x h x w, W m x c x k x k, pads, strides */
+    int64_t pk, ps, ppad, pdil, ceil;     /* the MaxPool: kernel pk x pk, strides, pads, dilations, ceil_mode */
+    bool relu, banded;                    /* banded: some rows made by bands whatever the thread count */
+  } cases[] = {
+      {"7x7/2 stem + MaxPool 3x3/2 (direct, rows of 16)", 1, 3, 16, 64, 64, 7, 3, 2, 3, 2, 1, 1, 0, true, true},
+      {"3x3 + MaxPool 3x3/2 (Winograd)", 2, 16, 32, 30, 30, 3, 1, 1, 3, 2, 1, 1, 0, true, true},
+      {"3x3/2 + MaxPool 2x2/2 (channel tiles, rows of 14)", 1, 16, 32, 56, 56, 3, 1, 2, 2, 2, 0, 1, 0, true, true},
+      {"3x3 + MaxPool 2x2/2, no Relu (no tile step: the pool node)", 1, 16, 16, 20, 20, 3, 1, 1, 2, 2, 0, 1, 0, false,
+       false},
+      {"3x3 odd rows + MaxPool 2x2 dilation 2 pads 1 (direct)", 1, 4, 5, 23, 21, 3, 1, 1, 2, 1, 1, 2, 0, true, true},
+      {"3x3/2 + MaxPool 3x3/2 ceil_mode (direct)", 1, 6, 7, 40, 37, 3, 1, 2, 3, 2, 0, 1, 1, true, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    kiln_graph *g = new_graph(17);
+    int64_t d[4] = {cases[i].n, cases[i].c, cases[i].h, cases[i].w};
+    int64_t wd[4] = {cases[i].m, cases[i].c, cases[i].k, cases[i].k}, bd[1] = {cases[i].m};
+    int64_t pk[2] = {cases[i].pk, cases[i].pk}, ps[2] = {cases[i].ps, cases[i].ps};
+    int64_t pp[4] = {cases[i].ppad, cases[i].ppad, cases[i].ppad, cases[i].ppad};
+    int64_t pd[2] = {cases[i].pdil, cases[i].pdil};
+    input(g, "x", KILN_F32, 4, d);
+    cst(g, "w", 4, wd, 0, 0.3);
+    cst(g, "b", 1, bd, 0, 0.5);
+    int c = add(g, "Conv", "x w b", "c");
+    conv_attrs(g, c, cases[i].k, cases[i].pad, cases[i].s, 1);
+    if (cases[i].relu) add(g, "Relu", "c", "r");
+    int mp = add(g, "MaxPool", cases[i].relu ? "r" : "c", "y");
+    setints(g, mp, "kernel_shape", 2, pk);
+    setints(g, mp, "strides", 2, ps);
+    if (cases[i].ppad) setints(g, mp, "pads", 4, pp);
+    if (cases[i].pdil > 1) setints(g, mp, "dilations", 2, pd);
+    if (cases[i].ceil) seti(g, mp, "ceil_mode", 1);
+    output(g, "y");
+    kiln_tensor xt = {0}, on = {0}, off = {0};
+    if (kiln_tensor_alloc(&xt, KILN_F32, 4, d)) exit(2);
+    for (int64_t e = 0; e < xt.numel; e++) kiln_set_f(&xt, e, 2 * rnd());
+    const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+    bound[val(g, "x")] = &xt;
+    long rows_on = 0, rows_off = 0;
+    kiln_status s = run_bands(g, bound, "0", &on, &rows_on);
+    CHECK(!s, "%s: run with bands: %s", cases[i].what, s ? kiln_last_error() : "");
+    kiln_status s2 = run_bands(g, bound, "1e18", &off, &rows_off);
+    CHECK(!s2, "%s: run without bands: %s", cases[i].what, s2 ? kiln_last_error() : "");
+    if (!s && !s2) {
+      CHECK(on.numel == off.numel && !memcmp(on.data, off.data, (size_t)on.numel * sizeof(float)),
+            "%s: pooled by bands = the pool node's pass, bit for bit", cases[i].what);
+      CHECK(rows_off == 0 && (!cases[i].banded || rows_on > 0),
+            "%s: rows made by bands: %ld with them on (of %lld), %ld off", cases[i].what, rows_on,
+            (long long)(on.numel / on.dims[3]), rows_off);
+    }
+    kiln_tensor_release(&on);
+    kiln_tensor_release(&off);
+    kiln_tensor_release(&xt);
+    kiln_free(bound);
+    setenv("KILN_POOL_BANDS_MIN", "0", 1);
+    check_graph(cases[i].what, g, 4, d, 1e-4); /* frees g */
+    unsetenv("KILN_POOL_BANDS_MIN");
+  }
+}
+
 int main(void) {
   setenv("KILN_NUM_THREADS", "2", 0);
   test_pool();
@@ -858,6 +941,7 @@ int main(void) {
   test_rows();
   CHECK(kiln_pool_acquire() == 0, "acquire for the graphs");
   test_graphs();
+  test_pool_bands();
   /* kiln sets OpenBLAS's thread count before its first OpenBLAS call, not
      when it reads KILN_NUM_THREADS (pool.h: OpenBLAS's server threads spin
      ~0.1 s after they start); CMake runs this test with

@@ -503,7 +503,7 @@ static void direct_case_run(const direct_case *dc) {
       count_ep cnt[3];
       kiln_status st[3];
       for (int mode = 0; mode < 3; mode++) {
-        kiln_cpu_epilogue ep = {count_apply, &cnt[mode], e == 1, -0.5f, 0.75f, NULL, 0, false, 0.0f};
+        kiln_cpu_epilogue ep = {count_apply, &cnt[mode], e == 1, -0.5f, 0.75f, NULL, 0, false, 0.0f, NULL, NULL};
         memset(&cnt[mode], 0, sizeof cnt[mode]);
         kiln_conv_direct_force(mode);
         st[mode] = run_conv_ep(&g, &x, &w, &b, &y[mode], e ? &ep : NULL);
@@ -785,7 +785,7 @@ static void pwt_case_run(const pwt_case *pc) {
     kiln_status st[4];
     for (int mi = 0; mi < 4; mi++) {
       count_ep cnt = {0};
-      kiln_cpu_epilogue ep = {count_apply, &cnt, e == 1, -0.5f, 0.75f, NULL, 0, false, 0.0f};
+      kiln_cpu_epilogue ep = {count_apply, &cnt, e == 1, -0.5f, 0.75f, NULL, 0, false, 0.0f, NULL, NULL};
       kiln_conv_pwt_force(modes[mi]);
       st[mi] = run_conv_ep(&g, &x, &w, &b, &y[mi], e ? &ep : NULL);
       if (!st[mi] && e == 2) { /* every element passed to apply exactly once */

@@ -111,7 +111,7 @@ static void bench_gemm(int reps) {
   nd.opset = 13;
   const kiln_tensor *in[2] = {&a, &b};
   kiln_cpu_kernel_fn fn = kiln_cpu_kernel_find("", "MatMul")->run;
-  kiln_cpu_epilogue ep = {relu_apply, NULL, false, 0.0f, 0.0f, NULL, 0, false, 0.0f};
+  kiln_cpu_epilogue ep = {relu_apply, NULL, false, 0.0f, 0.0f, NULL, 0, false, 0.0f, NULL, NULL};
   kiln_cpu_num_threads(); /* sets OpenBLAS's thread count before the direct calls too */
   double *tb = malloc(sizeof(double) * (size_t)reps), *tk = malloc(sizeof(double) * (size_t)reps),
          *te = malloc(sizeof(double) * (size_t)reps), *tbase = malloc(sizeof(double) * (size_t)reps),
@@ -210,7 +210,7 @@ static void bench_conv(int reps) {
     at[2] = (kiln_attr){.name = (char *)"pads", .type = KILN_ATTR_INTS, .n = 4, .ints = pads};
     at[3] = (kiln_attr){.name = (char *)"group", .type = KILN_ATTR_INT, .i = y->G};
     const kiln_tensor *in[3] = {&x, &w, &b};
-    kiln_cpu_epilogue ep = {relu_apply, NULL, false, 0.0f, 0.0f, NULL, 0, false, 0.0f};
+    kiln_cpu_epilogue ep = {relu_apply, NULL, false, 0.0f, 0.0f, NULL, 0, false, 0.0f, NULL, NULL};
     double ta[64], te[64], tb[64];
     int n = reps < 64 ? reps : 64;
     for (int r = 0; r <= n; r++) {
@@ -295,7 +295,7 @@ static void bench_direct(int reps) {
     kiln_cpu_conv_packs *pk = NULL;
     kiln_cpu_conv_prepack(&g, NULL, NULL, &pk, NULL);
     const kiln_tensor *in[3] = {&x, &w, &b};
-    kiln_cpu_epilogue ep = {relu_apply, NULL, true, 0.0f, INFINITY, NULL, 0, false, 0.0f};
+    kiln_cpu_epilogue ep = {relu_apply, NULL, true, 0.0f, INFINITY, NULL, 0, false, 0.0f, NULL, NULL};
     double tg[64], td[64];
     int n = reps < 64 ? reps : 64;
     for (int r = 0; r <= n; r++) {
