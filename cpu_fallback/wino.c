@@ -143,6 +143,7 @@ typedef struct wino_job {
   int64_t rb, nch;          /* tile rows a chunk, chunks an image */
   int64_t us, mpad;         /* floats of one xi's U pack; M rounded up to 12 */
   size_t n_scr;             /* scratch floats a task */
+  bool big;                 /* U over KILN_WINO_U_FAR: the whole chunk's V and Mx (else a strip's at a time) */
   bool clamp;
   float lo, hi;
   _Atomic int status;
@@ -154,17 +155,61 @@ static int64_t up16(int64_t n) { return (n + 15) / 16 * 16; }
    on the Xeon and the Zen 5 VMs). */
 #define KILN_WINO_U_FAR ((double)(2 << 20))
 
+/* V of the chunk's tiles [q0, q1) (one strip of at most 32: strip s of a B-panel layout npad columns wide, xi's
+ * panels XS floats apart), channel by channel: each panel written in storage order (a tile row's pieces of the
+ * strip, then the next channel's; channel by channel over a whole chunk wrote each panel in 8 KiB jumps, lines
+ * half-filled at a time: ResNet-18's l1 steps 1.24-1.35 -> 1.05-1.11 ms at 1 thread). The transform reads the
+ * input in place, the padding as zeros (a padded copy of the chunk's rows first: ~6 % of l1's time). Columns past
+ * the tiles in the strip: zeros (never stored, but no garbage in the lanes). */
+static void wino_in_strip(const wino_job *j, const float *xn, int64_t th0, int64_t q0, int64_t q1, float *v,
+                          int64_t npad, int64_t s, int64_t XS) {
+  int64_t C = j->C, H = j->H, W = j->W, TW = j->TW;
+  for (int64_t c = 0, p0 = 0, kc = kiln_sgemm_wide_kc(C, 0); c < C; c++) {
+    if (c == p0 + kc) p0 = c, kc = kiln_sgemm_wide_kc(C, p0);
+    float *vc = v + p0 * npad + s * kc * NR + (c - p0) * NR;
+    for (int64_t jj = q0, len; jj < q1; jj += len) { /* pieces of tile rows */
+      int64_t r = jj / TW, tw = jj % TW, ih = 2 * (th0 + r) - j->ph;
+      const float *rows[4];
+      for (int i = 0; i < 4; i++) rows[i] = ih + i >= 0 && ih + i < H ? xn + (c * H + ih + i) * W : NULL;
+      len = TW - tw < q1 - jj ? TW - tw : q1 - jj;
+      j->in_row(rows, 2 * tw - j->pw, W, len, vc + (jj - q0), XS);
+    }
+    if (q1 - q0 < NR)
+      for (int xi = 0; xi < 16; xi++) memset(vc + xi * XS + (q1 - q0), 0, (size_t)(NR - (q1 - q0)) * sizeof *vc);
+  }
+}
+
+/* The output transform of the chunk's tiles [q0, q1) (its first tile row th0), every output channel: tile q at
+ * column q - c0 of Mx's rows (ldm floats a row, xi's rows MS floats apart), in pieces of tile rows; a piece at the
+ * right or bottom edge of an odd-sized output through yt (4·TW floats). */
+static void wino_out_tiles(const wino_job *j, const float *mx, int64_t ldm, int64_t MS, int64_t c0, int64_t th0,
+                           int64_t q0, int64_t q1, float *yn, float *yt) {
+  int64_t TW = j->TW, OH = j->OH, OW = j->OW;
+  for (int64_t m = 0; m < j->M; m++) {
+    float *ym = yn + m * OH * OW, b = j->bias ? j->bias[m] : 0.0f;
+    for (int64_t jj = q0, len; jj < q1; jj += len) {
+      int64_t r = jj / TW, tw = jj % TW, r0 = 2 * (th0 + r);
+      len = TW - tw < q1 - jj ? TW - tw : q1 - jj;
+      bool whole = r0 + 2 <= OH && 2 * (tw + len) <= OW;
+      float *y0 = whole ? ym + r0 * OW + 2 * tw : yt, *y1 = whole ? y0 + OW : yt + 2 * len;
+      j->out_row(mx + m * ldm + (jj - c0), MS, len, b, j->clamp, j->lo, j->hi, y0, y1);
+      if (!whole) {
+        int64_t cols = 2 * len < OW - 2 * tw ? 2 * len : OW - 2 * tw;
+        memcpy(ym + r0 * OW + 2 * tw, yt, (size_t)cols * sizeof *yt);
+        if (r0 + 1 < OH) memcpy(ym + (r0 + 1) * OW + 2 * tw, yt + 2 * len, (size_t)cols * sizeof *yt);
+      }
+    }
+  }
+}
+
 /* Task t: chunk t % nch of image t / nch. */
 static void wino_task(void *ctx, int64_t t, int worker) {
   (void)worker;
   wino_job *j = ctx;
-  int64_t C = j->C, M = j->M, H = j->H, W = j->W, TW = j->TW;
+  int64_t C = j->C, M = j->M, TW = j->TW;
   int64_t n = t / j->nch, ch = t % j->nch;
   int64_t th0 = ch * j->rb, nr = j->TH - th0 < j->rb ? j->TH - th0 : j->rb, Tc = nr * TW;
-  /* xi's V panels XS floats apart and its Mx rows MS apart, both off multiples of 4 KiB (+ WINO_SKEW): the 16
-     streams of a transform would share L1 sets */
-  int64_t npad = (Tc + NR - 1) / NR * NR, XS = C * npad + WINO_SKEW;
-  int64_t MS = M * Tc + WINO_SKEW;
+  int64_t npad = (Tc + NR - 1) / NR * NR, ns = npad / NR;
   int slot;
   float *scr = scratch_take(j->n_scr, &slot);
   if (!scr) { /* the message is set on the caller's thread (status.c keeps one a thread) */
@@ -172,80 +217,73 @@ static void wino_task(void *ctx, int64_t t, int worker) {
     return;
   }
   float *v = (float *)(((uintptr_t)scr + 63) & ~(uintptr_t)63); /* the B panels 64-byte aligned */
-  float *mx = v + up16(16 * XS), *yt = mx + up16(16 * MS);
-  const float *xn = j->x + n * C * H * W;
-  /* V into the B-panel layout (sgemm.h kiln_sgemm_wide_pack_b, K = C, N = Tc), xi's panels XS floats apart, strip
-     by strip of 32 columns and channel by channel within a strip: each panel is written in storage order (a tile
-     row's pieces of a strip, then the next channel's); channel by channel over the whole chunk wrote each panel
-     in 8 KiB jumps, lines half-filled at a time (ResNet-18's l1 steps 1.24-1.35 -> 1.05-1.11 ms at 1 thread).
-     The transform reads the input in place, the padding as zeros (a padded copy of the chunk's rows first:
-     ~6 % of l1's time) */
-  for (int64_t s = 0, ns = npad / NR; s < ns; s++) {
-    int64_t q0 = s * NR, q1 = q0 + NR < Tc ? q0 + NR : Tc; /* the strip's tiles */
-    for (int64_t c = 0, p0 = 0, kc = kiln_sgemm_wide_kc(C, 0); c < C; c++) {
-      if (c == p0 + kc) p0 = c, kc = kiln_sgemm_wide_kc(C, p0);
-      float *vc = v + p0 * npad + s * kc * NR + (c - p0) * NR;
-      for (int64_t jj = q0, len; jj < q1; jj += len) { /* pieces of tile rows */
-        int64_t r = jj / TW, tw = jj % TW, ih = 2 * (th0 + r) - j->ph;
-        const float *rows[4];
-        for (int i = 0; i < 4; i++) rows[i] = ih + i >= 0 && ih + i < H ? xn + (c * H + ih + i) * W : NULL;
-        len = TW - tw < q1 - jj ? TW - tw : q1 - jj;
-        j->in_row(rows, 2 * tw - j->pw, W, len, vc + (jj - q0), XS);
-      }
-      if (q1 - q0 < NR) /* the last strip's columns past the tiles: zeros (never stored, but no garbage in lanes) */
-        for (int xi = 0; xi < 16; xi++) memset(vc + xi * XS + (q1 - q0), 0, (size_t)(NR - (q1 - q0)) * sizeof *vc);
-    }
-  }
-  /* the 16 GEMMs Mx[xi] = U[xi] · V[xi] (per KC slice: beta 0, then 1, as the wide GEMM), then the output
-     transform: each strip of V reused from L1 over U[xi]'s 12-row strips. Where U is big (read from memory:
-     ResNet-18's l3, 4.2 MB a conv) and there are at most two strips of V (l3: one, chunks of 28 and 21 tiles),
-     each strip of U is reused over them instead, while each call fetches a share of the next one into L2 inside
-     its k loop (with the AVX-512 kernel; GEMM_CONV.md "Weights from memory"); the same operations per element
-     either way */
+  const float *xn = j->x + n * C * j->H * j->W;
   float *yn = j->y + n * M * j->OH * j->OW;
-  int64_t ns = npad / NR;
-  bool big = (double)j->us * 16 * sizeof(float) > KILN_WINO_U_FAR; /* U read from memory, not from the caches */
-  for (int xi = 0; xi < 16; xi++) {
-    const float *a = j->up + xi * j->us;
-    for (int64_t p0 = 0, kc; p0 < C; p0 += kc) {
-      kc = kiln_sgemm_wide_kc(C, p0);
-      const float *bp = v + xi * XS + p0 * npad, *ap = a + p0 * j->mpad;
-      if (big && ns <= 2) {
-        for (int64_t ms = 0; ms < M; ms += MR)
-          for (int64_t s = 0; s < ns; s++) {
-            int64_t len = ms + MR < M ? MR * kc : 0, q0 = len * s / ns, q1 = len * (s + 1) / ns;
-            float *c = mx + xi * MS + ms * Tc + s * NR;
-            int mr = (int)(M - ms < MR ? M - ms : MR), nr = (int)(Tc - s * NR < NR ? Tc - s * NR : NR);
-            if (j->micro_pf && len)
-              j->micro_pf(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, c, Tc, mr, nr, ap + (ms + MR) * kc + q0,
-                          (q1 - q0 + kc - 1) / kc);
-            else
-              j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, c, Tc, mr, nr);
-          }
-        continue;
+  /* xi's V panels XS floats apart and its Mx rows MS apart, both off multiples of 4 KiB (+ WINO_SKEW): the 16
+     streams of a transform would share L1 sets */
+  if (!j->big) {
+    /* strip by strip of 32 tiles: V's 16 panels for the strip, the 16 GEMMs Mx[xi] = U[xi] · V[xi] on them (per KC
+       slice: beta 0, then 1, as the wide GEMM), the output transform of the strip's tiles. The strip's V and Mx
+       (16 · C · 32 and 16 · M · 32 floats: 128 KB each on ResNet-18's l1) stay in L2 beside U and the input; the
+       whole chunk's were 900 KB each on l1 (GEMM_CONV.md "Winograd's input transform": within the noise end to
+       end, a quarter of the scratch) */
+    int64_t XS = C * NR + WINO_SKEW, MS = M * NR + WINO_SKEW;
+    float *mx = v + up16(16 * XS), *yt = mx + up16(16 * MS);
+    for (int64_t s = 0; s < ns; s++) {
+      int64_t q0 = s * NR, q1 = q0 + NR < Tc ? q0 + NR : Tc;
+      wino_in_strip(j, xn, th0, q0, q1, v, NR, 0, XS);
+      for (int xi = 0; xi < 16; xi++) {
+        const float *a = j->up + xi * j->us;
+        for (int64_t p0 = 0, kc; p0 < C; p0 += kc) {
+          kc = kiln_sgemm_wide_kc(C, p0);
+          const float *bp = v + xi * XS + p0 * NR, *ap = a + p0 * j->mpad;
+          for (int64_t ms = 0; ms < M; ms += MR)
+            j->micro(kc, ap + ms * kc, bp, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * NR, NR,
+                     (int)(M - ms < MR ? M - ms : MR), (int)(q1 - q0));
+        }
       }
-      for (int64_t s = 0; s < ns; s++)
-        for (int64_t ms = 0; ms < M; ms += MR)
-          j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR, Tc,
-                   (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
+      wino_out_tiles(j, mx, NR, MS, q0, th0, q0, q1, yn, yt);
     }
+  } else {
+    /* U big (read from memory: ResNet-18's l3, 4.2 MB a conv): the chunk's V, then the 16 GEMMs; with at most two
+       strips of V (l3: one, chunks of 28 and 21 tiles) each strip of U is reused over them while each call fetches
+       a share of the next one into L2 inside its k loop (with the AVX-512 kernel; GEMM_CONV.md "Weights from
+       memory"); else each strip of V reused from L1 over U[xi]'s 12-row strips. The same operations per element
+       as the strips above */
+    int64_t XS = C * npad + WINO_SKEW, MS = M * Tc + WINO_SKEW;
+    float *mx = v + up16(16 * XS), *yt = mx + up16(16 * MS);
+    for (int64_t s = 0; s < ns; s++) wino_in_strip(j, xn, th0, s * NR, s * NR + NR < Tc ? s * NR + NR : Tc, v, npad, s, XS);
+    for (int xi = 0; xi < 16; xi++) {
+      const float *a = j->up + xi * j->us;
+      for (int64_t p0 = 0, kc; p0 < C; p0 += kc) {
+        kc = kiln_sgemm_wide_kc(C, p0);
+        const float *bp = v + xi * XS + p0 * npad, *ap = a + p0 * j->mpad;
+        if (ns <= 2) {
+          for (int64_t ms = 0; ms < M; ms += MR)
+            for (int64_t s = 0; s < ns; s++) {
+              int64_t len = ms + MR < M ? MR * kc : 0, q0 = len * s / ns, q1 = len * (s + 1) / ns;
+              float *c = mx + xi * MS + ms * Tc + s * NR;
+              int mr = (int)(M - ms < MR ? M - ms : MR), nr = (int)(Tc - s * NR < NR ? Tc - s * NR : NR);
+              if (j->micro_pf && len)
+                j->micro_pf(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, c, Tc, mr, nr,
+                            ap + (ms + MR) * kc + q0, (q1 - q0 + kc - 1) / kc);
+              else
+                j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, c, Tc, mr, nr);
+            }
+          continue;
+        }
+        for (int64_t s = 0; s < ns; s++)
+          for (int64_t ms = 0; ms < M; ms += MR)
+            j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR, Tc,
+                     (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
+      }
+    }
+    wino_out_tiles(j, mx, Tc, MS, 0, th0, 0, Tc, yn, yt);
   }
-  for (int64_t m = 0; m < M; m++) {
-    int64_t OH = j->OH, OW = j->OW;
-    float *ym = yn + m * OH * OW, b = j->bias ? j->bias[m] : 0.0f;
-    for (int64_t i = 0; i < nr; i++) {
-      int64_t r0 = 2 * (th0 + i);
-      bool whole = r0 + 2 <= OH && 2 * TW == OW;
-      float *y0 = whole ? ym + r0 * OW : yt, *y1 = whole ? y0 + OW : yt + 2 * TW;
-      j->out_row(mx + m * Tc + i * TW, MS, TW, b, j->clamp, j->lo, j->hi, y0, y1);
-      if (!whole) {
-        memcpy(ym + r0 * OW, yt, (size_t)OW * sizeof *yt);
-        if (r0 + 1 < OH) memcpy(ym + (r0 + 1) * OW, yt + 2 * TW, (size_t)OW * sizeof *yt);
-      }
-    }
-    int64_t h0 = 2 * th0, h1 = 2 * (th0 + nr) < OH ? 2 * (th0 + nr) : OH; /* the chunk's rows of channel m */
-    if (j->ep) /* while they are in cache */
-      j->ep->apply(j->ep->ctx, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
+  for (int64_t m = 0; m < M; m++) { /* the chunk's rows of channel m, while they are in cache */
+    int64_t OH = j->OH, OW = j->OW, h0 = 2 * th0, h1 = 2 * (th0 + nr) < OH ? 2 * (th0 + nr) : OH;
+    float *ym = yn + m * OH * OW;
+    if (j->ep) j->ep->apply(j->ep->ctx, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
     kiln_cpu_ep_done(j->done, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
   }
   scratch_give(slot, scr);
@@ -285,7 +323,9 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   j.nch = (TH + j.rb - 1) / j.rb;
   int workers = kiln_pool_threads();
   int64_t Tc = j.rb * TW, npad = (Tc + NR - 1) / NR * NR;
-  j.n_scr = (size_t)(up16(16 * (C * npad + WINO_SKEW)) + up16(16 * (M * Tc + WINO_SKEW)) + 4 * TW + 16);
+  j.big = (double)j.us * 16 * sizeof(float) > KILN_WINO_U_FAR; /* U read from memory, not from the caches */
+  j.n_scr = j.big ? (size_t)(up16(16 * (C * npad + WINO_SKEW)) + up16(16 * (M * Tc + WINO_SKEW)) + 4 * TW + 16)
+                  : (size_t)(up16(16 * (C * NR + WINO_SKEW)) + up16(16 * (M * NR + WINO_SKEW)) + 4 * TW + 16);
   j.clamp = ep && ep->clamp;
   j.ep = ep && !ep->clamp ? ep : NULL;
   j.done = ep;

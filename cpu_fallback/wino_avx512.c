@@ -14,46 +14,53 @@ static inline __mmask16 inside(int64_t pos, int64_t W) {
   return (__mmask16)(lanes(W - pos) & (pos < 0 ? ~lanes(-pos) : 0xffff));
 }
 
-/* 16 columns from pos of row (NULL: zeros), zeros outside [0, W). Left of the row (the padding) an expanding
-   load: the row's first columns into the lanes from -pos, no address before the row formed. */
-static inline __m512 cols16(const float *row, int64_t pos, int64_t W) {
-  if (!row) return _mm512_setzero_ps();
-  __mmask16 m = inside(pos, W);
+/* 16 columns from pos of row, lanes outside m zero. Left of the row (the padding) an expanding load: the row's first
+   columns into the lanes from -pos, no address before the row formed. */
+static inline __m512 cols16(const float *row, int64_t pos, __mmask16 m) {
   return pos >= 0 ? _mm512_maskz_loadu_ps(m, row + pos) : _mm512_maskz_expandloadu_ps(m, row);
 }
+
+/* B^T's row combination (rows 0..3 of a tile) on raw vectors of the 4 input rows: e0 = d0 - d2, e1 = d1 + d2,
+   e2 = d2 - d1, e3 = d1 - d3 — lane by lane, so before the even/odd split the same values as after it. */
+#define ROWS_BT(v0, v1, v2, v3)                                                                                       \
+  do {                                                                                                                \
+    __m512 t0 = _mm512_sub_ps(v0, v2), t1 = _mm512_add_ps(v1, v2), t2 = _mm512_sub_ps(v2, v1);                        \
+    v3 = _mm512_sub_ps(v1, v3), v0 = t0, v1 = t1, v2 = t2;                                                              \
+  } while (0)
 
 void kiln_wino_in_row_avx512(const float *const *rows, int64_t x0, int64_t W, int64_t TW, float *o, int64_t CT) {
   const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 z = _mm512_setzero_ps();
   for (int64_t t = 0; t < TW; t += 16) {
     int64_t pos = x0 + 2 * t;
-    __mmask16 k = lanes(TW - t);
-    __m512 d[4][4];
+    __mmask16 k = lanes(TW - t), m0 = inside(pos, W), m1 = inside(pos + 16, W), m2 = inside(pos + 2, W),
+              m3 = inside(pos + 18, W);
+    /* per input row: columns pos.. (a), pos+16.. (b), pos+2.. (a2), pos+18.. (b2) */
+    __m512 a[4], b[4], a2[4], b2[4];
+#pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
       const float *q = rows[r];
-      __m512 a = cols16(q, pos, W), b = cols16(q, pos + 16, W);
-      __m512 a2 = cols16(q, pos + 2, W), b2 = cols16(q, pos + 18, W);
-      d[r][0] = _mm512_permutex2var_ps(a, ev, b);
-      d[r][1] = _mm512_permutex2var_ps(a, od, b);
-      d[r][2] = _mm512_permutex2var_ps(a2, ev, b2);
-      d[r][3] = _mm512_permutex2var_ps(a2, od, b2);
+      a[r] = q ? cols16(q, pos, m0) : z, b[r] = q ? cols16(q, pos + 16, m1) : z;
+      a2[r] = q ? cols16(q, pos + 2, m2) : z, b2[r] = q ? cols16(q, pos + 18, m3) : z;
     }
-    __m512 e[4][4];
-    for (int q = 0; q < 4; q++) {
-      e[0][q] = _mm512_sub_ps(d[0][q], d[2][q]);
-      e[1][q] = _mm512_add_ps(d[1][q], d[2][q]);
-      e[2][q] = _mm512_sub_ps(d[2][q], d[1][q]);
-      e[3][q] = _mm512_sub_ps(d[1][q], d[3][q]);
-    }
-    for (int r = 0; r < 4; r++) {
+    ROWS_BT(a[0], a[1], a[2], a[3]);
+    ROWS_BT(b[0], b[1], b[2], b[3]);
+    ROWS_BT(a2[0], a2[1], a2[2], a2[3]);
+    ROWS_BT(b2[0], b2[1], b2[2], b2[3]);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) { /* tile row r: its 4 columns (even/odd splits), then B's column combination */
+      __m512 e0 = _mm512_permutex2var_ps(a[r], ev, b[r]), e1 = _mm512_permutex2var_ps(a[r], od, b[r]);
+      __m512 e2 = _mm512_permutex2var_ps(a2[r], ev, b2[r]), e3 = _mm512_permutex2var_ps(a2[r], od, b2[r]);
       float *w = o + 4 * r * CT + t;
-      _mm512_mask_storeu_ps(w, k, _mm512_sub_ps(e[r][0], e[r][2]));
-      _mm512_mask_storeu_ps(w + CT, k, _mm512_add_ps(e[r][1], e[r][2]));
-      _mm512_mask_storeu_ps(w + 2 * CT, k, _mm512_sub_ps(e[r][2], e[r][1]));
-      _mm512_mask_storeu_ps(w + 3 * CT, k, _mm512_sub_ps(e[r][1], e[r][3]));
+      _mm512_mask_storeu_ps(w, k, _mm512_sub_ps(e0, e2));
+      _mm512_mask_storeu_ps(w + CT, k, _mm512_add_ps(e1, e2));
+      _mm512_mask_storeu_ps(w + 2 * CT, k, _mm512_sub_ps(e2, e1));
+      _mm512_mask_storeu_ps(w + 3 * CT, k, _mm512_sub_ps(e1, e3));
     }
   }
 }
+#undef ROWS_BT
 
 static inline __m512 clamp16(__m512 v, __m512 lo, __m512 hi) {
   v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);
