@@ -75,6 +75,7 @@ void kiln_wino_out_row_avx512(const float *s, int64_t MT, int64_t TW, float b, b
   for (int64_t t = 0; t < TW; t += 16) {
     __mmask16 k = lanes(TW - t), k0 = lanes(2 * (TW - t)), k1 = lanes(2 * (TW - t) - 16);
     __m512 a0[4], a1[4];
+#pragma GCC unroll 4
     for (int q = 0; q < 4; q++) {
       __m512 s0 = _mm512_maskz_loadu_ps(k, s + q * MT + t), s1 = _mm512_maskz_loadu_ps(k, s + (4 + q) * MT + t);
       __m512 s2 = _mm512_maskz_loadu_ps(k, s + (8 + q) * MT + t), s3 = _mm512_maskz_loadu_ps(k, s + (12 + q) * MT + t);
