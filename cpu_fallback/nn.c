@@ -440,10 +440,10 @@ static void pool_bands_rest(void *ctx, int64_t lo_p, int64_t hi_p, int worker) {
   int64_t OH = b->g.OH, dv_ch = -1;
   float buf3[2 * KILN_NN_BAND_MAX_OW + 18];
   for (int64_t p = lo_p; p < hi_p; p++)
-    for (int64_t oh = 0, e; oh < OH; oh = e) {
+    for (int64_t oh = 0, e; oh < OH; oh = e) { /* runs of rows alike in the map: pool the runs not done */
       const unsigned char *d = b->done + p * OH;
-      for (e = oh; e < OH && d[e] == d[oh]; e++) {
-      }
+      e = oh + 1;
+      while (e < OH && d[e] == d[oh]) e++;
       if (!d[oh]) pool_rows(&b->j, p, oh, e, NULL, &dv_ch, b->plane3x3 ? buf3 : NULL);
     }
 }

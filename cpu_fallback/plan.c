@@ -1659,9 +1659,9 @@ static void ep_residual(void *ctx, int64_t start, int64_t n, float *y) {
 /* The pooling of tile step sp (its pooled argument in p->scratch) run by bands while the anchor makes the argument
  * (nn.h kiln_nn_pool_bands, told of the finished blocks by kiln_cpu_epilogue.done), or NULL (the pool node then runs
  * after the anchor, over the whole argument): a 2-D MaxPool whose Indices are unused and whose output has its
- * place before the run (the arena, the caller's memory, or the heap for a graph output: *y, *cap, *owned, its dims
- * in ydims). The argument, 3.2 MB for
- * ResNet-18's stem, is then pooled from L2, not read back from memory. */
+ * place before the run (the arena, the caller's memory, or the heap as run_kernel gives a value no slot: *y, *cap,
+ * *owned, its dims in ydims). Only for arguments over p->pool_bands_min bytes (KILN_POOL_BANDS_MIN, default 2 MiB:
+ * ResNet-18's 3.2 MB stem, pooled by bands while its rows are in L2; smaller ones measured faster in one pass). */
 static kiln_nn_pool_bands *pool_bands(kiln_cpu_plan *p, const kiln_fuse_spec *sp, const kiln_fuse_store *ps,
                                       void **y, size_t *cap, bool *owned, int64_t *ydims) {
   const kiln_node *n = &p->g->nodes[sp->pool];
@@ -1677,13 +1677,14 @@ static kiln_nn_pool_bands *pool_bands(kiln_cpu_plan *p, const kiln_fuse_spec *sp
     *y = p->direct[w], *cap = p->direct_cap[w];
   else if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE)
     *y = arena_at(p, w), *cap = p->size[w];
-  else if (p->mp->offset[w] == KILN_MEMPLAN_NONE && bytes < (double)SIZE_MAX) /* a graph output on the heap */
+  else if (p->mp->offset[w] == KILN_MEMPLAN_NONE && bytes < (double)SIZE_MAX) /* heap: as run_kernel's outputs */
     *y = kiln_malloc((size_t)bytes + 1), *cap = (size_t)bytes, *owned = true;
   else
     return NULL;
   kiln_nn_pool_bands *b = *y && bytes <= (double)*cap ? kiln_nn_pool_bands_new(n, ps->shape, p->scratch, *y, ydims)
                                                       : NULL;
   if (!b && *owned) kiln_free(*y);
+  if (!b) *y = NULL, *owned = false;
   return b;
 }
 

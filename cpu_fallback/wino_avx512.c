@@ -14,9 +14,11 @@ static inline __mmask16 inside(int64_t pos, int64_t W) {
   return (__mmask16)(lanes(W - pos) & (pos < 0 ? ~lanes(-pos) : 0xffff));
 }
 
-/* 16 columns from pos of row, lanes outside m zero. Left of the row (the padding) an expanding load: the row's first
-   columns into the lanes from -pos, no address before the row formed. */
+/* 16 columns from pos of row, lanes outside m zero; no address outside the row formed: none at all where no lane
+   is inside (right of the row, or all padding), left of the row an expanding load (the row's first columns into the
+   lanes from -pos). */
 static inline __m512 cols16(const float *row, int64_t pos, __mmask16 m) {
+  if (!m) return _mm512_setzero_ps();
   return pos >= 0 ? _mm512_maskz_loadu_ps(m, row + pos) : _mm512_maskz_expandloadu_ps(m, row);
 }
 

@@ -410,6 +410,93 @@ static void test_pool_bands(void) {
   kiln_nn_force_isa(KILN_VM_NISA);
 }
 
+/* MaxPool by bands on random geometry (kernel, stride, dilation 1-3, pads, ceil_mode, planes of 1-12 x 1-20, 1-6
+ * planes): the argument cut into random blocks (up to 3 planes, starting and ending anywhere) finished in a random
+ * order, every element not finished yet NaN; then _finish: the reference's output bit for bit (a row pooled before
+ * its inputs were final would keep a NaN). */
+static uint64_t rnd_u(void) { return (uint64_t)((rnd() + 1.0) * 1e9); } /* uniform in [0, 2e9) */
+
+static void test_pool_bands_random(void) {
+  int runs = 0, bad = 0, skipped = 0;
+  for (int it = 0; it < 400; it++) {
+    pool_case pc = {"random", 4, {1 + it % 2, 1 + it % 3, 1 + (int64_t)(rnd_u() % 12), 1 + (int64_t)(rnd_u() % 20)}, 2,
+                    {1 + (int64_t)(rnd_u() % 3), 1 + (int64_t)(rnd_u() % 3)},
+                    {1 + (int64_t)(rnd_u() % 3), 1 + (int64_t)(rnd_u() % 3)},
+                    {0},
+                    {1 + (int64_t)(rnd_u() % 3), 1 + (int64_t)(rnd_u() % 3)},
+                    (int)(rnd_u() % 2),
+                    0,
+                    NULL};
+    for (int i = 0; i < 4; i++) pc.pads[i] = (int64_t)(rnd_u() % (uint64_t)pc.k[i % 2]);
+    tc t;
+    tc_begin(&t, 17, "MaxPool", 1, 1);
+    kiln_tensor *x = tc_f32(&t, 0, 4, pc.dims, 2.0);
+    pool_attrs(&t, &pc, true);
+    kiln_tensor ref = {0};
+    bool used = true;
+    kiln_op_call rc = {t.g, t.n, t.n->opset, 1, t.inp, 1, &ref, &used};
+    const kiln_op_def *rd = kiln_ref_find_op("", "MaxPool");
+    kiln_error_clear();
+    float *xb = NULL, *y = NULL;
+    kiln_nn_pool_bands *b = NULL;
+    if (!rd || rd->run(&rc) || ref.numel == 0) {
+      skipped++; /* geometry the reference refuses (no output) */
+      kiln_error_clear();
+      goto next;
+    }
+    xb = kiln_malloc((size_t)x->numel * sizeof *xb), y = kiln_malloc((size_t)ref.numel * sizeof *y);
+    if (!xb || !y) exit(2);
+    for (int64_t i = 0; i < x->numel; i++) xb[i] = NAN;
+    for (int64_t i = 0; i < ref.numel; i++) y[i] = 12345.0f;
+    b = kiln_nn_pool_bands_new(t.n, x->dims, xb, y, ref.dims);
+    if (!b) {
+      bad++;
+      CHECK(0, "random bands %d: not made for a geometry the reference runs", it);
+      goto next;
+    }
+    {
+      int64_t starts[64], n = 0, plane = pc.dims[2] * pc.dims[3];
+      for (int64_t at = 0; at < x->numel && n < 63; n++) {
+        starts[n] = at;
+        at += 1 + (int64_t)(rnd_u() % (uint64_t)(3 * plane));
+      }
+      starts[n] = x->numel;
+      int order[64];
+      for (int i = 0; i < n; i++) order[i] = i;
+      for (int i = (int)n - 1; i > 0; i--) { /* a random order */
+        int r = (int)(rnd_u() % (uint64_t)(i + 1)), tmp = order[i];
+        order[i] = order[r], order[r] = tmp;
+      }
+      const float *xd = x->data;
+      for (int i = 0; i < n; i++) {
+        int64_t a = starts[order[i]], e = order[i] + 1 < n ? starts[order[i] + 1] : x->numel;
+        memcpy(xb + a, xd + a, (size_t)(e - a) * sizeof *xb);
+        kiln_nn_pool_bands_done(b, a, e - a, NULL);
+      }
+      memcpy(xb, xd, (size_t)x->numel * sizeof *xb); /* (already all of it: the last block's end is numel) */
+      kiln_nn_pool_bands_finish(b);
+      runs++;
+      if (memcmp(y, ref.data, (size_t)ref.numel * sizeof *y)) {
+        bad++;
+        CHECK(0, "random bands %d: k %lldx%lld s %lldx%lld d %lldx%lld pads %lld,%lld,%lld,%lld ceil %d on %lldx%lld: "
+                 "not the reference's output", it, (long long)pc.k[0], (long long)pc.k[1], (long long)pc.s[0],
+              (long long)pc.s[1], (long long)pc.dil[0], (long long)pc.dil[1], (long long)pc.pads[0],
+              (long long)pc.pads[1], (long long)pc.pads[2], (long long)pc.pads[3], pc.ceil, (long long)pc.dims[2],
+              (long long)pc.dims[3]);
+      }
+    }
+  next:
+    kiln_nn_pool_bands_free(b);
+    kiln_free(xb);
+    kiln_free(y);
+    kiln_tensor_release(&ref);
+    tc_end(&t);
+  }
+  printf("unit_cpu_nn: MaxPool by bands on %d random geometries (%d the reference refused)\n", runs, skipped);
+  CHECK(runs >= 300 && !bad, "random bands: %d geometries in random blocks the reference's output (%d skipped)", runs,
+        skipped);
+}
+
 /* ---- softmax ---- */
 
 static void test_softmax(void) {
@@ -1102,6 +1189,7 @@ int main(void) {
   test_row_sums();
   test_pool();
   test_pool_bands();
+  test_pool_bands_random();
   test_softmax();
   test_norm();
   test_reduce();

@@ -867,21 +867,30 @@ static kiln_status run_bands(kiln_graph *g, const kiln_tensor **bound, const cha
  * kiln_nn_pool_bands; by default only over 2 MiB arguments, here forced with KILN_POOL_BANDS_MIN=0): bit for bit
  * the pool node's pass after the conv (a plan with the bands off), rows made by bands counted, and check_graph's
  * pool / one thread / reference comparison with the bands on. The convs take the direct path (rows of 16 and
- * not), the channel tiles (rows of 14) and Winograd; the pools max3x3s2, max2x2s2 and the general rows. */
+ * not), the channel tiles (rows of 14, K = C·9 >= 288 for their pack) and Winograd; the pools max3x3s2, max2x2s2
+ * and the general rows; the epilogues a clamp (Relu, in the kernel), a Sigmoid and a residual Add + Relu (apply,
+ * before done). */
 static void test_pool_bands(void) {
   static const struct {
     const char *what;
     int64_t n, c, m, h, w, k, pad, s;     /* the conv: x n x c x h x w, W m x c x k x k, pads, strides */
     int64_t pk, ps, ppad, pdil, ceil;     /* the MaxPool: kernel pk x pk, strides, pads, dilations, ceil_mode */
-    bool relu, banded;                    /* banded: some rows made by bands whatever the thread count */
+    int epi;    /* between conv and pool: 0 nothing, 1 Relu (a clamp), 2 Sigmoid, 3 Add(constant) + Relu (residual) */
+    bool banded; /* some rows made by bands whatever the thread count */
   } cases[] = {
-      {"7x7/2 stem + MaxPool 3x3/2 (direct, rows of 16)", 1, 3, 16, 64, 64, 7, 3, 2, 3, 2, 1, 1, 0, true, true},
-      {"3x3 + MaxPool 3x3/2 (Winograd)", 2, 16, 32, 30, 30, 3, 1, 1, 3, 2, 1, 1, 0, true, true},
-      {"3x3/2 + MaxPool 2x2/2 (channel tiles, rows of 14)", 1, 16, 32, 56, 56, 3, 1, 2, 2, 2, 0, 1, 0, true, true},
-      {"3x3 + MaxPool 2x2/2, no Relu (no tile step: the pool node)", 1, 16, 16, 20, 20, 3, 1, 1, 2, 2, 0, 1, 0, false,
-       false},
-      {"3x3 odd rows + MaxPool 2x2 dilation 2 pads 1 (direct)", 1, 4, 5, 23, 21, 3, 1, 1, 2, 1, 1, 2, 0, true, true},
-      {"3x3/2 + MaxPool 3x3/2 ceil_mode (direct)", 1, 6, 7, 40, 37, 3, 1, 2, 3, 2, 0, 1, 1, true, true},
+      {"7x7/2 stem + MaxPool 3x3/2 (direct, rows of 16)", 1, 3, 16, 64, 64, 7, 3, 2, 3, 2, 1, 1, 0, 1, true},
+      {"3x3 + MaxPool 3x3/2 (Winograd)", 2, 16, 32, 30, 30, 3, 1, 1, 3, 2, 1, 1, 0, 1, true},
+      {"3x3/2 + MaxPool 2x2/2 (channel tiles, rows of 14)", 1, 32, 32, 56, 56, 3, 1, 2, 2, 2, 0, 1, 0, 1, true},
+      {"3x3 + MaxPool 2x2/2, no Relu (no tile step: the pool node)", 1, 16, 16, 20, 20, 3, 1, 1, 2, 2, 0, 1, 0, 0, false},
+      {"3x3 odd rows + MaxPool 2x2 dilation 2 pads 1 (direct)", 1, 4, 5, 23, 21, 3, 1, 1, 2, 1, 1, 2, 0, 1, true},
+      {"3x3/2 + MaxPool 3x3/2 ceil_mode (direct)", 1, 6, 7, 40, 37, 3, 1, 2, 3, 2, 0, 1, 1, 1, true},
+      /* epilogues applied by the kernel's apply before done: a Sigmoid, a residual */
+      {"7x7/2 + Sigmoid + MaxPool 3x3/2 (direct)", 1, 3, 16, 64, 64, 7, 3, 2, 3, 2, 1, 1, 0, 2, true},
+      {"3x3 + Sigmoid + MaxPool 2x2/2 (Winograd)", 1, 16, 32, 30, 30, 3, 1, 1, 2, 2, 0, 1, 0, 2, true},
+      {"3x3/2 + Sigmoid + MaxPool 3x3/2 (channel tiles)", 1, 32, 32, 56, 56, 3, 1, 2, 3, 2, 1, 1, 0, 2, true},
+      {"3x3 + residual + Relu + MaxPool 3x3/2 (Winograd)", 2, 16, 16, 30, 30, 3, 1, 1, 3, 2, 1, 1, 0, 3, true},
+      {"3x3/2 + residual + Relu + MaxPool 2x2/2 (channel tiles)", 1, 32, 32, 56, 56, 3, 1, 2, 2, 2, 0, 1, 0, 3, true},
+      {"5x5 odd + residual + Relu + MaxPool 3x3/2 (direct)", 1, 4, 6, 33, 29, 5, 2, 1, 3, 2, 1, 1, 0, 3, true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     kiln_graph *g = new_graph(17);
@@ -895,8 +904,16 @@ static void test_pool_bands(void) {
     cst(g, "b", 1, bd, 0, 0.5);
     int c = add(g, "Conv", "x w b", "c");
     conv_attrs(g, c, cases[i].k, cases[i].pad, cases[i].s, 1);
-    if (cases[i].relu) add(g, "Relu", "c", "r");
-    int mp = add(g, "MaxPool", cases[i].relu ? "r" : "c", "y");
+    int64_t oh = (cases[i].h + 2 * cases[i].pad - cases[i].k) / cases[i].s + 1;
+    int64_t ow = (cases[i].w + 2 * cases[i].pad - cases[i].k) / cases[i].s + 1, rd[4] = {cases[i].n, cases[i].m, oh, ow};
+    if (cases[i].epi == 1) add(g, "Relu", "c", "r");
+    if (cases[i].epi == 2) add(g, "Sigmoid", "c", "r");
+    if (cases[i].epi == 3) {
+      cst(g, "res", 4, rd, -0.5, 1.0);
+      add(g, "Add", "c res", "a");
+      add(g, "Relu", "a", "r");
+    }
+    int mp = add(g, "MaxPool", cases[i].epi ? "r" : "c", "y");
     setints(g, mp, "kernel_shape", 2, pk);
     setints(g, mp, "strides", 2, ps);
     if (cases[i].ppad) setints(g, mp, "pads", 4, pp);

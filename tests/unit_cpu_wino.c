@@ -6,10 +6,10 @@
  *    sum of |x·w| printed (GEMM_CONV.md);
  *  - the AVX-512 transforms and micro-kernel against the twin, bit for bit
  *    (where AVX-512F runs); two KC slices of C (C > 320); chunks of tile
- *    rows and blocks of output channels (several images, large planes);
- *  - the partition on the pool (KILN_NUM_THREADS=2 in ctest: blocks of
- *    output channels where there are few chunks) against one thread, bit
- *    for bit;
+ *    rows (several images, large planes), strips of 32 tiles across tile
+ *    rows, and U over 2 MiB (the whole chunk's V at once);
+ *  - the partition on the pool (KILN_NUM_THREADS=2 in ctest: chunks of
+ *    tile rows on two threads) against one thread, bit for bit;
  *  - NaN inputs: the outputs NaN exactly where the direct definition's are;
  * Conv's dispatch to it (KILN_CONV_WINO=2: wherever it applies, U per call)
  * is tested by unit_cpu_gemm_wino (unit_cpu_gemm's Conv cases against the
@@ -107,7 +107,7 @@ static void run(const wcase *c, int *held) {
     CHECK(s == KILN_OK && !memcmp(y0, y1, (size_t)ny * sizeof *y0), "%s: AVX-512 transforms differ from the twin",
           what);
   }
-  if (*held && kiln_pool_threads() > 1) { /* another partition: one thread (no output channel blocks) */
+  if (*held && kiln_pool_threads() > 1) { /* another partition: one thread */
     kiln_pool_release();
     *held = 0;
     for (int64_t i = 0; i < ny; i++) y1[i] = -12345.0f;
@@ -203,7 +203,7 @@ int main(void) {
       {1, 3, 4, 9, 40, 2, 3, 2, 3, 0, 0},       /* pads 2-3: tile rows start left of the input row */
       {1, 2, 3, 5, 6, 3, 18, 0, 17, 1, 0},      /* pads over 16: a vector all padding, rows above the input */
       {1, 32, 64, 32, 32, 1, 1, 1, 1, 1, 0},    /* small_cnn conv2 */
-      {1, 64, 128, 16, 16, 1, 1, 1, 1, 1, 0},   /* small_cnn conv3: one chunk, output channel blocks on the pool */
+      {1, 64, 128, 16, 16, 1, 1, 1, 1, 1, 0},   /* small_cnn conv3: two chunks of two tile rows */
       {1, 330, 13, 6, 7, 1, 1, 1, 1, 2, 0},     /* C in two KC slices */
       {2, 16, 40, 57, 56, 1, 0, 1, 2, 0, 0},    /* many chunks (and a short last one), 2 images */
       {1, 192, 200, 14, 14, 1, 1, 1, 1, 1, 0},  /* U over 2 MiB, one strip of V (ResNet-18's l3: chunks of 21 and
