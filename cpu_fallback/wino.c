@@ -8,11 +8,13 @@
  * (prepack.c).
  *
  * One pool loop per convolution: a task is a chunk of whole tile rows of
- * one image taken through all three phases in the worker's own scratch:
- * the input transform (reading the input in place) into V in the GEMM's
- * B-panel layout, the 16 GEMMs into the chunk's Mx, and the output
- * transform per output channel with its epilogue. No
- * barrier inside a convolution. Every output element gets the same
+ * one image taken through all three phases in the worker's own scratch,
+ * one strip of 32 tiles at a time (where U is big, the whole chunk at
+ * once): the input transform (reading the input in place) into V in the
+ * GEMM's B-panel layout, the 16 GEMMs into Mx, the output transform with
+ * bias and clamp; then a non-clamp epilogue on the chunk's rows of each
+ * output channel (and the epilogue's done). No barrier inside a
+ * convolution. Every output element gets the same
  * operations whatever the partition (the GEMM sums over C in the wide
  * GEMM's KC slices, fixed by C), so the bits do not depend on the
  * partition, the thread count or the AVX-512 transforms vs the twin
@@ -226,7 +228,7 @@ static void wino_task(void *ctx, int64_t t, int worker) {
        slice: beta 0, then 1, as the wide GEMM), the output transform of the strip's tiles. The strip's V and Mx
        (16 · C · 32 and 16 · M · 32 floats: 128 KB each on ResNet-18's l1) stay in L2 beside U and the input; the
        whole chunk's were 900 KB each on l1 (GEMM_CONV.md "Winograd's input transform": within the noise end to
-       end, a quarter of the scratch) */
+       end, a sixth of the scratch: 269 KB a task on l1, was 1.73 MB) */
     int64_t XS = C * NR + WINO_SKEW, MS = M * NR + WINO_SKEW;
     float *mx = v + up16(16 * XS), *yt = mx + up16(16 * MS);
     for (int64_t s = 0; s < ns; s++) {
@@ -280,7 +282,7 @@ static void wino_task(void *ctx, int64_t t, int worker) {
     }
     wino_out_tiles(j, mx, Tc, MS, 0, th0, 0, Tc, yn, yt);
   }
-  for (int64_t m = 0; m < M; m++) { /* the chunk's rows of channel m, while they are in cache */
+  for (int64_t m = 0; m < M; m++) { /* the chunk's rows of channel m (~200 KB of them on l1: in L2) */
     int64_t OH = j->OH, OW = j->OW, h0 = 2 * th0, h1 = 2 * (th0 + nr) < OH ? 2 * (th0 + nr) : OH;
     float *ym = yn + m * OH * OW;
     if (j->ep) j->ep->apply(j->ep->ctx, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
@@ -291,7 +293,8 @@ static void wino_task(void *ctx, int64_t t, int worker) {
 
 /* Tiles a chunk: about a quarter of the image (4 tasks or more: a split for
  * 2 threads, whatever the thread count), at least 32 (one strip of the
- * micro-kernel), at most 256 (V and Mx within a few MB). */
+ * micro-kernel), at most 256 (the chunk's V and Mx within a few MB where U
+ * is big; and the output rows an epilogue reads back). */
 #define WINO_CHUNK_MIN 32
 #define WINO_CHUNK_MAX 256
 

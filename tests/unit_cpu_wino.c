@@ -210,6 +210,9 @@ int main(void) {
                                                    28 tiles), M 200 = 16 x 12 + 8: the stream of U's next strip */
       {1, 192, 176, 32, 32, 1, 1, 1, 1, 0, 0},  /* U over 2 MiB, two strips of V (chunks of 64 tiles): U's strips
                                                    reused over them (the swapped loops) */
+      {1, 192, 176, 47, 47, 1, 1, 1, 1, 0, 0},  /* U over 2 MiB, 3+ strips a chunk (the chunk's V at once), odd
+                                                   right and bottom edges */
+      {1, 330, 100, 9, 21, 1, 1, 1, 1, 1, 0},   /* U over 2 MiB with C in two KC slices, odd edges */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run(&cases[i], &held);
   test_plan();
