@@ -777,6 +777,18 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("MatMul + epilogue, Gemm", g, 2, d, 1e-4);
   }
+  { /* MatMul on a B pack over 4 MiB (1100 x 1040: the wide GEMM's fewer blocks), + bias + Relu */
+    kiln_graph *g = new_graph(17);
+    int64_t d[2] = {40, 1100}, wd[2] = {1100, 1040}, bd[1] = {1040};
+    input(g, "x", KILN_F32, 2, d);
+    cst(g, "w", 2, wd, 0, 0.05);
+    cst(g, "b", 1, bd, 0, 1);
+    add(g, "MatMul", "x w", "mm");
+    add(g, "Add", "mm b", "a");
+    add(g, "Relu", "a", "y");
+    output(g, "y");
+    check_graph("MatMul on a B pack over 4 MiB + bias + Relu", g, 2, d, 1e-4);
+  }
   { /* attention's batched MatMuls (one matrix per pool task, gemm.c): scores of 6 heads [6, 40, 16] x
        [6, 16, 40] with a Mul epilogue, softmax, context [6, 40, 40] x [6, 40, 16]; and a batch broadcast
        against one B of shape [3, 1, 16, 24] ([2, 16, 24] rows per head) */
