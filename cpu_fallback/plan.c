@@ -44,7 +44,7 @@ enum { V_KERNEL, V_RESHAPE, V_TRANSPOSE, V_SLICE, V_EXPAND, V_GATHER, V_SPLIT, V
 static bool is_alias_view(int how) { return how != V_KERNEL && how != V_CONCAT && how != V_FUSED; }
 
 /* A pooled argument of at most this many bytes stays in a core's L2 (2 MiB here) for the pool node's pass: bands
-   measured 3-5 % slower on small_cnn's conv steps (64 KB - 512 KB arguments, 1 and 2 threads). */
+   measured 2-9 % slower on small_cnn's conv steps (64 KB - 512 KB arguments, 1 and 2 threads). */
 #define KILN_POOL_BANDS_MIN_BYTES ((double)(2 << 20))
 
 struct kiln_cpu_plan {
