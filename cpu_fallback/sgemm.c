@@ -699,8 +699,8 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
 /* B packs of at most this size are split by rows first (wide_run): L2's
  * size here, so each row block re-reads it from the caches. */
 #define KILN_SGEMM_ROWS_FIRST_BYTES ((double)(2 << 20))
-/* A B pack of more bytes than this is read from L3 or memory on every call (wide_run: fewer blocks). */
-#define KILN_SGEMM_BIG_B_BYTES ((double)(4 << 20))
+/* A B pack of this many bytes or more is read from L3 or memory on every call (wide_run: fewer blocks). */
+#define KILN_SGEMM_BIG_B_BYTES ((double)(2 << 20))
 
 static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                             float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
@@ -756,10 +756,10 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   double work = (double)(M < WMR ? WMR : M) * (double)N * (double)K;
   int64_t tasks =
       threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 20, 4 * (int64_t)threads) : 1;
-  /* B packed ahead and big (weights read from L3 or memory: the mlp's 8 and 16 MiB): 2 blocks a thread, not 4.
-     Every block packs A again and starts each KC slice's strips cold; at 2 threads the mlp's fc1 and fc2 took 0.90
-     of their time in 2 blocks a thread (GEMM_CONV.md "Big packed B in fewer blocks") */
-  if (bpack && (double)K * (double)((N + WNR - 1) / WNR * WNR) * sizeof(float) > KILN_SGEMM_BIG_B_BYTES &&
+  /* B packed ahead and big (weights read from L3 or memory: the mlp's 2, 8 and 16 MiB): 2 blocks a thread, not 4.
+     Every block packs A again (or, rows first, reads B again) and starts each KC slice's strips cold; at 2 threads
+     the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed B in fewer blocks") */
+  if (bpack && (double)K * (double)((N + WNR - 1) / WNR * WNR) * sizeof(float) >= KILN_SGEMM_BIG_B_BYTES &&
       tasks > 2 * (int64_t)threads)
     tasks = 2 * (int64_t)threads;
   if (tasks > 1) tasks = (tasks + threads - 1) / threads * threads; /* whole rounds of the threads */
