@@ -373,6 +373,24 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
   }
 }
 
+/* B packed once for all blocks (wide_run): task t packs KC slice t / nch, columns (t % nch)·WNC.. of it. */
+typedef struct bpack_job {
+  const float *B;
+  int64_t ldb, K, N, npad, nch;
+  bool transB;
+  const kiln_nn_prims *P;
+  float *dst;
+} bpack_job;
+
+static void bpack_task(void *ctx, int64_t t, int worker) {
+  (void)worker;
+  const bpack_job *b = ctx;
+  int64_t p0 = t / b->nch * KILN_SGEMM_WIDE_KC, jc = t % b->nch * WNC, nc = b->N - jc < WNC ? b->N - jc : WNC;
+  int64_t kc = kiln_sgemm_wide_kc(b->K, p0);
+  if (p0 < b->K && (p0 == 0 || kiln_sgemm_wide_kc(b->K, p0 - KILN_SGEMM_WIDE_KC) == KILN_SGEMM_WIDE_KC))
+    wpack_b(b->B, b->ldb, b->transB, p0, kc, jc, nc, b->dst + p0 * b->npad + jc * kc, b->P);
+}
+
 static void wide_task(void *ctx, int64_t t, int worker) {
   const wide_job *w = ctx;
   int64_t bi = t / w->tn, bj = t % w->tn;
@@ -756,9 +774,28 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   double work = (double)(M < WMR ? WMR : M) * (double)N * (double)K;
   int64_t tasks =
       threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 20, 4 * (int64_t)threads) : 1;
+  /* B not packed ahead, on several threads, with rows for several row blocks: each row block would pack its
+     columns of B again (GEMM 1024^3 at 2 threads: B packed 4 times); B is packed once, on the pool, and read as a
+     pack made ahead (the same values: wpack_b). GEMM 1024^3 at 2 threads 86-90 -> 93-95 % of OpenBLAS
+     (GEMM_CONV.md "B packed once on the pool"); on out of memory, packed per block as before */
+  float *bown = NULL;
+  if (!bpack && tasks > 1 && M >= 4 * WMR && (double)K * (double)N >= (double)(1 << 18)) {
+    int64_t npad = (N + WNR - 1) / WNR * WNR;
+    if ((bown = kiln_malloc((size_t)(K * npad + 16) * sizeof(float)))) {
+      float *dst = (float *)(((uintptr_t)bown + 63) & ~(uintptr_t)63);
+      int64_t nsl = (K + KILN_SGEMM_WIDE_KC - 1) / KILN_SGEMM_WIDE_KC, nch = (N + WNC - 1) / WNC;
+      bpack_job bj = {B, ldb, K, N, npad, nch, transB, w.P, dst};
+      kiln_pool_for(nsl * nch, threads, bpack_task, &bj);
+      bpack = dst, w.bpack = dst, w.npad = npad;
+#ifdef KILN_LA_HAVE_AVX512
+      if (!w.micro_a && !post && micro == kiln_sgemm_micro_wide_avx512)
+        w.micro_pf = kiln_sgemm_micro_wide_pf_avx512, w.micro_cb_pf = kiln_sgemm_micro_cb_pf_avx512;
+#endif
+    }
+  }
   /* B packed ahead and big (weights read from L3 or memory: the mlp's 2, 8 and 16 MiB): 2 blocks a thread, not 4.
      Every block packs A again (or, rows first, reads B again) and starts each KC slice's strips cold; at 2 threads
-     the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed B in fewer blocks") */
+     the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed B in fewer blocks, B packed once") */
   if (bpack && (double)K * (double)((N + WNR - 1) / WNR * WNR) * sizeof(float) >= KILN_SGEMM_BIG_B_BYTES &&
       tasks > 2 * (int64_t)threads)
     tasks = 2 * (int64_t)threads;
@@ -805,7 +842,10 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   size_t abytes = (size_t)((mcap + WMR) * kcap) * sizeof(float), bbytes = (size_t)((ncap + WNR) * kcap) * sizeof(float);
   float *ptrs[2 * 1024];
   char *mem = kiln_malloc((abytes + bbytes + 128) * (size_t)workers);
-  if (!mem) return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM packing buffers");
+  if (!mem) {
+    kiln_free(bown);
+    return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM packing buffers");
+  }
   for (int t = 0; t < workers; t++) {
     char *base = mem + (abytes + bbytes + 128) * (size_t)t;
     base += (64 - ((uintptr_t)base & 63)) % 64;
@@ -816,6 +856,7 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   w.bp = ptrs + 1024;
   kiln_pool_for(w.tm * w.tn, workers, wide_task, &w);
   kiln_free(mem);
+  kiln_free(bown);
   return KILN_OK;
 }
 

@@ -365,6 +365,10 @@ static void test_wide(void) {
       {true, false, 37, 70, 300, 0.5f, 1.0f},  {false, true, 200, 45, 513, 1.0f, -0.5f},
       {true, true, 97, 130, 260, 2.0f, 0.25f}, {false, false, 250, 600, 64, 1.0f, 0.0f},
       {false, false, 4, 3000, 20, 1.0f, 1.0f},  {false, false, 30, 2100, 600, 1.0f, -1.0f},
+      /* B packed once on the pool for all blocks (M >= 48, K·N >= 2^18): two column chunks of 2048, KC slices of
+         256 + 88 and 256 + 320, transposed A and B */
+      {false, false, 60, 2100, 300, 1.0f, 0.5f}, {false, true, 60, 530, 600, 0.5f, 0.0f},
+      {true, false, 64, 600, 576, 2.0f, 1.0f},
   };
   bool avx512 = kiln_la_cpu_has_avx512();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
