@@ -267,6 +267,12 @@ int kiln_pool_threads(void) {
   return n;
 }
 
+bool kiln_pool_free(void) {
+  if (pthread_mutex_trylock(&one_loop)) return false; /* a loop is running: inside one of its tasks, or another graph */
+  pthread_mutex_unlock(&one_loop);
+  return kiln_pool_threads() > 1;
+}
+
 int64_t kiln_pool_tasks(int64_t work, int64_t grain, int64_t max_tasks) {
   if (grain < 1) grain = 1;
   int64_t t = work / grain;

@@ -29,6 +29,7 @@
  * kernel; so their results are bit-identical for any KILN_NUM_THREADS. */
 #ifndef KILN_CPU_FALLBACK_POOL_H
 #define KILN_CPU_FALLBACK_POOL_H
+#include <stdbool.h>
 #include <stdint.h>
 
 /* KILN_NUM_THREADS: the number of threads kiln's CPU kernels use (an
@@ -55,6 +56,10 @@ void kiln_pool_release(void);
 
 /* The threads a loop started now would use: 1 when no pool is held. */
 int kiln_pool_threads(void);
+/* Whether a loop started now would run on the pool's threads: a pool of 2+
+ * threads is held and no loop is running (false inside a task, or while
+ * another thread's loop runs). A hint: the answer may change at once. */
+bool kiln_pool_free(void);
 
 /* fn(ctx, task, worker) for every task in [0, n_tasks): on the pool's
  * threads when the pool is held and free, each task once, claimed in order

@@ -373,7 +373,9 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
   }
 }
 
-/* B packed once for all blocks (wide_run): task t packs KC slice t / nch, columns (t % nch)·WNC.. of it. */
+/* B packed once for all blocks (wide_run): task t packs KC slice t / nch (slices start at multiples of KC:
+   kiln_sgemm_wide_slice), columns (t % nch)·BONCE_NC.. of it (a multiple of the strips' 32). */
+enum { BONCE_NC = 512 };
 typedef struct bpack_job {
   const float *B;
   int64_t ldb, K, N, npad, nch;
@@ -385,10 +387,9 @@ typedef struct bpack_job {
 static void bpack_task(void *ctx, int64_t t, int worker) {
   (void)worker;
   const bpack_job *b = ctx;
-  int64_t p0 = t / b->nch * KILN_SGEMM_WIDE_KC, jc = t % b->nch * WNC, nc = b->N - jc < WNC ? b->N - jc : WNC;
-  int64_t kc = kiln_sgemm_wide_kc(b->K, p0);
-  if (p0 < b->K && (p0 == 0 || kiln_sgemm_wide_kc(b->K, p0 - KILN_SGEMM_WIDE_KC) == KILN_SGEMM_WIDE_KC))
-    wpack_b(b->B, b->ldb, b->transB, p0, kc, jc, nc, b->dst + p0 * b->npad + jc * kc, b->P);
+  int64_t p0 = t / b->nch * KILN_SGEMM_WIDE_KC, jc = t % b->nch * BONCE_NC;
+  int64_t nc = b->N - jc < BONCE_NC ? b->N - jc : BONCE_NC, kc = kiln_sgemm_wide_kc(b->K, p0);
+  wpack_b(b->B, b->ldb, b->transB, p0, kc, jc, nc, b->dst + p0 * b->npad + jc * kc, b->P);
 }
 
 static void wide_task(void *ctx, int64_t t, int worker) {
@@ -717,6 +718,9 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
 /* B packs of at most this size are split by rows first (wide_run): L2's
  * size here, so each row block re-reads it from the caches. */
 #define KILN_SGEMM_ROWS_FIRST_BYTES ((double)(2 << 20))
+/* B not packed ahead is packed once for all blocks (wide_run) only up to this size: a weight over the prepack
+   limit (prepack.h, 16 MiB) or with KILN_GEMM_PREPACK=0 is left unpacked to save its memory. */
+#define KILN_SGEMM_B_ONCE_MAX_BYTES ((double)(16 << 20))
 /* A B pack of this many bytes or more is read from L3 or memory on every call (wide_run: fewer blocks). */
 #define KILN_SGEMM_BIG_B_BYTES ((double)(2 << 20))
 
@@ -777,13 +781,16 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   /* B not packed ahead, on several threads, with rows for several row blocks: each row block would pack its
      columns of B again (GEMM 1024^3 at 2 threads: B packed 4 times); B is packed once, on the pool, and read as a
      pack made ahead (the same values: wpack_b). GEMM 1024^3 at 2 threads 86-90 -> 93-95 % of OpenBLAS
-     (GEMM_CONV.md "B packed once on the pool"); on out of memory, packed per block as before */
+     (GEMM_CONV.md "B packed once on the pool"). Not inside a pool task (a conv's tile GEMMs: the pack would be
+     made on one thread, in every task) nor over KILN_SGEMM_B_ONCE_MAX_BYTES; on out of memory, per block */
   float *bown = NULL;
-  if (!bpack && tasks > 1 && M >= 4 * WMR && (double)K * (double)N >= (double)(1 << 18)) {
-    int64_t npad = (N + WNR - 1) / WNR * WNR;
+  int64_t bnpad = (N + WNR - 1) / WNR * WNR;
+  if (!bpack && tasks > 1 && M >= 4 * WMR && (double)K * (double)N >= (double)(1 << 18) &&
+      (double)K * (double)bnpad * sizeof(float) <= KILN_SGEMM_B_ONCE_MAX_BYTES && kiln_pool_free()) {
+    int64_t npad = bnpad;
     if ((bown = kiln_malloc((size_t)(K * npad + 16) * sizeof(float)))) {
       float *dst = (float *)(((uintptr_t)bown + 63) & ~(uintptr_t)63);
-      int64_t nsl = (K + KILN_SGEMM_WIDE_KC - 1) / KILN_SGEMM_WIDE_KC, nch = (N + WNC - 1) / WNC;
+      int64_t nsl = kiln_sgemm_wide_slice(K, K - 1) / KILN_SGEMM_WIDE_KC + 1, nch = (N + BONCE_NC - 1) / BONCE_NC;
       bpack_job bj = {B, ldb, K, N, npad, nch, transB, w.P, dst};
       kiln_pool_for(nsl * nch, threads, bpack_task, &bj);
       bpack = dst, w.bpack = dst, w.npad = npad;

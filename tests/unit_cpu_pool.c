@@ -365,10 +365,11 @@ static void test_wide(void) {
       {true, false, 37, 70, 300, 0.5f, 1.0f},  {false, true, 200, 45, 513, 1.0f, -0.5f},
       {true, true, 97, 130, 260, 2.0f, 0.25f}, {false, false, 250, 600, 64, 1.0f, 0.0f},
       {false, false, 4, 3000, 20, 1.0f, 1.0f},  {false, false, 30, 2100, 600, 1.0f, -1.0f},
-      /* B packed once on the pool for all blocks (M >= 48, K·N >= 2^18): two column chunks of 2048, KC slices of
-         256 + 88 and 256 + 320, transposed A and B */
+      /* B packed once on the pool for all blocks (M >= 48, K·N >= 2^18): one KC slice of 300 over 5 column
+         chunks of 512, slices 256 + 256 + 88 and 256 + 320, transposed A and B, A read in place (alpha 1, N <=
+         512), and (alpha 1, not transposed) the post-op variants on the pool */
       {false, false, 60, 2100, 300, 1.0f, 0.5f}, {false, true, 60, 530, 600, 0.5f, 0.0f},
-      {true, false, 64, 600, 576, 2.0f, 1.0f},
+      {true, false, 64, 600, 576, 2.0f, 1.0f},   {false, false, 60, 512, 600, 1.0f, 0.0f},
   };
   bool avx512 = kiln_la_cpu_has_avx512();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -413,6 +414,7 @@ static void test_wide(void) {
       memcpy(Cq, C[0], cn * sizeof(float));
       for (int64_t r = 0; r < k->M; r++) kiln_sgemm_post_base(Cq + r * ldc, ldc, 1, (int)k->N, bias + r, true, -0.3f, 0.4f);
       kiln_sgemm_post post = {bias, true, -0.3f, 0.4f};
+      kiln_pool_acquire(); /* on the pool (KILN_NUM_THREADS): B packed once where the GEMM is big enough */
       for (int v = 0; v < (avx512 ? 4 : 2); v++) { /* micro x (B packed or not) */
         memcpy(Cp, C0, cn * sizeof(float));
         s = kiln_sgemm_wide_post(v & 2 ? kiln_sgemm_micro_wide_avx512 : kiln_sgemm_micro_wide_base, k->M, k->N, k->K,
@@ -420,6 +422,7 @@ static void test_wide(void) {
         CHECK(!s && !memcmp(Cp, Cq, cn * sizeof(float)), "case %zu: GEMM + bias + clamp in the tiles (%s%s) = after it",
               i, v & 2 ? "AVX-512" : "twin", v & 1 ? ", B packed" : "");
       }
+      kiln_pool_release();
       free(bias);
       free(Cq);
       free(bpk);
