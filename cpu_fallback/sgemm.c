@@ -802,7 +802,8 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   }
   /* B packed ahead and big (weights read from L3 or memory: the mlp's 2, 8 and 16 MiB): 2 blocks a thread, not 4.
      Every block packs A again (or, rows first, reads B again) and starts each KC slice's strips cold; at 2 threads
-     the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed B in fewer blocks, B packed once") */
+     the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed B in fewer blocks, B
+     packed once") */
   if (bpack && (double)K * (double)((N + WNR - 1) / WNR * WNR) * sizeof(float) >= KILN_SGEMM_BIG_B_BYTES &&
       tasks > 2 * (int64_t)threads)
     tasks = 2 * (int64_t)threads;

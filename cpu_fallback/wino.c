@@ -254,7 +254,8 @@ static void wino_task(void *ctx, int64_t t, int worker) {
        as the strips above */
     int64_t XS = C * npad + WINO_SKEW, MS = M * Tc + WINO_SKEW;
     float *mx = v + up16(16 * XS), *yt = mx + up16(16 * MS);
-    for (int64_t s = 0; s < ns; s++) wino_in_strip(j, xn, th0, s * NR, s * NR + NR < Tc ? s * NR + NR : Tc, v, npad, s, XS);
+    for (int64_t s = 0; s < ns; s++)
+      wino_in_strip(j, xn, th0, s * NR, s * NR + NR < Tc ? s * NR + NR : Tc, v, npad, s, XS);
     for (int xi = 0; xi < 16; xi++) {
       const float *a = j->up + xi * j->us;
       for (int64_t p0 = 0, kc; p0 < C; p0 += kc) {

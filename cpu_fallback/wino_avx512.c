@@ -24,10 +24,10 @@ static inline __m512 cols16(const float *row, int64_t pos, __mmask16 m) {
 
 /* B^T's row combination (rows 0..3 of a tile) on raw vectors of the 4 input rows: e0 = d0 - d2, e1 = d1 + d2,
    e2 = d2 - d1, e3 = d1 - d3 — lane by lane, so before the even/odd split the same values as after it. */
-#define ROWS_BT(v0, v1, v2, v3)                                                                                       \
-  do {                                                                                                                \
-    __m512 t0 = _mm512_sub_ps(v0, v2), t1 = _mm512_add_ps(v1, v2), t2 = _mm512_sub_ps(v2, v1);                        \
-    v3 = _mm512_sub_ps(v1, v3), v0 = t0, v1 = t1, v2 = t2;                                                              \
+#define ROWS_BT(v0, v1, v2, v3)                                                                                \
+  do {                                                                                                         \
+    __m512 t0 = _mm512_sub_ps(v0, v2), t1 = _mm512_add_ps(v1, v2), t2 = _mm512_sub_ps(v2, v1);                 \
+    v3 = _mm512_sub_ps(v1, v3), v0 = t0, v1 = t1, v2 = t2;                                                       \
   } while (0)
 
 void kiln_wino_in_row_avx512(const float *const *rows, int64_t x0, int64_t W, int64_t TW, float *o, int64_t CT) {

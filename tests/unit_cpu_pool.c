@@ -900,7 +900,8 @@ static void test_pool_bands(void) {
       {"7x7/2 stem + MaxPool 3x3/2 (direct, rows of 16)", 1, 3, 16, 64, 64, 7, 3, 2, 3, 2, 1, 1, 0, 1, true},
       {"3x3 + MaxPool 3x3/2 (Winograd)", 2, 16, 32, 30, 30, 3, 1, 1, 3, 2, 1, 1, 0, 1, true},
       {"3x3/2 + MaxPool 2x2/2 (channel tiles, rows of 14)", 1, 32, 32, 56, 56, 3, 1, 2, 2, 2, 0, 1, 0, 1, true},
-      {"3x3 + MaxPool 2x2/2, no Relu (no tile step: the pool node)", 1, 16, 16, 20, 20, 3, 1, 1, 2, 2, 0, 1, 0, 0, false},
+      {"3x3 + MaxPool 2x2/2, no Relu (no tile step: the pool node)", 1, 16, 16, 20, 20, 3, 1, 1, 2, 2, 0, 1, 0, 0,
+       false},
       {"3x3 odd rows + MaxPool 2x2 dilation 2 pads 1 (direct)", 1, 4, 5, 23, 21, 3, 1, 1, 2, 1, 1, 2, 0, 1, true},
       {"3x3/2 + MaxPool 3x3/2 ceil_mode (direct)", 1, 6, 7, 40, 37, 3, 1, 2, 3, 2, 0, 1, 1, 1, true},
       /* epilogues applied by the kernel's apply before done: a Sigmoid, a residual */
@@ -924,7 +925,8 @@ static void test_pool_bands(void) {
     int c = add(g, "Conv", "x w b", "c");
     conv_attrs(g, c, cases[i].k, cases[i].pad, cases[i].s, 1);
     int64_t oh = (cases[i].h + 2 * cases[i].pad - cases[i].k) / cases[i].s + 1;
-    int64_t ow = (cases[i].w + 2 * cases[i].pad - cases[i].k) / cases[i].s + 1, rd[4] = {cases[i].n, cases[i].m, oh, ow};
+    int64_t ow = (cases[i].w + 2 * cases[i].pad - cases[i].k) / cases[i].s + 1;
+    int64_t rd[4] = {cases[i].n, cases[i].m, oh, ow};
     if (cases[i].epi == 1) add(g, "Relu", "c", "r");
     if (cases[i].epi == 2) add(g, "Sigmoid", "c", "r");
     if (cases[i].epi == 3) {
