@@ -1402,6 +1402,18 @@ typedef struct anchor_io {
 
 /* Runs a kernel node with its outputs in their arena slots (output 0 at
  * ax->data for an anchor, ax NULL otherwise). */
+/* Where a kernel writes value w before it runs: the caller's memory (a graph output given there) or its arena slot
+ * (a Concat's slice); false where the kernel allocates it (a dynamic value, a graph output on the heap). */
+static bool out_place(kiln_cpu_plan *p, int w, const kiln_tensor *slot, void **data, size_t *cap) {
+  if (p->direct[w] && p->mp->offset[w] == KILN_MEMPLAN_NONE) {
+    *data = p->direct[w], *cap = p->direct_cap[w];
+    return true;
+  }
+  if (p->dynamic[w] || p->mp->offset[w] == KILN_MEMPLAN_NONE) return false;
+  *data = arena_at(p, w) + concat_offset(p, w, slot), *cap = p->size[w];
+  return true;
+}
+
 static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor_io *ax) {
   const kiln_node *n = &p->g->nodes[i];
   const kiln_op_def *d = p->def[i];
@@ -1427,17 +1439,13 @@ static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor
   for (int k = 0; k < n->n_out && !s; k++) {
     int w = n->out[k];
     used[k] = w >= 0;
-    if (w >= 0 && p->direct[w] && p->mp->offset[w] == KILN_MEMPLAN_NONE) { /* a graph output: the caller's memory */
-      res[k].data = p->direct[w];
-      res[k].capacity = p->direct_cap[w];
+    if (w < 0 || !out_place(p, w, slot, &res[k].data, &res[k].capacity)) continue; /* else the kernel allocates */
+    if (p->mp->offset[w] == KILN_MEMPLAN_NONE) { /* a graph output: the caller's memory */
       res[k].keep = k == 0 && p->out_over[w] >= 0 && p->redir[p->out_over[w]]; /* in place: input 0 is there */
       p->st.outputs_in_place += res[k].keep;
-      continue;
+    } else {
+      res[k].keep = k == 0 && p->inplace[i];
     }
-    if (w < 0 || p->dynamic[w] || p->mp->offset[w] == KILN_MEMPLAN_NONE) continue;
-    res[k].data = arena_at(p, w) + concat_offset(p, w, slot);
-    res[k].capacity = p->size[w];
-    res[k].keep = k == 0 && p->inplace[i];
   }
   if (ax && n->n_out > 0) {
     memset(&res[0], 0, sizeof res[0]);
@@ -1663,7 +1671,7 @@ static void ep_residual(void *ctx, int64_t start, int64_t n, float *y) {
  * *owned, its dims in ydims). Only for arguments over p->pool_bands_min bytes (KILN_POOL_BANDS_MIN, default 2 MiB:
  * ResNet-18's 3.2 MB stem, pooled by bands while its rows are in L2; smaller ones measured faster in one pass). */
 static kiln_nn_pool_bands *pool_bands(kiln_cpu_plan *p, const kiln_fuse_spec *sp, const kiln_fuse_store *ps,
-                                      void **y, size_t *cap, bool *owned, int64_t *ydims) {
+                                      const kiln_tensor *slot, void **y, size_t *cap, bool *owned, int64_t *ydims) {
   const kiln_node *n = &p->g->nodes[sp->pool];
   if ((double)sp->numel * sizeof(float) <= p->pool_bands_min) return NULL;
   if (ps->rank != 4 || n->n_out < 1 || (n->n_out > 1 && n->out[1] >= 0) || !p->own[sp->pool]) return NULL;
@@ -1673,14 +1681,10 @@ static kiln_nn_pool_bands *pool_bands(kiln_cpu_plan *p, const kiln_fuse_spec *sp
     return NULL;
   double bytes = (double)ydims[0] * (double)ydims[1] * (double)ydims[2] * (double)ydims[3] * sizeof(float);
   *owned = false;
-  if (p->direct[w] && p->mp->offset[w] == KILN_MEMPLAN_NONE) /* a graph output: the caller's memory */
-    *y = p->direct[w], *cap = p->direct_cap[w];
-  else if (!p->dynamic[w] && p->mp->offset[w] != KILN_MEMPLAN_NONE)
-    *y = arena_at(p, w), *cap = p->size[w];
-  else if (p->mp->offset[w] == KILN_MEMPLAN_NONE && bytes < (double)SIZE_MAX) /* heap: as run_kernel's outputs */
-    *y = kiln_malloc((size_t)bytes + 1), *cap = (size_t)bytes, *owned = true;
-  else
-    return NULL;
+  if (!out_place(p, w, slot, y, cap)) {
+    if (p->mp->offset[w] != KILN_MEMPLAN_NONE || bytes >= (double)SIZE_MAX) return NULL;
+    *y = kiln_malloc((size_t)bytes + 1), *cap = (size_t)bytes, *owned = true; /* heap: as run_kernel's kernels do */
+  }
   kiln_nn_pool_bands *b = *y && bytes <= (double)*cap ? kiln_nn_pool_bands_new(n, ps->shape, p->scratch, *y, ydims)
                                                       : NULL;
   if (!b && *owned) kiln_free(*y);
@@ -1779,7 +1783,8 @@ static kiln_status run_tile_step(kiln_cpu_plan *p, int k, kiln_tensor *slot, kil
     bool residual = !ob && kiln_tile_residual(tp, &rc.r, &rc.lo, &rc.hi);
     if (residual) ep.apply = ep_residual, ep.ctx = &rc;
     for (int j = 0; j < sp->n_store && !ob && !bands; j++)
-      if (sp->store[j].pool && (bands = pool_bands(p, sp, &sp->store[j], &band_y, &band_cap, &band_owned, band_dims)))
+      if (sp->store[j].pool && (bands = pool_bands(p, sp, &sp->store[j], slot, &band_y, &band_cap, &band_owned,
+                                                       band_dims)))
         ep.done = kiln_nn_pool_bands_done, ep.done_ctx = bands, band_store = j;
     anchor_io ax = {out[target], esize[target] * (size_t)sp->numel, &ep, false};
     /* the anchor's value may be a store on the heap: run_kernel rebinds its

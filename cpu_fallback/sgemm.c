@@ -787,13 +787,12 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   int64_t bnpad = (N + WNR - 1) / WNR * WNR;
   if (!bpack && tasks > 1 && M >= 4 * WMR && (double)K * (double)N >= (double)(1 << 18) &&
       (double)K * (double)bnpad * sizeof(float) <= KILN_SGEMM_B_ONCE_MAX_BYTES && kiln_pool_free()) {
-    int64_t npad = bnpad;
-    if ((bown = kiln_malloc((size_t)(K * npad + 16) * sizeof(float)))) {
+    if ((bown = kiln_malloc((size_t)(K * bnpad + 16) * sizeof(float)))) {
       float *dst = (float *)(((uintptr_t)bown + 63) & ~(uintptr_t)63);
       int64_t nsl = kiln_sgemm_wide_slice(K, K - 1) / KILN_SGEMM_WIDE_KC + 1, nch = (N + BONCE_NC - 1) / BONCE_NC;
-      bpack_job bj = {B, ldb, K, N, npad, nch, transB, w.P, dst};
+      bpack_job bj = {B, ldb, K, N, bnpad, nch, transB, w.P, dst};
       kiln_pool_for(nsl * nch, threads, bpack_task, &bj);
-      bpack = dst, w.bpack = dst, w.npad = npad;
+      bpack = dst, w.bpack = dst, w.npad = bnpad;
 #ifdef KILN_LA_HAVE_AVX512
       if (!w.micro_a && !post && micro == kiln_sgemm_micro_wide_avx512)
         w.micro_pf = kiln_sgemm_micro_wide_pf_avx512, w.micro_cb_pf = kiln_sgemm_micro_cb_pf_avx512;
@@ -804,7 +803,7 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
      Every block packs A again (or, rows first, reads B again) and starts each KC slice's strips cold; at 2 threads
      the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed B in fewer blocks, B
      packed once") */
-  if (bpack && (double)K * (double)((N + WNR - 1) / WNR * WNR) * sizeof(float) >= KILN_SGEMM_BIG_B_BYTES &&
+  if (bpack && (double)K * (double)bnpad * sizeof(float) >= KILN_SGEMM_BIG_B_BYTES &&
       tasks > 2 * (int64_t)threads)
     tasks = 2 * (int64_t)threads;
   if (tasks > 1) tasks = (tasks + threads - 1) / threads * threads; /* whole rounds of the threads */
