@@ -788,6 +788,12 @@ static const float *load_tile(const tacc *r, int64_t f0, int n, float *buf, cons
  * changes. */
 #define KILN_TILE_PF_RANGES 8
 #define KILN_TILE_PF_STEP 24
+/* Inputs read in place (R_DIRECT) queue their next tile too where the
+ * domain has at least this many elements (4 MiB of float32 an input,
+ * beyond the L2): the hardware prefetchers alone left the 16M chain's
+ * first run of each tile waiting on its input (TILE.md, "Streamed stores
+ * on whole lines, the next tile fetched ahead"). */
+#define KILN_TILE_PF_DIRECT_MIN ((int64_t)1 << 20)
 typedef struct tpf {
   const char *p[KILN_TILE_PF_RANGES], *e[KILN_TILE_PF_RANGES]; /* lines [p, e) still to fetch */
   int n;
@@ -841,6 +847,25 @@ static bool row_groups(const kiln_tile_prog *tp, void *const *out, int *lead) {
     any = true;
   }
   return any;
+}
+
+/* Streamed stores: the elements before the first dense float32 output
+ * (stride 1, not part of a row group) reaches a 64-byte line, or 0. The
+ * pass's first tile is cut there, so every later tile's non-temporal
+ * stores start on a line: a tile that ended inside a line wrote its last
+ * floats there with plain stores and the next tile its first ones, each
+ * line so shared read from memory and mixed with streamed stores — on
+ * the Intel Xeon VM a 16 MB copy from an output at 16 bytes into a line
+ * (numpy's and malloc's large buffers) ran ~1.4x the time of an aligned
+ * one (TILE.md, "Streamed stores on whole lines"). Where a tile starts
+ * does not change any value: every op is per element. */
+static int stream_head(const kiln_tile_prog *tp, void *const *out, const int *lead) {
+  for (int k = 0; k < tp->n_store; k++) {
+    if (tp->store_stride[k] != 1 || tp->store_dt[k] != KILN_F32 || (lead && lead[k])) continue;
+    uintptr_t a = (uintptr_t)out[k];
+    return a & 3 ? 0 : (int)((64 - (a & 63)) & 63) / 4;
+  }
+  return 0;
 }
 
 /* Writes n rows of p floats at d: column j from the tile of expression
@@ -1055,8 +1080,12 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
                             : NULL; /* after the observers' lists */
   tpf pf;
   pf.n = 0;
-  for (int64_t f0 = lo; f0 < hi; f0 += KILN_TILE_N) {
+  int head = stream ? stream_head(tp, out, rows ? lead : NULL) : 0;
+  bool pf_direct = tp->numel >= KILN_TILE_PF_DIRECT_MIN;
+  for (int64_t f0 = lo, step; f0 < hi; f0 += step) {
     int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
+    if (f0 == lo && head > 0 && head < n) n = head;
+    step = n;
     pf_issue(&pf, -1); /* what is left of the last tile's */
     pf.n = 0;
     for (int i = 0; i < n_expr; i++) {
@@ -1066,7 +1095,14 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
       switch (t->kind) {
       case E_LOAD:
         if (t->cols[0] >= 0) load_cols(tp, t, f0, n, bufs, ptr, &mv, &pf);
-        else if (!t->in_cols) ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b, &mv);
+        else if (!t->in_cols) {
+          ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b, &mv);
+          if (pf_direct && tp->acc[t->acc].kind == R_DIRECT && pf.n < KILN_TILE_PF_RANGES) {
+            int64_t m = hi - f0 - n < KILN_TILE_N ? hi - f0 - n : KILN_TILE_N; /* the next tile's */
+            pf.p[pf.n] = (const char *)(ptr[i] + n), pf.e[pf.n] = (const char *)(ptr[i] + n + m);
+            pf.n++;
+          }
+        }
         break; /* in_cols: loaded by its group's first load */
       case E_ANCHOR: ptr[i] = anchor + (f0 - lo); break;
       default:

@@ -376,6 +376,82 @@ static void test_stream_into_output(void) {
   kiln_graph_free(g);
 }
 
+/* A dense streamed output at every 4-byte position in a 64-byte line:
+ * y = Relu(Sigmoid(x) * 1.5 + w) over N > 2^20 elements (x and w read in
+ * place, their next tiles fetched ahead; a partial last tile), written
+ * into the caller's memory at 0, 4, ..., 60 bytes past a line. The tile
+ * executor cuts its first tile where y reaches a line (stream_head in
+ * tile.c); where the tiles start must change no value and write nothing
+ * outside y: every position gives the aligned run's bits, the reference's
+ * values (within vmath's sigmoid bound, scaled), and the guard bytes on both sides
+ * stay as they were. */
+static void test_stream_dense_output(void) {
+  enum { N = (1 << 20) + 4099 };
+  kiln_graph *g;
+  int64_t d[1] = {N}, one[1] = {1};
+  int x, w;
+  kiln_edit_new_graph(13, &g);
+  kiln_edit_add_input(g, "x", KILN_F32, 1, d, &x);
+  kiln_edit_add_input(g, "w", KILN_F32, 1, d, &w);
+  float k = 1.5f;
+  int sg = node(g, "Sigmoid", 1, &x, NULL), m2[2] = {sg, const_f32(g, 1, one, &k)};
+  int a2[2] = {node(g, "Mul", 2, m2, NULL), w};
+  int r = node(g, "Add", 2, a2, NULL);
+  kiln_edit_add_output(g, node(g, "Relu", 1, &r, NULL));
+  kiln_tensor xt = input(1, d), wt = input(1, d);
+  for (int64_t i = 0; i < wt.numel; i++) kiln_set_f(&wt, i, cosf(0.7f * (float)i) - 0.25f);
+  const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+  bound[g->inputs[0]] = &xt, bound[g->inputs[1]] = &wt;
+  kiln_cpu_plan *p = NULL;
+  kiln_status s = kiln_cpu_prepare(g, &p);
+  CHECK(!s, "dense streamed output: prepare: %s", kiln_last_error());
+  kiln_tensor orf[1] = {{0}};
+  CHECK(!kiln_ref_run(g, bound, orf), "dense streamed output: reference run: %s", kiln_last_error());
+  size_t bytes = sizeof(float) * N, cap = bytes + 256;
+  unsigned char *mem = kiln_malloc(cap), *first = kiln_malloc(bytes);
+  int bad_pos = -1, bad_guard = -1, bad_ref = -1, ran = 0;
+  for (int off = 0; off < 64 && !s && mem && first && orf[0].numel == N; off += 4) {
+    unsigned char *line = mem + 64 + (64 - (uintptr_t)(mem + 64) % 64) % 64, *data = line + off;
+    memset(mem, 0xa5, cap);
+    kiln_tensor oc[1] = {{0}};
+    oc[0].data = data, oc[0].capacity = cap - (size_t)(data - mem);
+    s = kiln_cpu_run(p, g, bound, oc);
+    CHECK(!s, "dense streamed output: cpu run at %d bytes past a line: %s", off, kiln_last_error());
+    if (s) break;
+    ran++;
+    if (oc[0].data != data || oc[0].numel != N) bad_pos = off; /* not in the caller's memory */
+    for (const unsigned char *q = mem; q < data && bad_guard < 0; q++)
+      if (*q != 0xa5) bad_guard = off;
+    for (const unsigned char *q = data + bytes; q < mem + cap && bad_guard < 0; q++)
+      if (*q != 0xa5) bad_guard = off;
+    if (off == 0) memcpy(first, data, bytes);
+    else if (memcmp(first, data, bytes)) bad_pos = off;
+    for (int64_t i = 0; i < N && bad_ref < 0; i++) {
+      double a = ((const float *)(const void *)data)[i], b = kiln_get_f(&orf[0], i);
+      if (!(fabs(a - b) <= 1e-6)) bad_ref = off; /* values 0 .. 2.5; the sigmoid's few ulps, scaled */
+    }
+    if (oc[0].owns) kiln_tensor_release(&oc[0]);
+  }
+  CHECK(ran == 16, "dense streamed output: ran at %d of the 16 positions", ran);
+  CHECK(bad_pos < 0, "dense streamed output: at %d bytes past a line the output is not the aligned run's bits, or "
+                     "not in the caller's memory", bad_pos);
+  CHECK(bad_guard < 0, "dense streamed output: at %d bytes past a line the run wrote outside the output", bad_guard);
+  CHECK(bad_ref < 0, "dense streamed output: at %d bytes past a line the output differs from the reference", bad_ref);
+  kiln_cpu_stats st;
+  memset(&st, 0, sizeof st);
+  if (p) kiln_cpu_plan_stats(p, &st);
+  CHECK(st.tile_steps == 1 && st.fused_nodes == 4, "dense streamed output: one tile step of the 4 nodes (%d steps, "
+        "%d nodes fused)", st.tile_steps, st.fused_nodes);
+  kiln_free(mem);
+  kiln_free(first);
+  kiln_tensor_release(&orf[0]);
+  kiln_cpu_release(p);
+  kiln_free(bound);
+  kiln_tensor_release(&xt);
+  kiln_tensor_release(&wt);
+  kiln_graph_free(g);
+}
+
 /* A Reshape whose shape is a graph input: each new value of it gets a plan
  * of its own (compiled once, then reused), with the Relu's output planned
  * in the arena instead of on the heap. */
@@ -746,6 +822,7 @@ int main(void) {
   test_scatter_into_output(0, true);
   test_scatter_into_output(1, true);
   test_stream_into_output();
+  test_stream_dense_output();
   test_bags(false);
   test_bags(true);
   test_profile();
