@@ -76,82 +76,106 @@ void kiln_tile_eval_avx512(const kiln_tile_op *o, int n, const float *a, const f
 
 /* ---- linear runs in registers (kiln_tile_seq) ---- */
 
-#define SEQ_V 4 /* vectors per strip: independent chains for the out-of-order core */
-
-/* Argument k of step s at element i (lanes outside m read as 0). */
-static inline __m512 seq_arg(const kiln_tile_seq_step *s, int k, int i, __mmask16 m) {
-  return s->uniform[k] ? _mm512_set1_ps(s->a[k][0]) : _mm512_maskz_loadu_ps(m, s->a[k] + i);
-}
-
-/* v[j] = step s of v[j] at elements i + 16 j, for j < nv (nv <= SEQ_V;
- * the last vector under mask m): one switch per strip and the operand's
- * kind (uniform or a tile, which side) decided once per strip; each case
- * is the lane code of kiln_tile_eval_avx512 / vmath's kernels. */
-#define SEQ_EACH(...)                                                  \
-  for (int j = 0; j < nv; j++) {                                       \
-    __mmask16 mj = j == nv - 1 ? m : (__mmask16)0xffff;                \
-    (void)mj;                                                          \
-    __VA_ARGS__;                                                       \
-  }
-#define SEQ_BIN(F)                                                                         \
-  do {                                                                                     \
-    int k = 1 - s->pos;                                                                    \
-    if (s->uniform[k]) {                                                                   \
-      const __m512 o = _mm512_set1_ps(s->a[k][0]);                                         \
-      if (k == 1) SEQ_EACH(v[j] = F(v[j], o)) else SEQ_EACH(v[j] = F(o, v[j]))             \
-    } else {                                                                               \
-      const float *p = s->a[k] + i;                                                        \
-      if (k == 1) SEQ_EACH(v[j] = F(v[j], _mm512_maskz_loadu_ps(mj, p + 16 * j)))          \
-      else SEQ_EACH(v[j] = F(_mm512_maskz_loadu_ps(mj, p + 16 * j), v[j]))                 \
-    }                                                                                      \
+/* A strip is 4 vectors (independent chains for the out-of-order core),
+ * held in four variables, not an array: gcc kept an array on the stack,
+ * a store and a load per vector at every step (the 16M chain 18.2 → 15.0
+ * ms at 1 thread, TILE.md "Runs in registers"). The tail runs a vector at
+ * a time under a mask. ON4(E) / ON1(E) set each vector to E, with X its
+ * value and J its offset from element i. */
+#define ON_(V, OFF, E)  \
+  do {                  \
+    const __m512 X = V; \
+    const int J = OFF;  \
+    (void)J;            \
+    V = (E);            \
   } while (0)
-static inline __attribute__((always_inline)) void seq_step(const kiln_tile_seq_step *s, __m512 *v, int nv, int i,
-                                                           __mmask16 m) {
-  const __m512 zero = _mm512_setzero_ps();
-  switch (s->op.op) {
-  case KILN_FUSE_ADD: SEQ_BIN(_mm512_add_ps); break;
-  case KILN_FUSE_SUB: SEQ_BIN(_mm512_sub_ps); break;
-  case KILN_FUSE_MUL: SEQ_BIN(_mm512_mul_ps); break;
-  case KILN_FUSE_DIV: SEQ_BIN(_mm512_div_ps); break;
-  case KILN_FUSE_MIN: SEQ_BIN(min_nan); break;
-  case KILN_FUSE_MAX: SEQ_BIN(max_nan); break;
-  case KILN_FUSE_RELU: SEQ_EACH(v[j] = max_low(zero, v[j])); break;
-  case KILN_FUSE_CLIP: /* the value is argument 0 (kiln_tile_bind) */
-    if (s->uniform[1] && s->uniform[2]) {
-      const __m512 lo = _mm512_set1_ps(s->a[1][0]), hi = _mm512_set1_ps(s->a[2][0]);
-      SEQ_EACH(v[j] = min_high(hi, max_low(lo, v[j])));
-    } else {
-      SEQ_EACH(v[j] = min_high(seq_arg(s, 2, i + 16 * j, mj), max_low(seq_arg(s, 1, i + 16 * j, mj), v[j])));
-    }
-    break;
-  case KILN_FUSE_SIGMOID: SEQ_EACH(v[j] = sigmoid16(v[j])); break;
-  case KILN_FUSE_TANH: SEQ_EACH(v[j] = tanh16(v[j])); break;
-  case KILN_FUSE_EXP: SEQ_EACH(v[j] = exp16(v[j])); break;
-  case KILN_FUSE_ERF: SEQ_EACH(v[j] = erf16(v[j])); break;
-  default: break; /* kiln_tile_seq_op refuses every other op */
-  }
-}
-#undef SEQ_BIN
-#undef SEQ_EACH
+#define ON4(E)             \
+  do {                     \
+    ON_(v0, 0, E);         \
+    ON_(v1, 16, E);        \
+    ON_(v2, 32, E);        \
+    ON_(v3, 48, E);        \
+  } while (0)
+#define ON1(E) ON_(v0, 0, E)
+#define LOAD4(p) _mm512_loadu_ps(p)
+#define LOAD1(p) _mm512_maskz_loadu_ps(m, p) /* lanes outside m read as 0 */
 
-/* Elements [i, i + c) of run q into y, c <= 16, under a mask. */
-static void seq_part(const kiln_tile_seq *q, int i, int c, float *y) {
-  __mmask16 m = (__mmask16)((1u << c) - 1u);
-  __m512 v[1] = {_mm512_maskz_loadu_ps(m, q->x + i)};
-  for (int k = 0; k < q->n; k++) seq_step(&q->s[k], v, 1, i, m);
-  _mm512_mask_storeu_ps(y + i, m, v[0]);
-}
+/* Step s of the run on the strip's vectors at element i: one switch per
+ * strip, the operand's kind (uniform or a tile, which side) decided once
+ * per strip; each case is the lane code of kiln_tile_eval_avx512 /
+ * vmath's kernels. */
+#define SEQ_BIN(ON, LOAD, F)                         \
+  do {                                               \
+    int k = 1 - s->pos;                              \
+    if (s->uniform[k]) {                             \
+      const __m512 o = _mm512_set1_ps(s->a[k][0]);   \
+      if (k == 1) ON(F(X, o));                       \
+      else ON(F(o, X));                              \
+    } else {                                         \
+      const float *p = s->a[k] + i;                  \
+      if (k == 1) ON(F(X, LOAD(p + J)));             \
+      else ON(F(LOAD(p + J), X));                    \
+    }                                                \
+  } while (0)
+#define SEQ_ARG(LOAD, k, J) (s->uniform[k] ? _mm512_set1_ps(s->a[k][0]) : LOAD(s->a[k] + i + (J)))
+#define SEQ_STEP(ON, LOAD)                                                                \
+  switch (s->op.op) {                                                                     \
+  case KILN_FUSE_ADD: SEQ_BIN(ON, LOAD, _mm512_add_ps); break;                            \
+  case KILN_FUSE_SUB: SEQ_BIN(ON, LOAD, _mm512_sub_ps); break;                            \
+  case KILN_FUSE_MUL: SEQ_BIN(ON, LOAD, _mm512_mul_ps); break;                            \
+  case KILN_FUSE_DIV: SEQ_BIN(ON, LOAD, _mm512_div_ps); break;                            \
+  case KILN_FUSE_MIN: SEQ_BIN(ON, LOAD, min_nan); break;                                  \
+  case KILN_FUSE_MAX: SEQ_BIN(ON, LOAD, max_nan); break;                                  \
+  case KILN_FUSE_RELU: ON(max_low(zero, X)); break;                                       \
+  case KILN_FUSE_CLIP: /* the value is argument 0 (kiln_tile_bind) */                     \
+    if (s->uniform[1] && s->uniform[2]) {                                                 \
+      const __m512 lo = _mm512_set1_ps(s->a[1][0]), hi = _mm512_set1_ps(s->a[2][0]);      \
+      ON(min_high(hi, max_low(lo, X)));                                                   \
+    } else {                                                                              \
+      ON(min_high(SEQ_ARG(LOAD, 2, J), max_low(SEQ_ARG(LOAD, 1, J), X)));                 \
+    }                                                                                     \
+    break;                                                                                \
+  case KILN_FUSE_SIGMOID: ON(sigmoid16(X)); break;                                        \
+  case KILN_FUSE_TANH: ON(tanh16(X)); break;                                              \
+  case KILN_FUSE_EXP: ON(exp16(X)); break;                                                \
+  case KILN_FUSE_ERF: ON(erf16(X)); break;                                                \
+  default: break; /* kiln_tile_seq_op refuses every other op */                           \
+  }
 
 void kiln_tile_seq_avx512(const kiln_tile_seq *q, int n, float *y) {
+  const __m512 zero = _mm512_setzero_ps();
   int i = 0;
-  for (; i + 16 * SEQ_V <= n; i += 16 * SEQ_V) {
-    __m512 v[SEQ_V];
-    for (int j = 0; j < SEQ_V; j++) v[j] = _mm512_loadu_ps(q->x + i + 16 * j);
-    for (int k = 0; k < q->n; k++) seq_step(&q->s[k], v, SEQ_V, i, 0xffff);
-    for (int j = 0; j < SEQ_V; j++) _mm512_storeu_ps(y + i + 16 * j, v[j]);
+  for (; i + 64 <= n; i += 64) {
+    __m512 v0 = _mm512_loadu_ps(q->x + i), v1 = _mm512_loadu_ps(q->x + i + 16);
+    __m512 v2 = _mm512_loadu_ps(q->x + i + 32), v3 = _mm512_loadu_ps(q->x + i + 48);
+    for (int k = 0; k < q->n; k++) {
+      const kiln_tile_seq_step *s = &q->s[k];
+      SEQ_STEP(ON4, LOAD4)
+    }
+    _mm512_storeu_ps(y + i, v0);
+    _mm512_storeu_ps(y + i + 16, v1);
+    _mm512_storeu_ps(y + i + 32, v2);
+    _mm512_storeu_ps(y + i + 48, v3);
   }
-  for (; i < n; i += 16) seq_part(q, i, n - i < 16 ? n - i : 16, y); /* the tail, a vector at a time */
+  for (; i < n; i += 16) { /* the tail, a vector at a time */
+    int c = n - i < 16 ? n - i : 16;
+    __mmask16 m = (__mmask16)((1u << c) - 1u);
+    __m512 v0 = _mm512_maskz_loadu_ps(m, q->x + i);
+    for (int k = 0; k < q->n; k++) {
+      const kiln_tile_seq_step *s = &q->s[k];
+      SEQ_STEP(ON1, LOAD1)
+    }
+    _mm512_mask_storeu_ps(y + i, m, v0);
+  }
 }
+#undef SEQ_STEP
+#undef SEQ_ARG
+#undef SEQ_BIN
+#undef LOAD1
+#undef LOAD4
+#undef ON1
+#undef ON4
+#undef ON_
 
 /* dst[i] = s[4 i]: per 16 outputs, four loads of 16 and three permutes.
  * Reads s[0 .. 4 (n - 1)] only: the last block loads its fourth vector
