@@ -979,10 +979,11 @@ static inline void obs_fold(const kiln_tile_obs *ob, const int *first, const int
 }
 
 /* Runs linear run q over the tile (tile pointers ptr) into y. */
-static void seq_run(const kiln_tile_prog *tp, const tseq *q, const float *const *ptr, int n, float *y) {
+static void seq_run(const kiln_tile_prog *tp, const tseq *q, const float *const *ptr, int n, float *y, bool stream) {
 #ifdef KILN_TILE_HAVE_AVX2
   kiln_tile_seq r;
   r.n = q->n;
+  r.stream = stream;
   r.x = ptr[tp->e[q->step[0]].args[q->pos[0]]];
   for (int k = 0; k < q->n; k++) {
     const texpr *t = &tp->e[q->step[k]];
@@ -995,7 +996,7 @@ static void seq_run(const kiln_tile_prog *tp, const tseq *q, const float *const 
   }
   kiln_tile_seq_avx512(&r, n, y);
 #else
-  (void)tp, (void)q, (void)ptr, (void)n, (void)y;
+  (void)tp, (void)q, (void)ptr, (void)n, (void)y, (void)stream;
 #endif
 }
 
@@ -1065,15 +1066,20 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
      straight into the output (no copy per tile). Safe in place: a store
      over a value the program reads reads it only at the element it writes
      (kiln_tile_inplace_ok), and the anchor's block is at the same elements. */
-  int direct = -1;
-  if (tp->n_store == 1 && !rows && !stream && !n_ob && tp->store_stride[0] == 1 && tp->store_dt[0] == KILN_F32 &&
-      tp->store_expr[0] == n_expr - 1 && tp->e[n_expr - 1].kind == E_OP && !tp->e[n_expr - 1].uniform)
-    direct = n_expr - 1;
   /* linear runs in one pass: with the AVX-512 ops, no observers */
   bool seq_pass = false;
 #ifdef KILN_TILE_HAVE_AVX2
   seq_pass = eval == kiln_tile_eval_avx512 && !n_ob && tp->n_seq > 0;
 #endif
+  /* Streamed, the same when the last expression ends a linear run: the
+     run writes its strips with non-temporal stores itself (no tile staged
+     and copied out by store; the tiles start on the output's lines,
+     stream_head) */
+  int direct = -1;
+  if (tp->n_store == 1 && !rows && !n_ob && tp->store_stride[0] == 1 && tp->store_dt[0] == KILN_F32 &&
+      tp->store_expr[0] == n_expr - 1 && tp->e[n_expr - 1].kind == E_OP && !tp->e[n_expr - 1].uniform &&
+      (!stream || (seq_pass && tp->e[n_expr - 1].seq >= 0)))
+    direct = n_expr - 1;
   float *staged = rows_bytes ? (float *)(void *)(mem + tile_bytes * (size_t)tp->n_buf +
                                                  sizeof(const float *) * (size_t)(n_expr + 1) + 64 +
                                                  sizeof(int) * (size_t)(n_ob ? n_expr + n_ob : 0))
@@ -1110,7 +1116,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
         if (!b || (t->folded && !n_ob) || (t->in_seq && seq_pass))
           continue; /* read by nobody, or inside a Gelu chain or a run evaluated as one */
         if (t->seq >= 0 && seq_pass) {
-          seq_run(tp, &tp->seq[t->seq], ptr, n, b);
+          seq_run(tp, &tp->seq[t->seq], ptr, n, b, stream && i == direct);
         } else if (t->gelu[0] >= 0 && !n_ob) {
           const int *q = t->gelu;
           kiln_tile_op go = {KILN_TILE_OP_GELU, {ptr[q[1]][0], ptr[q[2]][0], ptr[q[3]][0]}, t->gelu_k};

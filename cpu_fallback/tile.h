@@ -195,6 +195,8 @@ typedef struct kiln_tile_seq_step {
 typedef struct kiln_tile_seq {
   int n;                /* steps, 1 .. KILN_TILE_SEQ_MAX */
   const float *x;       /* the run's input */
+  bool stream;          /* y is written once, read later: strips at 64-byte-aligned y by non-temporal stores (the
+                           values are the same; the caller fences) */
   kiln_tile_seq_step s[KILN_TILE_SEQ_MAX];
 } kiln_tile_seq;
 /* True when op may be a step of a run. */

@@ -152,10 +152,17 @@ void kiln_tile_seq_avx512(const kiln_tile_seq *q, int n, float *y) {
       const kiln_tile_seq_step *s = &q->s[k];
       SEQ_STEP(ON4, LOAD4)
     }
-    _mm512_storeu_ps(y + i, v0);
-    _mm512_storeu_ps(y + i + 16, v1);
-    _mm512_storeu_ps(y + i + 32, v2);
-    _mm512_storeu_ps(y + i + 48, v3);
+    if (q->stream && !((uintptr_t)(y + i) & 63)) { /* four whole lines, around the caches */
+      _mm512_stream_ps(y + i, v0);
+      _mm512_stream_ps(y + i + 16, v1);
+      _mm512_stream_ps(y + i + 32, v2);
+      _mm512_stream_ps(y + i + 48, v3);
+    } else {
+      _mm512_storeu_ps(y + i, v0);
+      _mm512_storeu_ps(y + i + 16, v1);
+      _mm512_storeu_ps(y + i + 32, v2);
+      _mm512_storeu_ps(y + i + 48, v3);
+    }
   }
   for (; i < n; i += 16) { /* the tail, a vector at a time */
     int c = n - i < 16 ? n - i : 16;

@@ -881,7 +881,8 @@ static void test_seq_kernel(void) {
     for (int i = 0; i <= M; i++)
       in[t][i] = i % (7 + t) == 0 ? special[NEXT() % 10] : (float)((int)(NEXT() % 2001) - 1000) / 250.0f;
   const int lens[] = {1, 7, 15, 16, 17, 63, 64, 65, 100, 512, M};
-  int bad_op = 0, bad_twin = 0, bad_inplace = 0, runs = 0;
+  int bad_op = 0, bad_twin = 0, bad_inplace = 0, bad_stream = 0, runs = 0;
+  static _Alignas(64) float y4[M + 17];
   for (int trial = 0; trial < 200; trial++) {
     kiln_tile_seq q;
     memset(&q, 0, sizeof q);
@@ -932,6 +933,14 @@ static void test_seq_kernel(void) {
       bad_op += !same_bits_nan(r0, y1, n) || memcmp(&y1[n], pat, sizeof pat) != 0; /* nothing past n */
       kiln_tile_seq_base(&q, n, y2);
       bad_twin += !same_bits_nan(y1, y2, n);
+      kiln_tile_seq qs = q; /* strips at 64-byte-aligned y streamed (at y one float on: none aligned) */
+      qs.stream = true;
+      for (int sh = 0; sh < 2; sh++) {
+        memset(y4, 0x5a, sizeof y4);
+        kiln_tile_seq_avx512(&qs, n, y4 + sh);
+        bad_stream += !same_bits_nan(y1, y4 + sh, n) || memcmp(&y4[sh + n], pat, sizeof pat) != 0 ||
+                      (sh && memcmp(y4, pat, sizeof pat) != 0);
+      }
       kiln_tile_seq qi = q; /* in place over its input */
       memcpy(y3, q.x, sizeof *y3 * (size_t)n);
       qi.x = y3;
@@ -944,6 +953,8 @@ static void test_seq_kernel(void) {
   CHECK(bad_op == 0 && runs > 0, "runs in one pass vs their steps one by one (AVX-512): %d of %d differ", bad_op, runs);
   CHECK(bad_inplace == 0, "runs in one pass in place over their input: %d of %d differ", bad_inplace, runs);
   CHECK(bad_twin == 0, "runs in one pass vs the scalar twin: %d of %d differ (NaN = NaN)", bad_twin, runs);
+  CHECK(bad_stream == 0, "runs in one pass streamed to y (aligned and not) vs stored: %d of %d differ or wrote "
+        "outside y", bad_stream, runs);
 #endif
 }
 
