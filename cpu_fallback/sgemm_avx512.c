@@ -34,6 +34,7 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
   /* bmask (the direct conv's tiles of fewer than 32 columns): rows of B read only up to column nr (an input read
      in place ends there); full tiles load without masks (the masks cost 3-6 % on ResNet-18's 56 x 56 layers) */
   __mmask16 bm0 = mask_of(nr), bm1 = mask_of(nr - 16);
+#pragma GCC unroll 2
   for (int64_t k = 0; k < kc; k++) {
     /* boff: row k of B at bp + boff[k], its columns 16..31 at + bhi (the direct conv) */
     const float *bk = boff ? bp + boff[k] : bp;
@@ -48,8 +49,11 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
     if (xpf) _mm_prefetch((const char *)(bk + 64), _MM_HINT_T1), _mm_prefetch((const char *)(bk + 80), _MM_HINT_T1);
     /* a stream (the _pf kernels): at step k the line at spf + k·spfs into L2 — the caller's share of the next
        block of weights from memory, spread over the call (GEMM_CONV.md "Weights from memory") */
-    for (int64_t q = 0; spf && q < spfs; q += 16) /* every line of the step's spfs floats (32 with one row strip) */
-      _mm_prefetch((const char *)(spf + k * spfs + q), _MM_HINT_T1);
+    if (spf && spfs <= 16) /* one line at most a step: no loop */
+      _mm_prefetch((const char *)(spf + k * spfs), _MM_HINT_T1);
+    else
+      for (int64_t q = 0; spf && q < spfs; q += 16) /* every line of the step's spfs floats (32 with one row strip) */
+        _mm_prefetch((const char *)(spf + k * spfs + q), _MM_HINT_T1);
     if (apf && (k & 15) == 0) /* A's rows in place read from memory (a big W): 4 lines ahead each */
       for (int r = 0; r < R; r++) _mm_prefetch((const char *)(ar[r] + k + 64), _MM_HINT_T0);
     __m512 b0 = bmask ? _mm512_maskz_loadu_ps(bm0, bk) : _mm512_loadu_ps(bk);
