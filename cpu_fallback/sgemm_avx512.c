@@ -49,7 +49,7 @@ static inline __attribute__((always_inline)) void micro_rows(int R, bool bmask, 
     if (xpf) _mm_prefetch((const char *)(bk + 64), _MM_HINT_T1), _mm_prefetch((const char *)(bk + 80), _MM_HINT_T1);
     /* a stream (the _pf kernels): at step k the line at spf + k·spfs into L2 — the caller's share of the next
        block of weights from memory, spread over the call (GEMM_CONV.md "Weights from memory") */
-    if (spf && spfs <= 16) /* one line at most a step: no loop */
+    if (spf && spfs > 0 && spfs <= 16) /* one line at most a step: no loop */
       _mm_prefetch((const char *)(spf + k * spfs), _MM_HINT_T1);
     else
       for (int64_t q = 0; spf && q < spfs; q += 16) /* every line of the step's spfs floats (32 with one row strip) */

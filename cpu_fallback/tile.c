@@ -1213,8 +1213,10 @@ static void par_task(void *arg, int64_t t, int worker) {
  * (TILE.md "Two threads, and where they lost"), so the calls are few and
  * long while the lane is full, and short at its end, where a preempted
  * thread's rest is shared out. Which thread computes an element, and in
- * how long a call, does not change its value (the tiles start at the same
- * elements). */
+ * how long a call, does not change its value: every op is per element,
+ * with the same bits in a vector's body and in its tail, so where a tile
+ * starts (a chunk's first, or one cut to a streamed output's line by
+ * stream_head) changes nothing. */
 enum { LANES_MAX = 64 };
 
 typedef struct lane_ctx {

@@ -623,6 +623,20 @@ static void test_graphs(void) {
     output(g, "y");
     check_graph("elementwise chain 512x4096", g, 2, d, 1e-5);
   }
+  { /* the same over 16.8 MB: a streamed output (tile.c: each call's first tile cut where the output reaches a
+       64-byte line, the last run writing it with non-temporal stores), the calls' tiles starting elsewhere on 1
+       and 2 threads */
+    kiln_graph *g = new_graph(17);
+    int64_t d[2] = {1024, 4100}, bd[1] = {4100};
+    input(g, "x", KILN_F32, 2, d);
+    cst(g, "b", 1, bd, 0, 1);
+    add(g, "Add", "x b", "a");
+    add(g, "Tanh", "a", "t");
+    add(g, "Sigmoid", "t", "s");
+    add(g, "Mul", "s x", "y");
+    output(g, "y");
+    check_graph("elementwise chain 1024x4100, streamed", g, 2, d, 1e-5);
+  }
   { /* Conv 3x3 + bias + Relu (epilogue) + MaxPool; 1x1 Conv; depthwise s2 + Clip */
     kiln_graph *g = new_graph(17);
     int64_t d[4] = {1, 16, 64, 64}, wd[4] = {32, 16, 3, 3}, bd[1] = {32}, pd[4] = {32, 32, 1, 1},

@@ -946,6 +946,10 @@ static void test_seq_kernel(void) {
       qi.x = y3;
       kiln_tile_seq_avx512(&qi, n, y3);
       bad_inplace += !same_bits_nan(r0, y3, n);
+      memcpy(y4, q.x, sizeof *y4 * (size_t)n); /* and streamed, in place at an aligned y */
+      qi.x = y4, qi.stream = true;
+      kiln_tile_seq_avx512(&qi, n, y4);
+      bad_inplace += !same_bits_nan(r0, y4, n);
       runs++;
     }
   }
