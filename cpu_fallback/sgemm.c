@@ -623,9 +623,9 @@ kiln_sgemm_micro_fn kiln_sgemm_pack_reader(void) {
 }
 
 /* The few-rows kernel over column blocks of 64 on the pool (each element
- * gets the same operations whichever block holds it), or, where beta is 0,
- * K has a KC slice for each thread at least and a slice's sums fit L1,
- * over its slices (rows_slices). */
+ * gets the same operations whichever block holds it), or, where K has a KC
+ * slice for each thread at least and a slice's sums fit L1, over its
+ * slices (rows_slices). */
 typedef struct rows_job {
   kiln_sgemm_rows_fn rows;
   bool transA;
@@ -662,12 +662,14 @@ static void rows_slice_task(void *ctx, int64_t s, int worker) {
  * each thread read part of every row of a B from memory: MobileNetV2's
  * 1280 x 1000 classifier took 0.198-0.203 ms at 2 threads, 0.160 on one,
  * by slices 0.150; GEMM_CONV.md "The classifier by slices"), then the
- * slices' sums are added in slice order as the kernel adds them (beta 0: C
- * = slice 0's, then C = slice s's + C): the same bits. KILN_E_NOMEM
- * (nothing written, no message) where the sums' memory is short. */
+ * slices' sums are added in slice order as the kernel adds them (C = slice
+ * 0's + beta·C, C untouched where beta is 0, then C = slice s's + 1·C:
+ * store_beta): the same bits. A Gemm's bias comes as beta 1 over C filled
+ * with it. KILN_E_NOMEM (nothing written, no message) where the sums'
+ * memory is short. */
 static kiln_status rows_slices(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int64_t N, int64_t K, int64_t S,
-                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
-                               int64_t ldc, int threads) {
+                               float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                               float *C, int64_t ldc, int threads) {
   rows_job r = {rows, transA, M, N, K, N, alpha, 0.0f, A, B, C, lda, ldb, ldc, NULL, NULL};
   r.acc = kiln_malloc((size_t)(M * N) * sizeof(float) * (size_t)threads);
   r.part = kiln_malloc((size_t)(S * M * N) * sizeof(float));
@@ -680,10 +682,10 @@ static kiln_status rows_slices(kiln_sgemm_rows_fn rows, bool transA, int64_t M, 
   for (int64_t i = 0; i < M; i++) {
     float *c = C + i * ldc;
     const float *p = r.part + i * N;
-    for (int64_t j = 0; j < N; j++) c[j] = p[j];
+    for (int64_t j = 0; j < N; j++) store_beta(&c[j], p[j], beta);
     for (int64_t s = 1; s < S; s++) {
       p += M * N;
-      for (int64_t j = 0; j < N; j++) c[j] = p[j] + c[j];
+      for (int64_t j = 0; j < N; j++) store_beta(&c[j], p[j], 1.0f);
     }
   }
   kiln_free(r.acc);
@@ -701,8 +703,8 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
   int64_t S = kiln_sgemm_wide_slice(K, K - 1) / KILN_SGEMM_WIDE_KC + 1; /* KC slices (K >= 1 here) */
   /* by slices where each thread gets one at least and a slice's M x N sums fit L1 (the kernel's accumulators
      when wider than 64 columns): a wide vocabulary projection with few slices keeps the column split */
-  if (tasks > 1 && beta == 0.0f && S >= threads && M * N * (int64_t)sizeof(float) <= KILN_SGEMM_ROWS_SLICE_BYTES &&
-      rows_slices(rows, transA, M, N, K, S, alpha, A, lda, B, ldb, C, ldc, threads) == KILN_OK)
+  if (tasks > 1 && S >= threads && M * N * (int64_t)sizeof(float) <= KILN_SGEMM_ROWS_SLICE_BYTES &&
+      rows_slices(rows, transA, M, N, K, S, alpha, A, lda, B, ldb, beta, C, ldc, threads) == KILN_OK)
     return KILN_OK;
   if (tasks > blocks) tasks = blocks;
   int workers = tasks > 1 ? threads : 1;

@@ -452,7 +452,8 @@ static void test_wide(void) {
  * untouched. */
 static void test_rows(void) {
   /* N 1000 with K 600..4100, N 64 with K 4100 (16 slices, the last of 260): work enough for two tasks, by KC
-     slices where beta is 0 (sgemm.c rows_slices; C holds NaNs then: the split must not read it) */
+     slices (sgemm.c rows_slices) whatever beta (0: C holds NaNs, the split must not read it; 1 and -0.75: slice
+     0's sums + beta·C first, as the kernel adds them) */
   static const int64_t Ns[] = {1, 10, 17, 64, 65, 200, 1000}, Ks[] = {1, 255, 257, 600, 1100, 1280, 4100};
   static const float alphas[] = {1.0f, 0.5f}, betas[] = {0.0f, 1.0f, -0.75f};
   bool avx512 = kiln_la_cpu_has_avx512();
