@@ -611,33 +611,26 @@ static void check_graph(const char *what, kiln_graph *g, int rank, const int64_t
   kiln_graph_free(g);
 }
 
+/* Tanh(x + b) -> Sigmoid -> · x over rows x cols, b a row of cols. */
+static void check_chain(const char *what, int64_t rows, int64_t cols) {
+  kiln_graph *g = new_graph(17);
+  int64_t d[2] = {rows, cols}, bd[1] = {cols};
+  input(g, "x", KILN_F32, 2, d);
+  cst(g, "b", 1, bd, 0, 1);
+  add(g, "Add", "x b", "a");
+  add(g, "Tanh", "a", "t");
+  add(g, "Sigmoid", "t", "s");
+  add(g, "Mul", "s x", "y");
+  output(g, "y");
+  check_graph(what, g, 2, d, 1e-5);
+}
+
 static void test_graphs(void) {
-  { /* elementwise chain over 2M elements: the tile executor's chunks */
-    kiln_graph *g = new_graph(17);
-    int64_t d[2] = {512, 4096}, bd[1] = {4096};
-    input(g, "x", KILN_F32, 2, d);
-    cst(g, "b", 1, bd, 0, 1);
-    add(g, "Add", "x b", "a");
-    add(g, "Tanh", "a", "t");
-    add(g, "Sigmoid", "t", "s");
-    add(g, "Mul", "s x", "y");
-    output(g, "y");
-    check_graph("elementwise chain 512x4096", g, 2, d, 1e-5);
-  }
-  { /* the same over 16.8 MB: a streamed output (tile.c: each call's first tile cut where the output reaches a
-       64-byte line, the last run writing it with non-temporal stores), the calls' tiles starting elsewhere on 1
-       and 2 threads */
-    kiln_graph *g = new_graph(17);
-    int64_t d[2] = {1024, 4100}, bd[1] = {4100};
-    input(g, "x", KILN_F32, 2, d);
-    cst(g, "b", 1, bd, 0, 1);
-    add(g, "Add", "x b", "a");
-    add(g, "Tanh", "a", "t");
-    add(g, "Sigmoid", "t", "s");
-    add(g, "Mul", "s x", "y");
-    output(g, "y");
-    check_graph("elementwise chain 1024x4100, streamed", g, 2, d, 1e-5);
-  }
+  /* elementwise chain over 2M elements: the tile executor's chunks */
+  check_chain("elementwise chain 512x4096", 512, 4096);
+  /* the same over 16.8 MB: a streamed output (tile.c: each call's first tile cut where the output reaches a 64-byte
+     line, the last run writing it with non-temporal stores), the calls' tiles starting elsewhere on 1 and 2 threads */
+  check_chain("elementwise chain 1024x4100, streamed", 1024, 4100);
   { /* Conv 3x3 + bias + Relu (epilogue) + MaxPool; 1x1 Conv; depthwise s2 + Clip */
     kiln_graph *g = new_graph(17);
     int64_t d[4] = {1, 16, 64, 64}, wd[4] = {32, 16, 3, 3}, bd[1] = {32}, pd[4] = {32, 32, 1, 1},
