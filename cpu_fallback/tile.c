@@ -849,9 +849,10 @@ static bool row_groups(const kiln_tile_prog *tp, void *const *out, int *lead) {
   return any;
 }
 
-/* Streamed stores: the elements before the first dense float32 output
- * (stride 1, not part of a row group) reaches a 64-byte line, or 0. The
- * pass's first tile is cut there, so every later tile's non-temporal
+/* Streamed stores: how many elements the first dense float32 output
+ * (stride 1, not in a row group) holds before it reaches a 64-byte line (0
+ * where it starts on one or is not 4-byte aligned). The call's first tile
+ * is cut there, so every later tile's non-temporal
  * stores start on a line: a tile that ended inside a line wrote its last
  * floats there with plain stores and the next tile its first ones, each
  * line so shared read from memory and mixed with streamed stores — on
