@@ -1400,8 +1400,6 @@ typedef struct anchor_io {
   bool applied;
 } anchor_io;
 
-/* Runs a kernel node with its outputs in their arena slots (output 0 at
- * ax->data for an anchor, ax NULL otherwise). */
 /* Where a kernel writes value w before it runs: the caller's memory (a graph output given there) or its arena slot
  * (a Concat's slice); false where the kernel allocates it (a dynamic value, a graph output on the heap). */
 static bool out_place(kiln_cpu_plan *p, int w, const kiln_tensor *slot, void **data, size_t *cap) {
@@ -1414,6 +1412,8 @@ static bool out_place(kiln_cpu_plan *p, int w, const kiln_tensor *slot, void **d
   return true;
 }
 
+/* Runs a kernel node with its outputs in their arena slots (output 0 at
+ * ax->data for an anchor, ax NULL otherwise). */
 static kiln_status run_kernel(kiln_cpu_plan *p, int i, kiln_tensor *slot, anchor_io *ax) {
   const kiln_node *n = &p->g->nodes[i];
   const kiln_op_def *d = p->def[i];

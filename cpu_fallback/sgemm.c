@@ -700,7 +700,7 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
   double work = (double)M * (double)N * (double)K;
   int64_t blocks = (N + 63) / 64;
   int64_t tasks = threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 19, 4 * (int64_t)threads) : 1;
-  int64_t S = kiln_sgemm_wide_slice(K, K - 1) / KILN_SGEMM_WIDE_KC + 1; /* KC slices (K >= 1 here) */
+  int64_t S = kiln_sgemm_wide_slices(K);
   /* by slices where each thread gets one at least and a slice's M x N sums fit L1 (the kernel's accumulators
      when wider than 64 columns): a wide vocabulary projection with few slices keeps the column split */
   if (tasks > 1 && S >= threads && M * N * (int64_t)sizeof(float) <= KILN_SGEMM_ROWS_SLICE_BYTES &&
@@ -767,8 +767,6 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
 #ifdef KILN_LA_HAVE_AVX512
   if (micro == kiln_sgemm_micro_wide_avx512) w.micro_post = kiln_sgemm_micro_post_avx512;
   if (direct_a && micro == kiln_sgemm_micro_wide_avx512) w.micro_a = kiln_sgemm_micro_a_avx512;
-  if (bpack && !w.micro_a && !post && micro == kiln_sgemm_micro_wide_avx512)
-    w.micro_pf = kiln_sgemm_micro_wide_pf_avx512, w.micro_cb_pf = kiln_sgemm_micro_cb_pf_avx512;
 #endif
   /* the split: about 4 blocks per thread (the machine may be shared) of
      at least ~2 MFLOP each, a whole number of blocks per thread (3 blocks
@@ -791,16 +789,17 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
       (double)K * (double)bnpad * sizeof(float) <= KILN_SGEMM_B_ONCE_MAX_BYTES && kiln_pool_free()) {
     if ((bown = kiln_malloc((size_t)(K * bnpad + 16) * sizeof(float)))) {
       float *dst = (float *)(((uintptr_t)bown + 63) & ~(uintptr_t)63);
-      int64_t nsl = kiln_sgemm_wide_slice(K, K - 1) / KILN_SGEMM_WIDE_KC + 1, nch = (N + BONCE_NC - 1) / BONCE_NC;
+      int64_t nch = (N + BONCE_NC - 1) / BONCE_NC;
       bpack_job bj = {B, ldb, K, N, bnpad, nch, transB, w.P, dst};
-      kiln_pool_for(nsl * nch, threads, bpack_task, &bj);
+      kiln_pool_for(kiln_sgemm_wide_slices(K) * nch, threads, bpack_task, &bj);
       bpack = dst, w.bpack = dst, w.npad = bnpad;
-#ifdef KILN_LA_HAVE_AVX512
-      if (!w.micro_a && !post && micro == kiln_sgemm_micro_wide_avx512)
-        w.micro_pf = kiln_sgemm_micro_wide_pf_avx512, w.micro_cb_pf = kiln_sgemm_micro_cb_pf_avx512;
-#endif
     }
   }
+#ifdef KILN_LA_HAVE_AVX512
+  /* B packed (ahead or just now), A packed: the kernels that stream the next strip of B into L2 */
+  if (bpack && !w.micro_a && !post && micro == kiln_sgemm_micro_wide_avx512)
+    w.micro_pf = kiln_sgemm_micro_wide_pf_avx512, w.micro_cb_pf = kiln_sgemm_micro_cb_pf_avx512;
+#endif
   /* B packed ahead and big (weights read from L3 or memory: the mlp's 2, 8 and 16 MiB): 2 blocks a thread, not 4.
      Every block packs A again (or, rows first, reads B again) and starts each KC slice's strips cold; at 2 threads
      the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed B in fewer blocks, B

@@ -104,6 +104,10 @@ static inline int64_t kiln_sgemm_wide_slice(int64_t K, int64_t r) {
   int64_t p0 = r / KILN_SGEMM_WIDE_KC * KILN_SGEMM_WIDE_KC;
   return p0 < last ? p0 : last;
 }
+/* The number of KC slices of K >= 1 (the last one's start over KC, plus one). */
+static inline int64_t kiln_sgemm_wide_slices(int64_t K) {
+  return kiln_sgemm_wide_slice(K, K - 1) / KILN_SGEMM_WIDE_KC + 1;
+}
 /* The few-rows kernel the wide GEMM runs instead of packing when M <=
  * KILN_SGEMM_ROWS_MAX and B is not transposed (a Gemm or MatMul on one
  * vector, Flatten + Gemm heads): columns [j0, j1) of C = alpha·op(A)·B +
