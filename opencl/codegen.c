@@ -381,6 +381,7 @@ typedef struct gen {
   int64_t rowlen;        /* their length (elements), rows > 1 */
   uint64_t hoist;        /* accessors read once per item (bit a), rows > 1 */
   int blocks;            /* the vector printer: vectors per work item, interleaved (1: one; see block_plan) */
+  uint64_t stream;       /* the vector printer: stores written with a non-temporal hint (bit k; see stream_plan) */
   char bs[16];           /* the block being printed: suffix of its names ("" with one block) */
 } gen;
 
@@ -896,19 +897,29 @@ static bool row_invariant(const kiln_fuse_spec *sp, int a, int w, int64_t *len) 
  * repeats along rows (row_invariant), an item takes the same w columns of R
  * neighbouring rows and loads that accessor once for all R. llvmpipe loads
  * a buffer element lane by lane in each work item, so the bench chain's
- * bias costs it a second stream as long as x's; R = 2 where the device
- * prefers float vectors narrower than 16: the bench chain's CPU time per
- * copy 1.28 -> 1.24 (medians) on llvmpipe, R = 4 no better, R = 8 1.65;
- * PoCL (16) keeps 1, R = 2 measured worse there (opencl/ENGINE.md, "Rows
- * per work item"). KILN_CL_ROWS=1, 2, 4, 8 forces R where the rows divide
- * by it (else the largest power of two below it that does). Not for a
- * symbolic-dim plan (kiln_cl_codegen_prefix: rows_ok false). */
+ * bias costs it a second stream as long as x's. Where the device prefers
+ * float vectors narrower than 16: R = 8 while that leaves at least
+ * KILN_CL_ROWS_MIN_ITEMS items, else 4, else 2 — the bench chain's wall
+ * time per copy on llvmpipe, 16M floats: R = 2 1.31-1.33, 4 1.21-1.28,
+ * 8 1.19-1.21; 1M floats (16K items at R = 8): 2 1.39-1.41, 4 1.39-1.43,
+ * 8 1.52-1.55 at the same CPU time (too few items to keep both threads
+ * busy). PoCL (16) keeps 1, R = 2 measured worse there (opencl/ENGINE.md,
+ * "Rows per work item"). KILN_CL_ROWS=1, 2, 4, 8 forces R where the rows
+ * divide by it (else the largest power of two below it that does). Not for
+ * a symbolic-dim plan (kiln_cl_codegen_prefix: rows_ok false). */
+#define KILN_CL_ROWS_MIN_ITEMS 65536
 static void row_plan(gen *g) {
   const kiln_fuse_spec *sp = g->sp;
   g->rows = 1;
   g->hoist = 0;
   const char *e = getenv("KILN_CL_ROWS");
-  int r = e && *e ? atoi(e) : g->dev->pref_vec_float >= 16 ? 1 : 2;
+  int r = 1;
+  if (e && *e) {
+    r = atoi(e);
+  } else if (g->dev->pref_vec_float < 16) {
+    r = 8;
+    while (r > 2 && sp->numel / ((int64_t)g->vw * r) < KILN_CL_ROWS_MIN_ITEMS) r /= 2;
+  }
   if (r != 2 && r != 4 && r != 8) return;
   int64_t len = 0, l;
   for (int a = 0; a < sp->n_access && a < 64; a++) {
@@ -963,6 +974,58 @@ static void block_plan(gen *g) {
   while (u > 1 && items % u) u /= 2;
   g->blocks = u;
 }
+
+/* Store map m puts every vector of w lanes a multiple of w elements from
+ * every other: its compact view's strides, but the innermost (1), are
+ * multiples of w. Then the vectors are all aligned to the vector's size or
+ * none are, and one test per work item decides for its blocks. */
+static bool stream_strides_ok(const kiln_views *m, int w) {
+  kiln_view v;
+  kiln_view_compact(&m->v[0], &v);
+  for (int d = 0; d + 1 < v.rank; d++)
+    if (v.strides[d] % w) return false;
+  return true;
+}
+
+/* Stores of the vector printer written with a non-temporal hint: a
+ * contiguous store (VEC_CONTIG, its vectors a multiple of w apart:
+ * stream_strides_ok) of at least KILN_CL_STREAM_MIN_BYTES, an output written
+ * once and larger than the caches, goes around them where the compiler
+ * offers __builtin_nontemporal_store (clang: PoCL, rusticl) and the work
+ * item's first vector is aligned to the vector's size (tested once per
+ * item: a host buffer used in place may be aligned to its element only),
+ * else as before (stream_guard, put_store_stream). On PoCL the plain store
+ * reads each line before it writes it: the bench chain (16M floats, 64 MB
+ * out) fused / a float16 copy 1.39-1.53 -> 1.22-1.26; llvmpipe compiles the
+ * hint and runs the same (opencl/ENGINE.md, "Streamed stores").
+ * KILN_CL_STREAM=0: never; =all: at any size (the tests). */
+#define KILN_CL_STREAM_MIN_BYTES ((int64_t)16 << 20)
+static void stream_plan(gen *g) {
+  const kiln_fuse_spec *sp = g->sp;
+  g->stream = 0;
+  const char *e = getenv("KILN_CL_STREAM");
+  if (e && !strcmp(e, "0")) return;
+  int64_t min = e && !strcmp(e, "all") ? 0 : KILN_CL_STREAM_MIN_BYTES;
+  for (int k = 0; k < sp->n_store && k < 64; k++) {
+    const kiln_fuse_store *st = &sp->store[k];
+    int64_t n = 1;
+    for (int r = 0; r < st->rank; r++) n *= st->shape[r];
+    if (vec_kind(&st->map, g->vw) == VEC_CONTIG && stream_strides_ok(&st->map, g->vw) &&
+        n * (int64_t)sizeof(float) >= min)
+      g->stream |= (uint64_t)1 << k;
+  }
+}
+
+/* Defines KILN_CL_NT where the compiler has the non-temporal store (a
+ * preprocessor without __has_builtin never sees its call). */
+static const char stream_guard[] = "#ifndef KILN_CL_NT_CHECKED\n"
+                                   "#define KILN_CL_NT_CHECKED\n"
+                                   "#if defined(__clang__) && defined(__has_builtin)\n"
+                                   "#if __has_builtin(__builtin_nontemporal_store)\n"
+                                   "#define KILN_CL_NT 1\n"
+                                   "#endif\n"
+                                   "#endif\n"
+                                   "#endif\n";
 
 /* Sets g->bs and q for block u of U (q: that block's first flat index). */
 static void block_name(gen *g, int u, int U, char *q, size_t n) {
@@ -1104,6 +1167,36 @@ static void put_store_vec(gen *g, int k, const char *q) {
   }
 }
 
+/* Prints streamed store k (stream_plan) of the vector printer for the U
+ * blocks of the item at index q0 (U = 1: the one vector at q0): their
+ * offsets, then one test of the first block's alignment (the blocks are a
+ * multiple of w apart, so all aligned or none: stream_strides_ok) choosing
+ * the non-temporal stores or vstoreW for all U. */
+static void put_store_stream(gen *g, int k, int U, const char *q0) {
+  const kiln_fuse_store *st = &g->sp->store[k];
+  sbuf *b = &g->b;
+  const int w = g->vw;
+  char q[32], pre[48], pre0[48];
+  for (int u = 0; u < U; u++) {
+    if (U > 1) block_name(g, u, U, q, sizeof q);
+    snprintf(pre, sizeof pre, "s%d%s", k, g->bs);
+    put_map_vec4(g, &st->map, pre, U > 1 ? q : q0);
+    if (!u) snprintf(pre0, sizeof pre0, "%s", pre);
+  }
+  sb_put(b, "#ifdef KILN_CL_NT\n  if (!((uintptr_t)(s%d + %so0) & %d)) {\n", k, pre0, 4 * w - 1);
+  for (int pass = 0; pass < 2; pass++) {
+    for (int u = 0; u < U; u++) {
+      if (U > 1) block_name(g, u, U, q, sizeof q);
+      snprintf(pre, sizeof pre, "s%d%s", k, g->bs);
+      if (!pass)
+        sb_put(b, "    __builtin_nontemporal_store(v%d%s, (__global float%d *)(s%d + %so0));\n", st->expr, g->bs, w, k,
+               pre);
+      else sb_put(b, "    vstore%d(v%d%s, 0, s%d + %so0);\n", w, st->expr, g->bs, k, pre);
+    }
+    sb_put(b, pass ? "  }\n" : "  } else\n#endif\n  {\n");
+  }
+}
+
 static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl_kernel_sig *sig) {
   const kiln_fuse_spec *spec = g->sp;
   const cl_dialect *d = &opencl12;
@@ -1113,7 +1206,7 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
   const int w = g->vw;
   sig->n_items = spec->numel / w;
   sig->uses_fp64 = false;
-  sb_put(b, "%s%s", prelude(), vec_prelude[w == 4 ? 0 : w == 8 ? 1 : 2][builtin_math()]);
+  sb_put(b, "%s%s%s", prelude(), vec_prelude[w == 4 ? 0 : w == 8 ? 1 : 2][builtin_math()], g->stream ? stream_guard : "");
   sb_put(b, "/* float%d: %d elements per work item */\n%s %s(", w, w, d->kernel, name);
   for (int a = 0; a < spec->n_access; a++) {
     const kiln_fuse_access *ac = &spec->access[a];
@@ -1151,7 +1244,10 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
         put_map_vec4(g, &spec->access[a].map, pre, "q");
       }
       for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
-      for (int k = 0; k < spec->n_store && !s; k++) put_store_vec(g, k, "q");
+      for (int k = 0; k < spec->n_store && !s; k++) {
+        if (k < 64 && (g->stream >> k & 1)) put_store_stream(g, k, 1, "q");
+        else put_store_vec(g, k, "q");
+      }
       sb_put(b, "  }\n");
     }
     sb_put(b, "}\n");
@@ -1174,11 +1270,16 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
         block_name(g, u, U, q, sizeof q);
         s = put_expr_vec4(g, i);
       }
-    for (int k = 0; k < spec->n_store && !s; k++)
+    for (int k = 0; k < spec->n_store && !s; k++) {
+      if (k < 64 && (g->stream >> k & 1)) {
+        put_store_stream(g, k, U, "q");
+        continue;
+      }
       for (int u = 0; u < U; u++) {
         block_name(g, u, U, q, sizeof q);
         put_store_vec(g, k, q);
       }
+    }
     g->bs[0] = 0;
     sb_put(b, "}\n");
   }
@@ -1275,6 +1376,7 @@ static kiln_status codegen(const kiln_fuse_spec *spec, const kiln_cl_device_info
   if (!g.tiled && !n_obs && (g.vw = vec_width(spec, dev)) > 0) {
     if (rows_ok) row_plan(&g);
     if (rows_ok && g.rows <= 1) block_plan(&g);
+    stream_plan(&g);
     return codegen_vec4(&g, name, source, sig);
   }
   const cl_dialect *d = &opencl12;

@@ -116,17 +116,31 @@ static double spec_rtol(const kiln_fuse_spec *sp, bool *f64) {
   return r;
 }
 
+/* Where run_kernel_at puts the kernel's outputs: device buffers, or host
+ * memory (CL_MEM_USE_HOST_PTR, as zero-copy does) at a 64-byte boundary or
+ * 4 bytes past one (aligned to its floats only). */
+enum { OUT_DEVICE, OUT_HOST_ALIGNED, OUT_HOST_OFF4 };
+
 /* Runs kernel k of sig over the dense tensors vals (one per graph value,
- * inputs set); the stores' outputs go to out[arg] (allocated here). */
-static kiln_status run_kernel(kiln_cl_context *c, kiln_cl_kernel *k, const kiln_cl_kernel_sig *sig,
-                              const kiln_fuse_spec *sp, const kiln_tensor *vals, kiln_tensor *out) {
+ * inputs set); the stores' outputs go to out[arg] (allocated here), their
+ * buffers placed as `place` says. */
+static kiln_status run_kernel_at(kiln_cl_context *c, kiln_cl_kernel *k, const kiln_cl_kernel_sig *sig,
+                                 const kiln_fuse_spec *sp, const kiln_tensor *vals, kiln_tensor *out, int place) {
   kiln_cl_buffer buf[KILN_CL_SIG_MAX_ARGS];
+  void *host[KILN_CL_SIG_MAX_ARGS] = {NULL};
   memset(buf, 0, sizeof buf);
   kiln_status s = KILN_OK;
   for (int a = 0; a < sig->n_args && !s; a++) {
     const kiln_cl_sig_arg *ar = &sig->args[a];
     size_t es = kiln_dtype_size(ar->dtype), bytes = (size_t)ar->numel * es;
-    s = kiln_cl_buffer_create(c, bytes ? bytes : es, &buf[a]);
+    if (ar->output && place != OUT_DEVICE) {
+      size_t off = place == OUT_HOST_OFF4 ? 4 : 0, n = bytes ? bytes : es;
+      host[a] = aligned_alloc(64, (n + off + 63) / 64 * 64);
+      s = host[a] ? kiln_cl_buffer_rw_over_host(c, (char *)host[a] + off, n, &buf[a])
+                  : kiln_fail(KILN_E_NOMEM, "test: out of memory");
+    } else {
+      s = kiln_cl_buffer_create(c, bytes ? bytes : es, &buf[a]);
+    }
     if (!s && !ar->output && bytes) {
       const kiln_tensor *t = &vals[ar->value];
       if (t->dtype != ar->dtype || t->numel != ar->numel || t->strided)
@@ -144,8 +158,16 @@ static kiln_status run_kernel(kiln_cl_context *c, kiln_cl_kernel *k, const kiln_
     s = kiln_tensor_alloc(&out[a], ar->dtype, st->rank, st->shape);
     if (!s && out[a].numel) s = kiln_cl_buffer_read(c, &buf[a], 0, out[a].data, (size_t)out[a].numel * kiln_dtype_size(ar->dtype));
   }
-  for (int a = 0; a < sig->n_args; a++) kiln_cl_buffer_free(&buf[a]);
+  for (int a = 0; a < sig->n_args; a++) {
+    kiln_cl_buffer_free(&buf[a]);
+    free(host[a]);
+  }
   return s;
+}
+
+static kiln_status run_kernel(kiln_cl_context *c, kiln_cl_kernel *k, const kiln_cl_kernel_sig *sig,
+                              const kiln_fuse_spec *sp, const kiln_tensor *vals, kiln_tensor *out) {
+  return run_kernel_at(c, k, sig, sp, vals, out, OUT_DEVICE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -630,6 +652,127 @@ static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) 
   }
 }
 
+/* Occurrences of needle in hay. */
+static int count_str(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *q = hay; (q = strstr(q, needle)); q++) n++;
+  return n;
+}
+
+/* Streamed stores (stream_plan, KILN_CL_STREAM=all so that small outputs
+ * take them): the graph of the blocks test (y and its intermediate t, both
+ * contiguous stores) in the planner's default form and as one vector per
+ * item; the source tests each item's alignment before the non-temporal
+ * stores, and the outputs, in device buffers, in host memory at a 64-byte
+ * boundary and 4 bytes past one (the vstoreW fallback), are bit-equal to
+ * the kernel printed without them (KILN_CL_STREAM=0), y within the
+ * reference's tolerance. A store whose rows are not a multiple of the
+ * vector apart is not streamed (the source only: y's map edited). */
+static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) {
+  static const int64_t shapes[][2] = {{8, 64}, {6, 32}, {12, 8}, {64, 128}};
+  static const char *const place_name[] = {"device buffers", "host memory at 64 bytes", "host memory at 64 + 4 bytes"};
+  for (int h = 0; h < 4; h++)
+    for (int one_vec = 0; one_vec < 2; one_vec++) {
+      kiln_graph *g = NULL;
+      int vx = -1;
+      const int64_t dz[] = {shapes[h][0], 1}, dc[] = {shapes[h][1], shapes[h][0]};
+      bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
+      bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 ||
+            gb_f32_ramp(g, "z", 2, dz, 0.5, 0.25) < 0 || gb_f32_ramp(g, "c", 2, dc, -2.0, 0.0625) < 0;
+      bad = bad || gb_add(g, "Mul", "x b", "xb") < 0 || gb_add(g, "Tanh", "xb", "t") < 0 ||
+            gb_add(g, "Transpose", "c", "ct") < 0 || gb_add(g, "Sigmoid", "ct", "sg") < 0 ||
+            gb_add(g, "Div", "sg z", "q") < 0 || gb_add(g, "Add", "t q", "y") < 0;
+      bad = bad || kiln_edit_add_output(g, val(g, "y")) || kiln_edit_add_output(g, val(g, "t"));
+      fz f = {0};
+      if (bad || !fz_make(&f, g)) {
+        CHECK(0, "streamed stores: cannot build and fuse: %s", kiln_last_error());
+        kiln_graph_free(g);
+        return;
+      }
+      const kiln_fuse_spec *sp = single_ew(&f);
+      char *src = NULL, *plain = NULL, m[400] = "", what[96];
+      snprintf(what, sizeof what, "streamed stores %lldx%lld, %s", (long long)shapes[h][0], (long long)shapes[h][1],
+               one_vec ? "one vector per item" : "the default form");
+      kiln_cl_kernel_sig sig, psig;
+      cl_program p = NULL, pp = NULL;
+      kiln_cl_kernel kf = {0}, kp = {0};
+      kiln_tensor x = {0}, ref[2] = {{0}}, want[KILN_CL_SIG_MAX_ARGS], out[KILN_CL_SIG_MAX_ARGS];
+      kiln_tensor *vals = calloc((size_t)g->n_values + 1, sizeof *vals);
+      memset(out, 0, sizeof out);
+      memset(want, 0, sizeof want);
+      kiln_status s = !sp || !vals ? kiln_fail(KILN_E_INTERNAL, "not one elementwise group") : KILN_OK;
+      if (one_vec) {
+        setenv("KILN_CL_ROWS", "1", 1);
+        setenv("KILN_CL_BLOCKS", "1", 1);
+      }
+      setenv("KILN_CL_STREAM", "0", 1);
+      if (!s) s = kiln_cl_codegen(sp, dev, &plain, &psig);
+      setenv("KILN_CL_STREAM", "all", 1);
+      if (!s) s = kiln_cl_codegen(sp, dev, &src, &sig);
+      unsetenv("KILN_CL_STREAM");
+      unsetenv("KILN_CL_ROWS");
+      unsetenv("KILN_CL_BLOCKS");
+      if (!s) {
+        int tests = count_str(src, "#ifdef KILN_CL_NT\n"), nt = count_str(src, "__builtin_nontemporal_store(");
+        CHECK(tests > 0 && nt >= 2 && !strstr(plain, "KILN_CL_NT"),
+              "%s: %d alignment tests and %d non-temporal stores with KILN_CL_STREAM=all (both stores), none "
+              "without:\n%s",
+              what, tests, nt, src);
+        /* y's store moved to rows cols + 4 apart (its vectors no longer a
+           multiple of w apart): y is not streamed; cols + 16 apart: it is */
+        int ky = -1;
+        for (int k = 0; k < sp->n_store; k++)
+          if (sp->store[k].value == val(g, "y")) ky = k;
+        kiln_view *yv = ky >= 0 && sp->store[ky].map.depth == 1 ? &((kiln_fuse_spec *)sp)->store[ky].map.v[0] : NULL;
+        for (int pad = 4; yv && yv->rank == 2 && !one_vec && h == 3 && pad <= 16; pad += 12) {
+          const int64_t s0 = yv->strides[0];
+          const bool c0 = yv->contiguous;
+          yv->strides[0] = shapes[h][1] + pad;
+          yv->contiguous = false;
+          char *ssrc = NULL;
+          kiln_cl_kernel_sig ssig;
+          setenv("KILN_CL_STREAM", "all", 1);
+          kiln_status ss = kiln_cl_codegen(sp, dev, &ssrc, &ssig);
+          unsetenv("KILN_CL_STREAM");
+          yv->strides[0] = s0;
+          yv->contiguous = c0;
+          int st = ss ? -1 : count_str(ssrc, "#ifdef KILN_CL_NT\n");
+          CHECK(st == (pad == 4 ? tests / 2 : tests),
+                "%s, y's rows %lld + %d apart: %d alignment tests, expected %d (%s):\n%s", what,
+                (long long)shapes[h][1], pad, st, pad == 4 ? tests / 2 : tests, ss ? kiln_last_error() : "",
+                ssrc ? ssrc : "");
+          kiln_free(ssrc);
+        }
+      }
+      if (!s) s = kiln_tensor_alloc(&x, KILN_F32, 2, shapes[h]);
+      for (int64_t i = 0; !s && i < x.numel; i++) ((float *)x.data)[i] = (float)((i * 37) % 101) * 0.0625f - 3.0f;
+      if (!s) s = ref_then_device(c, g, vx, &x, vals, plain, &psig, sp, want, ref, &pp, &kp);
+      if (!s) s = kiln_cl_program_build(c, src, "-cl-std=CL1.2", &p);
+      if (!s) s = kiln_cl_kernel_create(c, p, sig.name, &kf);
+      CHECK(!s, "%s: %s", what, s ? kiln_last_error() : "");
+      bool f64;
+      double rtol = sp ? spec_rtol(sp, &f64) : 0;
+      for (int place = OUT_DEVICE; !s && place <= OUT_HOST_OFF4; place++) {
+        kiln_status rs = run_kernel_at(c, &kf, &sig, sp, vals, out, place);
+        CHECK(!rs, "%s, outputs in %s: %s", what, place_name[place], rs ? kiln_last_error() : "");
+        for (int a = 0; !rs && a < sig.n_args; a++) {
+          if (!sig.args[a].output) continue;
+          CHECK(tu_compare(&out[a], &want[a], 0, 0, m, sizeof m, NULL, NULL),
+                "%s, outputs in %s: store %d vs the kernel without streamed stores: %s", what, place_name[place], a, m);
+          if (sig.args[a].value == val(g, "y"))
+            CHECK(tu_compare(&out[a], &ref[0], rtol, ATOL, m, sizeof m, NULL, NULL),
+                  "%s, outputs in %s: y vs reference: %s", what, place_name[place], m);
+        }
+        for (int a = 0; a < KILN_CL_SIG_MAX_ARGS; a++) kiln_tensor_release(&out[a]);
+      }
+      kiln_tensor_release(&ref[1]);
+      kiln_cl_kernel_free(&kp);
+      kiln_cl_program_free(pp);
+      kiln_free(plain);
+      case_free(want, &kf, p, src, &x, &ref[0], vals, &f, g);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* the bench elementwise chain                                         */
 
@@ -746,6 +889,18 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
                                  "__kernel void kiln_copy16(__global const float *restrict a, __global float *b) {\n"
                                  "  if (get_global_id(0) >= N_ITEMS / 16) return;\n"
                                  "  const size_t i = get_global_id(0) * 16;\n"
+                                 "  vstore16(vload16(0, a + i), 0, b + i);\n}\n"
+                                 "/* the float16 copy with the fused kernel's non-temporal stores, where it\n"
+                                 "   takes them (KILN_CL_NT: opencl/codegen.c stream_plan) */\n"
+                                 "__kernel void kiln_copy16nt(__global const float *restrict a, __global float *b) {\n"
+                                 "  if (get_global_id(0) >= N_ITEMS / 16) return;\n"
+                                 "  const size_t i = get_global_id(0) * 16;\n"
+                                 "#ifdef KILN_CL_NT\n"
+                                 "  if (!((uintptr_t)(b + i) & 63)) {\n"
+                                 "    __builtin_nontemporal_store(vload16(0, a + i), (__global float16 *)(b + i));\n"
+                                 "    return;\n"
+                                 "  }\n"
+                                 "#endif\n"
                                  "  vstore16(vload16(0, a + i), 0, b + i);\n}\n"
                                  "/* the same chain written by hand: contiguous, constants inline */\n"
                                  "__kernel void kiln_hand(__global const float *restrict x, __global const float *restrict bias,\n"
@@ -872,6 +1027,19 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
              "ratio %.2f (9 alternated pairs: medians, median ratios)\n",
              dev->name, tf2, t16, r16, u16);
       CHECK(tf2 > 0 && t16 > 0, "timings against the float16 copy");
+      kiln_cl_kernel knt = {0};
+      double tf3 = 0, tnt = 0, unt = 0, rnt = 0;
+      kiln_status sn = kiln_cl_kernel_create(c, p, "kiln_copy16nt", &knt);
+      if (!sn) sn = kiln_cl_kernel_arg_buffer(&knt, 0, &bx);
+      if (!sn) sn = kiln_cl_kernel_arg_buffer(&knt, 1, &by);
+      if (!sn) rnt = time_pair(c, &kf, (size_t)sig.n_items, &knt, (size_t)x.numel / 16, &tf3, &tnt, &unt);
+      printf("  bench chain on %s, against a float16 copy with%s non-temporal stores: fused %.3f ms, that copy %.3f "
+             "ms: ratio %.2f, CPU time ratio %.2f (9 alternated pairs: medians, median ratios)\n",
+             dev->name, strstr(src, "__builtin_nontemporal_store") ? "" : " (the fused kernel has none, nor has it)",
+             tf3, tnt, rnt, unt);
+      CHECK(!sn && tf3 > 0 && tnt > 0, "timings against the float16 copy with non-temporal stores: %s",
+            sn ? kiln_last_error() : "");
+      kiln_cl_kernel_free(&knt);
     }
     static const char *const var[] = {"kiln_nomath", "kiln_native", "kiln_vec4", "kiln_vec4n"};
     for (int k = 0; chain_only && k < 4; k++) { /* what bounds the fused kernel */
@@ -1132,6 +1300,8 @@ int main(int argc, char **argv) {
     test_rows_per_item(c, dev);
     printf("blocks per item:\n");
     test_blocks_per_item(c, dev);
+    printf("streamed stores:\n");
+    test_streamed_stores(c, dev);
     printf("node tests:\n");
     test_node_suite(c, dev, root);
   }
