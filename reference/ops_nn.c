@@ -217,7 +217,15 @@ static kiln_status pool_check_attrs(const kiln_node *n, int flags) {
  *     in ceil mode a last window that would start inside the end padding
  *     (no input element under its start) is dropped, as PyTorch does;
  *   SAME_UPPER/SAME_LOWER: ceil(in / s), total pad (out-1)*s + ek - in split
- *     with the odd element at the end (UPPER) or the beginning (LOWER). */
+ *     with the odd element at the end (UPPER) or the beginning (LOWER); a
+ *     negative total (a stride over the dilated kernel, e.g. in 11, k 1,
+ *     s 4) is 0, as Conv's SAME is in kiln, onnxruntime and the ONNX
+ *     reference evaluator. For pooling those two disagree there:
+ *     onnxruntime 1.32 refuses the node ("padding values must be
+ *     non-negative"), onnx 1.23's evaluator starts MaxPool's windows inside
+ *     (and with SAME_LOWER, k 1, s 2, in 11 returns 5 of the 6 outputs its
+ *     own shape rule gives) and fails AveragePool; the spec says "pad the
+ *     input", which a negative amount does not. */
 static kiln_status pool_geometry(const kiln_node *n, const kiln_tensor *x, int flags, pool_geo *g) {
   kiln_status s = pool_check_attrs(n, flags);
   if (s) return s;

@@ -250,6 +250,9 @@ static void test_pool(void) {
       {"SAME_UPPER", 4, {1, 2, 10, 13}, 2, {3, 4}, {2, 3}, {0}, {0}, 0, 0, "SAME_UPPER"},
       {"SAME_LOWER", 4, {1, 2, 10, 13}, 2, {3, 4}, {2, 3}, {0}, {0}, 0, 1, "SAME_LOWER"},
       {"VALID", 4, {1, 2, 10, 13}, 2, {3, 3}, {2, 2}, {0}, {0}, 0, 0, "VALID"},
+      /* a stride over the kernel: SAME's total pad comes out negative, taken as 0 */
+      {"SAME_UPPER stride over kernel", 4, {1, 2, 11, 11}, 2, {1, 2}, {4, 4}, {0}, {0}, 0, 0, "SAME_UPPER"},
+      {"SAME_LOWER stride over kernel", 4, {1, 2, 11, 10}, 2, {1, 1}, {2, 4}, {0}, {0}, 0, 0, "SAME_LOWER"},
       {"1-D", 3, {2, 3, 17}, 1, {3}, {2}, {1, 1}, {0}, 0, 0, NULL},
       {"1-D ceil", 3, {1, 2, 23}, 1, {4}, {3}, {0, 2}, {0}, 1, 1, NULL},
       {"one pixel", 4, {1, 1, 1, 1}, 2, {1, 1}, {0}, {0}, {0}, 0, 0, NULL},
