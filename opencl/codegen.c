@@ -1171,8 +1171,9 @@ static void put_store_vec(gen *g, int k, const char *q) {
  * blocks of the item at index q0 (U = 1: the one vector at q0): their
  * offsets, then one test of the first block's alignment (the blocks are a
  * multiple of w apart, so all aligned or none: stream_strides_ok) choosing
- * the non-temporal stores or vstoreW for all U. */
-static void put_store_stream(gen *g, int k, int U, const char *q0) {
+ * the non-temporal stores or vstoreW for all U; `flag`, when not NULL, is
+ * the name of that test already made (the row printer's, once per item). */
+static void put_store_stream(gen *g, int k, int U, const char *q0, const char *flag) {
   const kiln_fuse_store *st = &g->sp->store[k];
   sbuf *b = &g->b;
   const int w = g->vw;
@@ -1183,7 +1184,8 @@ static void put_store_stream(gen *g, int k, int U, const char *q0) {
     put_map_vec4(g, &st->map, pre, U > 1 ? q : q0);
     if (!u) snprintf(pre0, sizeof pre0, "%s", pre);
   }
-  sb_put(b, "#ifdef KILN_CL_NT\n  if (!((uintptr_t)(s%d + %so0) & %d)) {\n", k, pre0, 4 * w - 1);
+  if (flag) sb_put(b, "#ifdef KILN_CL_NT\n  if (%s) {\n", flag);
+  else sb_put(b, "#ifdef KILN_CL_NT\n  if (!((uintptr_t)(s%d + %so0) & %d)) {\n", k, pre0, 4 * w - 1);
   for (int pass = 0; pass < 2; pass++) {
     for (int u = 0; u < U; u++) {
       if (U > 1) block_name(g, u, U, q, sizeof q);
@@ -1235,6 +1237,14 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
       put_map_vec4(g, &spec->access[a].map, pre, "q0");
       sb_put(b, "  const float%d h%d = vload%d(0, a%d + a%do0);\n", w, a, w, a, a);
     }
+    for (int k = 0; k < spec->n_store && k < 64; k++) { /* the rows are a multiple of w apart: one test */
+      if (!(g->stream >> k & 1)) continue;
+      char pre[24];
+      snprintf(pre, sizeof pre, "s%dq0", k);
+      sb_put(b, "#ifdef KILN_CL_NT\n");
+      put_map_vec4(g, &spec->store[k].map, pre, "q0");
+      sb_put(b, "  const int nt%d = !((uintptr_t)(s%d + s%dq0o0) & %d);\n#endif\n", k, k, k, 4 * w - 1);
+    }
     for (int64_t r = 0; r < R && !s; r++) {
       sb_put(b, "  {\n  const %s q = q0 + %" PRId64 "%s;\n", g->ity, r * C, g->isuf);
       for (int a = 0; a < spec->n_access; a++) {
@@ -1245,7 +1255,9 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
       }
       for (int i = 0; i < spec->n_expr && !s; i++) s = put_expr_vec4(g, i);
       for (int k = 0; k < spec->n_store && !s; k++) {
-        if (k < 64 && (g->stream >> k & 1)) put_store_stream(g, k, 1, "q");
+        char flag[24];
+        snprintf(flag, sizeof flag, "nt%d", k);
+        if (k < 64 && (g->stream >> k & 1)) put_store_stream(g, k, 1, "q", flag);
         else put_store_vec(g, k, "q");
       }
       sb_put(b, "  }\n");
@@ -1272,7 +1284,7 @@ static kiln_status codegen_vec4(gen *g, const char *name, char **source, kiln_cl
       }
     for (int k = 0; k < spec->n_store && !s; k++) {
       if (k < 64 && (g->stream >> k & 1)) {
-        put_store_stream(g, k, U, "q");
+        put_store_stream(g, k, U, "q", NULL);
         continue;
       }
       for (int u = 0; u < U; u++) {

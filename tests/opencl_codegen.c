@@ -666,13 +666,15 @@ static int count_str(const char *hay, const char *needle) {
  * stores, and the outputs, in device buffers, in host memory at a 64-byte
  * boundary and 4 bytes past one (the vstoreW fallback), are bit-equal to
  * the kernel printed without them (KILN_CL_STREAM=0), y within the
- * reference's tolerance. A store whose rows are not a multiple of the
- * vector apart is not streamed (the source only: y's map edited). */
+ * reference's tolerance; in the default form, one vector per item and two
+ * rows per item (row blocks: one test per item for its rows). A store whose
+ * rows are not a multiple of the vector apart is not streamed (the source
+ * only: y's map edited). */
 static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) {
   static const int64_t shapes[][2] = {{8, 64}, {6, 32}, {12, 8}, {64, 128}};
   static const char *const place_name[] = {"device buffers", "host memory at 64 bytes", "host memory at 64 + 4 bytes"};
   for (int h = 0; h < 4; h++)
-    for (int one_vec = 0; one_vec < 2; one_vec++) {
+    for (int one_vec = 0; one_vec < 3; one_vec++) { /* the default form, one vector per item, two rows per item */
       kiln_graph *g = NULL;
       int vx = -1;
       const int64_t dz[] = {shapes[h][0], 1}, dc[] = {shapes[h][1], shapes[h][0]};
@@ -692,7 +694,7 @@ static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) 
       const kiln_fuse_spec *sp = single_ew(&f);
       char *src = NULL, *plain = NULL, m[400] = "", what[96];
       snprintf(what, sizeof what, "streamed stores %lldx%lld, %s", (long long)shapes[h][0], (long long)shapes[h][1],
-               one_vec ? "one vector per item" : "the default form");
+               one_vec == 2 ? "two rows per item" : one_vec ? "one vector per item" : "the default form");
       kiln_cl_kernel_sig sig, psig;
       cl_program p = NULL, pp = NULL;
       kiln_cl_kernel kf = {0}, kp = {0};
@@ -701,9 +703,11 @@ static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) 
       memset(out, 0, sizeof out);
       memset(want, 0, sizeof want);
       kiln_status s = !sp || !vals ? kiln_fail(KILN_E_INTERNAL, "not one elementwise group") : KILN_OK;
-      if (one_vec) {
+      if (one_vec == 1) {
         setenv("KILN_CL_ROWS", "1", 1);
         setenv("KILN_CL_BLOCKS", "1", 1);
+      } else if (one_vec == 2) {
+        setenv("KILN_CL_ROWS", "2", 1);
       }
       setenv("KILN_CL_STREAM", "0", 1);
       if (!s) s = kiln_cl_codegen(sp, dev, &plain, &psig);
@@ -713,11 +717,15 @@ static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) 
       unsetenv("KILN_CL_ROWS");
       unsetenv("KILN_CL_BLOCKS");
       if (!s) {
-        int tests = count_str(src, "#ifdef KILN_CL_NT\n"), nt = count_str(src, "__builtin_nontemporal_store(");
-        CHECK(tests > 0 && nt >= 2 && !strstr(plain, "KILN_CL_NT"),
-              "%s: %d alignment tests and %d non-temporal stores with KILN_CL_STREAM=all (both stores), none "
-              "without:\n%s",
-              what, tests, nt, src);
+        /* both stores streamed: each vstoreW of the plain kernel has a
+           non-temporal twin and stays as the fallback, and each store's
+           alignment is tested once per item (blocks or rows alike) */
+        int tests = count_str(src, "(uintptr_t)"), nt = count_str(src, "__builtin_nontemporal_store(");
+        int vs = count_str(plain, "vstore"), vs2 = count_str(src, "vstore");
+        CHECK(tests == 2 && vs > 0 && nt == vs && vs2 == vs && !strstr(plain, "KILN_CL_NT"),
+              "%s: %d alignment tests (want 2), %d non-temporal stores and %d vstores (want %d each) with "
+              "KILN_CL_STREAM=all, none without:\n%s",
+              what, tests, nt, vs2, vs, src);
         /* y's store moved to rows cols + 4 apart (its vectors no longer a
            multiple of w apart): y is not streamed; cols + 16 apart: it is */
         int ky = -1;
@@ -736,7 +744,7 @@ static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) 
           unsetenv("KILN_CL_STREAM");
           yv->strides[0] = s0;
           yv->contiguous = c0;
-          int st = ss ? -1 : count_str(ssrc, "#ifdef KILN_CL_NT\n");
+          int st = ss ? -1 : count_str(ssrc, "(uintptr_t)");
           CHECK(st == (pad == 4 ? tests / 2 : tests),
                 "%s, y's rows %lld + %d apart: %d alignment tests, expected %d (%s):\n%s", what,
                 (long long)shapes[h][1], pad, st, pad == 4 ? tests / 2 : tests, ss ? kiln_last_error() : "",
@@ -771,6 +779,56 @@ static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) 
       kiln_free(plain);
       case_free(want, &kf, p, src, &x, &ref[0], vals, &f, g);
     }
+}
+
+/* The defaults at scale, printed only (y = x * b, b over the rows): a
+ * store of 16 MiB and more is streamed, one below is not; rows per item
+ * where the device prefers vectors narrower than 16 floats: 8 while 65536
+ * items remain, else 4, else 2, halved until the rows divide; else 1. */
+static void test_stream_rows_defaults(const kiln_cl_device *dev) {
+  static const int64_t shapes[][2] = {{4096, 1024}, {2048, 1024}, {1024, 1024}, {4095, 1024}, {6144, 1024}};
+  for (int h = 0; h < 5; h++) {
+    kiln_graph *g = NULL;
+    int vx = -1;
+    bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
+    bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 || gb_add(g, "Mul", "x b", "y") < 0;
+    bad = bad || kiln_edit_add_output(g, val(g, "y"));
+    fz f = {0};
+    if (bad || !fz_make(&f, g)) {
+      CHECK(0, "stream and rows defaults: cannot build and fuse: %s", kiln_last_error());
+      kiln_graph_free(g);
+      return;
+    }
+    const kiln_fuse_spec *sp = single_ew(&f);
+    char *src = NULL;
+    kiln_cl_kernel_sig sig;
+    const char *keep[] = {"KILN_CL_STREAM", "KILN_CL_ROWS", "KILN_CL_BLOCKS", "KILN_CL_VEC"};
+    for (int k = 0; k < 4; k++) unsetenv(keep[k]);
+    kiln_status s = sp ? kiln_cl_codegen(sp, dev, &src, &sig) : kiln_fail(KILN_E_INTERNAL, "not one group");
+    const int64_t numel = shapes[h][0] * shapes[h][1];
+    if (!s) {
+      const char *fw = strstr(src, "/* float");
+      int w = fw ? atoi(fw + 8) : 0, r = 1;
+      if (dev->pref_vec_float < 16) {
+        r = 8;
+        while (r > 2 && w && numel / (w * r) < 65536) r /= 2;
+        while (r > 1 && shapes[h][0] % r) r /= 2;
+      }
+      bool streamed = strstr(src, "__builtin_nontemporal_store(") != NULL;
+      CHECK(w > 0 && streamed == (numel * 4 >= (int64_t)16 << 20) && sig.n_items == numel / (w * r),
+            "stream and rows defaults %lldx%lld: float%d, %s, %lld items; want %s, %lld items (%d rows)",
+            (long long)shapes[h][0], (long long)shapes[h][1], w, streamed ? "streamed" : "not streamed",
+            (long long)sig.n_items, numel * 4 >= (int64_t)16 << 20 ? "streamed" : "not streamed",
+            (long long)(w ? numel / (w * r) : 0), r);
+      printf("  %lldx%lld: float%d, %d rows per item, %s\n", (long long)shapes[h][0], (long long)shapes[h][1], w, r,
+             streamed ? "streamed" : "plain stores");
+    }
+    CHECK(!s, "stream and rows defaults %lldx%lld: %s", (long long)shapes[h][0], (long long)shapes[h][1],
+          s ? kiln_last_error() : "");
+    kiln_free(src);
+    fz_free(&f);
+    kiln_graph_free(g);
+  }
 }
 
 /* ------------------------------------------------------------------ */
@@ -1035,7 +1093,7 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
       if (!sn) rnt = time_pair(c, &kf, (size_t)sig.n_items, &knt, (size_t)x.numel / 16, &tf3, &tnt, &unt);
       printf("  bench chain on %s, against a float16 copy with%s non-temporal stores: fused %.3f ms, that copy %.3f "
              "ms: ratio %.2f, CPU time ratio %.2f (9 alternated pairs: medians, median ratios)\n",
-             dev->name, strstr(src, "__builtin_nontemporal_store") ? "" : " (the fused kernel has none, nor has it)",
+             dev->name, strstr(src, "__builtin_nontemporal_store") ? "" : "out (as the fused kernel here)",
              tf3, tnt, rnt, unt);
       CHECK(!sn && tf3 > 0 && tnt > 0, "timings against the float16 copy with non-temporal stores: %s",
             sn ? kiln_last_error() : "");
@@ -1302,6 +1360,7 @@ int main(int argc, char **argv) {
     test_blocks_per_item(c, dev);
     printf("streamed stores:\n");
     test_streamed_stores(c, dev);
+    test_stream_rows_defaults(dev);
     printf("node tests:\n");
     test_node_suite(c, dev, root);
   }
