@@ -122,25 +122,30 @@ def bench_chain(a, tmp, lines):
     lines.append("### (b) ew_chain, 16M float32 elementwise (8 nodes)\n")
     lines.append("fused / copy / variants: tests/opencl_codegen (one program; fused and copy: medians of 9 "
                  "alternated pairs, the copy one float per work item; fused/float16 copy: against a copy of 16 floats "
-                 "per work item, 9 more pairs; variants: median of 5 launches); "
+                 "per work item, 9 more pairs; fused/float16 NT copy: against that copy with the non-temporal "
+                 "stores the fused kernel takes where it takes them (opencl/ENGINE.md, 'Streamed stores'), 9 more "
+                 "pairs; variants: median of 5 launches); "
                  "kiln-run: whole run min of 3 (64 MiB in, 64 MiB out through host memory) and the KILN_PROFILE "
                  "kernel time per run (rusticl's event times are 0: '-')\n")
     lines.append("| driver | fused kernel ms | copy kernel ms (same bytes) | fused/copy | fused/float16 copy | "
+                 "fused/float16 NT copy | "
                  "no exp/tanh ms (/copy) | float4+native_exp ms (/copy) | run fused ms | run KILN_FUSION=0 ms | "
                  "unfused/fused (run) | kernels fused / unfused ms | unfused/fused (kernels) |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for drv in a.drivers:
         env = dict(DRIVERS[drv])
         rc, out = run([a.codegen, "--chain-rows", "16384", "--chain-only"], env)
         m = re.search(r"fused ([0-9.]+) ms, copy of the same bytes ([0-9.]+) ms: ratio ([0-9.]+), CPU time ratio "
                       r"[0-9.]+ \([^)]*\); hand-written chain ([0-9.]+) ms", out)
         m16 = re.search(r"against a float16 copy: fused ([0-9.]+) ms, float16 copy ([0-9.]+) ms: ratio ([0-9.]+)", out)
-        if not m or not m16:
+        mnt = re.search(r"against a float16 copy with[^:]* non-temporal stores: fused ([0-9.]+) ms, that copy ([0-9.]+) "
+                        r"ms: ratio ([0-9.]+)", out)
+        if not m or not m16 or not mnt:
             print(out[-3000:], file=sys.stderr)
-            lines.append(f"| {drv} | FAILED | | | | | | | | | | |")
+            lines.append(f"| {drv} | FAILED | | | | | | | | | | | |")
             continue
         tf, tc, th = float(m.group(1)), float(m.group(2)), float(m.group(4))
-        r16 = float(m16.group(3))
+        r16, rnt = float(m16.group(3)), float(mnt.group(3))
         var = dict(re.findall(r"variant (\S+)\s+([0-9.]+) ms", out))
         ks, rr = {}, {}
         for fusion in ("1", "0"):
@@ -158,7 +163,7 @@ def bench_chain(a, tmp, lines):
         kr = f"{ks['0'] / ks['1']:.1f}x" if ks["1"] > 0 and ks["0"] > 0 else "-"
         runr = f"{rr['0'] / rr['1']:.1f}x" if rr["1"] and rr["0"] else "-"
         kf = f"{ks['1']:.1f} / {ks['0']:.1f}" if ks["1"] > 0 else "-"
-        lines.append(f"| {drv} | {tf:.1f} | {tc:.1f} | {tf / tc:.2f}x | {r16:.2f}x | {nm:.1f} ({nm / tc:.2f}x) | {vn:.1f} "
+        lines.append(f"| {drv} | {tf:.1f} | {tc:.1f} | {tf / tc:.2f}x | {r16:.2f}x | {rnt:.2f}x | {nm:.1f} ({nm / tc:.2f}x) | {vn:.1f} "
                      f"({vn / tc:.2f}x) | {fmt(rr['1'])} | {fmt(rr['0'])} | {runr} | {kf} | {kr} |")
         print(lines[-1], flush=True)
     lines.append("")
