@@ -763,10 +763,18 @@ static void in_planes(void *ctx, int64_t lo, int64_t hi, int worker) {
   int64_t sp = j->sp, C = j->C;
   for (int64_t p = lo; p < hi; p++) {
     const float *xp = j->xd + p * sp;
-    float mean = P->sum((size_t)sp, xp) / (float)sp;
-    float var = P->sqdev((size_t)sp, xp, mean) / (float)sp;
+    float *yp = j->yd + p * sp;
+    /* An instance far from zero (x ~ 1e5, deviations ~ 1) keeps its
+       deviations: centred on a first mean m0 (x - m0 exact where x is
+       within a factor 2 of m0), the mean's remainder d, the variance and
+       the output come from the centred values; x * a + (B - mean * a) with
+       a float mean was off by 1-2 % of the output's range there. */
+    float m0 = P->sum((size_t)sp, xp) / (float)sp;
+    P->affine((size_t)sp, xp, 1.0f, -m0, yp);
+    float d = P->sum((size_t)sp, yp) / (float)sp;
+    float var = P->sqdev((size_t)sp, yp, d) / (float)sp;
     double a = (double)j->sc[p % C] / sqrt((double)var + j->eps);
-    P->affine((size_t)sp, xp, (float)a, (float)((double)j->b[p % C] - (double)mean * a), j->yd + p * sp);
+    P->affine((size_t)sp, yp, (float)a, (float)((double)j->b[p % C] - (double)d * a), yp);
   }
 }
 

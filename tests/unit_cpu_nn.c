@@ -612,6 +612,16 @@ static void test_norm(void) {
     tc_run(&t, "InstanceNormalization", OWN, 1e-4, 2e-5);
     tc_end(&t);
   }
+  /* instances far from zero (1e5 + deviations of ~1): the deviations are
+     kept; x * a + (B - mean * a) was off by up to 0.016 here */
+  static const int64_t far_dims[] = {1, 2, 4, 9};
+  tc_begin(&t, 6, "InstanceNormalization", 3, 1);
+  kiln_tensor *fx = tc_f32(&t, 0, 4, far_dims, 1);
+  for (int64_t i = 0; i < fx->numel; i++) ((float *)fx->data)[i] += i < fx->numel / 2 ? 1e5f : -3e4f;
+  tc_f32(&t, 1, 1, &far_dims[1], 1);
+  tc_f32(&t, 2, 1, &far_dims[1], 1);
+  tc_run(&t, "InstanceNormalization far from zero", OWN, 1e-4, 1e-4);
+  tc_end(&t);
 }
 
 /* ---- reductions ---- */
