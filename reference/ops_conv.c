@@ -805,7 +805,8 @@ static void odo_next(int64_t *idx, const int64_t *dims, int n) {
 }
 
 /* y[n][m][o] = sum_{c in m's group, k} x[n][c][o*s - pb + k*d] * w[m][c][k],
- * out-of-range input positions reading 0. */
+ * out-of-range input positions reading 0 (multiplied, as the spec's zero
+ * padding is: a non-finite weight over the padding gives NaN). */
 static void conv_fwd(const conv_geom *g, const double *x, const double *w, double *y) {
   int64_t Cg = g->C / g->G, Mg = g->M / g->G;
   int64_t oi[MAXSP], ki[MAXSP];
@@ -829,6 +830,8 @@ static void conv_fwd(const conv_geom *g, const double *x, const double *w, doubl
           }
           if (inside)
             for (int64_t cc = 0; cc < Cg; cc++) acc += xg[cc * g->in_sp + flat] * wm[cc * g->k_sp + kp];
+          else /* a zero of the padding times the weight: 0 * inf is NaN (a sum of finite products is unchanged) */
+            for (int64_t cc = 0; cc < Cg; cc++) acc += 0.0 * wm[cc * g->k_sp + kp];
           odo_next(ki, g->k, g->nsp);
         }
         ym[o] = acc;

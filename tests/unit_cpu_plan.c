@@ -801,7 +801,56 @@ static void test_intermediate_types(void) {
   }
 }
 
+/* The spec's zero padding is multiplied like any input: a non-finite weight
+ * over the padding gives NaN. Conv 1-D and 2-D depthwise (group 2), x > 0,
+ * the first tap inf and padding 1 at the start: the first output of each
+ * channel is 0 * inf + ... = NaN, the next ones inf, on cpu and reference. */
+static void test_conv_pad_nonfinite(void) {
+  for (int depthwise = 0; depthwise < 2; depthwise++) {
+    kiln_graph *g;
+    int x;
+    const int64_t xd1[3] = {1, 1, 4}, xd2[4] = {1, 2, 1, 4}, wd1[3] = {1, 1, 2}, wd2[4] = {2, 1, 1, 2};
+    const float w[4] = {INFINITY, 1.0f, INFINITY, 2.0f};
+    kiln_edit_new_graph(13, &g);
+    kiln_edit_add_input(g, "x", KILN_F32, depthwise ? 4 : 3, depthwise ? xd2 : xd1, &x);
+    int wv = const_f32(g, depthwise ? 4 : 3, depthwise ? wd2 : wd1, w), in[2] = {x, wv};
+    kiln_node *cn;
+    int y = node(g, "Conv", 2, in, &cn);
+    const int64_t pads1[2] = {1, 0}, pads2[4] = {0, 1, 0, 0};
+    kiln_edit_set_ints(cn, "pads", depthwise ? pads2 : pads1, depthwise ? 4 : 2);
+    if (depthwise) kiln_edit_set_int(cn, "group", 2);
+    kiln_edit_add_output(g, y);
+    kiln_tensor xt = {0};
+    kiln_tensor_alloc(&xt, KILN_F32, depthwise ? 4 : 3, depthwise ? xd2 : xd1);
+    for (int64_t i = 0; i < xt.numel; i++) kiln_set_f(&xt, i, 0.5 + (double)i);
+    kiln_cpu_plan *p = NULL;
+    kiln_status s = kiln_cpu_prepare(g, &p);
+    CHECK(!s, "conv pad nonfinite: prepare: %s", kiln_last_error());
+    const kiln_tensor **bound = kiln_calloc((size_t)g->n_values, sizeof *bound);
+    bound[g->inputs[0]] = &xt;
+    for (int b = 0; b < 2 && !s; b++) {
+      kiln_tensor out[1] = {{0}};
+      s = b ? kiln_ref_run(g, bound, out) : kiln_cpu_run(p, g, bound, out);
+      CHECK(!s, "conv pad nonfinite %s: %s", b ? "reference" : "cpu", kiln_last_error());
+      int64_t per = 4; /* outputs per channel: 4 + 1 - 2 + 1 */
+      bool ok = !s && out[0].numel == (depthwise ? 2 : 1) * per;
+      for (int64_t i = 0; ok && i < out[0].numel; i++) {
+        double v = kiln_get_f(&out[0], i);
+        ok = i % per == 0 ? isnan(v) : isinf(v) && v > 0;
+      }
+      CHECK(ok, "conv pad nonfinite (%s) on %s: NaN over the padding, inf after", depthwise ? "depthwise 2-D" : "1-D",
+            b ? "reference" : "cpu");
+      kiln_tensor_release(&out[0]);
+    }
+    kiln_free(bound);
+    kiln_cpu_release(p);
+    kiln_tensor_release(&xt);
+    kiln_graph_free(g);
+  }
+}
+
 int main(void) {
+  test_conv_pad_nonfinite();
   test_intermediate_types();
   test_concat_producer_order();
   for (int view = 0; view < 2; view++)
