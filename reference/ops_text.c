@@ -12,19 +12,21 @@
  * the pool's n-grams of length n and, when found, counted at its
  * coordinate; 1-grams are counted once (at s = 0), as a skip changes
  * nothing for them. An n-gram listed twice in the pool counts at its last
- * listing. Modes: TF the counts; IDF min(count, 1) times the weight; TFIDF
- * count times the weight; the weight of a coordinate c is weights[c]
- * (1 without the weights attribute).
+ * listing. Each n-gram i found adds to its coordinate ngram_indexes[i]:
+ * TF its count; IDF its weight (once, whatever the count); TFIDF its count
+ * times its weight; the weight of the i-th n-gram of the pool is
+ * weights[i], as ONNX's text says ("the i-th element in weights is the
+ * weight of the i-th n-gram in pool") and onnxruntime 1.32 does (1 without
+ * the weights attribute). The ONNX reference evaluator (onnx 1.23) reads
+ * weights[coordinate] instead; the two agree where ngram_indexes is the
+ * identity, as in every ONNX node test (kiln followed the evaluator before
+ * 2026-11-27). Two n-grams mapped to one coordinate add up there.
  *
- * Where ONNX's text leaves room, kiln follows onnxruntime and the ONNX
- * reference evaluator, which agree: weights are indexed by output
- * coordinate (the text says "the i-th n-gram in pool"; the two readings
- * differ only when ngram_indexes is not the identity), and 1-grams are not
- * recounted per skip. Checked, with an error naming the attribute: mode,
- * lengths (1 <= min <= max), max_skip_count >= 0, ngram_counts
- * non-decreasing within the pool with each length's share a whole number of
- * n-grams, one ngram_indexes entry per n-gram, each >= 0, and weights
- * covering every coordinate an n-gram maps to. pool_strings cannot be
+ * 1-grams are not recounted per skip. Checked, with an error naming the
+ * attribute: mode, lengths (1 <= min <= max), max_skip_count >= 0,
+ * ngram_counts non-decreasing within the pool with each length's share a
+ * whole number of n-grams, one ngram_indexes entry per n-gram, each >= 0,
+ * and weights, when given, one per n-gram. pool_strings cannot be
  * used: string tensors cannot cross the ONNXIFI ABI (kiln has no string
  * type), so such a node is UNSUPPORTED_DTYPE with that reason. */
 #include <string.h>
@@ -123,12 +125,11 @@ static kiln_status tfidf_read(const kiln_node *n, tfidf *t) {
       return kiln_fail(KILN_E_UNSUPPORTED_ATTR, "attribute 'ngram_indexes' [%zu] is %lld; it must be in [0, 2^40)", i,
                        (long long)t->index[i]);
     if (t->index[i] + 1 > t->out_size) t->out_size = t->index[i] + 1;
-    if (t->n_weights && t->index[i] >= (int64_t)t->n_weights)
-      return kiln_fail(KILN_E_UNSUPPORTED_ATTR,
-                       "attribute 'weights' has %zu entries; n-gram %zu maps to output coordinate %lld, which has no "
-                       "weight",
-                       t->n_weights, i, (long long)t->index[i]);
   }
+  if (t->n_weights && (int64_t)t->n_weights != t->n_grams)
+    return kiln_fail(KILN_E_UNSUPPORTED_ATTR,
+                     "attribute 'weights' has %zu entries; the pool holds %lld n-grams (one weight each)",
+                     t->n_weights, (long long)t->n_grams);
   return KILN_OK;
 }
 
@@ -223,9 +224,9 @@ static kiln_status run_tfidf(const kiln_op_call *c) {
   int64_t top = t.max_n < (int64_t)t.n_counts ? t.max_n : (int64_t)t.n_counts;
   int64_t nsets = top >= t.min_n ? top - t.min_n + 1 : 0;
   gram_set *sets = kiln_calloc((size_t)nsets + 1, sizeof *sets);
-  int64_t *freq = kiln_calloc((size_t)(rows * t.out_size), sizeof *freq);
+  int64_t *freq = kiln_calloc((size_t)(rows * t.n_grams), sizeof *freq); /* per row and pool n-gram */
   if (!sets || !freq) {
-    s = kiln_fail(KILN_E_NOMEM, "out of memory for %lld x %lld counts", (long long)rows, (long long)t.out_size);
+    s = kiln_fail(KILN_E_NOMEM, "out of memory for %lld x %lld counts", (long long)rows, (long long)t.n_grams);
     goto done;
   }
   int64_t id = 0;
@@ -258,18 +259,19 @@ static kiln_status run_tfidf(const kiln_op_call *c) {
           const gram_set *g = &sets[len - t.min_n];
           if (!g->count) continue;
           int64_t k = gram_find(g, x, r * C + start, step);
-          if (k >= 0) freq[r * t.out_size + t.index[k]]++;
+          if (k >= 0) freq[r * t.n_grams + k]++;
         }
     }
+  for (int64_t i = 0; i < y->numel; i++) kiln_set_f(y, i, 0.0);
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t o = 0; o < t.out_size; o++) {
-      int64_t f = freq[r * t.out_size + o];
-      /* f > 0 only at coordinates some n-gram maps to: tfidf_read checked
-         that weights covers those */
-      double w = t.n_weights && f > 0 ? (double)t.weights[o] : 1.0, v = (double)f;
-      if (t.mode == 1) v = f > 0 ? w : 0;
+    for (int64_t k = 0; k < t.n_grams; k++) {
+      int64_t f = freq[r * t.n_grams + k];
+      if (!f) continue;
+      double w = t.n_weights ? (double)t.weights[k] : 1.0, v = (double)f;
+      if (t.mode == 1) v = w;
       else if (t.mode == 2) v = w * (double)f;
-      kiln_set_f(y, r * t.out_size + o, v);
+      int64_t at = r * t.out_size + t.index[k];
+      kiln_set_f(y, at, kiln_get_f(y, at) + v);
     }
 done:
   for (int64_t i = 0; sets && i < nsets; i++) {

@@ -168,7 +168,7 @@ static void test_tfidf_checks(void) {
   enum { OK, STRINGS, MODE, LENGTHS, SKIP, WHOLE, NIDX, WEIGHTS, ORDER, FLOAT_IN, N_CASES };
   static const char *phrase[] = {"", "cannot cross the ONNXIFI ABI", "'mode' is 'BM25'", "1 <= min <= max",
                                  "'max_skip_count' is -1", "whole number of 3-grams", "one entry each",
-                                 "has no weight", "non-decreasing", "int32 or int64 expected"};
+                                 "one weight each", "non-decreasing", "int32 or int64 expected"};
   for (int k = 0; k < N_CASES; k++) {
     kiln_graph *g = one_node(9, "TfIdfVectorizer", 1, k == FLOAT_IN ? inf : in);
     kiln_node *n = node0(g);
@@ -217,6 +217,47 @@ static void test_tfidf_checks(void) {
   kiln_graph_free(g);
   kiln_tensor_release(&x);
   kiln_tensor_release(&xf);
+}
+
+/* The weight of the i-th n-gram of the pool is weights[i] (ONNX's text,
+ * onnxruntime 1.32), whatever coordinate ngram_indexes gives it: 1-grams 0
+ * and 1 at coordinates 1 and 0, weights 2 and 3, X = [0, 0, 1] (and the
+ * same row twice, [2, 3]): TFIDF [1 * 3, 2 * 2] = [3, 4], IDF [3, 2], TF [1,
+ * 2]; with both 1-grams at coordinate 0 their terms add up there (TFIDF 2 *
+ * 2 + 1 * 3 = 7). On reference and cpu. */
+static void test_tfidf_weights(void) {
+  static const int64_t pool[] = {0, 1}, counts[] = {0}, swap[] = {1, 0}, same[] = {0, 0};
+  static const float w[] = {2, 3};
+  static const char *const modes[] = {"TFIDF", "IDF", "TF", "TFIDF"};
+  static const float want[4][2] = {{3, 4}, {3, 2}, {1, 2}, {7, 0}};
+  for (int m = 0; m < 4; m++)
+    for (int cpu = 0; cpu < 2; cpu++) {
+      int64_t d2[2] = {2, 3};
+      kiln_tensor x = {0};
+      if (kiln_tensor_alloc(&x, KILN_I64, 2, d2)) exit(2);
+      for (int64_t i = 0; i < 6; i++) kiln_set_i(&x, i, i % 3 == 2 ? 1 : 0);
+      kiln_tensor *in[1] = {&x};
+      kiln_graph *g = one_node(9, "TfIdfVectorizer", 1, in);
+      kiln_node *n = node0(g);
+      kiln_edit_set_string(n, "mode", modes[m]);
+      kiln_edit_set_int(n, "min_gram_length", 1);
+      kiln_edit_set_int(n, "max_gram_length", 1);
+      kiln_edit_set_int(n, "max_skip_count", 0);
+      kiln_edit_set_ints(n, "ngram_counts", counts, 1);
+      kiln_edit_set_ints(n, "ngram_indexes", m == 3 ? same : swap, 2);
+      kiln_edit_set_ints(n, "pool_int64s", pool, 2);
+      kiln_edit_set_floats(n, "weights", w, 2);
+      kiln_tensor out = {0};
+      kiln_status s = run(g, in, 1, cpu, &out);
+      int64_t cols = m == 3 ? 1 : 2;
+      bool ok = !s && out.rank == 2 && out.dims[0] == 2 && out.dims[1] == cols;
+      for (int64_t i = 0; ok && i < out.numel; i++) ok = kiln_get_f(&out, i) == want[m][i % cols];
+      CHECK(ok, "TfIdfVectorizer %s%s weights by pool n-gram on %s: %s", modes[m], m == 3 ? " (one coordinate)" : "",
+            cpu ? "cpu" : "reference", s ? kiln_last_error() : "values");
+      kiln_tensor_release(&out);
+      kiln_tensor_release(&x);
+      kiln_graph_free(g);
+    }
 }
 
 /* ---- run-time values ---- */
@@ -388,6 +429,7 @@ int main(void) {
   test_dft_checks();
   test_stft_mel_checks();
   test_tfidf_checks();
+  test_tfidf_weights();
   test_runtime_errors();
   test_symbolic();
   printf("unit_signal_ops: %d passed, %d failed\n", passed, failed);
