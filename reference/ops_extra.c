@@ -851,6 +851,10 @@ static kiln_status run_window(const kiln_op_call *c) {
       double t = 2 * KILN_OPC_PI * (double)i / (double)den;
       v = a0 - a1 * cos(t) + a2 * cos(2 * t);
     }
+    /* an integer output is the cast of the float32 window (the operators'
+       function bodies): 1 - 1e-16 from the double cosines rounds to 1 first,
+       not down to 0 (Blackman, size 2, periodic, int32) */
+    if (!kiln_dtype_is_float(y->dtype)) v = (double)(float)v;
     kiln_set_f(y, i, v);
   }
   return KILN_OK;

@@ -221,11 +221,12 @@ static kiln_status pool_check_attrs(const kiln_node *n, int flags) {
  *     negative total (a stride over the dilated kernel, e.g. in 11, k 1,
  *     s 4) is 0, as Conv's SAME is in kiln, onnxruntime and the ONNX
  *     reference evaluator. For pooling those two disagree there:
- *     onnxruntime 1.32 refuses the node ("padding values must be
- *     non-negative"), onnx 1.23's evaluator starts MaxPool's windows inside
- *     (and with SAME_LOWER, k 1, s 2, in 11 returns 5 of the 6 outputs its
- *     own shape rule gives) and fails AveragePool; the spec says "pad the
- *     input", which a negative amount does not. */
+ *     onnxruntime 1.32 refuses a MaxPool or AveragePool node ("padding
+ *     values must be non-negative") but starts the windows inside for
+ *     LpPool and for MaxPool with Indices, as onnx 1.23's evaluator does for
+ *     MaxPool (with SAME_LOWER, k 1, s 2, in 11 it returns 5 of the 6
+ *     outputs its own shape rule gives; AveragePool fails there); the spec
+ *     says "pad the input", which a negative amount does not. */
 static kiln_status pool_geometry(const kiln_node *n, const kiln_tensor *x, int flags, pool_geo *g) {
   kiln_status s = pool_check_attrs(n, flags);
   if (s) return s;

@@ -260,6 +260,25 @@ static void test_tfidf_weights(void) {
     }
 }
 
+/* A window cast to an integer type is the cast of its float value:
+ * BlackmanWindow of size 2, periodic, int32, is [0, 1] (0.42 + 0.5 + 0.08
+ * cos(2 pi) came out as 1 - 1e-16 in double and truncated to 0). */
+static void test_window_int(void) {
+  for (int cpu = 0; cpu < 2; cpu++) {
+    kiln_tensor two = scalar_i64(2);
+    kiln_tensor *in[1] = {&two};
+    kiln_graph *g = one_node(17, "BlackmanWindow", 1, in);
+    kiln_edit_set_int(node0(g), "output_datatype", KILN_I32);
+    kiln_tensor out = {0};
+    kiln_status s = run(g, in, 1, cpu, &out);
+    CHECK(!s && out.dtype == KILN_I32 && out.numel == 2 && kiln_get_i(&out, 0) == 0 && kiln_get_i(&out, 1) == 1,
+          "BlackmanWindow(2) as int32 on %s: [0, 1] (%s)", cpu ? "cpu" : "reference", s ? kiln_last_error() : "");
+    kiln_tensor_release(&out);
+    kiln_tensor_release(&two);
+    kiln_graph_free(g);
+  }
+}
+
 /* ---- run-time values ---- */
 
 static void test_runtime_errors(void) {
@@ -430,6 +449,7 @@ int main(void) {
   test_stft_mel_checks();
   test_tfidf_checks();
   test_tfidf_weights();
+  test_window_int();
   test_runtime_errors();
   test_symbolic();
   printf("unit_signal_ops: %d passed, %d failed\n", passed, failed);
