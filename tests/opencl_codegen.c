@@ -563,6 +563,23 @@ static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
  * tolerance of the reference (row blocks off: KILN_CL_ROWS=1). By default
  * the device with a preferred float width of 16 takes 8 blocks (halved),
  * any other one. */
+/* The graph of the blocks and streamed-stores tests, x of the given shape:
+ * y = tanh(x * b) + sigmoid(c^T) / z (a transposed weight read lane by lane,
+ * a per-row divisor, a broadcast row) with its intermediate t = tanh(x * b)
+ * a second output. false when it cannot be built (*g, if made, is the
+ * caller's to free). */
+static bool blocks_graph(const int64_t shape[2], kiln_graph **g, int *vx) {
+  const int64_t dz[] = {shape[0], 1}, dc[] = {shape[1], shape[0]};
+  bool bad = kiln_edit_new_graph(17, g) || kiln_edit_add_input(*g, "x", KILN_F32, 2, shape, vx);
+  bad = bad || gb_f32_ramp(*g, "b", 1, &shape[1], -1.25, 0.125) < 0 || gb_f32_ramp(*g, "z", 2, dz, 0.5, 0.25) < 0 ||
+        gb_f32_ramp(*g, "c", 2, dc, -2.0, 0.0625) < 0;
+  bad = bad || gb_add(*g, "Mul", "x b", "xb") < 0 || gb_add(*g, "Tanh", "xb", "t") < 0 ||
+        gb_add(*g, "Transpose", "c", "ct") < 0 || gb_add(*g, "Sigmoid", "ct", "sg") < 0 ||
+        gb_add(*g, "Div", "sg z", "q") < 0 || gb_add(*g, "Add", "t q", "y") < 0;
+  bad = bad || kiln_edit_add_output(*g, val(*g, "y")) || kiln_edit_add_output(*g, val(*g, "t"));
+  return !bad;
+}
+
 static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
   static const int64_t shapes[][2] = {{8, 64}, {6, 32}, {5, 16}, {12, 8}};
   static const char *const modes[] = {"1", "2", "4", "8", NULL};
@@ -573,14 +590,7 @@ static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) 
     for (int k = 0; k < 5; k++) {
       kiln_graph *g = NULL;
       int vx = -1;
-      const int64_t dz[] = {shapes[h][0], 1}, dc[] = {shapes[h][1], shapes[h][0]};
-      bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
-      bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 ||
-            gb_f32_ramp(g, "z", 2, dz, 0.5, 0.25) < 0 || gb_f32_ramp(g, "c", 2, dc, -2.0, 0.0625) < 0;
-      bad = bad || gb_add(g, "Mul", "x b", "xb") < 0 || gb_add(g, "Tanh", "xb", "t") < 0 ||
-            gb_add(g, "Transpose", "c", "ct") < 0 || gb_add(g, "Sigmoid", "ct", "sg") < 0 ||
-            gb_add(g, "Div", "sg z", "q") < 0 || gb_add(g, "Add", "t q", "y") < 0;
-      bad = bad || kiln_edit_add_output(g, val(g, "y")) || kiln_edit_add_output(g, val(g, "t"));
+      bool bad = !blocks_graph(shapes[h], &g, &vx);
       fz f = {0};
       if (bad || !fz_make(&f, g)) {
         CHECK(0, "blocks per item: cannot build and fuse: %s", kiln_last_error());
@@ -677,14 +687,7 @@ static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) 
     for (int one_vec = 0; one_vec < 3; one_vec++) { /* the default form, one vector per item, two rows per item */
       kiln_graph *g = NULL;
       int vx = -1;
-      const int64_t dz[] = {shapes[h][0], 1}, dc[] = {shapes[h][1], shapes[h][0]};
-      bool bad = kiln_edit_new_graph(17, &g) || kiln_edit_add_input(g, "x", KILN_F32, 2, shapes[h], &vx);
-      bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 ||
-            gb_f32_ramp(g, "z", 2, dz, 0.5, 0.25) < 0 || gb_f32_ramp(g, "c", 2, dc, -2.0, 0.0625) < 0;
-      bad = bad || gb_add(g, "Mul", "x b", "xb") < 0 || gb_add(g, "Tanh", "xb", "t") < 0 ||
-            gb_add(g, "Transpose", "c", "ct") < 0 || gb_add(g, "Sigmoid", "ct", "sg") < 0 ||
-            gb_add(g, "Div", "sg z", "q") < 0 || gb_add(g, "Add", "t q", "y") < 0;
-      bad = bad || kiln_edit_add_output(g, val(g, "y")) || kiln_edit_add_output(g, val(g, "t"));
+      bool bad = !blocks_graph(shapes[h], &g, &vx);
       fz f = {0};
       if (bad || !fz_make(&f, g)) {
         CHECK(0, "streamed stores: cannot build and fuse: %s", kiln_last_error());
