@@ -553,16 +553,6 @@ static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
     }
 }
 
-/* Vector blocks per work item (codegen.c block_plan): y = tanh(x * b) +
- * sigmoid(transpose(c)) / z and t = tanh(x * b), two outputs, with a
- * broadcast row b, a transposed weight c (lane by lane) and a per-row z
- * (one scalar per vector): at KILN_CL_BLOCKS=1, 2, 4, 8 and the default,
- * the item count as planned (the blocks halved until the items divide),
- * block-suffixed names exactly when there are two blocks or more, every
- * store bit-equal to the one-block kernel's and y within the spec's
- * tolerance of the reference (row blocks off: KILN_CL_ROWS=1). By default
- * the device with a preferred float width of 16 takes 8 blocks (halved),
- * any other one. */
 /* The graph of the blocks and streamed-stores tests, x of the given shape:
  * y = tanh(x * b) + sigmoid(c^T) / z (a transposed weight read lane by lane,
  * a per-row divisor, a broadcast row) with its intermediate t = tanh(x * b)
@@ -580,6 +570,16 @@ static bool blocks_graph(const int64_t shape[2], kiln_graph **g, int *vx) {
   return !bad;
 }
 
+/* Vector blocks per work item (codegen.c block_plan): y = tanh(x * b) +
+ * sigmoid(transpose(c)) / z and t = tanh(x * b), two outputs, with a
+ * broadcast row b, a transposed weight c (lane by lane) and a per-row z
+ * (one scalar per vector): at KILN_CL_BLOCKS=1, 2, 4, 8 and the default,
+ * the item count as planned (the blocks halved until the items divide),
+ * block-suffixed names exactly when there are two blocks or more, every
+ * store bit-equal to the one-block kernel's and y within the spec's
+ * tolerance of the reference (row blocks off: KILN_CL_ROWS=1). By default
+ * the device with a preferred float width of 16 takes 8 blocks (halved),
+ * any other one. */
 static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
   static const int64_t shapes[][2] = {{8, 64}, {6, 32}, {5, 16}, {12, 8}};
   static const char *const modes[] = {"1", "2", "4", "8", NULL};
@@ -671,13 +671,13 @@ static int count_str(const char *hay, const char *needle) {
 
 /* Streamed stores (stream_plan, KILN_CL_STREAM=all so that small outputs
  * take them): the graph of the blocks test (y and its intermediate t, both
- * contiguous stores) in the planner's default form and as one vector per
- * item; the source tests each item's alignment before the non-temporal
- * stores, and the outputs, in device buffers, in host memory at a 64-byte
- * boundary and 4 bytes past one (the vstoreW fallback), are bit-equal to
- * the kernel printed without them (KILN_CL_STREAM=0), y within the
- * reference's tolerance; in the default form, one vector per item and two
- * rows per item (row blocks: one test per item for its rows). A store whose
+ * contiguous stores) in the planner's default form, one vector per item and
+ * two rows per item; the source tests each store's alignment once per item
+ * (row blocks: once for its rows) before the non-temporal stores, and the
+ * outputs, in device buffers, in host memory at a 64-byte boundary and 4
+ * bytes past one (the vstoreW fallback), are bit-equal to the kernel
+ * printed without them (KILN_CL_STREAM=0), y within the reference's
+ * tolerance. A store whose
  * rows are not a multiple of the vector apart is not streamed (the source
  * only: y's map edited). */
 static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) {
