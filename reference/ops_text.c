@@ -262,7 +262,8 @@ static kiln_status run_tfidf(const kiln_op_call *c) {
           if (k >= 0) freq[r * t.n_grams + k]++;
         }
     }
-  for (int64_t i = 0; i < y->numel; i++) kiln_set_f(y, i, 0.0);
+  float *yv = y->data; /* float32, dense (allocated above) */
+  memset(yv, 0, (size_t)y->numel * sizeof *yv);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t k = 0; k < t.n_grams; k++) {
       int64_t f = freq[r * t.n_grams + k];
@@ -270,8 +271,7 @@ static kiln_status run_tfidf(const kiln_op_call *c) {
       double w = t.n_weights ? (double)t.weights[k] : 1.0, v = (double)f;
       if (t.mode == 1) v = w;
       else if (t.mode == 2) v = w * (double)f;
-      int64_t at = r * t.out_size + t.index[k];
-      kiln_set_f(y, at, kiln_get_f(y, at) + v);
+      yv[r * t.out_size + t.index[k]] += (float)v;
     }
 done:
   for (int64_t i = 0; sets && i < nsets; i++) {

@@ -1125,6 +1125,19 @@ def _conv_out(in_, k, d, s, pb, pe):
     return (in_ + pb + pe - ((k - 1) * d + 1)) // s + 1
 
 
+def _conv_attrs(g, a, ks, ds, ss, grp):
+    """Conv / ConvTranspose: kernel_shape, dilations, strides and group, each
+    written when it differs from its default or by chance when it does not."""
+    if g.coin(0.6):
+        a["kernel_shape"] = ks
+    if any(d != 1 for d in ds) or g.coin(0.2):
+        a["dilations"] = ds
+    if any(s != 1 for s in ss) or g.coin(0.2):
+        a["strides"] = ss
+    if grp != 1 or g.coin(0.2):
+        a["group"] = grp
+
+
 @gen("Conv", tol="acc")
 def g_conv(g):
     dt = g.types("T")
@@ -1145,14 +1158,7 @@ def g_conv(g):
         if a.get("auto_pad") == "VALID":
             lo = ek
         sp.append(g.ri(lo, lo + (9 if nd < 3 else 4) + (20 if g.big and nd < 3 else 0)))
-    if g.coin(0.6):
-        a["kernel_shape"] = ks
-    if any(d != 1 for d in ds) or g.coin(0.2):
-        a["dilations"] = ds
-    if any(s != 1 for s in ss) or g.coin(0.2):
-        a["strides"] = ss
-    if grp != 1 or g.coin(0.2):
-        a["group"] = grp
+    _conv_attrs(g, a, ks, ds, ss, grp)
     x = g.data([N, C] + sp, dt)
     w = g.data([M, cg] + ks, dt, scale=g.choice([1.0, 0.3]))
     ins = [g.input(x), g.const(w, p_input=0.3)]
@@ -1194,14 +1200,7 @@ def g_convtranspose(g):
             a["auto_pad"] = g.choice(["SAME_UPPER", "SAME_LOWER", "NOTSET"])
     if form == "auto":
         a["auto_pad"] = g.choice(["SAME_UPPER", "SAME_LOWER", "VALID"])
-    if g.coin(0.6):
-        a["kernel_shape"] = ks
-    if any(d != 1 for d in ds) or g.coin(0.2):
-        a["dilations"] = ds
-    if any(s != 1 for s in ss) or g.coin(0.2):
-        a["strides"] = ss
-    if grp != 1 or g.coin(0.2):
-        a["group"] = grp
+    _conv_attrs(g, a, ks, ds, ss, grp)
     x = g.data([N, C] + sp, dt)
     w = g.data([C, mg] + ks, dt, scale=g.choice([1.0, 0.3]))
     ins = [g.input(x), g.const(w, p_input=0.3)]
