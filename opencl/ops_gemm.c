@@ -4,6 +4,7 @@
  * im2col + GEMM (chosen per shape class, see OPS.md); the engine's fused
  * direct conv, with its epilogue and (pooled form) its MaxPool /
  * AveragePool. float32 only. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,7 +317,29 @@ typedef struct conv_geo {
   int64_t N, C, M, G, Cg, Mg;
   int64_t in[MAXSP], k[MAXSP], out[MAXSP], s[MAXSP], d[MAXSP], pb[MAXSP];
   int64_t in_sp, k_sp, out_sp;
+  /* The window positions over the zero padding are multiplied (0 * w, NaN
+   * for an inf or NaN weight, as the spec's zero padding, the reference
+   * and the cpu backend give) rather than skipped: where some window
+   * reaches the padding and W is not a constant known to be finite. With
+   * finite weights skipping them gives the same sums (0 * w = +-0 added to
+   * an accumulator that starts at +0), so the kernels keep their skips. */
+  bool pad_taps;
 } conv_geo;
+
+/* W (input 1) is a constant whose every value is finite: from the op's
+ * constants, or the graph's initializer where the caller has none (the
+ * fused forms); a graph input, even with an initializer, is not. */
+static bool conv_w_finite(const op_ctx *c) {
+  const kiln_node *n = c->n;
+  if (n->n_in < 2 || n->in[1] < 0) return false;
+  const kiln_tensor *w = c->konst ? c->konst[1] : NULL;
+  if (!w && c->g && !c->g->values[n->in[1]].is_input) w = c->g->values[n->in[1]].init;
+  if (!w || w->dtype != KILN_F32 || w->strided || !w->data) return false;
+  const float *d = w->data;
+  for (int64_t i = 0; i < w->numel; i++)
+    if (!isfinite(d[i])) return false;
+  return true;
+}
 
 /* The geometry, as reference/ops_conv.c computes it; false when the node
  * is not a plain float32 convolution this file handles (the host then
@@ -365,7 +388,10 @@ static bool conv_geo_make(const op_ctx *c, conv_geo *g) {
     g->in_sp *= g->in[i];
     g->k_sp *= g->k[i];
     g->out_sp *= g->out[i];
+    /* some window starts before the input or ends past it */
+    if (g->out[i] > 0 && (g->pb[i] > 0 || (g->out[i] - 1) * g->s[i] - g->pb[i] + eff > g->in[i])) g->pad_taps = true;
   }
+  if (g->pad_taps) g->pad_taps = !conv_w_finite(c);
   return y->dims[0] == g->N && y->dims[1] == g->M;
 }
 
@@ -381,16 +407,29 @@ static kiln_status emit_unravel(kiln_cl_src *s, const char *pre, const char *var
 }
 
 /* The window loop: for every kernel position inside the input, `body` runs
- * with `xi` (offset in an input plane) and `ki` (offset in a kernel plane). */
+ * with `xi` (offset in an input plane) and `ki` (offset in a kernel plane);
+ * g->pad_taps: for every kernel position, `inw` false over the padding (xi
+ * then a valid offset, not the position's). */
 static kiln_status emit_window(kiln_cl_src *s, const conv_geo *g, const char *body) {
   kiln_status st = KILN_OK;
-  for (int d = 0; d < g->nsp && !st; d++)
+  for (int d = 0; d < g->nsp && !st; d++) {
     st = kiln_cl_src_printf(s,
                             "  for (long k%d = 0; k%d < %lldL; k%d++) {\n"
-                            "    const long p%d = o%d * %lldL - %lldL + k%d * %lldL;\n"
-                            "    if (p%d < 0 || p%d >= %lldL) continue;\n",
-                            d, d, (long long)g->k[d], d, d, d, (long long)g->s[d], (long long)g->pb[d], d,
-                            (long long)g->d[d], d, d, (long long)g->in[d]);
+                            "    %slong p%d = o%d * %lldL - %lldL + k%d * %lldL;\n",
+                            d, d, (long long)g->k[d], d, g->pad_taps ? "" : "const ", d, d, (long long)g->s[d],
+                            (long long)g->pb[d], d, (long long)g->d[d]);
+    if (!st && !g->pad_taps)
+      st = kiln_cl_src_printf(s, "    if (p%d < 0 || p%d >= %lldL) continue;\n", d, d, (long long)g->in[d]);
+    else if (!st) { /* inw<d>: this dim's position and the outer loops' inside */
+      char prev[16] = "true";
+      if (d) snprintf(prev, sizeof prev, "inw%d", d - 1);
+      st = kiln_cl_src_printf(s,
+                              "    const bool inw%d = %s && p%d >= 0 && p%d < %lldL;\n"
+                              "    if (p%d < 0 || p%d >= %lldL) p%d = 0;\n",
+                              d, prev, d, d, (long long)g->in[d], d, d, (long long)g->in[d], d);
+    }
+  }
+  if (!st && g->pad_taps) st = kiln_cl_src_printf(s, "    const bool inw = inw%d;\n", g->nsp - 1);
   if (st) return st;
   st = kiln_cl_src_printf(s, "    long xi = 0, ki = 0;\n");
   for (int d = 0; d < g->nsp && !st; d++)
@@ -399,6 +438,16 @@ static kiln_status emit_window(kiln_cl_src *s, const conv_geo *g, const char *bo
   if (!st) st = kiln_cl_src_printf(s, "%s", body);
   for (int d = 0; d < g->nsp && !st; d++) st = kiln_cl_src_printf(s, "  }\n");
   return st;
+}
+
+/* g->pad_taps: `z<wv>`, what a window position over the padding adds for
+ * weight `wv` — 0 * w: NaN where w is inf or NaN, else 0. Spelt as a test,
+ * not as the product: rusticl (Mesa 22.3) folds `0.0f * w` to 0 where the
+ * zero is a constant after unrolling (measured: the kernels below with
+ * `(v ? x : 0) * w` lost the NaN on llvmpipe for 8-wide rows); isnan and
+ * isinf are kept. */
+static kiln_status emit_pad_zero(kiln_cl_src *s, const char *indent, const char *wv) {
+  return kiln_cl_src_printf(s, "%sconst float z%s = isnan(%s) || isinf(%s) ? NAN : 0.0f;\n", indent, wv, wv, wv);
 }
 
 static kiln_status emit_odecl(kiln_cl_src *s, int nsp) {
@@ -472,19 +521,29 @@ static kiln_status conv_row_head(kiln_cl_src *src, const conv_geo *g, bool bias,
 }
 
 /* The row kernels' window loops, opened: kh over the kernel's rows (an
- * input row outside the image skipped for the whole item), kw over its
- * columns, and `var` = the input column of output column `base` at kw. */
+ * input row outside the image skipped for the whole item; g->pad_taps:
+ * not skipped, `vh` false for it and ih row 0), kw over its columns, and
+ * `var` = the input column of output column `base` at kw. */
 static kiln_status conv_row_window(kiln_cl_src *src, const conv_geo *g, const char *it, const char *var,
                                    const char *base) {
-  return kiln_cl_src_printf(src,
-                            "  for (%s kh = 0; kh < %lld; kh++) {\n"
-                            "    const %s ih = oh * %lld - %lld + kh * %lld;\n"
-                            "    if (ih < 0 || ih >= %lld) continue;\n"
-                            "    for (%s kw = 0; kw < %lld; kw++) {\n"
-                            "      const %s %s = %s * %lld - %lld + kw * %lld;\n",
-                            it, (long long)g->k[0], it, (long long)g->s[0], (long long)g->pb[0], (long long)g->d[0],
-                            (long long)g->in[0], it, (long long)g->k[1], it, var, base, (long long)g->s[1],
-                            (long long)g->pb[1], (long long)g->d[1]);
+  kiln_status s = kiln_cl_src_printf(src,
+                                     "  for (%s kh = 0; kh < %lld; kh++) {\n"
+                                     "    %s%s ih = oh * %lld - %lld + kh * %lld;\n",
+                                     it, (long long)g->k[0], g->pad_taps ? "" : "const ", it, (long long)g->s[0],
+                                     (long long)g->pb[0], (long long)g->d[0]);
+  if (!s)
+    s = g->pad_taps ? kiln_cl_src_printf(src,
+                                         "    const bool vh = ih >= 0 && ih < %lld;\n"
+                                         "    if (!vh) ih = 0;\n",
+                                         (long long)g->in[0])
+                    : kiln_cl_src_printf(src, "    if (ih < 0 || ih >= %lld) continue;\n", (long long)g->in[0]);
+  if (!s)
+    s = kiln_cl_src_printf(src,
+                           "    for (%s kw = 0; kw < %lld; kw++) {\n"
+                           "      const %s %s = %s * %lld - %lld + kw * %lld;\n",
+                           it, (long long)g->k[1], it, var, base, (long long)g->s[1], (long long)g->pb[1],
+                           (long long)g->d[1]);
+  return s;
 }
 
 /* One output of a row kernel: column `col` (an expression) of row oh, if
@@ -519,7 +578,8 @@ static kiln_status conv_row_store(kiln_cl_src *src, const conv_geo *g, bool bias
  * together), each weight loaded once for its OT outputs and each input
  * value once for the MB channels. An input row outside the image is
  * skipped for the item; a column outside is skipped per output (its
- * product not added, as the one-output kernel skips it); columns past the
+ * product not added, as the one-output kernel skips it; g->pad_taps: such
+ * rows and columns add 0 * w); columns past the
  * row's end are computed from in-range loads and not stored. Sizes are
  * literals, the index arithmetic int where every offset fits. The same
  * parameters and epilogue (`ep_i`, `anc`) as conv_direct_src. */
@@ -535,20 +595,28 @@ static kiln_status conv_row_src(kiln_cl_src *src, const conv_geo *g, bool bias, 
   for (int j = 0; j < OT && !s; j++)
     s = kiln_cl_src_printf(src,
                            "      const %s iw%d = iwb + %lld;\n"
-                           "      const bool v%d = iw%d >= 0 && iw%d < %lld;\n"
+                           "      const bool v%d = %siw%d >= 0 && iw%d < %lld;\n"
                            "      const %s x%d = ih * %lld + (v%d ? iw%d : 0);\n",
-                           it, j, (long long)(j * OWB * g->s[1]), j, j, j, (long long)W, it, j, (long long)W, j, j);
+                           it, j, (long long)(j * OWB * g->s[1]), j, g->pad_taps ? "vh && " : "", j, j, (long long)W,
+                           it, j, (long long)W, j, j);
   if (!s)
     s = kiln_cl_src_printf(src, "      for (%s cc = 0; cc < %lld; cc++) {\n"
                                 "        __global const float *xc = xg + cc * %lld;\n",
                            it, (long long)g->Cg, (long long)g->in_sp);
-  for (int b = 0; b < MB && !s; b++)
+  for (int b = 0; b < MB && !s; b++) {
+    char wv[16];
+    snprintf(wv, sizeof wv, "w%d", b);
     s = kiln_cl_src_printf(src, "        const float w%d = wm[%lld + cc * %lld + kh * %lld + kw];\n", b,
                            (long long)(b * wstride), (long long)g->k_sp, (long long)g->k[1]);
+    if (!s && g->pad_taps) s = emit_pad_zero(src, "        ", wv);
+  }
   for (int j = 0; j < OT && !s; j++) {
     s = kiln_cl_src_printf(src, "        { const float xv = xc[x%d];\n", j);
-    for (int b = 0; b < MB && !s; b++)
-      s = kiln_cl_src_printf(src, "          acc%d_%d += v%d ? xv * w%d : 0.0f;\n", j, b, j, b);
+    for (int b = 0; b < MB && !s; b++) { /* pad_taps: 0 * w over the padding */
+      char z[16] = "0.0f";
+      if (g->pad_taps) snprintf(z, sizeof z, "zw%d", b);
+      s = kiln_cl_src_printf(src, "          acc%d_%d += v%d ? xv * w%d : %s;\n", j, b, j, b, z);
+    }
     if (!s) s = kiln_cl_src_printf(src, "        }\n");
   }
   if (!s) s = kiln_cl_src_printf(src, "      }\n    }\n  }\n");
@@ -588,7 +656,9 @@ static bool conv_vrow_ok(const conv_geo *g, const kiln_cl_device *dev) {
  * inputs are vector loads (column stride 1: vload8; 2: the even lanes of a
  * vload16) and each weight a scalar for all 8V outputs; elsewhere (the
  * row's edges) lane by lane, a column outside the row skipped (its product
- * not added, as the scalar kernels skip it). Outputs past the row's end are
+ * not added, as the scalar kernels skip it; g->pad_taps: the edge path
+ * also takes the rows outside the image, and adds 0 * w for every input
+ * outside). Outputs past the row's end are
  * not stored. The same parameters and epilogue as conv_direct_src. */
 static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias, int64_t MB, const char *kname,
                                  const char *fused_params, const char *fused_store, int64_t *items) {
@@ -608,11 +678,11 @@ static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias,
     s = kiln_cl_src_printf(src,
                            "      __global const float *xr = xg + ih * %lld;\n"
                            "      __global const float *wk = wm + kh * %lld + kw;\n"
-                           "      if (iws >= 0 && iws + %lld < %lld) {\n"
+                           "      if (%siws >= 0 && iws + %lld < %lld) {\n"
                            "        for (%s cc = 0; cc < %lld; cc++) {\n"
                            "          __global const float *xc = xr + cc * %lld + iws;\n",
-                           (long long)W, (long long)g->k[1], (long long)span, (long long)W, it, (long long)g->Cg,
-                           (long long)g->in_sp);
+                           (long long)W, (long long)g->k[1], g->pad_taps ? "vh && " : "", (long long)span,
+                           (long long)W, it, (long long)g->Cg, (long long)g->in_sp);
   for (int u = 0; u < V && !s; u++)
     s = SW == 1 ? kiln_cl_src_printf(src, "          const float8 x%d = vload8(0, xc + %d);\n", u, 8 * u)
                 : kiln_cl_src_printf(src, "          const float8 x%d = vload16(0, xc + %d).even;\n", u, 16 * u);
@@ -629,15 +699,21 @@ static kiln_status conv_vrow_src(kiln_cl_src *src, const conv_geo *g, bool bias,
     s = kiln_cl_src_printf(src, "          int8 k%d;\n          float8 x%d;\n", u, u);
     for (int l = 0; l < 8 && !s; l++)
       s = kiln_cl_src_printf(src,
-                             "          { const %s c_ = iws + %lld; const bool v_ = c_ >= 0 && c_ < %lld;\n"
+                             "          { const %s c_ = iws + %lld; const bool v_ = %sc_ >= 0 && c_ < %lld;\n"
                              "            k%d.s%d = v_ ? -1 : 0; x%d.s%d = v_ ? xc[c_] : 0.0f; }\n",
-                             it, (long long)((8 * u + l) * SW), (long long)W, u, l, u, l);
+                             it, (long long)((8 * u + l) * SW), g->pad_taps ? "vh && " : "", (long long)W, u, l, u, l);
   }
   for (int b = 0; b < MB && !s; b++) {
+    char wv[16], z[32] = "(float8)0.0f";
+    snprintf(wv, sizeof wv, "w%d", b);
     s = kiln_cl_src_printf(src, "          const float w%d = wk[%lld + cc * %lld];\n", b, (long long)(b * wstride),
                            (long long)g->k_sp);
+    if (!s && g->pad_taps) { /* 0 * w over the padding */
+      s = emit_pad_zero(src, "          ", wv);
+      snprintf(z, sizeof z, "(float8)zw%d", b);
+    }
     for (int u = 0; u < V && !s; u++)
-      s = kiln_cl_src_printf(src, "          acc%d_%d += select((float8)0.0f, x%d * w%d, k%d);\n", u, b, u, b, u);
+      s = kiln_cl_src_printf(src, "          acc%d_%d += select(%s, x%d * w%d, k%d);\n", u, b, z, u, b, u);
   }
   if (!s) s = kiln_cl_src_printf(src, "        }\n      }\n    }\n  }\n");
   for (int u = 0; u < V && !s; u++)
@@ -688,8 +764,14 @@ static kiln_status conv_direct_src(kiln_cl_src *src, const conv_geo *g, const ki
                    "    for (long cc = 0; cc < %lldL; cc++) {\n      const float xv = xg[cc * %lldL + xi];\n",
                    (long long)g->Cg, (long long)g->in_sp);
   for (int b = 0; b < MB; b++)
-    w += snprintf(body + w, sizeof body - (size_t)w, "      acc%d += xv * wm[%lldL + cc * %lldL + ki];\n", b,
-                  (long long)(b * wstride), (long long)g->k_sp);
+    if (g->pad_taps) /* 0 * w over the padding (emit_pad_zero) */
+      w += snprintf(body + w, sizeof body - (size_t)w,
+                    "      { const float w_ = wm[%lldL + cc * %lldL + ki];\n"
+                    "        acc%d += inw ? xv * w_ : isnan(w_) || isinf(w_) ? NAN : 0.0f; }\n",
+                    (long long)(b * wstride), (long long)g->k_sp, b);
+    else
+      w += snprintf(body + w, sizeof body - (size_t)w, "      acc%d += xv * wm[%lldL + cc * %lldL + ki];\n", b,
+                    (long long)(b * wstride), (long long)g->k_sp);
   snprintf(body + w, sizeof body - (size_t)w, "    }\n");
   if (!s) s = emit_window(src, g, body);
   for (int b = 0; b < MB && !s; b++) {
@@ -724,7 +806,8 @@ typedef struct conv_pool {
  * coordinates) are the item's conv outputs, each with its own
  * accumulators, summed in the conv kernel's order inside ONE window loop:
  * every weight is loaded once for them all (a padding input of a position
- * is skipped, as the unfused kernel skips it). Then, position by position,
+ * is skipped, as the unfused kernel skips it; g->pad_taps: multiplied as
+ * 0). Then, position by position,
  * the bias, the epilogue (`store` sets ep_v) and the pool's reduction
  * (MaxPool: positions outside the conv's output skipped, NaN wins;
  * AveragePool: the count of reference/ops_nn.c), written to py_. */
@@ -791,13 +874,24 @@ static kiln_status conv_pooled_src(kiln_cl_src *src, const conv_geo *g, const co
                              (long long)g->in[d], j, j, (long long)g->in[d]);
   }
   if (!s) s = kiln_cl_src_printf(src, "    for (long cc = 0; cc < %lldL; cc++) {\n", (long long)g->Cg);
-  for (int b = 0; b < MB && !s; b++)
+  for (int b = 0; b < MB && !s; b++) {
+    char wv[16];
+    snprintf(wv, sizeof wv, "w%d", b);
     s = kiln_cl_src_printf(src, "      const float w%d = wm[%lldL + cc * %lldL + ki];\n", b, (long long)(b * wstride),
                            (long long)g->k_sp);
+    if (!s && g->pad_taps) s = emit_pad_zero(src, "      ", wv);
+  }
   for (int j = 0; j < nw && !s; j++) {
-    s = kiln_cl_src_printf(src, "      if (v%d) {\n        const float xv = xg[cc * %lldL + x%d];\n", j,
-                           (long long)g->in_sp, j);
-    for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "        a%d_%d += xv * w%d;\n", j, b, b);
+    if (g->pad_taps) { /* 0 * w over the padding (and for a position outside the conv's output: not used) */
+      s = kiln_cl_src_printf(src, "      {\n        const float xv = xg[cc * %lldL + (v%d ? x%d : 0)];\n",
+                             (long long)g->in_sp, j, j);
+      for (int b = 0; b < MB && !s; b++)
+        s = kiln_cl_src_printf(src, "        a%d_%d += v%d ? xv * w%d : zw%d;\n", j, b, j, b, b);
+    } else {
+      s = kiln_cl_src_printf(src, "      if (v%d) {\n        const float xv = xg[cc * %lldL + x%d];\n", j,
+                             (long long)g->in_sp, j);
+      for (int b = 0; b < MB && !s; b++) s = kiln_cl_src_printf(src, "        a%d_%d += xv * w%d;\n", j, b, b);
+    }
     if (!s) s = kiln_cl_src_printf(src, "      }\n");
   }
   if (!s) s = kiln_cl_src_printf(src, "    }\n");
@@ -901,12 +995,15 @@ static kiln_status im2col_src(kiln_cl_src *src, const conv_geo *g, const char *k
 /* Whether the conv goes through kiln's SGEMM reading X directly
  * (implicit GEMM, no column matrix), and its geometry in *cv: a 1-D or 2-D
  * conv with strides 1 or 2 that is not pointwise (a pointwise conv's X is
- * its column matrix already) on kiln's SGEMM, output rows wide enough.
- * KILN_CL_CONV_IMPLICIT=0 keeps im2col + SGEMM (the comparison), =1 takes
+ * its column matrix already) on kiln's SGEMM, output rows wide enough, and
+ * not g->pad_taps. KILN_CL_CONV_IMPLICIT=0 keeps im2col + SGEMM (the comparison), =1 takes
  * every such conv whatever its rows (ENGINE.md "Implicit GEMM"). */
 static bool conv_implicit(const conv_geo *g, const kiln_cl_device *dev, kiln_clop_iconv *cv) {
   const char *e = getenv("KILN_CL_CONV_IMPLICIT");
   if ((e && !strcmp(e, "0")) || !kiln_clop_sgemm_is_kiln(dev) || g->nsp > 2 || conv_pointwise(g)) return false;
+  /* its window loops skip the rows over the padding (kyb_, kye_): 0 * w
+     is not added there; the column matrix has the zeros */
+  if (g->pad_taps) return false;
   int o = g->nsp - 1; /* the last spatial dim is the row */
   for (int d = 0; d < g->nsp; d++)
     if (g->s[d] > 2) return false;

@@ -223,6 +223,67 @@ def main():
     save("batchnorm", [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], {"x": img}, ["y"],
          [const("s", [1.0, 0.5]), const("b", [0.0, 0.1]), const("m", [0.1, -0.1]), const("v", [1.0, 2.0])])
 
+    conv_weights_over_padding()
+
+
+def conv_weights_over_padding():
+    """Conv with an inf, -inf or NaN weight and a finite X: the spec's zero
+    padding makes 0 * inf = NaN wherever that weight's tap lies over the
+    padding, and x * inf = +-inf elsewhere. One case per kernel form of the
+    OpenCL backend (opencl/ops_gemm.c): the vector and scalar row kernels,
+    the one-output kernel (3-D), depthwise, a conv wide enough for the GEMM
+    paths, and a conv with its MaxPool fused into the direct kernel; W a
+    constant and W a graph input (a weight the kernels cannot check at
+    compile time). Its own RNG, so the cases above stay as they were."""
+    rng = np.random.default_rng(27)
+
+    def weights(shape):
+        w = rng.uniform(-1, 1, shape).astype(np.float32)
+        w[0, 0, (0,) * (len(shape) - 2)] = INF  # the first tap: over the top/left padding
+        if shape[0] > 1:
+            w[1, -1, (-1,) * (len(shape) - 2)] = -INF  # the last tap: over the bottom/right padding
+        if shape[0] > 2:
+            w[2, 0, (1,) * (len(shape) - 2)] = NAN  # the centre: NaN everywhere
+        return w
+
+    def conv(name, xshape, wshape, w_input=False, pool=None, **attrs):
+        x = (rng.uniform(0.25, 1, xshape) * np.where(rng.uniform(size=xshape) < 0.5, -1, 1)).astype(np.float32)
+        w = weights(wshape)
+        b = rng.uniform(-1, 1, (wshape[0],)).astype(np.float32)
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if pool else "y"], **attrs)]
+        oracle = None
+        if pool:
+            nodes.append(helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=pool, strides=pool))
+        feeds = {"x": x}
+        inits = [const("b", b)]
+        if w_input:
+            feeds["w"] = w
+        else:
+            inits.append(const("w", w))
+        if pool:  # kiln's MaxPool rule (NaN propagates), over onnxruntime's conv
+            def oracle(fd, w=w, b=b):
+                m = onnx.helper.make_model(
+                    helper.make_graph([nodes[0]], "c", [helper.make_tensor_value_info("x", F, x.shape)],
+                                      [helper.make_tensor_value_info("c", F, None)], [const("w", w), const("b", b)]),
+                    opset_imports=[helper.make_opsetid("", 17)])
+                m.ir_version = 8
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                c = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+                    ["c"], {"x": fd["x"]})[0]
+                return [maxpool_np(c, pool)]
+        save(name, nodes, feeds, ["y"], inits, oracle=oracle)
+
+    conv("conv_w_inf_pad", (1, 2, 9, 9), (4, 2, 3, 3), pads=[1, 1, 1, 1])
+    conv("conv_w_inf_pad_input", (1, 2, 9, 9), (4, 2, 3, 3), w_input=True, pads=[1, 1, 1, 1])
+    conv("conv_w_inf_pad_narrow", (2, 2, 6, 6), (4, 2, 3, 3), pads=[1, 0, 2, 1], strides=[1, 2])
+    conv("conv_w_inf_pad_same", (1, 3, 7, 7), (3, 3, 2, 2), auto_pad="SAME_LOWER", strides=[2, 2])
+    conv("conv_w_inf_pad_3d", (1, 2, 4, 5, 5), (3, 2, 3, 3, 3), pads=[1, 1, 1, 1, 1, 1])
+    conv("conv_w_inf_pad_dw", (1, 4, 8, 8), (4, 1, 3, 3), group=4, pads=[1, 1, 1, 1])
+    conv("conv_w_inf_pad_wide", (1, 4, 16, 16), (16, 4, 3, 3), pads=[1, 1, 1, 1])
+    conv("conv_w_inf_pad_wide_input", (1, 4, 16, 16), (16, 4, 3, 3), w_input=True, pads=[1, 1, 1, 1])
+    conv("conv_w_inf_pad_maxpool", (1, 2, 8, 8), (4, 2, 3, 3), pool=[2, 2], pads=[1, 1, 1, 1])
+
 
 if __name__ == "__main__":
     main()
