@@ -17,6 +17,13 @@
 #include "ir/alloc.h"
 #include "ir/status.h"
 
+/* the vectorised bulk hash (hash64_avx2): x86-64 with GCC or clang */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KILN_CL_HASH_AVX2 1
+#else
+#define KILN_CL_HASH_AVX2 0
+#endif
+
 #ifndef KILN_CACHE_KILN_VERSION
 #define KILN_CACHE_KILN_VERSION "unknown"
 #endif
@@ -98,28 +105,151 @@ uint64_t kiln_cl_fnv1a64(const void *p, size_t n) {
   return h;
 }
 
-/* ---- a fast 64-bit hash (4 independent multiply-rotate lanes over 8-byte words) ---- */
+/* ---- a fast 64-bit hash: 16 lanes of 8-byte words, one 32x32->64 multiply each ----
+ *
+ * The input is taken in 128-byte blocks, word j of a block going to lane j.
+ * For word x of block b in lane j, with the position's key k = K0 + j*K1 +
+ * b*K2 and y = x ^ k, the lane adds lo32(y) * hi32(y) + rotl(x, 32). The
+ * words of a partial last block go to their lanes the same way, the lanes
+ * are folded in order into the result (each fold step a bijection of the
+ * lane's sum), then the last bytes (under 8) and the length.
+ * - One flipped bit always changes its lane's sum: in the low half of x it
+ *   moves the product by 2^k * hi32(y) < 2^(k+32) and the rotated word by
+ *   2^(k+32), so the two cannot cancel (the high half likewise), and every
+ *   fold step after it is a bijection.
+ * - The key depends on the block, so words moved between blocks change the
+ *   sum (a sum of position-free terms would not see two blocks swapped).
+ * - Vectorised it is AVX2's vpmuludq per four lanes (hash64_avx2, picked at
+ *   run time); the scalar twin computes the same value word by word.
+ * Measured (27 MB, one thread, data not in cache; ENGINE.md "The bulk
+ * hashes, vectorised"): the earlier 4-lane 64-bit multiply-rotate hash 3.3
+ * GB/s, this one 8.7 GB/s, a plain load-and-add of the same bytes 8.7. */
 
 static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
-uint64_t kiln_cl_hash64(const void *p, size_t n) {
-  const uint64_t m1 = 0x9e3779b185ebca87ULL, m2 = 0xc2b2ae3d27d4eb4fULL;
-  uint64_t h[4] = {m1 + m2, m2, 0, 0 - m1};
-  const unsigned char *s = p;
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int l = 0; l < 4; l++) {
-      uint64_t w;
-      memcpy(&w, s + i + 8 * l, 8);
-      h[l] = rotl(h[l] + w * m2, 31) * m1;
-    }
-  uint64_t r = rotl(h[0], 1) + rotl(h[1], 7) + rotl(h[2], 12) + rotl(h[3], 18);
-  for (; i < n; i++) r = (r ^ s[i]) * 0x100000001b3ULL;
+#define HASH_K0 0x9e3779b185ebca87ULL
+#define HASH_K1 0xc2b2ae3d27d4eb4fULL
+#define HASH_K2 0x165667b19e3779f9ULL
+#define HASH_LANES 16
+#define HASH_BLOCK (8 * HASH_LANES)
+
+static uint64_t lane_step(uint64_t acc, uint64_t x, uint64_t k) {
+  uint64_t y = x ^ k;
+  return acc + (y & 0xffffffffULL) * (y >> 32) + rotl(x, 32);
+}
+
+/* The lanes' start and the fold of everything after the whole blocks:
+ * `words` more words (of block `b`), then the lanes, the tail bytes and n. */
+static uint64_t hash_finish(uint64_t acc[HASH_LANES], const unsigned char *s, size_t n, uint64_t b) {
+  size_t words = (n % HASH_BLOCK) / 8;
+  const unsigned char *t = s + (n / HASH_BLOCK) * HASH_BLOCK;
+  for (size_t j = 0; j < words; j++) {
+    uint64_t x;
+    memcpy(&x, t + 8 * j, 8);
+    acc[j] = lane_step(acc[j], x, HASH_K0 + j * HASH_K1 + b * HASH_K2);
+  }
+  uint64_t r = HASH_K2 ^ (uint64_t)n;
+  for (int j = 0; j < HASH_LANES; j++) r = rotl((r ^ acc[j]) * HASH_K0, 29) * HASH_K1;
+  for (size_t i = (n / 8) * 8; i < n; i++) r = (r ^ s[i]) * 0x100000001b3ULL;
   r ^= (uint64_t)n;
   r ^= r >> 33;
-  r *= m2;
+  r *= HASH_K1;
   r ^= r >> 29;
+  r *= HASH_K0;
+  r ^= r >> 32;
   return r;
+}
+
+static void hash_start(uint64_t acc[HASH_LANES]) {
+  for (int j = 0; j < HASH_LANES; j++) acc[j] = (uint64_t)(j + 1) * HASH_K1;
+}
+
+uint64_t kiln_cl_hash64_key(size_t word) {
+  return HASH_K0 + (uint64_t)(word % HASH_LANES) * HASH_K1 + (uint64_t)(word / HASH_LANES) * HASH_K2;
+}
+
+uint64_t kiln_cl_hash64_base(const void *p, size_t n) {
+  const unsigned char *s = p;
+  uint64_t acc[HASH_LANES];
+  hash_start(acc);
+  uint64_t b = 0;
+  for (; (b + 1) * HASH_BLOCK <= n; b++)
+    for (int j = 0; j < HASH_LANES; j++) {
+      uint64_t x;
+      memcpy(&x, s + b * HASH_BLOCK + 8 * (size_t)j, 8);
+      acc[j] = lane_step(acc[j], x, HASH_K0 + (uint64_t)j * HASH_K1 + b * HASH_K2);
+    }
+  return hash_finish(acc, s, n, b);
+}
+
+#if KILN_CL_HASH_AVX2
+#include <immintrin.h>
+
+__attribute__((target("avx2"))) static uint64_t hash64_avx2(const void *p, size_t n) {
+  const unsigned char *s = p;
+  uint64_t acc[HASH_LANES];
+  hash_start(acc);
+  __m256i a[4], k[4];
+  const __m256i step = _mm256_set1_epi64x((long long)HASH_K2);
+  for (int v = 0; v < 4; v++) {
+    a[v] = _mm256_loadu_si256((const __m256i *)(acc + 4 * v));
+    k[v] = _mm256_set_epi64x((long long)(HASH_K0 + (uint64_t)(4 * v + 3) * HASH_K1),
+                             (long long)(HASH_K0 + (uint64_t)(4 * v + 2) * HASH_K1),
+                             (long long)(HASH_K0 + (uint64_t)(4 * v + 1) * HASH_K1),
+                             (long long)(HASH_K0 + (uint64_t)(4 * v) * HASH_K1));
+  }
+  uint64_t b = 0;
+  for (; (b + 1) * HASH_BLOCK <= n; b++) {
+    const unsigned char *t = s + b * HASH_BLOCK;
+    for (int v = 0; v < 4; v++) {
+      __m256i x = _mm256_loadu_si256((const __m256i *)(t + 32 * v));
+      __m256i y = _mm256_xor_si256(x, k[v]);
+      __m256i pr = _mm256_mul_epu32(y, _mm256_srli_epi64(y, 32));
+      a[v] = _mm256_add_epi64(a[v], _mm256_add_epi64(pr, _mm256_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1))));
+      k[v] = _mm256_add_epi64(k[v], step);
+    }
+  }
+  for (int v = 0; v < 4; v++) _mm256_storeu_si256((__m256i *)(acc + 4 * v), a[v]);
+  return hash_finish(acc, s, n, b);
+}
+
+/* AVX2 as the CPU and the OS offer it (libgcc's check reads XGETBV too). */
+static bool hash_use_avx2(void) {
+  static _Atomic int use = -1; /* a documented cache: the CPU does not change */
+  int u = atomic_load(&use);
+  if (u < 0) {
+    __builtin_cpu_init();
+    u = __builtin_cpu_supports("avx2") ? 1 : 0;
+    atomic_store(&use, u);
+  }
+  return u == 1;
+}
+#endif
+
+bool kiln_cl_hash64_has_vec(void) {
+#if KILN_CL_HASH_AVX2
+  return hash_use_avx2();
+#else
+  return false;
+#endif
+}
+
+uint64_t kiln_cl_hash64_vec(const void *p, size_t n) {
+#if KILN_CL_HASH_AVX2
+  if (hash_use_avx2()) return hash64_avx2(p, n);
+#endif
+  return kiln_cl_hash64_base(p, n);
+}
+
+/* AVX2 from 1 MiB: below, the scalar twin. Measured (PoCL, ew_chain, warm
+ * init, 24 alternated processes each): with AVX2 from 128 bytes the init
+ * was 0.15 ms (6 %) slower, though its one 119 KB entry hashed faster —
+ * likely the core's clock change for 256-bit multiplies, paid by the work
+ * after it; from 1 MiB the same as the scalar hash (2.69 / 2.69 ms). */
+#define HASH_VEC_MIN ((size_t)1 << 20)
+
+uint64_t kiln_cl_hash64(const void *p, size_t n) {
+  return n >= HASH_VEC_MIN ? kiln_cl_hash64_vec(p, n) : kiln_cl_hash64_base(p, n);
 }
 
 /* ---- the bulk digest: kiln_cl_hash64 per 4 MiB chunk, folded in order ---- */
@@ -253,7 +383,8 @@ static int make_dirs(const char *dir) {
 /* ---- entry format ---- */
 
 #define HEADER_SIZE 48
-#define FORMAT_VERSION 3 /* 3: payload checksum kiln_cl_digest64 (2: kiln_cl_hash64, one thread; 1: FNV-1a 64) */
+#define FORMAT_VERSION 4 /* 4: kiln_cl_hash64 of 16 lanes (3: payload checksum kiln_cl_digest64 of the 4-lane hash;
+                            2: kiln_cl_hash64, one thread; 1: FNV-1a 64) */
 static const char magic[8] = {'K', 'I', 'L', 'N', 'C', 'A', 'C', 'H'};
 
 static void put_u64(unsigned char *p, uint64_t v) {

@@ -38,10 +38,20 @@ kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, s
 
 /* FNV-1a 64. */
 uint64_t kiln_cl_fnv1a64(const void *p, size_t n);
-/* A fast non-cryptographic 64-bit hash (4 multiply-rotate lanes over 8-byte
- * words, several GB/s): the chunk hash of kiln_cl_digest64 and the bulk part
- * of graph keys. */
+/* A fast non-cryptographic 64-bit hash (16 lanes of 8-byte words with a
+ * position-dependent key and one 32x32->64 multiply each; from 1 MiB AVX2
+ * where the CPU has it, at memory speed): the chunk hash of kiln_cl_digest64 and the bulk
+ * part of graph keys. Any one flipped bit changes it (cache.c). */
 uint64_t kiln_cl_hash64(const void *p, size_t n);
+/* Its scalar twin: the same value, word by word (the hash below 1 MiB). */
+uint64_t kiln_cl_hash64_base(const void *p, size_t n);
+/* The vectorised form at any length (AVX2; the scalar twin where the CPU
+ * has none: kiln_cl_hash64_has_vec() false). For tests. */
+uint64_t kiln_cl_hash64_vec(const void *p, size_t n);
+bool kiln_cl_hash64_has_vec(void);
+/* The key its 8-byte word number `word` is combined with (for tests: a word
+ * equal to its key is the case where the multiply alone would miss a flip). */
+uint64_t kiln_cl_hash64_key(size_t word);
 /* The bulk digest: kiln_cl_hash64 for up to 4 MiB; above, kiln_cl_hash64 of
  * each 4 MiB chunk folded in order (the length too), so every byte counts and
  * a changed chunk always changes it. From 8 MiB the chunks are hashed by the

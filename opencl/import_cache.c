@@ -32,7 +32,8 @@ static void key_bulk(kiln_cl_key *k, const void *p, size_t n) {
 kiln_cl_key kiln_cl_import_key(const void *model, size_t size, uint32_t n, const kiln_cl_raw_weight *w) {
   kiln_cl_key k;
   kiln_cl_key_init(&k);
-  kiln_cl_key_str(&k, "kiln imported graph 2"); /* 2: bulk bytes through kiln_cl_digest64 */
+  kiln_cl_key_str(&k, "kiln imported graph 3"); /* 3: kiln_cl_hash64 of 16 lanes; 2: bulk bytes through
+                                                    kiln_cl_digest64 */
   kiln_cl_key_str(&k, "rewrite " KILN_CL_REWRITE_VERSION); /* the record keeps a rewrite key */
 #ifdef KILN_CACHE_KILN_VERSION
   kiln_cl_key_str(&k, KILN_CACHE_KILN_VERSION);

@@ -118,24 +118,28 @@ import struct, sys
 M = (1 << 64) - 1
 def rotl(x, r):
     return ((x << r) | (x >> (64 - r))) & M
-def hash64(s):  # opencl/cache.c kiln_cl_hash64
-    m1, m2 = 0x9e3779b185ebca87, 0xc2b2ae3d27d4eb4f
-    h = [(m1 + m2) & M, m2, 0, (0 - m1) & M]
-    i = 0
-    while i + 32 <= len(s):
-        for l in range(4):
-            w = struct.unpack_from('<Q', s, i + 8 * l)[0]
-            h[l] = (rotl((h[l] + w * m2) & M, 31) * m1) & M
-        i += 32
-    r = (rotl(h[0], 1) + rotl(h[1], 7) + rotl(h[2], 12) + rotl(h[3], 18)) & M
-    for c in s[i:]:
+def hash64(s):  # opencl/cache.c kiln_cl_hash64 (16 lanes; the scalar twin, kiln_cl_hash64_base)
+    K0, K1, K2 = 0x9e3779b185ebca87, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9
+    n = len(s)
+    acc = [((j + 1) * K1) & M for j in range(16)]
+    for w in range(n // 8):
+        j, b = w % 16, w // 16
+        x = struct.unpack_from('<Q', s, 8 * w)[0]
+        y = x ^ ((K0 + j * K1 + b * K2) & M)
+        acc[j] = (acc[j] + (y & 0xffffffff) * (y >> 32) + rotl(x, 32)) & M
+    r = K2 ^ n
+    for j in range(16):
+        r = (rotl(((r ^ acc[j]) * K0) & M, 29) * K1) & M
+    for c in s[(n // 8) * 8:]:
         r = ((r ^ c) * 0x100000001b3) & M
-    r ^= len(s)
+    r ^= n
     r ^= r >> 33
-    r = (r * m2) & M
+    r = (r * K1) & M
     r ^= r >> 29
+    r = (r * K0) & M
+    r ^= r >> 32
     return r
-def digest64(s):  # opencl/cache.c kiln_cl_digest64, the entry format's payload checksum (version 3)
+def digest64(s):  # opencl/cache.c kiln_cl_digest64, the entry format's payload checksum (version 4)
     C = 4 << 20
     if len(s) <= C:
         return hash64(s)
