@@ -32,7 +32,7 @@ void kiln_cl_key_hex(kiln_cl_key k, char out[33]);
 /* The key of a program: a format tag, kiln's version, the options from the
  * environment that change code generation (KILN_FUSION, KILN_CL_CONV,
  * KILN_CL_VEC, KILN_CL_TILE), the device (platform, name, vendor, version, driver
- * version), the build options and the source bytes — what changes the
+ * version), the build options and the source (its length and kiln_cl_hash64) — what changes the
  * binary a driver produces. */
 kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, size_t n, const char *options);
 
