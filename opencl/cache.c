@@ -118,14 +118,19 @@ uint64_t kiln_cl_fnv1a64(const void *p, size_t n) {
  *
  * The input is taken in 128-byte blocks, word j of a block going to lane j.
  * For word x of block b in lane j, with the position's key k = K0 + j*K1 +
- * b*K2 and y = x ^ k, the lane adds lo32(y) * hi32(y) + rotl(x, 32). The
+ * b*K2 and y = x ^ k, the lane adds lo32(y) * hi32(y) + rotl(y, 32). The
  * words of a partial last block go to their lanes the same way, the lanes
  * are folded in order into the result (each fold step a bijection of the
  * lane's sum), then the last bytes (under 8) and the length.
- * - One flipped bit always changes its lane's sum: in the low half of x it
- *   moves the product by 2^k * hi32(y) < 2^(k+32) and the rotated word by
- *   2^(k+32), so the two cannot cancel (the high half likewise), and every
- *   fold step after it is a bijection.
+ * - One flipped bit always changes its lane's sum. It flips the same bit of
+ *   y; say bit k of lo32(y) goes up by 2^k (down: the same, negated): the
+ *   product moves by 2^k * hi32(y) and the rotated y by 2^(k+32), both up,
+ *   2^k * (hi32(y) + 2^32) in all, which is nonzero and under 2^64. Bit k
+ *   of hi32(y): 2^k * lo32(y) + 2^k = 2^k * (lo32(y) + 1), likewise. Every
+ *   fold step after it is a bijection. (Rotating x instead of y, a flip in
+ *   the high half could cancel: where the key's bit is set, y's bit moves
+ *   against x's, and lo32(y) = 1 gave the same sum. tests/opencl_cache
+ *   checks inputs with y = 0 and y = 1 in every word.)
  * - The key depends on the block, so words moved between blocks change the
  *   sum (a sum of position-free terms would not see two blocks swapped).
  * - Vectorised it is AVX2's vpmuludq per four lanes (hash64_avx2, picked at
@@ -144,7 +149,7 @@ static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 static uint64_t lane_step(uint64_t acc, uint64_t x, uint64_t k) {
   uint64_t y = x ^ k;
-  return acc + (y & 0xffffffffULL) * (y >> 32) + rotl(x, 32);
+  return acc + (y & 0xffffffffULL) * (y >> 32) + rotl(y, 32);
 }
 
 /* The lanes' start and the fold of everything after the whole blocks:
@@ -214,7 +219,7 @@ __attribute__((target("avx2"))) static uint64_t hash64_avx2(const void *p, size_
       __m256i x = _mm256_loadu_si256((const __m256i *)(t + 32 * v));
       __m256i y = _mm256_xor_si256(x, k[v]);
       __m256i pr = _mm256_mul_epu32(y, _mm256_srli_epi64(y, 32));
-      a[v] = _mm256_add_epi64(a[v], _mm256_add_epi64(pr, _mm256_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1))));
+      a[v] = _mm256_add_epi64(a[v], _mm256_add_epi64(pr, _mm256_shuffle_epi32(y, _MM_SHUFFLE(2, 3, 0, 1))));
       k[v] = _mm256_add_epi64(k[v], step);
     }
   }

@@ -126,7 +126,7 @@ def hash64(s):  # opencl/cache.c kiln_cl_hash64 (16 lanes; the scalar twin, kiln
         j, b = w % 16, w // 16
         x = struct.unpack_from('<Q', s, 8 * w)[0]
         y = x ^ ((K0 + j * K1 + b * K2) & M)
-        acc[j] = (acc[j] + (y & 0xffffffff) * (y >> 32) + rotl(x, 32)) & M
+        acc[j] = (acc[j] + (y & 0xffffffff) * (y >> 32) + rotl(y, 32)) & M
     r = K2 ^ n
     for j in range(16):
         r = (rotl(((r ^ acc[j]) * K0) & M, 29) * K1) & M

@@ -310,8 +310,9 @@ static void test_digest(void) {
  * the scalar twin on every length from 0 to 700 at unaligned starts, and
  * the dispatched hash (AVX2 from 1 MiB) equals it around and above 1 MiB;
  * every single flipped bit of a 300-byte input changes both (cache.c's
- * argument, checked exhaustively), also where every word equals its key
- * (the product term then blind to it); two 128-byte blocks swapped, two
+ * argument), also of 304-byte inputs whose every word is its key, or its
+ * key ^ 1 (the product term blind to it, or moving as much as the rotated
+ * word); two 128-byte blocks swapped, two
  * words swapped between lanes, a word moved one block on and a zero byte
  * appended all change it. */
 static void test_hash(void) {
@@ -352,23 +353,27 @@ static void test_hash(void) {
     b[i / 8] ^= (unsigned char)(1u << (i % 8));
   }
   CHECK(flips == (int)(n * 8), "hash: every flipped bit changes it (%d of %zu)", flips, n * 8);
-  /* every word equal to its position's key: y = 0, the product is 0 before
-     and after any one flip, only the rotated word sees it */
-  unsigned char kb[304];
-  for (size_t w = 0; w < sizeof kb / 8; w++) {
-    uint64_t k = kiln_cl_hash64_key(w);
-    memcpy(kb + 8 * w, &k, 8);
+  /* every word its position's key ^ e: e = 0 (y = 0: the product is 0
+     before and after any one flip, only the rotated y sees it) and e = 1
+     (lo32(y) = 1: a high-half flip moves the product by as much as the
+     rotated word, the case where rotating x instead of y cancelled) */
+  for (uint64_t e = 0; e < 2; e++) {
+    unsigned char kb[304];
+    for (size_t w = 0; w < sizeof kb / 8; w++) {
+      uint64_t k = kiln_cl_hash64_key(w) ^ e;
+      memcpy(kb + 8 * w, &k, 8);
+    }
+    const uint64_t hk = kiln_cl_hash64_vec(kb, sizeof kb), hkb = kiln_cl_hash64_base(kb, sizeof kb);
+    int kflips = 0;
+    for (size_t i = 0; i < sizeof kb * 8; i++) {
+      kb[i / 8] ^= (unsigned char)(1u << (i % 8));
+      kflips += kiln_cl_hash64_vec(kb, sizeof kb) != hk && kiln_cl_hash64_base(kb, sizeof kb) != hkb;
+      kb[i / 8] ^= (unsigned char)(1u << (i % 8));
+    }
+    CHECK(hk == hkb && kflips == (int)(sizeof kb * 8),
+          "hash: words equal to their keys ^ %d: the twin agrees, every flipped bit changes it (%d of %zu)", (int)e,
+          kflips, sizeof kb * 8);
   }
-  const uint64_t hk = kiln_cl_hash64_vec(kb, sizeof kb), hkb = kiln_cl_hash64_base(kb, sizeof kb);
-  int kflips = 0;
-  for (size_t i = 0; i < sizeof kb * 8; i++) {
-    kb[i / 8] ^= (unsigned char)(1u << (i % 8));
-    kflips += kiln_cl_hash64_vec(kb, sizeof kb) != hk && kiln_cl_hash64_base(kb, sizeof kb) != hkb;
-    kb[i / 8] ^= (unsigned char)(1u << (i % 8));
-  }
-  CHECK(hk == hkb && kflips == (int)(sizeof kb * 8),
-        "hash: words equal to their keys: the twin agrees, every flipped bit changes it (%d of %zu)", kflips,
-        sizeof kb * 8);
   unsigned char c[512];
   memcpy(c, b, sizeof c);
   const uint64_t hc = kiln_cl_hash64_vec(c, sizeof c);
