@@ -1235,9 +1235,13 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   }
   for (int w = 0; w < g->n_values; w++) c.mmv[w].storage = -1;
   clock_gettime(CLOCK_MONOTONIC, &tc[1]);
+  signed char *finite = kiln_calloc((size_t)g->n_values + 1, 1); /* NULL: each query reads its weights */
   kiln_cl_mm_views_set(g, c.mmv);
+  kiln_cl_finite_set(g, finite);
   s = lower(&c);
+  kiln_cl_finite_set(NULL, NULL);
   kiln_cl_mm_views_set(NULL, NULL);
+  kiln_free(finite);
   if (s) goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tc[2]);
   if (g->n_outputs && (s = kiln_schedule_add_step(c.ms, g->outputs, g->n_outputs, NULL, 0, -1))) goto fail;

@@ -121,6 +121,18 @@ static kiln_status lower_reduce(const kiln_cl_device *dev, const kiln_fuse_spec 
 
 /* The anchor's inputs (absent ones zeroed, up to 3) and output as
  * OpenCL-side types; false when one has no static type. */
+/* The anchor's constant inputs as the engine gives them to kiln_cl_op_prepare
+ * (engine_compile.c): the initializer, else the shapes' constant. */
+static void anchor_konst(const kiln_fuse_spec *sp, const kiln_node *n, const kiln_tensor *konst[3]) {
+  for (int k = 0; k < 3; k++) {
+    int w = k < n->n_in ? n->in[k] : -1;
+    konst[k] = w < 0                  ? NULL
+               : sp->g->values[w].init ? sp->g->values[w].init
+               : sp->sh                ? sp->sh->v[w].konst
+                                       : NULL;
+  }
+}
+
 static bool anchor_types(const kiln_fuse_spec *sp, const kiln_node *n, kiln_cl_ttype in[3], kiln_cl_ttype *out) {
   memset(in, 0, 3 * sizeof *in);
   for (int k = 0; k < n->n_in && k < 3; k++)
@@ -187,7 +199,9 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   const kiln_node *n = &g->nodes[sp->anchor];
   if (n->n_in > 3 || n->n_out != 1) return KILN_OK;
   kiln_cl_ttype in[3], outt[1];
+  const kiln_tensor *konst[3];
   if (!anchor_types(sp, n, in, outt)) return KILN_OK;
+  anchor_konst(sp, n, konst);
   kiln_cl_conv_pool pool;
   memset(&pool, 0, sizeof pool);
   if (pooled) {
@@ -213,7 +227,8 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   int64_t items = 0;
   s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
   if (!s)
-    s = kiln_cl_conv_direct_fused(dev, g, n, in, outt, name, params, body, pooled ? &pool : NULL, &src, &items, ok);
+    s = kiln_cl_conv_direct_fused(dev, g, n, in, outt, konst, name, params, body, pooled ? &pool : NULL, &src, &items,
+                                  ok);
   kiln_free(params);
   kiln_free(body);
   if (!s && !*ok && pooled) pool_kept(sp, pool.why);
@@ -246,7 +261,9 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   const kiln_node *n = &g->nodes[sp->anchor];
   if (n->n_in > 3 || n->n_in < 2 || n->n_out != 1) return KILN_OK;
   kiln_cl_ttype in[3], outt[1];
+  const kiln_tensor *konst[3];
   if (!anchor_types(sp, n, in, outt)) return KILN_OK;
+  anchor_konst(sp, n, konst);
   /* the node's inputs come first in the signature, in the kernel's order
      (known after printing): reserve their slots, then the epilogue's */
   kiln_cl_kernel_sig sig;
@@ -265,7 +282,7 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   int vals[3], nv = 0;
   kiln_cl_gemm_cols cols = {cname, &csrc, 0, 0};
   s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
-  if (!s) s = kiln_cl_gemm_fused(dev, g, n, in, outt, name, params, body, &src, vals, &nv, &items, &cols, &ok);
+  if (!s) s = kiln_cl_gemm_fused(dev, g, n, in, outt, konst, name, params, body, &src, vals, &nv, &items, &cols, &ok);
   kiln_free(params);
   kiln_free(body);
   if (!s && ok && nv != nin) { /* a Gemm without C / Conv without bias or with columns: close the gap */

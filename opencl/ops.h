@@ -171,6 +171,13 @@ bool kiln_cl_mm_view_ok(const kiln_cl_ttype *t, const int64_t *strides);
  * view likewise (ldc >= N, columns 1 apart, batch strides, offset). views
  * has g->n_values entries; g NULL: none. */
 void kiln_cl_mm_views_set(const kiln_graph *g, kiln_cl_mm_view *views);
+/* While set (on the calling thread, for graph g, around one variant's
+ * lowering as the views above), the answer to "are the values of constant
+ * value w all finite" (a Conv's W: opencl/OPS.md, Conv) is kept in
+ * finite[w] (0 not yet known, 1 yes, -1 no; g->n_values entries, zeroed by
+ * the caller), so each weight is read once per lowering, not once per
+ * form a conv is tried in. g NULL: none (each query reads the weights). */
+void kiln_cl_finite_set(const kiln_graph *g, signed char *finite);
 /* Whether MatMul node n (types in, out) would read input value w (or,
  * w = its output, write it as a lone op) through w's view as set
  * (kiln_cl_mm_views_set): the op takes the node and the view is a GEMM
@@ -204,9 +211,14 @@ bool kiln_cl_op_addend(const kiln_cl_device *dev, const kiln_graph *g, const kil
  * (stride >= the dilated kernel on every axis: no conv output computed
  * twice): `store` sets `ep_v` (float, declared by the kernel) to the
  * pooled argument, and one more parameter after params, __global float *,
- * takes the pooled output (dense). *ok false with pool->why otherwise. */
+ * takes the pooled output (dense). *ok false with pool->why otherwise.
+ * konst: the node's constant inputs as kiln_cl_op_prepare gets them (an
+ * initializer, else the shapes' constant; NULL entries or NULL: none), so
+ * that a conv decides as its op would (its weights finite: the padding's
+ * positions skipped, OPS.md Conv). */
 kiln_status kiln_cl_conv_direct_fused(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
-                                      const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
+                                      const kiln_cl_ttype *in, const kiln_cl_ttype *out,
+                                      const kiln_tensor *const *konst, const char *name,
                                       const char *params, const char *store, kiln_cl_conv_pool *pool,
                                       kiln_cl_src *src, int64_t *items, bool *ok);
 /* The column matrix of an im2col conv in kiln_cl_gemm_fused: the im2col
@@ -231,9 +243,10 @@ typedef struct kiln_cl_gemm_cols {
  * scratch), each element of the node's output going to `store` as for
  * kiln_cl_conv_direct_fused (alpha, beta C and the bias already in `anc`).
  * *items: a 1-D launch. *ok false (nothing appended) otherwise: CLBlast's
- * GEMM, another dtype, an invalid node. */
+ * GEMM, another dtype, an invalid node. konst: as kiln_cl_conv_direct_fused. */
 kiln_status kiln_cl_gemm_fused(const kiln_cl_device *dev, const kiln_graph *g, const kiln_node *n,
-                               const kiln_cl_ttype *in, const kiln_cl_ttype *out, const char *name,
+                               const kiln_cl_ttype *in, const kiln_cl_ttype *out,
+                               const kiln_tensor *const *konst, const char *name,
                                const char *params, const char *store, kiln_cl_src *src, int *vals, int *n_vals,
                                int64_t *items, kiln_cl_gemm_cols *cols, bool *ok);
 

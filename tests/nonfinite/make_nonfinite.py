@@ -232,7 +232,8 @@ def conv_weights_over_padding():
     padding, and x * inf = +-inf elsewhere. One case per kernel form of the
     OpenCL backend (opencl/ops_gemm.c): the vector and scalar row kernels,
     the one-output kernel (3-D), depthwise, a conv wide enough for the GEMM
-    paths, and a conv with its MaxPool fused into the direct kernel; W a
+    paths, a conv with its MaxPool fused into the direct kernel and two
+    with a Relu fused into the direct kernel or kiln's SGEMM; W a
     constant and W a graph input (a weight the kernels cannot check at
     compile time). Its own RNG, so the cases above stay as they were."""
     rng = np.random.default_rng(27)
@@ -246,14 +247,16 @@ def conv_weights_over_padding():
             w[2, 0, (1,) * (len(shape) - 2)] = NAN  # the centre: NaN everywhere
         return w
 
-    def conv(name, xshape, wshape, w_input=False, pool=None, **attrs):
+    def conv(name, xshape, wshape, w_input=False, pool=None, relu=False, **attrs):
         x = (rng.uniform(0.25, 1, xshape) * np.where(rng.uniform(size=xshape) < 0.5, -1, 1)).astype(np.float32)
         w = weights(wshape)
         b = rng.uniform(-1, 1, (wshape[0],)).astype(np.float32)
-        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if pool else "y"], **attrs)]
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if pool or relu else "y"], **attrs)]
         oracle = None
         if pool:
             nodes.append(helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=pool, strides=pool))
+        if relu:  # the conv with its epilogue in one kernel (direct, or kiln's SGEMM on PoCL)
+            nodes.append(helper.make_node("Relu", ["c"], ["y"]))
         feeds = {"x": x}
         inits = [const("b", b)]
         if w_input:
@@ -283,6 +286,8 @@ def conv_weights_over_padding():
     conv("conv_w_inf_pad_wide", (1, 4, 16, 16), (16, 4, 3, 3), pads=[1, 1, 1, 1])
     conv("conv_w_inf_pad_wide_input", (1, 4, 16, 16), (16, 4, 3, 3), w_input=True, pads=[1, 1, 1, 1])
     conv("conv_w_inf_pad_maxpool", (1, 2, 8, 8), (4, 2, 3, 3), pool=[2, 2], pads=[1, 1, 1, 1])
+    conv("conv_w_inf_pad_relu", (1, 2, 9, 9), (4, 2, 3, 3), relu=True, pads=[1, 1, 1, 1])
+    conv("conv_w_inf_pad_wide_relu", (1, 4, 16, 16), (16, 4, 3, 3), relu=True, pads=[1, 1, 1, 1])
 
 
 if __name__ == "__main__":
