@@ -31,17 +31,18 @@ void kiln_cl_key_hex(kiln_cl_key k, char out[33]);
 
 /* The key of a program: a format tag, kiln's version, the options from the
  * environment that change code generation (KILN_FUSION, KILN_CL_CONV,
- * KILN_CL_VEC, KILN_CL_TILE), the device (platform, name, vendor, version, driver
- * version), the build options and the source (its length and kiln_cl_hash64) — what changes the
- * binary a driver produces. */
+ * KILN_CL_VEC, KILN_CL_TILE), the device (platform, name, vendor, version,
+ * driver version), the build options and the source (its length and
+ * kiln_cl_hash64) — what changes the binary a driver produces. */
 kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, size_t n, const char *options);
 
 /* FNV-1a 64. */
 uint64_t kiln_cl_fnv1a64(const void *p, size_t n);
 /* A fast non-cryptographic 64-bit hash (16 lanes of 8-byte words with a
  * position-dependent key and one 32x32->64 multiply each; from 1 MiB AVX2
- * where the CPU has it, at memory speed): the chunk hash of kiln_cl_digest64 and the bulk
- * part of graph keys. Any one flipped bit changes it (cache.c). */
+ * where the CPU has it, at memory speed): the chunk hash of
+ * kiln_cl_digest64, the bulk part of graph keys and the program source in
+ * program keys. Any one flipped bit changes it (cache.c). */
 uint64_t kiln_cl_hash64(const void *p, size_t n);
 /* Its scalar twin: the same value, word by word (the hash below 1 MiB). */
 uint64_t kiln_cl_hash64_base(const void *p, size_t n);

@@ -312,9 +312,8 @@ static void test_digest(void) {
  * every single flipped bit of a 300-byte input changes both (cache.c's
  * argument), also of 304-byte inputs whose every word is its key, or its
  * key ^ 1 (the product term blind to it, or moving as much as the rotated
- * word); two 128-byte blocks swapped, two
- * words swapped between lanes, a word moved one block on and a zero byte
- * appended all change it. */
+ * word); two 128-byte blocks swapped, two words swapped between lanes, a
+ * word moved one block on and a zero byte appended all change it. */
 static void test_hash(void) {
   enum { N = 700 + 8 };
   unsigned char b[N + 256];
