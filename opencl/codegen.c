@@ -196,7 +196,9 @@ static const cl_op_fmt op_table[] = {
     {KILN_FUSE_RECIP, "(($T)1 / $0)", NULL, NULL, ULP4},
     {KILN_FUSE_FLOOR, "floor($0)", NULL, NULL, 0},
     {KILN_FUSE_CEIL, "ceil($0)", NULL, NULL, 0},
-    {KILN_FUSE_RELU, "($0 < 0 ? ($T)0 : $0)", "($0 < 0 ? ($T)0 : $0)", "$0", 0},
+    /* signed: not `$0 < 0 ? 0 : $0`, which llvmpipe (Mesa 22.3, LLVM 15)
+       crashed compiling on char (ENGINE.md, "Integer Relu on llvmpipe") */
+    {KILN_FUSE_RELU, "($0 < 0 ? ($T)0 : $0)", "($0 > ($T)0 ? $0 : ($T)0)", "$0", 0},
     {KILN_FUSE_LEAKY_RELU, "($0 < 0 ? $p0 * $0 : $0)", NULL, NULL, 0},
     {KILN_FUSE_ELU, "($0 < 0 ? $p0 * expm1($0) : $0)", NULL, NULL, 2 * ULP4},
     {KILN_FUSE_SELU, "($0 > 0 ? $p2 * $0 : $p2 * ($p0 * exp($0) - $p0))", NULL, NULL, 2 * ULP4},
