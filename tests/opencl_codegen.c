@@ -85,6 +85,15 @@ static int fz_make(fz *f, kiln_graph *g) {
   return !s;
 }
 
+/* Fuses built graph g into *f; else (built false, or the fusion failed) a
+ * failed check named `what`, g freed, false. */
+static bool fz_built(fz *f, kiln_graph *g, bool built, const char *what) {
+  if (built && g && fz_make(f, g)) return true;
+  CHECK(0, "%s: cannot build and fuse: %s", what, kiln_last_error());
+  kiln_graph_free(g);
+  return false;
+}
+
 /* The only spec of f, when f is one bound elementwise group. */
 static const kiln_fuse_spec *single_ew(const fz *f) {
   const kiln_fuse_spec *one = NULL;
@@ -442,11 +451,7 @@ static void test_literal_weights(kiln_cl_context *c, const kiln_cl_device *dev) 
       bad = bad || gb_add(g, "Mul", "x s", "xs") < 0 || gb_add(g, "Add", "xs t", "y") < 0;
       bad = bad || kiln_edit_add_output(g, val(g, "y"));
       fz f = {0};
-      if (bad || !fz_make(&f, g)) {
-        CHECK(0, "literal weights: cannot build and fuse: %s", kiln_last_error());
-        kiln_graph_free(g);
-        return;
-      }
+      if (!fz_built(&f, g, !bad, "literal weights")) return;
       ((float *)g->values[vs].init->data)[0] = cases[k][0];
       ((float *)g->values[vt].init->data)[0] = cases[k][1];
       const kiln_fuse_spec *sp = single_ew(&f);
@@ -507,11 +512,7 @@ static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
       bad = bad || gb_add(g, "Add", "x b", "xb") < 0 || gb_add(g, "Mul", "xb z", "y") < 0;
       bad = bad || kiln_edit_add_output(g, val(g, "y"));
       fz f = {0};
-      if (bad || !fz_make(&f, g)) {
-        CHECK(0, "rows per item: cannot build and fuse: %s", kiln_last_error());
-        kiln_graph_free(g);
-        return;
-      }
+      if (!fz_built(&f, g, !bad, "rows per item")) return;
       const kiln_fuse_spec *sp = single_ew(&f);
       char *src = NULL, m[400] = "";
       kiln_cl_kernel_sig sig;
@@ -556,9 +557,9 @@ static void test_rows_per_item(kiln_cl_context *c, const kiln_cl_device *dev) {
 /* The graph of the blocks and streamed-stores tests, x of the given shape:
  * y = tanh(x * b) + sigmoid(c^T) / z (a transposed weight read lane by lane,
  * a per-row divisor, a broadcast row) with its intermediate t = tanh(x * b)
- * a second output. false when it cannot be built (*g, if made, is the
- * caller's to free). */
-static bool blocks_graph(const int64_t shape[2], kiln_graph **g, int *vx) {
+ * a second output, built and fused into *f. false (a failed check named
+ * `what`, *g freed) when it cannot be. */
+static bool blocks_fused(const int64_t shape[2], kiln_graph **g, int *vx, fz *f, const char *what) {
   const int64_t dz[] = {shape[0], 1}, dc[] = {shape[1], shape[0]};
   bool bad = kiln_edit_new_graph(17, g) || kiln_edit_add_input(*g, "x", KILN_F32, 2, shape, vx);
   bad = bad || gb_f32_ramp(*g, "b", 1, &shape[1], -1.25, 0.125) < 0 || gb_f32_ramp(*g, "z", 2, dz, 0.5, 0.25) < 0 ||
@@ -567,7 +568,9 @@ static bool blocks_graph(const int64_t shape[2], kiln_graph **g, int *vx) {
         gb_add(*g, "Transpose", "c", "ct") < 0 || gb_add(*g, "Sigmoid", "ct", "sg") < 0 ||
         gb_add(*g, "Div", "sg z", "q") < 0 || gb_add(*g, "Add", "t q", "y") < 0;
   bad = bad || kiln_edit_add_output(*g, val(*g, "y")) || kiln_edit_add_output(*g, val(*g, "t"));
-  return !bad;
+  if (fz_built(f, *g, !bad, what)) return true;
+  *g = NULL;
+  return false;
 }
 
 /* Vector blocks per work item (codegen.c block_plan): y = tanh(x * b) +
@@ -590,13 +593,8 @@ static void test_blocks_per_item(kiln_cl_context *c, const kiln_cl_device *dev) 
     for (int k = 0; k < 5; k++) {
       kiln_graph *g = NULL;
       int vx = -1;
-      bool bad = !blocks_graph(shapes[h], &g, &vx);
       fz f = {0};
-      if (bad || !fz_make(&f, g)) {
-        CHECK(0, "blocks per item: cannot build and fuse: %s", kiln_last_error());
-        kiln_graph_free(g);
-        break;
-      }
+      if (!blocks_fused(shapes[h], &g, &vx, &f, "blocks per item")) break;
       const kiln_fuse_spec *sp = single_ew(&f);
       char *src = NULL, m[400] = "";
       kiln_cl_kernel_sig sig;
@@ -687,13 +685,8 @@ static void test_streamed_stores(kiln_cl_context *c, const kiln_cl_device *dev) 
     for (int one_vec = 0; one_vec < 3; one_vec++) { /* the default form, one vector per item, two rows per item */
       kiln_graph *g = NULL;
       int vx = -1;
-      bool bad = !blocks_graph(shapes[h], &g, &vx);
       fz f = {0};
-      if (bad || !fz_make(&f, g)) {
-        CHECK(0, "streamed stores: cannot build and fuse: %s", kiln_last_error());
-        kiln_graph_free(g);
-        return;
-      }
+      if (!blocks_fused(shapes[h], &g, &vx, &f, "streamed stores")) return;
       const kiln_fuse_spec *sp = single_ew(&f);
       char *src = NULL, *plain = NULL, m[400] = "", what[96];
       snprintf(what, sizeof what, "streamed stores %lldx%lld, %s", (long long)shapes[h][0], (long long)shapes[h][1],
@@ -797,11 +790,7 @@ static void test_stream_rows_defaults(const kiln_cl_device *dev) {
     bad = bad || gb_f32_ramp(g, "b", 1, &shapes[h][1], -1.25, 0.125) < 0 || gb_add(g, "Mul", "x b", "y") < 0;
     bad = bad || kiln_edit_add_output(g, val(g, "y"));
     fz f = {0};
-    if (bad || !fz_make(&f, g)) {
-      CHECK(0, "stream and rows defaults: cannot build and fuse: %s", kiln_last_error());
-      kiln_graph_free(g);
-      return;
-    }
+    if (!fz_built(&f, g, !bad, "stream and rows defaults")) return;
     const kiln_fuse_spec *sp = single_ew(&f);
     char *src = NULL;
     kiln_cl_kernel_sig sig;
@@ -921,11 +910,7 @@ static void test_bench_chain(kiln_cl_context *c, const kiln_cl_device *dev) {
   const int64_t ROWS = chain_rows, COLS = 1024;
   kiln_graph *g = ew_chain(ROWS, COLS);
   fz f;
-  if (!g || !fz_make(&f, g)) {
-    CHECK(0, "bench chain: cannot build and fuse: %s", kiln_last_error());
-    kiln_graph_free(g);
-    return;
-  }
+  if (!fz_built(&f, g, true, "bench chain")) return;
   const kiln_fuse_spec *sp = single_ew(&f);
   char *src = NULL;
   kiln_cl_kernel_sig sig;

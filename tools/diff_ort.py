@@ -469,6 +469,15 @@ class G:
         self.inits.append(numpy_helper.from_array(arr, name))
         return name
 
+    def axes(self, axes, ins, attrs, as_input):
+        """The node's axes as its opset takes them: an int64 constant input
+        (a graph input with probability 0.2) or the axes attribute; kept in desc."""
+        if as_input:
+            ins.append(self.const(np.array(axes, np.int64), p_input=0.2))
+        else:
+            attrs["axes"] = axes
+        self.desc["axes"] = axes
+
     def node(self, op, ins, nout=1, outs=None, **attrs):
         outs = outs or [self.fresh("y") for _ in range(nout)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
@@ -904,14 +913,12 @@ def g_reduce(g):
         if g.coin(0.3):
             a["noop_with_empty_axes"] = g.ri(0, 1)
         if axes is not None:
-            ins.append(g.const(np.array(axes, dtype=np.int64), p_input=0.2))
+            g.axes(axes, ins, a, True)
         elif g.coin(0.3):
             ins.append(g.const(np.zeros([0], np.int64)))
             g.desc["axes"] = "[] (empty)"
     elif axes is not None:
-        a["axes"] = axes
-    if axes is not None:
-        g.desc["axes"] = axes
+        g.axes(axes, ins, a, False)
     g.out(g.node(op, ins, **a))
 
 
@@ -1138,6 +1145,20 @@ def _conv_attrs(g, a, ks, ds, ss, grp):
         a["group"] = grp
 
 
+def _conv_node(g, op, a, ks, ds, ss, grp, dt, xs, ws, M, p_bias):
+    """Conv / ConvTranspose node op: its attributes (_conv_attrs), X of shape
+    xs, W of shape ws (each a constant or, 30 %, a graph input) and, with
+    probability p_bias, a bias of M."""
+    _conv_attrs(g, a, ks, ds, ss, grp)
+    x = g.data(xs, dt)
+    w = g.data(ws, dt, scale=g.choice([1.0, 0.3]))
+    ins = [g.input(x), g.const(w, p_input=0.3)]
+    if g.coin(p_bias):
+        ins.append(g.const(g.data([M], dt), p_input=0.3))
+    g.desc["x"] = xs
+    g.out(g.node(op, ins, **a))
+
+
 @gen("Conv", tol="acc")
 def g_conv(g):
     dt = g.types("T")
@@ -1158,14 +1179,7 @@ def g_conv(g):
         if a.get("auto_pad") == "VALID":
             lo = ek
         sp.append(g.ri(lo, lo + (9 if nd < 3 else 4) + (20 if g.big and nd < 3 else 0)))
-    _conv_attrs(g, a, ks, ds, ss, grp)
-    x = g.data([N, C] + sp, dt)
-    w = g.data([M, cg] + ks, dt, scale=g.choice([1.0, 0.3]))
-    ins = [g.input(x), g.const(w, p_input=0.3)]
-    if g.coin(0.6):
-        ins.append(g.const(g.data([M], dt), p_input=0.3))
-    g.desc["x"] = [N, C] + sp
-    g.out(g.node("Conv", ins, **a))
+    _conv_node(g, "Conv", a, ks, ds, ss, grp, dt, [N, C] + sp, [M, cg] + ks, M, 0.6)
 
 
 @gen("ConvTranspose", tol="acc")
@@ -1200,14 +1214,7 @@ def g_convtranspose(g):
             a["auto_pad"] = g.choice(["SAME_UPPER", "SAME_LOWER", "NOTSET"])
     if form == "auto":
         a["auto_pad"] = g.choice(["SAME_UPPER", "SAME_LOWER", "VALID"])
-    _conv_attrs(g, a, ks, ds, ss, grp)
-    x = g.data([N, C] + sp, dt)
-    w = g.data([C, mg] + ks, dt, scale=g.choice([1.0, 0.3]))
-    ins = [g.input(x), g.const(w, p_input=0.3)]
-    if g.coin(0.5):
-        ins.append(g.const(g.data([M], dt), p_input=0.3))
-    g.desc["x"] = [N, C] + sp
-    g.out(g.node("ConvTranspose", ins, **a))
+    _conv_node(g, "ConvTranspose", a, ks, ds, ss, grp, dt, [N, C] + sp, [C, mg] + ks, M, 0.5)
 
 
 @gen("MaxPool", tol="exact")
@@ -1678,11 +1685,7 @@ def g_squeeze(g):
     ins = [g.input(g.data(s, dt))]
     a = {}
     if axes is not None:
-        if g.since() >= 13:
-            ins.append(g.const(np.array(axes, np.int64), p_input=0.2))
-        else:
-            a["axes"] = axes
-        g.desc["axes"] = axes
+        g.axes(axes, ins, a, g.since() >= 13)
     g.out(g.node("Squeeze", ins, **a))
 
 
@@ -1697,11 +1700,7 @@ def g_unsqueeze(g):
         axes = [v - ro if g.coin(0.4) else v for v in axes]
     ins = [g.input(g.data(s, dt))]
     a = {}
-    if g.since() >= 13:
-        ins.append(g.const(np.array(axes, np.int64), p_input=0.2))
-    else:
-        a["axes"] = axes
-    g.desc["axes"] = axes
+    g.axes(axes, ins, a, g.since() >= 13)
     g.out(g.node("Unsqueeze", ins, **a))
 
 
