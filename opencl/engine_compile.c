@@ -283,10 +283,37 @@ static bool write_in_place(cstate *c, const kiln_fuse_plan *fp, const int *grp, 
   return ok;
 }
 
+/* The node of view group sp whose output, alias a, is its input's bytes as
+ * they lie — a Reshape-like node over a value from outside the group (not
+ * itself a view left unmaterialised), the alias its whole storage read
+ * contiguously, of the same type — or -1. Such an alias is a buffer copy
+ * step (lower_node: clEnqueueCopyBuffer, or a host input written straight
+ * into the alias's buffer), not a copy kernel to build, create and launch
+ * (opencl/ENGINE.md "Dense views copied as buffers"). */
+static int plain_copy_node(const cstate *c, const kiln_fuse_spec *sp, int a) {
+  const kiln_cl_variant *v = c->v;
+  const kiln_graph *g = v->g;
+  const kiln_fuse_alias *al = &sp->alias[a];
+  const kiln_fuse_access *ac = &sp->access[al->access];
+  int w = al->value, x = ac->value;
+  if (w < 0 || x < 0 || w == x || !kiln_views_contiguous(&ac->map) || c->mmv[x].storage >= 0) return -1;
+  int p = g->values[w].producer;
+  bool inside = false;
+  for (int k = 0; k < sp->n_nodes && !inside; k++) inside = sp->nodes[k] == p;
+  if (p < 0 || !inside || !is_reshape_like(&g->nodes[p]) || g->nodes[p].in[0] != x) return -1;
+  kiln_cl_ttype tw, tx;
+  if (!concrete(v, w, &tw) || !concrete(v, x, &tx) || tw.dtype != tx.dtype || bytes_of(&tw) != bytes_of(&tx))
+    return -1;
+  return p;
+}
+
+static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias);
+
 /* Prints spec sp as kernel k<n> (its stores) plus one copy kernel k<n>v<a>
- * per alias (a view of memory needed densely) when the code generator takes
- * all of them and they write every value step st writes; *ok false (no
- * error) otherwise. */
+ * per alias (a view of memory needed densely; a view group's alias that is
+ * its input's bytes as they lie is a buffer copy step instead:
+ * plain_copy_node) when the code generator takes all of them and they write
+ * every value step st writes; *ok false (no error) otherwise. */
 static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step *st, bool *ok) {
   kiln_cl_variant *v = c->v;
   *ok = false;
@@ -318,8 +345,10 @@ static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step 
     s = kiln_cl_obs_codegen(c->p, v, &tmp, name, &text[nk], &sig[nk]); /* observing plans: in-kernel reductions */
     if (!s) nk++;
   }
+  int copy_node[8];
+  for (int a = 0; a < sp->n_alias; a++) copy_node[a] = main || in_place[a] ? -1 : plain_copy_node(c, sp, a);
   for (int a = 0; a < sp->n_alias && !s; a++) {
-    if (in_place[a]) continue;
+    if (in_place[a] || copy_node[a] >= 0) continue;
     char name[32];
     snprintf(name, sizeof name, "k%dv%d", v->n_kern, a);
     s = kiln_cl_codegen_alias(sp, a, c->p->dev, name, &text[nk], &sig[nk]);
@@ -353,6 +382,8 @@ static kiln_status try_gen(cstate *c, const kiln_fuse_spec *sp, const kiln_step 
     if (s) kiln_free(text[k]);
     else s = push_kernel(c, text[k], &sig[k], sp->nodes[0], sp->n_nodes); /* takes text[k] */
   }
+  for (int a = 0; a < sp->n_alias && !s; a++)
+    if (copy_node[a] >= 0) s = lower_node(c, copy_node[a], false, false); /* a COPY step */
   *ok = !s;
   return s;
 }

@@ -582,5 +582,14 @@ def main():
         expected=[np.maximum(feeds["a"], 0) + feeds["a"], np.maximum(feeds["b"], 0) + feeds["b"],
                   np.maximum(feeds["c"], 0)])
 
+    # a Reshape of a graph input that is also a graph output: on OpenCL a
+    # buffer copy step (the host's input written straight into the output's
+    # buffer), no view-copy kernel to build; the Relu beside it one kernel
+    save("reshape_output", [
+        helper.make_node("Reshape", ["x", "s"], ["y"]),
+        helper.make_node("Relu", ["x"], ["z"]),
+    ], None, [("y", [12, 5]), ("z", [3, 4, 5])], [i64("s", [12, 5])], {"x": r(3, 4, 5)})
+
+
 if __name__ == "__main__":
     main()
