@@ -76,6 +76,11 @@ typedef struct cstate {
   bool fp1_tried;
   int cap_steps;
   size_t *kern_at; /* per generated kernel: where its text starts in src (its program: build) */
+  /* per generated kernel: its text with its name prefix taken out (same_text), or NULL; a kernel whose text is
+     an earlier one's is not printed again (kern_dup: its kern_at is the earlier's) */
+  char **canon;
+  size_t *canon_len;
+  bool *kern_dup;
   double mem_ms; /* place_values' time (build) */
   FILE *df; /* KILN_DUMP plan file */
   char dext[48];
@@ -119,7 +124,53 @@ static kiln_status add_step(cstate *c, kiln_cl_step st, const int *reads, int nr
   return s;
 }
 
-/* Appends a printed kernel (text, sig: taken) as the next GEN step. */
+/* The length of kernel name's prefix "g<digits>_" (a fused anchor's or
+ * reduction's kernels, opencl/engine_fuse.c: the kernels they print are
+ * named with it), or 0. */
+static size_t name_prefix(const char *name) {
+  size_t i = 1;
+  if (name[0] != 'g') return 0;
+  while (name[i] >= '0' && name[i] <= '9') i++;
+  return i > 1 && name[i] == '_' ? i + 1 : 0;
+}
+
+static bool ident_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* text with each identifier that starts with pre[0..np) starting with a
+ * \1 byte instead (NULL: out of memory). Two texts the same this way are
+ * the same kernel under two prefixes: the same code. */
+static char *same_text(const char *text, const char *pre, size_t np, size_t *len) {
+  size_t n = strlen(text), o = 0;
+  char *t = kiln_malloc(n + 1);
+  if (!t) return NULL;
+  for (size_t i = 0; i < n;) {
+    if ((i == 0 || !ident_char(text[i - 1])) && !strncmp(text + i, pre, np)) {
+      t[o++] = '\1';
+      i += np;
+    } else {
+      t[o++] = text[i++];
+    }
+  }
+  t[o] = 0;
+  *len = o;
+  return t;
+}
+
+static void free_canon(cstate *c) {
+  for (int k = 0; c->canon && k < c->v->n_kern; k++) kiln_free(c->canon[k]);
+  kiln_free(c->canon);
+  kiln_free(c->canon_len);
+  kiln_free(c->kern_dup);
+}
+
+/* Appends a printed kernel (text, sig: taken) as the next GEN step. A
+ * fused kernel whose text is an earlier one's but for its name prefix
+ * (MobileNetV2's repeated blocks: 20 of its 62 kernels, 247 KB of 622 KB of
+ * source; opencl/ENGINE.md "Repeated kernels printed once") is not printed
+ * again: the step gets a kernel object of its own (its own arguments) made
+ * from the earlier text's function. */
 static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *sig, int node, int nodes) {
   kiln_cl_variant *v = c->v;
   kiln_cl_kernel_sig *q = kiln_realloc(v->sig, sizeof *q * (size_t)(v->n_kern + 1));
@@ -130,15 +181,46 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   v->sig = q;
   v->sig[v->n_kern] = *sig;
   size_t *at = kiln_realloc(c->kern_at, sizeof *at * (size_t)(v->n_kern + 1));
-  if (!at) {
+  if (at) c->kern_at = at;
+  char **cn = at ? kiln_realloc(c->canon, sizeof *cn * (size_t)(v->n_kern + 1)) : NULL;
+  if (cn) c->canon = cn;
+  size_t *cl = cn ? kiln_realloc(c->canon_len, sizeof *cl * (size_t)(v->n_kern + 1)) : NULL;
+  if (cl) c->canon_len = cl;
+  bool *dp = cl ? kiln_realloc(c->kern_dup, sizeof *dp * (size_t)(v->n_kern + 1)) : NULL;
+  if (dp) c->kern_dup = dp;
+  size_t np = name_prefix(sig->name), clen = 0;
+  char *canon = dp && np ? same_text(text, sig->name, np, &clen) : NULL;
+  if (!dp || (np && !canon)) {
     kiln_free(text);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   }
-  c->kern_at = at;
-  at[v->n_kern] = c->src.len;
-  kiln_status s = kiln_cl_src_printf(&c->src, "%s\n", text);
+  int k = v->n_kern, same = -1;
+  for (int j = 0; canon && j < k && same < 0; j++)
+    if (c->canon[j] && c->canon_len[j] == clen && !memcmp(c->canon[j], canon, clen)) same = j;
+  /* the earlier kernel's names: its prefix, then this kernel's name (and twin) past the prefix */
+  kiln_cl_kernel_sig *w = &v->sig[k];
+  size_t npj = same >= 0 ? name_prefix(v->sig[same].name) : 0;
+  if (same >= 0 && (!w->twin[0] || !strncmp(w->twin, w->name, np))) {
+    char name[sizeof w->name], twin[sizeof w->twin];
+    snprintf(name, sizeof name, "%.*s%s", (int)npj, v->sig[same].name, w->name + np);
+    snprintf(twin, sizeof twin, "%.*s%s", (int)npj, v->sig[same].name, w->twin[0] ? w->twin + np : "");
+    memcpy(w->name, name, sizeof name);
+    if (w->twin[0]) memcpy(w->twin, twin, sizeof twin);
+    kiln_free(canon);
+    canon = NULL;
+  } else {
+    same = -1;
+  }
+  c->canon[k] = canon;
+  c->canon_len[k] = clen;
+  c->kern_dup[k] = same >= 0;
+  at[k] = same >= 0 ? at[same] : c->src.len;
+  kiln_status s = same >= 0 ? KILN_OK : kiln_cl_src_printf(&c->src, "%s\n", text);
   kiln_free(text);
-  if (s) return s;
+  if (s) {
+    kiln_free(c->canon[k]);
+    return s;
+  }
   int reads[KILN_CL_SIG_MAX_ARGS], writes[KILN_CL_SIG_MAX_ARGS], nr = 0, nw = 0;
   for (int a = 0; a < sig->n_args; a++) {
     if (sig->args[a].output) writes[nw++] = sig->args[a].value;
@@ -147,9 +229,9 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   kiln_cl_step x = {KILN_CL_STEP_GEN, node, nodes, v->n_kern, NULL, -1, 0};
   if (c->df) {
     char lbl[160];
-    fprintf(c->df, "kernel %s: %d node%s from %s (%s)%s\n", sig->name, nodes, nodes == 1 ? "" : "s",
+    fprintf(c->df, "kernel %s: %d node%s from %s (%s)%s%s\n", w->name, nodes, nodes == 1 ? "" : "s",
             kiln_node_label(v->g, &v->g->nodes[node], lbl, sizeof lbl), v->g->nodes[node].op_type,
-            strchr(sig->name, 'v') ? ", a view copy" : "");
+            strchr(sig->name, 'v') ? ", a view copy" : "", same >= 0 ? ", the text of an earlier kernel" : "");
   }
   v->n_kern++;
   return add_step(c, x, reads, nr, writes, nw);
@@ -1108,6 +1190,7 @@ static kiln_status build(cstate *c) {
     }
     for (int k = 0, t = 0; k < v->n_kern || t < v->n_steps;) {
       if (t < v->n_steps && v->steps[t].kind != KILN_CL_STEP_OP) t++;
+      else if (k < v->n_kern && c->kern_dup[k]) k++; /* no text of its own */
       else if (k < v->n_kern && (t >= v->n_steps || c->kern_at[k] <= v->steps[t].src_at)) units[nu++] = c->kern_at[k++];
       else units[nu++] = v->steps[t++].src_at;
     }
@@ -1319,6 +1402,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
   kiln_free(c.kern_at);
+  free_canon(&c);
   kiln_free(c.mmv);
   v->sched = c.ms; /* kept: a run binding the host's buffers checks its accesses */
   kiln_fuse_plan_free(c.fp1);
@@ -1330,6 +1414,7 @@ fail:
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
   kiln_free(c.kern_at);
+  free_canon(&c);
   kiln_free(c.mmv);
   kiln_schedule_free(c.ms);
   kiln_fuse_plan_free(c.fp1);

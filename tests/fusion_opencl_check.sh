@@ -90,6 +90,7 @@ kiln anchor_outputs 2 2 0
 any chain_views_bcast 2 2 0
 any conv_bn_relu_pool 1 1 0
 any embedding_bag 0 0 3 4
+any repeated_blocks 4 4 0
 any reshape_output 1 0 0 1
 clblast conv_gemm_epilogue 1 1 0
 kiln conv_gemm_epilogue 2 1 0
@@ -153,6 +154,28 @@ any matmul_views_slice 5 0
 any matmul_views_copy 0 2
 any matmul_views_empty 0 2
 TABLE
+# repeated_blocks' first, second and fourth conv groups print one text
+# (opencl/ENGINE.md "Repeated kernels printed once"): the plan says the
+# second and fourth are the first's text, its program defines two kernels
+# (the third's LeakyRelu is another); and with a program per kernel
+# (KILN_CL_PROGRAM_SPLIT=1) each step's kernel comes from the program holding
+# its text — not the third's — and the outputs still match
+f=$(ls "$dump"/repeated_blocks.opencl-*.txt 2>/dev/null | head -1)
+got=$( [ -n "$f" ] && grep -c ", the text of an earlier kernel$" "$f")
+defs=$(cat "$dump"/repeated_blocks.opencl-*.cl 2>/dev/null | grep -c "^__kernel ")
+if [ "${got:-0}" = 2 ] && [ "$defs" = 2 ]; then
+  echo "ok   repeated_blocks: 2 groups print the first's text, 2 kernels in the program"
+else
+  echo "FAIL repeated_blocks: want 2 groups reusing the first's text and 2 kernels, got ${got:-?} and $defs (${f:-no plan})"
+  fail=1
+fi
+env KILN_CL_PROGRAM_SPLIT=1 KILN_CACHE_DIR=off "$conf" --lib "$lib" -f repeated_blocks -f conv_residual_clip "$root" \
+  >"$log" 2>&1
+if grep -q "conformance: 2 passed, 0 failed, 0 skipped" "$log"; then
+  echo "ok   repeated_blocks, conv_residual_clip: a program per kernel"
+else
+  echo "FAIL repeated_blocks, conv_residual_clip with a program per kernel:"; grep -E "FAIL|conformance:" "$log"; fail=1
+fi
 # a direct conv's group ending in a MaxPool / AveragePool whose windows do
 # not overlap and whose input nothing else needs: ONE kernel, no pool op
 for nw in conv_bn_relu_pool:1 conv_pool_fused:4; do

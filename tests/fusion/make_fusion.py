@@ -590,6 +590,23 @@ def main():
         helper.make_node("Relu", ["x"], ["z"]),
     ], None, [("y", [12, 5]), ("z", [3, 4, 5])], [i64("s", [12, 5])], {"x": r(3, 4, 5)})
 
+    # four conv + bias + activation blocks of the same shapes (other
+    # weights), the third with a LeakyRelu: on OpenCL the second and fourth
+    # groups' kernels are the first's text, which the program holds once (each
+    # step its own kernel object, its own arguments; opencl/ENGINE.md
+    # "Repeated kernels printed once"); the third's text comes between them
+    save("repeated_blocks", [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1]),
+        helper.make_node("LeakyRelu", ["c3"], ["r3"], alpha=0.1),
+        helper.make_node("Conv", ["r3", "w4", "b4"], ["c4"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c4"], ["y"]),
+    ], None, [("y", [1, 8, 6, 6])],
+        [const("w%d" % k, r(8, 8, 3, 3) * 0.3) for k in range(1, 5)] + [const("b%d" % k, r(8)) for k in range(1, 5)],
+        {"x": r(1, 8, 6, 6)})
 
 if __name__ == "__main__":
     main()
