@@ -994,8 +994,11 @@ static bool parallel_load(void) {
  * rusticl (32 KiB): as many programs as that rule gives, at least two from
  * SPLIT_TWO bytes of source and an even number, of about equal size (each
  * cut at the unit start nearest its share), so that the two threads of
- * load_programs load about as much each; one program elsewhere. */
-enum { SPLIT_TWO = 8192 };
+ * load_programs load about as much each; one program elsewhere. SPLIT_TWO
+ * 4 KB (8 KB before 2026-11-27): embedding_bag's 6.5 KB in two programs,
+ * warm init 10.4 -> 9.4 ms, cold unchanged (opencl/ENGINE.md "Programs
+ * loaded on two threads"). */
+enum { SPLIT_TWO = 4096 };
 static void cut_source(const kiln_cl_device *dev, const size_t *units, int n_units, size_t len, size_t *cut,
                        int *n_cut) {
   const char *e = getenv("KILN_CL_PROGRAM_SPLIT");
