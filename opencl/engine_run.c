@@ -62,11 +62,7 @@ static kiln_status read_value(kiln_cl_context *ctx, const kiln_cl_variant *v, in
   return KILN_OK;
 }
 
-/* t into value w's buffer; queued without waiting (wait false) where t's
- * bytes outlive the run (a graph input, a weight: a run ends with the
- * queue's finish, on every path) and need no dense copy first. */
-static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, const kiln_tensor *t,
-                               bool wait) {
+static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, int w, const kiln_tensor *t) {
   const kiln_cl_place *pl = &v->place[w];
   cl_mem m = mem_of(v, w);
   size_t n = kiln_tensor_bytes(t);
@@ -86,7 +82,7 @@ static kiln_status write_value(kiln_cl_context *ctx, const kiln_cl_variant *v, i
     size_t zero[3] = {0, 0, 0}, region[3] = {run, outer, 1};
     e = clEnqueueWriteBufferRect(ctx->queue, m, CL_TRUE, zero, zero, region, row, 0, run, 0, src, 0, NULL, NULL);
   } else {
-    e = clEnqueueWriteBuffer(ctx->queue, m, wait || t->strided ? CL_TRUE : CL_FALSE, 0, n, src, 0, NULL, NULL);
+    e = clEnqueueWriteBuffer(ctx->queue, m, CL_TRUE, 0, n, src, 0, NULL, NULL);
   }
   kiln_tensor_release(&dense);
   if (e) return kiln_cl_fail(e, "writing '%s' (%zu bytes) to %s (%s)", v->g->values[w].name, n, ctx->id, ctx->name);
@@ -154,7 +150,7 @@ static kiln_status run_host(kiln_cl_context *ctx, const kiln_cl_variant *v, int 
       if (res[k].dims[e] != dims[e])
         s = kiln_fail(KILN_E_INTERNAL, "output %d, dim %d: shape inference said %lld, the kernel made %lld", k, e,
                       (long long)dims[e], (long long)res[k].dims[e]);
-    if (!s) s = write_value(ctx, v, w, &res[k], true);
+    if (!s) s = write_value(ctx, v, w, &res[k]);
   }
   for (int k = 0; res && k < n->n_out; k++) kiln_tensor_release(&res[k]);
   for (int k = 0; tmp && k < n->n_in; k++) kiln_tensor_release(&tmp[k]);
@@ -268,13 +264,16 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
     cl_mem am = mem_of(v, n->in[0]), bm = mem_of(v, n->out[0]);
     /* (a padded variant copies the bound's layout whole) */
     size_t bytes = v->sym_padded ? b->bytes : (size_t)kiln_cl_sym_at(v, n->out[0], (int64_t)b->bytes);
-    if (b->bytes && vin[n->in[0]]) { /* a graph input or a weight: its host bytes, no wait (a blocking write
-                                         mid-run waited for the steps before it: PoCL's embedding_bag 0.50 -> 0.55 ms) */
-      s = write_value(ctx, v, n->out[0], vin[n->in[0]], false);
-    } else if (bytes) {
-      cl_int e = am && bm ? clEnqueueCopyBuffer(ctx->queue, am, bm, 0, 0, bytes, 0, NULL, NULL)
-                          : CL_INVALID_MEM_OBJECT;
+    /* on the device, queued: a graph input's buffer holds its bytes since the run's start (a write of its host
+       bytes here would wait for the steps before it — PoCL's embedding_bag 0.50 -> 0.55 ms a run — or, queued
+       without a wait, read them after the host's output slots over them were cleared) */
+    if (bytes && am && bm) {
+      cl_int e = clEnqueueCopyBuffer(ctx->queue, am, bm, 0, 0, bytes, 0, NULL, NULL);
       if (e) s = kiln_cl_fail(e, "copying %zu bytes on %s (%s)", bytes, ctx->id, ctx->name);
+    } else if (b->bytes && vin[n->in[0]]) { /* a weight read only on the host: its bytes */
+      s = write_value(ctx, v, n->out[0], vin[n->in[0]]);
+    } else if (bytes) {
+      s = kiln_cl_fail(CL_INVALID_MEM_OBJECT, "copying %zu bytes on %s (%s)", bytes, ctx->id, ctx->name);
     }
   } else if (st->kind == KILN_CL_STEP_OP) {
     kiln_cl_arg in[64], out[64];
@@ -529,7 +528,7 @@ kiln_status kiln_cl_variant_run(kiln_cl_plan *p, kiln_cl_variant *v, const kiln_
       continue;
     }
     vin[w] = t;
-    s = write_value(ctx, v, w, t, true);
+    s = write_value(ctx, v, w, t);
   }
   /* outputs into the host's cl_mem where it is made, when that is safe */
   bool *out_bound = kiln_calloc((size_t)g->n_outputs + 1, sizeof *out_bound);

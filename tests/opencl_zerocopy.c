@@ -13,6 +13,8 @@
  *   - an output's memory as the next run's input, and new buffers each run;
  *   - an output that is also an intermediate, an output that is an input,
  *     an input and an output of a host step (CumSum);
+ *   - an output reserved over an input that a buffer copy step (a Reshape)
+ *     also reads, zero-copy on and off;
  *   - KILN_CL_ZERO_COPY=0: nothing wrapped, the same bytes; unset: tensors
  *     under 512 KiB are copied (these are 2.5-64 KiB: the test runs with
  *     KILN_CL_ZERO_COPY=all).
@@ -280,6 +282,37 @@ static void test_host_step(void) {
   kiln_graph_free(g);
 }
 
+/* z = x @ w (long enough to be running while the run's outputs are set up),
+ * y = Reshape(x) (a buffer copy step, opencl/ENGINE.md "Dense views copied
+ * as buffers"); z reserved over x's memory. The copy reads x's device buffer,
+ * written at the run's start: a copy from x's host bytes queued without a
+ * wait read them after the host's slot for z over them was cleared (y all
+ * zeros on both drivers). */
+static void test_copy_over_input(void) {
+  kiln_graph *g = new_graph(17);
+  const int64_t dx[] = {256, 1024}, dw[] = {1024, 1024}, shp[] = {512, 512};
+  input(g, "x", KILN_F32, 2, dx);
+  /* w all zeros: z exactly 0 whatever the order of the sums (the GEMM does every product all the same) */
+  int bad = gb_f32_ramp(g, "w", 2, dw, 0.0, 0.0) < 0 || gb_cst_i64(g, "s", 2, shp) < 0;
+  bad = bad || gb_add(g, "MatMul", "x w", "z") < 0 || gb_add(g, "Reshape", "x s", "y") < 0;
+  if (bad) exit(2);
+  output(g, "z");
+  output(g, "y");
+  kiln_cl_plan *p = prepare(g);
+  kiln_cl_plan_stats st = stats(p), d;
+  CHECK(st.copies == 1, "copy over input: the Reshape is a buffer copy step (%d copies)", st.copies);
+  for (int zc = 1; zc >= 0; zc--) {
+    setenv("KILN_CL_ZERO_COPY", zc ? "all" : "0", 1);
+    fill(at(0), 256 * 1024, 17 + zc);
+    size_t o[] = {0, 2 * MB};
+    run_one(zc ? "copy over input: z over x, zero-copy" : "copy over input: z over x, KILN_CL_ZERO_COPY=0", p, g, 0, o,
+            &d);
+  }
+  setenv("KILN_CL_ZERO_COPY", "all", 1);
+  kiln_cl_plan_release(p);
+  kiln_graph_free(g);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   setenv("KILN_CL_ZERO_COPY", "all", 1); /* these tensors are small */
@@ -304,6 +337,7 @@ int main(void) {
   test_mm("clblast");
   test_host_step();
   test_default_size();
+  test_copy_over_input();
   free(pool);
   kiln_cl_engine_shutdown();
   printf("opencl_zerocopy: %d passed, %d failed\n", passed, failed);
