@@ -77,10 +77,10 @@ typedef struct cstate {
   int cap_steps;
   size_t *kern_at; /* per generated kernel: where its text starts in src (its program: build) */
   /* per generated kernel: its text with its name prefix taken out (same_text), or NULL; a kernel whose text is
-     an earlier one's is not printed again (kern_dup: its kern_at is the earlier's) */
+     an earlier one's is not printed again (dup_of: that kernel, else -1; its kern_at is the earlier's) */
   char **canon;
   size_t *canon_len;
-  bool *kern_dup;
+  int *dup_of;
   double mem_ms; /* place_values' time (build) */
   FILE *df; /* KILN_DUMP plan file */
   char dext[48];
@@ -162,15 +162,15 @@ static void free_canon(cstate *c) {
   for (int k = 0; c->canon && k < c->v->n_kern; k++) kiln_free(c->canon[k]);
   kiln_free(c->canon);
   kiln_free(c->canon_len);
-  kiln_free(c->kern_dup);
+  kiln_free(c->dup_of);
 }
 
 /* Appends a printed kernel (text, sig: taken) as the next GEN step. A
  * fused kernel whose text is an earlier one's but for its name prefix
- * (MobileNetV2's repeated blocks: 20 of its 62 kernels, 247 KB of 622 KB of
- * source; opencl/ENGINE.md "Repeated kernels printed once") is not printed
- * again: the step gets a kernel object of its own (its own arguments) made
- * from the earlier text's function. */
+ * (MobileNetV2's repeated blocks: 22 of its 45 generated kernels, 272 KB of
+ * its 622 KB of source; opencl/ENGINE.md "Repeated kernels printed once") is not printed
+ * again: the step gets a kernel object of its own (its own arguments), a
+ * clone of the earlier kernel's (clone_gen_kernel). */
 static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *sig, int node, int nodes) {
   kiln_cl_variant *v = c->v;
   kiln_cl_kernel_sig *q = kiln_realloc(v->sig, sizeof *q * (size_t)(v->n_kern + 1));
@@ -186,8 +186,8 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   if (cn) c->canon = cn;
   size_t *cl = cn ? kiln_realloc(c->canon_len, sizeof *cl * (size_t)(v->n_kern + 1)) : NULL;
   if (cl) c->canon_len = cl;
-  bool *dp = cl ? kiln_realloc(c->kern_dup, sizeof *dp * (size_t)(v->n_kern + 1)) : NULL;
-  if (dp) c->kern_dup = dp;
+  int *dp = cl ? kiln_realloc(c->dup_of, sizeof *dp * (size_t)(v->n_kern + 1)) : NULL;
+  if (dp) c->dup_of = dp;
   size_t np = name_prefix(sig->name), clen = 0;
   char *canon = dp && np ? same_text(text, sig->name, np, &clen) : NULL;
   if (!dp || (np && !canon)) {
@@ -213,7 +213,7 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   }
   c->canon[k] = canon;
   c->canon_len[k] = clen;
-  c->kern_dup[k] = same >= 0;
+  c->dup_of[k] = same;
   at[k] = same >= 0 ? at[same] : c->src.len;
   kiln_status s = same >= 0 ? KILN_OK : kiln_cl_src_printf(&c->src, "%s\n", text);
   kiln_free(text);
@@ -1049,6 +1049,25 @@ static kiln_status create_gen_kernel(cstate *c, int k, cl_program prog) {
   return s;
 }
 
+/* Kernel k, whose text is kernel j = dup_of[k]'s (push_kernel), as a copy
+ * of j's kernel object (kiln_cl_kernel_clone: clCloneKernel where the
+ * device has it — rusticl's clCreateKernel converts and optimises the code
+ * again each time — else created again by name), after j's choice of its
+ * untiled twin (the same text on the same device: the same choice). j comes
+ * first in the same program, so this thread made it already. */
+static kiln_status clone_gen_kernel(cstate *c, int k, cl_program prog) {
+  kiln_cl_variant *v = c->v;
+  int j = c->dup_of[k];
+  kiln_cl_kernel_sig *w = &v->sig[k];
+  if (strcmp(v->sig[j].name, w->name)) { /* j took its twin (both named with j's prefix) */
+    memcpy(w->name, w->twin, sizeof w->name);
+    w->n_items = w->twin_items;
+    w->local = 0;
+    w->twin[0] = 0;
+  }
+  return kiln_cl_kernel_clone(c->p->slot->ctx, prog, &v->kern[j], &v->kern[k]);
+}
+
 /* Program i of the cut source: loaded (get_program), its generated kernels
  * created, its device ops' kernels bound. Touches only what is program
  * i's (its kiln_cl_vprog, its kernels, its ops), and the context's kept
@@ -1065,7 +1084,7 @@ static kiln_status load_program(cstate *c, const size_t *cut, int n_cut, int i) 
   int nk = 0, no = 0;
   for (int k = 0; k < v->n_kern && !s; k++) {
     if (program_of(cut, n_cut, c->kern_at[k]) != i) continue;
-    s = create_gen_kernel(c, k, prog);
+    s = c->dup_of[k] >= 0 ? clone_gen_kernel(c, k, prog) : create_gen_kernel(c, k, prog);
     nk++;
   }
   clock_gettime(CLOCK_MONOTONIC, &t[2]);
@@ -1193,7 +1212,7 @@ static kiln_status build(cstate *c) {
     }
     for (int k = 0, t = 0; k < v->n_kern || t < v->n_steps;) {
       if (t < v->n_steps && v->steps[t].kind != KILN_CL_STEP_OP) t++;
-      else if (k < v->n_kern && c->kern_dup[k]) k++; /* no text of its own */
+      else if (k < v->n_kern && c->dup_of[k] >= 0) k++; /* no text of its own */
       else if (k < v->n_kern && (t >= v->n_steps || c->kern_at[k] <= v->steps[t].src_at)) units[nu++] = c->kern_at[k++];
       else units[nu++] = v->steps[t++].src_at;
     }

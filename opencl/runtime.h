@@ -38,6 +38,7 @@ typedef struct kiln_cl_context {
   char *name;   /* the device's name, for messages */
   size_t max_work_group_size, max_work_item_size0;
   cl_ulong max_mem_alloc_size, global_mem_size, local_mem_size;
+  bool can_clone; /* kiln_cl_kernel_clone copies kernel objects (clCloneKernel: OpenCL 2.1 platform and device) */
   pthread_mutex_t kept_mu; /* guards kept and clock (graphs compile from several threads) */
   bool kept_mu_ok;
   uint64_t clock;
@@ -141,6 +142,14 @@ typedef struct kiln_cl_kernel {
 
 /* Creates kernel name from built program p, with its work-group limits. */
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
+
+/* A second kernel object of src's function, with src's work-group limits
+ * (its arguments to be set again): clCloneKernel where c->can_clone, else
+ * kernel src->name created from p again. On Mesa's rusticl 22.3, whose
+ * clCreateKernel converts and optimises the kernel's code every time (tens
+ * of ms for a large one), a clone is a copy of the object (opencl/ENGINE.md
+ * "Repeated kernels printed once"). KILN_CL_CLONE=0: never a clone. */
+kiln_status kiln_cl_kernel_clone(kiln_cl_context *c, cl_program p, const kiln_cl_kernel *src, kiln_cl_kernel *out);
 
 /* Releases k (NULL-safe, idempotent). */
 void kiln_cl_kernel_free(kiln_cl_kernel *k);

@@ -169,13 +169,18 @@ else
   echo "FAIL repeated_blocks: want 2 groups reusing the first's text and 2 kernels, got ${got:-?} and $defs (${f:-no plan})"
   fail=1
 fi
-env KILN_CL_PROGRAM_SPLIT=1 KILN_CACHE_DIR=off "$conf" --lib "$lib" -f repeated_blocks -f conv_residual_clip "$root" \
-  >"$log" 2>&1
-if grep -q "conformance: 2 passed, 0 failed, 0 skipped" "$log"; then
-  echo "ok   repeated_blocks, conv_residual_clip: a program per kernel"
-else
-  echo "FAIL repeated_blocks, conv_residual_clip with a program per kernel:"; grep -E "FAIL|conformance:" "$log"; fail=1
-fi
+# (the repeated kernels' objects cloned from the first's, and with
+# KILN_CL_CLONE=0 created again by name)
+for clone in 1 0; do
+  env KILN_CL_PROGRAM_SPLIT=1 KILN_CL_CLONE=$clone KILN_CACHE_DIR=off "$conf" --lib "$lib" -f repeated_blocks \
+    -f conv_residual_clip "$root" >"$log" 2>&1
+  if grep -q "conformance: 2 passed, 0 failed, 0 skipped" "$log"; then
+    echo "ok   repeated_blocks, conv_residual_clip: a program per kernel, KILN_CL_CLONE=$clone"
+  else
+    echo "FAIL repeated_blocks, conv_residual_clip with a program per kernel, KILN_CL_CLONE=$clone:"
+    grep -E "FAIL|conformance:" "$log"; fail=1
+  fi
+done
 # a direct conv's group ending in a MaxPool / AveragePool whose windows do
 # not overlap and whose input nothing else needs: ONE kernel, no pool op
 for nw in conv_bn_relu_pool:1 conv_pool_fused:4; do

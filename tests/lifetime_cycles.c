@@ -152,6 +152,13 @@ WRAP cl_kernel clCreateKernel(cl_program p, const char *name, cl_int *e) {
   CREATE(CL_KERN, r);
   return r;
 }
+cl_kernel clCloneKernel(cl_kernel k, cl_int *e); /* (OpenCL 2.1: past the headers' target version) */
+WRAP cl_kernel clCloneKernel(cl_kernel k, cl_int *e) {
+  NEXT(clCloneKernel);
+  cl_kernel r = next_clCloneKernel(k, e);
+  CREATE(CL_KERN, r);
+  return r;
+}
 WRAP cl_int clReleaseKernel(cl_kernel k) {
   NEXT(clReleaseKernel);
   cl_int st = next_clReleaseKernel(k);
