@@ -178,6 +178,9 @@ void kiln_cl_mm_views_set(const kiln_graph *g, kiln_cl_mm_view *views);
  * the caller), so each weight is read once per lowering, not once per
  * form a conv is tried in. g NULL: none (each query reads the weights). */
 void kiln_cl_finite_set(const kiln_graph *g, signed char *finite);
+/* Whether none of the n float32 values at p (any alignment) is an inf or a
+ * NaN. */
+bool kiln_cl_all_finite_f32(const void *p, int64_t n);
 /* Whether MatMul node n (types in, out) would read input value w (or,
  * w = its output, write it as a lone op) through w's view as set
  * (kiln_cl_mm_views_set): the op takes the node and the view is a GEMM

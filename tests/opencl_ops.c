@@ -1881,6 +1881,34 @@ static void addend_case(const kiln_cl_device *dev, const char *what, const kiln_
   n_cases--;
 }
 
+/* kiln_cl_all_finite_f32 (a Conv's W known finite keeps the direct
+ * kernels' padding skips: opencl/OPS.md, Conv): every length to 70, one
+ * non-finite value at every position (inf, -inf, a quiet and a signalling
+ * NaN, a NaN with the sign set), at 0 and 4 bytes off 16; and the finite
+ * values nearest them (FLT_MAX, denormals, -0) never flagged. No device. */
+static void test_all_finite(void) {
+  static const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc12345u};
+  static const uint32_t good[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x807fffffu, 0x80000000u, 0x3f800000u};
+  uint32_t buf[80];
+  int wrong = 0, runs = 0;
+  for (int off = 0; off < 2; off++)
+    for (int n = 0; n <= 70; n++) {
+      uint32_t *x = buf + off;
+      for (int i = 0; i < n; i++) x[i] = good[(i * 7 + n) % 6];
+      buf[off + n] = bad[n % 5]; /* past the end: never read */
+      if (off) buf[0] = bad[0];   /* before the start */
+      wrong += !kiln_cl_all_finite_f32(x, n), runs++;
+      for (int at = 0; at < n; at++)
+        for (int b = 0; b < 5; b++) {
+          uint32_t keep = x[at];
+          x[at] = bad[b];
+          wrong += kiln_cl_all_finite_f32(x, n), runs++;
+          x[at] = keep;
+        }
+    }
+  CHECK(!wrong, "kiln_cl_all_finite_f32: %d of %d answers wrong", wrong, runs);
+}
+
 static void test_addend(const kiln_cl_device *dev) {
   kiln_cl_ttype in[3], out;
   /* Conv with a bias: its channel is (i / 64) % 16 of [2,16,8,8] */
@@ -1952,6 +1980,7 @@ int main(int argc, char **argv) {
       only = argv[++i];
   }
   double t0 = now_ms();
+  test_all_finite();
   kiln_cl_device_list l;
   if (kiln_cl_devices_enumerate(&l)) {
     printf("opencl_ops: enumerate failed: %s\nopencl_ops: 0 passed, 1 failed\n", kiln_last_error());
