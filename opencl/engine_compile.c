@@ -369,9 +369,9 @@ static bool write_in_place(cstate *c, const kiln_fuse_plan *fp, const int *grp, 
  * they lie — a Reshape-like node over a value from outside the group (not
  * itself a view left unmaterialised), the alias its whole storage read
  * contiguously, of the same type — or -1. Such an alias is a buffer copy
- * step (lower_node: clEnqueueCopyBuffer, or a host input written straight
- * into the alias's buffer), not a copy kernel to build, create and launch
- * (opencl/ENGINE.md "Dense views copied as buffers"). */
+ * step (lower_node; engine_run.c: clEnqueueCopyBuffer from the input's
+ * buffer), not a copy kernel to build, create and launch (opencl/ENGINE.md
+ * "Dense views copied as buffers"). */
 static int plain_copy_node(const cstate *c, const kiln_fuse_spec *sp, int a) {
   const kiln_cl_variant *v = c->v;
   const kiln_graph *g = v->g;
