@@ -12,23 +12,19 @@
 /* The kept programs' lock; false (nothing kept) when it cannot be made. */
 static void kept_init(kiln_cl_context *c) { c->kept_mu_ok = pthread_mutex_init(&c->kept_mu, NULL) == 0; }
 
-/* clCloneKernel (OpenCL 2.1) is declared weak, past CL_TARGET_OPENCL_VERSION
- * 120: NULL where the ICD loader does not have it. */
-extern CL_API_ENTRY cl_kernel CL_API_CALL clCloneKernel(cl_kernel source_kernel, cl_int *errcode_ret)
-    __attribute__((weak));
-
 /* Whether "OpenCL X.Y ..." says 2.1 or later. */
 static bool version_2_1(const char *v) {
   int major = 0, minor = 0;
   return v && sscanf(v, "OpenCL %d.%d", &major, &minor) == 2 && major * 100 + minor >= 201;
 }
 
-/* Kernels may be cloned on dev: the loader has clCloneKernel and both its
- * platform and the device say OpenCL 2.1 or later (a platform's dispatch
- * table of an older version has no such entry), unless KILN_CL_CLONE=0. */
+/* Kernels may be cloned on dev: the loader has clCloneKernel (found at run
+ * time, opencl/clone.c) and both its platform and the device say OpenCL
+ * 2.1 or later (a platform's dispatch table of an older version has no such
+ * entry), unless KILN_CL_CLONE=0. */
 static bool clone_usable(const kiln_cl_device *dev) {
   const char *e = getenv("KILN_CL_CLONE");
-  if ((e && !strcmp(e, "0")) || !clCloneKernel || !version_2_1(dev->version)) return false;
+  if ((e && !strcmp(e, "0")) || !version_2_1(dev->version) || !kiln_cl_clone_found()) return false;
   char pv[128] = "";
   return !clGetPlatformInfo(dev->platform, CL_PLATFORM_VERSION, sizeof pv - 1, pv, NULL) && version_2_1(pv);
 }
@@ -366,7 +362,7 @@ kiln_status kiln_cl_kernel_clone(kiln_cl_context *c, cl_program p, const kiln_cl
   if (!c->can_clone || !src->k) return kiln_cl_kernel_create(c, p, src->name, out);
   memset(out, 0, sizeof *out);
   cl_int e = CL_SUCCESS;
-  cl_kernel k = clCloneKernel(src->k, &e);
+  cl_kernel k = kiln_cl_clone_raw(src->k, &e);
   if (!k || e) {
     if (k) clReleaseKernel(k);
     return kiln_cl_fail(e ? e : CL_INVALID_KERNEL, "cloning OpenCL kernel '%s' on %s (%s)", src->name, c->id, c->name);

@@ -144,12 +144,18 @@ typedef struct kiln_cl_kernel {
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
 
 /* A second kernel object of src's function, with src's work-group limits
- * (its arguments to be set again): clCloneKernel where c->can_clone, else
+ * (its arguments to be set again): clCloneKernel where c->can_clone (a
+ * failed clone is an error, as a failed create), else
  * kernel src->name created from p again. On Mesa's rusticl 22.3, whose
  * clCreateKernel converts and optimises the kernel's code every time (tens
  * of ms for a large one), a clone is a copy of the object (opencl/ENGINE.md
  * "Repeated kernels printed once"). KILN_CL_CLONE=0: never a clone. */
 kiln_status kiln_cl_kernel_clone(kiln_cl_context *c, cl_program p, const kiln_cl_kernel *src, kiln_cl_kernel *out);
+
+/* clCloneKernel, looked up at run time (opencl/clone.c): whether the ICD
+ * loader has it, and the call (CL_INVALID_OPERATION where it has not). */
+bool kiln_cl_clone_found(void);
+cl_kernel kiln_cl_clone_raw(cl_kernel src, cl_int *err);
 
 /* Releases k (NULL-safe, idempotent). */
 void kiln_cl_kernel_free(kiln_cl_kernel *k);

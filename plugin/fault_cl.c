@@ -154,15 +154,16 @@ cl_kernel __wrap_clCreateKernel(cl_program p, const char *name, cl_int *err) {
   return k;
 }
 
-/* (OpenCL 2.1: not declared under kiln's CL_TARGET_OPENCL_VERSION 120) */
-cl_kernel __real_clCloneKernel(cl_kernel, cl_int *);
-cl_kernel __wrap_clCloneKernel(cl_kernel src, cl_int *err);
-cl_kernel __wrap_clCloneKernel(cl_kernel src, cl_int *err) {
+/* clCloneKernel (OpenCL 2.1), which kiln calls through kiln_cl_clone_raw
+ * (opencl/clone.c: looked up at run time) */
+cl_kernel __real_kiln_cl_clone_raw(cl_kernel, cl_int *);
+cl_kernel __wrap_kiln_cl_clone_raw(cl_kernel src, cl_int *err);
+cl_kernel __wrap_kiln_cl_clone_raw(cl_kernel src, cl_int *err) {
   if (HIT("clCloneKernel")) {
     SET_ERR(err, CL_OUT_OF_RESOURCES);
     return NULL;
   }
-  cl_kernel k = __real_clCloneKernel(src, err);
+  cl_kernel k = __real_kiln_cl_clone_raw(src, err);
   if (k) kiln_fault_live(KILN_FAULT_LIVE_CL_KERNEL, 1);
   return k;
 }

@@ -152,9 +152,15 @@ WRAP cl_kernel clCreateKernel(cl_program p, const char *name, cl_int *e) {
   CREATE(CL_KERN, r);
   return r;
 }
-cl_kernel clCloneKernel(cl_kernel k, cl_int *e); /* (OpenCL 2.1: past the headers' target version) */
+/* (OpenCL 2.1: past the headers' target version; kiln looks it up in the
+   global scope first, opencl/clone.c, so it finds this one) */
+cl_kernel clCloneKernel(cl_kernel k, cl_int *e);
 WRAP cl_kernel clCloneKernel(cl_kernel k, cl_int *e) {
   NEXT(clCloneKernel);
+  if (!next_clCloneKernel) { /* a loader without it */
+    if (e) *e = CL_INVALID_OPERATION;
+    return NULL;
+  }
   cl_kernel r = next_clCloneKernel(k, e);
   CREATE(CL_KERN, r);
   return r;

@@ -1884,26 +1884,29 @@ static void addend_case(const kiln_cl_device *dev, const char *what, const kiln_
 /* kiln_cl_all_finite_f32 (a Conv's W known finite keeps the direct
  * kernels' padding skips: opencl/OPS.md, Conv): every length to 70, one
  * non-finite value at every position (inf, -inf, a quiet and a signalling
- * NaN, a NaN with the sign set), at 0 and 4 bytes off 16; and the finite
- * values nearest them (FLT_MAX, denormals, -0) never flagged. No device. */
+ * NaN, a NaN with the sign set), 0, 1 and 4 bytes past a 64-byte boundary;
+ * and the finite values nearest them (FLT_MAX, denormals, -0) never
+ * flagged. No device. */
+static void put_u32(unsigned char *p, int i, uint32_t u) { memcpy(p + 4 * i, &u, 4); }
+
 static void test_all_finite(void) {
   static const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc12345u};
   static const uint32_t good[] = {0x7f7fffffu, 0xff7fffffu, 0x00000001u, 0x807fffffu, 0x80000000u, 0x3f800000u};
-  uint32_t buf[80];
+  _Alignas(64) unsigned char buf[64 + 4 * 72];
+  static const int offs[] = {0, 1, 4};
   int wrong = 0, runs = 0;
-  for (int off = 0; off < 2; off++)
+  for (int o = 0; o < 3; o++)
     for (int n = 0; n <= 70; n++) {
-      uint32_t *x = buf + off;
-      for (int i = 0; i < n; i++) x[i] = good[(i * 7 + n) % 6];
-      buf[off + n] = bad[n % 5]; /* past the end: never read */
-      if (off) buf[0] = bad[0];   /* before the start */
+      unsigned char *x = buf + 64 + offs[o];
+      for (int i = 0; i < n; i++) put_u32(x, i, good[(i * 7 + n) % 6]);
+      put_u32(x, n, bad[n % 5]);  /* past the end: never read */
+      put_u32(x, -1, bad[0]);     /* before the start */
       wrong += !kiln_cl_all_finite_f32(x, n), runs++;
       for (int at = 0; at < n; at++)
         for (int b = 0; b < 5; b++) {
-          uint32_t keep = x[at];
-          x[at] = bad[b];
+          put_u32(x, at, bad[b]);
           wrong += kiln_cl_all_finite_f32(x, n), runs++;
-          x[at] = keep;
+          put_u32(x, at, good[(at * 7 + n) % 6]);
         }
     }
   CHECK(!wrong, "kiln_cl_all_finite_f32: %d of %d answers wrong", wrong, runs);
