@@ -533,7 +533,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias
     konst[k] = NULL;
     if (n->in[k] < 0 || (without_bias && k == 2)) continue;
     typed &= concrete(v, n->in[k], &in[k]);
-    konst[k] = g->values[n->in[k]].init ? g->values[n->in[k]].init : v->sh->v[n->in[k]].konst;
+    konst[k] = kiln_cl_konst_of(g, v->sh, n->in[k]);
   }
   for (int k = 0; k < n->n_out; k++) {
     memset(&out[k], 0, sizeof out[k]);

@@ -119,20 +119,14 @@ static kiln_status lower_reduce(const kiln_cl_device *dev, const kiln_fuse_spec 
   return KILN_OK;
 }
 
-/* The anchor's inputs (absent ones zeroed, up to 3) and output as
- * OpenCL-side types; false when one has no static type. */
 /* The anchor's constant inputs as the engine gives them to kiln_cl_op_prepare
- * (engine_compile.c): the initializer, else the shapes' constant. */
+ * (kiln_cl_konst_of). */
 static void anchor_konst(const kiln_fuse_spec *sp, const kiln_node *n, const kiln_tensor *konst[3]) {
-  for (int k = 0; k < 3; k++) {
-    int w = k < n->n_in ? n->in[k] : -1;
-    konst[k] = w < 0                  ? NULL
-               : sp->g->values[w].init ? sp->g->values[w].init
-               : sp->sh                ? sp->sh->v[w].konst
-                                       : NULL;
-  }
+  for (int k = 0; k < 3; k++) konst[k] = kiln_cl_konst_of(sp->g, sp->sh, k < n->n_in ? n->in[k] : -1);
 }
 
+/* The anchor's inputs (absent ones zeroed, up to 3) and output as
+ * OpenCL-side types; false when one has no static type. */
 static bool anchor_types(const kiln_fuse_spec *sp, const kiln_node *n, kiln_cl_ttype in[3], kiln_cl_ttype *out) {
   memset(in, 0, 3 * sizeof *in);
   for (int k = 0; k < n->n_in && k < 3; k++)

@@ -270,7 +270,8 @@ static kiln_status run_step(kiln_cl_plan *p, kiln_cl_context *ctx, kiln_cl_varia
     if (bytes && am && bm) {
       cl_int e = clEnqueueCopyBuffer(ctx->queue, am, bm, 0, 0, bytes, 0, NULL, NULL);
       if (e) s = kiln_cl_fail(e, "copying %zu bytes on %s (%s)", bytes, ctx->id, ctx->name);
-    } else if (b->bytes && vin[n->in[0]]) { /* a weight read only on the host: its bytes */
+    } else if (b->bytes && vin[n->in[0]]) { /* an input without a device buffer (not met: a copy step's input is
+                                              placed as a device read): its host bytes, blocking */
       s = write_value(ctx, v, n->out[0], vin[n->in[0]]);
     } else if (bytes) {
       s = kiln_cl_fail(CL_INVALID_MEM_OBJECT, "copying %zu bytes on %s (%s)", bytes, ctx->id, ctx->name);

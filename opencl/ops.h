@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "ir/graph.h"
+#include "ir/shape.h"
 #include "ir/tensor.h"
 #include "opencl/runtime.h"
 
@@ -178,6 +179,12 @@ void kiln_cl_mm_views_set(const kiln_graph *g, kiln_cl_mm_view *views);
  * the caller), so each weight is read once per lowering, not once per
  * form a conv is tried in. g NULL: none (each query reads the weights). */
 void kiln_cl_finite_set(const kiln_graph *g, signed char *finite);
+/* Value w's constant as the engine gives it to kiln_cl_op_prepare and the
+ * fused forms: its initializer, else the shapes' constant (sh may be NULL),
+ * else NULL (w < 0 too). */
+static inline const kiln_tensor *kiln_cl_konst_of(const kiln_graph *g, const kiln_shapes *sh, int w) {
+  return w < 0 ? NULL : g->values[w].init ? g->values[w].init : sh ? sh->v[w].konst : NULL;
+}
 /* Whether none of the n float32 values at p (any alignment) is an inf or a
  * NaN. */
 bool kiln_cl_all_finite_f32(const void *p, int64_t n);
