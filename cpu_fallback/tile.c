@@ -799,6 +799,17 @@ typedef struct tpf {
   int n;
 } tpf;
 
+/* The tile length of tp's passes: KILN_TILE_N_BIG where the domain has at
+ * least KILN_TILE_BIG_MIN elements — beyond the L2, its inputs streamed
+ * from memory, the prefetch queue fetching the next tile's rows: half the
+ * tiles, each prefetched twice as far ahead (the 16M chain at 2 threads
+ * ~5 % faster, TILE.md "Longer tiles for long domains") — else KILN_TILE_N
+ * (programs over cache-resident values lost 1-4 % with the longer tiles).
+ * Values cannot change: every op is per element. */
+static int tile_len(const kiln_tile_prog *tp) {
+  return tp->numel >= KILN_TILE_BIG_MIN ? KILN_TILE_N_BIG : KILN_TILE_N;
+}
+
 /* Issues up to `lines` of pf's queued lines (all: lines < 0). */
 static inline void pf_issue(tpf *pf, int lines) {
   for (int q = 0; q < pf->n && lines != 0; q++)
@@ -809,11 +820,11 @@ static inline void pf_issue(tpf *pf, int lines) {
  * domain elements [f0, f0 + n): each run of the layout's rows read once,
  * deinterleaved into the four loads' buffers; the rows as far again
  * ahead (the next tile's) queued in pf. */
-static void load_cols(const kiln_tile_prog *tp, const texpr *t, int64_t f0, int n, float *bufs, const float **ptr,
-                      const tmoves *mv, tpf *pf) {
+static void load_cols(const kiln_tile_prog *tp, const texpr *t, int64_t f0, int n, float *bufs, int tn,
+                      const float **ptr, const tmoves *mv, tpf *pf) {
   const tacc *r = &tp->acc[tp->e[t->cols[0]].acc];
   float *d[4];
-  for (int c = 0; c < 4; c++) ptr[t->cols[c]] = d[c] = bufs + (size_t)tp->e[t->cols[c]].buf * KILN_TILE_N;
+  for (int c = 0; c < 4; c++) ptr[t->cols[c]] = d[c] = bufs + (size_t)tp->e[t->cols[c]].buf * (size_t)tn;
   view_walk w;
   walk_start(&w, &r->v, f0);
   for (int64_t done = 0, run; done < n; done += run) {
@@ -1021,7 +1032,8 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   (void)isa;
 #endif
   int n_expr = tp->n_expr;
-  size_t tile_bytes = sizeof(float) * KILN_TILE_N;
+  const int tn = tile_len(tp); /* the tile's length and each buffer's */
+  size_t tile_bytes = sizeof(float) * (size_t)tn;
   int n_ob = ob ? ob->n : 0;
   bool stream = (tp->stream || tp->stream_out) && avx2;
   /* strided stores that are all the columns of one interleaved output
@@ -1053,13 +1065,13 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   for (int i = 0; i < n_expr; i++) {
     const texpr *t = &tp->e[i];
     if (!t->uniform) continue;
-    float *b = bufs + (size_t)t->buf * KILN_TILE_N;
+    float *b = bufs + (size_t)t->buf * (size_t)tn;
     if (t->kind == E_OP) {
-      eval(&t->op, KILN_TILE_N, ptr[t->args[0]], t->n_args > 1 ? ptr[t->args[1]] : NULL,
+      eval(&t->op, tn, ptr[t->args[0]], t->n_args > 1 ? ptr[t->args[1]] : NULL,
            t->n_args > 2 ? ptr[t->args[2]] : NULL, b);
     } else {
       float v = t->kind == E_CONST ? t->cst : uniform_value(&tp->acc[t->acc]);
-      for (int k = 0; k < KILN_TILE_N; k++) b[k] = v;
+      for (int k = 0; k < tn; k++) b[k] = v;
     }
     ptr[i] = b;
   }
@@ -1090,7 +1102,7 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
   int head = stream ? stream_head(tp, out, rows ? lead : NULL) : 0;
   bool pf_direct = tp->numel >= KILN_TILE_PF_DIRECT_MIN;
   for (int64_t f0 = lo, step; f0 < hi; f0 += step) {
-    int n = (int)(hi - f0 < KILN_TILE_N ? hi - f0 : KILN_TILE_N);
+    int n = (int)(hi - f0 < tn ? hi - f0 : tn);
     if (f0 == lo && head > 0 && head < n) n = head;
     step = n;
     pf_issue(&pf, -1); /* what is left of the last tile's */
@@ -1098,14 +1110,14 @@ kiln_status kiln_tile_exec_obs(const kiln_tile_prog *tp, int64_t lo, int64_t hi,
     for (int i = 0; i < n_expr; i++) {
       const texpr *t = &tp->e[i];
       if (t->uniform) continue;
-      float *b = t->buf >= 0 ? bufs + (size_t)t->buf * KILN_TILE_N : NULL;
+      float *b = t->buf >= 0 ? bufs + (size_t)t->buf * (size_t)tn : NULL;
       switch (t->kind) {
       case E_LOAD:
-        if (t->cols[0] >= 0) load_cols(tp, t, f0, n, bufs, ptr, &mv, &pf);
+        if (t->cols[0] >= 0) load_cols(tp, t, f0, n, bufs, tn, ptr, &mv, &pf);
         else if (!t->in_cols) {
           ptr[i] = load_tile(&tp->acc[t->acc], f0, n, b, &mv);
           if (pf_direct && tp->acc[t->acc].kind == R_DIRECT && pf.n < KILN_TILE_PF_RANGES) {
-            int64_t m = hi - f0 - n < KILN_TILE_N ? hi - f0 - n : KILN_TILE_N; /* the next tile's */
+            int64_t m = hi - f0 - n < tn ? hi - f0 - n : tn; /* the next tile's */
             pf.p[pf.n] = (const char *)(ptr[i] + n), pf.e[pf.n] = (const char *)(ptr[i] + n + m);
             pf.n++;
           }
@@ -1174,7 +1186,9 @@ void kiln_tile_copy_stream(float *dst, const float *src, int64_t n, kiln_vm_isa 
 
 /* ---- the parallel pass: chunks of whole tiles on the pool ---- */
 
-enum { CHUNK = 32 * KILN_TILE_N }; /* elements per task: the partition depends on the domain only */
+enum { CHUNK = 32 * KILN_TILE_N }; /* elements per task (whole tiles of either length): the partition depends on
+                                      the domain only */
+_Static_assert(CHUNK % KILN_TILE_N_BIG == 0, "a task holds whole tiles");
 
 typedef struct par_ctx {
   const kiln_tile_prog *tp;

@@ -18,8 +18,13 @@
 #include "fuse/spec.h"
 #include "ir/observe.h"
 
-/* Elements per tile: a few live tiles of floats stay in L1. */
+/* Elements per tile: a few live tiles of floats stay in L1. A program
+ * whose domain has at least KILN_TILE_BIG_MIN elements (it streams from
+ * memory) runs tiles of KILN_TILE_N_BIG (tile.c, TILE.md "Longer tiles
+ * for long domains"). */
 #define KILN_TILE_N 512
+#define KILN_TILE_N_BIG 1024
+#define KILN_TILE_BIG_MIN ((int64_t)1 << 20)
 
 typedef struct kiln_tile_prog kiln_tile_prog;
 

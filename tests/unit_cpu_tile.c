@@ -1069,11 +1069,11 @@ static void test_seq(void) {
 /* The four columns of boxes [7, 110, 4] (rows 0..99 of each of the 7
  * blocks: a rank-2 view, so a tile spans several runs) combined, each
  * column read once, loaded out of column order. */
-static kiln_graph *cols_graph(void) {
+static kiln_graph *cols_graph(int64_t rows) {
   kiln_graph *g = new_graph(17);
-  input(g, "bx", KILN_F32, 3, (const int64_t[]){7, 110, 4});
+  input(g, "bx", KILN_F32, 3, (const int64_t[]){7, rows + 10, 4});
   gb_cst_i64(g, "r0", 1, (const int64_t[]){0});
-  gb_cst_i64(g, "r1", 1, (const int64_t[]){100});
+  gb_cst_i64(g, "r1", 1, (const int64_t[]){rows});
   gb_cst_i64(g, "ax1", 1, (const int64_t[]){1});
   gb_cst_i64(g, "ax2", 1, (const int64_t[]){2});
   const char *cs[] = {"0", "1", "2", "3", "4"};
@@ -1097,7 +1097,7 @@ static kiln_graph *cols_graph(void) {
 
 /* The group found (one) against the four column loads. */
 static void test_cols(void) {
-  check_switch("column groups", cols_graph(), kiln_tile_cols_enable, kiln_tile_col_groups, 1, false);
+  check_switch("column groups", cols_graph(100), kiln_tile_cols_enable, kiln_tile_col_groups, 1, false);
 }
 
 /* One bind of tp on vals, checked: the oracle evaluates the spec on its own
@@ -1267,6 +1267,19 @@ static void test_residual(void) {
   CHECK(!bad, "kiln_cpu_residual: %d of %d blocks differ from the definition (or wrote past n)", bad, cases);
 }
 
+/* Domains of KILN_TILE_BIG_MIN elements and more run tiles of
+ * KILN_TILE_N_BIG: the chain (its uniform operands filled to that length)
+ * and a column group (four tiles of that length a group) against the
+ * oracle; the group also bit for bit against its loads one by one. Last:
+ * its draws of rnd() would change the random chains above. */
+static void test_long_tiles(void) {
+  kiln_graph *g = ew_chain(1025, 1024);
+  CHECK(check_graph("ew_chain 1025x1024 (long tiles)", g, 1) == 1, "ew_chain 1025x1024: one tile step");
+  kiln_graph_free(g);
+  check_switch("column groups, long tiles", cols_graph(150000), kiln_tile_cols_enable, kiln_tile_col_groups, 1,
+               false);
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "-v")) verbose = 1;
@@ -1282,6 +1295,7 @@ int main(int argc, char **argv) {
   test_rebind();
   test_cols_rebind();
   test_residual();
+  test_long_tiles();
   printf("unit_cpu_tile: %d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
