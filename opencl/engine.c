@@ -137,26 +137,31 @@ static double ms_since(const struct timespec *t0) {
 /* The rewritten graph from the kiln cache (opencl/graph_cache): true with
  * *g and *sh on a hit. */
 static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph **g, kiln_shapes **sh,
-                               kiln_rewrite_stats *rst, kiln_cl_cache_view *rec) {
+                               kiln_rewrite_stats *rst, kiln_cl_cache_view *rec, signed char **facts) {
   kiln_cl_cache_view b;
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   if (!kiln_cl_cache_map(key, &b)) return false;
   size_t n = b.len;
   double t_read = ms_since(&t0);
-  kiln_status s = kiln_cl_graph_unpack(b.bytes, n, g0, g, rst); /* *g borrows b */
+  kiln_status s = kiln_cl_graph_unpack(b.bytes, n, g0, g, rst, facts); /* *g borrows b */
   double t_unpack = ms_since(&t0) - t_read;
   if (!s) s = kiln_ref_check_graph(*g);
   if (!s) s = kiln_shapes_infer(*g, sh);
   if (!s) {
+    int known = 0;
+    for (int v = 0; *facts && v < (*g)->n_values; v++) known += (*facts)[v] != KILN_CL_FACT_UNKNOWN;
     kiln_cl_graph_cache_count(true);
     kiln_log(KILN_LOG_INFO, "opencl: rewritten graph from the kiln cache (%zu bytes, %s): read %.1f ms, unpack %.1f ms, "
-             "check+shapes %.1f ms", n, b.map ? "mapped" : "copied", t_read, t_unpack, ms_since(&t0) - t_read - t_unpack);
+             "check+shapes %.1f ms; %d weights' finiteness from the record", n, b.map ? "mapped" : "copied", t_read,
+             t_unpack, ms_since(&t0) - t_read - t_unpack, known);
     *rec = b;
     return true;
   }
   kiln_log(KILN_LOG_INFO, "opencl: cached rewritten graph not used (%s): rewriting", kiln_last_error());
   kiln_error_clear();
+  kiln_free(*facts);
+  *facts = NULL;
   kiln_graph_free(*g);
   *g = NULL;
   kiln_cl_cache_view_release(&b);
@@ -164,8 +169,10 @@ static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph
 }
 
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, const char *dump_stem, bool keep_outputs,
-                            kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec) {
+                            kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec,
+                            signed char **facts) {
   memset(rec, 0, sizeof *rec);
+  *facts = NULL;
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
   ro.keep_outputs = keep_outputs;
@@ -185,7 +192,7 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, cons
                (use_known || kiln_cl_rewrite_key(g0, keep_outputs, &key));
   double t_key = ms_since(&t0);
   if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms%s", t_key, use_known ? " (from the import record)" : "");
-  if (keyed && rewrite_from_cache(key, g0, g, sh, rst, rec)) return KILN_OK;
+  if (keyed && rewrite_from_cache(key, g0, g, sh, rst, rec, facts)) return KILN_OK;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
   /* Gather → Mul(mask) → ReduceSum as one SparseLengthsWeightedSum (ir/bags.h;
@@ -214,10 +221,15 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, cons
      the cold init) though the warm init then had the key for free from
      the import record; KILN_CL_GRAPH_CACHE=1: always */
   keyed = keyed && ((gc && !strcmp(gc, "1")) || t_rw >= KILN_CL_RECORD_MIN_MS);
-  if (!s && keyed && kiln_cl_graph_pack(*g, g0, rst, &b, &n) && kiln_cl_cache_put(key, b, n)) {
+  /* the record's facts: the weights read now (the lowering then reads
+     them from these) so that a warm init does not read them */
+  int nf = 0;
+  if (!s && keyed && (*facts = kiln_calloc((size_t)(*g)->n_values + 1, 1))) nf = kiln_cl_finite_facts(*g, *sh, *facts);
+  if (!s && keyed && kiln_cl_graph_pack(*g, g0, rst, *facts, &b, &n) && kiln_cl_cache_put(key, b, n)) {
     kiln_cl_graph_cache_count(false);
-    kiln_log(KILN_LOG_INFO, "opencl: rewrite+check+shapes %.1f ms; rewritten graph stored (%zu bytes) in %.1f ms", t_rw,
-             n, ms_since(&t0) - t_rw);
+    kiln_log(KILN_LOG_INFO,
+             "opencl: rewrite+check+shapes %.1f ms; rewritten graph stored (%zu bytes, %d weights' finiteness) in "
+             "%.1f ms", t_rw, n, nf, ms_since(&t0) - t_rw);
   }
   kiln_free(b);
   return s;
@@ -279,8 +291,9 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
   kiln_shapes *sh = NULL;
   kiln_rewrite_stats rst;
   kiln_cl_cache_view rec = {0}; /* g borrows it */
+  signed char *facts = NULL;
   s = kiln_cl_rewrite(p->orig, g0_key, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP),
-                      &g, &sh, &rst, &rec);
+                      &g, &sh, &rst, &rec, &facts);
   /* shapes only a run's concrete dims settle (ir/symdim.h
      KILN_E_SYMBOLIC_SHAPE): no probe; every variant is made for a run's
      dims anyway, keyed on them alone (no input's values: a shape a value
@@ -291,7 +304,10 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
     kiln_error_clear();
     s = KILN_OK;
   }
-  if (s) goto fail;
+  if (s) {
+    kiln_free(facts);
+    goto fail;
+  }
   clock_gettime(CLOCK_MONOTONIC, &tp2);
   kiln_log(KILN_LOG_INFO, "opencl plan '%s': prepare: copy %.1f ms, rewrite+shapes %.1f ms", g0->name ? g0->name : "",
            (double)(tp1.tv_sec - tp0.tv_sec) * 1e3 + (double)(tp1.tv_nsec - tp0.tv_nsec) / 1e6,
@@ -302,6 +318,7 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
     kiln_graph_free(g);
     kiln_shapes_free(sh);
     kiln_cl_cache_view_release(&rec);
+    kiln_free(facts);
     s = kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     goto fail;
   }
@@ -328,13 +345,16 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
     p->probe_sh = sh;
     p->probe_rst = rst;
     p->probe_rec = rec;
+    p->probe_facts = facts;
     g = NULL;
     sh = NULL;
     memset(&rec, 0, sizeof rec);
+    facts = NULL;
   }
   kiln_graph_free(g);
   kiln_shapes_free(sh);
   kiln_cl_cache_view_release(&rec); /* after g */
+  kiln_free(facts);
   /* observing plans (mode) run exact variants: their partial buffers are sized per launch */
   if (!all_known && !mode && (s = kiln_cl_sym_setup(p))) goto fail;
   if (all_known) {
@@ -643,6 +663,7 @@ void kiln_cl_plan_release(kiln_cl_plan *p) {
   kiln_graph_free(p->probe_g);
   kiln_shapes_free(p->probe_sh);
   kiln_cl_cache_view_release(&p->probe_rec); /* after probe_g */
+  kiln_free(p->probe_facts);
   kiln_graph_free(p->orig);
   kiln_free(p->spec);
   kiln_free(p);

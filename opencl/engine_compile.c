@@ -1305,6 +1305,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   kiln_cl_variant *v = c.v = kiln_calloc(1, sizeof *v);
   if (!v) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   kiln_rewrite_stats rst;
+  signed char *facts = NULL; /* the constants' finiteness, from the rewrite (kiln_cl_rewrite), or NULL */
   struct timespec tc[4];
   clock_gettime(CLOCK_MONOTONIC, &tc[0]);
   kiln_status s = KILN_OK;
@@ -1314,12 +1315,14 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     v->sh = p->probe_sh;
     v->rec = p->probe_rec;
     rst = p->probe_rst;
+    facts = p->probe_facts;
     p->probe_g = NULL;
     p->probe_sh = NULL;
     memset(&p->probe_rec, 0, sizeof p->probe_rec);
+    p->probe_facts = NULL;
   } else {
     s = kiln_cl_rewrite(d, NULL, p->dump_stem[0] ? p->dump_stem : NULL,
-                        p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP), &v->g, &v->sh, &rst, &v->rec);
+                        p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP), &v->g, &v->sh, &rst, &v->rec, &facts);
   }
   if (s) goto fail;
   const kiln_graph *g = v->g;
@@ -1356,6 +1359,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     p->st.host_graphs++;
     kiln_log(KILN_LOG_INFO, "opencl plan: graph '%s' has data-dependent shapes: it runs on the host",
              g->name ? g->name : "");
+    kiln_free(facts);
     *out = v;
     return KILN_OK;
   }
@@ -1371,7 +1375,10 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   }
   for (int w = 0; w < g->n_values; w++) c.mmv[w].storage = -1;
   clock_gettime(CLOCK_MONOTONIC, &tc[1]);
-  signed char *finite = kiln_calloc((size_t)g->n_values + 1, 1); /* NULL: each query reads its weights */
+  /* the memo of the weights' finiteness: the rewrite's facts (from the
+     record: no weight read), else empty (NULL: each query reads its weights) */
+  signed char *finite = facts ? facts : kiln_calloc((size_t)g->n_values + 1, 1);
+  facts = NULL;
   kiln_cl_mm_views_set(g, c.mmv);
   kiln_cl_finite_set(g, finite);
   s = lower(&c);
@@ -1433,6 +1440,7 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
   *out = v;
   return KILN_OK;
 fail:
+  kiln_free(facts);
   if (c.df) kiln_dump_close(c.df, p->dump_stem, c.dext);
   kiln_cl_src_free(&c.src);
   kiln_free(c.kern_at);

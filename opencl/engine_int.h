@@ -214,6 +214,7 @@ struct kiln_cl_plan {
   kiln_shapes *probe_sh;
   kiln_rewrite_stats probe_rst;
   kiln_cl_cache_view probe_rec; /* the record probe_g borrows from (kiln_cl_rewrite), or none */
+  signed char *probe_facts;     /* its constants' facts (kiln_cl_rewrite), or NULL */
   /* observers (engine_observe.c): obs_mode 0 for a plain plan, else 1 +
      KILN_CL_OBS_* bits of an observing plan; the observing plans of a plain
      one (per mode - 1, compiled at the first observed run); the reduction
@@ -245,9 +246,14 @@ kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const 
  * weights and the record's bytes: *rec (zero when none) must be released
  * (kiln_cl_cache_view_release) after *g, and g0 must outlive *g. known
  * (may be NULL): g0's rewritten-graph key (kiln_cl_rewrite_key, not
- * keep_outputs) when the caller has it, so that it is not computed again. */
+ * keep_outputs) when the caller has it, so that it is not computed again.
+ * *facts (kiln_malloc'd, g's n_values bytes, or NULL): the finiteness of
+ * the constants the lowering reads (kiln_cl_finite_facts) — from the
+ * record, or read for the record stored — to seed kiln_cl_finite_set's
+ * memo; the caller frees it. */
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, const char *dump_stem, bool keep_outputs,
-                            kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec);
+                            kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec,
+                            signed char **facts);
 /* The variant for these inputs (per input of p->orig; NULL for initializers),
  * compiled on first sight. Call with the slot locked (or before the plan is
  * shared). */

@@ -10,7 +10,8 @@
 
 #include "ir/alloc.h"
 
-#define FORMAT "kiln graph record 2" /* 2: tensor data at 64-byte offsets (read in place) */
+#define FORMAT "kiln graph record 3" /* 3: the values' facts after the statistics; 2: tensor data at 64-byte offsets
+                                        (read in place) */
 #define DATA_ALIGN 64
 
 /* ---- the writer: into a buffer, or into a key ---- */
@@ -202,13 +203,13 @@ bool kiln_cl_rewrite_key(const kiln_graph *g0, bool keep_outputs, kiln_cl_key *o
                            out);
 }
 
-bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st, void **buf,
-                        size_t *len) {
-  return kiln_cl_graph_pack_head(NULL, 0, g, base, st, buf, len);
+bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st,
+                        const signed char *facts, void **buf, size_t *len) {
+  return kiln_cl_graph_pack_head(NULL, 0, g, base, st, facts, buf, len);
 }
 
 bool kiln_cl_graph_pack_head(const void *head, size_t head_len, const kiln_graph *g, const kiln_graph *base,
-                             const kiln_rewrite_stats *st, void **buf, size_t *len) {
+                             const kiln_rewrite_stats *st, const signed char *facts, void **buf, size_t *len) {
   wr w = {0};
   w.base = base;
   if (head_len % DATA_ALIGN) return false;
@@ -216,6 +217,9 @@ bool kiln_cl_graph_pack_head(const void *head, size_t head_len, const kiln_graph
   put_graph(&w, g);
   put_u64(&w, sizeof *st);
   put(&w, st, sizeof *st);
+  /* the facts: none (0), or one byte a value (KILN_CL_FACT_*) */
+  put_u64(&w, facts ? (uint64_t)g->n_values : 0);
+  if (facts) put(&w, facts, (size_t)g->n_values);
   if (w.oom || w.bad) {
     kiln_free(w.p);
     *buf = NULL;
@@ -378,8 +382,10 @@ static void get_tensor(rd *r, kiln_tensor **out) {
 static bool idx_ok(int64_t v, int64_t lo, int64_t n) { return v >= lo && v < n; }
 
 kiln_status kiln_cl_graph_unpack(const void *buf, size_t len, const kiln_graph *base, kiln_graph **out,
-                                 kiln_rewrite_stats *st) {
+                                 kiln_rewrite_stats *st, signed char **facts) {
   *out = NULL;
+  if (facts) *facts = NULL;
+  signed char *fa = NULL;
   rd r = {buf, len, 0, NULL, base};
   kiln_graph *g = kiln_calloc(1, sizeof *g);
   if (!g) return kiln_fail(KILN_E_NOMEM, "out of memory reading a graph record");
@@ -495,13 +501,27 @@ kiln_status kiln_cl_graph_unpack(const void *buf, size_t len, const kiln_graph *
   if (!r.bad) {
     memcpy(st, r.p + r.at, sizeof *st);
     r.at += sizeof *st;
+  }
+  uint64_t nf = get_u64(&r);
+  if (!r.bad && nf && (nf != (uint64_t)g->n_values || !need(&r, (size_t)nf, "truncated facts"))) r.bad = "bad facts";
+  if (!r.bad && nf && !(fa = kiln_malloc((size_t)nf))) r.bad = "out of memory";
+  for (uint64_t i = 0; fa && i < nf && !r.bad; i++) {
+    fa[i] = (signed char)r.p[r.at + i];
+    if (fa[i] != KILN_CL_FACT_UNKNOWN && fa[i] != KILN_CL_FACT_FINITE && fa[i] != KILN_CL_FACT_NOT_FINITE)
+      r.bad = "bad fact";
+  }
+  if (!r.bad) {
+    r.at += (size_t)nf;
     if (r.at != r.len) r.bad = "trailing bytes";
   }
   if (r.bad) {
+    kiln_free(fa);
     kiln_graph_free(g);
     return kiln_fail(KILN_E_MODEL, "graph record: %s at byte %zu of %zu", r.bad, r.at, r.len);
   }
   *out = g;
+  if (facts) *facts = fa;
+  else kiln_free(fa);
   return KILN_OK;
 }
 

@@ -28,17 +28,24 @@
  * holds what the packer does not handle (graph, sparse or type attributes). */
 bool kiln_cl_graph_key(const kiln_graph *g, const char *purpose, kiln_cl_key *out);
 
-/* Serialises g and st into one kiln_malloc'd buffer; false when out of
- * memory or g holds what the packer does not handle. An initializer equal
- * to base's of the same name (base: the graph the key was made of, may be
- * NULL) is stored as a reference to it, not as bytes. */
-bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st, void **buf,
-                        size_t *len);
+/* What a record knows of a value's constant, one byte a value (the facts:
+ * what a lowering would otherwise read every weight for; so far whether a
+ * float32 constant has no inf or NaN, kiln_cl_finite_facts). The values
+ * are those of kiln_cl_finite_set's memo. */
+enum { KILN_CL_FACT_NOT_FINITE = -1, KILN_CL_FACT_UNKNOWN = 0, KILN_CL_FACT_FINITE = 1 };
+
+/* Serialises g, st and facts (g->n_values bytes, or NULL: none) into one
+ * kiln_malloc'd buffer; false when out of memory or g holds what the packer
+ * does not handle. An initializer equal to base's of the same name (base:
+ * the graph the key was made of, may be NULL) is stored as a reference to
+ * it, not as bytes. */
+bool kiln_cl_graph_pack(const kiln_graph *g, const kiln_graph *base, const kiln_rewrite_stats *st,
+                        const signed char *facts, void **buf, size_t *len);
 
 /* kiln_cl_graph_pack after head_len bytes of head (a multiple of 64, so
  * that the tensors' offsets stay aligned): one buffer, no second copy. */
 bool kiln_cl_graph_pack_head(const void *head, size_t head_len, const kiln_graph *g, const kiln_graph *base,
-                             const kiln_rewrite_stats *st, void **buf, size_t *len);
+                             const kiln_rewrite_stats *st, const signed char *facts, void **buf, size_t *len);
 
 /* The key of the rewritten-graph record of g0 (kiln_cl_graph_key with the
  * purpose kiln_cl_rewrite uses; keep_outputs: an observing plan's). */
@@ -53,11 +60,13 @@ bool kiln_cl_rewrite_key(const kiln_graph *g0, bool keep_outputs, kiln_cl_key *o
  * given to pack). Its tensors are not copied: a reference borrows base's
  * tensor's data, a tensor stored in the record is read in place (borrows
  * buf; copied only where buf's address leaves it misaligned for its type),
- * so *g must be freed before buf and base's tensors are. KILN_E_MODEL with
- * a message when the bytes are malformed (every length, index, reference
- * and padding byte is checked). */
+ * so *g must be freed before buf and base's tensors are. *facts (facts may
+ * be NULL: not wanted) gets the record's facts, kiln_malloc'd, or NULL
+ * where it has none. KILN_E_MODEL with a message when the bytes are
+ * malformed (every length, index, reference, padding byte and fact is
+ * checked). */
 kiln_status kiln_cl_graph_unpack(const void *buf, size_t len, const kiln_graph *base, kiln_graph **g,
-                                 kiln_rewrite_stats *st);
+                                 kiln_rewrite_stats *st, signed char **facts);
 
 /* Process-wide counters of the rewritten-graph records. */
 typedef struct kiln_cl_graph_cache_stats {

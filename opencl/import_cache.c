@@ -32,8 +32,8 @@ static void key_bulk(kiln_cl_key *k, const void *p, size_t n) {
 kiln_cl_key kiln_cl_import_key(const void *model, size_t size, uint32_t n, const kiln_cl_raw_weight *w) {
   kiln_cl_key k;
   kiln_cl_key_init(&k);
-  kiln_cl_key_str(&k, "kiln imported graph 3"); /* 3: kiln_cl_hash64 of 16 lanes; 2: bulk bytes through
-                                                    kiln_cl_digest64 */
+  /* 4: graph record format 3 (the facts); 3: kiln_cl_hash64 of 16 lanes; 2: bulk bytes through kiln_cl_digest64 */
+  kiln_cl_key_str(&k, "kiln imported graph 4");
   kiln_cl_key_str(&k, "rewrite " KILN_CL_REWRITE_VERSION); /* the record keeps a rewrite key */
 #ifdef KILN_CACHE_KILN_VERSION
   kiln_cl_key_str(&k, KILN_CACHE_KILN_VERSION);
@@ -76,7 +76,7 @@ bool kiln_cl_import_pack(const kiln_graph *g, const kiln_cl_key *graph_key, void
     put_u64(head + 16, graph_key->hi);
     put_u64(head + 24, graph_key->lo);
   }
-  return kiln_cl_graph_pack_head(head, HEAD, g, NULL, &st, buf, len);
+  return kiln_cl_graph_pack_head(head, HEAD, g, NULL, &st, NULL, buf, len);
 }
 
 kiln_status kiln_cl_import_unpack(const void *buf, size_t len, kiln_graph **g, kiln_cl_key *graph_key,
@@ -92,7 +92,7 @@ kiln_status kiln_cl_import_unpack(const void *buf, size_t len, kiln_graph **g, k
   if (flags > 1 || !zero_pad || (!flags && (get_u64(b + 16) || get_u64(b + 24))))
     return kiln_fail(KILN_E_MODEL, "import record: bad head");
   kiln_rewrite_stats st;
-  kiln_status s = kiln_cl_graph_unpack(b + HEAD, len - HEAD, NULL, g, &st);
+  kiln_status s = kiln_cl_graph_unpack(b + HEAD, len - HEAD, NULL, g, &st, NULL);
   if (s) return s;
   if (flags) {
     graph_key->hi = get_u64(b + 16);

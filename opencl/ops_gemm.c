@@ -385,6 +385,21 @@ static bool conv_w_finite(const op_ctx *c) {
   return finite;
 }
 
+int kiln_cl_finite_facts(const kiln_graph *g, const kiln_shapes *sh, signed char *facts) {
+  int n = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const kiln_node *nd = &g->nodes[i];
+    if (strcmp(nd->op_type, "Conv") || (*nd->domain && strcmp(nd->domain, "ai.onnx")) || nd->n_in < 2 ||
+        nd->in[1] < 0 || facts[nd->in[1]])
+      continue;
+    const kiln_tensor *w = kiln_cl_konst_of(g, sh, nd->in[1]);
+    if (!w || w->dtype != KILN_F32 || w->strided || !w->data) continue;
+    facts[nd->in[1]] = kiln_cl_all_finite_f32(w->data, w->numel) ? 1 : -1;
+    n++;
+  }
+  return n;
+}
+
 /* The geometry, as reference/ops_conv.c computes it; false when the node
  * is not a plain float32 convolution this file handles (the host then
  * runs it and reports what is wrong). */

@@ -211,12 +211,13 @@ static void test_records(void) {
   size_t rlen = 0;
   kiln_rewrite_stats rst;
   memset(&rst, 0, sizeof rst);
-  CHECK(kiln_cl_graph_pack(g, NULL, &rst, &rec, &rlen), "pack");
+  CHECK(kiln_cl_graph_pack(g, NULL, &rst, NULL, &rec, &rlen), "pack");
   kiln_graph *back = NULL;
   kiln_rewrite_stats rst2;
-  CHECK(rec && !kiln_cl_graph_unpack(rec, rlen, NULL, &back, &rst2) && back && back->n_nodes == g->n_nodes &&
-            back->n_values == g->n_values,
-        "round trip: %s", kiln_last_error());
+  signed char *facts = (signed char *)1;
+  CHECK(rec && !kiln_cl_graph_unpack(rec, rlen, NULL, &back, &rst2, &facts) && back && back->n_nodes == g->n_nodes &&
+            back->n_values == g->n_values && !facts,
+        "round trip (no facts): %s", kiln_last_error());
   CHECK(back && kiln_cl_graph_key(back, "t", &k1) && kiln_cl_graph_key(g, "t", &k2) && k1.hi == k2.hi &&
             k1.lo == k2.lo,
         "the round trip keeps every field (same key)");
@@ -234,11 +235,32 @@ static void test_records(void) {
   void *rec2 = NULL; /* against a base: every initializer a reference */
   size_t rlen2 = 0;
   back = NULL;
-  CHECK(kiln_cl_graph_pack(g, g, &rst, &rec2, &rlen2) && rlen2 + 1000 < rlen, "references are smaller (%zu < %zu)",
-        rlen2, rlen);
-  CHECK(rec2 && !kiln_cl_graph_unpack(rec2, rlen2, g, &back, &rst2) && back && kiln_cl_graph_key(back, "t", &k1) &&
-            k1.hi == k2.hi && k1.lo == k2.lo,
+  /* with facts: one byte a value, each of the three kinds */
+  signed char *want = kiln_calloc((size_t)g->n_values + 1, 1);
+  for (int v = 0; want && v < g->n_values; v++) want[v] = (signed char)(v % 3 - 1);
+  CHECK(want && kiln_cl_graph_pack(g, g, &rst, want, &rec2, &rlen2) && rlen2 + 1000 < rlen,
+        "references are smaller (%zu < %zu)", rlen2, rlen);
+  CHECK(rec2 && !kiln_cl_graph_unpack(rec2, rlen2, g, &back, &rst2, &facts) && back &&
+            kiln_cl_graph_key(back, "t", &k1) && k1.hi == k2.hi && k1.lo == k2.lo,
         "references round trip: %s", kiln_last_error());
+  CHECK(facts && want && !memcmp(facts, want, (size_t)g->n_values), "the facts round trip");
+  kiln_free(facts);
+  facts = NULL;
+  if (rec2 && rlen2 > 8) { /* the facts are the record's last bytes: a value other than -1, 0, 1 is refused */
+    kiln_graph *bad = NULL;
+    unsigned char *r2 = rec2;
+    unsigned char last = r2[rlen2 - 1];
+    r2[rlen2 - 1] = 2;
+    CHECK(kiln_cl_graph_unpack(rec2, rlen2, g, &bad, &rst2, &facts) && !bad && !facts &&
+              strstr(kiln_last_error(), "bad fact"),
+          "a bad fact is refused (%s)", kiln_last_error());
+    kiln_error_clear();
+    r2[rlen2 - 1] = last;
+    CHECK(kiln_cl_graph_unpack(rec2, rlen2 - 1, g, &bad, &rst2, &facts) && !bad && !facts,
+          "a record one fact short is refused (%s)", kiln_last_error());
+    kiln_error_clear();
+  }
+  kiln_free(want);
   int borrowed = 0, inits = 0;
   for (int v = 0; back && v < back->n_values && v < g->n_values; v++) {
     const kiln_tensor *bt = back->values[v].init, *gt = g->values[v].init;
@@ -249,13 +271,14 @@ static void test_records(void) {
   CHECK(inits > 0 && borrowed == inits, "references borrow the base's data (%d of %d initializers)", borrowed, inits);
   kiln_graph_free(back);
   back = NULL;
-  CHECK(rec2 && kiln_cl_graph_unpack(rec2, rlen2, NULL, &back, &rst2) && !back, "references without the base: refused");
+  CHECK(rec2 && kiln_cl_graph_unpack(rec2, rlen2, NULL, &back, &rst2, NULL) && !back,
+        "references without the base: refused");
   kiln_error_clear();
   kiln_free(rec2);
   int refused = 0;
   for (size_t cut = 0; rec && cut < rlen; cut += 1 + cut / 8) {
     back = NULL;
-    if (kiln_cl_graph_unpack(rec, cut, NULL, &back, &rst2)) refused++;
+    if (kiln_cl_graph_unpack(rec, cut, NULL, &back, &rst2, NULL)) refused++;
     kiln_graph_free(back);
   }
   CHECK(refused > 0, "cut records are refused (%d)", refused);
@@ -264,7 +287,9 @@ static void test_records(void) {
     memcpy(dmg, rec, rlen);
     dmg[at] ^= 0xff;
     back = NULL;
-    if (!kiln_cl_graph_unpack(dmg, rlen, NULL, &back, &rst2)) kiln_graph_free(back);
+    facts = NULL;
+    if (!kiln_cl_graph_unpack(dmg, rlen, NULL, &back, &rst2, &facts)) kiln_graph_free(back);
+    kiln_free(facts);
     kiln_error_clear();
   }
   kiln_free(dmg);
