@@ -280,8 +280,27 @@ typedef struct sbuf {
 } sbuf;
 
 static void sb_put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A format without a conversion is copied, not printed (printf is slow in
+ * kiln's processes: kiln_cl_src_printf, opencl/ops.c). */
 static void sb_put(sbuf *b, const char *fmt, ...) {
   if (b->oom) return;
+  if (!strchr(fmt, '%')) {
+    size_t n = strlen(fmt);
+    if (!b->p || b->len + n + 1 > b->cap) {
+      size_t cap = b->cap ? b->cap : 1024;
+      while (cap < b->len + n + 1) cap *= 2;
+      char *q = kiln_realloc(b->p, cap);
+      if (!q) {
+        b->oom = true;
+        return;
+      }
+      b->p = q;
+      b->cap = cap;
+    }
+    memcpy(b->p + b->len, fmt, n + 1);
+    b->len += n;
+    return;
+  }
   for (;;) {
     va_list ap;
     va_start(ap, fmt);

@@ -17,23 +17,49 @@
 #include "ir/alloc.h"
 #include "opencl/ops_int.h"
 
+/* Room for n more bytes and the terminator. */
+static kiln_status src_reserve(kiln_cl_src *s, size_t n) {
+  if (s->len + n + 1 <= s->cap) return KILN_OK;
+  size_t cap = s->cap ? s->cap : 4096;
+  while (cap < s->len + n + 1) cap *= 2;
+  char *t = kiln_realloc(s->text, cap);
+  if (!t) return kiln_fail(KILN_E_NOMEM, "out of memory writing OpenCL source");
+  s->text = t;
+  s->cap = cap;
+  return KILN_OK;
+}
+
+/* The text as printf would print it, in as few printf calls as it can: a
+ * format without a conversion is copied, and one that fits the room left
+ * is printed once (else measured, the room grown, printed again). printf
+ * is slow in kiln's processes: libquadmath (linked by OpenBLAS's
+ * libgfortran) registers a printf modifier at load, and glibc then takes
+ * its positional-argument path for every format (half of a warm init's
+ * lowering of mobilenetv2 was printf_positional, `perf`). */
 kiln_status kiln_cl_src_printf(kiln_cl_src *s, const char *fmt, ...) {
+  if (!strchr(fmt, '%')) {
+    size_t n = strlen(fmt);
+    kiln_status st = src_reserve(s, n);
+    if (st) return st;
+    memcpy(s->text + s->len, fmt, n + 1);
+    s->len += n;
+    return KILN_OK;
+  }
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  int n = s->text ? vsnprintf(s->text + s->len, s->cap - s->len, fmt, ap) : vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
   if (n < 0) return kiln_fail(KILN_E_INTERNAL, "cannot format OpenCL source");
-  if (s->len + (size_t)n + 1 > s->cap) {
-    size_t cap = s->cap ? s->cap : 4096;
-    while (cap < s->len + (size_t)n + 1) cap *= 2;
-    char *t = kiln_realloc(s->text, cap);
-    if (!t) return kiln_fail(KILN_E_NOMEM, "out of memory writing OpenCL source");
-    s->text = t;
-    s->cap = cap;
+  if (!s->text || s->len + (size_t)n + 1 > s->cap) { /* did not fit: grown, printed again */
+    kiln_status st = src_reserve(s, (size_t)n);
+    if (st) {
+      if (s->text) s->text[s->len] = 0; /* the text stays what it was */
+      return st;
+    }
+    va_start(ap, fmt);
+    vsnprintf(s->text + s->len, s->cap - s->len, fmt, ap);
+    va_end(ap);
   }
-  va_start(ap, fmt);
-  vsnprintf(s->text + s->len, s->cap - s->len, fmt, ap);
-  va_end(ap);
   s->len += (size_t)n;
   return KILN_OK;
 }

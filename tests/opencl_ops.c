@@ -1969,6 +1969,41 @@ static void test_addend(const kiln_cl_device *dev) {
   addend_case(dev, "MatMul", in, &out, false, "");
 }
 
+/* kiln_cl_src_printf: pieces with and without conversions, short and
+ * longer than the room left (the first one on an empty buffer, the 4096
+ * bytes of the first block crossed many times), against one snprintf of
+ * each piece into a plain buffer; the text stays NUL-terminated. */
+static void test_src_printf(void) {
+  kiln_cl_src s = {0};
+  size_t cap = 1 << 20, len = 0;
+  char *want = malloc(cap);
+  char big[3000];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  bool ok = want != NULL;
+  for (int i = 0; ok && i < 400; i++) {
+    kiln_status st;
+    int n;
+    switch (i % 5) {
+    case 0: st = kiln_cl_src_printf(&s, "  plain text, no conversion\n");
+      n = snprintf(want + len, cap - len, "  plain text, no conversion\n"); break;
+    case 1: st = kiln_cl_src_printf(&s, "v%d = %s * %.9g;%%\n", i, "a_[i]", 1.5 / (i + 1));
+      n = snprintf(want + len, cap - len, "v%d = %s * %.9g;%%\n", i, "a_[i]", 1.5 / (i + 1)); break;
+    case 2: st = kiln_cl_src_printf(&s, "%s", big + i % 97);
+      n = snprintf(want + len, cap - len, "%s", big + i % 97); break;
+    case 3: st = kiln_cl_src_printf(&s, "%.*s|", i % 50, big);
+      n = snprintf(want + len, cap - len, "%.*s|", i % 50, big); break;
+    default: st = kiln_cl_src_printf(&s, "%s", "");
+      n = snprintf(want + len, cap - len, "%s", ""); break;
+    }
+    len += (size_t)n;
+    ok = !st && s.len == len && s.text && !memcmp(s.text, want, len) && s.text[len] == 0;
+  }
+  CHECK(ok, "kiln_cl_src_printf: the same text as snprintf, piece by piece (%zu bytes)", len);
+  kiln_cl_src_free(&s);
+  free(want);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   bool do_bench = false;
@@ -1984,6 +2019,7 @@ int main(int argc, char **argv) {
   }
   double t0 = now_ms();
   test_all_finite();
+  test_src_printf();
   kiln_cl_device_list l;
   if (kiln_cl_devices_enumerate(&l)) {
     printf("opencl_ops: enumerate failed: %s\nopencl_ops: 0 passed, 1 failed\n", kiln_last_error());
