@@ -146,7 +146,7 @@ static char *same_text(const char *text, const char *pre, size_t np, size_t *len
   char *t = kiln_malloc(n + 1);
   if (!t) return NULL;
   for (size_t i = 0; i < n;) {
-    if ((i == 0 || !ident_char(text[i - 1])) && !strncmp(text + i, pre, np)) {
+    if (text[i] == pre[0] && (i == 0 || !ident_char(text[i - 1])) && !strncmp(text + i, pre, np)) {
       t[o++] = '\1';
       i += np;
     } else {
@@ -215,7 +215,8 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   c->canon_len[k] = clen;
   c->dup_of[k] = same;
   at[k] = same >= 0 ? at[same] : c->src.len;
-  kiln_status s = same >= 0 ? KILN_OK : kiln_cl_src_printf(&c->src, "%s\n", text);
+  kiln_status s = same >= 0 ? KILN_OK : kiln_cl_src_puts(&c->src, text);
+  if (!s && same < 0) s = kiln_cl_src_puts(&c->src, "\n");
   kiln_free(text);
   if (s) {
     kiln_free(c->canon[k]);

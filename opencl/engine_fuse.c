@@ -219,7 +219,7 @@ static kiln_status conv_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   char name[48];
   snprintf(name, sizeof name, "g%d_c", sp->nodes[0]);
   int64_t items = 0;
-  s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
+  s = kiln_cl_src_puts(&src, kiln_cl_codegen_prelude());
   if (!s)
     s = kiln_cl_conv_direct_fused(dev, g, n, in, outt, konst, name, params, body, pooled ? &pool : NULL, &src, &items,
                                   ok);
@@ -275,7 +275,7 @@ static kiln_status gemm_fused(const kiln_cl_device *dev, const kiln_fuse_spec *s
   int64_t items = 0;
   int vals[3], nv = 0;
   kiln_cl_gemm_cols cols = {cname, &csrc, 0, 0};
-  s = kiln_cl_src_printf(&src, "%s", kiln_cl_codegen_prelude());
+  s = kiln_cl_src_puts(&src, kiln_cl_codegen_prelude());
   if (!s) s = kiln_cl_gemm_fused(dev, g, n, in, outt, konst, name, params, body, &src, vals, &nv, &items, &cols, &ok);
   kiln_free(params);
   kiln_free(body);

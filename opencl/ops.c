@@ -36,15 +36,17 @@ static kiln_status src_reserve(kiln_cl_src *s, size_t n) {
  * libgfortran) registers a printf modifier at load, and glibc then takes
  * its positional-argument path for every format (half of a warm init's
  * lowering of mobilenetv2 was printf_positional, `perf`). */
+kiln_status kiln_cl_src_puts(kiln_cl_src *s, const char *text) {
+  size_t n = strlen(text);
+  kiln_status st = src_reserve(s, n);
+  if (st) return st;
+  memcpy(s->text + s->len, text, n + 1);
+  s->len += n;
+  return KILN_OK;
+}
+
 kiln_status kiln_cl_src_printf(kiln_cl_src *s, const char *fmt, ...) {
-  if (!strchr(fmt, '%')) {
-    size_t n = strlen(fmt);
-    kiln_status st = src_reserve(s, n);
-    if (st) return st;
-    memcpy(s->text + s->len, fmt, n + 1);
-    s->len += n;
-    return KILN_OK;
-  }
+  if (!strchr(fmt, '%')) return kiln_cl_src_puts(s, fmt);
   va_list ap;
   va_start(ap, fmt);
   int n = s->text ? vsnprintf(s->text + s->len, s->cap - s->len, fmt, ap) : vsnprintf(NULL, 0, fmt, ap);

@@ -43,6 +43,8 @@ typedef struct kiln_cl_src {
 } kiln_cl_src;
 /* Appends printf-formatted text; KILN_E_NOMEM (with a message) when memory runs out. */
 kiln_status kiln_cl_src_printf(kiln_cl_src *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends text as it is (no format: a kernel's text may hold a '%'). */
+kiln_status kiln_cl_src_puts(kiln_cl_src *s, const char *text);
 void kiln_cl_src_free(kiln_cl_src *s);
 
 typedef struct kiln_cl_op kiln_cl_op;

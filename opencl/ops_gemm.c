@@ -494,7 +494,7 @@ static kiln_status emit_window(kiln_cl_src *s, const conv_geo *g, const char *bo
   for (int d = 0; d < g->nsp && !st; d++)
     st = kiln_cl_src_printf(s, "    xi = xi * %lldL + p%d; ki = ki * %lldL + k%d;\n", (long long)g->in[d], d,
                             (long long)g->k[d], d);
-  if (!st) st = kiln_cl_src_printf(s, "%s", body);
+  if (!st) st = kiln_cl_src_puts(s, body);
   for (int d = 0; d < g->nsp && !st; d++) st = kiln_cl_src_printf(s, "  }\n");
   return st;
 }
