@@ -81,6 +81,11 @@ typedef struct cstate {
   char **canon;
   size_t *canon_len;
   int *dup_of;
+  /* the device ops' texts the same way (each with its op's prefix taken out) and the step of the op that printed
+     it: an op printing one of them again shares it (kiln_cl_op_share_text; its step's text_of) */
+  char **op_canon;
+  size_t *op_canon_len;
+  int *op_canon_step, n_op_canon;
   double mem_ms; /* place_values' time (build) */
   FILE *df; /* KILN_DUMP plan file */
   char dext[48];
@@ -163,6 +168,53 @@ static void free_canon(cstate *c) {
   kiln_free(c->canon);
   kiln_free(c->canon_len);
   kiln_free(c->dup_of);
+  for (int k = 0; k < c->n_op_canon; k++) kiln_free(c->op_canon[k]);
+  kiln_free(c->op_canon);
+  kiln_free(c->op_canon_len);
+  kiln_free(c->op_canon_step);
+}
+
+/* Op `op` (prefix pre), which printed its kernels' text at src_at, about to
+ * be step v->n_steps: where an earlier op printed the same text but for its
+ * prefix (the transformer's two LayerNorms, embedding_bag's SparseLengths
+ * ops: opencl/ENGINE.md "Repeated ops printed once"), the text is taken
+ * back out, op's kernels take that op's names and *text_of / *at say whose
+ * text it uses and where; else the text is kept for the ops after it. */
+static kiln_status share_op_text(cstate *c, kiln_cl_op *op, size_t src_at, int *text_of, size_t *at) {
+  const char *pre = kiln_cl_op_prefix(op);
+  size_t np = strlen(pre), clen = 0;
+  *text_of = 0;
+  *at = src_at;
+  if (c->src.len <= src_at || !np) return KILN_OK; /* no text (CLBlast calls only) */
+  char *canon = same_text(c->src.text + src_at, pre, np, &clen);
+  if (!canon) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  for (int j = 0; j < c->n_op_canon; j++) {
+    const kiln_cl_step *st = &c->v->steps[c->op_canon_step[j]];
+    if (c->op_canon_len[j] != clen || memcmp(c->op_canon[j], canon, clen) || !kiln_cl_op_share_text(op, st->op))
+      continue;
+    kiln_free(canon);
+    c->src.text[src_at] = 0;
+    c->src.len = src_at;
+    *text_of = 1 + c->op_canon_step[j];
+    *at = st->src_at;
+    return KILN_OK;
+  }
+  int n = c->n_op_canon;
+  char **cn = kiln_realloc(c->op_canon, sizeof *cn * (size_t)(n + 1));
+  if (cn) c->op_canon = cn;
+  size_t *cl = cn ? kiln_realloc(c->op_canon_len, sizeof *cl * (size_t)(n + 1)) : NULL;
+  if (cl) c->op_canon_len = cl;
+  int *cs = cl ? kiln_realloc(c->op_canon_step, sizeof *cs * (size_t)(n + 1)) : NULL;
+  if (!cs) {
+    kiln_free(canon);
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  }
+  c->op_canon_step = cs;
+  cn[n] = canon;
+  cl[n] = clen;
+  cs[n] = c->v->n_steps;
+  c->n_op_canon = n + 1;
+  return KILN_OK;
 }
 
 /* Appends a printed kernel (text, sig: taken) as the next GEN step. A
@@ -227,7 +279,7 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
     if (sig->args[a].output) writes[nw++] = sig->args[a].value;
     else reads[nr++] = sig->args[a].value;
   }
-  kiln_cl_step x = {KILN_CL_STEP_GEN, node, nodes, v->n_kern, NULL, -1, 0};
+  kiln_cl_step x = {KILN_CL_STEP_GEN, node, nodes, v->n_kern, NULL, -1, 0, 0};
   if (c->df) {
     char lbl[160];
     fprintf(c->df, "kernel %s: %d node%s from %s (%s)%s%s\n", w->name, nodes, nodes == 1 ? "" : "s",
@@ -523,7 +575,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias
   if (is_reshape_like(n) && n->out[0] >= 0) {
     if (c->df) fprintf(c->df, "copy %s (%s)\n", lbl, n->op_type);
     c->p->st.copies++;
-    return add_step(c, (kiln_cl_step){KILN_CL_STEP_COPY, i, 1, -1, NULL, -1, 0}, reads, 1, writes, nw);
+    return add_step(c, (kiln_cl_step){KILN_CL_STEP_COPY, i, 1, -1, NULL, -1, 0, 0}, reads, 1, writes, nw);
   }
   /* a device op */
   kiln_cl_ttype in[64], out[64];
@@ -552,9 +604,21 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias
     }
   }
   if (op) {
-    if (c->df) fprintf(c->df, "op %s (%s): %s\n", lbl, n->op_type, kiln_cl_op_describe(op));
+    int text_of = 0;
+    s = share_op_text(c, op, src_at, &text_of, &src_at);
+    if (s) {
+      kiln_cl_op_free(op);
+      return s;
+    }
+    if (c->df) {
+      char lbl2[160];
+      const kiln_cl_step *o = text_of ? &v->steps[text_of - 1] : NULL;
+      fprintf(c->df, "op %s (%s): %s%s%s%s\n", lbl, n->op_type, kiln_cl_op_describe(op),
+              o ? ", the text of the op of " : "", o ? kiln_node_label(g, &g->nodes[o->node], lbl2, sizeof lbl2) : "",
+              o ? " (not printed again)" : "");
+    }
     c->p->st.device_ops++;
-    s = add_step(c, (kiln_cl_step){KILN_CL_STEP_OP, i, 1, -1, op, -1, src_at}, reads, nr, writes, nw);
+    s = add_step(c, (kiln_cl_step){KILN_CL_STEP_OP, i, 1, -1, op, -1, src_at, text_of}, reads, nr, writes, nw);
     if (s) kiln_cl_op_free(op);
     return s;
   }
@@ -562,7 +626,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias
     return kiln_fail(KILN_E_INTERNAL, "node %s (%s): no device op without its input 2", lbl, n->op_type);
   if (c->df) fprintf(c->df, "host %s (%s)\n", lbl, n->op_type);
   c->p->st.host_nodes++;
-  return add_step(c, (kiln_cl_step){KILN_CL_STEP_HOST, i, 1, -1, NULL, -1, 0}, reads, nr, writes, nw);
+  return add_step(c, (kiln_cl_step){KILN_CL_STEP_HOST, i, 1, -1, NULL, -1, 0, 0}, reads, nr, writes, nw);
 }
 
 /* An anchor or reduction group as opencl/engine_fuse lowers it: generated
@@ -1091,7 +1155,9 @@ static kiln_status load_program(cstate *c, const size_t *cut, int n_cut, int i) 
   clock_gettime(CLOCK_MONOTONIC, &t[2]);
   for (int k = 0; k < v->n_steps && !s; k++) {
     if (v->steps[k].kind != KILN_CL_STEP_OP || program_of(cut, n_cut, v->steps[k].src_at) != i) continue;
-    s = kiln_cl_op_bind_kernels(v->steps[k].op, c->p->slot->ctx, prog);
+    int of = v->steps[k].text_of; /* an earlier step's op, in this program: bound already, by this thread */
+    s = of ? kiln_cl_op_bind_kernels_like(v->steps[k].op, v->steps[of - 1].op, c->p->slot->ctx, prog)
+           : kiln_cl_op_bind_kernels(v->steps[k].op, c->p->slot->ctx, prog);
     no++;
   }
   clock_gettime(CLOCK_MONOTONIC, &t[3]);
@@ -1212,7 +1278,7 @@ static kiln_status build(cstate *c) {
       return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
     }
     for (int k = 0, t = 0; k < v->n_kern || t < v->n_steps;) {
-      if (t < v->n_steps && v->steps[t].kind != KILN_CL_STEP_OP) t++;
+      if (t < v->n_steps && (v->steps[t].kind != KILN_CL_STEP_OP || v->steps[t].text_of)) t++; /* no text of its own */
       else if (k < v->n_kern && c->dup_of[k] >= 0) k++; /* no text of its own */
       else if (k < v->n_kern && (t >= v->n_steps || c->kern_at[k] <= v->steps[t].src_at)) units[nu++] = c->kern_at[k++];
       else units[nu++] = v->steps[t++].src_at;

@@ -42,6 +42,8 @@ typedef struct kiln_cl_step {
   kiln_cl_op *op;
   int prof;  /* KILN_PROFILE entry */
   size_t src_at; /* OP: where its kernels' text starts in the variant's source (which program: build) */
+  int text_of;   /* OP: 1 + the step whose op printed this op's kernels' text (the same but for the name prefix:
+                    not printed again, its kernels named and copied from that op's), 0: its own text */
 } kiln_cl_step;
 
 /* One of a variant's programs (opencl/engine_compile.c build). */

@@ -532,11 +532,40 @@ kiln_status kiln_cl_op_bind_blas(kiln_cl_op *op, kiln_cl_context *ctx) {
   return s;
 }
 
+const char *kiln_cl_op_prefix(const kiln_cl_op *op) { return op->prefix; }
+
+bool kiln_cl_op_share_text(kiln_cl_op *op, const kiln_cl_op *to) {
+  size_t np = strlen(op->prefix), nt = strlen(to->prefix);
+  if (op->n_kern != to->n_kern) return false;
+  for (int k = 0; k < op->n_kern; k++)
+    if (strncmp(op->kname[k], op->prefix, np) || strlen(op->kname[k]) - np + nt >= sizeof op->kname[k]) return false;
+  for (int k = 0; k < op->n_kern; k++) {
+    char name[sizeof op->kname[k]];
+    snprintf(name, sizeof name, "%s%s", to->prefix, op->kname[k] + np);
+    memcpy(op->kname[k], name, sizeof name);
+  }
+  return true;
+}
+
+static kiln_status bind_kernels(kiln_cl_op *op, const kiln_cl_op *from, kiln_cl_context *ctx, cl_program prog);
+
 kiln_status kiln_cl_op_bind_kernels(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog) {
+  return bind_kernels(op, NULL, ctx, prog);
+}
+
+kiln_status kiln_cl_op_bind_kernels_like(kiln_cl_op *op, const kiln_cl_op *from, kiln_cl_context *ctx,
+                                         cl_program prog) {
+  return bind_kernels(op, from, ctx, prog);
+}
+
+static kiln_status bind_kernels(kiln_cl_op *op, const kiln_cl_op *from, kiln_cl_context *ctx, cl_program prog) {
   kiln_status s = KILN_OK;
   for (int k = 0; k < op->n_kern && !s; k++) {
     if (op->kern[k].k) continue;
-    s = kiln_cl_kernel_create(ctx, prog, op->kname[k], &op->kern[k]);
+    if (from && k < from->n_kern && from->kern[k].k && !strcmp(from->kname[k], op->kname[k]))
+      s = kiln_cl_kernel_clone(ctx, prog, &from->kern[k], &op->kern[k]);
+    else
+      s = kiln_cl_kernel_create(ctx, prog, op->kname[k], &op->kern[k]);
   }
   if (!s && op->n_scr && !op->ws_ctx) s = ws_acquire(ctx, op->scr_bytes, op);
   for (int i = 0; i < op->n_steps && !s; i++) {

@@ -73,6 +73,19 @@ kiln_status kiln_cl_op_bind(kiln_cl_op *op, kiln_cl_context *ctx, cl_program pro
  * or a routine warmed already. */
 kiln_status kiln_cl_op_bind_kernels(kiln_cl_op *op, kiln_cl_context *ctx, cl_program prog);
 kiln_status kiln_cl_op_bind_blas(kiln_cl_op *op, kiln_cl_context *ctx);
+/* An op whose kernels' text is `to`'s but for its name prefix (the engine
+ * prints it once, opencl/engine_compile.c): its kernels take to's names
+ * (to's prefix in place of its own); false (op unchanged) when a name does
+ * not start with op's prefix or the two differ in kernel count. */
+bool kiln_cl_op_share_text(kiln_cl_op *op, const kiln_cl_op *to);
+/* kiln_cl_op_bind_kernels for an op sharing `from`'s text (bound before it
+ * from the same program): each kernel object a copy of from's
+ * (kiln_cl_kernel_clone: clCloneKernel where the device has it, else
+ * created again by name). */
+kiln_status kiln_cl_op_bind_kernels_like(kiln_cl_op *op, const kiln_cl_op *from, kiln_cl_context *ctx,
+                                         cl_program prog);
+/* The prefix the op's kernels are named with ("n12_"). */
+const char *kiln_cl_op_prefix(const kiln_cl_op *op);
 /* Enqueues the op: in[k] / out[k] where its inputs and outputs are (dense,
  * row-major, of the types given at prepare). Asynchronous on ctx's queue. */
 kiln_status kiln_cl_op_enqueue(kiln_cl_op *op, kiln_cl_context *ctx, const kiln_cl_arg *in, const kiln_cl_arg *out);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/fusion_opencl_check.sh CONFORMANCE LIB ROOT: runs the fusion-pattern
+# tests/fusion_opencl_check.sh CONFORMANCE LIB ROOT [GEMM [KILN_RUN]]: runs the fusion-pattern
 # suite (ROOT = tests/fusion) on the OpenCL engine and asserts that each
 # graph went through the fused paths: its plan (KILN_LOG=info line "opencl
 # plan ...") has the expected generated kernels, fused groups, device ops and
@@ -27,10 +27,13 @@
 # n*_gemm_c prefill kernel in the program — unless the op's own output is
 # read elsewhere (a graph output): KILN_DUMP's plan and program say which.
 # With kiln's GEMM the suite also runs with KILN_CL_GEMM=clblast, so that
-# CLBlast's path is checked on both drivers. Run through tests/opencl_run.sh
-# (exit 77 without a device).
+# CLBlast's path is checked on both drivers. repeated_ops: device ops that
+# print an earlier op's text print nothing (the plan says so), with a
+# program per kernel too, and a bad index in the second of two bags that
+# share a text is reported by that bag (KILN_RUN, 5th argument). Run through
+# tests/opencl_run.sh (exit 77 without a device).
 set -u
-conf=$1 lib=$2 root=$3 gemm=${4:-clblast}
+conf=$1 lib=$2 root=$3 gemm=${4:-clblast} krun=${5:-}
 log=$(mktemp) || exit 1
 dump=$(mktemp -d) || exit 1
 trap 'rm -rf "$log" "$dump"' EXIT
@@ -169,18 +172,46 @@ else
   echo "FAIL repeated_blocks: want 2 groups reusing the first's text and 2 kernels, got ${got:-?} and $defs (${f:-no plan})"
   fail=1
 fi
+# repeated_ops (opencl/ENGINE.md "Repeated ops printed once"): the second
+# bag's and the second LayerNormalization's ops print nothing, nor, with
+# kiln's SGEMM, the second MatMul's; the program defines each text once
+f=$(ls "$dump"/repeated_ops.opencl-*.txt 2>/dev/null | head -1)
+got=$( [ -n "$f" ] && grep -c ", the text of the op of .* (not printed again)$" "$f")
+want=2
+[ "$gemm" = kiln ] && want=3
+if [ "${got:-0}" = "$want" ]; then
+  echo "ok   repeated_ops: $want ops print an earlier op's text"
+else
+  echo "FAIL repeated_ops: want $want ops reusing an earlier op's text, got ${got:-?} (${f:-no plan})"
+  [ -n "$f" ] && cat "$f"
+  fail=1
+fi
 # (the repeated kernels' objects cloned from the first's, and with
-# KILN_CL_CLONE=0 created again by name)
+# KILN_CL_CLONE=0 created again by name; each op's from the program that
+# holds its text)
 for clone in 1 0; do
   env KILN_CL_PROGRAM_SPLIT=1 KILN_CL_CLONE=$clone KILN_CACHE_DIR=off "$conf" --lib "$lib" -f repeated_blocks \
-    -f conv_residual_clip "$root" >"$log" 2>&1
-  if grep -q "conformance: 2 passed, 0 failed, 0 skipped" "$log"; then
-    echo "ok   repeated_blocks, conv_residual_clip: a program per kernel, KILN_CL_CLONE=$clone"
+    -f conv_residual_clip -f repeated_ops "$root" >"$log" 2>&1
+  if grep -q "conformance: 3 passed, 0 failed, 0 skipped" "$log"; then
+    echo "ok   repeated_blocks, conv_residual_clip, repeated_ops: a program per kernel, KILN_CL_CLONE=$clone"
   else
-    echo "FAIL repeated_blocks, conv_residual_clip with a program per kernel, KILN_CL_CLONE=$clone:"
+    echo "FAIL repeated_blocks, conv_residual_clip, repeated_ops with a program per kernel, KILN_CL_CLONE=$clone:"
     grep -E "FAIL|conformance:" "$log"; fail=1
   fi
 done
+# the second bag (bag2) meets an index out of range: its op, which shares
+# the first bag's text, names itself
+if [ -n "$krun" ]; then
+  d=$root/test_fusion_repeated_ops
+  "$krun" --lib "$lib" -n 1 -i "$d/bad_second_bag/input_0.pb" -i "$d/bad_second_bag/input_1.pb" \
+    -i "$d/bad_second_bag/input_2.pb" -i "$d/bad_second_bag/input_3.pb" -i "$d/bad_second_bag/input_4.pb" \
+    "$d/model.onnx" >"$log" 2>&1
+  if grep -q "node bag2_bags (SparseLengthsWeightedSum): index 13 is out of range for a dimension of size 13" "$log"; then
+    echo "ok   repeated_ops: the bad index of the second bag, named by its op"
+  else
+    echo "FAIL repeated_ops: the bad index of the second bag:"; grep -E "kiln-run|FAIL" "$log"; fail=1
+  fi
+fi
 # a direct conv's group ending in a MaxPool / AveragePool whose windows do
 # not overlap and whose input nothing else needs: ONE kernel, no pool op
 for nw in conv_bn_relu_pool:1 conv_pool_fused:4; do

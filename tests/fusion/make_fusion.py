@@ -608,5 +608,42 @@ def main():
         [const("w%d" % k, r(8, 8, 3, 3) * 0.3) for k in range(1, 5)] + [const("b%d" % k, r(8)) for k in range(1, 5)],
         {"x": r(1, 8, 6, 6)})
 
+    # device ops printing the same text but for their names: two embedding
+    # bags of one shape (two tables, both int64 indices; each one
+    # SparseLengthsWeightedSum op on OpenCL) and two LayerNormalizations of
+    # one shape (other scales and biases), each alone before a MatMul: on
+    # OpenCL the second bag's and the second LayerNormalization's kernels
+    # are the first's text, printed once (opencl/ENGINE.md "Repeated ops
+    # printed once"; the MatMuls too where kiln's SGEMM runs them).
+    # bad_second_bag/ holds the same inputs but for one index of the second
+    # bag, out of range: a run must fail naming that bag, bag2
+    # (tests/fusion_opencl_check.sh)
+    feeds = {"i1": rng.integers(-13, 13, (6, 5)).astype(np.int64), "m1": mask(6, 5),
+             "i2": rng.integers(-13, 13, (6, 5)).astype(np.int64), "m2": mask(6, 5), "x": r(4, 16)}
+    save("repeated_ops", [
+        helper.make_node("Gather", ["t1", "i1"], ["g1"], axis=0),
+        helper.make_node("Mul", ["g1", "m1"], ["p1"]),
+        helper.make_node("ReduceSum", ["p1", "ax"], ["s1"], keepdims=0, name="bag1"),
+        helper.make_node("Gather", ["t2", "i2"], ["g2"], axis=0),
+        helper.make_node("Mul", ["g2", "m2"], ["p2"]),
+        helper.make_node("ReduceSum", ["p2", "ax"], ["s2"], keepdims=0, name="bag2"),
+        helper.make_node("Concat", ["s1", "s2"], ["bags"], axis=1),
+        helper.make_node("LayerNormalization", ["x", "lg1", "lb1"], ["n1"], axis=-1, epsilon=1e-5, name="ln1"),
+        helper.make_node("MatMul", ["n1", "w1"], ["h"]),
+        helper.make_node("LayerNormalization", ["h", "lg2", "lb2"], ["n2"], axis=-1, epsilon=1e-5, name="ln2"),
+        helper.make_node("MatMul", ["n2", "w2"], ["y"]),
+    ], [], [("bags", [6, 16]), ("y", [4, 16])],
+        [const("t1", r(13, 8)), const("t2", r(13, 8)), i64("ax", [1]), const("lg1", 1 + 0.5 * r(16)),
+         const("lb1", r(16)), const("w1", r(16, 16)), const("lg2", 1 + 0.5 * r(16)), const("lb2", r(16)),
+         const("w2", r(16, 16))], feeds)
+    bad = os.path.join(HERE, "test_fusion_repeated_ops", "bad_second_bag")
+    os.makedirs(bad, exist_ok=True)
+    for k, (n, a) in enumerate(feeds.items()):
+        if n == "i2":
+            a = a.copy()
+            a[3, 2] = 13  # rows -13 .. 12
+        with open(os.path.join(bad, "input_%d.pb" % k), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+
 if __name__ == "__main__":
     main()
