@@ -51,7 +51,10 @@ kiln_status kiln_cl_src_printf(kiln_cl_src *s, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = s->text ? vsnprintf(s->text + s->len, s->cap - s->len, fmt, ap) : vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  if (n < 0) return kiln_fail(KILN_E_INTERNAL, "cannot format OpenCL source");
+  if (n < 0) {
+    if (s->text) s->text[s->len] = 0; /* what vsnprintf left there is unspecified */
+    return kiln_fail(KILN_E_INTERNAL, "cannot format OpenCL source");
+  }
   if (!s->text || s->len + (size_t)n + 1 > s->cap) { /* did not fit: grown, printed again */
     kiln_status st = src_reserve(s, (size_t)n);
     if (st) {

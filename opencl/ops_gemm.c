@@ -385,12 +385,25 @@ static bool conv_w_finite(const op_ctx *c) {
   return finite;
 }
 
+/* Whether some window of conv node n may reach its zero padding: pads not
+ * all zero, or auto_pad SAME_*. (Without, conv_geo_make's pad_taps is
+ * false: the output dims leave every window inside the input.) */
+static bool conv_padded(const kiln_node *n) {
+  const char *ap = kiln_attr_string(n, "auto_pad", "NOTSET");
+  if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) return true;
+  size_t np;
+  const int64_t *pd = kiln_attr_ints(n, "pads", &np);
+  for (size_t i = 0; pd && i < np; i++)
+    if (pd[i]) return true;
+  return false;
+}
+
 int kiln_cl_finite_facts(const kiln_graph *g, const kiln_shapes *sh, signed char *facts) {
   int n = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const kiln_node *nd = &g->nodes[i];
     if (strcmp(nd->op_type, "Conv") || (*nd->domain && strcmp(nd->domain, "ai.onnx")) || nd->n_in < 2 ||
-        nd->in[1] < 0 || facts[nd->in[1]])
+        nd->in[1] < 0 || facts[nd->in[1]] || !conv_padded(nd))
       continue;
     const kiln_tensor *w = kiln_cl_konst_of(g, sh, nd->in[1]);
     if (!w || w->dtype != KILN_F32 || w->strided || !w->data) continue;
