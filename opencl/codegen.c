@@ -279,6 +279,21 @@ typedef struct sbuf {
   bool oom;
 } sbuf;
 
+/* Room for n more bytes and a terminator (false, b->oom set, when memory runs out). */
+static bool sb_room(sbuf *b, size_t n) {
+  if (b->p && b->len + n + 1 <= b->cap) return true;
+  size_t cap = b->cap ? b->cap : 1024;
+  while (cap < b->len + n + 1) cap *= 2;
+  char *q = kiln_realloc(b->p, cap);
+  if (!q) {
+    b->oom = true;
+    return false;
+  }
+  b->p = q;
+  b->cap = cap;
+  return true;
+}
+
 static void sb_put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A format without a conversion is copied, not printed (printf is slow in
  * kiln's processes: kiln_cl_src_printf, opencl/ops.c). */
@@ -286,17 +301,7 @@ static void sb_put(sbuf *b, const char *fmt, ...) {
   if (b->oom) return;
   if (!strchr(fmt, '%')) {
     size_t n = strlen(fmt);
-    if (!b->p || b->len + n + 1 > b->cap) {
-      size_t cap = b->cap ? b->cap : 1024;
-      while (cap < b->len + n + 1) cap *= 2;
-      char *q = kiln_realloc(b->p, cap);
-      if (!q) {
-        b->oom = true;
-        return;
-      }
-      b->p = q;
-      b->cap = cap;
-    }
+    if (!sb_room(b, n)) return;
     memcpy(b->p + b->len, fmt, n + 1);
     b->len += n;
     return;
@@ -315,15 +320,7 @@ static void sb_put(sbuf *b, const char *fmt, ...) {
       b->len += (size_t)n;
       return;
     }
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *q = kiln_realloc(b->p, cap);
-    if (!q) {
-      b->oom = true;
-      return;
-    }
-    b->p = q;
-    b->cap = cap;
+    if (!sb_room(b, (size_t)n)) return;
   }
 }
 
