@@ -174,31 +174,42 @@ static void free_canon(cstate *c) {
   kiln_free(c->op_canon_step);
 }
 
-/* Op `op` (prefix pre), which printed its kernels' text at src_at, about to
- * be step v->n_steps: where an earlier op printed the same text but for its
- * prefix (the transformer's two LayerNorms, embedding_bag's SparseLengths
- * ops: opencl/ENGINE.md "Repeated ops printed once"), the text is taken
- * back out, op's kernels take that op's names and *text_of / *at say whose
- * text it uses and where; else the text is kept for the ops after it. */
-static kiln_status share_op_text(cstate *c, kiln_cl_op *op, size_t src_at, int *text_of, size_t *at) {
+/* Op `op`, which printed its kernels' text at src_at: where an earlier op
+ * printed the same text but for its name prefix (the transformer's two
+ * LayerNorms, embedding_bag's SparseLengths ops: opencl/ENGINE.md
+ * "Repeated ops printed once"), the text is taken back out, op's kernels
+ * take that op's names and *text_of / *at say whose text it uses and
+ * where; else *canon (kiln_malloc'd, *clen bytes; NULL where op printed
+ * nothing) is the text to keep (keep_op_text) once op's step exists. */
+static kiln_status share_op_text(cstate *c, kiln_cl_op *op, size_t src_at, int *text_of, size_t *at, char **canon,
+                                 size_t *clen) {
   const char *pre = kiln_cl_op_prefix(op);
-  size_t np = strlen(pre), clen = 0;
+  size_t np = strlen(pre);
   *text_of = 0;
   *at = src_at;
+  *canon = NULL;
+  *clen = 0;
   if (c->src.len <= src_at || !np) return KILN_OK; /* no text (CLBlast calls only) */
-  char *canon = same_text(c->src.text + src_at, pre, np, &clen);
-  if (!canon) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  char *t = same_text(c->src.text + src_at, pre, np, clen);
+  if (!t) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   for (int j = 0; j < c->n_op_canon; j++) {
     const kiln_cl_step *st = &c->v->steps[c->op_canon_step[j]];
-    if (c->op_canon_len[j] != clen || memcmp(c->op_canon[j], canon, clen) || !kiln_cl_op_share_text(op, st->op))
+    if (c->op_canon_len[j] != *clen || memcmp(c->op_canon[j], t, *clen) || !kiln_cl_op_share_text(op, st->op))
       continue;
-    kiln_free(canon);
+    kiln_free(t);
     c->src.text[src_at] = 0;
     c->src.len = src_at;
     *text_of = 1 + c->op_canon_step[j];
     *at = st->src_at;
     return KILN_OK;
   }
+  *canon = t;
+  return KILN_OK;
+}
+
+/* Keeps canon (taken; share_op_text's), the text of step k's op, for the
+ * ops after it. */
+static kiln_status keep_op_text(cstate *c, char *canon, size_t clen, int k) {
   int n = c->n_op_canon;
   char **cn = kiln_realloc(c->op_canon, sizeof *cn * (size_t)(n + 1));
   if (cn) c->op_canon = cn;
@@ -212,7 +223,7 @@ static kiln_status share_op_text(cstate *c, kiln_cl_op *op, size_t src_at, int *
   c->op_canon_step = cs;
   cn[n] = canon;
   cl[n] = clen;
-  cs[n] = c->v->n_steps;
+  cs[n] = k;
   c->n_op_canon = n + 1;
   return KILN_OK;
 }
@@ -605,7 +616,9 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias
   }
   if (op) {
     int text_of = 0;
-    s = share_op_text(c, op, src_at, &text_of, &src_at);
+    char *canon = NULL;
+    size_t clen = 0;
+    s = share_op_text(c, op, src_at, &text_of, &src_at, &canon, &clen);
     if (s) {
       kiln_cl_op_free(op);
       return s;
@@ -619,8 +632,12 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias
     }
     c->p->st.device_ops++;
     s = add_step(c, (kiln_cl_step){KILN_CL_STEP_OP, i, 1, -1, op, -1, src_at, text_of}, reads, nr, writes, nw);
-    if (s) kiln_cl_op_free(op);
-    return s;
+    if (s) {
+      kiln_free(canon);
+      kiln_cl_op_free(op);
+      return s;
+    }
+    return canon ? keep_op_text(c, canon, clen, v->n_steps - 1) : KILN_OK;
   }
   if (without_bias)
     return kiln_fail(KILN_E_INTERNAL, "node %s (%s): no device op without its input 2", lbl, n->op_type);
