@@ -29,13 +29,6 @@ static kiln_status src_reserve(kiln_cl_src *s, size_t n) {
   return KILN_OK;
 }
 
-/* The text as printf would print it, in as few printf calls as it can: a
- * format without a conversion is copied, and one that fits the room left
- * is printed once (else measured, the room grown, printed again). printf
- * is slow in kiln's processes: libquadmath (linked by OpenBLAS's
- * libgfortran) registers a printf modifier at load, and glibc then takes
- * its positional-argument path for every format (half of a warm init's
- * lowering of mobilenetv2 was printf_positional, `perf`). */
 kiln_status kiln_cl_src_puts(kiln_cl_src *s, const char *text) {
   size_t n = strlen(text);
   kiln_status st = src_reserve(s, n);
@@ -45,6 +38,13 @@ kiln_status kiln_cl_src_puts(kiln_cl_src *s, const char *text) {
   return KILN_OK;
 }
 
+/* The text as printf would print it, in as few printf calls as it can: a
+ * format without a conversion is copied, and one that fits the room left
+ * is printed once (else measured, the room grown, printed again). printf
+ * is slow in kiln's processes: libquadmath (linked by OpenBLAS's
+ * libgfortran) registers a printf modifier at load, and glibc then takes
+ * its positional-argument path for every format (half of a warm init's
+ * lowering of mobilenetv2 was printf_positional, `perf`). */
 kiln_status kiln_cl_src_printf(kiln_cl_src *s, const char *fmt, ...) {
   if (!strchr(fmt, '%')) return kiln_cl_src_puts(s, fmt);
   va_list ap;

@@ -206,8 +206,9 @@ bool kiln_cl_all_finite_f32(const void *p, int64_t n);
 /* Fills finite[w] (as kiln_cl_finite_set's memo: 1 finite, -1 not) for
  * every value w of g the lowering asks about — the W of each padded Conv
  * (pads not all zero, or auto_pad SAME_*) that is a float32 constant
- * (kiln_cl_konst_of) — where it is still 0; returns how many it read. The rewritten-graph record keeps them (its facts,
- * opencl/graph_cache.h), so that a warm init reads no weight for them. */
+ * (kiln_cl_konst_of) — where it is still 0; returns how many it read. The
+ * rewritten-graph record keeps them (its facts, opencl/graph_cache.h), so
+ * that a warm init reads no weight for them. */
 int kiln_cl_finite_facts(const kiln_graph *g, const kiln_shapes *sh, signed char *finite);
 /* Whether MatMul node n (types in, out) would read input value w (or,
  * w = its output, write it as a lone op) through w's view as set
