@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/finite_facts.sh CONFORMANCE PLUGIN NONFINITE_DIR KILN_RUN EXAMPLES_DIR:
-# the rewritten-graph record keeps each Conv weight's finiteness (its facts,
+# the rewritten-graph record keeps each padded Conv weight's finiteness (its facts,
 # opencl/graph_cache.h), so that a warm init reads no weight for it. In a
 # fresh cache directory, every graph record stored (KILN_CL_GRAPH_CACHE=1):
 # - the padded convs with an inf or NaN weight (tests/nonfinite

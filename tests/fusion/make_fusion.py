@@ -15,7 +15,8 @@ own op, and views that only MatMuls read (attention's transposed heads,
 Slice / Transpose / Expand views of a computed matrix; one the GEMM cannot
 read in place), convs on CLBlast with a bias and a batch, embedding bags
 (Gather -> mask Mul -> ReduceSum, rewritten into SparseLengthsWeightedSum
-by the cpu plan and the OpenCL engine) — in the
+by the cpu plan and the OpenCL engine), device ops of one shape whose text
+the OpenCL engine prints once (two bags, two LayerNormalizations) — in the
 ONNX node-test layout, next to this script:
 
     test_fusion_<case>/model.onnx
