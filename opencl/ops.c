@@ -566,7 +566,7 @@ static kiln_status bind_kernels(kiln_cl_op *op, const kiln_cl_op *from, kiln_cl_
   for (int k = 0; k < op->n_kern && !s; k++) {
     if (op->kern[k].k) continue;
     if (from && k < from->n_kern && from->kern[k].k && !strcmp(from->kname[k], op->kname[k]))
-      s = kiln_cl_kernel_clone(ctx, prog, &from->kern[k], &op->kern[k]);
+      s = kiln_cl_kernel_share(&from->kern[k], &op->kern[k]); /* run_kernel sets every argument at each launch */
     else
       s = kiln_cl_kernel_create(ctx, prog, op->kname[k], &op->kern[k]);
   }

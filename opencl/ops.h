@@ -79,9 +79,10 @@ kiln_status kiln_cl_op_bind_blas(kiln_cl_op *op, kiln_cl_context *ctx);
  * not start with op's prefix or the two differ in kernel count. */
 bool kiln_cl_op_share_text(kiln_cl_op *op, const kiln_cl_op *to);
 /* kiln_cl_op_bind_kernels for an op sharing `from`'s text (bound before it
- * from the same program): each kernel object a copy of from's
- * (kiln_cl_kernel_clone: clCloneKernel where the device has it, else
- * created again by name). */
+ * from the same program): each kernel object from's own, one more
+ * reference (kiln_cl_kernel_share) — an op sets every argument of its
+ * kernels at each launch, and the ops of one variant are enqueued one at
+ * a time — so no kernel is created or cloned again. */
 kiln_status kiln_cl_op_bind_kernels_like(kiln_cl_op *op, const kiln_cl_op *from, kiln_cl_context *ctx,
                                          cl_program prog);
 /* The prefix the op's kernels are named with ("n12_"). */

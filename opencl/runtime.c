@@ -372,6 +372,14 @@ kiln_status kiln_cl_kernel_clone(kiln_cl_context *c, cl_program p, const kiln_cl
   return KILN_OK;
 }
 
+kiln_status kiln_cl_kernel_share(const kiln_cl_kernel *src, kiln_cl_kernel *out) {
+  memset(out, 0, sizeof *out);
+  cl_int e = src->k ? clRetainKernel(src->k) : CL_INVALID_KERNEL;
+  if (e) return kiln_cl_fail(e, "sharing OpenCL kernel '%s'", src->name);
+  *out = *src;
+  return KILN_OK;
+}
+
 void kiln_cl_kernel_free(kiln_cl_kernel *k) {
   if (!k) return;
   if (k->k) clReleaseKernel(k->k);

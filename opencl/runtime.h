@@ -151,6 +151,11 @@ kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *
  * of ms for a large one), a clone is a copy of the object (opencl/ENGINE.md
  * "Repeated kernels printed once"). KILN_CL_CLONE=0: never a clone. */
 kiln_status kiln_cl_kernel_clone(kiln_cl_context *c, cl_program p, const kiln_cl_kernel *src, kiln_cl_kernel *out);
+/* src's kernel object itself, one more reference (clRetainKernel; each
+ * copy is freed with kiln_cl_kernel_free): for users that set every
+ * argument before each launch and never launch the two at once (the
+ * device ops of one variant, opencl/ops.c). */
+kiln_status kiln_cl_kernel_share(const kiln_cl_kernel *src, kiln_cl_kernel *out);
 
 /* clCloneKernel, looked up at run time (opencl/clone.c): whether the ICD
  * loader has it, and the call (CL_INVALID_OPERATION where it has not). */

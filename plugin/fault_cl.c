@@ -154,6 +154,17 @@ cl_kernel __wrap_clCreateKernel(cl_program p, const char *name, cl_int *err) {
   return k;
 }
 
+/* A device op sharing another's kernel object (kiln_cl_kernel_share):
+ * one more reference, counted as a live kernel like a creation. */
+cl_int __real_clRetainKernel(cl_kernel);
+cl_int __wrap_clRetainKernel(cl_kernel k);
+cl_int __wrap_clRetainKernel(cl_kernel k) {
+  if (HIT("clRetainKernel")) return CL_OUT_OF_RESOURCES;
+  cl_int e = __real_clRetainKernel(k);
+  if (!e) kiln_fault_live(KILN_FAULT_LIVE_CL_KERNEL, 1);
+  return e;
+}
+
 /* clCloneKernel (OpenCL 2.1), which kiln calls through kiln_cl_clone_raw
  * (opencl/clone.c: looked up at run time) */
 cl_kernel __real_kiln_cl_clone_raw(cl_kernel, cl_int *);

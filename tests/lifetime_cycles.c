@@ -165,6 +165,12 @@ WRAP cl_kernel clCloneKernel(cl_kernel k, cl_int *e) {
   CREATE(CL_KERN, r);
   return r;
 }
+WRAP cl_int clRetainKernel(cl_kernel k) { /* a device op sharing another's kernel: references count as objects */
+  NEXT(clRetainKernel);
+  cl_int st = next_clRetainKernel(k);
+  CREATE(CL_KERN, st == CL_SUCCESS);
+  return st;
+}
 WRAP cl_int clReleaseKernel(cl_kernel k) {
   NEXT(clReleaseKernel);
   cl_int st = next_clReleaseKernel(k);
