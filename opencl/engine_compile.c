@@ -64,6 +64,50 @@ static bool is_reshape_like(const kiln_node *n) {
           !strcmp(o, "Identity"));
 }
 
+/* Texts printed into a variant's source, each with its name prefix taken
+ * out (same_text), and who printed it (a kernel, a step). */
+typedef struct text_set {
+  char **t;
+  size_t *len;
+  int *owner;
+  int n;
+} text_set;
+
+/* The owner of text t (len bytes) in ts, or -1. */
+static int text_find(const text_set *ts, const char *t, size_t len) {
+  for (int j = 0; j < ts->n; j++)
+    if (ts->len[j] == len && !memcmp(ts->t[j], t, len)) return ts->owner[j];
+  return -1;
+}
+
+/* Adds t (taken, freed on failure) as owner's. */
+static kiln_status text_keep(text_set *ts, char *t, size_t len, int owner) {
+  int n = ts->n;
+  char **tt = kiln_realloc(ts->t, sizeof *tt * (size_t)(n + 1));
+  if (tt) ts->t = tt;
+  size_t *tl = tt ? kiln_realloc(ts->len, sizeof *tl * (size_t)(n + 1)) : NULL;
+  if (tl) ts->len = tl;
+  int *to = tl ? kiln_realloc(ts->owner, sizeof *to * (size_t)(n + 1)) : NULL;
+  if (!to) {
+    kiln_free(t);
+    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
+  }
+  ts->owner = to;
+  ts->t[n] = t;
+  ts->len[n] = len;
+  ts->owner[n] = owner;
+  ts->n = n + 1;
+  return KILN_OK;
+}
+
+static void text_set_free(text_set *ts) {
+  for (int j = 0; j < ts->n; j++) kiln_free(ts->t[j]);
+  kiln_free(ts->t);
+  kiln_free(ts->len);
+  kiln_free(ts->owner);
+  memset(ts, 0, sizeof *ts);
+}
+
 /* The compile state of one variant. */
 typedef struct cstate {
   kiln_cl_plan *p;
@@ -76,16 +120,14 @@ typedef struct cstate {
   bool fp1_tried;
   int cap_steps;
   size_t *kern_at; /* per generated kernel: where its text starts in src (its program: build) */
-  /* per generated kernel: its text with its name prefix taken out (same_text), or NULL; a kernel whose text is
-     an earlier one's is not printed again (dup_of: that kernel, else -1; its kern_at is the earlier's) */
-  char **canon;
-  size_t *canon_len;
+  /* the generated kernels' texts printed, each with its name prefix taken out (same_text), owner the kernel; a
+     kernel whose text is an earlier one's is not printed again (dup_of: that kernel, else -1; its kern_at is the
+     earlier's) */
+  text_set gen_texts;
   int *dup_of;
-  /* the device ops' texts the same way (each with its op's prefix taken out) and the step of the op that printed
-     it: an op printing one of them again shares it (kiln_cl_op_share_text; its step's text_of) */
-  char **op_canon;
-  size_t *op_canon_len;
-  int *op_canon_step, n_op_canon;
+  /* the device ops' texts the same way, owner the op's step: an op printing one of them again shares it
+     (kiln_cl_op_share_text; its step's text_of) */
+  text_set op_texts;
   double mem_ms; /* place_values' time (build) */
   FILE *df; /* KILN_DUMP plan file */
   char dext[48];
@@ -164,14 +206,9 @@ static char *same_text(const char *text, const char *pre, size_t np, size_t *len
 }
 
 static void free_canon(cstate *c) {
-  for (int k = 0; c->canon && k < c->v->n_kern; k++) kiln_free(c->canon[k]);
-  kiln_free(c->canon);
-  kiln_free(c->canon_len);
+  text_set_free(&c->gen_texts);
   kiln_free(c->dup_of);
-  for (int k = 0; k < c->n_op_canon; k++) kiln_free(c->op_canon[k]);
-  kiln_free(c->op_canon);
-  kiln_free(c->op_canon_len);
-  kiln_free(c->op_canon_step);
+  text_set_free(&c->op_texts);
 }
 
 /* Op `op`, which printed its kernels' text at src_at: where an earlier op
@@ -180,7 +217,8 @@ static void free_canon(cstate *c) {
  * "Repeated ops printed once"), the text is taken back out, op's kernels
  * take that op's names and *text_of / *at say whose text it uses and
  * where; else *canon (kiln_malloc'd, *clen bytes; NULL where op printed
- * nothing) is the text to keep (keep_op_text) once op's step exists. */
+ * nothing) is the text to keep (text_keep, c->op_texts) once op's step
+ * exists. */
 static kiln_status share_op_text(cstate *c, kiln_cl_op *op, size_t src_at, int *text_of, size_t *at, char **canon,
                                  size_t *clen) {
   const char *pre = kiln_cl_op_prefix(op);
@@ -192,39 +230,16 @@ static kiln_status share_op_text(cstate *c, kiln_cl_op *op, size_t src_at, int *
   if (c->src.len <= src_at || !np) return KILN_OK; /* no text (CLBlast calls only) */
   char *t = same_text(c->src.text + src_at, pre, np, clen);
   if (!t) return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
-  for (int j = 0; j < c->n_op_canon; j++) {
-    const kiln_cl_step *st = &c->v->steps[c->op_canon_step[j]];
-    if (c->op_canon_len[j] != *clen || memcmp(c->op_canon[j], t, *clen) || !kiln_cl_op_share_text(op, st->op))
-      continue;
+  int j = text_find(&c->op_texts, t, *clen);
+  if (j >= 0 && kiln_cl_op_share_text(op, c->v->steps[j].op)) {
     kiln_free(t);
     c->src.text[src_at] = 0;
     c->src.len = src_at;
-    *text_of = 1 + c->op_canon_step[j];
-    *at = st->src_at;
+    *text_of = 1 + j;
+    *at = c->v->steps[j].src_at;
     return KILN_OK;
   }
   *canon = t;
-  return KILN_OK;
-}
-
-/* Keeps canon (taken; share_op_text's), the text of step k's op, for the
- * ops after it. */
-static kiln_status keep_op_text(cstate *c, char *canon, size_t clen, int k) {
-  int n = c->n_op_canon;
-  char **cn = kiln_realloc(c->op_canon, sizeof *cn * (size_t)(n + 1));
-  if (cn) c->op_canon = cn;
-  size_t *cl = cn ? kiln_realloc(c->op_canon_len, sizeof *cl * (size_t)(n + 1)) : NULL;
-  if (cl) c->op_canon_len = cl;
-  int *cs = cl ? kiln_realloc(c->op_canon_step, sizeof *cs * (size_t)(n + 1)) : NULL;
-  if (!cs) {
-    kiln_free(canon);
-    return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
-  }
-  c->op_canon_step = cs;
-  cn[n] = canon;
-  cl[n] = clen;
-  cs[n] = k;
-  c->n_op_canon = n + 1;
   return KILN_OK;
 }
 
@@ -245,11 +260,7 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   v->sig[v->n_kern] = *sig;
   size_t *at = kiln_realloc(c->kern_at, sizeof *at * (size_t)(v->n_kern + 1));
   if (at) c->kern_at = at;
-  char **cn = at ? kiln_realloc(c->canon, sizeof *cn * (size_t)(v->n_kern + 1)) : NULL;
-  if (cn) c->canon = cn;
-  size_t *cl = cn ? kiln_realloc(c->canon_len, sizeof *cl * (size_t)(v->n_kern + 1)) : NULL;
-  if (cl) c->canon_len = cl;
-  int *dp = cl ? kiln_realloc(c->dup_of, sizeof *dp * (size_t)(v->n_kern + 1)) : NULL;
+  int *dp = at ? kiln_realloc(c->dup_of, sizeof *dp * (size_t)(v->n_kern + 1)) : NULL;
   if (dp) c->dup_of = dp;
   size_t np = name_prefix(sig->name), clen = 0;
   char *canon = dp && np ? same_text(text, sig->name, np, &clen) : NULL;
@@ -257,9 +268,7 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
     kiln_free(text);
     return kiln_fail(KILN_E_NOMEM, "out of memory compiling an OpenCL plan");
   }
-  int k = v->n_kern, same = -1;
-  for (int j = 0; canon && j < k && same < 0; j++)
-    if (c->canon[j] && c->canon_len[j] == clen && !memcmp(c->canon[j], canon, clen)) same = j;
+  int k = v->n_kern, same = canon ? text_find(&c->gen_texts, canon, clen) : -1;
   /* the earlier kernel's names: its prefix, then this kernel's name (and twin) past the prefix */
   kiln_cl_kernel_sig *w = &v->sig[k];
   size_t npj = same >= 0 ? name_prefix(v->sig[same].name) : 0;
@@ -274,17 +283,14 @@ static kiln_status push_kernel(cstate *c, char *text, const kiln_cl_kernel_sig *
   } else {
     same = -1;
   }
-  c->canon[k] = canon;
-  c->canon_len[k] = clen;
   c->dup_of[k] = same;
   at[k] = same >= 0 ? at[same] : c->src.len;
   kiln_status s = same >= 0 ? KILN_OK : kiln_cl_src_puts(&c->src, text);
   if (!s && same < 0) s = kiln_cl_src_puts(&c->src, "\n");
   kiln_free(text);
-  if (s) {
-    kiln_free(c->canon[k]);
-    return s;
-  }
+  if (!s && canon) s = text_keep(&c->gen_texts, canon, clen, k); /* takes canon */
+  else kiln_free(canon);
+  if (s) return s;
   int reads[KILN_CL_SIG_MAX_ARGS], writes[KILN_CL_SIG_MAX_ARGS], nr = 0, nw = 0;
   for (int a = 0; a < sig->n_args; a++) {
     if (sig->args[a].output) writes[nw++] = sig->args[a].value;
@@ -637,7 +643,7 @@ static kiln_status lower_node(cstate *c, int i, bool try_spec, bool without_bias
       kiln_cl_op_free(op);
       return s;
     }
-    return canon ? keep_op_text(c, canon, clen, v->n_steps - 1) : KILN_OK;
+    return canon ? text_keep(&c->op_texts, canon, clen, v->n_steps - 1) : KILN_OK;
   }
   if (without_bias)
     return kiln_fail(KILN_E_INTERNAL, "node %s (%s): no device op without its input 2", lbl, n->op_type);
