@@ -39,17 +39,22 @@ kiln_cl_key kiln_cl_program_key(const kiln_cl_device *dev, const void *source, s
 /* FNV-1a 64. */
 uint64_t kiln_cl_fnv1a64(const void *p, size_t n);
 /* A fast non-cryptographic 64-bit hash (16 lanes of 8-byte words with a
- * position-dependent key and one 32x32->64 multiply each; from 1 MiB AVX2
- * where the CPU has it, at memory speed): the chunk hash of
+ * position-dependent key and one 32x32->64 multiply each; from 1 MiB
+ * AVX-512 or AVX2 where the CPU has it, at memory speed): the chunk hash of
  * kiln_cl_digest64, the bulk part of graph keys and the program source in
  * program keys. Any one flipped bit changes it (cache.c). */
 uint64_t kiln_cl_hash64(const void *p, size_t n);
 /* Its scalar twin: the same value, word by word (the hash below 1 MiB). */
 uint64_t kiln_cl_hash64_base(const void *p, size_t n);
-/* The vectorised form at any length (AVX2; the scalar twin where the CPU
- * has none: kiln_cl_hash64_has_vec() false). For tests. */
+/* The vectorised form at any length (AVX-512F, else AVX2; the scalar twin
+ * where the CPU has neither: kiln_cl_hash64_has_vec() false). For tests. */
 uint64_t kiln_cl_hash64_vec(const void *p, size_t n);
 bool kiln_cl_hash64_has_vec(void);
+/* One vector width's form at any length: 256 (AVX2) or 512 (AVX-512F); the
+ * scalar twin where the CPU lacks it (kiln_cl_hash64_has_width false). For
+ * tests. */
+uint64_t kiln_cl_hash64_width(int width, const void *p, size_t n);
+bool kiln_cl_hash64_has_width(int width);
 /* The key its 8-byte word number `word` is combined with (for tests: a word
  * equal to its key is the case where the multiply alone would miss a flip). */
 uint64_t kiln_cl_hash64_key(size_t word);

@@ -352,6 +352,20 @@ static void test_hash(void) {
               kiln_cl_hash64(b + off, n) == kiln_cl_hash64_base(b + off, n);
     }
   CHECK(same == tried, "hash: vectorised == scalar twin (%d of %d lengths and offsets)", same, tried);
+  /* each vector width on its own (the dispatch takes the widest) */
+  for (int width = 256; width <= 512; width += 256) {
+    if (!kiln_cl_hash64_has_width(width)) {
+      printf("  hash: no %d-bit vector hash on this CPU: not checked\n", width);
+      continue;
+    }
+    int wsame = 0, wtried = 0;
+    for (size_t n = 0; n <= 700; n++)
+      for (size_t off = 0; off < 8; off += 3) {
+        wtried++;
+        wsame += kiln_cl_hash64_width(width, b + off, n) == kiln_cl_hash64_base(b + off, n);
+      }
+    CHECK(wsame == wtried, "hash: the %d-bit form == scalar twin (%d of %d lengths and offsets)", width, wsame, wtried);
+  }
   const size_t mib = (size_t)1 << 20, big[] = {mib - 1, mib, mib + 1, mib + 8, mib + 135, 3 * mib + 77};
   unsigned char *m = kiln_malloc(3 * mib + 128);
   CHECK(m != NULL, "hash: a buffer");
@@ -362,9 +376,13 @@ static void test_hash(void) {
       m[i] = (unsigned char)r;
     }
     int bsame = 0;
-    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
-      bsame += kiln_cl_hash64(m + (i & 1), big[i]) == kiln_cl_hash64_base(m + (i & 1), big[i]);
-    CHECK(bsame == (int)(sizeof big / sizeof big[0]), "hash: dispatched == scalar twin around 1 MiB (%d of %zu)", bsame,
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+      uint64_t h = kiln_cl_hash64_base(m + (i & 1), big[i]);
+      bsame += kiln_cl_hash64(m + (i & 1), big[i]) == h && kiln_cl_hash64_width(256, m + (i & 1), big[i]) == h &&
+               kiln_cl_hash64_width(512, m + (i & 1), big[i]) == h;
+    }
+    CHECK(bsame == (int)(sizeof big / sizeof big[0]),
+          "hash: dispatched, 256- and 512-bit forms == scalar twin around 1 MiB (%d of %zu)", bsame,
           sizeof big / sizeof big[0]);
     kiln_free(m);
   }
