@@ -664,7 +664,7 @@ static kiln_status op_arg(const kiln_cl_op *op, opb b, const kiln_cl_arg *in, co
   } else if (b.kind == OPB_OUT) {
     *mem = out[b.idx].mem;
     es = op->out_es[b.idx];
-    *elems = es ? out[b.idx].offset / es : 0;
+    *elems = es ? out[b.idx].offset / es + b.at : 0;
   } else if (b.kind == OPB_CHK) {
     *mem = op->chk.mem;
     *elems = 0;

@@ -8,6 +8,7 @@
 #ifndef KILN_OPENCL_OPS_INT_H
 #define KILN_OPENCL_OPS_INT_H
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "opencl/ops.h"
 
@@ -22,12 +23,15 @@
 enum { OPB_NONE, OPB_IN, OPB_OUT, OPB_SCR, OPB_CHK };
 typedef struct opb {
   unsigned char kind, idx;
+  uint64_t at; /* elements past the value's start (a kernel's argument offset; 0 by the macros) */
 } opb;
-#define IN(i) ((opb){OPB_IN, (unsigned char)(i)})
-#define OUT(i) ((opb){OPB_OUT, (unsigned char)(i)})
-#define SCR(i) ((opb){OPB_SCR, (unsigned char)(i)})
+#define IN(i) ((opb){OPB_IN, (unsigned char)(i), 0})
+#define OUT(i) ((opb){OPB_OUT, (unsigned char)(i), 0})
+/* output i from its element e on: one kernel text for every input of a Concat (ops_move.c) */
+#define OUT_AT(i, e) ((opb){OPB_OUT, (unsigned char)(i), (uint64_t)(e)})
+#define SCR(i) ((opb){OPB_SCR, (unsigned char)(i), 0})
 /* The op's check words (kiln_clop_checks): __global int[KILN_CLOP_CHK_WORDS] */
-#define CHK ((opb){OPB_CHK, 0})
+#define CHK ((opb){OPB_CHK, 0, 0})
 
 typedef enum op_step_kind { ST_KERNEL, ST_GEMM, ST_GEMM_BATCHED } op_step_kind;
 

@@ -97,21 +97,29 @@ static kiln_status concat(const op_ctx *c, kiln_cl_op **out) {
     *out = op;
     return KILN_OK;
   }
+  /* a copy kernel per input; inputs of one shape share one kernel, the
+     output's offset its argument (OUT_AT): embedding_bag's Concat of four
+     [512, 64] bags made four kernels, and on rusticl each clCreateKernel of
+     a warm init costs ~0.2 ms (opencl/ENGINE.md "One Concat kernel") */
+  int k = -1;
+  int64_t k_len = -1;
   for (int i = 0; i < n->n_in && !s; i++) {
     int64_t len = c->in[i].dims[ax], numel = kiln_clop_numel(r, c->in[i].dims);
     if (numel == 0) continue;
-    char suf[32];
-    snprintf(suf, sizeof suf, "concat%d", i);
-    int k;
-    s = kiln_clop_kernel(op, suf, &k);
-    if (!s)
-      s = kiln_cl_src_printf(c->src,
-                             "__kernel void %s(__global const %s *x_, ulong xo, __global %s *y_, ulong yo) {\n"
-                             "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
-                             "  y_[yo + (i / %lldUL) * %lldUL + %lldUL + i %% %lldUL] = x_[xo + i];\n}\n",
-                             kiln_clop_kname(op, k), T, T, (long long)numel, (long long)(len * inner),
-                             (long long)(total * inner), (long long)(off * inner), (long long)(len * inner));
-    if (!s) s = kiln_clop_launch(op, k, (size_t)numel, 2, (opb[]){IN(i), OUT(0)});
+    if (len != k_len) {
+      char suf[32];
+      snprintf(suf, sizeof suf, "concat%d", i);
+      s = kiln_clop_kernel(op, suf, &k);
+      if (!s)
+        s = kiln_cl_src_printf(c->src,
+                               "__kernel void %s(__global const %s *x_, ulong xo, __global %s *y_, ulong yo) {\n"
+                               "  const ulong i = get_global_id(0);\n  if (i >= %lldUL) return;\n"
+                               "  y_[yo + (i / %lldUL) * %lldUL + i %% %lldUL] = x_[xo + i];\n}\n",
+                               kiln_clop_kname(op, k), T, T, (long long)numel, (long long)(len * inner),
+                               (long long)(total * inner), (long long)(len * inner));
+      k_len = len;
+    }
+    if (!s) s = kiln_clop_launch(op, k, (size_t)numel, 2, (opb[]){IN(i), OUT_AT(0, off * inner)});
     off += len;
   }
   if (s) return kiln_clop_fail_free(op, s);

@@ -1106,6 +1106,18 @@ static void cases_move(void) {
     a_int(t_node1("Concat"), "axis", ax[a]);
     t_end(0, false);
   }
+  /* inputs of one length share one copy kernel, the output's offset its
+     argument (OUT_AT, ops_move.c): four equal ones, and lengths 3 3 2 3 (a
+     kernel for the first two, one for the 2, one for the last 3) */
+  for (int m = 0; m < 2; m++) {
+    t_begin(13, "Concat of %s on axis 1 (rows over 16)", m ? "lengths 3 3 2 3" : "four equal inputs");
+    for (int i = 0; i < 4; i++) {
+      int64_t d[] = {4, m && i == 2 ? 2 : 3, 8};
+      t_in(3, d);
+    }
+    a_int(t_node1("Concat"), "axis", 1);
+    t_end(0, false);
+  }
   /* short output rows: one kernel, a row per work item (a vector store
      where the row is 2, 4, 8 or 16 long): four columns into rows of 4, rows
      of 5, rows of 16 from two inputs, int64 rows of 4,
