@@ -170,8 +170,9 @@ static bool rewrite_from_cache(kiln_cl_key key, const kiln_graph *g0, kiln_graph
 
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, const char *dump_stem, bool keep_outputs,
                             kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec,
-                            signed char **facts) {
+                            signed char **facts, kiln_cl_key *key_out, bool *keyed_out) {
   memset(rec, 0, sizeof *rec);
+  if (keyed_out) *keyed_out = false;
   *facts = NULL;
   kiln_rewrite_opts ro = {0};
   ro.eval = kiln_ref_eval_node;
@@ -192,6 +193,10 @@ kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, cons
                (use_known || kiln_cl_rewrite_key(g0, keep_outputs, &key));
   double t_key = ms_since(&t0);
   if (keyed) kiln_log(KILN_LOG_INFO, "opencl: graph key %.1f ms%s", t_key, use_known ? " (from the import record)" : "");
+  if (keyed && keyed_out) {
+    *key_out = key;
+    *keyed_out = true;
+  }
   if (keyed && rewrite_from_cache(key, g0, g, sh, rst, rec, facts)) return KILN_OK;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   kiln_status s = kiln_rewrite_run(g0, &ro, g, rst);
@@ -265,6 +270,18 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
   return prepare(dev, host_slot, g0, mode, NULL, out);
 }
 
+/* The end of prepare's preload: the threads joined, what was not taken
+ * released, the list kept for the next init. */
+static void preload_finish(kiln_cl_plan *p) {
+  int used, loaded;
+  if (!p->preload) return;
+  kiln_cl_preload_finish(p->preload, &used, &loaded);
+  p->preload = NULL;
+  p->st.preloaded = loaded;
+  p->st.preload_used = used;
+  if (loaded) kiln_log(KILN_LOG_INFO, "opencl: %d program%s loaded ahead, %d used", loaded, loaded == 1 ? "" : "s", used);
+}
+
 static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0, int mode,
                            const kiln_cl_key *g0_key, kiln_cl_plan **out) {
   *out = NULL;
@@ -283,6 +300,9 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
   if (kiln_dump_enabled()) kiln_dump_stem(g0->name, p->dump_stem, sizeof p->dump_stem);
   struct timespec tp0, tp1, tp2;
   clock_gettime(CLOCK_MONOTONIC, &tp0);
+  /* the programs of the last init, loading while this one rewrites and
+     lowers (opencl/preload.h; finished before prepare returns) */
+  if (g0_key) p->preload = kiln_cl_preload_start(slot->ctx, kiln_cl_preload_key(dev, g0_key, mode));
   /* the weights stay the caller's (engine.h): the plan's graphs borrow them */
   if ((s = kiln_edit_clone_shared(g0, &p->orig))) goto fail;
   clock_gettime(CLOCK_MONOTONIC, &tp1);
@@ -292,8 +312,13 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
   kiln_rewrite_stats rst;
   kiln_cl_cache_view rec = {0}; /* g borrows it */
   signed char *facts = NULL;
+  kiln_cl_key rkey;
+  bool rkeyed = false;
   s = kiln_cl_rewrite(p->orig, g0_key, p->dump_stem[0] ? p->dump_stem : NULL, mode && ((mode - 1) & KILN_CL_OBS_KEEP),
-                      &g, &sh, &rst, &rec, &facts);
+                      &g, &sh, &rst, &rec, &facts, &rkey, &rkeyed);
+  /* no import record's key: the rewrite's, once it has one (the list read
+     now still loads beside the lowering) */
+  if (!s && !p->preload && rkeyed) p->preload = kiln_cl_preload_start(slot->ctx, kiln_cl_preload_key(dev, &rkey, mode));
   /* shapes only a run's concrete dims settle (ir/symdim.h
      KILN_E_SYMBOLIC_SHAPE): no probe; every variant is made for a run's
      dims anyway, keyed on them alone (no input's values: a shape a value
@@ -379,6 +404,7 @@ static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, c
     kiln_free(fake);
     if (s) goto fail;
   }
+  preload_finish(p);
   *out = p;
   return KILN_OK;
 fail:
@@ -651,6 +677,7 @@ void kiln_cl_plan_get_stats(const kiln_cl_plan *p, kiln_cl_plan_stats *st) { *st
 
 void kiln_cl_plan_release(kiln_cl_plan *p) {
   if (!p) return;
+  preload_finish(p); /* a prepare that failed */
   if (p->print_table) kiln_cl_profile_print(p);
   if (p->trace) kiln_cl_trace_flush(p);
   if (p->slot) pthread_mutex_lock(&p->slot->mu);

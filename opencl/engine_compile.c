@@ -1015,6 +1015,11 @@ static kiln_status get_program(cstate *c, const char *text, size_t len, kiln_cl_
   void *bin = NULL;
   size_t blen = 0;
   bool on_disk = false;
+  if (kiln_cl_preload_take(c->p->preload, vp->key, &vp->prog)) { /* loaded ahead from the kiln cache (preload.h) */
+    vp->from_cache = true;
+    kiln_cl_context_program_put(ctx, vp->key.hi, vp->key.lo, vp->prog, true);
+    return KILN_OK;
+  }
   if (kiln_cl_context_program_get(ctx, vp->key.hi, vp->key.lo, &vp->prog, &on_disk)) { /* built in this process */
     vp->from_cache = true;
     vp->from_process = true;
@@ -1313,6 +1318,12 @@ static kiln_status build(cstate *c) {
     s = load_programs(c, cut, n_cut, place_values, &c->mem_ms, &threads);
     kiln_free(cut);
     if (s) return s;
+    if (c->p->preload) { /* the list the next init loads ahead */
+      kiln_cl_key *keys = kiln_calloc((size_t)v->n_prog, sizeof *keys);
+      for (int i = 0; keys && i < v->n_prog; i++) keys[i] = v->progs[i].key;
+      if (keys) kiln_cl_preload_note(c->p->preload, keys, v->n_prog);
+      kiln_free(keys);
+    }
     c->p->st.programs = v->n_prog;
     v->from_cache = v->from_process = true;
     for (int i = 0; i < v->n_prog; i++) {
@@ -1412,7 +1423,8 @@ kiln_status kiln_cl_variant_compile(kiln_cl_plan *p, const kiln_graph *d, kiln_c
     p->probe_facts = NULL;
   } else {
     s = kiln_cl_rewrite(d, NULL, p->dump_stem[0] ? p->dump_stem : NULL,
-                        p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP), &v->g, &v->sh, &rst, &v->rec, &facts);
+                        p->obs_mode && ((p->obs_mode - 1) & KILN_CL_OBS_KEEP), &v->g, &v->sh, &rst, &v->rec, &facts,
+                        NULL, NULL);
   }
   if (s) goto fail;
   const kiln_graph *g = v->g;

@@ -17,6 +17,7 @@
 #include "opencl/codegen.h"
 #include "opencl/engine.h"
 #include "opencl/ops.h"
+#include "opencl/preload.h"
 #include "opencl/runtime.h"
 
 #define KILN_CL_VARIANTS 4  /* compiled variants kept per plan (least recently used out) */
@@ -228,6 +229,9 @@ struct kiln_cl_plan {
   kiln_cl_kernel obs_red[16], obs_final, obs_batch;
   kiln_obs *run_obs;
   struct kiln_cl_sym *sym; /* symbolic dims (opencl/engine_sym.c); NULL: none */
+  /* during prepare: the programs of the last init of this graph on this
+     device, loading ahead (opencl/preload.h); NULL otherwise */
+  kiln_cl_preload *preload;
 };
 
 /* ---- symbolic dims (opencl/engine_sym.c) ---- */
@@ -252,10 +256,11 @@ kiln_status kiln_cl_variant_get_exact(kiln_cl_plan *p, const kiln_tensor *const 
  * *facts (kiln_malloc'd, g's n_values bytes, or NULL): the finiteness of
  * the constants the lowering reads (kiln_cl_finite_facts) — from the
  * record, or read for the record stored — to seed kiln_cl_finite_set's
- * memo; the caller frees it. */
+ * memo; the caller frees it. *keyed (keyed may be NULL): whether the
+ * cache was looked up, *key then the rewritten-graph key it used. */
 kiln_status kiln_cl_rewrite(const kiln_graph *g0, const kiln_cl_key *known, const char *dump_stem, bool keep_outputs,
                             kiln_graph **g, kiln_shapes **sh, kiln_rewrite_stats *rst, kiln_cl_cache_view *rec,
-                            signed char **facts);
+                            signed char **facts, kiln_cl_key *key, bool *keyed);
 /* The variant for these inputs (per input of p->orig; NULL for initializers),
  * compiled on first sight. Call with the slot locked (or before the plan is
  * shared). */

@@ -51,8 +51,8 @@ case "$probe" in *"skipped: no usable OpenCL device"*) echo "$probe"; exit 77 ;;
 # 1. a missing directory is created; every graph built from source and stored
 d=$tmp/cache/a/b
 if run missing "$d"; then
-  [ "$(count 'built from source' missing)" -eq "$ncases" ] && [ "$(entries "$d")" -eq $((2 * ncases)) ] &&
-    ok "missing directory: created, $((2 * ncases)) entries stored (a program and a rewritten graph per case)" ||
+  [ "$(count 'built from source' missing)" -eq "$ncases" ] && [ "$(entries "$d")" -eq $((3 * ncases)) ] &&
+    ok "missing directory: created, $((3 * ncases)) entries stored (a program, a rewritten graph and a program list per case)" ||
     bad "missing directory: $(count 'built from source' missing) builds, $(entries "$d") entries"
 fi
 # 2. warm: every program from the cache
@@ -62,6 +62,14 @@ if run warm "$d"; then
     ok "warm cache: $ncases programs and rewritten graphs from the cache" ||
     bad "warm cache: $(count "$SERVED" warm) programs and $(count "$GRAPHS" warm) graphs from the cache, $(count 'built from source' warm) built"
 fi
+# 2b. warm, the programs loaded ahead from each case's list (opencl/preload.h; =sync: before the lowering asks)
+extra=KILN_CL_PRELOAD=sync
+if run warm_ahead "$d"; then
+  [ "$(count '1 program loaded ahead, 1 used' warm_ahead)" -eq "$ncases" ] &&
+    ok "warm cache: every case's program loaded ahead from its list and taken" ||
+    bad "warm cache: $(count '1 program loaded ahead, 1 used' warm_ahead) of $ncases programs loaded ahead and taken"
+fi
+extra=
 
 # 3-5. unusable directories: kiln runs, one warning per directory
 unusable() { # NAME DIR
@@ -166,7 +174,7 @@ EOF
   served=$(count "$SERVED" "$1")
   graphs=$(count "$GRAPHS" "$1")
   [ "$built" -eq "$ncases" ] && [ "$served" -eq 0 ] && [ "$graphs" -eq 0 ] &&
-    [ "$(entries "$tmp/dmg")" -eq $((2 * ncases)) ] &&
+    [ "$(entries "$tmp/dmg")" -eq $((3 * ncases)) ] &&
     ok "$1: every damaged entry rebuilt from source and stored again" ||
     bad "$1: $built built from source, $served programs and $graphs graphs served from the cache, $(entries "$tmp/dmg") entries"
   run "$1-after" "$tmp/dmg" || return

@@ -53,6 +53,7 @@ static char root[256], cdir[512];
 static kiln_cl_graph_cache_stats gd; /* the graph records' part of the last run_plan */
 static int host_weights; /* the last run_plan's weights read in place (kiln_cl_plan_stats) */
 static int programs, kernels; /* the last run_plan's programs and generated kernels */
+static int preloaded, preload_used; /* the last run_plan's programs loaded ahead, and taken (opencl/preload.h) */
 
 static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kiln_cl_cache_stats s0, s1;
@@ -78,6 +79,8 @@ static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   host_weights = pst.host_weights;
   programs = pst.programs;
   kernels = pst.kernels;
+  preloaded = pst.preloaded;
+  preload_used = pst.preload_used;
   kiln_cl_plan_release(p);
   kiln_cl_cache_stats_get(&s1);
   kiln_cl_graph_cache_stats_get(&g1);
@@ -505,6 +508,9 @@ int main(int argc, char **argv) {
   setenv("KILN_CACHE_DIR", cdir, 1);
   setenv("KILN_CL_BINARY_CACHE", "1", 1);
   setenv("KILN_CL_GRAPH_CACHE", "1", 1); /* this graph's rewrite is too quick to be stored by default */
+  /* the counts below are of binaries and graph records: no program list
+     (opencl/preload.h; its own part sets it on) */
+  setenv("KILN_CL_PRELOAD", "0", 1);
   g = graph();
   const int64_t dx[] = {64, 256};
   if (kiln_tensor_alloc(&x, KILN_F32, 2, dx)) return 2;
@@ -629,6 +635,73 @@ int main(int argc, char **argv) {
     if (kept_was) setenv("KILN_CL_PROGRAM_CACHE", kept_was, 1);
     else unsetenv("KILN_CL_PROGRAM_CACHE");
     kiln_free(kept_was);
+    setenv("KILN_CACHE_DIR", cdir, 1);
+  }
+
+  /* programs loaded ahead (opencl/preload.h), a program per kernel
+     (several): a cold init loads none ahead and stores its list; a warm one
+     loads every program ahead and takes each (KILN_CL_PRELOAD=sync: all
+     loaded before the lowering asks; by default on threads, a program
+     asked for first is the caller's, so only taken == loaded holds). A
+     stale list (the source now one program, whose key it lacks) loads its
+     programs, takes none, runs right, and is written again: the next init
+     takes the one program. A damaged list is a corrupt entry, no list
+     (nothing ahead), rewritten; KILN_CL_PRELOAD=0 loads nothing ahead. */
+  {
+    char pdir[600];
+    snprintf(pdir, sizeof pdir, "%s/preload", root);
+    setenv("KILN_CACHE_DIR", pdir, 1);
+    setenv("KILN_CL_PROGRAM_CACHE", "0", 1); /* each plan loads its programs from the directory */
+    setenv("KILN_CL_PROGRAM_SPLIT", "1", 1);
+    setenv("KILN_FUSION", "0", 1);
+    setenv("KILN_CL_PRELOAD", "sync", 1);
+    run_plan("preload: cold", 2, &d);
+    int np = programs;
+    char lpath[1024] = "";
+    int n_entries = entry(pdir, "", lpath, sizeof lpath);
+    CHECK(np >= 3 && preloaded == 0 && preload_used == 0 && n_entries == np + 2,
+          "preload: cold: none ahead; %d binaries, the graph record and the list stored (%d entries)", np, n_entries);
+    run_plan("preload: warm", 2, &d);
+    CHECK(programs == np && preloaded == np && preload_used == np && d.writes == 0 && d.corrupt == 0,
+          "preload: warm: %d of %d programs loaded ahead, %d taken, nothing stored", preloaded, np, preload_used);
+    unsetenv("KILN_CL_PRELOAD"); /* on threads */
+    run_plan("preload: warm, on threads", 2, &d);
+    CHECK(programs == np && preload_used == preloaded && preloaded <= np && d.corrupt == 0,
+          "preload on threads: %d of %d programs loaded ahead, %d taken", preloaded, np, preload_used);
+    setenv("KILN_CL_PRELOAD", "sync", 1);
+    setenv("KILN_CL_PROGRAM_SPLIT", "0", 1);
+    run_plan("preload: stale list (one program now)", 2, &d);
+    CHECK(programs == 1 && preloaded == np && preload_used == 0,
+          "preload: stale list: its %d programs loaded, %d taken (none named the one program)", preloaded,
+          preload_used);
+    run_plan("preload: the list written again", 1, &d);
+    CHECK(programs == 1 && preloaded == 1 && preload_used == 1 && d.writes == 0,
+          "preload: the new list: %d loaded ahead, %d taken", preloaded, preload_used);
+    /* the list of one program: the entry of 48 + 16 + 16 bytes (opencl/cache's header, preload.c's list) */
+    DIR *dd = opendir(pdir);
+    lpath[0] = 0;
+    for (struct dirent *e; dd && (e = readdir(dd));) {
+      char q[1024];
+      snprintf(q, sizeof q, "%s/%s", pdir, e->d_name);
+      if (strstr(e->d_name, ".kc") && file_size(q) == 80) snprintf(lpath, sizeof lpath, "%s", q);
+    }
+    if (dd) closedir(dd);
+    CHECK(lpath[0] != 0, "preload: the list's entry (80 bytes) in %s", pdir);
+    if (lpath[0]) {
+      flip_byte(lpath, 60);
+      run_plan("preload: list byte flipped", 1, &d);
+      CHECK(d.corrupt == 1 && preloaded == 0 && programs == 1 && file_size(lpath) == 80,
+            "preload: a damaged list: corrupt (%llu), none ahead (%d), written again", (unsigned long long)d.corrupt,
+            preloaded);
+      run_plan("preload: after the damaged list", 1, &d);
+      CHECK(preloaded == 1 && preload_used == 1 && d.corrupt == 0, "preload: the rewritten list serves");
+    }
+    setenv("KILN_CL_PRELOAD", "0", 1);
+    run_plan("preload: KILN_CL_PRELOAD=0", 1, &d);
+    CHECK(preloaded == 0 && preload_used == 0 && programs == 1, "KILN_CL_PRELOAD=0: none ahead");
+    unsetenv("KILN_CL_PROGRAM_SPLIT");
+    unsetenv("KILN_FUSION");
+    unsetenv("KILN_CL_PROGRAM_CACHE");
     setenv("KILN_CACHE_DIR", cdir, 1);
   }
 

@@ -1,0 +1,212 @@
+/* opencl/preload: a warm init's programs loaded ahead (preload.h). */
+#include "opencl/preload.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/alloc.h"
+#include "ir/status.h"
+
+#define LIST_TAG "KILNPL01" /* the entry: the tag, a count, then per program its key (hi, lo), little-endian */
+#define LIST_MAX 256        /* more programs than any plan makes (rusticl cuts at 32 KiB of source) */
+
+enum { WAITING, LOADING, DONE, SKIPPED }; /* SKIPPED: asked for before a thread took it (the caller loads it) */
+
+typedef struct entry {
+  kiln_cl_key key;
+  cl_program prog; /* loaded and not taken yet, or NULL */
+  int state;
+  bool taken;
+} entry;
+
+struct kiln_cl_preload {
+  kiln_cl_context *ctx;
+  kiln_cl_key key; /* the list's */
+  entry *e;        /* the list read (n of them) */
+  int n, next;     /* next: the first entry no thread has claimed */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t th[2];
+  int n_th;
+  kiln_cl_key *noted; /* the keys this init used, in order */
+  int n_noted;
+  int loaded;
+};
+
+static void put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+kiln_cl_key kiln_cl_preload_key(const kiln_cl_device *dev, const kiln_cl_key *graph_key, int mode) {
+  /* what kiln_cl_program_key hashes besides the source (version, switches, device, driver): its key of no source */
+  kiln_cl_key dk = kiln_cl_program_key(dev, "", 0, ""), k;
+  kiln_cl_key_init(&k);
+  kiln_cl_key_str(&k, "kiln program list 1");
+  unsigned char b[40];
+  put_u64(b, dk.hi);
+  put_u64(b + 8, dk.lo);
+  put_u64(b + 16, graph_key->hi);
+  put_u64(b + 24, graph_key->lo);
+  put_u64(b + 32, (uint64_t)(int64_t)mode);
+  kiln_cl_key_bytes(&k, b, sizeof b);
+  return k;
+}
+
+static bool same_key(kiln_cl_key a, kiln_cl_key b) { return a.hi == b.hi && a.lo == b.lo; }
+
+/* One loading thread: claims entries in order until none is left. */
+static void *load_work(void *arg) {
+  kiln_cl_preload *pl = arg;
+  for (;;) {
+    pthread_mutex_lock(&pl->mu);
+    while (pl->next < pl->n && pl->e[pl->next].state != WAITING) pl->next++;
+    int i = pl->next < pl->n ? pl->next++ : -1;
+    if (i >= 0) pl->e[i].state = LOADING;
+    pthread_mutex_unlock(&pl->mu);
+    if (i < 0) break;
+    kiln_cl_key k = pl->e[i].key;
+    cl_program prog = NULL;
+    bool on_disk;
+    void *bin = NULL;
+    size_t blen = 0;
+    if (kiln_cl_context_program_get(pl->ctx, k.hi, k.lo, &prog, &on_disk)) { /* kept in this process: get_program's */
+      kiln_cl_program_free(prog);
+      prog = NULL;
+    } else if (kiln_cl_cache_get(k, &bin, &blen)) {
+      if (kiln_cl_program_from_binary(pl->ctx, bin, blen, "", &prog)) prog = NULL; /* get_program builds it */
+      kiln_free(bin);
+    }
+    kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
+    pthread_mutex_lock(&pl->mu);
+    pl->e[i].prog = prog;
+    pl->e[i].state = DONE;
+    pl->loaded += prog != NULL;
+    pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+  }
+  return NULL;
+}
+
+/* The list under pl->key into pl->e (none: n 0; a damaged one is no list). */
+static void read_list(kiln_cl_preload *pl) {
+  void *buf = NULL;
+  size_t len = 0;
+  if (!kiln_cl_cache_get(pl->key, &buf, &len)) return;
+  const unsigned char *b = buf;
+  uint64_t n = len >= 16 && !memcmp(b, LIST_TAG, 8) ? get_u64(b + 8) : 0;
+  if (n && n <= LIST_MAX && len == 16 + 16 * n && (pl->e = kiln_calloc(n, sizeof *pl->e))) {
+    pl->n = (int)n;
+    for (int i = 0; i < pl->n; i++)
+      pl->e[i] = (entry){{get_u64(b + 16 + 16 * (size_t)i), get_u64(b + 24 + 16 * (size_t)i)}, NULL, WAITING, false};
+  }
+  kiln_free(buf);
+}
+
+static bool preload_on(void) {
+  const char *e = getenv("KILN_CL_PRELOAD"), *b = getenv("KILN_CL_BINARY_CACHE");
+  return !(e && !strcmp(e, "0")) && !(b && !strcmp(b, "0")) && kiln_cl_cache_enabled();
+}
+
+kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
+  if (!ctx || !preload_on()) return NULL;
+  kiln_cl_preload *pl = kiln_calloc(1, sizeof *pl);
+  if (!pl) return NULL;
+  pl->ctx = ctx;
+  pl->key = key;
+  if (pthread_mutex_init(&pl->mu, NULL)) {
+    kiln_free(pl);
+    return NULL;
+  }
+  if (pthread_cond_init(&pl->cv, NULL)) {
+    pthread_mutex_destroy(&pl->mu);
+    kiln_free(pl);
+    return NULL;
+  }
+  read_list(pl);
+  const char *e = getenv("KILN_CL_PRELOAD");
+  if (e && !strcmp(e, "sync")) { /* for tests: every program loaded before this returns (no race with get_program) */
+    load_work(pl);
+    return pl;
+  }
+  /* two threads at most (two cores here: the init's own thread lowers meanwhile) */
+  for (int t = 0; t < 2 && t < pl->n; t++)
+    if (!pthread_create(&pl->th[pl->n_th], NULL, load_work, pl)) pl->n_th++;
+  if (!pl->n_th)
+    for (int i = 0; i < pl->n; i++) pl->e[i].state = SKIPPED; /* no thread: get_program loads them */
+  return pl;
+}
+
+bool kiln_cl_preload_take(kiln_cl_preload *pl, kiln_cl_key key, cl_program *prog) {
+  *prog = NULL;
+  if (!pl) return false;
+  pthread_mutex_lock(&pl->mu);
+  for (int i = 0; i < pl->n; i++) {
+    entry *e = &pl->e[i];
+    if (!same_key(e->key, key) || e->taken) continue;
+    if (e->state == WAITING) e->state = SKIPPED; /* no thread has it yet: the caller is as quick */
+    while (e->state == LOADING) pthread_cond_wait(&pl->cv, &pl->mu);
+    if (e->state == DONE && e->prog) {
+      *prog = e->prog;
+      e->prog = NULL;
+      e->taken = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&pl->mu);
+  return *prog != NULL;
+}
+
+void kiln_cl_preload_note(kiln_cl_preload *pl, const kiln_cl_key *keys, int n) {
+  if (!pl || n <= 0) return;
+  kiln_cl_key *q = kiln_realloc(pl->noted, sizeof *q * (size_t)(pl->n_noted + n));
+  if (!q) return;
+  pl->noted = q;
+  memcpy(pl->noted + pl->n_noted, keys, sizeof *keys * (size_t)n);
+  pl->n_noted += n;
+}
+
+/* Writes the noted keys as the list (when they are not the list read). */
+static void write_list(const kiln_cl_preload *pl) {
+  if (!pl->n_noted || pl->n_noted > LIST_MAX) return;
+  bool same = pl->n_noted == pl->n;
+  for (int i = 0; same && i < pl->n; i++) same = same_key(pl->noted[i], pl->e[i].key);
+  if (same) return;
+  size_t len = 16 + 16 * (size_t)pl->n_noted;
+  unsigned char *b = kiln_malloc(len);
+  if (!b) return;
+  memcpy(b, LIST_TAG, 8);
+  put_u64(b + 8, (uint64_t)pl->n_noted);
+  for (int i = 0; i < pl->n_noted; i++) {
+    put_u64(b + 16 + 16 * (size_t)i, pl->noted[i].hi);
+    put_u64(b + 24 + 16 * (size_t)i, pl->noted[i].lo);
+  }
+  kiln_cl_cache_put(pl->key, b, len);
+  kiln_free(b);
+}
+
+void kiln_cl_preload_finish(kiln_cl_preload *pl, int *used, int *loaded) {
+  if (used) *used = 0;
+  if (loaded) *loaded = 0;
+  if (!pl) return;
+  for (int t = 0; t < pl->n_th; t++) pthread_join(pl->th[t], NULL);
+  int u = 0;
+  for (int i = 0; i < pl->n; i++) {
+    u += pl->e[i].taken;
+    kiln_cl_program_free(pl->e[i].prog); /* loaded, not asked for */
+  }
+  if (used) *used = u;
+  if (loaded) *loaded = pl->loaded;
+  write_list(pl);
+  pthread_cond_destroy(&pl->cv);
+  pthread_mutex_destroy(&pl->mu);
+  kiln_free(pl->e);
+  kiln_free(pl->noted);
+  kiln_free(pl);
+}
