@@ -447,11 +447,11 @@ static int make_dirs(const char *dir) {
                             2: kiln_cl_hash64, one thread; 1: FNV-1a 64) */
 static const char magic[8] = {'K', 'I', 'L', 'N', 'C', 'A', 'C', 'H'};
 
-static void put_u64(unsigned char *p, uint64_t v) {
+void kiln_cl_put_u64(unsigned char *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint64_t get_u64(const unsigned char *p) {
+uint64_t kiln_cl_get_u64(const unsigned char *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
   return v;
@@ -501,9 +501,9 @@ static bool corrupt(const char *path, const char *why) {
  * payload length). */
 static const char *check_header(const unsigned char *h, uint64_t size, kiln_cl_key key, uint64_t *n) {
   if (memcmp(h, magic, sizeof magic)) return "not a kiln cache entry (bad magic)";
-  if (get_u64(h + 8) != FORMAT_VERSION) return "of another format version";
-  if (get_u64(h + 16) != key.hi || get_u64(h + 24) != key.lo) return "stored under another key";
-  if ((*n = get_u64(h + 32)) != size - HEADER_SIZE)
+  if (kiln_cl_get_u64(h + 8) != FORMAT_VERSION) return "of another format version";
+  if (kiln_cl_get_u64(h + 16) != key.hi || kiln_cl_get_u64(h + 24) != key.lo) return "stored under another key";
+  if ((*n = kiln_cl_get_u64(h + 32)) != size - HEADER_SIZE)
     return *n > size - HEADER_SIZE ? "truncated" : "longer than its header says";
   if (*n > KILN_MAX_ALLOC) return "too large";
   return NULL;
@@ -543,7 +543,7 @@ bool kiln_cl_cache_get(kiln_cl_key key, void **bytes, size_t *len) {
       return false;
     }
     if (!read_all(fd, payload, (size_t)n)) why = "truncated (short read)";
-    else if (kiln_cl_digest64(payload, (size_t)n) != get_u64(h + 40)) why = "corrupt (payload checksum differs)";
+    else if (kiln_cl_digest64(payload, (size_t)n) != kiln_cl_get_u64(h + 40)) why = "corrupt (payload checksum differs)";
   }
   close(fd);
   if (why) {
@@ -577,7 +577,7 @@ bool kiln_cl_cache_map(kiln_cl_key key, kiln_cl_cache_view *view) {
     return true;
   }
   if (!why) why = check_header(m, (uint64_t)st.st_size, key, &n);
-  if (!why && kiln_cl_digest64(m + HEADER_SIZE, (size_t)n) != get_u64(m + 40))
+  if (!why && kiln_cl_digest64(m + HEADER_SIZE, (size_t)n) != kiln_cl_get_u64(m + 40))
     why = "corrupt (payload checksum differs)";
   if (why) {
     if (m != MAP_FAILED) munmap(m, (size_t)st.st_size);
@@ -620,11 +620,11 @@ bool kiln_cl_cache_put(kiln_cl_key key, const void *bytes, size_t len) {
   }
   unsigned char h[HEADER_SIZE];
   memcpy(h, magic, sizeof magic);
-  put_u64(h + 8, FORMAT_VERSION);
-  put_u64(h + 16, key.hi);
-  put_u64(h + 24, key.lo);
-  put_u64(h + 32, (uint64_t)len);
-  put_u64(h + 40, kiln_cl_digest64(bytes, len));
+  kiln_cl_put_u64(h + 8, FORMAT_VERSION);
+  kiln_cl_put_u64(h + 16, key.hi);
+  kiln_cl_put_u64(h + 24, key.lo);
+  kiln_cl_put_u64(h + 32, (uint64_t)len);
+  kiln_cl_put_u64(h + 40, kiln_cl_digest64(bytes, len));
   bool ok = write_all(fd, h, sizeof h) && write_all(fd, bytes, len);
   err = ok ? 0 : errno;
   if (close(fd) && ok) {

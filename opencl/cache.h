@@ -19,6 +19,10 @@ void kiln_cl_key_init(kiln_cl_key *k);
 
 /* Raw FNV-1a 128 over n bytes (after init, over "a": d228cb69...4a8964). */
 void kiln_cl_key_bytes(kiln_cl_key *k, const void *p, size_t n);
+/* A 64-bit field of a record, little-endian (the entries', the import
+ * record's head, the program list). */
+void kiln_cl_put_u64(unsigned char *p, uint64_t v);
+uint64_t kiln_cl_get_u64(const unsigned char *p);
 
 /* One field: its length (8 bytes, little-endian), then its bytes, so that
  * ("ab","c") and ("a","bc") differ. kiln_cl_key_str hashes a C string as a

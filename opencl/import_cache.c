@@ -56,25 +56,16 @@ static double ms_since(const struct timespec *t0) {
   return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-
 bool kiln_cl_import_pack(const kiln_graph *g, const kiln_cl_key *graph_key, void **buf, size_t *len) {
   kiln_rewrite_stats st;
   memset(&st, 0, sizeof st);
   unsigned char head[HEAD];
   memset(head, 0, HEAD);
   memcpy(head, HEAD_TAG, 8);
-  put_u64(head + 8, graph_key ? 1 : 0);
+  kiln_cl_put_u64(head + 8, graph_key ? 1 : 0);
   if (graph_key) {
-    put_u64(head + 16, graph_key->hi);
-    put_u64(head + 24, graph_key->lo);
+    kiln_cl_put_u64(head + 16, graph_key->hi);
+    kiln_cl_put_u64(head + 24, graph_key->lo);
   }
   return kiln_cl_graph_pack_head(head, HEAD, g, NULL, &st, NULL, buf, len);
 }
@@ -86,17 +77,17 @@ kiln_status kiln_cl_import_unpack(const void *buf, size_t len, kiln_graph **g, k
   *has_graph_key = false;
   if (len < HEAD || memcmp(b, HEAD_TAG, 8))
     return kiln_fail(KILN_E_MODEL, "import record: %s", len < HEAD ? "truncated head" : "another format");
-  uint64_t flags = get_u64(b + 8);
+  uint64_t flags = kiln_cl_get_u64(b + 8);
   bool zero_pad = true;
   for (size_t i = 32; i < HEAD; i++) zero_pad = zero_pad && !b[i];
-  if (flags > 1 || !zero_pad || (!flags && (get_u64(b + 16) || get_u64(b + 24))))
+  if (flags > 1 || !zero_pad || (!flags && (kiln_cl_get_u64(b + 16) || kiln_cl_get_u64(b + 24))))
     return kiln_fail(KILN_E_MODEL, "import record: bad head");
   kiln_rewrite_stats st;
   kiln_status s = kiln_cl_graph_unpack(b + HEAD, len - HEAD, NULL, g, &st, NULL);
   if (s) return s;
   if (flags) {
-    graph_key->hi = get_u64(b + 16);
-    graph_key->lo = get_u64(b + 24);
+    graph_key->hi = kiln_cl_get_u64(b + 16);
+    graph_key->lo = kiln_cl_get_u64(b + 24);
     *has_graph_key = true;
   }
   return KILN_OK;

@@ -35,26 +35,17 @@ struct kiln_cl_preload {
   int loaded;
 };
 
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-
 kiln_cl_key kiln_cl_preload_key(const kiln_cl_device *dev, const kiln_cl_key *graph_key, int mode) {
   /* what kiln_cl_program_key hashes besides the source (version, switches, device, driver): its key of no source */
   kiln_cl_key dk = kiln_cl_program_key(dev, "", 0, ""), k;
   kiln_cl_key_init(&k);
   kiln_cl_key_str(&k, "kiln program list 1");
   unsigned char b[40];
-  put_u64(b, dk.hi);
-  put_u64(b + 8, dk.lo);
-  put_u64(b + 16, graph_key->hi);
-  put_u64(b + 24, graph_key->lo);
-  put_u64(b + 32, (uint64_t)(int64_t)mode);
+  kiln_cl_put_u64(b, dk.hi);
+  kiln_cl_put_u64(b + 8, dk.lo);
+  kiln_cl_put_u64(b + 16, graph_key->hi);
+  kiln_cl_put_u64(b + 24, graph_key->lo);
+  kiln_cl_put_u64(b + 32, (uint64_t)(int64_t)mode);
   kiln_cl_key_bytes(&k, b, sizeof b);
   return k;
 }
@@ -100,11 +91,11 @@ static void read_list(kiln_cl_preload *pl) {
   size_t len = 0;
   if (!kiln_cl_cache_get(pl->key, &buf, &len)) return;
   const unsigned char *b = buf;
-  uint64_t n = len >= 16 && !memcmp(b, LIST_TAG, 8) ? get_u64(b + 8) : 0;
+  uint64_t n = len >= 16 && !memcmp(b, LIST_TAG, 8) ? kiln_cl_get_u64(b + 8) : 0;
   if (n && n <= LIST_MAX && len == 16 + 16 * n && (pl->e = kiln_calloc(n, sizeof *pl->e))) {
     pl->n = (int)n;
     for (int i = 0; i < pl->n; i++)
-      pl->e[i] = (entry){{get_u64(b + 16 + 16 * (size_t)i), get_u64(b + 24 + 16 * (size_t)i)}, NULL, WAITING, false};
+      pl->e[i] = (entry){{kiln_cl_get_u64(b + 16 + 16 * (size_t)i), kiln_cl_get_u64(b + 24 + 16 * (size_t)i)}, NULL, WAITING, false};
   }
   kiln_free(buf);
 }
@@ -182,10 +173,10 @@ static void write_list(const kiln_cl_preload *pl) {
   unsigned char *b = kiln_malloc(len);
   if (!b) return;
   memcpy(b, LIST_TAG, 8);
-  put_u64(b + 8, (uint64_t)pl->n_noted);
+  kiln_cl_put_u64(b + 8, (uint64_t)pl->n_noted);
   for (int i = 0; i < pl->n_noted; i++) {
-    put_u64(b + 16 + 16 * (size_t)i, pl->noted[i].hi);
-    put_u64(b + 24 + 16 * (size_t)i, pl->noted[i].lo);
+    kiln_cl_put_u64(b + 16 + 16 * (size_t)i, pl->noted[i].hi);
+    kiln_cl_put_u64(b + 24 + 16 * (size_t)i, pl->noted[i].lo);
   }
   kiln_cl_cache_put(pl->key, b, len);
   kiln_free(b);
