@@ -273,13 +273,17 @@ kiln_status kiln_cl_plan_prepare_in_mode(const kiln_cl_device *dev, kiln_cl_slot
 /* The end of prepare's preload: the threads joined, what was not taken
  * released, the list kept for the next init. */
 static void preload_finish(kiln_cl_plan *p) {
-  int used, loaded;
+  kiln_cl_preload_counts n;
   if (!p->preload) return;
-  kiln_cl_preload_finish(p->preload, &used, &loaded);
+  kiln_cl_preload_finish(p->preload, &n);
   p->preload = NULL;
-  p->st.preloaded = loaded;
-  p->st.preload_used = used;
-  if (loaded) kiln_log(KILN_LOG_INFO, "opencl: %d program%s loaded ahead, %d used", loaded, loaded == 1 ? "" : "s", used);
+  p->st.preloaded = n.loaded;
+  p->st.preload_used = n.used;
+  p->st.preload_kernels = n.kernels;
+  p->st.preload_kernels_used = n.kernels_used;
+  if (n.loaded)
+    kiln_log(KILN_LOG_INFO, "opencl: %d program%s loaded ahead, %d used; %d kernel%s made ahead, %d used", n.loaded,
+             n.loaded == 1 ? "" : "s", n.used, n.kernels, n.kernels == 1 ? "" : "s", n.kernels_used);
 }
 
 static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0, int mode,

@@ -16,7 +16,9 @@ enum { WAITING, LOADING, DONE, SKIPPED }; /* SKIPPED: asked for before a thread 
 
 typedef struct entry {
   kiln_cl_key key;
-  cl_program prog; /* loaded and not taken yet, or NULL */
+  cl_program prog;   /* loaded and not taken yet, or NULL */
+  cl_program loaded; /* what was loaded (taken or not): its kernels made ahead are dropped at the finish */
+  int kernels;       /* made ahead for it (and handed to the context) */
   int state;
   bool taken;
 } entry;
@@ -74,9 +76,20 @@ static void *load_work(void *arg) {
       if (kiln_cl_program_from_binary(pl->ctx, bin, blen, "", &prog)) prog = NULL; /* get_program builds it */
       kiln_free(bin);
     }
+    /* its kernels too (rusticl converts and optimises each one's code at
+       clCreateKernel): kiln_cl_kernel_create takes them by name; those no
+       one takes are dropped at the finish. A failure only means the
+       lowering's thread creates them. */
+    kiln_cl_kernel *ks = NULL;
+    int nk = 0;
+    if (prog && !kiln_cl_kernels_all(pl->ctx, prog, &ks, &nk)) kiln_cl_context_kernels_put(pl->ctx, prog, ks, nk);
+    else nk = 0;
+    kiln_free(ks);
     kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
     pthread_mutex_lock(&pl->mu);
     pl->e[i].prog = prog;
+    pl->e[i].loaded = prog;
+    pl->e[i].kernels = nk;
     pl->e[i].state = DONE;
     pl->loaded += prog != NULL;
     pthread_cond_broadcast(&pl->cv);
@@ -94,8 +107,10 @@ static void read_list(kiln_cl_preload *pl) {
   uint64_t n = len >= 16 && !memcmp(b, LIST_TAG, 8) ? kiln_cl_get_u64(b + 8) : 0;
   if (n && n <= LIST_MAX && len == 16 + 16 * n && (pl->e = kiln_calloc(n, sizeof *pl->e))) {
     pl->n = (int)n;
-    for (int i = 0; i < pl->n; i++)
-      pl->e[i] = (entry){{kiln_cl_get_u64(b + 16 + 16 * (size_t)i), kiln_cl_get_u64(b + 24 + 16 * (size_t)i)}, NULL, WAITING, false};
+    for (int i = 0; i < pl->n; i++) {
+      const unsigned char *q = b + 16 + 16 * (size_t)i;
+      pl->e[i] = (entry){.key = {kiln_cl_get_u64(q), kiln_cl_get_u64(q + 8)}, .state = WAITING};
+    }
   }
   kiln_free(buf);
 }
@@ -182,18 +197,19 @@ static void write_list(const kiln_cl_preload *pl) {
   kiln_free(b);
 }
 
-void kiln_cl_preload_finish(kiln_cl_preload *pl, int *used, int *loaded) {
-  if (used) *used = 0;
-  if (loaded) *loaded = 0;
+void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n) {
+  if (n) memset(n, 0, sizeof *n);
   if (!pl) return;
   for (int t = 0; t < pl->n_th; t++) pthread_join(pl->th[t], NULL);
-  int u = 0;
+  kiln_cl_preload_counts c = {.loaded = pl->loaded};
   for (int i = 0; i < pl->n; i++) {
-    u += pl->e[i].taken;
-    kiln_cl_program_free(pl->e[i].prog); /* loaded, not asked for */
+    entry *e = &pl->e[i];
+    c.used += e->taken;
+    c.kernels += e->kernels;
+    c.kernels_used += e->kernels - (e->loaded ? kiln_cl_context_kernels_drop(pl->ctx, e->loaded) : 0);
+    kiln_cl_program_free(e->prog); /* loaded, not asked for */
   }
-  if (used) *used = u;
-  if (loaded) *loaded = pl->loaded;
+  if (n) *n = c;
   write_list(pl);
   pthread_cond_destroy(&pl->cv);
   pthread_mutex_destroy(&pl->mu);

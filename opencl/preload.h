@@ -9,8 +9,11 @@
  * (kiln_cl_program_key's), and the observer mode. An init that finds the
  * list starts loading those binaries (kiln_cl_cache_get and
  * kiln_cl_program_from_binary) on up to two threads right away, beside the
- * rewrite and the lowering on the init's own thread; get_program takes a
- * program it needs from there, waiting for it if it is still loading.
+ * rewrite and the lowering on the init's own thread, each with its
+ * kernels (every kernel of the program, created there and handed to the
+ * context: kiln_cl_context_kernels_put); get_program takes a program it
+ * needs from there, waiting for it if it is still loading, and
+ * kiln_cl_kernel_create takes its kernels by name.
  *
  * The list is a hint and nothing more: a program is used only when its key
  * (of its source) is one the lowering asked for, so a stale or damaged list
@@ -50,10 +53,17 @@ bool kiln_cl_preload_take(kiln_cl_preload *pl, kiln_cl_key key, cl_program *prog
 /* Records the keys, in order, of the programs this init used (its list). */
 void kiln_cl_preload_note(kiln_cl_preload *pl, const kiln_cl_key *keys, int n);
 
-/* Waits for the loading threads, releases the programs no one took, writes
- * the list when the recorded keys differ from the one read (and some were
- * recorded), and frees pl (NULL-safe). *used / *loaded (may be NULL): the
- * programs taken / loaded. */
-void kiln_cl_preload_finish(kiln_cl_preload *pl, int *used, int *loaded);
+/* What a preload did: programs loaded and taken; their kernels made ahead
+ * (kiln_cl_kernels_all, handed to the context) and taken by
+ * kiln_cl_kernel_create. */
+typedef struct kiln_cl_preload_counts {
+  int loaded, used, kernels, kernels_used;
+} kiln_cl_preload_counts;
+
+/* Waits for the loading threads, frees the kernels made ahead that no one
+ * took and releases the programs no one took, writes the list when the
+ * recorded keys differ from the one read (and some were recorded), and
+ * frees pl (NULL-safe). *n (may be NULL): the counts. */
+void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n);
 
 #endif

@@ -150,8 +150,64 @@ void kiln_cl_context_program_stored(kiln_cl_context *c, uint64_t hi, uint64_t lo
   pthread_mutex_unlock(&c->kept_mu);
 }
 
+struct kiln_cl_premade {
+  cl_program prog; /* not retained: the loader keeps it until it drops what is left */
+  kiln_cl_kernel k;
+};
+
+void kiln_cl_context_kernels_put(kiln_cl_context *c, cl_program p, const kiln_cl_kernel *ks, int n) {
+  struct kiln_cl_premade *q = NULL;
+  if (c->kept_mu_ok) {
+    pthread_mutex_lock(&c->kept_mu);
+    q = kiln_realloc(c->premade, sizeof *q * (size_t)(c->n_premade + n + 1));
+    if (q) {
+      c->premade = q;
+      for (int i = 0; i < n; i++) c->premade[c->n_premade++] = (struct kiln_cl_premade){p, ks[i]};
+    }
+    pthread_mutex_unlock(&c->kept_mu);
+  }
+  if (!q) /* no room: made for nothing */
+    for (int i = 0; i < n; i++) {
+      kiln_cl_kernel k = ks[i];
+      kiln_cl_kernel_free(&k);
+    }
+}
+
+/* Takes program p's kernel made ahead under name into *out. */
+static bool premade_take(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out) {
+  if (!c->kept_mu_ok) return false;
+  bool found = false;
+  pthread_mutex_lock(&c->kept_mu);
+  for (int i = 0; i < c->n_premade && !found; i++)
+    if (c->premade[i].prog == p && !strcmp(c->premade[i].k.name, name)) {
+      *out = c->premade[i].k;
+      c->premade[i] = c->premade[--c->n_premade];
+      found = true;
+    }
+  pthread_mutex_unlock(&c->kept_mu);
+  return found;
+}
+
+int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p) {
+  int n = 0;
+  if (!c->kept_mu_ok) return 0;
+  pthread_mutex_lock(&c->kept_mu);
+  for (int i = 0; i < c->n_premade;)
+    if (c->premade[i].prog == p) {
+      kiln_cl_kernel_free(&c->premade[i].k);
+      c->premade[i] = c->premade[--c->n_premade];
+      n++;
+    } else {
+      i++;
+    }
+  pthread_mutex_unlock(&c->kept_mu);
+  return n;
+}
+
 void kiln_cl_context_free(kiln_cl_context *c) {
   if (!c) return;
+  for (int i = 0; i < c->n_premade; i++) kiln_cl_kernel_free(&c->premade[i].k);
+  kiln_free(c->premade);
   if (c->queue) {
     clFinish(c->queue);
     clReleaseCommandQueue(c->queue);
@@ -338,6 +394,7 @@ void kiln_cl_program_free(cl_program p) {
 
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out) {
   memset(out, 0, sizeof *out);
+  if (premade_take(c, p, name, out)) return KILN_OK;
   snprintf(out->name, sizeof out->name, "%s", name);
   cl_int e = CL_SUCCESS;
   cl_kernel k = clCreateKernel(p, name, &e);
@@ -355,6 +412,43 @@ kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *
   }
   if (!out->pref_multiple) out->pref_multiple = 1;
   out->k = k;
+  return KILN_OK;
+}
+
+kiln_status kiln_cl_kernels_all(kiln_cl_context *c, cl_program p, kiln_cl_kernel **ks, int *n) {
+  *ks = NULL;
+  *n = 0;
+  size_t len = 0;
+  cl_int e = clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &len);
+  char *names = !e && len ? kiln_malloc(len + 1) : NULL;
+  if (!e && len && !names) return kiln_fail(KILN_E_NOMEM, "out of memory listing a program's kernels");
+  if (!e && names) e = clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, len, names, NULL);
+  if (e) {
+    kiln_free(names);
+    return kiln_cl_fail(e, "listing the kernels of a program on %s (%s)", c->id, c->name);
+  }
+  if (!names) return KILN_OK;
+  names[len] = 0;
+  int cap = 1;
+  for (const char *q = names; *q; q++) cap += *q == ';';
+  kiln_cl_kernel *a = kiln_calloc((size_t)cap, sizeof *a);
+  kiln_status s = a ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory listing a program's kernels");
+  int k = 0;
+  for (char *q = names, *end; !s && *q && k < cap; q = *end ? end + 1 : end) {
+    end = q + strcspn(q, ";");
+    char save = *end;
+    *end = 0;
+    if (*q && strlen(q) < sizeof a[k].name) s = kiln_cl_kernel_create(c, p, q, &a[k]), k += !s;
+    *end = save;
+  }
+  kiln_free(names);
+  if (s) {
+    for (int i = 0; i < k; i++) kiln_cl_kernel_free(&a[i]);
+    kiln_free(a);
+    return s;
+  }
+  *ks = a;
+  *n = k;
   return KILN_OK;
 }
 

@@ -43,6 +43,9 @@ typedef struct kiln_cl_context {
   bool kept_mu_ok;
   uint64_t clock;
   kiln_cl_kept_program kept[KILN_CL_PROGRAMS_KEPT];
+  /* kernels made ahead for a program (kiln_cl_context_kernels_put), under kept_mu */
+  struct kiln_cl_premade *premade;
+  int n_premade;
 } kiln_cl_context;
 
 /* Creates a context and an in-order queue on dev (which may be freed
@@ -140,8 +143,20 @@ typedef struct kiln_cl_kernel {
   size_t pref_multiple; /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE */
 } kiln_cl_kernel;
 
-/* Creates kernel name from built program p, with its work-group limits. */
+/* Creates kernel name from built program p, with its work-group limits (or
+ * takes the one made ahead for p: kiln_cl_context_kernels_put). */
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
+/* Every kernel of built program p (CL_PROGRAM_KERNEL_NAMES), created:
+ * *ks (kiln_malloc'd, *n of them; the caller frees each and the array). */
+kiln_status kiln_cl_kernels_all(kiln_cl_context *c, cl_program p, kiln_cl_kernel **ks, int *n);
+/* Kernels made ahead (opencl/preload.c: a program loaded ahead, its kernels
+ * created on the loading thread): put hands the n kernels of program p to
+ * the context (on no room they are freed); kiln_cl_kernel_create then takes
+ * one of p's by name instead of creating it (each once); drop frees what of
+ * p's was not taken and returns how many. Thread-safe; without the
+ * context's mutex put frees them and nothing is ever taken. */
+void kiln_cl_context_kernels_put(kiln_cl_context *c, cl_program p, const kiln_cl_kernel *ks, int n);
+int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p);
 
 /* A second kernel object of src's function, with src's work-group limits
  * (its arguments to be set again): clCloneKernel where c->can_clone (a

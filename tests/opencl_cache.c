@@ -54,6 +54,7 @@ static kiln_cl_graph_cache_stats gd; /* the graph records' part of the last run_
 static int host_weights; /* the last run_plan's weights read in place (kiln_cl_plan_stats) */
 static int programs, kernels; /* the last run_plan's programs and generated kernels */
 static int preloaded, preload_used; /* the last run_plan's programs loaded ahead, and taken (opencl/preload.h) */
+static int pre_kernels, pre_kernels_used; /* ... their kernels made ahead, and taken */
 
 static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kiln_cl_cache_stats s0, s1;
@@ -81,6 +82,8 @@ static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kernels = pst.kernels;
   preloaded = pst.preloaded;
   preload_used = pst.preload_used;
+  pre_kernels = pst.preload_kernels;
+  pre_kernels_used = pst.preload_kernels_used;
   kiln_cl_plan_release(p);
   kiln_cl_cache_stats_get(&s1);
   kiln_cl_graph_cache_stats_get(&g1);
@@ -664,16 +667,20 @@ int main(int argc, char **argv) {
     run_plan("preload: warm", 2, &d);
     CHECK(programs == np && preloaded == np && preload_used == np && d.writes == 0 && d.corrupt == 0,
           "preload: warm: %d of %d programs loaded ahead, %d taken, nothing stored", preloaded, np, preload_used);
+    CHECK(pre_kernels >= kernels && pre_kernels_used == kernels,
+          "preload: warm: %d kernels made ahead, %d taken (the plan's %d)", pre_kernels, pre_kernels_used, kernels);
     unsetenv("KILN_CL_PRELOAD"); /* on threads */
     run_plan("preload: warm, on threads", 2, &d);
-    CHECK(programs == np && preload_used == preloaded && preloaded <= np && d.corrupt == 0,
-          "preload on threads: %d of %d programs loaded ahead, %d taken", preloaded, np, preload_used);
+    CHECK(programs == np && preload_used == preloaded && preloaded <= np && d.corrupt == 0 &&
+              pre_kernels_used <= pre_kernels && pre_kernels_used <= kernels,
+          "preload on threads: %d of %d programs loaded ahead, %d taken; %d kernels ahead, %d taken", preloaded, np,
+          preload_used, pre_kernels, pre_kernels_used);
     setenv("KILN_CL_PRELOAD", "sync", 1);
     setenv("KILN_CL_PROGRAM_SPLIT", "0", 1);
     run_plan("preload: stale list (one program now)", 2, &d);
-    CHECK(programs == 1 && preloaded == np && preload_used == 0,
-          "preload: stale list: its %d programs loaded, %d taken (none named the one program)", preloaded,
-          preload_used);
+    CHECK(programs == 1 && preloaded == np && preload_used == 0 && pre_kernels >= np && pre_kernels_used == 0,
+          "preload: stale list: its %d programs loaded, %d taken (none named the one program); %d kernels made "
+          "ahead, %d taken", preloaded, preload_used, pre_kernels, pre_kernels_used);
     run_plan("preload: the list written again", 1, &d);
     CHECK(programs == 1 && preloaded == 1 && preload_used == 1 && d.writes == 0,
           "preload: the new list: %d loaded ahead, %d taken", preloaded, preload_used);
