@@ -281,6 +281,7 @@ static void preload_finish(kiln_cl_plan *p) {
   p->st.preload_used = n.used;
   p->st.preload_kernels = n.kernels;
   p->st.preload_kernels_used = n.kernels_used;
+  p->st.preload_skipped = n.skipped;
   if (n.loaded)
     kiln_log(KILN_LOG_INFO, "opencl: %d program%s loaded ahead, %d used; %d kernel%s made ahead, %d used", n.loaded,
              n.loaded == 1 ? "" : "s", n.used, n.kernels, n.kernels == 1 ? "" : "s", n.kernels_used);

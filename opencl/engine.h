@@ -44,6 +44,7 @@ typedef struct kiln_cl_plan_stats {
   int host_weights;        /* weights read in place from host memory (CPU devices; KILN_CL_HOST_WEIGHTS) */
   int preloaded, preload_used; /* at prepare: programs loaded ahead from the last init's list, and taken (preload.h) */
   int preload_kernels, preload_kernels_used; /* ... their kernels made ahead, and taken */
+  int preload_skipped; /* ... listed programs the lowering asked for before a thread started on them */
   int folded, bn_folded, cse, noops, transposes, dead;
   /* zero-copy (opencl/engine_zerocopy.c), summed over runs: host-memory
      inputs and outputs wrapped and used in place, and those refused

@@ -1006,11 +1006,12 @@ static size_t program_split(const kiln_cl_device *dev) {
   return dev->platform_name && strstr(dev->platform_name, "rusticl") ? 32768 : 0;
 }
 
-/* The program of source text[0..len) (kiln cache first, then the
- * context's kept programs, then a build from source) into vp. */
+/* The program of source text[0..len) into vp: loaded ahead (the plan's
+ * preload, opencl/preload.h), else the context's kept programs, else the
+ * kiln cache's binary, else built from source. */
 static kiln_status get_program(cstate *c, const char *text, size_t len, kiln_cl_vprog *vp) {
   kiln_cl_context *ctx = c->p->slot->ctx;
-  const char *opts = "";
+  const char *opts = KILN_CL_PROGRAM_OPTIONS;
   vp->key = kiln_cl_program_key(c->p->dev, text, len, opts);
   void *bin = NULL;
   size_t blen = 0;

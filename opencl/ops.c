@@ -241,6 +241,8 @@ kiln_status kiln_clop_step_add(kiln_cl_op *op, op_step_kind kind, op_step **st) 
 }
 
 kiln_status kiln_clop_launch(kiln_cl_op *op, int k, size_t n, int nargs, const opb *args) {
+  for (int i = 0; i < nargs; i++) /* op_arg adds `at` to outputs only */
+    if (args[i].at && args[i].kind != OPB_OUT) return kiln_fail(KILN_E_INTERNAL, "an offset on a non-output argument");
   op_step *st = NULL;
   kiln_status s = kiln_clop_step_add(op, ST_KERNEL, &st);
   if (s) return s;

@@ -23,7 +23,7 @@
 enum { OPB_NONE, OPB_IN, OPB_OUT, OPB_SCR, OPB_CHK };
 typedef struct opb {
   unsigned char kind, idx;
-  uint64_t at; /* elements past the value's start (a kernel's argument offset; 0 by the macros) */
+  uint64_t at; /* outputs only (OUT_AT): elements past the value's start added to the kernel's offset argument */
 } opb;
 #define IN(i) ((opb){OPB_IN, (unsigned char)(i), 0})
 #define OUT(i) ((opb){OPB_OUT, (unsigned char)(i), 0})

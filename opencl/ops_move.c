@@ -97,8 +97,8 @@ static kiln_status concat(const op_ctx *c, kiln_cl_op **out) {
     *out = op;
     return KILN_OK;
   }
-  /* a copy kernel per input; inputs of one shape share one kernel, the
-     output's offset its argument (OUT_AT): embedding_bag's Concat of four
+  /* a copy kernel per input; consecutive inputs of one length share one
+     kernel, the output's offset its argument (OUT_AT): embedding_bag's Concat of four
      [512, 64] bags made four kernels, and on rusticl each clCreateKernel of
      a warm init costs ~0.2 ms (opencl/ENGINE.md "One Concat kernel") */
   int k = -1;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ir/alloc.h"
 #include "ir/status.h"
@@ -32,6 +33,7 @@ struct kiln_cl_preload {
   pthread_cond_t cv;
   pthread_t th[2];
   int n_th;
+  bool sync;          /* KILN_CL_PRELOAD=sync: loaded on the init's thread (its last error kept) */
   kiln_cl_key *noted; /* the keys this init used, in order */
   int n_noted;
   int loaded;
@@ -39,7 +41,7 @@ struct kiln_cl_preload {
 
 kiln_cl_key kiln_cl_preload_key(const kiln_cl_device *dev, const kiln_cl_key *graph_key, int mode) {
   /* what kiln_cl_program_key hashes besides the source (version, switches, device, driver): its key of no source */
-  kiln_cl_key dk = kiln_cl_program_key(dev, "", 0, ""), k;
+  kiln_cl_key dk = kiln_cl_program_key(dev, "", 0, KILN_CL_PROGRAM_OPTIONS), k;
   kiln_cl_key_init(&k);
   kiln_cl_key_str(&k, "kiln program list 1");
   unsigned char b[40];
@@ -73,7 +75,8 @@ static void *load_work(void *arg) {
       kiln_cl_program_free(prog);
       prog = NULL;
     } else if (kiln_cl_cache_get(k, &bin, &blen)) {
-      if (kiln_cl_program_from_binary(pl->ctx, bin, blen, "", &prog)) prog = NULL; /* get_program builds it */
+      if (kiln_cl_program_from_binary(pl->ctx, bin, blen, KILN_CL_PROGRAM_OPTIONS, &prog))
+        prog = NULL; /* get_program builds it */
       kiln_free(bin);
     }
     /* its kernels too (rusticl converts and optimises each one's code at
@@ -85,7 +88,7 @@ static void *load_work(void *arg) {
     if (prog && !kiln_cl_kernels_all(pl->ctx, prog, &ks, &nk)) kiln_cl_context_kernels_put(pl->ctx, prog, ks, nk);
     else nk = 0;
     kiln_free(ks);
-    kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
+    if (!pl->sync) kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
     pthread_mutex_lock(&pl->mu);
     pl->e[i].prog = prog;
     pl->e[i].loaded = prog;
@@ -138,11 +141,13 @@ kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
   read_list(pl);
   const char *e = getenv("KILN_CL_PRELOAD");
   if (e && !strcmp(e, "sync")) { /* for tests: every program loaded before this returns (no race with get_program) */
+    pl->sync = true;
     load_work(pl);
     return pl;
   }
-  /* two threads at most (two cores here: the init's own thread lowers meanwhile) */
-  for (int t = 0; t < 2 && t < pl->n; t++)
+  /* two threads at most, one on a single core (the init's own thread lowers meanwhile) */
+  int threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1;
+  for (int t = 0; t < threads && t < pl->n; t++)
     if (!pthread_create(&pl->th[pl->n_th], NULL, load_work, pl)) pl->n_th++;
   if (!pl->n_th)
     for (int i = 0; i < pl->n; i++) pl->e[i].state = SKIPPED; /* no thread: get_program loads them */
@@ -180,16 +185,17 @@ void kiln_cl_preload_note(kiln_cl_preload *pl, const kiln_cl_key *keys, int n) {
 
 /* Writes the noted keys as the list (when they are not the list read). */
 static void write_list(const kiln_cl_preload *pl) {
-  if (!pl->n_noted || pl->n_noted > LIST_MAX) return;
-  bool same = pl->n_noted == pl->n;
+  int n = pl->n_noted < LIST_MAX ? pl->n_noted : LIST_MAX; /* more: the first LIST_MAX, still a hint */
+  if (!n) return;
+  bool same = n == pl->n;
   for (int i = 0; same && i < pl->n; i++) same = same_key(pl->noted[i], pl->e[i].key);
   if (same) return;
-  size_t len = 16 + 16 * (size_t)pl->n_noted;
+  size_t len = 16 + 16 * (size_t)n;
   unsigned char *b = kiln_malloc(len);
   if (!b) return;
   memcpy(b, LIST_TAG, 8);
-  kiln_cl_put_u64(b + 8, (uint64_t)pl->n_noted);
-  for (int i = 0; i < pl->n_noted; i++) {
+  kiln_cl_put_u64(b + 8, (uint64_t)n);
+  for (int i = 0; i < n; i++) {
     kiln_cl_put_u64(b + 16 + 16 * (size_t)i, pl->noted[i].hi);
     kiln_cl_put_u64(b + 24 + 16 * (size_t)i, pl->noted[i].lo);
   }
@@ -205,6 +211,7 @@ void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n) {
   for (int i = 0; i < pl->n; i++) {
     entry *e = &pl->e[i];
     c.used += e->taken;
+    c.skipped += e->state == SKIPPED;
     c.kernels += e->kernels;
     c.kernels_used += e->kernels - (e->loaded ? kiln_cl_context_kernels_drop(pl->ctx, e->loaded) : 0);
     kiln_cl_program_free(e->prog); /* loaded, not asked for */

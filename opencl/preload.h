@@ -18,7 +18,9 @@
  * The list is a hint and nothing more: a program is used only when its key
  * (of its source) is one the lowering asked for, so a stale or damaged list
  * costs only the loads it started; those programs are released unused. The
- * list is written again when the init used other keys. A program asked
+ * list is written again when the init used other keys (its first 256).
+ * The list's lookup and the loads count in kiln_cl_cache_stats as any
+ * entry's (a cold init's list is a miss; a stale list's loads are hits). A program asked
  * for before a thread has started on it is left to the caller, who loads
  * it as before (as quick as waiting). opencl/ENGINE.md "Programs loaded
  * ahead". KILN_CL_PRELOAD=0 turns it off; =sync (for tests) loads the whole
@@ -58,6 +60,7 @@ void kiln_cl_preload_note(kiln_cl_preload *pl, const kiln_cl_key *keys, int n);
  * kiln_cl_kernel_create. */
 typedef struct kiln_cl_preload_counts {
   int loaded, used, kernels, kernels_used;
+  int skipped; /* listed programs asked for before a thread started on them (the caller loaded them) */
 } kiln_cl_preload_counts;
 
 /* Waits for the loading threads, frees the kernels made ahead that no one

@@ -127,6 +127,10 @@ kiln_status kiln_cl_program_build(kiln_cl_context *c, const char *source, const 
  * ~0.1-0.2 s); ask only when the binary will be stored. */
 kiln_status kiln_cl_program_binary(kiln_cl_context *c, cl_program p, void **bytes, size_t *len);
 
+/* The build options of kiln's own programs (get_program, the preload):
+ * part of each program's key. */
+#define KILN_CL_PROGRAM_OPTIONS ""
+
 /* Creates and builds a program from a binary kiln_cl_program_binary gave
  * on the same device and driver. A rejected binary (CL_INVALID_BINARY, a
  * failed build) is KILN_E_INTERNAL: the caller rebuilds from source. */

@@ -177,10 +177,13 @@ EOF
     [ "$(entries "$tmp/dmg")" -eq $((3 * ncases)) ] &&
     ok "$1: every damaged entry rebuilt from source and stored again" ||
     bad "$1: $built built from source, $served programs and $graphs graphs served from the cache, $(entries "$tmp/dmg") entries"
-  run "$1-after" "$tmp/dmg" || return
+  extra=KILN_CL_PRELOAD=sync # the rewritten program lists too: each case's program loaded ahead and taken
+  run "$1-after" "$tmp/dmg" || { extra=; return; }
+  extra=
   [ "$(count "$SERVED" "$1-after")" -eq "$ncases" ] && [ "$(count "$GRAPHS" "$1-after")" -eq "$ncases" ] &&
-    ok "$1: the rewritten entries are served" ||
-    bad "$1: the rewritten entries are not served"
+    [ "$(count '1 program loaded ahead, 1 used' "$1-after")" -eq "$ncases" ] &&
+    ok "$1: the rewritten entries are served (the program lists too)" ||
+    bad "$1: the rewritten entries are not served ($(count '1 program loaded ahead, 1 used' "$1-after") of $ncases programs loaded ahead)"
 }
 damage truncated truncate
 damage short_header header
