@@ -34,6 +34,7 @@ struct kiln_cl_preload {
   pthread_t th[2];
   int n_th;
   bool sync;          /* KILN_CL_PRELOAD=sync: loaded on the init's thread (its last error kept) */
+  bool kernels_ahead; /* the loading thread makes the programs' kernels too (one loading thread at most) */
   kiln_cl_key *noted; /* the keys this init used, in order */
   int n_noted;
   int loaded;
@@ -80,22 +81,30 @@ static void *load_work(void *arg) {
       kiln_free(bin);
     }
     /* its kernels too (rusticl converts and optimises each one's code at
-       clCreateKernel): kiln_cl_kernel_create takes them by name; those no
-       one takes are dropped at the finish. A failure only means the
-       lowering's thread creates them. */
-    kiln_cl_kernel *ks = NULL;
-    int nk = 0;
-    if (prog && !kiln_cl_kernels_all(pl->ctx, prog, &ks, &nk)) kiln_cl_context_kernels_put(pl->ctx, prog, ks, nk);
-    else nk = 0;
-    kiln_free(ks);
+       clCreateKernel), after the program is handed over: queued first, so
+       that kiln_cl_kernel_create waits for one being made, takes one made,
+       and makes one not yet started itself; those no one takes are dropped
+       at the finish. A failure only means the caller makes them. */
+    int queued = prog ? kiln_cl_context_kernels_queue(pl->ctx, prog) : 0;
+    /* a reference of this thread's own while it makes them, taken before the
+       handover: the caller may take the program and, failing, release it */
+    bool held = queued && pl->kernels_ahead && clRetainProgram(prog) == CL_SUCCESS;
     if (!pl->sync) kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
     pthread_mutex_lock(&pl->mu);
     pl->e[i].prog = prog;
     pl->e[i].loaded = prog;
-    pl->e[i].kernels = nk;
     pl->e[i].state = DONE;
     pl->loaded += prog != NULL;
     pthread_cond_broadcast(&pl->cv);
+    pthread_mutex_unlock(&pl->mu);
+    int made = 0;
+    if (held) { /* (not held: the queued ones are made by whoever asks) */
+      made = kiln_cl_context_kernels_make(pl->ctx, prog);
+      kiln_cl_program_free(prog);
+    }
+    if (!pl->sync) kiln_error_clear();
+    pthread_mutex_lock(&pl->mu);
+    pl->e[i].kernels = made;
     pthread_mutex_unlock(&pl->mu);
   }
   return NULL;
@@ -141,12 +150,19 @@ kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
   read_list(pl);
   const char *e = getenv("KILN_CL_PRELOAD");
   if (e && !strcmp(e, "sync")) { /* for tests: every program loaded before this returns (no race with get_program) */
-    pl->sync = true;
+    pl->sync = pl->kernels_ahead = true;
     load_work(pl);
     return pl;
   }
-  /* two threads at most, one on a single core (the init's own thread lowers meanwhile) */
+  /* two threads at most, one on a single core (the init's own thread lowers
+     meanwhile). The kernels too where one thread loads (one program, or one
+     core): with two loading threads beside the lowering the three
+     oversubscribed two cores and the transformer's warm init on rusticl was
+     slower with its kernels made ahead (3.28 against 2.94 ms median, 16
+     alternated processes), while embedding_bag's one program gained (7.59
+     -> 7.14 ms; opencl/ENGINE.md "Programs loaded ahead") */
   int threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1;
+  pl->kernels_ahead = threads == 1 || pl->n == 1;
   for (int t = 0; t < threads && t < pl->n; t++)
     if (!pthread_create(&pl->th[pl->n_th], NULL, load_work, pl)) pl->n_th++;
   if (!pl->n_th)

@@ -9,11 +9,11 @@
  * (kiln_cl_program_key's), and the observer mode. An init that finds the
  * list starts loading those binaries (kiln_cl_cache_get and
  * kiln_cl_program_from_binary) on up to two threads right away, beside the
- * rewrite and the lowering on the init's own thread, each with its
- * kernels (every kernel of the program, created there and handed to the
- * context: kiln_cl_context_kernels_put); get_program takes a program it
- * needs from there, waiting for it if it is still loading, and
- * kiln_cl_kernel_create takes its kernels by name.
+ * rewrite and the lowering on the init's own thread; get_program takes a
+ * program it needs from there, waiting for it if it is still loading. A
+ * lone loading thread (one program, or one core) makes the program's
+ * kernels too (kiln_cl_context_kernels_queue / _make), which
+ * kiln_cl_kernel_create takes by name.
  *
  * The list is a hint and nothing more: a program is used only when its key
  * (of its source) is one the lowering asked for, so a stale or damaged list
@@ -56,8 +56,7 @@ bool kiln_cl_preload_take(kiln_cl_preload *pl, kiln_cl_key key, cl_program *prog
 void kiln_cl_preload_note(kiln_cl_preload *pl, const kiln_cl_key *keys, int n);
 
 /* What a preload did: programs loaded and taken; their kernels made ahead
- * (kiln_cl_kernels_all, handed to the context) and taken by
- * kiln_cl_kernel_create. */
+ * (kiln_cl_context_kernels_make) and taken by kiln_cl_kernel_create. */
 typedef struct kiln_cl_preload_counts {
   int loaded, used, kernels, kernels_used;
   int skipped; /* listed programs asked for before a thread started on them (the caller loaded them) */

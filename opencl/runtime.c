@@ -10,7 +10,13 @@
 #include "ir/alloc.h"
 
 /* The kept programs' lock; false (nothing kept) when it cannot be made. */
-static void kept_init(kiln_cl_context *c) { c->kept_mu_ok = pthread_mutex_init(&c->kept_mu, NULL) == 0; }
+static void kept_init(kiln_cl_context *c) {
+  c->kept_mu_ok = pthread_mutex_init(&c->kept_mu, NULL) == 0;
+  if (c->kept_mu_ok && pthread_cond_init(&c->premade_cv, NULL)) { /* no table of kernels made ahead without both */
+    pthread_mutex_destroy(&c->kept_mu);
+    c->kept_mu_ok = false;
+  }
+}
 
 /* Whether "OpenCL X.Y ..." says 2.1 or later. */
 static bool version_2_1(const char *v) {
@@ -150,42 +156,115 @@ void kiln_cl_context_program_stored(kiln_cl_context *c, uint64_t hi, uint64_t lo
   pthread_mutex_unlock(&c->kept_mu);
 }
 
+/* A kernel of a program loaded ahead (opencl/preload.c): queued by the
+ * loading thread, then made by it (MAKING, READY) unless a caller of
+ * kiln_cl_kernel_create claimed it first (CLAIMED: the caller makes its own). */
+enum { PM_QUEUED, PM_MAKING, PM_READY, PM_CLAIMED };
 struct kiln_cl_premade {
-  cl_program prog; /* not retained: the loader keeps it until it drops what is left */
-  kiln_cl_kernel k;
+  cl_program prog; /* not retained: the loader drops its entries before the program can go */
+  char name[64];
+  int state;
+  kiln_cl_kernel k; /* PM_READY */
 };
 
-void kiln_cl_context_kernels_put(kiln_cl_context *c, cl_program p, const kiln_cl_kernel *ks, int n) {
-  struct kiln_cl_premade *q = NULL;
-  if (c->kept_mu_ok) {
+/* The entry of (p, name), or -1. With kept_mu held. */
+static int premade_find(const kiln_cl_context *c, cl_program p, const char *name) {
+  for (int i = 0; i < c->n_premade; i++)
+    if (c->premade[i].prog == p && !strcmp(c->premade[i].name, name)) return i;
+  return -1;
+}
+
+static void premade_remove(kiln_cl_context *c, int i) { c->premade[i] = c->premade[--c->n_premade]; }
+
+int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p) {
+  if (!c->kept_mu_ok) return 0;
+  size_t len = 0;
+  if (clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &len) || !len) return 0;
+  char *names = kiln_malloc(len + 1);
+  if (!names) return 0;
+  int n = 0;
+  if (!clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, len, names, NULL)) {
+    names[len] = 0;
     pthread_mutex_lock(&c->kept_mu);
-    q = kiln_realloc(c->premade, sizeof *q * (size_t)(c->n_premade + n + 1));
-    if (q) {
-      c->premade = q;
-      for (int i = 0; i < n; i++) c->premade[c->n_premade++] = (struct kiln_cl_premade){p, ks[i]};
+    for (char *q = names, *end; *q; q = *end ? end + 1 : end) {
+      end = q + strcspn(q, ";");
+      size_t l = (size_t)(end - q);
+      if (!l || l >= sizeof c->premade[0].name) continue;
+      struct kiln_cl_premade *a = kiln_realloc(c->premade, sizeof *a * (size_t)(c->n_premade + 1));
+      if (!a) break;
+      c->premade = a;
+      struct kiln_cl_premade *e = &c->premade[c->n_premade++];
+      memset(e, 0, sizeof *e);
+      e->prog = p;
+      memcpy(e->name, q, l);
+      e->state = PM_QUEUED;
+      n++;
     }
     pthread_mutex_unlock(&c->kept_mu);
   }
-  if (!q) /* no room: made for nothing */
-    for (int i = 0; i < n; i++) {
-      kiln_cl_kernel k = ks[i];
-      kiln_cl_kernel_free(&k);
-    }
+  kiln_free(names);
+  return n;
 }
 
-/* Takes program p's kernel made ahead under name into *out. */
+static kiln_status kernel_make(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
+
+int kiln_cl_context_kernels_make(kiln_cl_context *c, cl_program p) {
+  if (!c->kept_mu_ok) return 0;
+  int made = 0;
+  for (;;) {
+    char name[64];
+    pthread_mutex_lock(&c->kept_mu);
+    int i = 0;
+    while (i < c->n_premade && !(c->premade[i].prog == p && c->premade[i].state == PM_QUEUED)) i++;
+    if (i < c->n_premade) {
+      c->premade[i].state = PM_MAKING;
+      memcpy(name, c->premade[i].name, sizeof name);
+    }
+    pthread_mutex_unlock(&c->kept_mu);
+    if (i >= c->n_premade) break; /* (read under the lock above: no entry of p is queued) */
+    kiln_cl_kernel k;
+    kiln_status s = kernel_make(c, p, name, &k);
+    pthread_mutex_lock(&c->kept_mu);
+    int j = premade_find(c, p, name);
+    if (j >= 0 && !s) {
+      c->premade[j].k = k;
+      c->premade[j].state = PM_READY;
+      made++;
+    } else if (j >= 0) {
+      premade_remove(c, j); /* a waiting caller makes its own */
+    } else if (!s) {
+      kiln_cl_kernel_free(&k); /* its entry dropped meanwhile (a program at the same address dropped by another plan) */
+    }
+    pthread_cond_broadcast(&c->premade_cv);
+    pthread_mutex_unlock(&c->kept_mu);
+  }
+  return made;
+}
+
+/* kiln_cl_kernel_create's part: program p's kernel made ahead under name
+ * into *out (waiting while it is being made); true when taken. A queued one
+ * is claimed (its maker skips it) and false returned: the caller makes it. */
 static bool premade_take(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out) {
   if (!c->kept_mu_ok) return false;
-  bool found = false;
+  bool taken = false;
   pthread_mutex_lock(&c->kept_mu);
-  for (int i = 0; i < c->n_premade && !found; i++)
-    if (c->premade[i].prog == p && !strcmp(c->premade[i].k.name, name)) {
-      *out = c->premade[i].k;
-      c->premade[i] = c->premade[--c->n_premade];
-      found = true;
+  for (int i; (i = premade_find(c, p, name)) >= 0;) {
+    struct kiln_cl_premade *e = &c->premade[i];
+    if (e->state == PM_MAKING) {
+      pthread_cond_wait(&c->premade_cv, &c->kept_mu);
+      continue;
     }
+    if (e->state == PM_READY) {
+      *out = e->k;
+      premade_remove(c, i);
+      taken = true;
+    } else if (e->state == PM_QUEUED) {
+      e->state = PM_CLAIMED;
+    }
+    break;
+  }
   pthread_mutex_unlock(&c->kept_mu);
-  return found;
+  return taken;
 }
 
 int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p) {
@@ -194,9 +273,8 @@ int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p) {
   pthread_mutex_lock(&c->kept_mu);
   for (int i = 0; i < c->n_premade;)
     if (c->premade[i].prog == p) {
-      kiln_cl_kernel_free(&c->premade[i].k);
-      c->premade[i] = c->premade[--c->n_premade];
-      n++;
+      if (c->premade[i].state == PM_READY) kiln_cl_kernel_free(&c->premade[i].k), n++;
+      premade_remove(c, i);
     } else {
       i++;
     }
@@ -206,7 +284,8 @@ int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p) {
 
 void kiln_cl_context_free(kiln_cl_context *c) {
   if (!c) return;
-  for (int i = 0; i < c->n_premade; i++) kiln_cl_kernel_free(&c->premade[i].k);
+  for (int i = 0; i < c->n_premade; i++)
+    if (c->premade[i].state == PM_READY) kiln_cl_kernel_free(&c->premade[i].k);
   kiln_free(c->premade);
   if (c->queue) {
     clFinish(c->queue);
@@ -214,7 +293,10 @@ void kiln_cl_context_free(kiln_cl_context *c) {
   }
   for (int i = 0; i < KILN_CL_PROGRAMS_KEPT; i++)
     if (c->kept[i].prog) clReleaseProgram(c->kept[i].prog);
-  if (c->kept_mu_ok) pthread_mutex_destroy(&c->kept_mu);
+  if (c->kept_mu_ok) {
+    pthread_cond_destroy(&c->premade_cv);
+    pthread_mutex_destroy(&c->kept_mu);
+  }
   if (c->ctx) clReleaseContext(c->ctx);
   kiln_free(c->name);
   kiln_free(c);
@@ -395,6 +477,11 @@ void kiln_cl_program_free(cl_program p) {
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out) {
   memset(out, 0, sizeof *out);
   if (premade_take(c, p, name, out)) return KILN_OK;
+  return kernel_make(c, p, name, out);
+}
+
+static kiln_status kernel_make(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out) {
+  memset(out, 0, sizeof *out);
   snprintf(out->name, sizeof out->name, "%s", name);
   cl_int e = CL_SUCCESS;
   cl_kernel k = clCreateKernel(p, name, &e);
@@ -412,43 +499,6 @@ kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *
   }
   if (!out->pref_multiple) out->pref_multiple = 1;
   out->k = k;
-  return KILN_OK;
-}
-
-kiln_status kiln_cl_kernels_all(kiln_cl_context *c, cl_program p, kiln_cl_kernel **ks, int *n) {
-  *ks = NULL;
-  *n = 0;
-  size_t len = 0;
-  cl_int e = clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &len);
-  char *names = !e && len ? kiln_malloc(len + 1) : NULL;
-  if (!e && len && !names) return kiln_fail(KILN_E_NOMEM, "out of memory listing a program's kernels");
-  if (!e && names) e = clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, len, names, NULL);
-  if (e) {
-    kiln_free(names);
-    return kiln_cl_fail(e, "listing the kernels of a program on %s (%s)", c->id, c->name);
-  }
-  if (!names) return KILN_OK;
-  names[len] = 0;
-  int cap = 1;
-  for (const char *q = names; *q; q++) cap += *q == ';';
-  kiln_cl_kernel *a = kiln_calloc((size_t)cap, sizeof *a);
-  kiln_status s = a ? KILN_OK : kiln_fail(KILN_E_NOMEM, "out of memory listing a program's kernels");
-  int k = 0;
-  for (char *q = names, *end; !s && *q && k < cap; q = *end ? end + 1 : end) {
-    end = q + strcspn(q, ";");
-    char save = *end;
-    *end = 0;
-    if (*q && strlen(q) < sizeof a[k].name) s = kiln_cl_kernel_create(c, p, q, &a[k]), k += !s;
-    *end = save;
-  }
-  kiln_free(names);
-  if (s) {
-    for (int i = 0; i < k; i++) kiln_cl_kernel_free(&a[i]);
-    kiln_free(a);
-    return s;
-  }
-  *ks = a;
-  *n = k;
   return KILN_OK;
 }
 

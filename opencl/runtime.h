@@ -43,9 +43,10 @@ typedef struct kiln_cl_context {
   bool kept_mu_ok;
   uint64_t clock;
   kiln_cl_kept_program kept[KILN_CL_PROGRAMS_KEPT];
-  /* kernels made ahead for a program (kiln_cl_context_kernels_put), under kept_mu */
+  /* kernels made ahead for programs loaded ahead (kiln_cl_context_kernels_queue), under kept_mu */
   struct kiln_cl_premade *premade;
   int n_premade;
+  pthread_cond_t premade_cv; /* a kernel made ahead is ready (or failed) */
 } kiln_cl_context;
 
 /* Creates a context and an in-order queue on dev (which may be freed
@@ -148,18 +149,19 @@ typedef struct kiln_cl_kernel {
 } kiln_cl_kernel;
 
 /* Creates kernel name from built program p, with its work-group limits (or
- * takes the one made ahead for p: kiln_cl_context_kernels_put). */
+ * takes the one made ahead for p: kiln_cl_context_kernels_queue). */
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
-/* Every kernel of built program p (CL_PROGRAM_KERNEL_NAMES), created:
- * *ks (kiln_malloc'd, *n of them; the caller frees each and the array). */
-kiln_status kiln_cl_kernels_all(kiln_cl_context *c, cl_program p, kiln_cl_kernel **ks, int *n);
 /* Kernels made ahead (opencl/preload.c: a program loaded ahead, its kernels
- * created on the loading thread): put hands the n kernels of program p to
- * the context (on no room they are freed); kiln_cl_kernel_create then takes
- * one of p's by name instead of creating it (each once); drop frees what of
- * p's was not taken and returns how many. Thread-safe; without the
- * context's mutex put frees them and nothing is ever taken. */
-void kiln_cl_context_kernels_put(kiln_cl_context *c, cl_program p, const kiln_cl_kernel *ks, int n);
+ * made on the loading thread). queue: every kernel of built program p
+ * (CL_PROGRAM_KERNEL_NAMES) noted as to be made; returns how many. make:
+ * makes them one by one, each unless kiln_cl_kernel_create asked for it
+ * first (then the caller makes it; one being made is waited for, one made
+ * is taken), and returns how many it made. drop: frees what of p's no one
+ * took and forgets p's entries; returns how many it freed (call it once
+ * make returned, before p can be released). Thread-safe; without the
+ * context's mutex nothing is queued. */
+int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p);
+int kiln_cl_context_kernels_make(kiln_cl_context *c, cl_program p);
 int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p);
 
 /* A second kernel object of src's function, with src's work-group limits

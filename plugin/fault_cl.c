@@ -165,6 +165,18 @@ cl_int __wrap_clRetainKernel(cl_kernel k) {
   return e;
 }
 
+/* A program kept for more than one holder (the context's kept programs; a
+ * preload's thread making the kernels of a program it handed over): one
+ * more reference, counted as a live program like a creation. */
+cl_int __real_clRetainProgram(cl_program);
+cl_int __wrap_clRetainProgram(cl_program p);
+cl_int __wrap_clRetainProgram(cl_program p) {
+  if (HIT("clRetainProgram")) return CL_OUT_OF_RESOURCES;
+  cl_int e = __real_clRetainProgram(p);
+  if (!e) kiln_fault_live(KILN_FAULT_LIVE_CL_PROGRAM, 1);
+  return e;
+}
+
 /* clCloneKernel (OpenCL 2.1), which kiln calls through kiln_cl_clone_raw
  * (opencl/clone.c: looked up at run time) */
 cl_kernel __real_kiln_cl_clone_raw(cl_kernel, cl_int *);
