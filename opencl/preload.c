@@ -85,10 +85,10 @@ static void *load_work(void *arg) {
        that kiln_cl_kernel_create waits for one being made, takes one made,
        and makes one not yet started itself; those no one takes are dropped
        at the finish. A failure only means the caller makes them. */
-    int queued = prog ? kiln_cl_context_kernels_queue(pl->ctx, prog) : 0;
+    int queued = prog && pl->kernels_ahead ? kiln_cl_context_kernels_queue(pl->ctx, prog) : 0;
     /* a reference of this thread's own while it makes them, taken before the
        handover: the caller may take the program and, failing, release it */
-    bool held = queued && pl->kernels_ahead && clRetainProgram(prog) == CL_SUCCESS;
+    bool held = queued && clRetainProgram(prog) == CL_SUCCESS;
     if (!pl->sync) kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
     pthread_mutex_lock(&pl->mu);
     pl->e[i].prog = prog;
