@@ -17,8 +17,8 @@ enum { WAITING, LOADING, DONE, SKIPPED }; /* SKIPPED: asked for before a thread 
 
 typedef struct entry {
   kiln_cl_key key;
-  cl_program prog;   /* loaded and not taken yet, or NULL */
-  cl_program loaded; /* what was loaded (taken or not): its kernels made ahead are dropped at the finish */
+  cl_program loaded; /* the program loaded (NULL: none), the entry's until taken; the kernels made
+                        ahead for it that no one took are dropped at the finish */
   int kernels;       /* made ahead for it (and handed to the context) */
   int state;
   bool taken;
@@ -37,7 +37,6 @@ struct kiln_cl_preload {
   bool kernels_ahead; /* the loading thread makes the programs' kernels too (one loading thread at most) */
   kiln_cl_key *noted; /* the keys this init used, in order */
   int n_noted;
-  int loaded;
 };
 
 kiln_cl_key kiln_cl_preload_key(const kiln_cl_device *dev, const kiln_cl_key *graph_key, int mode) {
@@ -91,10 +90,8 @@ static void *load_work(void *arg) {
     bool held = queued && clRetainProgram(prog) == CL_SUCCESS;
     if (!pl->sync) kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
     pthread_mutex_lock(&pl->mu);
-    pl->e[i].prog = prog;
     pl->e[i].loaded = prog;
     pl->e[i].state = DONE;
-    pl->loaded += prog != NULL;
     pthread_cond_broadcast(&pl->cv);
     pthread_mutex_unlock(&pl->mu);
     int made = 0;
@@ -179,9 +176,8 @@ bool kiln_cl_preload_take(kiln_cl_preload *pl, kiln_cl_key key, cl_program *prog
     if (!same_key(e->key, key) || e->taken) continue;
     if (e->state == WAITING) e->state = SKIPPED; /* no thread has it yet: the caller is as quick */
     while (e->state == LOADING) pthread_cond_wait(&pl->cv, &pl->mu);
-    if (e->state == DONE && e->prog) {
-      *prog = e->prog;
-      e->prog = NULL;
+    if (e->state == DONE && e->loaded) {
+      *prog = e->loaded;
       e->taken = true;
       break;
     }
@@ -223,14 +219,15 @@ void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n) {
   if (n) memset(n, 0, sizeof *n);
   if (!pl) return;
   for (int t = 0; t < pl->n_th; t++) pthread_join(pl->th[t], NULL);
-  kiln_cl_preload_counts c = {.loaded = pl->loaded};
+  kiln_cl_preload_counts c = {0};
   for (int i = 0; i < pl->n; i++) {
     entry *e = &pl->e[i];
+    c.loaded += e->loaded != NULL;
     c.used += e->taken;
     c.skipped += e->state == SKIPPED;
     c.kernels += e->kernels;
     c.kernels_used += e->kernels - (e->loaded ? kiln_cl_context_kernels_drop(pl->ctx, e->loaded) : 0);
-    kiln_cl_program_free(e->prog); /* loaded, not asked for */
+    if (!e->taken) kiln_cl_program_free(e->loaded); /* loaded, not asked for */
   }
   if (n) *n = c;
   write_list(pl);

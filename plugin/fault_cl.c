@@ -154,28 +154,22 @@ cl_kernel __wrap_clCreateKernel(cl_program p, const char *name, cl_int *err) {
   return k;
 }
 
-/* A device op sharing another's kernel object (kiln_cl_kernel_share):
- * one more reference, counted as a live kernel like a creation. */
-cl_int __real_clRetainKernel(cl_kernel);
-cl_int __wrap_clRetainKernel(cl_kernel k);
-cl_int __wrap_clRetainKernel(cl_kernel k) {
-  if (HIT("clRetainKernel")) return CL_OUT_OF_RESOURCES;
-  cl_int e = __real_clRetainKernel(k);
-  if (!e) kiln_fault_live(KILN_FAULT_LIVE_CL_KERNEL, 1);
-  return e;
-}
-
-/* A program kept for more than one holder (the context's kept programs; a
- * preload's thread making the kernels of a program it handed over): one
- * more reference, counted as a live program like a creation. */
-cl_int __real_clRetainProgram(cl_program);
-cl_int __wrap_clRetainProgram(cl_program p);
-cl_int __wrap_clRetainProgram(cl_program p) {
-  if (HIT("clRetainProgram")) return CL_OUT_OF_RESOURCES;
-  cl_int e = __real_clRetainProgram(p);
-  if (!e) kiln_fault_live(KILN_FAULT_LIVE_CL_PROGRAM, 1);
-  return e;
-}
+/* One more reference to an object (failed at its fault point, counted as
+ * a live object like a creation): clRetainKernel, a device op sharing
+ * another's kernel object (kiln_cl_kernel_share); clRetainProgram, the
+ * context's kept programs and a preload's thread holding a program it
+ * handed over while it makes its kernels. */
+#define RETAIN(fn, type, what)                      \
+  cl_int __real_##fn(type);                         \
+  cl_int __wrap_##fn(type x);                       \
+  cl_int __wrap_##fn(type x) {                      \
+    if (HIT(#fn)) return CL_OUT_OF_RESOURCES;       \
+    cl_int e = __real_##fn(x);                      \
+    if (!e) kiln_fault_live(what, 1);               \
+    return e;                                       \
+  }
+RETAIN(clRetainKernel, cl_kernel, KILN_FAULT_LIVE_CL_KERNEL)
+RETAIN(clRetainProgram, cl_program, KILN_FAULT_LIVE_CL_PROGRAM)
 
 /* clCloneKernel (OpenCL 2.1), which kiln calls through kiln_cl_clone_raw
  * (opencl/clone.c: looked up at run time) */

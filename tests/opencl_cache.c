@@ -690,8 +690,8 @@ int main(int argc, char **argv) {
           "preload: the new list: %d loaded ahead, %d taken", preloaded, preload_used);
     unsetenv("KILN_CL_PRELOAD"); /* one program on a thread: its kernels made there too, raced by the lowering */
     run_plan("preload: one program, on a thread", 2, &d);
-    CHECK(programs == 1 && preload_used == preloaded && preloaded + pre_skipped == 1 && pre_kernels_used <= pre_kernels &&
-              pre_kernels_used <= kernels && d.corrupt == 0,
+    CHECK(programs == 1 && preload_used == preloaded && preloaded + pre_skipped == 1 &&
+              pre_kernels_used <= pre_kernels && pre_kernels_used <= kernels && d.corrupt == 0,
           "preload, one program on a thread: %d loaded ahead and taken, %d left to the lowering; %d kernels ahead, %d "
           "taken", preloaded, pre_skipped, pre_kernels, pre_kernels_used);
     setenv("KILN_CL_PRELOAD", "sync", 1);
