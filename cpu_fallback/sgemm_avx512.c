@@ -280,7 +280,43 @@ static inline __attribute__((always_inline)) void rows_stream(int MR, bool trans
   __mmask16 mt = mask_of((int)(n % 16));
   int64_t nf = n / 16 * 16;
   for (int64_t q = 0; q < MR * n; q++) acc[q] = 0.0f;
-  for (int64_t k = p0; k < p0 + kc; k++) {
+  int64_t k = p0, kend = p0 + kc;
+  /* Four rows of B a pass over the sums: each sum's fmas in the same k order (the same bits), a quarter of the
+     sums' loads and stores, which bound one row a pass. The next four rows into L2 (a hint): into L1, or 8-16
+     rows ahead, was slower (GEMM_CONV.md "The classifier four rows a pass") */
+  for (; k + 4 <= kend; k += 4) {
+    const float *bk = B + k * ldb + j0;
+    __m512 a[4][4];
+    for (int i = 0; i < MR; i++)
+      for (int u = 0; u < 4; u++) {
+        float ai = transA ? A[(k + u) * lda + i] : A[i * lda + k + u];
+        a[i][u] = _mm512_set1_ps(alpha != 1.0f ? alpha * ai : ai);
+      }
+    bool ahead = k + 8 <= kend;
+    for (int64_t jj = 0; jj < nf; jj += 16) {
+      if (ahead)
+        for (int u = 0; u < 4; u++) _mm_prefetch((const char *)(bk + (4 + u) * ldb + jj), _MM_HINT_T1);
+      __m512 b0 = _mm512_loadu_ps(bk + jj), b1 = _mm512_loadu_ps(bk + ldb + jj);
+      __m512 b2 = _mm512_loadu_ps(bk + 2 * ldb + jj), b3 = _mm512_loadu_ps(bk + 3 * ldb + jj);
+      for (int i = 0; i < MR; i++) {
+        __m512 r = _mm512_fmadd_ps(a[i][0], b0, _mm512_loadu_ps(acc + i * n + jj));
+        r = _mm512_fmadd_ps(a[i][1], b1, r);
+        r = _mm512_fmadd_ps(a[i][2], b2, r);
+        _mm512_storeu_ps(acc + i * n + jj, _mm512_fmadd_ps(a[i][3], b3, r));
+      }
+    }
+    if (mt) {
+      __m512 b0 = _mm512_maskz_loadu_ps(mt, bk + nf), b1 = _mm512_maskz_loadu_ps(mt, bk + ldb + nf);
+      __m512 b2 = _mm512_maskz_loadu_ps(mt, bk + 2 * ldb + nf), b3 = _mm512_maskz_loadu_ps(mt, bk + 3 * ldb + nf);
+      for (int i = 0; i < MR; i++) {
+        __m512 r = _mm512_fmadd_ps(a[i][0], b0, _mm512_maskz_loadu_ps(mt, acc + i * n + nf));
+        r = _mm512_fmadd_ps(a[i][1], b1, r);
+        r = _mm512_fmadd_ps(a[i][2], b2, r);
+        _mm512_mask_storeu_ps(acc + i * n + nf, mt, _mm512_fmadd_ps(a[i][3], b3, r));
+      }
+    }
+  }
+  for (; k < kend; k++) {
     const float *bk = B + k * ldb + j0;
     __m512 a[4];
     for (int i = 0; i < MR; i++) {
