@@ -45,6 +45,7 @@ typedef struct kiln_cl_plan_stats {
   int preloaded, preload_used; /* at prepare: programs loaded ahead from the last init's list, and taken (preload.h) */
   int preload_kernels, preload_kernels_used; /* ... their kernels made ahead, and taken */
   int preload_skipped; /* ... listed programs the lowering asked for before a thread started on them */
+  int preload_waited;  /* ... listed programs the lowering asked for while a thread loaded them (it waited) */
   int folded, bn_folded, cse, noops, transposes, dead;
   /* zero-copy (opencl/engine_zerocopy.c), summed over runs: host-memory
      inputs and outputs wrapped and used in place, and those refused

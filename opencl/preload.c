@@ -22,6 +22,7 @@ typedef struct entry {
   int kernels;       /* made ahead for it (and handed to the context) */
   int state;
   bool taken;
+  bool waited; /* its take found it loading and waited */
 } entry;
 
 struct kiln_cl_preload {
@@ -34,6 +35,10 @@ struct kiln_cl_preload {
   pthread_t th[2];
   int n_th;
   bool sync;          /* KILN_CL_PRELOAD=sync: loaded on the init's thread (its last error kept) */
+  bool hold;          /* KILN_CL_PRELOAD=hold: each thread claims an entry before the start returns and loads it
+                         only once some take has begun (or the finish), so that take waits for a load */
+  int claimed;        /* hold: entries claimed (LOADING or later) */
+  bool taking, finishing;
   bool kernels_ahead; /* the loading thread makes the programs' kernels too (one loading thread at most) */
   kiln_cl_key *noted; /* the keys this init used, in order */
   int n_noted;
@@ -64,6 +69,11 @@ static void *load_work(void *arg) {
     while (pl->next < pl->n && pl->e[pl->next].state != WAITING) pl->next++;
     int i = pl->next < pl->n ? pl->next++ : -1;
     if (i >= 0) pl->e[i].state = LOADING;
+    if (pl->hold) { /* tests: the claim seen by the start, the load held until a take has begun */
+      pl->claimed += i >= 0;
+      pthread_cond_broadcast(&pl->cv);
+      while (i >= 0 && !pl->taking && !pl->finishing) pthread_cond_wait(&pl->cv, &pl->mu);
+    }
     pthread_mutex_unlock(&pl->mu);
     if (i < 0) break;
     kiln_cl_key k = pl->e[i].key;
@@ -146,6 +156,7 @@ kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
   }
   read_list(pl);
   const char *e = getenv("KILN_CL_PRELOAD");
+  pl->hold = e && !strcmp(e, "hold");
   if (e && !strcmp(e, "sync")) { /* for tests: every program loaded before this returns (no race with get_program) */
     pl->sync = pl->kernels_ahead = true;
     load_work(pl);
@@ -162,6 +173,9 @@ kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
   pl->kernels_ahead = threads == 1 || pl->n == 1;
   for (int t = 0; t < threads && t < pl->n; t++)
     if (!pthread_create(&pl->th[pl->n_th], NULL, load_work, pl)) pl->n_th++;
+  pthread_mutex_lock(&pl->mu);
+  while (pl->hold && pl->claimed < pl->n_th) pthread_cond_wait(&pl->cv, &pl->mu); /* each thread holds one */
+  pthread_mutex_unlock(&pl->mu);
   if (!pl->n_th)
     for (int i = 0; i < pl->n; i++) pl->e[i].state = SKIPPED; /* no thread: get_program loads them */
   return pl;
@@ -171,10 +185,15 @@ bool kiln_cl_preload_take(kiln_cl_preload *pl, kiln_cl_key key, cl_program *prog
   *prog = NULL;
   if (!pl) return false;
   pthread_mutex_lock(&pl->mu);
+  if (pl->hold && !pl->taking) { /* the held loads go on */
+    pl->taking = true;
+    pthread_cond_broadcast(&pl->cv);
+  }
   for (int i = 0; i < pl->n; i++) {
     entry *e = &pl->e[i];
     if (!same_key(e->key, key) || e->taken) continue;
     if (e->state == WAITING) e->state = SKIPPED; /* no thread has it yet: the caller is as quick */
+    e->waited = e->state == LOADING;
     while (e->state == LOADING) pthread_cond_wait(&pl->cv, &pl->mu);
     if (e->state == DONE && e->loaded) {
       *prog = e->loaded;
@@ -218,6 +237,10 @@ static void write_list(const kiln_cl_preload *pl) {
 void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n) {
   if (n) memset(n, 0, sizeof *n);
   if (!pl) return;
+  pthread_mutex_lock(&pl->mu);
+  pl->finishing = true; /* hold: loads no take released go on */
+  pthread_cond_broadcast(&pl->cv);
+  pthread_mutex_unlock(&pl->mu);
   for (int t = 0; t < pl->n_th; t++) pthread_join(pl->th[t], NULL);
   kiln_cl_preload_counts c = {0};
   for (int i = 0; i < pl->n; i++) {
@@ -225,6 +248,7 @@ void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n) {
     c.loaded += e->loaded != NULL;
     c.used += e->taken;
     c.skipped += e->state == SKIPPED;
+    c.waited += e->waited;
     c.kernels += e->kernels;
     c.kernels_used += e->kernels - (e->loaded ? kiln_cl_context_kernels_drop(pl->ctx, e->loaded) : 0);
     if (!e->taken) kiln_cl_program_free(e->loaded); /* loaded, not asked for */

@@ -24,7 +24,9 @@
  * for before a thread has started on it is left to the caller, who loads
  * it as before (as quick as waiting). opencl/ENGINE.md "Programs loaded
  * ahead". KILN_CL_PRELOAD=0 turns it off; =sync (for tests) loads the whole
- * list before kiln_cl_preload_start returns. */
+ * list before kiln_cl_preload_start returns; =hold (for tests) has each
+ * loading thread claim a program before kiln_cl_preload_start returns and
+ * load it only once a take has begun, so that the take waits for it. */
 #ifndef KILN_OPENCL_PRELOAD_H
 #define KILN_OPENCL_PRELOAD_H
 
@@ -60,6 +62,7 @@ void kiln_cl_preload_note(kiln_cl_preload *pl, const kiln_cl_key *keys, int n);
 typedef struct kiln_cl_preload_counts {
   int loaded, used, kernels, kernels_used;
   int skipped; /* listed programs asked for before a thread started on them (the caller loaded them) */
+  int waited;  /* listed programs asked for while a thread loaded them (the caller waited) */
 } kiln_cl_preload_counts;
 
 /* Waits for the loading threads, frees the kernels made ahead that no one

@@ -56,6 +56,7 @@ static int programs, kernels; /* the last run_plan's programs and generated kern
 static int preloaded, preload_used; /* the last run_plan's programs loaded ahead, and taken (opencl/preload.h) */
 static int pre_kernels, pre_kernels_used; /* ... their kernels made ahead, and taken */
 static int pre_skipped; /* ... listed programs asked for before a thread started on them */
+static int pre_waited;  /* ... listed programs asked for while a thread loaded them */
 
 static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kiln_cl_cache_stats s0, s1;
@@ -86,6 +87,7 @@ static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   pre_kernels = pst.preload_kernels;
   pre_kernels_used = pst.preload_kernels_used;
   pre_skipped = pst.preload_skipped;
+  pre_waited = pst.preload_waited;
   kiln_cl_plan_release(p);
   kiln_cl_cache_stats_get(&s1);
   kiln_cl_graph_cache_stats_get(&g1);
@@ -679,6 +681,14 @@ int main(int argc, char **argv) {
               pre_kernels_used <= pre_kernels && pre_kernels_used <= kernels,
           "preload on threads: %d of %d programs loaded ahead and taken (%d), %d left to the lowering; %d kernels "
           "ahead, %d taken", preloaded, np, preload_used, pre_skipped, pre_kernels, pre_kernels_used);
+    /* KILN_CL_PRELOAD=hold: each loading thread has claimed a program before the lowering starts and loads it
+       only once a take has begun, so the take of a claimed program finds it loading and waits for it */
+    setenv("KILN_CL_PRELOAD", "hold", 1);
+    run_plan("preload: warm, takes wait for the loads", 2, &d);
+    CHECK(programs == np && preload_used == preloaded && preloaded + pre_skipped == np && pre_waited >= 1 &&
+              pre_waited <= preload_used && d.corrupt == 0,
+          "preload, takes held: %d of %d loaded ahead and taken (%d), %d of them waited for, %d left to the lowering",
+          preloaded, np, preload_used, pre_waited, pre_skipped);
     setenv("KILN_CL_PRELOAD", "sync", 1);
     setenv("KILN_CL_PROGRAM_SPLIT", "0", 1);
     run_plan("preload: stale list (one program now)", 2, &d);
@@ -694,6 +704,12 @@ int main(int argc, char **argv) {
               pre_kernels_used <= pre_kernels && pre_kernels_used <= kernels && d.corrupt == 0,
           "preload, one program on a thread: %d loaded ahead and taken, %d left to the lowering; %d kernels ahead, %d "
           "taken", preloaded, pre_skipped, pre_kernels, pre_kernels_used);
+    setenv("KILN_CL_PRELOAD", "hold", 1); /* the one program's take waits for its load, then its kernels are raced */
+    run_plan("preload: one program, its take waits", 2, &d);
+    CHECK(programs == 1 && preloaded == 1 && preload_used == 1 && pre_waited == 1 && pre_skipped == 0 &&
+              pre_kernels_used <= pre_kernels && pre_kernels_used <= kernels && d.corrupt == 0,
+          "preload, one program held: %d loaded ahead, %d taken, %d waited for; %d kernels ahead, %d taken", preloaded,
+          preload_used, pre_waited, pre_kernels, pre_kernels_used);
     setenv("KILN_CL_PRELOAD", "sync", 1);
     /* the list of one program: the entry of 48 + 16 + 16 bytes (opencl/cache's header, preload.c's list) */
     DIR *dd = opendir(pdir);
