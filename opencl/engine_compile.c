@@ -1319,12 +1319,8 @@ static kiln_status build(cstate *c) {
     s = load_programs(c, cut, n_cut, place_values, &c->mem_ms, &threads);
     kiln_free(cut);
     if (s) return s;
-    if (c->p->preload) { /* the list the next init loads ahead */
-      kiln_cl_key *keys = kiln_calloc((size_t)v->n_prog, sizeof *keys);
-      for (int i = 0; keys && i < v->n_prog; i++) keys[i] = v->progs[i].key;
-      if (keys) kiln_cl_preload_note(c->p->preload, keys, v->n_prog);
-      kiln_free(keys);
-    }
+    for (int i = 0; c->p->preload && i < v->n_prog; i++) /* the list the next init loads ahead */
+      kiln_cl_preload_note(c->p->preload, &v->progs[i].key, 1);
     c->p->st.programs = v->n_prog;
     v->from_cache = v->from_process = true;
     for (int i = 0; i < v->n_prog; i++) {

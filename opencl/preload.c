@@ -134,13 +134,17 @@ static void read_list(kiln_cl_preload *pl) {
   kiln_free(buf);
 }
 
-static bool preload_on(void) {
+/* KILN_CL_PRELOAD: off (0, or no device binaries, or no kiln cache), on, or a test mode (sync, hold) */
+enum { MODE_OFF, MODE_ON, MODE_SYNC, MODE_HOLD };
+static int preload_mode(void) {
   const char *e = getenv("KILN_CL_PRELOAD"), *b = getenv("KILN_CL_BINARY_CACHE");
-  return !(e && !strcmp(e, "0")) && !(b && !strcmp(b, "0")) && kiln_cl_cache_enabled();
+  if ((e && !strcmp(e, "0")) || (b && !strcmp(b, "0")) || !kiln_cl_cache_enabled()) return MODE_OFF;
+  return !e ? MODE_ON : !strcmp(e, "sync") ? MODE_SYNC : !strcmp(e, "hold") ? MODE_HOLD : MODE_ON;
 }
 
 kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
-  if (!ctx || !preload_on()) return NULL;
+  int mode = ctx ? preload_mode() : MODE_OFF;
+  if (mode == MODE_OFF) return NULL;
   kiln_cl_preload *pl = kiln_calloc(1, sizeof *pl);
   if (!pl) return NULL;
   pl->ctx = ctx;
@@ -155,9 +159,8 @@ kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
     return NULL;
   }
   read_list(pl);
-  const char *e = getenv("KILN_CL_PRELOAD");
-  pl->hold = e && !strcmp(e, "hold");
-  if (e && !strcmp(e, "sync")) { /* for tests: every program loaded before this returns (no race with get_program) */
+  pl->hold = mode == MODE_HOLD;
+  if (mode == MODE_SYNC) { /* for tests: every program loaded before this returns (no race with get_program) */
     pl->sync = pl->kernels_ahead = true;
     load_work(pl);
     return pl;
@@ -173,9 +176,11 @@ kiln_cl_preload *kiln_cl_preload_start(kiln_cl_context *ctx, kiln_cl_key key) {
   pl->kernels_ahead = threads == 1 || pl->n == 1;
   for (int t = 0; t < threads && t < pl->n; t++)
     if (!pthread_create(&pl->th[pl->n_th], NULL, load_work, pl)) pl->n_th++;
-  pthread_mutex_lock(&pl->mu);
-  while (pl->hold && pl->claimed < pl->n_th) pthread_cond_wait(&pl->cv, &pl->mu); /* each thread holds one */
-  pthread_mutex_unlock(&pl->mu);
+  if (pl->hold) { /* each thread holds one */
+    pthread_mutex_lock(&pl->mu);
+    while (pl->claimed < pl->n_th) pthread_cond_wait(&pl->cv, &pl->mu);
+    pthread_mutex_unlock(&pl->mu);
+  }
   if (!pl->n_th)
     for (int i = 0; i < pl->n; i++) pl->e[i].state = SKIPPED; /* no thread: get_program loads them */
   return pl;

@@ -475,8 +475,7 @@ void kiln_cl_program_free(cl_program p) {
 /* ---- kernels and launches ---- */
 
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out) {
-  memset(out, 0, sizeof *out);
-  if (premade_take(c, p, name, out)) return KILN_OK;
+  if (premade_take(c, p, name, out)) return KILN_OK; /* (*out untouched otherwise: kernel_make clears it) */
   return kernel_make(c, p, name, out);
 }
 

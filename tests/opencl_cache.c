@@ -58,6 +58,28 @@ static int pre_kernels, pre_kernels_used; /* ... their kernels made ahead, and t
 static int pre_skipped; /* ... listed programs asked for before a thread started on them */
 static int pre_waited;  /* ... listed programs asked for while a thread loaded them */
 
+/* A part of its own over many programs: the kiln cache in root/name (its
+ * path into dir when given), no programs kept for the process (each plan
+ * loads its programs from the directory), a program per kernel and a kernel
+ * per node; _leave undoes it (the kept programs stay off, as the part before
+ * left them). */
+static void programs_dir_enter(const char *name, char *dir, size_t n) {
+  char d[600];
+  snprintf(d, sizeof d, "%s/%s", root, name);
+  if (dir) snprintf(dir, n, "%s", d);
+  setenv("KILN_CACHE_DIR", d, 1);
+  setenv("KILN_CL_PROGRAM_CACHE", "0", 1);
+  setenv("KILN_CL_PROGRAM_SPLIT", "1", 1);
+  setenv("KILN_FUSION", "0", 1);
+}
+
+static void programs_dir_leave(void) {
+  unsetenv("KILN_CL_PROGRAM_SPLIT");
+  unsetenv("KILN_FUSION");
+  unsetenv("KILN_CL_PROGRAM_CACHE");
+  setenv("KILN_CACHE_DIR", cdir, 1);
+}
+
 static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   kiln_cl_cache_stats s0, s1;
   kiln_cl_graph_cache_stats g0, g1;
@@ -353,7 +375,7 @@ static void test_hash(void) {
   enum { N = 700 + 8 };
   unsigned char b[N + 256];
   for (size_t i = 0; i < sizeof b; i++) b[i] = (unsigned char)(i * 37 + (i >> 3) + 11);
-  if (!kiln_cl_hash64_has_vec()) printf("  hash: no AVX2 here: the vectorised form is the scalar twin\n");
+  if (!kiln_cl_hash64_has_vec()) printf("  hash: no AVX2 or AVX-512 here: the vectorised form is the scalar twin\n");
   int same = 0, tried = 0;
   for (size_t n = 0; n <= 700; n++)
     for (size_t off = 0; off < 8; off += 3) {
@@ -614,14 +636,7 @@ int main(int argc, char **argv) {
      (KILN_CL_PARALLEL_LOAD=1, whatever the machine's load), then loaded on
      one (=0): the same programs from the cache, the same results. */
   {
-    char sdir[600];
-    snprintf(sdir, sizeof sdir, "%s/split", root);
-    const char *kept = getenv("KILN_CL_PROGRAM_CACHE");
-    char *kept_was = kept ? kiln_strdup(kept) : NULL;
-    setenv("KILN_CACHE_DIR", sdir, 1);
-    setenv("KILN_CL_PROGRAM_CACHE", "0", 1); /* each plan loads its programs from the directory */
-    setenv("KILN_CL_PROGRAM_SPLIT", "1", 1);
-    setenv("KILN_FUSION", "0", 1);
+    programs_dir_enter("split", NULL, 0);
     setenv("KILN_CL_PARALLEL_LOAD", "1", 1);
     run_plan("split: cold", 2, &d);
     int np = programs;
@@ -639,12 +654,7 @@ int main(int argc, char **argv) {
     setenv("KILN_CL_PROGRAM_SPLIT", "0", 1);
     run_plan("split off", 1, &d);
     CHECK(programs == 1 && kernels == np, "KILN_CL_PROGRAM_SPLIT=0: one program (%d)", programs);
-    unsetenv("KILN_CL_PROGRAM_SPLIT");
-    unsetenv("KILN_FUSION");
-    if (kept_was) setenv("KILN_CL_PROGRAM_CACHE", kept_was, 1);
-    else unsetenv("KILN_CL_PROGRAM_CACHE");
-    kiln_free(kept_was);
-    setenv("KILN_CACHE_DIR", cdir, 1);
+    programs_dir_leave();
   }
 
   /* programs loaded ahead (opencl/preload.h), a program per kernel
@@ -658,11 +668,7 @@ int main(int argc, char **argv) {
      (nothing ahead), rewritten; KILN_CL_PRELOAD=0 loads nothing ahead. */
   {
     char pdir[600];
-    snprintf(pdir, sizeof pdir, "%s/preload", root);
-    setenv("KILN_CACHE_DIR", pdir, 1);
-    setenv("KILN_CL_PROGRAM_CACHE", "0", 1); /* each plan loads its programs from the directory */
-    setenv("KILN_CL_PROGRAM_SPLIT", "1", 1);
-    setenv("KILN_FUSION", "0", 1);
+    programs_dir_enter("preload", pdir, sizeof pdir);
     setenv("KILN_CL_PRELOAD", "sync", 1);
     run_plan("preload: cold", 2, &d);
     int np = programs;
@@ -733,10 +739,7 @@ int main(int argc, char **argv) {
     setenv("KILN_CL_PRELOAD", "0", 1);
     run_plan("preload: KILN_CL_PRELOAD=0", 1, &d);
     CHECK(preloaded == 0 && preload_used == 0 && programs == 1, "KILN_CL_PRELOAD=0: none ahead");
-    unsetenv("KILN_CL_PROGRAM_SPLIT");
-    unsetenv("KILN_FUSION");
-    unsetenv("KILN_CL_PROGRAM_CACHE");
-    setenv("KILN_CACHE_DIR", cdir, 1);
+    programs_dir_leave();
   }
 
   /* read-only directory holding the entry: still a hit; a miss still runs */
