@@ -283,9 +283,13 @@ static void preload_finish(kiln_cl_plan *p) {
   p->st.preload_kernels_used = n.kernels_used;
   p->st.preload_skipped = n.skipped;
   p->st.preload_waited = n.waited;
+  p->st.preload_kernels_waited = n.kernels_waited;
   if (n.loaded)
-    kiln_log(KILN_LOG_INFO, "opencl: %d program%s loaded ahead, %d used (%d waited for); %d kernel%s made ahead, %d used",
-             n.loaded, n.loaded == 1 ? "" : "s", n.used, n.waited, n.kernels, n.kernels == 1 ? "" : "s", n.kernels_used);
+    kiln_log(KILN_LOG_INFO,
+             "opencl: %d program%s loaded ahead, %d used (%d waited for); "
+             "%d kernel%s made ahead, %d used (%d waited for)",
+             n.loaded, n.loaded == 1 ? "" : "s", n.used, n.waited, n.kernels, n.kernels == 1 ? "" : "s", n.kernels_used,
+             n.kernels_waited);
 }
 
 static kiln_status prepare(const kiln_cl_device *dev, kiln_cl_slot *host_slot, const kiln_graph *g0, int mode,

@@ -46,6 +46,7 @@ typedef struct kiln_cl_plan_stats {
   int preload_kernels, preload_kernels_used; /* ... their kernels made ahead, and taken */
   int preload_skipped; /* ... listed programs the lowering asked for before a thread started on them */
   int preload_waited;  /* ... listed programs the lowering asked for while a thread loaded them (it waited) */
+  int preload_kernels_waited; /* ... kernels made ahead the lowering asked for while they were made (it waited) */
   int folded, bn_folded, cse, noops, transposes, dead;
   /* zero-copy (opencl/engine_zerocopy.c), summed over runs: host-memory
      inputs and outputs wrapped and used in place, and those refused

@@ -20,6 +20,7 @@ typedef struct entry {
   cl_program loaded; /* the program loaded (NULL: none), the entry's until taken; the kernels made
                         ahead for it that no one took are dropped at the finish */
   int kernels;       /* made ahead for it (and handed to the context) */
+  int kernels_waited; /* ... of them, asked for while being made (the caller waited) */
   int state;
   bool taken;
   bool waited; /* its take found it loading and waited */
@@ -38,6 +39,8 @@ struct kiln_cl_preload {
   bool hold;          /* KILN_CL_PRELOAD=hold: each thread claims an entry before the start returns and loads it
                          only once some take has begun (or the finish), so that take waits for a load */
   int claimed;        /* hold: entries claimed (LOADING or later) */
+  bool kernels_released; /* hold: the first kernel made ahead of a program is held being made until a
+                            kiln_cl_kernel_create waits for it, or until this is set (under the context's mutex) */
   bool taking, finishing;
   bool kernels_ahead; /* the loading thread makes the programs' kernels too (one loading thread at most) */
   kiln_cl_key *noted; /* the keys this init used, in order */
@@ -94,24 +97,27 @@ static void *load_work(void *arg) {
        that kiln_cl_kernel_create waits for one being made, takes one made,
        and makes one not yet started itself; those no one takes are dropped
        at the finish. A failure only means the caller makes them. */
-    int queued = prog && pl->kernels_ahead ? kiln_cl_context_kernels_queue(pl->ctx, prog) : 0;
+    /* (hold: the first one held being made until the lowering waits for it) */
+    int queued = prog && pl->kernels_ahead ? kiln_cl_context_kernels_queue(pl->ctx, prog, pl->hold) : 0;
     /* a reference of this thread's own while it makes them, taken before the
        handover: the caller may take the program and, failing, release it */
     bool held = queued && clRetainProgram(prog) == CL_SUCCESS;
+    if (queued && !held) kiln_cl_context_kernels_drop(pl->ctx, prog); /* none made here (nor one held) */
     if (!pl->sync) kiln_error_clear(); /* this thread's: a refused binary is get_program's to report */
     pthread_mutex_lock(&pl->mu);
     pl->e[i].loaded = prog;
     pl->e[i].state = DONE;
     pthread_cond_broadcast(&pl->cv);
     pthread_mutex_unlock(&pl->mu);
-    int made = 0;
+    int made = 0, waited = 0;
     if (held) { /* (not held: the queued ones are made by whoever asks) */
-      made = kiln_cl_context_kernels_make(pl->ctx, prog);
+      made = kiln_cl_context_kernels_make(pl->ctx, prog, &pl->kernels_released, &waited);
       kiln_cl_program_free(prog);
     }
     if (!pl->sync) kiln_error_clear();
     pthread_mutex_lock(&pl->mu);
     pl->e[i].kernels = made;
+    pl->e[i].kernels_waited = waited;
     pthread_mutex_unlock(&pl->mu);
   }
   return NULL;
@@ -246,6 +252,7 @@ void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n) {
   pl->finishing = true; /* hold: loads no take released go on */
   pthread_cond_broadcast(&pl->cv);
   pthread_mutex_unlock(&pl->mu);
+  if (pl->hold) kiln_cl_context_kernels_release(pl->ctx, &pl->kernels_released); /* kernels no one asked for */
   for (int t = 0; t < pl->n_th; t++) pthread_join(pl->th[t], NULL);
   kiln_cl_preload_counts c = {0};
   for (int i = 0; i < pl->n; i++) {
@@ -255,6 +262,7 @@ void kiln_cl_preload_finish(kiln_cl_preload *pl, kiln_cl_preload_counts *n) {
     c.skipped += e->state == SKIPPED;
     c.waited += e->waited;
     c.kernels += e->kernels;
+    c.kernels_waited += e->kernels_waited;
     c.kernels_used += e->kernels - (e->loaded ? kiln_cl_context_kernels_drop(pl->ctx, e->loaded) : 0);
     if (!e->taken) kiln_cl_program_free(e->loaded); /* loaded, not asked for */
   }

@@ -26,7 +26,9 @@
  * ahead". KILN_CL_PRELOAD=0 turns it off; =sync (for tests) loads the whole
  * list before kiln_cl_preload_start returns; =hold (for tests) has each
  * loading thread claim a program before kiln_cl_preload_start returns and
- * load it only once a take has begun, so that the take waits for it. */
+ * load it only once a take has begun, so that the take waits for it; the
+ * first kernel such a thread makes ahead is held being made until
+ * kiln_cl_kernel_create waits for it (or the finish). */
 #ifndef KILN_OPENCL_PRELOAD_H
 #define KILN_OPENCL_PRELOAD_H
 
@@ -63,6 +65,7 @@ typedef struct kiln_cl_preload_counts {
   int loaded, used, kernels, kernels_used;
   int skipped; /* listed programs asked for before a thread started on them (the caller loaded them) */
   int waited;  /* listed programs asked for while a thread loaded them (the caller waited) */
+  int kernels_waited; /* kernels made ahead asked for while being made (the caller waited) */
 } kiln_cl_preload_counts;
 
 /* Waits for the loading threads, frees the kernels made ahead that no one

@@ -164,6 +164,8 @@ struct kiln_cl_premade {
   cl_program prog; /* not retained: the loader drops its entries before the program can go */
   char name[64];
   int state;
+  bool held;        /* MAKING from its queueing until a take waits for it (tests: kiln_cl_context_kernels_queue) */
+  bool waited;      /* a kiln_cl_kernel_create found it MAKING and waited */
   kiln_cl_kernel k; /* PM_READY */
 };
 
@@ -176,7 +178,7 @@ static int premade_find(const kiln_cl_context *c, cl_program p, const char *name
 
 static void premade_remove(kiln_cl_context *c, int i) { c->premade[i] = c->premade[--c->n_premade]; }
 
-int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p) {
+int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p, bool hold) {
   if (!c->kept_mu_ok) return 0;
   size_t len = 0;
   if (clGetProgramInfo(p, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &len) || !len) return 0;
@@ -198,6 +200,7 @@ int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p) {
       e->prog = p;
       memcpy(e->name, q, l);
       e->state = PM_QUEUED;
+      if (hold && !n) e->state = PM_MAKING, e->held = true;
       n++;
     }
     pthread_mutex_unlock(&c->kept_mu);
@@ -208,17 +211,25 @@ int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p) {
 
 static kiln_status kernel_make(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
 
-int kiln_cl_context_kernels_make(kiln_cl_context *c, cl_program p) {
+int kiln_cl_context_kernels_make(kiln_cl_context *c, cl_program p, const bool *released, int *waited) {
+  if (waited) *waited = 0;
   if (!c->kept_mu_ok) return 0;
   int made = 0;
   for (;;) {
     char name[64];
     pthread_mutex_lock(&c->kept_mu);
     int i = 0;
-    while (i < c->n_premade && !(c->premade[i].prog == p && c->premade[i].state == PM_QUEUED)) i++;
+    while (i < c->n_premade &&
+           !(c->premade[i].prog == p && (c->premade[i].state == PM_QUEUED || c->premade[i].held)))
+      i++;
     if (i < c->n_premade) {
+      bool held = c->premade[i].held;
       c->premade[i].state = PM_MAKING;
+      c->premade[i].held = false;
       memcpy(name, c->premade[i].name, sizeof name);
+      /* tests: one queued held is made once a take waits for it (or at the release) */
+      for (int j; held && released && !*released && (j = premade_find(c, p, name)) >= 0 && !c->premade[j].waited;)
+        pthread_cond_wait(&c->premade_cv, &c->kept_mu);
     }
     pthread_mutex_unlock(&c->kept_mu);
     if (i >= c->n_premade) break; /* (read under the lock above: no entry of p is queued) */
@@ -226,6 +237,7 @@ int kiln_cl_context_kernels_make(kiln_cl_context *c, cl_program p) {
     kiln_status s = kernel_make(c, p, name, &k);
     pthread_mutex_lock(&c->kept_mu);
     int j = premade_find(c, p, name);
+    if (j >= 0 && waited) *waited += c->premade[j].waited;
     if (j >= 0 && !s) {
       c->premade[j].k = k;
       c->premade[j].state = PM_READY;
@@ -251,6 +263,10 @@ static bool premade_take(kiln_cl_context *c, cl_program p, const char *name, kil
   for (int i; (i = premade_find(c, p, name)) >= 0;) {
     struct kiln_cl_premade *e = &c->premade[i];
     if (e->state == PM_MAKING) {
+      if (!e->waited) { /* (a held maker waits for this) */
+        e->waited = true;
+        pthread_cond_broadcast(&c->premade_cv);
+      }
       pthread_cond_wait(&c->premade_cv, &c->kept_mu);
       continue;
     }
@@ -265,6 +281,17 @@ static bool premade_take(kiln_cl_context *c, cl_program p, const char *name, kil
   }
   pthread_mutex_unlock(&c->kept_mu);
   return taken;
+}
+
+void kiln_cl_context_kernels_release(kiln_cl_context *c, bool *released) {
+  if (!c->kept_mu_ok) {
+    *released = true;
+    return;
+  }
+  pthread_mutex_lock(&c->kept_mu);
+  *released = true;
+  pthread_cond_broadcast(&c->premade_cv);
+  pthread_mutex_unlock(&c->kept_mu);
 }
 
 int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p) {

@@ -153,15 +153,21 @@ typedef struct kiln_cl_kernel {
 kiln_status kiln_cl_kernel_create(kiln_cl_context *c, cl_program p, const char *name, kiln_cl_kernel *out);
 /* Kernels made ahead (opencl/preload.c: a program loaded ahead, its kernels
  * made on the loading thread). queue: every kernel of built program p
- * (CL_PROGRAM_KERNEL_NAMES) noted as to be made; returns how many. make:
- * makes them one by one, each unless kiln_cl_kernel_create asked for it
- * first (then the caller makes it; one being made is waited for, one made
- * is taken), and returns how many it made. drop: frees what of p's no one
- * took and forgets p's entries; returns how many it freed (call it once
- * make returned, before p can be released). Thread-safe; without the
+ * (CL_PROGRAM_KERNEL_NAMES) noted as to be made; returns how many. With
+ * hold (tests: KILN_CL_PRELOAD=hold) the first is noted as being made
+ * already, and make makes it only once a kiln_cl_kernel_create waits for it
+ * or release has set *released (under the context's mutex: no wake-up
+ * lost); call make after such a queue, or drop before p is handed over.
+ * make: makes them one by one, each unless kiln_cl_kernel_create asked for
+ * it first (then the caller makes it; one being made is waited for, one
+ * made is taken), and returns how many it made; *waited (may be NULL): how
+ * many of them a kiln_cl_kernel_create waited for. drop: frees what of p's
+ * no one took and forgets p's entries; returns how many it freed (call it
+ * once make returned, before p can be released). Thread-safe; without the
  * context's mutex nothing is queued. */
-int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p);
-int kiln_cl_context_kernels_make(kiln_cl_context *c, cl_program p);
+int kiln_cl_context_kernels_queue(kiln_cl_context *c, cl_program p, bool hold);
+int kiln_cl_context_kernels_make(kiln_cl_context *c, cl_program p, const bool *released, int *waited);
+void kiln_cl_context_kernels_release(kiln_cl_context *c, bool *released);
 int kiln_cl_context_kernels_drop(kiln_cl_context *c, cl_program p);
 
 /* A second kernel object of src's function, with src's work-group limits

@@ -57,6 +57,7 @@ static int preloaded, preload_used; /* the last run_plan's programs loaded ahead
 static int pre_kernels, pre_kernels_used; /* ... their kernels made ahead, and taken */
 static int pre_skipped; /* ... listed programs asked for before a thread started on them */
 static int pre_waited;  /* ... listed programs asked for while a thread loaded them */
+static int pre_kernels_waited; /* ... kernels made ahead asked for while being made */
 
 /* A part of its own over many programs: the kiln cache in root/name (its
  * path into dir when given), no programs kept for the process (each plan
@@ -110,6 +111,7 @@ static void run_plan(const char *what, int runs, kiln_cl_cache_stats *d) {
   pre_kernels_used = pst.preload_kernels_used;
   pre_skipped = pst.preload_skipped;
   pre_waited = pst.preload_waited;
+  pre_kernels_waited = pst.preload_kernels_waited;
   kiln_cl_plan_release(p);
   kiln_cl_cache_stats_get(&s1);
   kiln_cl_graph_cache_stats_get(&g1);
@@ -710,12 +712,15 @@ int main(int argc, char **argv) {
               pre_kernels_used <= pre_kernels && pre_kernels_used <= kernels && d.corrupt == 0,
           "preload, one program on a thread: %d loaded ahead and taken, %d left to the lowering; %d kernels ahead, %d "
           "taken", preloaded, pre_skipped, pre_kernels, pre_kernels_used);
-    setenv("KILN_CL_PRELOAD", "hold", 1); /* the one program's take waits for its load, then its kernels are raced */
-    run_plan("preload: one program, its take waits", 2, &d);
+    /* the one program's take waits for its load; then its loading thread holds the first kernel it makes ahead
+       until the lowering's kiln_cl_kernel_create waits for it, and the lowering makes the others it claims first */
+    setenv("KILN_CL_PRELOAD", "hold", 1);
+    run_plan("preload: one program, its take and a kernel's wait", 2, &d);
     CHECK(programs == 1 && preloaded == 1 && preload_used == 1 && pre_waited == 1 && pre_skipped == 0 &&
-              pre_kernels_used <= pre_kernels && pre_kernels_used <= kernels && d.corrupt == 0,
-          "preload, one program held: %d loaded ahead, %d taken, %d waited for; %d kernels ahead, %d taken", preloaded,
-          preload_used, pre_waited, pre_kernels, pre_kernels_used);
+              pre_kernels_waited >= 1 && pre_kernels_waited <= pre_kernels_used && pre_kernels_used <= pre_kernels &&
+              pre_kernels_used <= kernels && d.corrupt == 0,
+          "preload, one program held: %d loaded ahead, %d taken, %d waited for; %d kernels ahead, %d taken, %d waited "
+          "for", preloaded, preload_used, pre_waited, pre_kernels, pre_kernels_used, pre_kernels_waited);
     setenv("KILN_CL_PRELOAD", "sync", 1);
     /* the list of one program: the entry of 48 + 16 + 16 bytes (opencl/cache's header, preload.c's list) */
     DIR *dd = opendir(pdir);
