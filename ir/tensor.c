@@ -102,12 +102,13 @@ void kiln_tensor_release(kiln_tensor *t) {
 
 size_t kiln_tensor_bytes(const kiln_tensor *t) { return (size_t)t->numel * kiln_dtype_size(t->dtype); }
 
-/* Gathers the elements of one unmasked strided map (row-major order of
- * dims, element strides, offset) of src into dense dst, es bytes each:
- * size-1 dims dropped, mergeable neighbours merged, then an odometer over
- * the outer dims and a tight loop (memcpy when unit-strided) inside. */
-static void gather_map(char *dst, const char *src, size_t es, int rank, const int64_t *dims, const int64_t *strides,
-                       int64_t offset) {
+/* kiln_gather_map: size-1 dims dropped, mergeable neighbours merged, then
+ * an odometer over the outer dims and a tight loop (memcpy when
+ * unit-strided) inside. */
+void kiln_gather_map(void *dst_, const void *src_, size_t es, int rank, const int64_t *dims, const int64_t *strides,
+                     int64_t offset) {
+  char *dst = dst_;
+  const char *src = src_;
   int64_t n[KILN_MAX_RANK], st[KILN_MAX_RANK];
   int r = 0;
   for (int d = 0; d < rank; d++) {
@@ -160,7 +161,7 @@ static void gather_map(char *dst, const char *src, size_t es, int rank, const in
 static bool copy_strided_fast(kiln_tensor *dst, const kiln_tensor *src) {
   size_t es = kiln_dtype_size(src->dtype);
   if (!src->stack) {
-    gather_map(dst->data, src->data, es, src->rank, src->dims, src->strides, src->offset);
+    kiln_gather_map(dst->data, src->data, es, src->rank, src->dims, src->strides, src->offset);
     return true;
   }
   const kiln_views *stk = src->stack;
@@ -181,11 +182,45 @@ static bool copy_strided_fast(kiln_tensor *dst, const kiln_tensor *src) {
       ok = false;
       break;
     }
-    gather_map(to, from, es, v->rank, v->shape, v->strides, v->offset);
+    kiln_gather_map(to, from, es, v->rank, v->shape, v->strides, v->offset);
     from = to;
   }
   for (int k = 0; k < KILN_VIEWS_MAX_DEPTH; k++) kiln_free(buf[k]);
   return ok;
+}
+
+void kiln_tensor_read(void *dst, const kiln_tensor *src, int64_t at, int64_t n) {
+  size_t es = kiln_dtype_size(src->dtype);
+  if (n <= 0) return;
+  if (!src->strided) {
+    memcpy(dst, (const char *)src->data + (size_t)at * es, (size_t)n * es);
+    return;
+  }
+  if (at == 0 && n == src->numel) {
+    kiln_tensor dd = {.dtype = src->dtype, .data = dst};
+    if (copy_strided_fast(&dd, src)) return;
+  }
+  char *o = dst;
+  if (src->stack) { /* a masked stack, or part of one: element by element */
+    for (int64_t k = 0; k < n; k++)
+      memcpy(o + (size_t)k * es, (const char *)src->data + (size_t)kiln_tensor_index(src, at + k) * es, es);
+    return;
+  }
+  /* one map: an odometer from at's multi-index */
+  int r = src->rank;
+  int64_t idx[KILN_MAX_RANK];
+  kiln_unravel(at, r, src->dims, idx);
+  int64_t pos = src->offset;
+  for (int d = 0; d < r; d++) pos += idx[d] * src->strides[d];
+  for (int64_t k = 0; k < n; k++) {
+    memcpy(o + (size_t)k * es, (const char *)src->data + (size_t)pos * es, es);
+    for (int d = r - 1; d >= 0; d--) {
+      pos += src->strides[d];
+      if (++idx[d] < src->dims[d]) break;
+      pos -= src->strides[d] * src->dims[d];
+      idx[d] = 0;
+    }
+  }
 }
 
 kiln_status kiln_tensor_copy(kiln_tensor *dst, const kiln_tensor *src) {

@@ -71,6 +71,15 @@ void kiln_set_f(kiln_tensor *t, int64_t i, double v);
 void kiln_set_i(kiln_tensor *t, int64_t i, int64_t v);
 /* Copies element si of src into element di of dst (same dtype). */
 void kiln_copy_elem(kiln_tensor *dst, int64_t di, const kiln_tensor *src, int64_t si);
+/* Copies src's elements at .. at + n - 1 (row-major flat indices, views
+ * read through their maps) densely into dst, es bytes each. */
+void kiln_tensor_read(void *dst, const kiln_tensor *src, int64_t at, int64_t n);
+/* Gathers one strided map of dense storage src into dense dst: for each
+ * row-major multi-index idx over dims[0..rank), the element at
+ * offset + sum(idx[d] * strides[d]) (strides in elements, any sign; 0
+ * repeats), es bytes each. */
+void kiln_gather_map(void *dst, const void *src, size_t es, int rank, const int64_t *dims, const int64_t *strides,
+                     int64_t offset);
 
 /* Reads a 0-D or 1-D integer tensor (int32/int64) into out (at most max
  * values); *n gets the count. Used for shape-setting inputs. */

@@ -18,20 +18,39 @@
 static size_t esize(const kiln_tensor *t) { return kiln_dtype_size(t->dtype); }
 
 static char *elem_ptr(kiln_tensor *t, int64_t i) { return (char *)t->data + (size_t)i * esize(t); }
-static const char *elem_cptr(const kiln_tensor *t, int64_t i) {
-  return (const char *)t->data + (size_t)i * esize(t);
-}
 
 /* Copies n elements from src (from flat index si) to dst (from di): one
  * memcpy when src is dense, element by element through the view map when
  * it is a strided view. */
 static void copy_run(kiln_tensor *dst, int64_t di, const kiln_tensor *src, int64_t si, int64_t n) {
-  if (n <= 0) return;
-  if (!src->strided) {
-    memcpy(elem_ptr(dst, di), elem_cptr(src, si), (size_t)n * esize(src));
+  kiln_tensor_read(elem_ptr(dst, di), src, si, n);
+}
+
+/* copy_run of rows runs of n elements, the o-th from src's si + o * ss to
+ * dst's di + o * ds (short runs of a dense src as fixed-size copies). */
+static void copy_rows(kiln_tensor *dst, int64_t di, int64_t ds, const kiln_tensor *src, int64_t si, int64_t ss,
+                      int64_t rows, int64_t n) {
+  size_t es = esize(src), b = (size_t)n * es;
+  if (src->strided || n <= 0) {
+    for (int64_t o = 0; o < rows && n > 0; o++) copy_run(dst, di + o * ds, src, si + o * ss, n);
     return;
   }
-  for (int64_t k = 0; k < n; k++) kiln_copy_elem(dst, di + k, src, si + k);
+  char *d = elem_ptr(dst, di);
+  const char *f = (const char *)src->data + (size_t)si * es;
+  size_t dstep = (size_t)ds * es, sstep = (size_t)ss * es;
+  switch (b) {
+  case 4:
+    for (int64_t o = 0; o < rows; o++) memcpy(d + (size_t)o * dstep, f + (size_t)o * sstep, 4);
+    break;
+  case 8:
+    for (int64_t o = 0; o < rows; o++) memcpy(d + (size_t)o * dstep, f + (size_t)o * sstep, 8);
+    break;
+  case 16:
+    for (int64_t o = 0; o < rows; o++) memcpy(d + (size_t)o * dstep, f + (size_t)o * sstep, 16);
+    break;
+  default:
+    for (int64_t o = 0; o < rows; o++) memcpy(d + (size_t)o * dstep, f + (size_t)o * sstep, b);
+  }
 }
 
 static const char *shp(const kiln_tensor *t, char *buf, int size) {
@@ -96,8 +115,18 @@ static kiln_status read_ints(const kiln_op_call *c, bool from_attr, const char *
 }
 
 /* Copies src into dst (already allocated, dense) reading src element
- * base + sum(idx[d] * sstr[d]) for dst's multi-index idx. */
+ * base + sum(idx[d] * sstr[d]) for dst's multi-index idx: one gather over
+ * src's storage (a view read densely first), element by element when that
+ * copy cannot be allocated. */
 static void copy_strided(kiln_tensor *dst, const kiln_tensor *src, int64_t base, const int64_t *sstr) {
+  if (!dst->numel) return;
+  kiln_tensor dense = {0};
+  if (!src->strided || !kiln_tensor_copy(&dense, src)) {
+    kiln_gather_map(dst->data, src->strided ? dense.data : src->data, esize(src), dst->rank, dst->dims, sstr, base);
+    kiln_tensor_release(&dense);
+    return;
+  }
+  kiln_error_clear();
   int64_t idx[KILN_MAX_RANK];
   for (int64_t i = 0; i < dst->numel; i++) {
     kiln_unravel(i, dst->rank, dst->dims, idx);
@@ -754,15 +783,12 @@ static kiln_status run_split(const kiln_op_call *c) {
     for (int i = 0; i < no; i++) sizes[i] = dim / no;
   }
   int64_t outer = prod(x->dims, 0, ax), inner = prod(x->dims, ax + 1, x->rank), at = 0;
-  size_t es = esize(x);
   for (int k = 0; k < no && !s; k++) {
     int64_t dims[KILN_MAX_RANK];
     memcpy(dims, x->dims, sizeof dims);
     dims[ax] = sizes[k];
     if ((s = kiln_tensor_alloc(&c->out[k], x->dtype, x->rank, dims))) break;
-    size_t chunk = (size_t)(sizes[k] * inner) * es;
-    for (int64_t o = 0; o < outer && chunk; o++)
-      copy_run(&c->out[k], o * sizes[k] * inner, x, (o * dim + at) * inner, (int64_t)(chunk / esize(x)));
+    copy_rows(&c->out[k], 0, sizes[k] * inner, x, at * inner, dim * inner, outer, sizes[k] * inner);
     at += sizes[k];
   }
   kiln_free(sizes);
@@ -803,12 +829,9 @@ static kiln_status run_concat(const kiln_op_call *c) {
   }
   if ((s = kiln_tensor_alloc(&c->out[0], x0->dtype, r, dims))) return s;
   int64_t outer = prod(dims, 0, ax), inner = prod(dims, ax + 1, r), at = 0;
-  size_t es = esize(x0);
   for (int i = 0; i < c->n_in; i++) {
     const kiln_tensor *x = c->in[i];
-    size_t chunk = (size_t)(x->dims[ax] * inner) * es;
-    for (int64_t o = 0; o < outer && chunk; o++)
-      copy_run(&c->out[0], (o * dims[ax] + at) * inner, x, o * x->dims[ax] * inner, (int64_t)(chunk / esize(x)));
+    copy_rows(&c->out[0], at * inner, dims[ax] * inner, x, 0, x->dims[ax] * inner, outer, x->dims[ax] * inner);
     at += x->dims[ax];
   }
   return KILN_OK;

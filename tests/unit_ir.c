@@ -14,6 +14,33 @@
 static int passed, failed;
 #include "tests/check.h"
 
+/* kiln_tensor_read of v over whole and partial runs (every start, lengths
+ * 1, 2, 3, 7 and to the end) against kiln_copy_elem element by element,
+ * and nothing written past a run. */
+static void read_runs(const char *what, const kiln_tensor *v) {
+  unsigned char buf[64 * 8 + 8];
+  size_t es = kiln_dtype_size(v->dtype);
+  kiln_tensor e = {0};
+  int64_t n1 = v->numel;
+  CHECK(kiln_tensor_alloc(&e, v->dtype, 1, &n1) == KILN_OK, "%s: alloc", what);
+  for (int64_t i = 0; i < v->numel && e.data; i++) kiln_copy_elem(&e, i, v, i);
+  int bad = 0, runs = 0;
+  for (int64_t at = 0; at < v->numel && e.data; at++) {
+    const int64_t lens[5] = {1, 2, 3, 7, v->numel - at};
+    for (int k = 0; k < 5; k++) {
+      int64_t n = lens[k] < v->numel - at ? lens[k] : v->numel - at;
+      if (n > 64) continue;
+      memset(buf, 0x5a, sizeof buf);
+      kiln_tensor_read(buf, v, at, n);
+      bad += memcmp(buf, (const char *)e.data + (size_t)at * es, (size_t)n * es) != 0;
+      for (size_t b = (size_t)n * es; b < (size_t)n * es + es; b++) bad += buf[b] != 0x5a;
+      runs++;
+    }
+  }
+  CHECK(!bad && runs > 0, "%s: kiln_tensor_read: %d wrong runs or bytes past one, of %d runs", what, bad, runs);
+  kiln_tensor_release(&e);
+}
+
 static void test_views(void) {
   /* a [3,4] int32 arange read as its transpose, a negative-step slice and a broadcast */
   kiln_tensor base = {0}, v = {0}, copy = {0};
@@ -26,6 +53,8 @@ static void test_views(void) {
   for (int64_t r = 0; r < 4; r++)
     for (int64_t c = 0; c < 3; c++) bad += kiln_get_i(&v, r * 3 + c) != c * 4 + r;
   CHECK(!bad && v.numel == 12 && !v.owns, "transposed view reads");
+  read_runs("transposed view", &v);
+  read_runs("dense tensor", &base);
   CHECK(kiln_tensor_copy(&copy, &v) == KILN_OK && !copy.strided && kiln_get_i(&copy, 1) == 4 &&
             kiln_get_f(&copy, 11) == 11.0,
         "copy of a view is dense and right");
@@ -33,12 +62,29 @@ static void test_views(void) {
   int64_t sd[1] = {2}, ss[1] = {-2};
   kiln_tensor_view(&v, &base, 1, sd, ss, 11); /* base.flat[11:8:-2] */
   CHECK(kiln_get_i(&v, 0) == 11 && kiln_get_i(&v, 1) == 9 && kiln_get_f(&v, 1) == 9.0, "negative stride");
+  read_runs("negative stride", &v);
   int64_t bd[2] = {5, 4}, bs[2] = {0, 1};
   kiln_tensor_view(&v, &base, 2, bd, bs, 8); /* row 2 broadcast to 5 rows */
   kiln_tensor dst = {0};
   CHECK(kiln_tensor_alloc(&dst, KILN_I32, 2, bd) == KILN_OK, "alloc dst");
   for (int64_t i = 0; i < 20; i++) kiln_copy_elem(&dst, i, &v, i);
   CHECK(kiln_get_i(&dst, 19) == 11 && kiln_get_i(&dst, 4) == 8, "copy_elem through a broadcast view");
+  read_runs("broadcast view", &v);
+  /* kiln_gather_map: [2,3,2] over base's storage, strides {-4, 0, 2} from 9
+     (rows reversed, the middle dim repeated, every second column) */
+  int32_t g[12];
+  int64_t gd[3] = {2, 3, 2}, gs[3] = {-4, 0, 2};
+  kiln_gather_map(g, base.data, 4, 3, gd, gs, 9);
+  bad = 0;
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 3; b++)
+      for (int e = 0; e < 2; e++) bad += g[(a * 3 + b) * 2 + e] != 9 - 4 * a + 2 * e;
+  CHECK(!bad, "kiln_gather_map: reversed, repeated and stepped dims");
+  int64_t md[3] = {3, 2, 2}, ms[3] = {4, 2, 1}; /* mergeable: rows of 4 read as [2,2] */
+  kiln_gather_map(g, base.data, 4, 3, md, ms, 0);
+  bad = 0;
+  for (int i = 0; i < 12; i++) bad += g[i] != i;
+  CHECK(!bad, "kiln_gather_map: merged dims read the storage in order");
   kiln_tensor_release(&dst);
   kiln_tensor_release(&v);
   kiln_tensor_release(&base);
@@ -280,6 +326,7 @@ static void stack_case(const char *what, kiln_dtype dt, const kiln_view_op *ops,
   for (int64_t i = 0; i < v.numel && copy.data; i++)
     bad += kiln_get_i(&copy, i) != 100 + kiln_views_offset(&st, i, NULL);
   CHECK(!bad, "%s: %d of %lld elements differ (depth %d)", what, bad, (long long)v.numel, st.depth);
+  read_runs(what, &v);
   kiln_tensor_release(&copy);
   kiln_tensor_release(&base);
 }
