@@ -86,6 +86,26 @@ static kiln_status add_const_like(kiln_graph *g, int like, const char *suffix, k
   return s;
 }
 
+/* dst[i] = src[i]·c[i / per] over rows·per elements, rounded to the dtype
+ * once (as kiln_set_f of the double product): dense float32 and float64
+ * directly, anything else element by element. */
+static void scale_rows(kiln_tensor *dst, const kiln_tensor *src, int64_t rows, int64_t per, const double *c) {
+  if (!src->strided && src->dtype == KILN_F32) {
+    const float *x = src->data;
+    float *y = dst->data;
+    for (int64_t k = 0; k < rows; k++)
+      for (int64_t j = 0; j < per; j++) y[k * per + j] = (float)((double)x[k * per + j] * c[k]);
+  } else if (!src->strided && src->dtype == KILN_F64) {
+    const double *x = src->data;
+    double *y = dst->data;
+    for (int64_t k = 0; k < rows; k++)
+      for (int64_t j = 0; j < per; j++) y[k * per + j] = x[k * per + j] * c[k];
+  } else {
+    for (int64_t k = 0; k < rows; k++)
+      for (int64_t j = 0; j < per; j++) kiln_set_f(dst, k * per + j, kiln_get_f(src, k * per + j) * c[k]);
+  }
+}
+
 /* Conv: W' = W·c per output channel (dim 0), b' = (b - mean)·c + bias. */
 static kiln_status fold_conv(kiln_graph *g, int ci, const bn_params *bp, bool *done) {
   *done = false;
@@ -104,8 +124,8 @@ static kiln_status fold_conv(kiln_graph *g, int ci, const bn_params *bp, bool *d
     return s;
   }
   int64_t per = bp->channels ? w->numel / bp->channels : 0;
+  scale_rows(&nw, w, bp->channels, per, bp->c);
   for (int64_t k = 0; k < bp->channels; k++) {
-    for (int64_t j = 0; j < per; j++) kiln_set_f(&nw, k * per + j, kiln_get_f(w, k * per + j) * bp->c[k]);
     double bk = b ? kiln_get_f(b, k) : 0.0;
     kiln_set_f(&nb, k, (bk - kiln_get_f(bp->mean, k)) * bp->c[k] + kiln_get_f(bp->bias, k));
   }
@@ -155,11 +175,11 @@ static kiln_status fold_gemm(kiln_graph *g, int gi, const bn_params *bp, bool *d
     return s;
   }
   int64_t K = tb ? b->dims[1] : b->dims[0];
-  for (int64_t k = 0; k < K; k++)
-    for (int64_t j = 0; j < N; j++) {
-      int64_t at = tb ? j * K + k : k * N + j;
-      kiln_set_f(&nb, at, kiln_get_f(b, at) * bp->c[j]);
-    }
+  if (tb) /* [N, K]: row j scaled by c[j] */
+    scale_rows(&nb, b, N, K, bp->c);
+  else
+    for (int64_t k = 0; k < K; k++)
+      for (int64_t j = 0; j < N; j++) kiln_set_f(&nb, k * N + j, kiln_get_f(b, k * N + j) * bp->c[j]);
   int64_t clast = c && c->rank >= 1 ? c->dims[c->rank - 1] : 1;
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < N; j++) {
