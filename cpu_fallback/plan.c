@@ -733,15 +733,17 @@ done:
   return s;
 }
 
-static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode,
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode, bool borrow,
                            kiln_cpu_plan **out);
 
-kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) { return prepare(g0, true, true, 0, out); }
+kiln_status kiln_cpu_prepare(const kiln_graph *g0, kiln_cpu_plan **out) {
+  return prepare(g0, true, true, 0, true, out);
+}
 
 /* The graph inputs worth specialising on: integer tensors of rank <= 1
  * (shapes, axes, pads, repeats, sizes) — only when some shape of the plan
  * depends on run-time data. */
-static kiln_status find_spec_inputs(kiln_cpu_plan *p, const kiln_graph *g0) {
+static kiln_status find_spec_inputs(kiln_cpu_plan *p, const kiln_graph *g0, bool borrow) {
   bool dyn = false;
   for (int v = 0; v < p->g->n_values && !dyn; v++) dyn = p->sh->v[v].data_dependent;
   if (!dyn) return KILN_OK;
@@ -753,7 +755,7 @@ static kiln_status find_spec_inputs(kiln_cpu_plan *p, const kiln_graph *g0) {
     p->spec[p->n_spec++] = i;
   }
   if (p->n_spec) {
-    kiln_status s = kiln_edit_clone(g0, &p->orig);
+    kiln_status s = borrow ? kiln_edit_clone_shared(g0, &p->orig) : kiln_edit_clone(g0, &p->orig);
     if (s) return s;
   }
   return KILN_OK;
@@ -779,7 +781,10 @@ static int64_t *conv_planes(const kiln_graph *g, const kiln_shapes *sh) {
   return pl;
 }
 
-static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode,
+/* borrow: the plan's graphs borrow g0's constant tensors (g0 outlives the
+   plan: kiln_cpu_prepare's contract); a plan compiled from a graph of its
+   own that is freed after (a variant's) copies them */
+static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_shape_ok, int obs_mode, bool borrow,
                            kiln_cpu_plan **out) {
   *out = NULL;
   kiln_status s = kiln_ref_check_graph(g0);
@@ -792,6 +797,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
   ro.eval = kiln_ref_eval_node;
   ro.keep_outputs = (obs_mode & KILN_CPU_OBS_KEEP) != 0;
   ro.keep_output_views = true; /* a strided Slice of a constant output: read in place, not a second copy */
+  ro.share_constants = borrow;
   ro.dump_stem = p->dump_stem[0] ? p->dump_stem : NULL; /* KILN_DUMP: after each pass */
   kiln_rewrite_stats rst;
   if ((s = kiln_rewrite_run(g0, &ro, &p->g, &rst))) goto fail;
@@ -903,7 +909,7 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
   p->st.noops = rst.identities + rst.dropouts;
   p->st.transposes = rst.transposes_merged + rst.transposes_removed;
   p->st.dead = rst.dead_nodes;
-  if (may_specialise && (s = find_spec_inputs(p, g0))) goto fail;
+  if (may_specialise && (s = find_spec_inputs(p, g0, borrow))) goto fail;
   dump_rewritten(p, &rst); /* KILN_DUMP */
   char buf[256];
   kiln_log(KILN_LOG_INFO, "cpu plan: %d -> %d nodes (%s), %d views, %d kernels", g0->n_nodes, nn,
@@ -1915,7 +1921,7 @@ static kiln_status variant_for(kiln_cpu_plan *p, const kiln_graph *g0, const kil
     d->values[v].is_input = false;
   }
   d->n_inputs = kept;
-  if ((s = prepare(d, false, false, p->obs_mode, &sub))) goto done;
+  if ((s = prepare(d, false, false, p->obs_mode, false, &sub))) goto done;
   kiln_log(KILN_LOG_INFO, "cpu plan: specialised on the values of %d shape-setting input%s", p->n_spec,
            p->n_spec == 1 ? "" : "s");
   variant_put(p, slot, k, nkey, sub);
@@ -2008,7 +2014,7 @@ static kiln_status shape_variant(kiln_cpu_plan *p, const kiln_graph *g0, const k
   }
   /* may specialise on values itself; never again by shape (its inputs are
      concrete: a KILN_E_SYMBOLIC_SHAPE left is a data-dependent dim's) */
-  if (!s) s = prepare(d, true, false, p->obs_mode, &sub);
+  if (!s) s = prepare(d, true, false, p->obs_mode, false, &sub);
   if (s) {
     kiln_free(k);
     kiln_graph_free(d);
@@ -2056,7 +2062,7 @@ kiln_status kiln_cpu_run(kiln_cpu_plan *p, const kiln_graph *g0, const kiln_tens
   if (obs && kiln_obs_graph(obs) != g0) obs = NULL;
   int mode = kiln_cpu_obs_mode(obs);
   if (mode && !p->obs_mode) {
-    if (!p->obs_plan[mode - 1] && (s = prepare(g0, true, true, mode, &p->obs_plan[mode - 1]))) return s;
+    if (!p->obs_plan[mode - 1] && (s = prepare(g0, true, true, mode, true, &p->obs_plan[mode - 1]))) return s;
     return kiln_cpu_run(p->obs_plan[mode - 1], g0, bound, outs);
   }
   if (p->by_shape_ok) {

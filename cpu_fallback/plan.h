@@ -51,7 +51,9 @@ typedef struct kiln_cpu_stats {
 /* Checks that the cpu backend can run g (every op has a kernel and a shape
  * function, shapes are consistent). */
 kiln_status kiln_cpu_check(const kiln_graph *g);
-/* Compiles g (which the plan does not keep) into a plan. */
+/* Compiles g into a plan. The plan borrows g's constant tensors (weights
+ * are not copied): g must outlive the plan, its tensors unchanged, and be
+ * the g of every kiln_cpu_run of it. */
 kiln_status kiln_cpu_prepare(const kiln_graph *g, kiln_cpu_plan **out);
 /* Runs the plan: bound[v] holds the tensor of each graph input of g without
  * an initializer (indexed by g's value numbering, as for kiln_ref_run);

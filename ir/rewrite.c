@@ -203,7 +203,7 @@ kiln_status kiln_rewrite_run(const kiln_graph *g, const kiln_rewrite_opts *opts,
   if (!o.fold_max_bytes) o.fold_max_bytes = KILN_REWRITE_FOLD_MAX_BYTES;
   kiln_rewrite_stats S = {0};
   kiln_graph *w;
-  kiln_status s = kiln_edit_clone(g, &w);
+  kiln_status s = o.share_constants ? kiln_edit_clone_shared(g, &w) : kiln_edit_clone(g, &w);
   if (s) return s;
   for (int round = 0; round < o.max_rounds && !s; round++) {
     long before = work_done(&S), last = before;

@@ -946,7 +946,7 @@ static void test_driver(void) {
   output(g, "y");
   int nodes0 = g->n_nodes, values0 = g->n_values;
   eval_ctx ec = {0};
-  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, &ec, 0, 0, NULL, false, false};
+  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, &ec, 0, 0, NULL, false, false, false};
   kiln_rewrite_stats st;
   kiln_graph *r;
   CHECK(kiln_rewrite_run(g, &o, &r, &st) == KILN_OK && r, "driver: %s", kiln_last_error());
@@ -964,7 +964,7 @@ static void test_driver(void) {
   kiln_graph_free(r);
 
   /* passes can be selected; max_rounds caps the rounds */
-  kiln_rewrite_opts o2 = {KILN_RW_NOOPS, NULL, NULL, 0, 1, NULL, false, false};
+  kiln_rewrite_opts o2 = {KILN_RW_NOOPS, NULL, NULL, 0, 1, NULL, false, false, false};
   CHECK(kiln_rewrite_run(g, &o2, &r, &st) == KILN_OK && st.rounds == 1 && st.identities == 1 && st.dropouts == 1 &&
             st.dead_nodes == 0 && st.bn_conv == 0 && r->n_nodes == nodes0 - 2,
         "Identity/Dropout only: %s", kiln_rewrite_stats_str(&st, buf, sizeof buf));
@@ -990,7 +990,7 @@ static void test_driver(void) {
   iff->attrs[0].type = iff->attrs[1].type = KILN_ATTR_GRAPH;
   output(g, "y");
   output(g, "xi");
-  kiln_rewrite_opts o3 = {0, ref_eval, NULL, 0, 0, NULL, false, false};
+  kiln_rewrite_opts o3 = {0, ref_eval, NULL, 0, 0, NULL, false, false, false};
   CHECK(kiln_rewrite_run(g, &o3, &r, &st) == KILN_OK && r->n_nodes == 3 && st.dead_nodes == 0 &&
             st.identities == 0 && st.rounds == 1,
         "a graph with subgraphs is left as it is: %s", kiln_rewrite_stats_str(&st, buf, sizeof buf));
@@ -1022,7 +1022,7 @@ static void test_cnn(void) {
   CHECK(kiln_onnx_import(bytes, n, &g) == KILN_OK, "import cnn.onnx: %s", kiln_last_error());
   free(bytes);
   if (!g) return;
-  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, false};
+  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, false, false};
   kiln_rewrite_stats st;
   CHECK(kiln_rewrite_run(g, &o, &r, &st) == KILN_OK, "rewrite cnn: %s", kiln_last_error());
   char buf[400];
@@ -1237,7 +1237,7 @@ static void suite_case(tu_case *c, suite_totals *tot) {
     return;
   }
   tot->cases++;
-  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, false};
+  kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, false, false};
   kiln_rewrite_stats st;
   kiln_graph *r = NULL;
   kiln_status s = kiln_rewrite_run(g, &o, &r, &st);
@@ -1370,7 +1370,7 @@ static void test_keep_output_views(void) {
       add(g, "Add", "x col1", "y");
       output(g, "y");
       output(g, "k");
-      kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, keep != 0};
+      kiln_rewrite_opts o = {KILN_RW_ALL, ref_eval, NULL, 0, 0, NULL, false, keep != 0, false};
       kiln_rewrite_stats st;
       kiln_graph *r = NULL;
       char m[256] = "";
