@@ -909,6 +909,10 @@ static kiln_status prepare(const kiln_graph *g0, bool may_specialise, bool by_sh
   p->st.noops = rst.identities + rst.dropouts;
   p->st.transposes = rst.transposes_merged + rst.transposes_removed;
   p->st.dead = rst.dead_nodes;
+  for (int v = 0; v < g->n_values; v++) {
+    const kiln_tensor *t = g->values[v].init;
+    if (t && !t->owns && !t->strided && t->data) p->st.weights_borrowed += kiln_tensor_bytes(t);
+  }
   if (may_specialise && (s = find_spec_inputs(p, g0, borrow))) goto fail;
   dump_rewritten(p, &rst); /* KILN_DUMP */
   char buf[256];

@@ -41,6 +41,7 @@ typedef struct kiln_cpu_stats {
   long epilogues_residual;   /* of epilogues_fused: a residual Add (+ Relu / Clip) as a plain loop, over all runs */
   long pool_band_rows;       /* output rows of a MaxPool after an anchor pooled by bands as the anchor finished its
                                 blocks (nn.h kiln_nn_pool_bands), over all runs */
+  uint64_t weights_borrowed; /* bytes of constant tensors the plan reads from the caller's graph (not copied) */
   uint64_t conv_pack_bytes;  /* Conv weights packed once for the wide SGEMM (prepack.h), besides the weights */
   uint64_t gemm_pack_bytes;  /* MatMul / Gemm B packed once for the wide SGEMM (prepack.h), besides the weights */
   int bags;                  /* Gather -> Mul(mask) -> ReduceSum patterns run as one SparseLengthsWeightedSum (bags.h) */

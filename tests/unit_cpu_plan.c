@@ -535,6 +535,9 @@ static void test_pretranspose(void) {
   compare("pre-transposed Gemm weights", g, &xt, &st);
   CHECK(st.own_calls == 6 && st.ref_calls == 0, "the Gemms run on kiln's kernel (own %ld, ref %ld)", st.own_calls,
         st.ref_calls);
+  /* the shared W (80 bytes) and c (16) read from g's tensors; the transposed W is the plan's own */
+  CHECK(st.weights_borrowed == 96, "the plan borrows the weights it keeps as given (%llu bytes)",
+        (unsigned long long)st.weights_borrowed);
   int count = -1;
   kiln_status s = kiln_cpu_pretranspose(g, &count);
   const float *t = g->values[wv].init ? g->values[wv].init->data : NULL;

@@ -231,6 +231,19 @@ static void test_edit(void) {
   CHECK(g->values[val(g, "c")].init == gt && gt->owns && !memcmp(gt->data, before, sizeof before),
         "freeing the shared clone leaves g's constant");
 
+  /* the rewrite driver's result borrows the constants with share_constants, copies them without */
+  for (int share = 0; share < 2; share++) {
+    kiln_rewrite_opts ro = {0};
+    ro.share_constants = share != 0;
+    kiln_graph *rw = NULL;
+    CHECK(kiln_rewrite_run(g, &ro, &rw, NULL) == KILN_OK && rw, "rewrite (share %d)", share);
+    const kiln_tensor *rt = rw ? rw->values[val(rw, "c")].init : NULL;
+    CHECK(rt && (share ? rt->data == gt->data && !rt->owns : rt->data != gt->data && rt->owns) &&
+              !memcmp(rt->data, gt->data, 24) && agree(g, rw, 0, 0, m, sizeof m),
+          "rewrite, share_constants %d: the constant %s", share, share ? "borrowed" : "copied");
+    kiln_graph_free(rw);
+  }
+
   /* unique names */
   char nm[64];
   kiln_edit_unique_name(g, "a", nm, sizeof nm);
