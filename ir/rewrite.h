@@ -89,7 +89,8 @@ typedef struct kiln_rewrite_opts {
                                  them: g must outlive it, its tensors unchanged */
 } kiln_rewrite_opts;
 
-/* The driver. Copies g (its constants too, unless share_constants), runs the selected passes in rounds (DCE, constant
+/* The driver. Copies g (its constants too, unless share_constants), runs
+ * the selected passes in rounds (DCE, constant
  * folding, Identity/Dropout, Transpose, BN folding, CSE, DCE) until a
  * round changes nothing or max_rounds is reached, checks the result
  * (kiln_edit_check) and hands it over in *out. g is not modified. opts may

@@ -20,8 +20,8 @@ static size_t esize(const kiln_tensor *t) { return kiln_dtype_size(t->dtype); }
 static char *elem_ptr(kiln_tensor *t, int64_t i) { return (char *)t->data + (size_t)i * esize(t); }
 
 /* Copies n elements from src (from flat index si) to dst (from di): one
- * memcpy when src is dense, element by element through the view map when
- * it is a strided view. */
+ * memcpy when src is dense, a view read through its map
+ * (kiln_tensor_read). */
 static void copy_run(kiln_tensor *dst, int64_t di, const kiln_tensor *src, int64_t si, int64_t n) {
   kiln_tensor_read(elem_ptr(dst, di), src, si, n);
 }
