@@ -501,6 +501,25 @@ static kiln_status ew_nary(const kiln_op_call *c, int op) {
   kiln_tensor *y = &c->out[0];
   const kiln_tensor *const *in = c->in;
   int dom = dom_of(t), zero = 0;
+  /* dense float32 inputs each of the output's shape or a single value (a
+     folded weight times a scale): the loop below without its per-element
+     dispatch, the same double arithmetic */
+  bool flat = t == KILN_F32 && !is_cmp(op) && it.numel > 0 && n <= 8;
+  for (int k = 0; k < n && flat; k++) flat = !in[k]->strided && (in[k]->numel == it.numel || in[k]->numel == 1);
+  if (flat) {
+    const float *src[8];
+    int64_t step[8];
+    for (int k = 0; k < n; k++) src[k] = in[k]->data, step[k] = in[k]->numel == it.numel;
+    float *out = y->data;
+    for (int64_t i = 0; i < it.numel; i++) {
+      double acc = src[0][i * step[0]];
+      for (int k = 1; k < n; k++) acc = bf(op, acc, src[k][i * step[k]]);
+      if (op == B_MEAN) acc /= n;
+      out[i] = (float)acc;
+    }
+    bc_free(&it);
+    return KILN_OK;
+  }
   for (int64_t i = 0; i < it.numel; i++, bc_next(&it)) {
     if (dom == D_F) {
       double acc = kiln_get_f(in[0], it.off[0]);
@@ -723,6 +742,17 @@ static void convert(kiln_tensor *y, const kiln_tensor *x) {
     } else {
       for (int64_t i = 0; i < x->numel; i++) kiln_copy_elem(y, i, x, i);
     }
+    return;
+  }
+  if (!x->strided && y->dtype == KILN_F32 &&
+      (x->dtype == KILN_F16 || x->dtype == KILN_BF16 || x->dtype == KILN_F64)) { /* weights cast at init */
+    float *o = y->data;
+    if (x->dtype == KILN_F16)
+      for (int64_t i = 0; i < x->numel; i++) o[i] = kiln_f16_to_f32(((const uint16_t *)x->data)[i]);
+    else if (x->dtype == KILN_BF16)
+      for (int64_t i = 0; i < x->numel; i++) o[i] = kiln_bf16_to_f32(((const uint16_t *)x->data)[i]);
+    else
+      for (int64_t i = 0; i < x->numel; i++) o[i] = (float)((const double *)x->data)[i];
     return;
   }
   int dx = dom_of(x->dtype);

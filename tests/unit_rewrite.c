@@ -819,6 +819,96 @@ static void test_fold_bn(void) {
 /* ------------------------------------------------------------------ */
 /* constant folding                                                    */
 
+/* A constant of dtype dt and shape [3,4] (or a scalar when rank is 0)
+ * from raw element values (integers as given, floats converted). */
+static int cst_raw(kiln_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims, const double *v) {
+  kiln_tensor t = {0};
+  if (kiln_tensor_alloc(&t, dt, rank, dims)) exit(2);
+  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v[i]);
+  int id;
+  if (kiln_edit_add_const(g, name, &t, &id)) exit(2);
+  return id;
+}
+
+/* Weights folded at init (the reference kernels' dense paths): int8
+ * DequantizeLinear per axis 0 and 1, uint8 per tensor, Cast of float16,
+ * bfloat16 and float64 to float32, a weight times a scalar, a Sum of
+ * three and a Mean of two — each folded value equal, bit for bit, to the
+ * formula computed here from the element accessors. */
+static void test_fold_weights(void) {
+  int64_t d[2] = {3, 4}, d3[1] = {3}, d4[1] = {4};
+  double q[12], f[12], f2[12], f3[12], s3[3] = {0.5, 0.25, 2.0}, z3[3] = {-3, 0, 5}, s4[4] = {0.125, 1, 3, 0.75},
+         z4[4] = {7, -8, 0, 1}, s0 = 0.0625, z0 = 128, sc = -1.5;
+  for (int i = 0; i < 12; i++) {
+    q[i] = (i * 37) % 256 - 128;
+    f[i] = sin(1.7 * i) * 1000.0 + 1e-3 * i;
+    f2[i] = cos(0.9 * i) * 3.0;
+    f3[i] = 1e8 * sin(2.3 * i);
+  }
+  double qu[12];
+  for (int i = 0; i < 12; i++) qu[i] = (i * 53) % 256;
+  kiln_graph *g = new_graph(13);
+  cst_raw(g, "q8", KILN_I8, 2, d, q);
+  cst_raw(g, "s3", KILN_F32, 1, d3, s3);
+  cst_raw(g, "z3", KILN_I8, 1, d3, z3);
+  cst_raw(g, "s4", KILN_F32, 1, d4, s4);
+  cst_raw(g, "z4", KILN_I8, 1, d4, z4);
+  cst_raw(g, "qu", KILN_U8, 2, d, qu);
+  cst_raw(g, "s0", KILN_F32, 0, NULL, &s0);
+  cst_raw(g, "z0", KILN_U8, 0, NULL, &z0);
+  cst_raw(g, "h16", KILN_F16, 2, d, f2);
+  cst_raw(g, "hbf", KILN_BF16, 2, d, f);
+  cst_raw(g, "h64", KILN_F64, 2, d, f);
+  cst_raw(g, "a", KILN_F32, 2, d, f);
+  cst_raw(g, "b", KILN_F32, 2, d, f2);
+  cst_raw(g, "c", KILN_F32, 2, d, f3);
+  cst_raw(g, "sc", KILN_F32, 0, NULL, &sc);
+  kiln_edit_set_int(add(g, "DequantizeLinear", "q8 s3 z3", "dq0"), "axis", 0);
+  kiln_edit_set_int(add(g, "DequantizeLinear", "q8 s4 z4", "dq1"), "axis", 1);
+  add(g, "DequantizeLinear", "qu s0 z0", "dqu");
+  kiln_edit_set_int(add(g, "Cast", "h16", "c16"), "to", KILN_F32);
+  kiln_edit_set_int(add(g, "Cast", "hbf", "cbf"), "to", KILN_F32);
+  kiln_edit_set_int(add(g, "Cast", "h64", "c64"), "to", KILN_F32);
+  add(g, "Mul", "a sc", "ms");
+  add(g, "Sum", "a b c", "sum3");
+  add(g, "Mean", "c a", "mean2");
+  const char *outs[9] = {"dq0", "dq1", "dqu", "c16", "cbf", "c64", "ms", "sum3", "mean2"};
+  for (int k = 0; k < 9; k++) output(g, outs[k]);
+  kiln_graph *before;
+  kiln_edit_clone(g, &before);
+  eval_ctx ec = {0};
+  kiln_rewrite_stats st = {0};
+  CHECK(kiln_rewrite_fold_constants(g, ref_eval, &ec, 0, &st) == KILN_OK && st.folded == 9 && g->n_nodes == 0,
+        "weights: 9 nodes folded (%d): %s", st.folded, kiln_last_error());
+  const kiln_graph *b = before;
+  const kiln_tensor *q8 = b->values[val(b, "q8")].init, *qut = b->values[val(b, "qu")].init;
+  for (int k = 0; k < 9; k++) {
+    int v = kiln_graph_find_value(g, outs[k]);
+    const kiln_tensor *t = v >= 0 ? g->values[v].init : NULL;
+    int bad = !t || t->dtype != KILN_F32 || t->numel != 12;
+    for (int i = 0; !bad && i < 12; i++) {
+      double e;
+      int r = i / 4, cidx = i % 4;
+      switch (k) {
+      case 0: e = ((double)kiln_get_i(q8, i) - z3[r]) * (double)(float)s3[r]; break;
+      case 1: e = ((double)kiln_get_i(q8, i) - z4[cidx]) * (double)(float)s4[cidx]; break;
+      case 2: e = ((double)kiln_get_i(qut, i) - z0) * (double)(float)s0; break;
+      case 3: e = kiln_get_f(b->values[val(b, "h16")].init, i); break;
+      case 4: e = kiln_get_f(b->values[val(b, "hbf")].init, i); break;
+      case 5: e = f[i]; break;
+      case 6: e = (double)(float)f[i] * (double)(float)sc; break;
+      case 7: e = (double)(float)f[i] + (double)(float)f2[i] + (double)(float)f3[i]; break;
+      default: e = ((double)(float)f3[i] + (double)(float)f[i]) / 2; break;
+      }
+      float want = (float)e, got = ((const float *)t->data)[i];
+      bad += memcmp(&want, &got, sizeof got) != 0;
+    }
+    CHECK(!bad, "weights: %s folded to the formula's bits", outs[k]);
+  }
+  kiln_graph_free(g);
+  kiln_graph_free(before);
+}
+
 static void test_fold_constants(void) {
   int64_t d[2] = {2, 3};
   char m[256];
@@ -1412,6 +1502,7 @@ int main(int argc, char **argv) {
   test_transpose();
   test_fold_bn();
   test_fold_constants();
+  test_fold_weights();
   test_driver();
   test_keep_output_views();
   test_cnn();
