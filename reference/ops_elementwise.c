@@ -501,12 +501,25 @@ static kiln_status ew_nary(const kiln_op_call *c, int op) {
   kiln_tensor *y = &c->out[0];
   const kiln_tensor *const *in = c->in;
   int dom = dom_of(t), zero = 0;
-  /* dense float32 inputs each of the output's shape or a single value (a
-     folded weight times a scale): the loop below without its per-element
-     dispatch, the same double arithmetic */
-  bool flat = t == KILN_F32 && !is_cmp(op) && it.numel > 0 && n <= 8;
-  for (int k = 0; k < n && flat; k++) flat = !in[k]->strided && (in[k]->numel == it.numel || in[k]->numel == 1);
-  if (flat) {
+  /* dense float32 inputs (a folded weight times a scale, or over a
+     per-channel vector): the loop below without its per-element dispatch,
+     the same double arithmetic; inputs each of the output's shape or a
+     single value need no broadcast iterator either */
+  bool dense = t == KILN_F32 && !is_cmp(op) && it.numel > 0, flat = dense && n <= 8;
+  for (int k = 0; k < n && dense; k++) dense = !in[k]->strided;
+  for (int k = 0; k < n && flat; k++) flat = in[k]->numel == it.numel || in[k]->numel == 1;
+  if (dense && !flat) {
+    float *out = y->data;
+    for (int64_t i = 0; i < it.numel; i++, bc_next(&it)) {
+      double acc = ((const float *)in[0]->data)[it.off[0]];
+      for (int k = 1; k < n; k++) acc = bf(op, acc, ((const float *)in[k]->data)[it.off[k]]);
+      if (op == B_MEAN) acc /= n;
+      out[i] = (float)acc;
+    }
+    bc_free(&it);
+    return KILN_OK;
+  }
+  if (dense) {
     const float *src[8];
     int64_t step[8];
     for (int k = 0; k < n; k++) src[k] = in[k]->data, step[k] = in[k]->numel == it.numel;

@@ -833,10 +833,11 @@ static int cst_raw(kiln_graph *g, const char *name, kiln_dtype dt, int rank, con
 /* Weights folded at init (the reference kernels' dense paths): int8
  * DequantizeLinear per axis 0 and 1, uint8 per tensor, Cast of float16,
  * bfloat16 and float64 to float32, a weight times a scalar, a Sum of
- * three and a Mean of two — each folded value equal, bit for bit, to the
- * formula computed here from the element accessors. */
+ * three, a Mean of two, a weight times a column and a row over a weight
+ * (broadcast) — each folded value equal, bit for bit, to the formula
+ * computed here from the element accessors. */
 static void test_fold_weights(void) {
-  int64_t d[2] = {3, 4}, d3[1] = {3}, d4[1] = {4};
+  int64_t d[2] = {3, 4}, d3[1] = {3}, d4[1] = {4}, d31[2] = {3, 1};
   double q[12], f[12], f2[12], f3[12], s3[3] = {0.5, 0.25, 2.0}, z3[3] = {-3, 0, 5}, s4[4] = {0.125, 1, 3, 0.75},
          z4[4] = {7, -8, 0, 1}, s0 = 0.0625, z0 = 128, sc = -1.5;
   for (int i = 0; i < 12; i++) {
@@ -863,6 +864,8 @@ static void test_fold_weights(void) {
   cst_raw(g, "b", KILN_F32, 2, d, f2);
   cst_raw(g, "c", KILN_F32, 2, d, f3);
   cst_raw(g, "sc", KILN_F32, 0, NULL, &sc);
+  cst_raw(g, "col", KILN_F32, 2, d31, s3);
+  cst_raw(g, "row", KILN_F32, 1, d4, s4);
   kiln_edit_set_int(add(g, "DequantizeLinear", "q8 s3 z3", "dq0"), "axis", 0);
   kiln_edit_set_int(add(g, "DequantizeLinear", "q8 s4 z4", "dq1"), "axis", 1);
   add(g, "DequantizeLinear", "qu s0 z0", "dqu");
@@ -872,17 +875,19 @@ static void test_fold_weights(void) {
   add(g, "Mul", "a sc", "ms");
   add(g, "Sum", "a b c", "sum3");
   add(g, "Mean", "c a", "mean2");
-  const char *outs[9] = {"dq0", "dq1", "dqu", "c16", "cbf", "c64", "ms", "sum3", "mean2"};
-  for (int k = 0; k < 9; k++) output(g, outs[k]);
+  add(g, "Mul", "a col", "mcol");
+  add(g, "Div", "row b", "drow");
+  const char *outs[11] = {"dq0", "dq1", "dqu", "c16", "cbf", "c64", "ms", "sum3", "mean2", "mcol", "drow"};
+  for (int k = 0; k < 11; k++) output(g, outs[k]);
   kiln_graph *before;
   kiln_edit_clone(g, &before);
   eval_ctx ec = {0};
   kiln_rewrite_stats st = {0};
-  CHECK(kiln_rewrite_fold_constants(g, ref_eval, &ec, 0, &st) == KILN_OK && st.folded == 9 && g->n_nodes == 0,
-        "weights: 9 nodes folded (%d): %s", st.folded, kiln_last_error());
+  CHECK(kiln_rewrite_fold_constants(g, ref_eval, &ec, 0, &st) == KILN_OK && st.folded == 11 && g->n_nodes == 0,
+        "weights: 11 nodes folded (%d): %s", st.folded, kiln_last_error());
   const kiln_graph *b = before;
   const kiln_tensor *q8 = b->values[val(b, "q8")].init, *qut = b->values[val(b, "qu")].init;
-  for (int k = 0; k < 9; k++) {
+  for (int k = 0; k < 11; k++) {
     int v = kiln_graph_find_value(g, outs[k]);
     const kiln_tensor *t = v >= 0 ? g->values[v].init : NULL;
     int bad = !t || t->dtype != KILN_F32 || t->numel != 12;
@@ -898,7 +903,9 @@ static void test_fold_weights(void) {
       case 5: e = f[i]; break;
       case 6: e = (double)(float)f[i] * (double)(float)sc; break;
       case 7: e = (double)(float)f[i] + (double)(float)f2[i] + (double)(float)f3[i]; break;
-      default: e = ((double)(float)f3[i] + (double)(float)f[i]) / 2; break;
+      case 8: e = ((double)(float)f3[i] + (double)(float)f[i]) / 2; break;
+      case 9: e = (double)(float)f[i] * (double)(float)s3[r]; break;
+      default: e = (double)(float)s4[cidx] / (double)(float)f2[i]; break;
       }
       float want = (float)e, got = ((const float *)t->data)[i];
       bad += memcmp(&want, &got, sizeof got) != 0;
