@@ -6,6 +6,8 @@ before use and that both engines fold into constants at init:
     cast_fp16   a float16 2048 x 4096 weight, Cast to float32, then MatMul
     dequant_i8  an int8 2048 x 4096 weight, DequantizeLinear (per tensor)
     scale       a float32 2048 x 4096 weight times a scalar constant
+    lora        a float32 2048 x 4096 weight plus the product of a 2048 x 16
+                and a 16 x 4096 factor (a low-rank adapter merged at init)
 
 plus the bench models named with --models (their init, from
 build/bench/models: make_models.py). kiln folds through its reference
@@ -56,6 +58,9 @@ def fold_models():
                              nh.from_array(np.array(0.01, np.float32), "s"), nh.from_array(np.array(3, np.int8), "z")]),
         "scale": model("scale", [h.make_node("Mul", ["wf", "sc"], ["w"])],
                        [nh.from_array(w, "wf"), nh.from_array(np.array(0.5, np.float32), "sc")]),
+        "lora": model("lora", [h.make_node("MatMul", ["la", "lb"], ["ab"]), h.make_node("Add", ["wf", "ab"], ["w"])],
+                      [nh.from_array(w, "wf"), nh.from_array((rng.standard_normal((K, 16)) * 0.05).astype(np.float32), "la"),
+                       nh.from_array((rng.standard_normal((16, N)) * 0.05).astype(np.float32), "lb")]),
     }
 
 

@@ -111,8 +111,19 @@ static double *dup_f(const kiln_tensor *t) {
     kiln_fail(KILN_E_NOMEM, "out of memory converting %lld elements to double", (long long)t->numel);
     return NULL;
   }
-  for (int64_t i = 0; i < t->numel; i++) p[i] = kiln_get_f(t, i);
+  if (!t->strided && t->dtype == KILN_F32) /* the same values, without the per-element dispatch */
+    for (int64_t i = 0; i < t->numel; i++) p[i] = ((const float *)t->data)[i];
+  else
+    for (int64_t i = 0; i < t->numel; i++) p[i] = kiln_get_f(t, i);
   return p;
+}
+
+/* y's elements from the doubles v, rounded to its dtype (kiln_set_f). */
+static void put_f(kiln_tensor *y, const double *v) {
+  if (y->dtype == KILN_F32)
+    for (int64_t i = 0; i < y->numel; i++) ((float *)y->data)[i] = (float)v[i];
+  else
+    for (int64_t i = 0; i < y->numel; i++) kiln_set_f(y, i, v[i]);
 }
 
 static int64_t *dup_i(const kiln_tensor *t) {
@@ -250,7 +261,8 @@ static void mm_offsets(const mm_plan *p, int64_t bi, int64_t *ao, int64_t *bo) {
   }
 }
 
-/* y[bi][m][n] = sum_k a[..][m][k] * b[..][k][n], in double. */
+/* y[bi][m][n] = sum_k a[..][m][k] * b[..][k][n], in double, each sum in k
+ * order from 0 (row by row: B read along its rows, the same additions). */
 static void mm_f(const mm_plan *p, const double *a, const double *b, double *y) {
   int64_t M = p->M, K = p->K, N = p->N;
   for (int64_t bi = 0; bi < p->bcount; bi++) {
@@ -258,12 +270,14 @@ static void mm_f(const mm_plan *p, const double *a, const double *b, double *y) 
     mm_offsets(p, bi, &ao, &bo);
     const double *A = a + ao * M * K, *B = b + bo * K * N;
     double *Y = y + bi * M * N;
-    for (int64_t m = 0; m < M; m++)
-      for (int64_t n = 0; n < N; n++) {
-        double acc = 0;
-        for (int64_t k = 0; k < K; k++) acc += A[m * K + k] * B[k * N + n];
-        Y[m * N + n] = acc;
+    for (int64_t m = 0; m < M; m++) {
+      double *yr = Y + m * N;
+      for (int64_t n = 0; n < N; n++) yr[n] = 0;
+      for (int64_t k = 0; k < K; k++) {
+        const double av = A[m * K + k], *br = B + k * N;
+        for (int64_t n = 0; n < N; n++) yr[n] += av * br[n];
       }
+    }
   }
 }
 
@@ -275,12 +289,15 @@ static void mm_i(const mm_plan *p, const int64_t *a, const int64_t *b, int64_t *
     mm_offsets(p, bi, &ao, &bo);
     const int64_t *A = a + ao * M * K, *B = b + bo * K * N;
     int64_t *Y = y + bi * M * N;
-    for (int64_t m = 0; m < M; m++)
-      for (int64_t n = 0; n < N; n++) {
-        uint64_t acc = 0;
-        for (int64_t k = 0; k < K; k++) acc += (uint64_t)A[m * K + k] * (uint64_t)B[k * N + n];
-        Y[m * N + n] = (int64_t)acc;
+    for (int64_t m = 0; m < M; m++) {
+      uint64_t *yr = (uint64_t *)(Y + m * N);
+      for (int64_t n = 0; n < N; n++) yr[n] = 0;
+      for (int64_t k = 0; k < K; k++) {
+        const uint64_t av = (uint64_t)A[m * K + k];
+        const int64_t *br = B + k * N;
+        for (int64_t n = 0; n < N; n++) yr[n] += av * (uint64_t)br[n];
       }
+    }
   }
 }
 
@@ -301,7 +318,7 @@ static kiln_status op_matmul(const kiln_op_call *c) {
     double *A = dup_f(a), *B = A ? dup_f(b) : NULL, *Y = B ? scratch(y->numel, sizeof *Y, "MatMul") : NULL;
     if (Y) {
       mm_f(&p, A, B, Y);
-      for (int64_t i = 0; i < y->numel; i++) kiln_set_f(y, i, Y[i]);
+      put_f(y, Y);
     } else {
       s = kiln_fail(KILN_E_NOMEM, "out of memory in MatMul");
     }
