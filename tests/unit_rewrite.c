@@ -819,17 +819,6 @@ static void test_fold_bn(void) {
 /* ------------------------------------------------------------------ */
 /* constant folding                                                    */
 
-/* A constant of dtype dt and shape [3,4] (or a scalar when rank is 0)
- * from raw element values (integers as given, floats converted). */
-static int cst_raw(kiln_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims, const double *v) {
-  kiln_tensor t = {0};
-  if (kiln_tensor_alloc(&t, dt, rank, dims)) exit(2);
-  for (int64_t i = 0; i < t.numel; i++) kiln_set_f(&t, i, v[i]);
-  int id;
-  if (kiln_edit_add_const(g, name, &t, &id)) exit(2);
-  return id;
-}
-
 /* Weights folded at init (the reference kernels' dense paths): int8
  * DequantizeLinear per axis 0 and 1, uint8 per tensor, Cast of float16,
  * bfloat16 and float64 to float32, a weight times a scalar, a Sum of
@@ -849,23 +838,23 @@ static void test_fold_weights(void) {
   double qu[12];
   for (int i = 0; i < 12; i++) qu[i] = (i * 53) % 256;
   kiln_graph *g = new_graph(13);
-  cst_raw(g, "q8", KILN_I8, 2, d, q);
-  cst_raw(g, "s3", KILN_F32, 1, d3, s3);
-  cst_raw(g, "z3", KILN_I8, 1, d3, z3);
-  cst_raw(g, "s4", KILN_F32, 1, d4, s4);
-  cst_raw(g, "z4", KILN_I8, 1, d4, z4);
-  cst_raw(g, "qu", KILN_U8, 2, d, qu);
-  cst_raw(g, "s0", KILN_F32, 0, NULL, &s0);
-  cst_raw(g, "z0", KILN_U8, 0, NULL, &z0);
-  cst_raw(g, "h16", KILN_F16, 2, d, f2);
-  cst_raw(g, "hbf", KILN_BF16, 2, d, f);
-  cst_raw(g, "h64", KILN_F64, 2, d, f);
-  cst_raw(g, "a", KILN_F32, 2, d, f);
-  cst_raw(g, "b", KILN_F32, 2, d, f2);
-  cst_raw(g, "c", KILN_F32, 2, d, f3);
-  cst_raw(g, "sc", KILN_F32, 0, NULL, &sc);
-  cst_raw(g, "col", KILN_F32, 2, d31, s3);
-  cst_raw(g, "row", KILN_F32, 1, d4, s4);
+  cst(g, "q8", KILN_I8, 2, d, q, 0);
+  cst(g, "s3", KILN_F32, 1, d3, s3, 0);
+  cst(g, "z3", KILN_I8, 1, d3, z3, 0);
+  cst(g, "s4", KILN_F32, 1, d4, s4, 0);
+  cst(g, "z4", KILN_I8, 1, d4, z4, 0);
+  cst(g, "qu", KILN_U8, 2, d, qu, 0);
+  cst(g, "s0", KILN_F32, 0, NULL, &s0, 0);
+  cst(g, "z0", KILN_U8, 0, NULL, &z0, 0);
+  cst(g, "h16", KILN_F16, 2, d, f2, 0);
+  cst(g, "hbf", KILN_BF16, 2, d, f, 0);
+  cst(g, "h64", KILN_F64, 2, d, f, 0);
+  cst(g, "a", KILN_F32, 2, d, f, 0);
+  cst(g, "b", KILN_F32, 2, d, f2, 0);
+  cst(g, "c", KILN_F32, 2, d, f3, 0);
+  cst(g, "sc", KILN_F32, 0, NULL, &sc, 0);
+  cst(g, "col", KILN_F32, 2, d31, s3, 0);
+  cst(g, "row", KILN_F32, 1, d4, s4, 0);
   kiln_edit_set_int(add(g, "DequantizeLinear", "q8 s3 z3", "dq0"), "axis", 0);
   kiln_edit_set_int(add(g, "DequantizeLinear", "q8 s4 z4", "dq1"), "axis", 1);
   add(g, "DequantizeLinear", "qu s0 z0", "dqu");
