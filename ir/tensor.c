@@ -229,8 +229,8 @@ kiln_status kiln_tensor_copy(kiln_tensor *dst, const kiln_tensor *src) {
   if (!src->strided) {
     /* dst may be src's own storage (an in-place step): nothing to move */
     if (src->numel && dst->data != src->data) memcpy(dst->data, src->data, kiln_tensor_bytes(src));
-  } else if (!src->numel || !copy_strided_fast(dst, src)) {
-    for (int64_t i = 0; i < src->numel; i++) kiln_copy_elem(dst, i, src, i);
+  } else {
+    kiln_tensor_read(dst->data, src, 0, src->numel);
   }
   return KILN_OK;
 }

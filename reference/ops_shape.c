@@ -116,24 +116,16 @@ static kiln_status read_ints(const kiln_op_call *c, bool from_attr, const char *
 
 /* Copies src into dst (already allocated, dense) reading src element
  * base + sum(idx[d] * sstr[d]) for dst's multi-index idx: one gather over
- * src's storage (a view read densely first), element by element when that
- * copy cannot be allocated. */
-static void copy_strided(kiln_tensor *dst, const kiln_tensor *src, int64_t base, const int64_t *sstr) {
-  if (!dst->numel) return;
+ * src's storage (a view read densely first: fails only when that copy
+ * cannot be allocated). */
+static kiln_status copy_strided(kiln_tensor *dst, const kiln_tensor *src, int64_t base, const int64_t *sstr) {
+  if (!dst->numel) return KILN_OK;
   kiln_tensor dense = {0};
-  if (!src->strided || !kiln_tensor_copy(&dense, src)) {
+  kiln_status s = src->strided ? kiln_tensor_copy(&dense, src) : KILN_OK;
+  if (!s)
     kiln_gather_map(dst->data, src->strided ? dense.data : src->data, esize(src), dst->rank, dst->dims, sstr, base);
-    kiln_tensor_release(&dense);
-    return;
-  }
-  kiln_error_clear();
-  int64_t idx[KILN_MAX_RANK];
-  for (int64_t i = 0; i < dst->numel; i++) {
-    kiln_unravel(i, dst->rank, dst->dims, idx);
-    int64_t off = base;
-    for (int d = 0; d < dst->rank; d++) off += idx[d] * sstr[d];
-    kiln_copy_elem(dst, i, src, off);
-  }
+  kiln_tensor_release(&dense);
+  return s;
 }
 
 /* Copies in to out with a new shape (same element count). */
@@ -594,8 +586,7 @@ static kiln_status run_transpose(const kiln_op_call *c) {
   }
   kiln_status s = kiln_tensor_alloc(&c->out[0], x->dtype, r, dims);
   if (s) return s;
-  copy_strided(&c->out[0], x, 0, sstr);
-  return KILN_OK;
+  return copy_strided(&c->out[0], x, 0, sstr);
 }
 
 static kiln_status run_expand(const kiln_op_call *c) {
@@ -610,8 +601,7 @@ static kiln_status run_expand(const kiln_op_call *c) {
   if ((s = kiln_broadcast_shape(x->rank, x->dims, n, shape, &r, dims))) return s;
   if ((s = kiln_tensor_alloc(&c->out[0], x->dtype, r, dims))) return s;
   kiln_broadcast_strides(x, r, dims, sstr);
-  copy_strided(&c->out[0], x, 0, sstr);
-  return KILN_OK;
+  return copy_strided(&c->out[0], x, 0, sstr);
 }
 
 static kiln_status run_tile(const kiln_op_call *c) {
@@ -719,8 +709,7 @@ static kiln_status run_slice(const kiln_op_call *c) {
     sstr[ax] = istr[ax] * step;
   }
   if ((s = kiln_tensor_alloc(&c->out[0], x->dtype, r, dims))) return s;
-  copy_strided(&c->out[0], x, base, sstr);
-  return KILN_OK;
+  return copy_strided(&c->out[0], x, base, sstr);
 }
 
 /* ------------------------------------------------------------------ */
