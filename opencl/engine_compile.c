@@ -950,7 +950,7 @@ static kiln_status place_values(cstate *c) {
       break;
     }
     clRetainMemObject(q->mem);
-    v->place[w] = (kiln_cl_place){q->mem, q->base, q->offset, bytes[w], false, NULL};
+    v->place[w] = (kiln_cl_place){q->mem, q->base, q->offset, bytes[w], false, true, NULL};
   }
   c->p->st.host_weights = v->host_weights;
   /* the kernels' scratch: one buffer, the largest any kernel asks for
@@ -1584,8 +1584,19 @@ void kiln_cl_variant_free(kiln_cl_plan *p, kiln_cl_variant *v) {
   kiln_free(v->sym_st);
   for (int i = 0; i < v->n_prog; i++) kiln_cl_program_free(v->progs[i].prog);
   kiln_free(v->progs);
-  for (int w = 0; v->place && v->g && w < v->g->n_values; w++) {
-    if (v->place[w].mem) clReleaseMemObject(v->place[w].mem);
+  /* The views' references first, then every buffer in the reverse of the
+     order place_values made them (value order): the arena's sub-buffers go
+     last made, first destroyed. NVIDIA's driver (580, H100) crashed inside
+     clReleaseMemObject when a variant's sub-buffers were released in the
+     order they were made (the views, fusion and node-test suites, resnet18
+     and mobilenetv2, at every graph release), and ran every suite clean
+     with them released in reverse (opencl/ENGINE.md). tests/lifetime_cycles
+     checks the order on every driver. */
+  int nv = v->place && v->g ? v->g->n_values : 0;
+  for (int w = 0; w < nv; w++)
+    if (v->place[w].shared && v->place[w].mem) clReleaseMemObject(v->place[w].mem);
+  for (int w = nv - 1; w >= 0; w--) {
+    if (v->place[w].mem && !v->place[w].shared) clReleaseMemObject(v->place[w].mem);
     kiln_free(v->place[w].host); /* after its buffer, the queue finished */
   }
   kiln_free(v->place);

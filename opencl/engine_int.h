@@ -64,6 +64,7 @@ typedef struct kiln_cl_place {
   size_t offset; /* in base */
   size_t bytes;
   bool own;     /* mem is an allocation of its own (not a sub-buffer) */
+  bool shared;  /* a view's reference to its storage's mem (retained) */
   void *host;   /* own, on a CPU device: the host block under mem (host_buffer), or NULL */
 } kiln_cl_place;
 

@@ -27,7 +27,10 @@
  *    programs — references: clRetainProgram counts —, kernels, events), counted by wrappers of the OpenCL entry
  *    points that this executable exports (-rdynamic: the plugin's and
  *    CLBlast's calls resolve here first and are forwarded to the ICD
- *    loader's functions): before and after, equal.
+ *    loader's functions): before and after, equal;
+ *  - the order sub-buffers are destroyed in: none while a sibling (a
+ *    sub-buffer of the same buffer) made after it lives — last made, first
+ *    destroyed, which NVIDIA's driver needs (opencl/ENGINE.md).
  *
  *   lifetime_cycles PLUGIN.so EXAMPLES_DIR
  *   KILN_LIFETIME_CYCLES: measured cycles per backend (default 10000);
@@ -109,16 +112,71 @@ WRAP cl_mem clCreateBuffer(cl_context c, cl_mem_flags f, size_t n, void *h, cl_i
   CREATE(CL_MEM, r);
   return r;
 }
+/* The order sub-buffers are destroyed in: last made, first destroyed
+   (opencl/engine_compile.c kiln_cl_variant_free; NVIDIA's driver crashed
+   releasing a variant's sub-buffers in the order they were made). Each
+   live sub-buffer with its parent, its place in the order they were made
+   and its references; a sub-buffer destroyed while a sibling made after it
+   lives counts as out of order. */
+enum { SUB_MAX = 4096 };
+static struct {
+  cl_mem mem, parent;
+  long seq, refs;
+} subs[SUB_MAX];
+static long sub_seq, sub_destroyed, sub_out_of_order, sub_untracked;
+static atomic_flag sub_lock = ATOMIC_FLAG_INIT;
+static void sub_lock_take(void) {
+  while (atomic_flag_test_and_set(&sub_lock)) {
+  }
+}
+static int sub_find(cl_mem m) {
+  for (int i = 0; i < SUB_MAX; i++)
+    if (subs[i].mem == m) return i;
+  return -1;
+}
 WRAP cl_mem clCreateSubBuffer(cl_mem b, cl_mem_flags f, cl_buffer_create_type t, const void *i, cl_int *e) {
   NEXT(clCreateSubBuffer);
   cl_mem r = next_clCreateSubBuffer(b, f, t, i, e);
   CREATE(CL_MEM, r);
+  if (r) {
+    sub_lock_take();
+    int k = sub_find(NULL);
+    if (k < 0) sub_untracked++;
+    else subs[k].mem = r, subs[k].parent = b, subs[k].seq = ++sub_seq, subs[k].refs = 1;
+    atomic_flag_clear(&sub_lock);
+  }
   return r;
+}
+WRAP cl_int clRetainMemObject(cl_mem m) { /* a view sharing its storage's buffer: references count as objects */
+  NEXT(clRetainMemObject);
+  cl_int st = next_clRetainMemObject(m);
+  CREATE(CL_MEM, st == CL_SUCCESS);
+  if (st == CL_SUCCESS) {
+    sub_lock_take();
+    int k = sub_find(m);
+    if (k >= 0) subs[k].refs++;
+    atomic_flag_clear(&sub_lock);
+  }
+  return st;
 }
 WRAP cl_int clReleaseMemObject(cl_mem m) {
   NEXT(clReleaseMemObject);
   cl_int st = next_clReleaseMemObject(m);
   RELEASE(CL_MEM, st);
+  if (st == CL_SUCCESS) {
+    sub_lock_take();
+    int k = sub_find(m);
+    if (k >= 0 && --subs[k].refs == 0) {
+      sub_destroyed++;
+      for (int j = 0; j < SUB_MAX; j++)
+        if (subs[j].mem && j != k && subs[j].parent == subs[k].parent && subs[j].seq > subs[k].seq) {
+          sub_out_of_order++;
+          break;
+        }
+      subs[k].mem = subs[k].parent = NULL;
+    }
+    atomic_flag_clear(&sub_lock);
+  }
   return st;
 }
 WRAP cl_program clCreateProgramWithSource(cl_context c, cl_uint n, const char **s, const size_t *l, cl_int *e) {
@@ -345,6 +403,9 @@ static void run_backend(onnxBackendID id, long cycles, double max_slope) {
   long cl0[CL_NKINDS];
   for (int k = 0; k < CL_NKINDS; k++) cl0[k] = atomic_load(&cl_live[k]);
   long calls0 = atomic_load(&cl_calls);
+  sub_lock_take();
+  long subs0 = sub_destroyed, ooo0 = sub_out_of_order, untracked0 = sub_untracked;
+  atomic_flag_clear(&sub_lock);
   /* RSS at 11 points; least-squares slope */
   enum { NPTS = 21 };
   double xs[NPTS], ys[NPTS], hs[NPTS];
@@ -400,6 +461,16 @@ static void run_backend(onnxBackendID id, long cycles, double max_slope) {
       len += snprintf(d + len, sizeof d - (size_t)len, "%s%s %ld -> %ld", k ? ", " : "", cl_kind_names[k], cl0[k], now);
     }
     check(same, "%s: live OpenCL objects (%ld wrapped calls): %s", bname, calls, d);
+    sub_lock_take();
+    long nsub = sub_destroyed - subs0, ooo = sub_out_of_order - ooo0, untracked = sub_untracked - untracked0;
+    atomic_flag_clear(&sub_lock);
+    if (nsub || ooo || untracked)
+      check(!ooo && !untracked,
+            "%s: %ld sub-buffers destroyed, %ld of them while a sibling made after them lived, %ld not tracked "
+            "(last made, first destroyed: NVIDIA's driver crashed otherwise)",
+            bname, nsub, ooo, untracked);
+    else
+      printf("note %s: no sub-buffer was destroyed: their order is not checked\n", bname);
   }
 }
 
