@@ -24,7 +24,7 @@
  *    count; the plain Theil-Sen slope is printed too;
  *  - open file descriptors (/proc/self/fd) before and after: equal;
  *  - live OpenCL objects (contexts, queues, buffers and sub-buffers,
- *    programs — references: clRetainProgram counts —, kernels, events), counted by wrappers of the OpenCL entry
+ *    programs — references: clRetainProgram and clRetainMemObject count —, kernels, events), counted by wrappers of the OpenCL entry
  *    points that this executable exports (-rdynamic: the plugin's and
  *    CLBlast's calls resolve here first and are forwarded to the ICD
  *    loader's functions): before and after, equal;
