@@ -67,8 +67,15 @@ const kiln_fuse_kind_def *kiln_fuse_kind_find(const char *domain, const char *op
   return NULL;
 }
 
-kiln_fuse_kind kiln_fuse_kind_of(const kiln_node *n) {
+const kiln_fuse_kind_def *kiln_fuse_kind_def_of(const kiln_node *n) {
+  static const kiln_fuse_kind_def bn_training = {"BatchNormalization", KILN_FUSE_OPAQUE, 0};
   const kiln_fuse_kind_def *d = kiln_fuse_kind_find(n->domain, n->op_type);
+  if (d && !strcmp(d->op_type, "BatchNormalization") && kiln_attr_int(n, "training_mode", 0) != 0) return &bn_training;
+  return d;
+}
+
+kiln_fuse_kind kiln_fuse_kind_of(const kiln_node *n) {
+  const kiln_fuse_kind_def *d = kiln_fuse_kind_def_of(n);
   return d ? d->kind : KILN_FUSE_OPAQUE;
 }
 

@@ -37,7 +37,15 @@ extern const kiln_fuse_kind_def kiln_fuse_kinds[];
  * or NULL (an unknown operator, or another domain: opaque). */
 const kiln_fuse_kind_def *kiln_fuse_kind_find(const char *domain, const char *op_type);
 
-/* The node's kind: KILN_FUSE_OPAQUE when kiln_fuse_kind_find knows none. */
+/* The node's entry: kiln_fuse_kind_find's, except where the node's
+ * attributes make the op another kind. BatchNormalization with
+ * training_mode=1 normalises with the batch's own statistics (a reduction
+ * over N and the spatial dims) and writes the running ones: opaque, never
+ * the per-channel affine map of inference. */
+const kiln_fuse_kind_def *kiln_fuse_kind_def_of(const kiln_node *n);
+
+/* The node's kind (kiln_fuse_kind_def_of's): KILN_FUSE_OPAQUE when there
+ * is no entry. */
 kiln_fuse_kind kiln_fuse_kind_of(const kiln_node *n);
 
 /* "elementwise", "broadcast", "injective", "reduction", "out-elementwise",

@@ -62,7 +62,7 @@ kiln_status kiln_fuse_ctx_new(const kiln_graph *g, const kiln_shapes *sh, const 
     kiln_fuse_ctx_free(c);
     return kiln_fail(KILN_E_NOMEM, "fuse: out of memory for %d nodes", g->n_nodes);
   }
-  for (int i = 0; i < g->n_nodes; i++) c->def[i] = kiln_fuse_kind_find(g->nodes[i].domain, g->nodes[i].op_type);
+  for (int i = 0; i < g->n_nodes; i++) c->def[i] = kiln_fuse_kind_def_of(&g->nodes[i]);
   /* distinct readers of each value, as CSR */
   for (int pass = 0; pass < 2; pass++) {
     int *fill = pass ? c->leaf_base : NULL; /* borrowed as a cursor, reset below */

@@ -728,10 +728,6 @@ static kiln_status check_batchnorm(const kiln_graph *gr, const kiln_node *n) {
                      "is_test=0 (training mode, the default before opset 7) is not supported; only inference is");
   int64_t tm = kiln_attr_int(n, "training_mode", 0);
   if (tm != 0 && tm != 1) return kiln_fail(KILN_E_MODEL, "training_mode %lld is not 0 or 1", (long long)tm);
-  if (tm)
-    return kiln_fail(KILN_E_UNSUPPORTED_ATTR,
-                     "training_mode=1 (batch statistics and running-stat updates) is not supported; only "
-                     "inference is");
   if (kiln_node_attr(n, "training_mode") && n->opset < 14)
     return kiln_fail(KILN_E_MODEL, "attribute 'training_mode' exists from opset 14; the model imports opset %d",
                      n->opset);
@@ -742,19 +738,61 @@ static kiln_status check_batchnorm(const kiln_graph *gr, const kiln_node *n) {
     int64_t sp = kiln_attr_int(n, "spatial", 1);
     if (sp != 0 && sp != 1) return kiln_fail(KILN_E_MODEL, "spatial %lld is not 0 or 1", (long long)sp);
   }
-  for (int k = 1; k < n->n_out; k++)
-    if (n->out[k] >= 0)
+  for (int k = 1; k < n->n_out; k++) {
+    if (n->out[k] < 0) continue;
+    if (tm && k > 2)
+      return kiln_fail(KILN_E_MODEL, "output %d: BatchNormalization-%d has 3 outputs (Y, running_mean, running_var)", k,
+                       n->opset);
+    if (!tm)
       return kiln_fail(KILN_E_UNSUPPORTED_ATTR,
-                       "output %d (a running or saved mean/variance) is produced only in training mode, which is "
-                       "not supported; only inference (output Y alone) is",
-                       k);
+                       "output %d (a running or saved mean/variance) is produced only in training mode, which %s", k,
+                       n->opset >= 14 ? "training_mode=1 selects (it is 0 here)"
+                                      : "before opset 14 is not supported; only inference (output Y alone) is");
+  }
   return KILN_OK;
 }
 
+/* Training mode (training_mode=1, opset 14+): per channel, the batch's mean
+ * and (population) variance over N and the spatial dims normalise X, and
+ * the running statistics are updated from them:
+ *   running_mean = input_mean * momentum + mean * (1 - momentum),
+ *   running_var = input_var * momentum + var * (1 - momentum). */
+static kiln_status batchnorm_training(const kiln_op_call *c, double eps) {
+  const kiln_tensor *x = c->in[0];
+  double mom = kiln_attr_float(c->node, "momentum", 0.9f);
+  int64_t N = x->dims[0], C = x->dims[1], sp = dims_prod(x, 2, x->rank), cnt = N * sp;
+  kiln_status s = alloc_like(c, 0, x);
+  for (int k = 1; k < 3 && !s; k++)
+    if (kiln_opc_out_wanted(c, k)) s = alloc_like(c, k, c->in[2 + k]);
+  for (int64_t ch = 0; ch < C && !s; ch++) {
+    double mean = 0, var = 0;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = 0; i < sp; i++) mean += kiln_get_f(x, (n * C + ch) * sp + i);
+    mean /= (double)cnt;
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = 0; i < sp; i++) {
+        double d = kiln_get_f(x, (n * C + ch) * sp + i) - mean;
+        var += d * d;
+      }
+    var /= (double)cnt;
+    double sc = kiln_get_f(c->in[1], ch), bb = kiln_get_f(c->in[2], ch), inv = 1.0 / sqrt(var + eps);
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t i = 0; i < sp; i++) {
+        int64_t e = (n * C + ch) * sp + i;
+        kiln_set_f(&c->out[0], e, sc * (kiln_get_f(x, e) - mean) * inv + bb);
+      }
+    if (kiln_opc_out_wanted(c, 1)) kiln_set_f(&c->out[1], ch, kiln_get_f(c->in[3], ch) * mom + mean * (1 - mom));
+    if (kiln_opc_out_wanted(c, 2)) kiln_set_f(&c->out[2], ch, kiln_get_f(c->in[4], ch) * mom + var * (1 - mom));
+  }
+  return s;
+}
+
 /* Y = scale * (X - mean) / sqrt(var + epsilon) + B, per channel (or, for
- * spatial=0 before opset 9, per element of C x D1 ... Dn). Inference only:
- * training_mode=1 (opset 14+), is_test=0 (opset 6) and the training-only
- * outputs (mean, var, saved_mean, saved_var) are refused. */
+ * spatial=0 before opset 9, per element of C x D1 ... Dn); with
+ * training_mode=1 (opset 14+) the batch's statistics and the running-stat
+ * outputs (batchnorm_training). Before opset 14, is_test=0 (opset 6) and
+ * the training-only outputs (mean, var, saved_mean, saved_var) are
+ * refused. */
 static kiln_status run_batchnorm(const kiln_op_call *c) {
   kiln_status s = check_batchnorm(c->graph, c->node);
   for (int i = 0; i < 5 && !s; i++) s = kiln_op_need(c, i);
@@ -779,6 +817,7 @@ static kiln_status run_batchnorm(const kiln_op_call *c) {
     }
   }
   double eps = kiln_attr_float(c->node, "epsilon", 1e-5f);
+  if (kiln_attr_int(c->node, "training_mode", 0)) return batchnorm_training(c, eps);
   if ((s = alloc_like(c, 0, x))) return s;
   for (int64_t i = 0; i < x->numel; i++) {
     int64_t e = i % per_n, pi = spatial ? e / sp : e;

@@ -544,12 +544,19 @@ static void test_predicate(void) {
   int dr = gb_add(g, "Dropout", "x", "dy dm");
   int dn = gb_add(g, "Neg", "x", "xn");
   int dr2 = gb_add(g, "Dropout", "xn", "dy2 dm2");
+  int bt = gb_add(g, "BatchNormalization", "x s bb mu va", "bt"); /* training mode: the batch's statistics */
+  kiln_edit_set_int(&g->nodes[bt], "training_mode", 1);
+  int rt = gb_add(g, "Relu", "bt", "rt");
   output(g, "bn");
   output(g, "dy");
   output(g, "dm2");
+  output(g, "rt");
   c = ctx_of(&f, g, NULL);
   PRED(c, ab, bn, false, "input 1 must be read from memory");
   PRED(c, dn, dr2, false, "output 1 is used");
+  CHECK(kiln_fuse_kind_of(&g->nodes[bn]) == KILN_FUSE_BROADCAST && kiln_fuse_kind_of(&g->nodes[bt]) == KILN_FUSE_OPAQUE,
+        "BatchNormalization: broadcast in inference, opaque in training mode");
+  PRED(c, bt, rt, false, "opaque");
   (void)dr;
   (void)d1;
   fz_free(&f);

@@ -816,6 +816,66 @@ static void test_fold_bn(void) {
   kiln_graph_free(g);
 }
 
+/* BatchNormalization's training mode on the reference (opset 15): Y from
+ * the batch's own mean and population variance per channel, the running
+ * statistics input * momentum + batch * (1 - momentum), each compared
+ * with that formula computed here; the running outputs without training
+ * mode, and before opset 14, refused with the reason. */
+static void test_bn_training(void) {
+  const int64_t xd[4] = {2, 3, 2, 5}, cd[1] = {3};
+  const double mom = 0.8, eps = 1e-3;
+  for (int variant = 0; variant < 3; variant++) {
+    kiln_graph *g = new_graph(variant == 2 ? 13 : 15);
+    input(g, "x", KILN_F32, 4, xd);
+    cst(g, "s", KILN_F32, 1, cd, NULL, 0.5);
+    cst(g, "b", KILN_F32, 1, cd, NULL, -0.5);
+    cst(g, "mu", KILN_F32, 1, cd, NULL, -0.5);
+    cst(g, "var", KILN_F32, 1, cd, NULL, 0.5);
+    kiln_node *n = add(g, "BatchNormalization", "x s b mu var", variant == 2 ? "y rm rv sm sv" : "y rm rv");
+    if (variant == 0) kiln_edit_set_int(n, "training_mode", 1);
+    kiln_edit_set_float(n, "momentum", (float)mom);
+    kiln_edit_set_float(n, "epsilon", (float)eps);
+    output(g, "y");
+    output(g, "rm");
+    output(g, "rv");
+    kiln_tensor *ins = random_inputs(g), *outs;
+    kiln_status st = run(g, ins, &outs);
+    if (variant == 0) {
+      const kiln_graph *c = g;
+      const kiln_tensor *x = &ins[0], *sc = c->values[val(g, "s")].init, *bb = c->values[val(g, "b")].init,
+                        *mu = c->values[val(g, "mu")].init, *va = c->values[val(g, "var")].init;
+      double worst = 0;
+      for (int64_t ch = 0; !st && ch < 3; ch++) {
+        double m = 0, v = 0;
+        for (int64_t nn = 0; nn < 2; nn++)
+          for (int64_t i = 0; i < 10; i++) m += kiln_get_f(x, (nn * 3 + ch) * 10 + i);
+        m /= 20;
+        for (int64_t nn = 0; nn < 2; nn++)
+          for (int64_t i = 0; i < 10; i++) v += pow(kiln_get_f(x, (nn * 3 + ch) * 10 + i) - m, 2);
+        v /= 20;
+        for (int64_t nn = 0; nn < 2; nn++)
+          for (int64_t i = 0; i < 10; i++) {
+            int64_t e = (nn * 3 + ch) * 10 + i;
+            double want = kiln_get_f(sc, ch) * (kiln_get_f(x, e) - m) / sqrt(v + eps) + kiln_get_f(bb, ch);
+            worst = fmax(worst, fabs(kiln_get_f(&outs[0], e) - want) / (1 + fabs(want)));
+          }
+        worst = fmax(worst, fabs(kiln_get_f(&outs[1], ch) - (kiln_get_f(mu, ch) * mom + m * (1 - mom))));
+        worst = fmax(worst, fabs(kiln_get_f(&outs[2], ch) - (kiln_get_f(va, ch) * mom + v * (1 - mom))));
+      }
+      CHECK(!st && worst < 1e-6, "BatchNormalization training mode: Y and the running statistics (status %d: %s; "
+            "worst relative error %.3g)", (int)st, st ? kiln_last_error() : "ok", worst);
+    } else {
+      CHECK(st == KILN_E_UNSUPPORTED_ATTR &&
+                strstr(kiln_last_error(), variant == 1 ? "training_mode=1 selects" : "before opset 14 is not supported"),
+            "BatchNormalization's running outputs %s: refused (status %d: %s)",
+            variant == 1 ? "without training mode" : "at opset 13", (int)st, kiln_last_error());
+    }
+    free_tensors(outs, g->n_outputs);
+    free_tensors(ins, g->n_inputs);
+    kiln_graph_free(g);
+  }
+}
+
 /* ------------------------------------------------------------------ */
 /* constant folding                                                    */
 
@@ -1497,6 +1557,7 @@ int main(int argc, char **argv) {
   test_cse();
   test_transpose();
   test_fold_bn();
+  test_bn_training();
   test_fold_constants();
   test_fold_weights();
   test_driver();
