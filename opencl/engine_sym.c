@@ -199,7 +199,9 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const sym_vals
       }
     }
   if (*n->domain || oax < 0) goto no;
-  /* (training mode: the batch's statistics mix its rows) */
+  /* (BatchNormalization in training mode: the batch's statistics mix its
+     rows. It runs on the host today, which keeps a variant per size anyway;
+     this holds should a device kernel take it.) */
   if (in_list(op, elementwise) && !(!strcmp(op, "BatchNormalization") && kiln_attr_int(n, "training_mode", 0))) {
     for (int i = 0; i < n->n_in; i++)
       if (n->in[i] >= 0 && dep[n->in[i]] && (sh->v[n->in[i]].rank != orank || sv->ax[n->in[i]] != oax)) goto no;
