@@ -113,6 +113,10 @@ int kiln_graph_find_value(const kiln_graph *g, const char *name);
  * 8-bit rowwise (de)quantization, LSTMUnit) and its newest opset version. */
 #define KILN_DOMAIN "ai.kiln"
 #define KILN_DOMAIN_VERSION 1
+/* ONNX's training preview domain (its optimizers: Adagrad, Adam, Momentum)
+ * and the one version it has. */
+#define KILN_DOMAIN_TRAINING "ai.onnx.preview.training"
+#define KILN_DOMAIN_TRAINING_VERSION 1
 /* Opset version imported for a domain ("" and "ai.onnx" are the same), or -1. */
 int64_t kiln_graph_opset(const kiln_graph *g, const char *domain);
 /* A display name for a node: its name, or "#index" when it has none. */

@@ -20,6 +20,11 @@ const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type) {
       if (!strcmp(d->op_type, op_type)) return d;
     return NULL;
   }
+  if (domain && !strcmp(domain, KILN_DOMAIN_TRAINING)) {
+    for (const kiln_shape_def *d = kiln_shape_ops_train; d->op_type; d++)
+      if (!strcmp(d->op_type, op_type)) return d;
+    return NULL;
+  }
   if (domain && *domain && strcmp(domain, "ai.onnx")) return NULL;
   for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
     for (const kiln_shape_def *d = tables[t]; d->op_type; d++)

@@ -56,9 +56,11 @@ extern const kiln_op_def kiln_ref_ops_rnn[];
 extern const kiln_op_def kiln_ref_ops_signal[]; /* DFT, STFT, MelWeightMatrix */
 extern const kiln_op_def kiln_ref_ops_text[];   /* TfIdfVectorizer */
 extern const kiln_op_def kiln_ref_ops_kiln[]; /* ops_kiln.c: domain KILN_DOMAIN (ir/graph.h) */
+extern const kiln_op_def kiln_ref_ops_train[]; /* ops_train.c: domain KILN_DOMAIN_TRAINING (ir/graph.h) */
 
-/* Looks up an op of the default ONNX domain ("" or "ai.onnx") or of kiln's
- * own domain (KILN_DOMAIN) by name; NULL when unknown. */
+/* Looks up an op of the default ONNX domain ("" or "ai.onnx"), of kiln's
+ * own domain (KILN_DOMAIN) or of ONNX's training preview domain
+ * (KILN_DOMAIN_TRAINING) by name; NULL when unknown. */
 const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type);
 
 /* Checks one node against its op's table entry (domain, counts, attribute

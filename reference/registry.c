@@ -14,6 +14,11 @@ const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type) {
       if (!strcmp(d->op_type, op_type)) return d;
     return NULL;
   }
+  if (domain && !strcmp(domain, KILN_DOMAIN_TRAINING)) {
+    for (const kiln_op_def *d = kiln_ref_ops_train; d->op_type; d++)
+      if (!strcmp(d->op_type, op_type)) return d;
+    return NULL;
+  }
   if (domain && *domain && strcmp(domain, "ai.onnx")) return NULL;
   for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
     for (const kiln_op_def *d = tables[t]; d->op_type; d++)
@@ -47,6 +52,9 @@ kiln_status kiln_ref_check_node(const kiln_graph *g, const kiln_node *n) {
   if (!strcmp(n->domain, KILN_DOMAIN) && n->opset > KILN_DOMAIN_VERSION)
     return kiln_fail(KILN_E_VERSION, "node %s (%s): version %d of domain '%s' is newer than the newest kiln supports (%d)",
                      lbl, n->op_type, n->opset, KILN_DOMAIN, KILN_DOMAIN_VERSION);
+  if (!strcmp(n->domain, KILN_DOMAIN_TRAINING) && n->opset > KILN_DOMAIN_TRAINING_VERSION)
+    return kiln_fail(KILN_E_VERSION, "node %s (%s): version %d of domain '%s' is newer than the newest kiln supports (%d)",
+                     lbl, n->op_type, n->opset, KILN_DOMAIN_TRAINING, KILN_DOMAIN_TRAINING_VERSION);
   if (n->opset > 17)
     return kiln_fail(KILN_E_VERSION, "node %s (%s): opset %d is newer than the newest kiln supports (17)", lbl,
                      n->op_type, n->opset);

@@ -64,7 +64,7 @@ static int run_case(onnxBackendID id, onnxBackend be, tu_case *c, const char *bn
     onnxTensorDescriptorV1 *din = calloc((size_t)g->n_inputs + 1, sizeof *din);
     onnxTensorDescriptorV1 *dout = calloc((size_t)nout + 1, sizeof *dout);
     uint64_t(*shp)[KILN_MAX_RANK] = calloc((size_t)(g->n_inputs + nout) + 1, sizeof *shp);
-    const char *why = NULL;
+    const char *why = tu_case_erratum(c->name);
     char baddata[300];
     kiln_status ks = KILN_OK;
     for (int i = 0; i < g->n_inputs && !result && !why; i++) {

@@ -123,6 +123,16 @@ void tu_fix_dtype(kiln_tensor *t, kiln_dtype declared) {
   if (t->dtype == KILN_U16 && declared == KILN_BF16) t->dtype = KILN_BF16;
 }
 
+const char *tu_case_erratum(const char *case_name) {
+  /* ONNX 1.12's generator computed these outputs with epsilon 1e-2 and left
+     the node's epsilon at its default, 1e-6: ONNX's own reference evaluator
+     gives X1_new[0] = 0.75595933 for the model, the data 0.75913626 */
+  if (!strcmp(case_name, "test_adam_multiple"))
+    return "the test data disagrees with its own model: its outputs were computed with epsilon 1e-2, the node "
+           "has the default 1e-6 (ONNX's reference evaluator agrees with kiln, not with the data)";
+  return NULL;
+}
+
 const char *tu_data_disagrees(const struct kiln_type *declared, const kiln_tensor *t) {
   static _Thread_local char buf[160];
   if (declared->kind != KILN_TYPE_TENSOR || declared->rank < 0) return NULL;

@@ -72,9 +72,10 @@ static int cst_i64(kiln_graph *g, const char *name, int n, const int64_t *vals) 
   return v;
 }
 
-/* Appends op_type reading `ins` and writing new values `outs` (names
- * separated by spaces, "-" for an omitted optional). Returns the node. */
-static kiln_node *add(kiln_graph *g, const char *op, const char *ins, const char *outs) {
+/* Appends op_type of domain reading `ins` and writing new values `outs`
+ * (names separated by spaces, "-" for an omitted optional). Returns the
+ * node. */
+static kiln_node *add_in(kiln_graph *g, const char *domain, const char *op, const char *ins, const char *outs) {
   int in[16], out[16], ni = 0, no = 0;
   char buf[512], *save;
   snprintf(buf, sizeof buf, "%s", ins);
@@ -93,11 +94,15 @@ static kiln_node *add(kiln_graph *g, const char *op, const char *ins, const char
     if (kiln_edit_add_value(g, t, &out[no++])) exit(2);
   }
   int idx;
-  if (kiln_edit_insert_node(g, g->n_nodes, "", op, "", ni, in, no, out, &idx)) {
+  if (kiln_edit_insert_node(g, g->n_nodes, "", op, domain, ni, in, no, out, &idx)) {
     printf("test bug: %s\n", kiln_last_error());
     exit(2);
   }
   return &g->nodes[idx];
+}
+
+static kiln_node *add(kiln_graph *g, const char *op, const char *ins, const char *outs) {
+  return add_in(g, "", op, ins, outs);
 }
 
 static void set_type(kiln_graph *g, const char *name, kiln_dtype dt, int rank, const int64_t *dims) {
@@ -876,6 +881,77 @@ static void test_bn_training(void) {
   }
 }
 
+/* The optimizers of ONNX's training preview domain at update count T = 0
+ * (Momentum's beta' = 1, Adam's rate not adjusted; the node tests have
+ * T > 0), each output against its formula computed here; a domain version
+ * kiln does not know, input counts that are no whole groups, and an
+ * unknown Momentum mode, refused. */
+static void test_train_ops(void) {
+  const int64_t d4[1] = {4};
+  const double xv[4] = {1, 2, 3, -4}, gv[4] = {0.5, -1, 2, 0}, vv[4] = {0.1, 0.2, -0.3, 0.4}, hv[4] = {0.5, 1, 2, 3};
+  const double R = 0.1, a = 0.9, b = 0.3, nc = 0.01, post = 0.1, eps = 1e-6;
+  for (int variant = 0; variant < 6; variant++) {
+    kiln_graph *g = new_graph(17);
+    kiln_opset *o = kiln_realloc(g->opsets, sizeof *o * (size_t)(g->n_opsets + 1));
+    if (!o) exit(2);
+    g->opsets = o;
+    o[g->n_opsets].domain = kiln_strdup(KILN_DOMAIN_TRAINING);
+    o[g->n_opsets++].version = variant == 3 ? 2 : 1;
+    double t0 = 0;
+    cst(g, "R", KILN_F32, 0, NULL, &R, 0);
+    cst(g, "T", KILN_I64, 0, NULL, &t0, 0);
+    cst(g, "X", KILN_F32, 1, d4, xv, 0);
+    cst(g, "G", KILN_F32, 1, d4, gv, 0);
+    cst(g, "V", KILN_F32, 1, d4, vv, 0);
+    cst(g, "H", KILN_F32, 1, d4, hv, 0);
+    bool adam = variant == 1;
+    kiln_node *n = variant == 4   ? add_in(g, KILN_DOMAIN_TRAINING, "Adagrad", "R T X G H X", "x1 h1")
+                   : adam         ? add_in(g, KILN_DOMAIN_TRAINING, "Adam", "R T X G V H", "x1 v1 h1")
+                                  : add_in(g, KILN_DOMAIN_TRAINING, "Momentum", "R T X G V", "x1 v1");
+    if (variant != 4) { /* (Adagrad has neither) */
+      kiln_edit_set_float(n, "alpha", (float)a);
+      kiln_edit_set_float(n, "beta", (float)b);
+    }
+    kiln_edit_set_float(n, "norm_coefficient", (float)nc);
+    if (adam) kiln_edit_set_float(n, "norm_coefficient_post", (float)post);
+    if (!adam && variant != 4) kiln_edit_set_string(n, "mode", variant == 2 ? "nesterov" : variant == 5 ? "fast" : "standard");
+    output(g, "x1");
+    if (variant != 4) output(g, "v1");
+    if (adam) output(g, "h1");
+    kiln_status cs = kiln_ref_check_graph(g);
+    kiln_tensor *outs = NULL;
+    kiln_status st = cs ? cs : run(g, NULL, &outs);
+    if (variant <= 2) {
+      double worst = 0;
+      for (int i = 0; !st && i < 4; i++) {
+        double gr = nc * xv[i] + gv[i], v1, x1, h1 = 0;
+        if (adam) {
+          v1 = a * vv[i] + (1 - a) * gr;
+          h1 = b * hv[i] + (1 - b) * gr * gr;
+          x1 = (1 - post) * (xv[i] - R * v1 / (sqrt(h1) + eps));
+          worst = fmax(worst, fabs(kiln_get_f(&outs[2], i) - h1) / (1 + fabs(h1)));
+        } else {
+          v1 = a * vv[i] + gr; /* T = 0: beta' = 1 */
+          x1 = xv[i] - R * (variant == 2 ? gr + a * v1 : v1);
+        }
+        worst = fmax(worst, fabs(kiln_get_f(&outs[0], i) - x1) / (1 + fabs(x1)));
+        worst = fmax(worst, fabs(kiln_get_f(&outs[1], i) - v1) / (1 + fabs(v1)));
+      }
+      CHECK(!st && worst < 1e-6, "%s at T = 0: every output is its formula (status %d: %s; worst relative error %.3g)",
+            adam ? "Adam" : variant == 2 ? "Momentum nesterov" : "Momentum standard", (int)st,
+            st ? kiln_last_error() : "ok", worst);
+    } else {
+      static const char *const want[] = {"", "", "", "newer than the newest kiln supports", "R, T and 3 tensors",
+                                         "mode 'fast'"};
+      kiln_status ws = variant == 3 ? KILN_E_VERSION : variant == 4 ? KILN_E_MODEL : KILN_E_UNSUPPORTED_ATTR;
+      CHECK(st == ws && strstr(kiln_last_error(), want[variant]), "training op refused (variant %d): status %d: %s",
+            variant, (int)st, kiln_last_error());
+    }
+    if (outs) free_tensors(outs, g->n_outputs);
+    kiln_graph_free(g);
+  }
+}
+
 /* ------------------------------------------------------------------ */
 /* constant folding                                                    */
 
@@ -1558,6 +1634,7 @@ int main(int argc, char **argv) {
   test_transpose();
   test_fold_bn();
   test_bn_training();
+  test_train_ops();
   test_fold_constants();
   test_fold_weights();
   test_driver();
