@@ -4,7 +4,8 @@
  *   ref_nodes [-v] [-f SUBSTR]... [ROOT]
  * A case whose graph the reference backend rejects (unsupported op,
  * attribute or type), that cannot cross the ABI or whose data is a known
- * erratum (tu_case_erratum) is counted unsupported, with its reason under -v. Exit status 1 if any supported case fails. */
+ * erratum (tu_case_erratum) is counted unsupported, with its reason under
+ * -v. Exit status 1 if any supported case fails. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
