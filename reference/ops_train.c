@@ -37,8 +37,9 @@ static int op_of(const kiln_node *n) {
   return !strcmp(n->op_type, "Adagrad") ? ADAGRAD : !strcmp(n->op_type, "Momentum") ? MOMENTUM : ADAM;
 }
 
-/* The counts (2 + m * n inputs, (m - 1) * n outputs, n >= 1) and, for
- * Momentum, its required attributes and mode. */
+/* The counts (2 + m * n inputs, (m - 1) * n outputs, n >= 1), the
+ * attributes' types (mode a string, the rest floats) and, for Momentum, its
+ * required attributes and mode. */
 static kiln_status check_train(const kiln_graph *g, const kiln_node *n) {
   (void)g;
   int op = op_of(n), m = groups_of(op), k = n->n_in - 2;
@@ -50,6 +51,11 @@ static kiln_status check_train(const kiln_graph *g, const kiln_node *n) {
                      (m - 1) * (k / m));
   for (int i = 0; i < n->n_in; i++)
     if (n->in[i] < 0) return kiln_fail(KILN_E_MODEL, "input %d is empty; every input is required", i);
+  for (int a = 0; a < n->n_attrs; a++) { /* (the registry admits only the op's own names) */
+    const char *nm = n->attrs[a].name;
+    kiln_status s = kiln_opc_attr(n, nm, strcmp(nm, "mode") ? KILN_ATTR_FLOAT : KILN_ATTR_STRING, 1, 0);
+    if (s) return s;
+  }
   if (op == MOMENTUM) {
     static const char *const req[] = {"alpha", "beta", "mode", "norm_coefficient"};
     for (int i = 0; i < 4; i++)
@@ -84,9 +90,8 @@ static kiln_status run_train(const kiln_op_call *c) {
     const kiln_tensor *in[4];
     char what[32];
     for (int q = 0; q < m; q++) {
-      static const char *const names[] = {"X", "G", "", ""};
-      const char *nm = q < 2 ? names[q] : (op == ADAGRAD || (op == ADAM && q == 3)) ? "H" : "V";
-      snprintf(what, sizeof what, "%s%d", nm, t + 1);
+      static const char *const names[3][4] = {{"X", "G", "H"}, {"X", "G", "V"}, {"X", "G", "V", "H"}};
+      snprintf(what, sizeof what, "%s%d", names[op][q], t + 1);
       if ((s = kiln_opc_need(c, 2 + q * nt + t, what, FL, "float or double"))) return s;
       in[q] = c->in[2 + q * nt + t];
       char b1[160], b2[160];

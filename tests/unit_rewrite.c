@@ -890,7 +890,7 @@ static void test_train_ops(void) {
   const int64_t d4[1] = {4};
   const double xv[4] = {1, 2, 3, -4}, gv[4] = {0.5, -1, 2, 0}, vv[4] = {0.1, 0.2, -0.3, 0.4}, hv[4] = {0.5, 1, 2, 3};
   const double R = 0.1, a = 0.9, b = 0.3, nc = 0.01, post = 0.1, eps = 1e-6;
-  for (int variant = 0; variant < 6; variant++) {
+  for (int variant = 0; variant < 7; variant++) {
     kiln_graph *g = new_graph(17);
     kiln_opset *o = kiln_realloc(g->opsets, sizeof *o * (size_t)(g->n_opsets + 1));
     if (!o) exit(2);
@@ -915,6 +915,7 @@ static void test_train_ops(void) {
     kiln_edit_set_float(n, "norm_coefficient", (float)nc);
     if (adam) kiln_edit_set_float(n, "norm_coefficient_post", (float)post);
     if (!adam && variant != 4) kiln_edit_set_string(n, "mode", variant == 2 ? "nesterov" : variant == 5 ? "fast" : "standard");
+    if (variant == 6) kiln_edit_set_int(n, "norm_coefficient", 1); /* an int where a float belongs */
     output(g, "x1");
     if (variant != 4) output(g, "v1");
     if (adam) output(g, "h1");
@@ -942,8 +943,8 @@ static void test_train_ops(void) {
             st ? kiln_last_error() : "ok", worst);
     } else {
       static const char *const want[] = {"", "", "", "newer than the newest kiln supports", "R, T and 3 tensors",
-                                         "mode 'fast'"};
-      kiln_status ws = variant == 3 ? KILN_E_VERSION : variant == 4 ? KILN_E_MODEL : KILN_E_UNSUPPORTED_ATTR;
+                                         "mode 'fast'", "'norm_coefficient' must be of type float"};
+      kiln_status ws = variant == 3 ? KILN_E_VERSION : variant == 4 || variant == 6 ? KILN_E_MODEL : KILN_E_UNSUPPORTED_ATTR;
       CHECK(st == ws && strstr(kiln_last_error(), want[variant]), "training op refused (variant %d): status %d: %s",
             variant, (int)st, kiln_last_error());
     }
