@@ -3,6 +3,7 @@
 #include "opencl/runtime.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,7 @@ static kiln_cl_context *context_alloc(const kiln_cl_device *dev) {
   c->global_mem_size = dev->global_mem_size;
   c->local_mem_size = dev->local_mem_size;
   c->can_clone = clone_usable(dev);
+  c->rusticl = dev->platform_name && strstr(dev->platform_name, "rusticl");
   return c;
 }
 
@@ -477,10 +479,42 @@ kiln_status kiln_cl_program_binary(kiln_cl_context *c, cl_program p, void **byte
   return KILN_OK;
 }
 
+/* The little-endian 32-bit word at b. */
+static uint32_t le32(const unsigned char *b) {
+  return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Whether b[0..len) has the frame of a binary Mesa's rusticl writes. Mesa
+ * 22.3 (Debian 12) aborts the whole process (a Rust panic, "unknown
+ * version") on a binary whose first word is not its format version, where
+ * OpenCL asks for CL_INVALID_BINARY. Its frame, read off its own binaries:
+ * the version (1), the SPIR-V's length in bytes (len - 12), the binary type
+ * (CL_PROGRAM_BINARY_TYPE_COMPILED_OBJECT, _LIBRARY or _EXECUTABLE), then
+ * the SPIR-V, whose first word is SPIR-V's magic number. Later Mesas start
+ * with "rusticl" and a NUL and reject a foreign binary themselves: passed
+ * through. The cache's checksum keeps damaged entries away; this keeps a
+ * well-formed entry that this driver did not write (tests/fault_cache.sh's
+ * garbage, a file put there by hand) from ending the host's process. The
+ * SPIR-V itself is not checked. */
+static bool rusticl_frame(const unsigned char *b, size_t len) {
+  static const unsigned char magic[8] = "rusticl";
+  if (len >= sizeof magic && !memcmp(b, magic, sizeof magic)) return true;
+  if (len < 20 || len % 4 || len - 12 > UINT32_MAX) return false;
+  uint32_t type = le32(b + 8);
+  return le32(b) == 1 && le32(b + 4) == len - 12 &&
+         (type == CL_PROGRAM_BINARY_TYPE_COMPILED_OBJECT || type == CL_PROGRAM_BINARY_TYPE_LIBRARY ||
+          type == CL_PROGRAM_BINARY_TYPE_EXECUTABLE) &&
+         le32(b + 12) == 0x07230203u;
+}
+
 kiln_status kiln_cl_program_from_binary(kiln_cl_context *c, const void *bytes, size_t len, const char *options,
                                         cl_program *out) {
   *out = NULL;
   const unsigned char *b = bytes;
+  if (c->rusticl && !rusticl_frame(b, len))
+    return kiln_fail(KILN_E_INTERNAL,
+                     "OpenCL program binary of %zu bytes not handed to %s (%s): not the frame rusticl writes", len,
+                     c->id, c->name);
   cl_int e = CL_SUCCESS, bin = CL_SUCCESS;
   cl_program p = clCreateProgramWithBinary(c->ctx, 1, &c->device, &len, &b, &bin, &e);
   if (!p || e || bin) {

@@ -39,6 +39,7 @@ typedef struct kiln_cl_context {
   size_t max_work_group_size, max_work_item_size0;
   cl_ulong max_mem_alloc_size, global_mem_size, local_mem_size;
   bool can_clone; /* kiln_cl_kernel_clone copies kernel objects (clCloneKernel: OpenCL 2.1 platform and device) */
+  bool rusticl;   /* Mesa's rusticl: a binary is checked for its frame before the driver sees it */
   pthread_mutex_t kept_mu; /* guards kept and clock (graphs compile from several threads) */
   bool kept_mu_ok;
   uint64_t clock;
@@ -134,7 +135,8 @@ kiln_status kiln_cl_program_binary(kiln_cl_context *c, cl_program p, void **byte
 
 /* Creates and builds a program from a binary kiln_cl_program_binary gave
  * on the same device and driver. A rejected binary (CL_INVALID_BINARY, a
- * failed build) is KILN_E_INTERNAL: the caller rebuilds from source. */
+ * failed build, on rusticl one without the frame it writes: runtime.c
+ * rusticl_frame) is KILN_E_INTERNAL: the caller rebuilds from source. */
 kiln_status kiln_cl_program_from_binary(kiln_cl_context *c, const void *bytes, size_t len, const char *options,
                                         cl_program *out);
 

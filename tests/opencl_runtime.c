@@ -304,6 +304,43 @@ done:
 
 /* Builds the kernels through the cache: miss + build + store, then a hit +
  * build from the stored binary; both programs must compute the same. */
+
+/* Binaries this driver did not write are refused with a status, never a
+ * crash: bytes of the real binary's length in a pattern, and on rusticl
+ * (Mesa 22.3 aborts the process on a binary whose first word is not its
+ * format version: runtime.c rusticl_frame) the real binary with its frame
+ * broken — a wrong version, a length one word short, its SPIR-V's magic
+ * number changed — each refused before the driver sees it. */
+static void test_foreign_binaries(kiln_cl_context *c, const unsigned char *bin, size_t len, const char *opts) {
+  unsigned char *junk = kiln_malloc(len);
+  if (!junk) {
+    CHECK(0, "out of memory for a copy of the binary");
+    return;
+  }
+  for (size_t i = 0; i < len; i++) junk[i] = (unsigned char)(i * 7 + 3);
+  cl_program p = NULL;
+  kiln_status s = kiln_cl_program_from_binary(c, junk, len, opts, &p);
+  CHECK(s == KILN_E_INTERNAL && !p, "a patterned binary of %zu bytes is refused: %s", len, kiln_last_error());
+  if (p) kiln_cl_program_free(p);
+  kiln_error_clear();
+  if (c->rusticl && len >= 20) {
+    static const struct {
+      size_t at, cut;
+      const char *what;
+    } broken[] = {{0, 0, "the version word"}, {0, 4, "the length (one word cut off)"}, {12, 0, "SPIR-V's magic"}};
+    for (size_t k = 0; k < sizeof broken / sizeof broken[0]; k++) {
+      memcpy(junk, bin, len);
+      if (!broken[k].cut) junk[broken[k].at] ^= 0x40;
+      p = NULL;
+      s = kiln_cl_program_from_binary(c, junk, len - broken[k].cut, opts, &p);
+      CHECK(s == KILN_E_INTERNAL && !p && strstr(kiln_last_error(), "not the frame rusticl writes"),
+            "rusticl: a binary with %s broken is refused before the driver: %s", broken[k].what, kiln_last_error());
+      if (p) kiln_cl_program_free(p);
+      kiln_error_clear();
+    }
+  }
+  kiln_free(junk);
+}
 static void test_kernels(kiln_cl_context *c, const kiln_cl_device *dev) {
   const char *opts = "-cl-std=CL1.2";
   kiln_cl_key key = kiln_cl_program_key(dev, kernels_src, strlen(kernels_src), opts);
@@ -348,13 +385,11 @@ static void test_kernels(kiln_cl_context *c, const kiln_cl_device *dev) {
       run_vadd(c, p2, "from the cached binary");
       kiln_cl_program_free(p2);
     }
+    test_foreign_binaries(c, bin, len, opts);
     kiln_free(bin);
   } else {
     CHECK(0, "the stored binary is found again");
   }
-  /* No junk-binary case: rusticl (Mesa 22.3) aborts the process on a binary
-   * it did not write ("unknown version" panic); the cache's key (driver
-   * version) and checksum are what keep foreign bytes away from a driver. */
 }
 
 static void test_failures(kiln_cl_context *c) {
