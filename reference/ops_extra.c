@@ -52,9 +52,12 @@
  *     output_half_pixel, rois at least 1x1.
  *   - GridSample follows torch.nn.functional.grid_sample (what the ONNX
  *     tests were made with): nearest rounds half to even, bicubic (A=-0.75)
- *     applies the padding mode to each of its 16 taps. X must be a float
- *     type (the schema lets T1 be an integer type while the output, which
- *     has X's type, must be float; kiln rejects that contradiction).
+ *     applies the padding mode to each of its 16 taps. X may be any type
+ *     of the schema's T1 that kiln has (floats, integers, bool; not string
+ *     or complex): Y has X's type, and for integers and bool "intermediate
+ *     values are computed as floating point and cast to integer at the
+ *     end" — in double here, truncated toward zero (saturating), bool true
+ *     where the value is nonzero. Nearest copies X's values exactly.
  *   - Unique compares floats numerically (-0 == 0), NaNs equal to each
  *     other and above every number; sorted output is ascending
  *     (lexicographic over sub-tensors with an axis). */
@@ -1156,12 +1159,15 @@ static const char *const gs_modes[] = {"bilinear", "nearest", "bicubic", NULL};
 enum { GS_ZEROS, GS_BORDER, GS_REFLECTION };
 static const char *const gs_pads[] = {"zeros", "border", "reflection", NULL};
 
+/* GridSample-16's T1 as far as kiln has it: floats but bfloat16, integers, bool */
+#define T_GS_X (T_F3 | KILN_TS_INT | KILN_T(KILN_BOOL))
+
 static kiln_status chk_gridsample(const kiln_graph *g, const kiln_node *n) {
   kiln_status s = chk_base(n, 16, 0);
   if (!s) s = chk_enum(n, "mode", "bilinear", gs_modes);
   if (!s) s = chk_enum(n, "padding_mode", "zeros", gs_pads);
   if (!s) s = kiln_opc_flag(n, "align_corners", 0);
-  if (!s) s = chk_decl(g, n, 0, "X", T_F3);
+  if (!s) s = chk_decl(g, n, 0, "X", T_GS_X);
   if (!s) s = chk_decl(g, n, 1, "grid", T_F3);
   return s;
 }
@@ -1221,6 +1227,17 @@ static double gs_cubic(double v0, double v1, double v2, double v3, double t) {
   return v0 * w[0] + v1 * w[1] + v2 * w[2] + v3 * w[3];
 }
 
+/* Nearest: the flat index in X of the element grid point (gx, gy) picks
+ * (rounded half to even after the padding mode), -1 outside X (zeros). */
+static int64_t gs_nearest(const gs_ctx *g, double gx, double gy) {
+  double ix = gs_pad(g, gs_unnormalize(gx, g->W, g->ac), g->W), iy = gs_pad(g, gs_unnormalize(gy, g->H, g->ac), g->H);
+  int64_t y, x;
+  if (!to_index(round_half_even(iy), &y) || !to_index(round_half_even(ix), &x)) return -1;
+  if (y < 0 || y >= g->H || x < 0 || x >= g->W) return -1;
+  return g->plane + y * g->W + x;
+}
+
+/* Bilinear or bicubic, in double. */
 static double gs_sample(const gs_ctx *g, int mode, double gx, double gy) {
   double ix = gs_unnormalize(gx, g->W, g->ac), iy = gs_unnormalize(gy, g->H, g->ac);
   if (mode == GS_BICUBIC) {
@@ -1236,7 +1253,6 @@ static double gs_sample(const gs_ctx *g, int mode, double gx, double gy) {
   }
   ix = gs_pad(g, ix, g->W);
   iy = gs_pad(g, iy, g->H);
-  if (mode == GS_NEAREST) return gs_at_f(g, round_half_even(iy), round_half_even(ix));
   double x0 = floor(ix), y0 = floor(iy);
   if (!isfinite(x0) || !isfinite(y0)) return 0;
   double x1 = x0 + 1, y1 = y0 + 1;
@@ -1253,7 +1269,7 @@ static double gs_sample(const gs_ctx *g, int mode, double gx, double gy) {
 static kiln_status run_gridsample(const kiln_op_call *c) {
   const kiln_node *n = c->node;
   kiln_status s = chk_gridsample(c->graph, n);
-  if (!s) s = need(c, 0, "X", T_F3);
+  if (!s) s = need(c, 0, "X", T_GS_X);
   if (!s) s = need(c, 1, "grid", T_F3);
   if (s) return s;
   const kiln_tensor *x = c->in[0], *grid = c->in[1];
@@ -1274,9 +1290,15 @@ static kiln_status run_gridsample(const kiln_op_call *c) {
     for (int64_t ch = 0; ch < C; ch++) {
       g.plane = (b * C + ch) * g.H * g.W;
       for (int64_t i = 0; i < Ho * Wo; i++) {
-        int64_t go = (b * Ho * Wo + i) * 2;
-        double v = gs_sample(&g, mode, kiln_get_f(grid, go), kiln_get_f(grid, go + 1));
-        kiln_set_f(y, (b * C + ch) * Ho * Wo + i, v);
+        int64_t go = (b * Ho * Wo + i) * 2, o = (b * C + ch) * Ho * Wo + i;
+        double gx = kiln_get_f(grid, go), gy = kiln_get_f(grid, go + 1);
+        if (mode == GS_NEAREST) { /* X's value itself: exact for every type (int64 past 2^53 too) */
+          int64_t k = gs_nearest(&g, gx, gy);
+          if (k < 0) kiln_set_f(y, o, 0);
+          else kiln_copy_elem(y, o, x, k);
+        } else {
+          kiln_set_f(y, o, gs_sample(&g, mode, gx, gy));
+        }
       }
     }
   return KILN_OK;
@@ -1446,7 +1468,7 @@ const kiln_op_def kiln_ref_ops_extra[] = {
     {"NonMaxSuppression", 2, 5, 1, 1, "center_point_box", T_F32, run_nms, chk_nms},
     {"RoiAlign", 3, 3, 1, 1, "coordinate_transformation_mode mode output_height output_width sampling_ratio spatial_scale",
      T_F3, run_roialign, chk_roialign},
-    {"GridSample", 2, 2, 1, 1, "align_corners mode padding_mode", T_F3, run_gridsample, chk_gridsample},
+    {"GridSample", 2, 2, 1, 1, "align_corners mode padding_mode", T_GS_X, run_gridsample, chk_gridsample},
     {"Unique", 1, 1, 1, 4, "axis sorted", T_NUMB, run_unique, chk_unique},
     {0},
 };

@@ -5,8 +5,9 @@ tests leave out (one-sided forward and inverse DFT, dft_length cutting and
 padding, complex input, axis 0 and negative axes, float64, a symbolic batch,
 STFT on a complex signal / with window and frame_length / with neither,
 MelWeightMatrix output types, TfIdfVectorizer IDF and TFIDF with weights, a
-permuted ngram_indexes, a repeated pool n-gram, int64 tokens, 3-grams), in
-the ONNX node-test layout for tests/conformance:
+permuted ngram_indexes, a repeated pool n-gram, int64 tokens, 3-grams), and
+GridSample (opset 16) on the integer and bool X its schema allows, in the
+ONNX node-test layout for tests/conformance:
 
     test_<case>/model.onnx
     test_<case>/test_data_set_0/input_K.pb    seeded inputs
@@ -14,7 +15,11 @@ the ONNX node-test layout for tests/conformance:
 
 Expectations: numpy.fft in float64 for the transforms, and the operators'
 definitions written out below for MelWeightMatrix and TfIdfVectorizer,
-independent of kiln. When the ONNX reference evaluator is importable
+independent of kiln; GridSample's from the evaluator run on X in float64
+(the schema: "intermediate values are computed as floating point and cast
+to integer at the end"; the cast truncates toward zero) and, for nearest,
+on X's flat indices, which then pick X's values exactly (int64 past 2^53).
+When the ONNX reference evaluator is importable
 (onnx >= 1.13) each expectation is also checked against it; a TfIdfVectorizer
 whose ngram_indexes is not the identity against onnxruntime instead (the
 evaluator reads the weights by output coordinate, the operator's text and
@@ -236,6 +241,43 @@ def tfidf_case(name, X, t, mode, lo, hi, skip, counts, index, pool, weights=None
                check=(weights is not None or mode == "TF") if identity else "ort")
 
 
+# ---- GridSample on integer and bool X --------------------------------------
+
+def gridsample_case(rng, name, x, mode, padding, align, grid_shape):
+    """x: the integer or bool X (N, C, H, W); the grid random in [-1.3, 1.3]."""
+    t = helper.np_dtype_to_tensor_dtype(x.dtype)
+    grid = rng.uniform(-1.3, 1.3, grid_shape).astype(np.float32)
+    attrs = dict(mode=mode, padding_mode=padding, align_corners=align)
+    node = helper.make_node("GridSample", ["X", "grid"], ["Y"], **attrs)
+    N, C, H, W = x.shape
+    out_shape = [N, C, grid_shape[1], grid_shape[2]]
+
+    def evaluate(xv):  # at opset 20 (the evaluator's GridSample knows only its mode names; 2-D is the same)
+        n20 = helper.make_node("GridSample", ["X", "grid"], ["Y"], padding_mode=padding, align_corners=align,
+                               mode={"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode))
+        g = helper.make_graph([n20], "g", [helper.make_tensor_value_info("X", F64, xv.shape),
+                                            helper.make_tensor_value_info("grid", F32, grid.shape)],
+                              [helper.make_tensor_value_info("Y", F64, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+        return ReferenceEvaluator(m).run(None, {"X": xv, "grid": grid})[0]
+
+    if mode == "nearest":  # the picked element's flat index + 1 (0: outside, zeros padding)
+        picked = evaluate(np.arange(1, x.size + 1, dtype=np.float64).reshape(x.shape))
+        picked = picked.astype(np.int64)
+        assert np.all(picked == np.round(picked)), name
+        flat = np.concatenate([np.zeros(1, x.dtype), x.ravel()])
+        y = flat[picked]
+    else:
+        v = evaluate(x.astype(np.float64))
+        if x.dtype == np.bool_:
+            y = v != 0
+        else:
+            info = np.iinfo(x.dtype)
+            y = np.clip(np.trunc(v), info.min, info.max).astype(x.dtype)
+    write_case(name, node, [("X", t, list(x.shape), x), ("grid", F32, list(grid.shape), grid)],
+               [("Y", t, out_shape, y)], opset=16, check=False)
+
+
 def main():
     rng = np.random.default_rng(20261126)
     dft_case(rng, "dft_rfft_axis1", (2, 9, 3, 1), onesided=1)
@@ -280,6 +322,20 @@ def main():
     tfidf_case("tfidf_tf_repeated_gram", X, I64, "TF", 1, 2, 0, [0, 3], [0, 1, 2, 3, 4], [4, 7, 4, 4, 2, 7, 9])
     tfidf_case("tfidf_tfidf_symbolic_batch", X, I64, "TFIDF", 2, 3, 0, counts, list(range(9)), pool,
                in_dims=["n", 10])
+    if ReferenceEvaluator is not None:  # GridSample's expectations come from it (onnx >= 1.13)
+        rng3 = np.random.default_rng(20261128)
+        big = rng3.integers(-(1 << 62), 1 << 62, (2, 3, 5, 4), dtype=np.int64)
+        gridsample_case(rng3, "gridsample_nearest_int64_exact", big, "nearest", "zeros", 0, (2, 6, 7, 2))
+        gridsample_case(rng3, "gridsample_nearest_uint16_reflection", rng3.integers(0, 65536, (1, 2, 4, 6),
+                        dtype=np.uint16), "nearest", "reflection", 1, (1, 5, 5, 2))
+        gridsample_case(rng3, "gridsample_bilinear_uint8_border", rng3.integers(0, 256, (2, 2, 6, 5),
+                        dtype=np.uint8), "bilinear", "border", 1, (2, 4, 7, 2))
+        gridsample_case(rng3, "gridsample_bilinear_int8_zeros", rng3.integers(-128, 128, (1, 3, 5, 5),
+                        dtype=np.int8), "bilinear", "zeros", 0, (1, 6, 6, 2))
+        gridsample_case(rng3, "gridsample_bicubic_int32_reflection", rng3.integers(-1000, 1000, (1, 2, 6, 7),
+                        dtype=np.int32), "bicubic", "reflection", 0, (1, 5, 8, 2))
+        gridsample_case(rng3, "gridsample_bilinear_bool", rng3.random((1, 2, 5, 5)) < 0.3, "bilinear", "zeros",
+                        0, (1, 6, 6, 2))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+BYJp‘†NºnXz>Å®õj®ÎJs‡M/J‹³`tm“·{bwµF¯W¡Ty»¢¡EµŠ£PZÕ§RA‘Ò[1ƒ_„n$R©rQš8šž’@Í’¡LL:`fs n™¹”=ÁÄAdnÄ‘:<®UªŸNve€¸ß'

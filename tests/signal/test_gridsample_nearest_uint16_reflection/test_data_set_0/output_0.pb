@@ -1,0 +1,4 @@
+BYJdaÎèáZGÁ%Jõ&Ct&ZGJõaÎ
+aÎ
+™MÉñám
+íVD’Q1HHMUP™ý…bD=`bDP…MU†sMU†s›¯ïm7†sä;‚µÞ6Ÿ«Æ«Æ
