@@ -315,8 +315,10 @@ static kiln_status ew_unary(const kiln_op_call *c, int op) {
       kiln_set_i(y, i, get_u(x, i) != 0 ? (op == U_SIGN) : (op == U_NOT));
     } else {
       /* an integer input to a float function (Erf, Shrink): computed in
-         double, truncated toward zero (saturating) on store, as numpy's
-         float result cast back to the input type */
+         double and truncated toward zero on the store, as numpy's cast of
+         the float result back to the input type; a result outside the
+         type's range (Shrink of an unsigned x below bias), where that cast
+         is undefined and numpy and onnxruntime wrap on x86, saturates */
       kiln_set_f(y, i, uf(op, kiln_get_f(x, i), &p));
     }
   }
