@@ -18,7 +18,8 @@ definitions written out below for MelWeightMatrix and TfIdfVectorizer,
 independent of kiln; GridSample's from the evaluator run on X in float64
 (the schema: "intermediate values are computed as floating point and cast
 to integer at the end"; the cast truncates toward zero) and, for nearest,
-on X's flat indices, which then pick X's values exactly (int64 past 2^53).
+on X's flat indices, which then pick X's values exactly (int64 past 2^53);
+onnxruntime on X in float32 (where that holds X exactly) must agree.
 When the ONNX reference evaluator is importable
 (onnx >= 1.13) each expectation is also checked against it; a TfIdfVectorizer
 whose ngram_indexes is not the identity against onnxruntime instead (the
@@ -274,6 +275,20 @@ def gridsample_case(rng, name, x, mode, padding, align, grid_shape):
         else:
             info = np.iinfo(x.dtype)
             y = np.clip(np.trunc(v), info.min, info.max).astype(x.dtype)
+    try:  # a second opinion: onnxruntime (no integer GridSample) on X in float32, Y cast back
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    if ort is not None and np.all(np.abs(x.astype(np.float64)) < 2.0**24):  # float32 holds X exactly
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", F32, x.shape),
+                                            helper.make_tensor_value_info("grid", F32, grid.shape)],
+                              [helper.make_tensor_value_info("Y", F32, None)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+        m.ir_version = 8
+        v = ort.InferenceSession(m.SerializeToString()).run(None, {"X": x.astype(np.float32), "grid": grid})[0]
+        w = v != 0 if x.dtype == np.bool_ else np.clip(np.trunc(v.astype(np.float64)), np.iinfo(x.dtype).min,
+                                                        np.iinfo(x.dtype).max).astype(x.dtype)
+        assert np.array_equal(w, y), (name, "onnxruntime on float32 X disagrees")
     write_case(name, node, [("X", t, list(x.shape), x), ("grid", F32, list(grid.shape), grid)],
                [("Y", t, out_shape, y)], opset=16, check=False)
 
