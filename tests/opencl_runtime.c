@@ -302,9 +302,6 @@ done:
   kiln_free(x);
 }
 
-/* Builds the kernels through the cache: miss + build + store, then a hit +
- * build from the stored binary; both programs must compute the same. */
-
 /* Binaries this driver did not write are refused with a status, never a
  * crash: bytes of the real binary's length in a pattern, and on rusticl
  * (Mesa 22.3 aborts the process on a binary whose first word is not its
@@ -341,6 +338,9 @@ static void test_foreign_binaries(kiln_cl_context *c, const unsigned char *bin, 
   }
   kiln_free(junk);
 }
+
+/* Builds the kernels through the cache: miss + build + store, then a hit +
+ * build from the stored binary; both programs must compute the same. */
 static void test_kernels(kiln_cl_context *c, const kiln_cl_device *dev) {
   const char *opts = "-cl-std=CL1.2";
   kiln_cl_key key = kiln_cl_program_key(dev, kernels_src, strlen(kernels_src), opts);
