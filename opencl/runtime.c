@@ -495,7 +495,8 @@ static uint32_t le32(const unsigned char *b) {
  * through. The cache's checksum keeps damaged entries away; this keeps a
  * well-formed entry that this driver did not write (tests/fault_cache.sh's
  * garbage, a file put there by hand) from ending the host's process. The
- * SPIR-V itself is not checked. */
+ * SPIR-V itself is not checked (garbage inside the frame builds; the first
+ * clCreateKernel then fails: docs/RELIABILITY.md). */
 static bool rusticl_frame(const unsigned char *b, size_t len) {
   static const unsigned char magic[8] = "rusticl";
   if (len >= sizeof magic && !memcmp(b, magic, sizeof magic)) return true;
