@@ -2056,6 +2056,20 @@ def g_onehot(g):
     dv = np.array(depth, dd) if g.coin(0.7) else np.array([depth], dd)
     g.out(g.node("OneHot", [g.input(ind), g.const(dv, p_input=0.2), g.const(vals, p_input=0.3)], **a))
 
+    # Where onnxruntime has no kernel for the types, the evaluator is no oracle: it computes
+    # (on - off) * onehot + off in float arithmetic, a last-bit difference from the values
+    # themselves. The operator's definition instead: indices truncated to integers, a negative
+    # one plus depth, on_value where it equals the position along axis, off_value elsewhere.
+    def oracle(feeds, ind=ind, depth=depth, vals=vals, axis=a.get("axis", -1)):
+        x = np.trunc(ind).astype(np.int64) if isfloat(ind.dtype) else ind.astype(np.int64)
+        x = np.where(x < 0, x + depth, x)
+        r = x.ndim + 1
+        ax = axis + r if axis < 0 else axis
+        k = np.arange(depth).reshape([depth if i == ax else 1 for i in range(r)])
+        hit = (np.expand_dims(x, ax) == k) & np.expand_dims((x >= 0) & (x < depth), ax)
+        return [np.where(hit, vals[1], vals[0]).astype(vals.dtype)]
+    g.np_oracle = oracle
+
 
 @gen("Range", tol="acc")
 def g_range(g):
