@@ -14,14 +14,16 @@ static const kiln_shape_def *const tables[] = {kiln_shape_ops_elementwise, kiln_
                                                 kiln_shape_ops_nn_extra, kiln_shape_ops_reduce,
                                                 kiln_shape_ops_signal};
 
+/* The domains besides ONNX's default one, each with its table only. */
+static const struct {
+  const char *domain;
+  const kiln_shape_def *ops;
+} domains[] = {{KILN_DOMAIN, kiln_shape_ops_kiln}, {KILN_DOMAIN_TRAINING, kiln_shape_ops_train}};
+
 const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type) {
-  if (domain && !strcmp(domain, KILN_DOMAIN)) { /* kiln's own domain: its table only */
-    for (const kiln_shape_def *d = kiln_shape_ops_kiln; d->op_type; d++)
-      if (!strcmp(d->op_type, op_type)) return d;
-    return NULL;
-  }
-  if (domain && !strcmp(domain, KILN_DOMAIN_TRAINING)) {
-    for (const kiln_shape_def *d = kiln_shape_ops_train; d->op_type; d++)
+  for (size_t k = 0; domain && k < sizeof domains / sizeof *domains; k++) {
+    if (strcmp(domain, domains[k].domain)) continue;
+    for (const kiln_shape_def *d = domains[k].ops; d->op_type; d++)
       if (!strcmp(d->op_type, op_type)) return d;
     return NULL;
   }

@@ -77,7 +77,7 @@ extern const kiln_shape_def kiln_shape_ops_signal[]; /* DFT, STFT, MelWeightMatr
 extern const kiln_shape_def kiln_shape_ops_kiln[]; /* domain KILN_DOMAIN (ir/graph.h) */
 extern const kiln_shape_def kiln_shape_ops_train[]; /* domain KILN_DOMAIN_TRAINING: Adagrad, Adam, Momentum */
 
-/* The shape function of an op of the default domain or of KILN_DOMAIN, or NULL. */
+/* The shape function of an op of the default domain, of KILN_DOMAIN or of KILN_DOMAIN_TRAINING, or NULL. */
 const kiln_shape_def *kiln_shape_find(const char *domain, const char *op_type);
 
 /* ---- helpers for shape functions ---- */

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuse/kinds.h"
 #include "ir/alloc.h"
 #include "ir/dump.h"
 #include "ir/graph_edit.h"
@@ -199,10 +200,10 @@ static bool node_ok(const kiln_cl_variant *v, const kiln_node *n, const sym_vals
       }
     }
   if (*n->domain || oax < 0) goto no;
-  /* (BatchNormalization in training mode: the batch's statistics mix its
-     rows. It runs on the host today, which keeps a variant per size anyway;
-     this holds should a device kernel take it.) */
-  if (in_list(op, elementwise) && !(!strcmp(op, "BatchNormalization") && kiln_attr_int(n, "training_mode", 0))) {
+  /* (not where the node's attributes make it another kind than its op's,
+     fuse/kinds.h: BatchNormalization in training mode, whose batch
+     statistics mix its rows) */
+  if (in_list(op, elementwise) && kiln_fuse_kind_def_of(n) == kiln_fuse_kind_find(n->domain, op)) {
     for (int i = 0; i < n->n_in; i++)
       if (n->in[i] >= 0 && dep[n->in[i]] && (sh->v[n->in[i]].rank != orank || sv->ax[n->in[i]] != oax)) goto no;
     return true;

@@ -8,14 +8,19 @@ static const kiln_op_def *const tables[] = {kiln_ref_ops_elementwise, kiln_ref_o
                                             kiln_ref_ops_reduce, kiln_ref_ops_extra, kiln_ref_ops_rnn,
                                             kiln_ref_ops_signal, kiln_ref_ops_text};
 
+/* The domains besides ONNX's default one: each has its table only, and its
+ * newest version. */
+static const struct {
+  const char *domain;
+  const kiln_op_def *ops;
+  int version;
+} domains[] = {{KILN_DOMAIN, kiln_ref_ops_kiln, KILN_DOMAIN_VERSION},
+               {KILN_DOMAIN_TRAINING, kiln_ref_ops_train, KILN_DOMAIN_TRAINING_VERSION}};
+
 const kiln_op_def *kiln_ref_find_op(const char *domain, const char *op_type) {
-  if (domain && !strcmp(domain, KILN_DOMAIN)) { /* kiln's own domain: its table only */
-    for (const kiln_op_def *d = kiln_ref_ops_kiln; d->op_type; d++)
-      if (!strcmp(d->op_type, op_type)) return d;
-    return NULL;
-  }
-  if (domain && !strcmp(domain, KILN_DOMAIN_TRAINING)) {
-    for (const kiln_op_def *d = kiln_ref_ops_train; d->op_type; d++)
+  for (size_t k = 0; domain && k < sizeof domains / sizeof *domains; k++) {
+    if (strcmp(domain, domains[k].domain)) continue;
+    for (const kiln_op_def *d = domains[k].ops; d->op_type; d++)
       if (!strcmp(d->op_type, op_type)) return d;
     return NULL;
   }
@@ -49,12 +54,11 @@ kiln_status kiln_ref_check_node(const kiln_graph *g, const kiln_node *n) {
                        n->op_type, n->domain);
     return kiln_fail(KILN_E_UNSUPPORTED_OP, "node %s: operator %s is not supported", lbl, n->op_type);
   }
-  if (!strcmp(n->domain, KILN_DOMAIN) && n->opset > KILN_DOMAIN_VERSION)
-    return kiln_fail(KILN_E_VERSION, "node %s (%s): version %d of domain '%s' is newer than the newest kiln supports (%d)",
-                     lbl, n->op_type, n->opset, KILN_DOMAIN, KILN_DOMAIN_VERSION);
-  if (!strcmp(n->domain, KILN_DOMAIN_TRAINING) && n->opset > KILN_DOMAIN_TRAINING_VERSION)
-    return kiln_fail(KILN_E_VERSION, "node %s (%s): version %d of domain '%s' is newer than the newest kiln supports (%d)",
-                     lbl, n->op_type, n->opset, KILN_DOMAIN_TRAINING, KILN_DOMAIN_TRAINING_VERSION);
+  for (size_t k = 0; k < sizeof domains / sizeof *domains; k++)
+    if (!strcmp(n->domain, domains[k].domain) && n->opset > domains[k].version)
+      return kiln_fail(KILN_E_VERSION,
+                       "node %s (%s): version %d of domain '%s' is newer than the newest kiln supports (%d)", lbl,
+                       n->op_type, n->opset, domains[k].domain, domains[k].version);
   if (n->opset > 17)
     return kiln_fail(KILN_E_VERSION, "node %s (%s): opset %d is newer than the newest kiln supports (17)", lbl,
                      n->op_type, n->opset);
