@@ -22,7 +22,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "cpu_fallback/kernels.h"
+#include "cpu_fallback/pool.h"
 #include "cpu_fallback/prepack.h"
 #include "cpu_fallback/sgemm.h"
 
@@ -322,11 +326,129 @@ static void bench_direct(int reps) {
   }
 }
 
+
+/* ---- "pool": the cost of a parallel loop ----
+ * Back-to-back loops of T tasks of about W ns of arithmetic each (a
+ * network's steps, a few microseconds apart), through kiln's pool, against
+ * the least a loop can cost: a pool of threads that spin on one counter
+ * (no lock, no yield, no sleep) and claim tasks from another. Per loop, the
+ * mean wall time and the ideal, T·W / threads (or W when T < threads). */
+static volatile float pool_sink;
+
+static void spin_work(int64_t iters) { /* a dependent chain: ~1 ns an iteration */
+  float x = 1.0f;
+  for (int64_t i = 0; i < iters; i++) x = x * 0.999999f + 1e-7f;
+  pool_sink = x;
+}
+
+typedef struct pw_ctx {
+  int64_t iters;
+} pw_ctx;
+
+static void pool_work_task(void *ctx, int64_t t, int worker) {
+  (void)t;
+  (void)worker;
+  spin_work(((pw_ctx *)ctx)->iters);
+}
+
+typedef struct spin_pool {
+  int n;
+  atomic_long gen, next, done;
+  atomic_bool stop;
+  long n_tasks;
+  int64_t iters;
+} spin_pool;
+
+static void spin_pool_take(spin_pool *sp) {
+  for (;;) {
+    long t = atomic_fetch_add(&sp->next, 1);
+    if (t >= sp->n_tasks) break;
+    spin_work(sp->iters);
+    atomic_fetch_add(&sp->done, 1);
+  }
+}
+
+static void *spin_pool_main(void *arg) {
+  spin_pool *sp = arg;
+  long seen = 0;
+  for (;;) {
+    long g;
+    while ((g = atomic_load(&sp->gen)) == seen && !atomic_load(&sp->stop)) {
+#ifdef __SSE__
+      _mm_pause();
+#endif
+    }
+    if (atomic_load(&sp->stop)) return NULL;
+    seen = g;
+    spin_pool_take(sp);
+  }
+}
+
+static void spin_pool_loop(spin_pool *sp, long n_tasks, int64_t iters) {
+  sp->n_tasks = n_tasks, sp->iters = iters;
+  atomic_store(&sp->done, 0); /* before next: a late thread of the last loop may claim a task at once */
+  atomic_store(&sp->next, 0);
+  atomic_fetch_add(&sp->gen, 1);
+  spin_pool_take(sp);
+  while (atomic_load(&sp->done) < n_tasks) {
+#ifdef __SSE__
+    _mm_pause();
+#endif
+  }
+}
+
+static void bench_pool(int reps) {
+  int threads = kiln_pool_threads();
+  /* calibrate: iterations per microsecond on this thread */
+  double t0 = now();
+  spin_work(1 << 22);
+  double ns_it = (now() - t0) * 1e9 / (double)(1 << 22);
+  printf("Parallel loops on %d threads (%.2f ns an iteration of the task's chain; mean of %d loops, best of %d)\n",
+         threads, ns_it, 2000, reps);
+  printf("  tasks  task_us   ideal_us    kiln_us  spinpool_us\n");
+  const long task_counts[] = {1L * threads, 4L * threads};
+  const double task_us[] = {0.0, 2.0, 10.0, 50.0};
+  double res[2][4][2];
+  for (int which = 0; which < 2; which++) { /* kiln's pool, then the spin pool (its threads spin all along) */
+    spin_pool sp = {.n = threads};
+    pthread_t *th = calloc((size_t)threads, sizeof *th);
+    if (which)
+      for (int i = 1; i < threads; i++) pthread_create(&th[i], NULL, spin_pool_main, &sp);
+    for (size_t a = 0; a < 2; a++)
+      for (size_t b = 0; b < 4; b++) {
+        long T = task_counts[a];
+        pw_ctx c = {(int64_t)(task_us[b] * 1000.0 / ns_it)};
+        int loops = task_us[b] >= 50 ? 400 : 2000;
+        double v[64];
+        int n = reps < 64 ? reps : 64;
+        for (int r = 0; r < n; r++) {
+          double s = now();
+          for (int i = 0; i < loops; i++)
+            if (which) spin_pool_loop(&sp, T, c.iters);
+            else kiln_pool_for(T, threads, pool_work_task, &c);
+          v[r] = (now() - s) / loops;
+        }
+        res[a][b][which] = best(v, n);
+      }
+    atomic_store(&sp.stop, true);
+    if (which)
+      for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
+    free(th);
+  }
+  for (size_t a = 0; a < 2; a++)
+    for (size_t b = 0; b < 4; b++) {
+      long T = task_counts[a];
+      double ideal = task_us[b] * (double)((T + threads - 1) / threads);
+      printf("  %5ld  %7.1f  %9.1f  %9.2f  %11.2f\n", T, task_us[b], ideal, res[a][b][0] * 1e6, res[a][b][1] * 1e6);
+    }
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 9;
   if (reps < 2) reps = 2;
   kiln_pool_acquire(); /* KILN_NUM_THREADS threads, as a cpu plan holds them */
   if (argc > 2 && !strcmp(argv[2], "direct")) bench_direct(reps);
+  else if (argc > 2 && !strcmp(argv[2], "pool")) bench_pool(reps);
   else {
     if (!(argc > 2 && !strcmp(argv[2], "conv"))) bench_gemm(reps);
     bench_conv(reps);
