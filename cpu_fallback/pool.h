@@ -10,7 +10,9 @@
  * thread), kiln_pool_for runs its tasks on the calling thread, in order.
  * A worker that finished a loop polls for the next one for up to 50 us,
  * yielding its core between polls, before it blocks (pool.c: waking a
- * blocked thread cost about a small step).
+ * blocked thread cost about a small step). Workers join and leave a loop
+ * with atomic counters, no lock (pool.c: at 16 threads a mutex taken per
+ * join and leave cost ~20 us a loop).
  *
  * One loop at a time: kiln_pool_for from a task (a nested loop) or from a
  * second thread while the pool is busy (two graphs running at once) runs
