@@ -143,6 +143,7 @@ typedef struct wino_job {
   const kiln_cpu_epilogue *done; /* the epilogue, told of each channel's finished chunk (kiln_cpu_ep_done) */
   int64_t C, M, H, W, ph, pw, OH, OW, TH, TW;
   int64_t rb, nch;          /* tile rows a chunk, chunks an image */
+  int64_t mparts;           /* parts of the output channels (whole 12-row blocks) a chunk is split into */
   int64_t us, mpad;         /* floats of one xi's U pack; M rounded up to 12 */
   size_t n_scr;             /* scratch floats a task */
   bool big;                 /* U over KILN_WINO_U_FAR: the whole chunk's V and Mx (else a strip's at a time) */
@@ -181,13 +182,13 @@ static void wino_in_strip(const wino_job *j, const float *xn, int64_t th0, int64
   }
 }
 
-/* The output transform of the chunk's tiles [q0, q1) (its first tile row th0), every output channel: tile q at
+/* The output transform of the chunk's tiles [q0, q1) (its first tile row th0), output channels [m0, m1): tile q at
  * column q - c0 of Mx's rows (ldm floats a row, xi's rows MS floats apart), in pieces of tile rows; a piece at the
  * right or bottom edge of an odd-sized output through yt (4·TW floats). */
 static void wino_out_tiles(const wino_job *j, const float *mx, int64_t ldm, int64_t MS, int64_t c0, int64_t th0,
-                           int64_t q0, int64_t q1, float *yn, float *yt) {
+                           int64_t q0, int64_t q1, int64_t m0, int64_t m1, float *yn, float *yt) {
   int64_t TW = j->TW, OH = j->OH, OW = j->OW;
-  for (int64_t m = 0; m < j->M; m++) {
+  for (int64_t m = m0; m < m1; m++) {
     float *ym = yn + m * OH * OW, b = j->bias ? j->bias[m] : 0.0f;
     for (int64_t jj = q0, len; jj < q1; jj += len) {
       int64_t r = jj / TW, tw = jj % TW, r0 = 2 * (th0 + r);
@@ -204,12 +205,15 @@ static void wino_out_tiles(const wino_job *j, const float *mx, int64_t ldm, int6
   }
 }
 
-/* Task t: chunk t % nch of image t / nch. */
+/* Task t: part t % mparts of the output channels, of chunk (t / mparts) % nch of image t / mparts / nch. Each
+ * part transforms the chunk's input itself. */
 static void wino_task(void *ctx, int64_t t, int worker) {
   (void)worker;
   wino_job *j = ctx;
   int64_t C = j->C, M = j->M, TW = j->TW;
-  int64_t n = t / j->nch, ch = t % j->nch;
+  int64_t mp = t % j->mparts, n = t / j->mparts / j->nch, ch = t / j->mparts % j->nch;
+  int64_t mb = (M + MR - 1) / MR, m0 = MR * (mb * mp / j->mparts), m1 = MR * (mb * (mp + 1) / j->mparts);
+  if (m1 > M) m1 = M;
   int64_t th0 = ch * j->rb, nr = j->TH - th0 < j->rb ? j->TH - th0 : j->rb, Tc = nr * TW;
   int64_t npad = (Tc + NR - 1) / NR * NR, ns = npad / NR;
   int slot;
@@ -239,12 +243,12 @@ static void wino_task(void *ctx, int64_t t, int worker) {
         for (int64_t p0 = 0, kc; p0 < C; p0 += kc) {
           kc = kiln_sgemm_wide_kc(C, p0);
           const float *bp = v + xi * XS + p0 * NR, *ap = a + p0 * j->mpad;
-          for (int64_t ms = 0; ms < M; ms += MR)
+          for (int64_t ms = m0; ms < m1; ms += MR)
             j->micro(kc, ap + ms * kc, bp, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * NR, NR,
-                     (int)(M - ms < MR ? M - ms : MR), (int)(q1 - q0));
+                     (int)(m1 - ms < MR ? m1 - ms : MR), (int)(q1 - q0));
         }
       }
-      wino_out_tiles(j, mx, NR, MS, q0, th0, q0, q1, yn, yt);
+      wino_out_tiles(j, mx, NR, MS, q0, th0, q0, q1, m0, m1, yn, yt);
     }
   } else {
     /* U big (read from memory: ResNet-18's l3, 4.2 MB a conv): the chunk's V, then the 16 GEMMs; with at most two
@@ -262,11 +266,11 @@ static void wino_task(void *ctx, int64_t t, int worker) {
         kc = kiln_sgemm_wide_kc(C, p0);
         const float *bp = v + xi * XS + p0 * npad, *ap = a + p0 * j->mpad;
         if (ns <= 2) {
-          for (int64_t ms = 0; ms < M; ms += MR)
+          for (int64_t ms = m0; ms < m1; ms += MR)
             for (int64_t s = 0; s < ns; s++) {
-              int64_t len = ms + MR < M ? MR * kc : 0, q0 = len * s / ns, q1 = len * (s + 1) / ns;
+              int64_t len = ms + MR < m1 ? MR * kc : 0, q0 = len * s / ns, q1 = len * (s + 1) / ns;
               float *c = mx + xi * MS + ms * Tc + s * NR;
-              int mr = (int)(M - ms < MR ? M - ms : MR), nr = (int)(Tc - s * NR < NR ? Tc - s * NR : NR);
+              int mr = (int)(m1 - ms < MR ? m1 - ms : MR), nr = (int)(Tc - s * NR < NR ? Tc - s * NR : NR);
               if (j->micro_pf && len)
                 j->micro_pf(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, c, Tc, mr, nr,
                             ap + (ms + MR) * kc + q0, (q1 - q0 + kc - 1) / kc);
@@ -276,14 +280,14 @@ static void wino_task(void *ctx, int64_t t, int worker) {
           continue;
         }
         for (int64_t s = 0; s < ns; s++)
-          for (int64_t ms = 0; ms < M; ms += MR)
+          for (int64_t ms = m0; ms < m1; ms += MR)
             j->micro(kc, ap + ms * kc, bp + s * kc * NR, p0 ? 1.0f : 0.0f, mx + xi * MS + ms * Tc + s * NR, Tc,
-                     (int)(M - ms < MR ? M - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
+                     (int)(m1 - ms < MR ? m1 - ms : MR), (int)(Tc - s * NR < NR ? Tc - s * NR : NR));
       }
     }
-    wino_out_tiles(j, mx, Tc, MS, 0, th0, 0, Tc, yn, yt);
+    wino_out_tiles(j, mx, Tc, MS, 0, th0, 0, Tc, m0, m1, yn, yt);
   }
-  for (int64_t m = 0; m < M; m++) { /* the chunk's rows of channel m (~200 KB of them on l1: in L2) */
+  for (int64_t m = m0; m < m1; m++) { /* the chunk's rows of channel m (~200 KB of them on l1: in L2) */
     int64_t OH = j->OH, OW = j->OW, h0 = 2 * th0, h1 = 2 * (th0 + nr) < OH ? 2 * (th0 + nr) : OH;
     float *ym = yn + m * OH * OW;
     if (j->ep) j->ep->apply(j->ep->ctx, (n * M + m) * OH * OW + h0 * OW, (h1 - h0) * OW, ym + h0 * OW);
@@ -293,9 +297,14 @@ static void wino_task(void *ctx, int64_t t, int worker) {
 }
 
 /* Tiles a chunk: about a quarter of the image (4 tasks or more: a split for
- * 2 threads, whatever the thread count), at least 32 (one strip of the
- * micro-kernel), at most 256 (the chunk's V and Mx within a few MB where U
- * is big; and the output rows an epilogue reads back). */
+ * 2 threads), or a thread's share where more threads run, at least 32 (one
+ * strip of the micro-kernel), at most 256 (the chunk's V and Mx within a
+ * few MB where U is big; and the output rows an epilogue reads back). Where
+ * the chunks are still fewer than the threads (small images: ResNet-18's
+ * l3, 7 x 7 tiles, makes 2 chunks), each chunk's output channels are split
+ * into parts of whole 12-row blocks, enough for a task per thread; each
+ * part transforms the chunk's input again (a few percent of the work: the
+ * transform of a tile costs about what one output channel's GEMM does). */
 #define WINO_CHUNK_MIN 32
 #define WINO_CHUNK_MAX 256
 
@@ -316,7 +325,8 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   j.us = kiln_sgemm_wide_pack_a_floats(M, C), j.mpad = (M + MR - 1) / MR * MR;
   /* tile rows a chunk: of the counts whose tiles stay within the target (or one row), the one that fills the
      micro-kernel's 32-column strips best, the larger on a tie. The partition changes no bits (above). */
-  int64_t target = TH * TW / 4;
+  int workers = kiln_pool_threads();
+  int64_t target = TH * TW / (workers > 4 ? workers : 4);
   target = target < WINO_CHUNK_MIN ? WINO_CHUNK_MIN : target > WINO_CHUNK_MAX ? WINO_CHUNK_MAX : target;
   j.rb = 1;
   double best = 0;
@@ -325,7 +335,9 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
     if (fill >= best) best = fill, j.rb = rb;
   }
   j.nch = (TH + j.rb - 1) / j.rb;
-  int workers = kiln_pool_threads();
+  int64_t chunks = N * j.nch, mb = (M + MR - 1) / MR;
+  j.mparts = chunks < workers ? (workers + chunks - 1) / chunks : 1;
+  if (j.mparts > mb) j.mparts = mb;
   int64_t Tc = j.rb * TW, npad = (Tc + NR - 1) / NR * NR;
   j.big = (double)j.us * 16 * sizeof(float) > KILN_WINO_U_FAR; /* U read from memory, not from the caches */
   j.n_scr = j.big ? (size_t)(up16(16 * (C * npad + WINO_SKEW)) + up16(16 * (M * Tc + WINO_SKEW)) + 4 * TW + 16)
@@ -335,7 +347,7 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   j.done = ep;
   j.lo = j.clamp ? ep->lo : 0.0f, j.hi = j.clamp ? ep->hi : 0.0f;
   j.status = KILN_OK;
-  int64_t tasks = N * j.nch;
+  int64_t tasks = chunks * j.mparts;
   kiln_pool_for_shares(tasks, tasks > 1 ? workers : 1, wino_task, &j); /* chunks of rows: parts of the image */
   return j.status ? kiln_fail(KILN_E_NOMEM, "out of memory for a Winograd convolution's tiles") : KILN_OK;
 }
