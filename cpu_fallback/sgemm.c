@@ -392,6 +392,26 @@ static void bpack_task(void *ctx, int64_t t, int worker) {
   wpack_b(b->B, b->ldb, b->transB, p0, kc, jc, nc, b->dst + p0 * b->npad + jc * kc, b->P);
 }
 
+/* A packed once for all column blocks (wide_run): task t packs KC slice t / nrc, rows (t % nrc)·AONCE_MC.. of it
+   (whole strips of 12). */
+enum { AONCE_MC = 4 * WMR };
+typedef struct apack_job {
+  const float *A;
+  int64_t lda, M, K, mpad, nrc;
+  bool transA;
+  float alpha;
+  const kiln_nn_prims *P;
+  float *dst;
+} apack_job;
+
+static void apack_task(void *ctx, int64_t t, int worker) {
+  (void)worker;
+  const apack_job *a = ctx;
+  int64_t p0 = t / a->nrc * KILN_SGEMM_WIDE_KC, i0 = t % a->nrc * AONCE_MC;
+  int64_t mc = a->M - i0 < AONCE_MC ? a->M - i0 : AONCE_MC, kc = kiln_sgemm_wide_kc(a->K, p0);
+  wpack_a(a->A, a->lda, a->transA, i0, mc, p0, kc, a->alpha, a->dst + p0 * a->mpad + i0 * kc, a->P);
+}
+
 static void wide_task(void *ctx, int64_t t, int worker) {
   const wide_job *w = ctx;
   int64_t bi = t / w->tn, bj = t % w->tn;
@@ -723,6 +743,9 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
 /* B not packed ahead is packed once for all blocks (wide_run) only up to this size: a weight over the prepack
    limit (prepack.h, 16 MiB) or with KILN_GEMM_PREPACK=0 is left unpacked to save its memory. */
 #define KILN_SGEMM_B_ONCE_MAX_BYTES ((double)(16 << 20))
+/* A not packed ahead is packed once for all column blocks (wide_run) up to this size: an A this small is read from
+   L2 or L3 by every block, and a block packing its own copy packed as many bytes (GEMM_CONV.md "A packed once"). */
+#define KILN_SGEMM_A_ONCE_MAX_BYTES ((double)(2 << 20))
 /* A B pack of this many bytes or more is read from L3 or memory on every call (wide_run: fewer blocks). */
 #define KILN_SGEMM_BIG_B_BYTES ((double)(2 << 20))
 
@@ -845,12 +868,24 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   w.bm = (mstrips + w.tm - 1) / w.tm * WMR;
   w.tn = (N + w.bn - 1) / w.bn;
   w.tm = (M + w.bm - 1) / w.bm;
+  /* A not packed ahead, small, and packed again by each of tn column blocks (the mlp's fc2 at 16 threads: 32
+     blocks of 64 columns, each packing the whole 64 x 2048 A, as many bytes as the B pack they read): packed once,
+     on the pool, and read as a pack made ahead (the same values). Not inside a pool task (as B above) */
+  float *aown = NULL;
+  if (!apack && !w.micro_a && w.tn > 1 && (double)w.mpad * (double)K * sizeof(float) <= KILN_SGEMM_A_ONCE_MAX_BYTES &&
+      kiln_pool_free() && (aown = kiln_malloc((size_t)(w.mpad * K + 16) * sizeof(float)))) {
+    float *dst = (float *)(((uintptr_t)aown + 63) & ~(uintptr_t)63);
+    apack_job aj = {A, lda, M, K, w.mpad, (M + AONCE_MC - 1) / AONCE_MC, transA, alpha, w.P, dst};
+    kiln_pool_for(kiln_sgemm_wide_slices(K) * aj.nrc, threads, apack_task, &aj);
+    w.apack = dst;
+  }
   int workers = w.tm * w.tn > 1 ? threads : 1;
   int64_t kcap = K < KILN_SGEMM_WIDE_KC_LAST ? K : KILN_SGEMM_WIDE_KC_LAST, ncap = w.bn < WNC ? w.bn : WNC, mcap = w.bm < WMC ? w.bm : WMC;
   size_t abytes = (size_t)((mcap + WMR) * kcap) * sizeof(float), bbytes = (size_t)((ncap + WNR) * kcap) * sizeof(float);
   float *ptrs[2 * 1024];
   char *mem = kiln_malloc((abytes + bbytes + 128) * (size_t)workers);
   if (!mem) {
+    kiln_free(aown);
     kiln_free(bown);
     return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM packing buffers");
   }
@@ -864,6 +899,7 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   w.bp = ptrs + 1024;
   kiln_pool_for(w.tm * w.tn, workers, wide_task, &w);
   kiln_free(mem);
+  kiln_free(aown);
   kiln_free(bown);
   return KILN_OK;
 }
