@@ -656,6 +656,7 @@ typedef struct rows_job {
   int64_t lda, ldb, ldc;
   float *acc;  /* M x bn per worker (by slices: M x N) */
   float *part; /* by slices: slice s's sums at part + s·M·N (M x N, rows N apart); else NULL */
+  int64_t cb;  /* by slices: column blocks of bn a slice */
 } rows_job;
 
 static void rows_task(void *ctx, int64_t t, int worker) {
@@ -665,14 +666,16 @@ static void rows_task(void *ctx, int64_t t, int worker) {
           r->acc + (size_t)worker * (size_t)(r->M * r->bn));
 }
 
-/* Task s: KC slice s's sums alone — the kernel on rows [p0, p0 + kc) of B
- * (columns of A) with beta 0, one slice for it: the fmas of that slice in
- * k order from zero, stored. */
-static void rows_slice_task(void *ctx, int64_t s, int worker) {
+/* Task t: column block t % cb of KC slice s = t / cb, its sums alone — the
+ * kernel on rows [p0, p0 + kc) of B (columns of A) with beta 0, one slice
+ * for it: the fmas of that slice in k order from zero, stored. */
+static void rows_slice_task(void *ctx, int64_t t, int worker) {
   const rows_job *r = ctx;
+  int64_t s = t / r->cb, j0 = t % r->cb * r->bn, j1 = j0 + r->bn < r->N ? j0 + r->bn : r->N;
   int64_t p0 = s * KILN_SGEMM_WIDE_KC, kc = kiln_sgemm_wide_kc(r->K, p0); /* every slice but the last is KC long */
-  r->rows(r->transA, r->M, 0, r->N, kc, r->alpha, r->A + (r->transA ? p0 * r->lda : p0), r->lda, r->B + p0 * r->ldb,
-          r->ldb, 0.0f, r->part + (size_t)(s * r->M * r->N), r->N, r->acc + (size_t)worker * (size_t)(r->M * r->N));
+  if (j0 < j1)
+    r->rows(r->transA, r->M, j0, j1, kc, r->alpha, r->A + (r->transA ? p0 * r->lda : p0), r->lda, r->B + p0 * r->ldb,
+            r->ldb, 0.0f, r->part + (size_t)(s * r->M * r->N), r->N, r->acc + (size_t)worker * (size_t)(r->M * r->N));
 }
 
 /* The largest M x N of sums (bytes) split by KC slices (rows_run). */
@@ -690,7 +693,12 @@ static void rows_slice_task(void *ctx, int64_t s, int worker) {
 static kiln_status rows_slices(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int64_t N, int64_t K, int64_t S,
                                float alpha, const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                                float *C, int64_t ldc, int threads) {
-  rows_job r = {rows, transA, M, N, K, N, alpha, 0.0f, A, B, C, lda, ldb, ldc, NULL, NULL};
+  /* fewer slices than threads: each slice in column blocks (of 64), enough for a task a thread (ResNet-18's
+     512 x 1000 classifier, 2 slices, on 16 threads) */
+  int64_t blocks = (N + 63) / 64, cb = S >= threads ? 1 : (threads + S - 1) / S;
+  if (cb > blocks) cb = blocks;
+  rows_job r = {rows, transA, M, N, K, (blocks + cb - 1) / cb * 64, alpha, 0.0f, A, B, C, lda, ldb, ldc, NULL, NULL, 1};
+  r.cb = (N + r.bn - 1) / r.bn;
   r.acc = kiln_malloc((size_t)(M * N) * sizeof(float) * (size_t)threads);
   r.part = kiln_malloc((size_t)(S * M * N) * sizeof(float));
   if (!r.acc || !r.part) { /* the split by columns needs less */
@@ -698,7 +706,7 @@ static kiln_status rows_slices(kiln_sgemm_rows_fn rows, bool transA, int64_t M, 
     kiln_free(r.part);
     return KILN_E_NOMEM;
   }
-  kiln_pool_for(S, threads, rows_slice_task, &r);
+  kiln_pool_for(S * r.cb, threads, rows_slice_task, &r);
   for (int64_t i = 0; i < M; i++) {
     float *c = C + i * ldc;
     const float *p = r.part + i * N;
@@ -717,19 +725,22 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
                             const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                             int64_t ldc) {
   int threads = kiln_pool_threads();
-  double work = (double)M * (double)N * (double)K;
+  /* a few rows cost B's reads (as wide_run: a strip's): ResNet-18's 1 x 512 x 1000 classifier, 2 MB of B, ran on
+     one thread */
+  double work = (double)(M < KILN_SGEMM_WIDE_MR ? KILN_SGEMM_WIDE_MR : M) * (double)N * (double)K;
   int64_t blocks = (N + 63) / 64;
   int64_t tasks = threads > 1 ? kiln_pool_tasks(work > 1e15 ? (int64_t)1e15 : (int64_t)work, 1 << 19, 4 * (int64_t)threads) : 1;
   int64_t S = kiln_sgemm_wide_slices(K);
-  /* by slices where each thread gets one at least and a slice's M x N sums fit L1 (the kernel's accumulators
-     when wider than 64 columns): a wide vocabulary projection with few slices keeps the column split */
-  if (tasks > 1 && S >= threads && M * N * (int64_t)sizeof(float) <= KILN_SGEMM_ROWS_SLICE_BYTES &&
+  /* by slices (with more threads than slices, each in column blocks) where a slice's M x N sums fit L1 (the
+     kernel's accumulators when wider than 64 columns): a wide vocabulary projection with few slices keeps the
+     column split */
+  if (tasks > 1 && S >= 2 && M * N * (int64_t)sizeof(float) <= KILN_SGEMM_ROWS_SLICE_BYTES &&
       rows_slices(rows, transA, M, N, K, S, alpha, A, lda, B, ldb, beta, C, ldc, threads) == KILN_OK)
     return KILN_OK;
   if (tasks > blocks) tasks = blocks;
   int workers = tasks > 1 ? threads : 1;
   rows_job r = {rows, transA, M, N, K, (blocks + tasks - 1) / tasks * 64, alpha, beta, A, B, C, lda, ldb, ldc, NULL,
-                NULL};
+                NULL, 0};
   if (!(r.acc = kiln_malloc((size_t)(M * r.bn) * sizeof(float) * (size_t)workers)))
     return kiln_fail(KILN_E_NOMEM, "out of memory for the GEMM's accumulators");
   kiln_pool_for((N + r.bn - 1) / r.bn, workers, rows_task, &r);
