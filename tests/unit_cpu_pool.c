@@ -912,7 +912,8 @@ static void test_pool_bands(void) {
     int64_t n, c, m, h, w, k, pad, s;     /* the conv: x n x c x h x w, W m x c x k x k, pads, strides */
     int64_t pk, ps, ppad, pdil, ceil;     /* the MaxPool: kernel pk x pk, strides, pads, dilations, ceil_mode */
     int epi;    /* between conv and pool: 0 nothing, 1 Relu (a clamp), 2 Sigmoid, 3 Add(constant) + Relu (residual) */
-    bool banded; /* some rows made by bands whatever the thread count */
+    bool banded; /* some rows made by bands at 1 or 2 threads (on more, a task's block of rows may hold no whole
+                    window: at 16 threads the direct path's tasks are single rows of these small images) */
   } cases[] = {
       {"7x7/2 stem + MaxPool 3x3/2 (direct, rows of 16)", 1, 3, 16, 64, 64, 7, 3, 2, 3, 2, 1, 1, 0, 1, true},
       {"3x3 + MaxPool 3x3/2 (Winograd)", 2, 16, 32, 30, 30, 3, 1, 1, 3, 2, 1, 1, 0, 1, true},
@@ -971,7 +972,7 @@ static void test_pool_bands(void) {
     if (!s && !s2) {
       CHECK(on.numel == off.numel && !memcmp(on.data, off.data, (size_t)on.numel * sizeof(float)),
             "%s: pooled by bands = the pool node's pass, bit for bit", cases[i].what);
-      CHECK(rows_off == 0 && (!cases[i].banded || rows_on > 0),
+      CHECK(rows_off == 0 && (!cases[i].banded || kiln_cpu_num_threads() > 2 || rows_on > 0),
             "%s: rows made by bands: %ld with them on (of %lld), %ld off", cases[i].what, rows_on,
             (long long)(on.numel / on.dims[3]), rows_off);
     }
