@@ -838,7 +838,7 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
      on fewer than 8 threads. Every block packs A again (or, rows first, reads B again) and starts each KC slice's
      strips cold; at 2 threads the mlp's fc1 and fc2 took 0.93, its fc3 0.80 of their time (GEMM_CONV.md "Big packed
      B in fewer blocks, B packed once"), and still ~0.98 with A packed once. On 16 threads (a 16-core Xeon, A packed
-     once) 4 blocks a thread balance better: the mlp 1.53-1.61 -> 1.40-1.50 ms (GEMM_CONV.md "Sixteen threads") */
+     once) 4 blocks a thread balance better: the mlp 1.53-1.61 -> 1.39-1.50 ms (GEMM_CONV.md "Sixteen threads") */
   if (bpack && (double)K * (double)bnpad * sizeof(float) >= KILN_SGEMM_BIG_B_BYTES && threads < 8 &&
       tasks > 2 * (int64_t)threads)
     tasks = 2 * (int64_t)threads;
