@@ -755,7 +755,7 @@ static kiln_status rows_run(kiln_sgemm_rows_fn rows, bool transA, int64_t M, int
    limit (prepack.h, 16 MiB) or with KILN_GEMM_PREPACK=0 is left unpacked to save its memory. */
 #define KILN_SGEMM_B_ONCE_MAX_BYTES ((double)(16 << 20))
 /* A not packed ahead is packed once for all column blocks (wide_run) up to this size: an A this small is read from
-   L2 or L3 by every block, and a block packing its own copy packed as many bytes (GEMM_CONV.md "A packed once"). */
+   L2 or L3 by every block, and a block packing its own copy packed as many bytes (GEMM_CONV.md "Sixteen threads"). */
 #define KILN_SGEMM_A_ONCE_MAX_BYTES ((double)(2 << 20))
 /* A B pack of this many bytes or more is read from L3 or memory on every call (wide_run: fewer blocks). */
 #define KILN_SGEMM_BIG_B_BYTES ((double)(2 << 20))
