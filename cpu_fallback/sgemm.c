@@ -373,43 +373,28 @@ static void wide_block(const wide_job *w, float *ap, float *bp, int64_t i0, int6
   }
 }
 
-/* B packed once for all blocks (wide_run): task t packs KC slice t / nch (slices start at multiples of KC:
-   kiln_sgemm_wide_slice), columns (t % nch)·BONCE_NC.. of it (a multiple of the strips' 32). */
-enum { BONCE_NC = 512 };
-typedef struct bpack_job {
-  const float *B;
-  int64_t ldb, K, N, npad, nch;
-  bool transB;
-  const kiln_nn_prims *P;
-  float *dst;
-} bpack_job;
-
-static void bpack_task(void *ctx, int64_t t, int worker) {
-  (void)worker;
-  const bpack_job *b = ctx;
-  int64_t p0 = t / b->nch * KILN_SGEMM_WIDE_KC, jc = t % b->nch * BONCE_NC;
-  int64_t nc = b->N - jc < BONCE_NC ? b->N - jc : BONCE_NC, kc = kiln_sgemm_wide_kc(b->K, p0);
-  wpack_b(b->B, b->ldb, b->transB, p0, kc, jc, nc, b->dst + p0 * b->npad + jc * kc, b->P);
-}
-
-/* A packed once for all column blocks (wide_run): task t packs KC slice t / nrc, rows (t % nrc)·AONCE_MC.. of it
-   (whole strips of 12). */
-enum { AONCE_MC = 4 * WMR };
-typedef struct apack_job {
-  const float *A;
-  int64_t lda, M, K, mpad, nrc;
-  bool transA;
+/* A or B packed once for all blocks (wide_run), on the pool: task t packs KC slice t / nch (slices start at
+   multiples of KC: kiln_sgemm_wide_slice), of B columns (t % nch)·BONCE_NC.. (a multiple of the strips' 32), of A
+   rows (t % nch)·AONCE_MC.. (whole strips of 12), into the layout a pack made ahead has. */
+enum { BONCE_NC = 512, AONCE_MC = 4 * WMR };
+typedef struct once_job {
+  bool a; /* packing A (wpack_a, times alpha) or B (wpack_b) */
+  const float *src;
+  int64_t ld, K, n, pad, nch, chunk; /* n: A's rows or B's columns, pad: n rounded up to the strips */
+  bool trans;
   float alpha;
   const kiln_nn_prims *P;
   float *dst;
-} apack_job;
+} once_job;
 
-static void apack_task(void *ctx, int64_t t, int worker) {
+static void once_task(void *ctx, int64_t t, int worker) {
   (void)worker;
-  const apack_job *a = ctx;
-  int64_t p0 = t / a->nrc * KILN_SGEMM_WIDE_KC, i0 = t % a->nrc * AONCE_MC;
-  int64_t mc = a->M - i0 < AONCE_MC ? a->M - i0 : AONCE_MC, kc = kiln_sgemm_wide_kc(a->K, p0);
-  wpack_a(a->A, a->lda, a->transA, i0, mc, p0, kc, a->alpha, a->dst + p0 * a->mpad + i0 * kc, a->P);
+  const once_job *o = ctx;
+  int64_t p0 = t / o->nch * KILN_SGEMM_WIDE_KC, c0 = t % o->nch * o->chunk;
+  int64_t len = o->n - c0 < o->chunk ? o->n - c0 : o->chunk, kc = kiln_sgemm_wide_kc(o->K, p0);
+  float *d = o->dst + p0 * o->pad + c0 * kc;
+  if (o->a) wpack_a(o->src, o->ld, o->trans, c0, len, p0, kc, o->alpha, d, o->P);
+  else wpack_b(o->src, o->ld, o->trans, p0, kc, c0, len, d, o->P);
 }
 
 static void wide_task(void *ctx, int64_t t, int worker) {
@@ -823,9 +808,8 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
       (double)K * (double)bnpad * sizeof(float) <= KILN_SGEMM_B_ONCE_MAX_BYTES && kiln_pool_free()) {
     if ((bown = kiln_malloc((size_t)(K * bnpad + 16) * sizeof(float)))) {
       float *dst = (float *)(((uintptr_t)bown + 63) & ~(uintptr_t)63);
-      int64_t nch = (N + BONCE_NC - 1) / BONCE_NC;
-      bpack_job bj = {B, ldb, K, N, bnpad, nch, transB, w.P, dst};
-      kiln_pool_for(kiln_sgemm_wide_slices(K) * nch, threads, bpack_task, &bj);
+      once_job o = {false, B, ldb, K, N, bnpad, (N + BONCE_NC - 1) / BONCE_NC, BONCE_NC, transB, 1.0f, w.P, dst};
+      kiln_pool_for(kiln_sgemm_wide_slices(K) * o.nch, threads, once_task, &o);
       bpack = dst, w.bpack = dst, w.npad = bnpad;
     }
   }
@@ -887,8 +871,8 @@ static kiln_status wide_run(kiln_sgemm_micro_fn micro, bool transA, bool transB,
   if (!apack && !w.micro_a && w.tn > 1 && (double)w.mpad * (double)K * sizeof(float) <= KILN_SGEMM_A_ONCE_MAX_BYTES &&
       kiln_pool_free() && (aown = kiln_malloc((size_t)(w.mpad * K + 16) * sizeof(float)))) {
     float *dst = (float *)(((uintptr_t)aown + 63) & ~(uintptr_t)63);
-    apack_job aj = {A, lda, M, K, w.mpad, (M + AONCE_MC - 1) / AONCE_MC, transA, alpha, w.P, dst};
-    kiln_pool_for(kiln_sgemm_wide_slices(K) * aj.nrc, threads, apack_task, &aj);
+    once_job o = {true, A, lda, K, M, w.mpad, (M + AONCE_MC - 1) / AONCE_MC, AONCE_MC, transA, alpha, w.P, dst};
+    kiln_pool_for(kiln_sgemm_wide_slices(K) * o.nch, threads, once_task, &o);
     w.apack = dst;
   }
   int workers = w.tm * w.tn > 1 ? threads : 1;
