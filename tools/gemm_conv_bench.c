@@ -11,7 +11,11 @@
  * ~0.1 s after each direct call and take a core from kiln's pool in the
  * next timing (on the 2-core Xeon VM kiln then measured 45-49 % of direct
  * in about half the runs, of both this build and stop 21's; with the
- * variable 90-95 %, bench/README.md stop 22). */
+ * variable 90-95 %, bench/README.md stop 22).
+ * Usage: gemm-conv-bench [REPS] [conv|direct|pool]: no mode, the GEMM and
+ * the conv layers; "conv" the layers alone; "direct" the direct path's
+ * layers; "pool" the cost of back-to-back parallel loops on kiln's pool
+ * against threads that only spin (GEMM_CONV.md "Sixteen threads"). */
 #include <cblas.h>
 #include <math.h>
 #ifdef __SSE__
@@ -326,7 +330,6 @@ static void bench_direct(int reps) {
   }
 }
 
-
 /* ---- "pool": the cost of a parallel loop ----
  * Back-to-back loops of T tasks of about W ns of arithmetic each (a
  * network's steps, a few microseconds apart), through kiln's pool, against
@@ -335,7 +338,7 @@ static void bench_direct(int reps) {
  * mean wall time and the ideal, T·W / threads (or W when T < threads). */
 static volatile float pool_sink;
 
-static void spin_work(int64_t iters) { /* a dependent chain: ~1 ns an iteration */
+static void spin_work(int64_t iters) { /* a dependent chain: a few ns an iteration (calibrated) */
   float x = 1.0f;
   for (int64_t i = 0; i < iters; i++) x = x * 0.999999f + 1e-7f;
   pool_sink = x;
@@ -352,7 +355,6 @@ static void pool_work_task(void *ctx, int64_t t, int worker) {
 }
 
 typedef struct spin_pool {
-  int n;
   atomic_long gen, next, done;
   atomic_bool stop;
   long n_tasks;
@@ -399,7 +401,7 @@ static void spin_pool_loop(spin_pool *sp, long n_tasks, int64_t iters) {
 
 static void bench_pool(int reps) {
   int threads = kiln_pool_threads();
-  /* calibrate: iterations per microsecond on this thread */
+  /* calibrate: nanoseconds an iteration on this thread */
   double t0 = now();
   spin_work(1 << 22);
   double ns_it = (now() - t0) * 1e9 / (double)(1 << 22);
@@ -410,10 +412,15 @@ static void bench_pool(int reps) {
   const double task_us[] = {0.0, 2.0, 10.0, 50.0};
   double res[2][4][2];
   for (int which = 0; which < 2; which++) { /* kiln's pool, then the spin pool (its threads spin all along) */
-    spin_pool sp = {.n = threads};
+    spin_pool sp = {0};
     pthread_t *th = calloc((size_t)threads, sizeof *th);
+    if (!th) exit(2);
     if (which)
-      for (int i = 1; i < threads; i++) pthread_create(&th[i], NULL, spin_pool_main, &sp);
+      for (int i = 1; i < threads; i++)
+        if (pthread_create(&th[i], NULL, spin_pool_main, &sp)) {
+          fprintf(stderr, "gemm-conv-bench: could not start thread %d\n", i);
+          exit(2);
+        }
     for (size_t a = 0; a < 2; a++)
       for (size_t b = 0; b < 4; b++) {
         long T = task_counts[a];
