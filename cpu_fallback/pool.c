@@ -79,8 +79,9 @@ typedef struct loop {
 /* Joining and leaving a loop take no lock: with a mutex taken twice per
  * worker per loop, a loop of 16 tasks of 2 us each took 26 us on 16 threads
  * against 6 us for threads that only poll counters (tools/gemm-conv-bench
- * "pool", a 16-core Xeon; mobilenetv2's steps cost at least 40 us there, at
- * 16 threads as at 1). The protocol, every access sequentially consistent:
+ * "pool", a 16-core Xeon; every mobilenetv2 step cost 40 us or more there,
+ * some more than at 1 thread). The protocol (the accesses it rests on
+ * sequentially consistent):
  * - the caller publishes cur, then gen; it takes the mutex only when a
  *   worker sleeps (sleepers > 0, counted under the mutex before the worker's
  *   last look at gen), so no wake-up is lost;
