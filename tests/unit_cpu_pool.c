@@ -370,7 +370,7 @@ static void test_wide(void) {
          512), and (alpha 1, not transposed) the post-op variants on the pool */
       {false, false, 60, 2100, 300, 1.0f, 0.5f}, {false, true, 60, 530, 600, 0.5f, 0.0f},
       {true, false, 64, 600, 576, 2.0f, 1.0f},   {false, false, 60, 512, 600, 1.0f, 0.0f},
-      /* few rows by KC slices (2, 6 and 3 of them), each slice in column blocks where the threads outnumber the
+      /* few rows by KC slices (2, 5 and 3 of them), each slice in column blocks where the threads outnumber the
          slices (KILN_NUM_THREADS=16), transposed A, tail columns */
       {false, false, 1, 1000, 512, 1.0f, 0.0f},  {true, false, 3, 700, 1300, 0.5f, 1.0f},
       {false, false, 4, 90, 600, 1.0f, -1.0f},
