@@ -325,7 +325,9 @@ kiln_status kiln_wino_conv(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W
   j.us = kiln_sgemm_wide_pack_a_floats(M, C), j.mpad = (M + MR - 1) / MR * MR;
   /* tile rows a chunk: of the counts whose tiles stay within the target (or one row), the one that fills the
      micro-kernel's 32-column strips best, the larger on a tie. The partition changes no bits (above). */
-  int workers = kiln_pool_threads();
+  /* the threads that will take the tasks: one where this runs inside a pool task or beside another graph's loop
+     (kiln_pool_free: the loop then runs on its caller), where channel parts would only transform the input again */
+  int workers = kiln_pool_free() ? kiln_pool_threads() : 1;
   int64_t target = TH * TW / (workers > 4 ? workers : 4);
   target = target < WINO_CHUNK_MIN ? WINO_CHUNK_MIN : target > WINO_CHUNK_MAX ? WINO_CHUNK_MAX : target;
   j.rb = 1;

@@ -357,8 +357,8 @@ static void pool_work_task(void *ctx, int64_t t, int worker) {
 typedef struct spin_pool {
   atomic_long gen, next, done;
   atomic_bool stop;
-  long n_tasks;
-  int64_t iters;
+  atomic_long n_tasks; /* read by a late thread of the last loop while the next one is set up */
+  atomic_llong iters;
 } spin_pool;
 
 static void spin_pool_take(spin_pool *sp) {
@@ -387,7 +387,8 @@ static void *spin_pool_main(void *arg) {
 }
 
 static void spin_pool_loop(spin_pool *sp, long n_tasks, int64_t iters) {
-  sp->n_tasks = n_tasks, sp->iters = iters;
+  atomic_store(&sp->n_tasks, n_tasks);
+  atomic_store(&sp->iters, (long long)iters);
   atomic_store(&sp->done, 0); /* before next: a late thread of the last loop may claim a task at once */
   atomic_store(&sp->next, 0);
   atomic_fetch_add(&sp->gen, 1);
